@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProduceConfigValidate(t *testing.T) {
+	ok := ProduceConfig{Topic: "t", Duration: time.Second}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("minimal config: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*ProduceConfig)
+		want string // part of the error
+	}{
+		{"no topic", func(c *ProduceConfig) { c.Topic = "" }, "topic"},
+		{"both bounds", func(c *ProduceConfig) { c.Records = 10 }, "exactly one"},
+		{"no bound", func(c *ProduceConfig) { c.Duration = 0 }, "exactly one"},
+		{"bad acks", func(c *ProduceConfig) { c.Acks = "2" }, "acks"},
+		{"inflight with idempotence", func(c *ProduceConfig) { c.MaxInflight = 10 }, "idempotence off"},
+		{"small batches", func(c *ProduceConfig) { c.BatchMaxBytes = 100 }, "batch max bytes"},
+		{"bad compression", func(c *ProduceConfig) { c.Compression = "brotli" }, "compression"},
+		{"bad partitioner", func(c *ProduceConfig) { c.Partitioner = "hash" }, "partitioner"},
+		{"fewer records than producers", func(c *ProduceConfig) { c.Duration, c.Records, c.Producers = 0, 2, 3 }, "fewer"},
+	} {
+		cfg := ok
+		c.edit(&cfg)
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error about %q", c.name, err, c.want)
+		}
+	}
+	// acks other than all turn idempotence off, which frees max in-flight.
+	loose := ok
+	loose.Acks, loose.MaxInflight = "1", 10
+	if err := loose.Validate(); err != nil {
+		t.Errorf("acks=1 with max in-flight 10: %v", err)
+	}
+	if s := loose.withDefaults().settings(); s.Idempotent || s.MaxInflight != 10 {
+		t.Errorf("acks=1 settings: idempotent %v, max in-flight %d; want false, 10", s.Idempotent, s.MaxInflight)
+	}
+	if s := ok.withDefaults().settings(); !s.Idempotent || s.MaxInflight != 5 || s.BatchMaxBytes != 1<<20 || s.RecordSize != 1024 {
+		t.Errorf("default settings: %+v", s)
+	}
+}
+
+func TestConsumeConfigValidate(t *testing.T) {
+	ok := ConsumeConfig{Topic: "t"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("minimal config: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*ConsumeConfig)
+	}{
+		{"no topic", func(c *ConsumeConfig) { c.Topic = "" }},
+		{"raw with group", func(c *ConsumeConfig) { c.Raw, c.Group = true, "g" }},
+		{"partition above fetch", func(c *ConsumeConfig) { c.FetchMaxBytes, c.PartitionMaxBytes = 1 << 20, 2 << 20 }},
+		{"negative records", func(c *ConsumeConfig) { c.Records = -1 }},
+	} {
+		cfg := ok
+		c.edit(&cfg)
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("%s: got no error", c.name)
+		}
+	}
+}
+
+func TestDiskConfigValidate(t *testing.T) {
+	if err := (DiskConfig{}).Validate(); err == nil {
+		t.Error("no directory: got no error")
+	}
+	if err := (DiskConfig{Dir: "x", SeqBytes: 10, BlockSize: 100}).Validate(); err == nil {
+		t.Error("less than a block: got no error")
+	}
+}

@@ -1,0 +1,210 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The README's results section lies between these markers; everything
+// else in the file is left alone.
+const (
+	MarkerStart = "<!-- results:start -->"
+	MarkerEnd   = "<!-- results:end -->"
+)
+
+// ErrNoMarkers is returned by ReplaceResults when the document lacks the
+// start and end markers, in that order.
+var ErrNoMarkers = errors.New("results markers not found")
+
+// ReplaceResults returns doc with the text between MarkerStart and
+// MarkerEnd replaced by section.
+func ReplaceResults(doc, section string) (string, error) {
+	i := strings.Index(doc, MarkerStart)
+	if i < 0 {
+		return "", ErrNoMarkers
+	}
+	j := strings.Index(doc[i:], MarkerEnd)
+	if j < 0 {
+		return "", ErrNoMarkers
+	}
+	j += i
+	return doc[:i+len(MarkerStart)] + "\n" + strings.TrimSpace(section) + "\n" + doc[j:], nil
+}
+
+// RenderResults renders the README section: the latest run's figures, its
+// chart (chartPath, relative to the README), the commands that made them,
+// and one line per run of history (oldest first, latest included).
+func RenderResults(latest *Run, chartPath string, history []*Run) string {
+	s := latest.Summary
+	var b strings.Builder
+	fmt.Fprintf(&b, "Latest run: `%s` (%s), %s, by `%s`.\n\n", latest.ID, latest.Date, latest.Host, latest.Command)
+	size := "1 KiB"
+	if s.RecordSize != 0 && s.RecordSize != 1024 {
+		size = fmt.Sprintf("%d B", s.RecordSize)
+	}
+	b.WriteString("| measure | result |\n|---|---|\n")
+	row := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, v) }
+	if s.ProduceMsgsPerS > 0 {
+		row(fmt.Sprintf("simtel produce, %s records, acks=%s", size, s.ProduceAcks),
+			fmt.Sprintf("**%s msgs/s**, **%s MB/s**", fmtCount(s.ProduceMsgsPerS), fmtMB(s.ProduceMBPerS)))
+		row("simtel produce latency p50 / p99 / p999 (Produce call → ack)",
+			fmt.Sprintf("%s / %s / %s ms", fmtMS(s.ProduceP50MS), fmtMS(s.ProduceP99MS), fmtMS(s.ProduceP999MS)))
+	}
+	if s.JSMsgsPerS > 0 {
+		row(fmt.Sprintf("NATS JetStream `%s`, file storage, default sync_interval (fsync every 2 min)", s.JSLabel),
+			fmt.Sprintf("%s msgs/s, %s MB/s", fmtCount(s.JSMsgsPerS), fmtMB(s.JSMBPerS)))
+		row("ratio simtel / JetStream (default sync)", fmtRatio(s.Ratio))
+	}
+	if s.JSAlwaysMsgsPerS > 0 {
+		row(fmt.Sprintf("NATS JetStream `%s`, file storage, sync_interval always (fsync before ack, as acks=all)", s.JSAlwaysLabel),
+			fmt.Sprintf("%s msgs/s, %s MB/s", fmtCount(s.JSAlwaysMsgsPerS), fmtMB(s.JSAlwaysMBPerS)))
+		row("ratio simtel / JetStream (same durability)", fmtRatio(s.RatioAlways))
+	}
+	if s.DiskSeqMBPerS > 0 {
+		row("disk: sequential 1 MiB writes, fdatasync each", fmt.Sprintf("%s MB/s", fmtMB(s.DiskSeqMBPerS)))
+		row("disk: 4 KiB appends, fdatasync each", fmt.Sprintf("%s /s (p50 %s ms)", fmtCount(s.DiskAppendsPS), fmtMS(s.DiskAppendP50)))
+		if s.DiskFraction > 0 {
+			row("simtel produce MB/s ÷ disk fdatasync bandwidth", fmt.Sprintf("%.2f", s.DiskFraction))
+		}
+	}
+	if s.ConsumeRawMBPS > 0 {
+		row("simtel consume, raw FetchRequests (page cache, batch bytes)", fmt.Sprintf("%s MB/s", fmtMB(s.ConsumeRawMBPS)))
+	}
+	if s.ConsumeMBPS > 0 {
+		row("simtel consume, kgo PollFetches (page cache, value bytes)", fmt.Sprintf("%s MB/s", fmtMB(s.ConsumeMBPS)))
+	}
+	if chartPath != "" {
+		fmt.Fprintf(&b, "\n![throughput and latency of run %s](%s)\n", latest.ID, chartPath)
+	}
+	b.WriteString("\nCommands of this run:\n\n```sh\n")
+	for _, st := range latest.Steps {
+		fmt.Fprintf(&b, "# %s\n%s\n", st.Label, strings.TrimSpace(st.Command))
+	}
+	b.WriteString("```\n")
+
+	if len(history) > 0 {
+		b.WriteString("\nAll runs (`bench/results/`):\n\n")
+		b.WriteString("| run | simtel msgs/s | simtel MB/s | p50 / p99 / p999 ms | JetStream msgs/s | ratio | JetStream always msgs/s | ratio | disk MB/s | fraction | consume raw MB/s | consume poll MB/s |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range history {
+			h := r.Summary
+			fmt.Fprintf(&b, "| %s | %s | %s | %s / %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				r.ID, fmtCount(h.ProduceMsgsPerS), fmtMB(h.ProduceMBPerS),
+				fmtMS(h.ProduceP50MS), fmtMS(h.ProduceP99MS), fmtMS(h.ProduceP999MS),
+				fmtCount(h.JSMsgsPerS), fmtRatio(h.Ratio), fmtCount(h.JSAlwaysMsgsPerS), fmtRatio(h.RatioAlways),
+				fmtMB(h.DiskSeqMBPerS), fmtFraction(h.DiskFraction), fmtMB(h.ConsumeRawMBPS), fmtMB(h.ConsumeMBPS))
+		}
+	}
+	return b.String()
+}
+
+// fmtCount rounds to a whole number with thousands separators; 0 is "–".
+func fmtCount(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return groupDigits(int64(math.Round(v)))
+}
+
+func fmtMB(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	if v >= 100 {
+		return groupDigits(int64(math.Round(v)))
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+func fmtMS(v float64) string {
+	switch {
+	case v == 0:
+		return "–"
+	case v < 1:
+		return fmt.Sprintf("%.3f", v)
+	case v < 100:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func fmtRatio(v float64) string {
+	switch {
+	case v == 0:
+		return "–"
+	case v < 10:
+		return fmt.Sprintf("%.2f×", v)
+	}
+	return fmt.Sprintf("%.0f×", v)
+}
+
+func fmtFraction(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// PublishConfig says where Publish puts a finished run.
+type PublishConfig struct {
+	RunPath    string // the run file the steps were added to
+	ResultsDir string // gets <id>.json and <id>.svg
+	README     string // the file whose results section is replaced
+	ID         string // required: file name stem of the results
+	Date       string // RFC 3339
+	Host       string // a description of the machine
+	Command    string // how the run was started
+}
+
+// Publish summarizes the run in RunPath, writes it and its chart to the
+// results directory, and rewrites the README's results section from every
+// run in that directory. It returns the path of the results file.
+func Publish(cfg PublishConfig) (string, error) {
+	if cfg.ID == "" || strings.ContainsAny(cfg.ID, `/\`) {
+		return "", fmt.Errorf("run id %q is not a file name", cfg.ID)
+	}
+	r, err := ReadRun(cfg.RunPath)
+	if err != nil {
+		return "", err
+	}
+	r.ID, r.Date, r.Host, r.Command = cfg.ID, cfg.Date, cfg.Host, cfg.Command
+	r.Summarize()
+	if err := os.MkdirAll(cfg.ResultsDir, 0o755); err != nil {
+		return "", fmt.Errorf("cannot create %q: %w", cfg.ResultsDir, err)
+	}
+	jsonPath := filepath.Join(cfg.ResultsDir, cfg.ID+".json")
+	svgPath := filepath.Join(cfg.ResultsDir, cfg.ID+".svg")
+	if err := WriteRun(jsonPath, r); err != nil {
+		return "", err
+	}
+	if err := writeFileAtomic(svgPath, []byte(ChartSVG(r))); err != nil {
+		return "", err
+	}
+	if cfg.README == "" {
+		return jsonPath, nil
+	}
+	history, err := ReadRuns(cfg.ResultsDir)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(filepath.Dir(cfg.README), svgPath)
+	if err != nil {
+		rel = svgPath
+	}
+	doc, err := os.ReadFile(cfg.README)
+	if err != nil {
+		return "", fmt.Errorf("cannot read %q: %w", cfg.README, err)
+	}
+	out, err := ReplaceResults(string(doc), RenderResults(r, filepath.ToSlash(rel), history))
+	if err != nil {
+		return "", fmt.Errorf("cannot update %q: %w", cfg.README, err)
+	}
+	if err := writeFileAtomic(cfg.README, []byte(out)); err != nil {
+		return "", err
+	}
+	return jsonPath, nil
+}

@@ -1,0 +1,230 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Run is one side-by-side comparison: the results of its steps and the
+// exact commands that produced them, as bench/compare.sh records them in
+// bench/results/<id>.json.
+type Run struct {
+	ID      string  `json:"id"`      // file name stem, e.g. 2025-11-29-134501
+	Date    string  `json:"date"`    // RFC 3339, UTC
+	Host    string  `json:"host"`    // a description of the machine
+	Command string  `json:"command"` // how the whole run was started
+	Steps   []Step  `json:"steps"`
+	Summary Summary `json:"summary"` // derived from Steps by Summarize
+}
+
+// Step is one measurement of a run. Exactly one result is set.
+type Step struct {
+	Label     string           `json:"label"`
+	Command   string           `json:"command"`
+	Disk      *DiskResult      `json:"disk,omitempty"`
+	Produce   *ProduceResult   `json:"produce,omitempty"`
+	Consume   *ConsumeResult   `json:"consume,omitempty"`
+	JetStream *JetStreamResult `json:"jetstream,omitempty"`
+}
+
+// Summary holds the figures the README table shows. Zero means the run had
+// no such step. Latencies are in milliseconds, MB is 10^6 bytes.
+type Summary struct {
+	ProduceMsgsPerS float64 `json:"produce_msgs_per_s"`
+	ProduceMBPerS   float64 `json:"produce_mb_per_s"`
+	ProduceP50MS    float64 `json:"produce_p50_ms"`
+	ProduceP99MS    float64 `json:"produce_p99_ms"`
+	ProduceP999MS   float64 `json:"produce_p999_ms"`
+	ProduceAcks     string  `json:"produce_acks,omitempty"`
+	RecordSize      int     `json:"record_size,omitempty"`
+
+	// JetStream: the fastest publish run against a server with its default
+	// sync_interval (data is written to the OS and fsynced every two
+	// minutes) and the fastest with sync_interval always (fsync before
+	// every acknowledgement, the durability of acks=all here).
+	JSMsgsPerS       float64 `json:"jetstream_msgs_per_s"`
+	JSMBPerS         float64 `json:"jetstream_mb_per_s"`
+	JSLabel          string  `json:"jetstream_label,omitempty"`
+	Ratio            float64 `json:"ratio_msgs"` // simtel produce msgs/s ÷ JSMsgsPerS
+	JSAlwaysMsgsPerS float64 `json:"jetstream_sync_always_msgs_per_s"`
+	JSAlwaysMBPerS   float64 `json:"jetstream_sync_always_mb_per_s"`
+	JSAlwaysLabel    string  `json:"jetstream_sync_always_label,omitempty"`
+	RatioAlways      float64 `json:"ratio_msgs_sync_always"`
+
+	DiskSeqMBPerS  float64 `json:"disk_seq_fdatasync_mb_per_s"`
+	DiskAppendsPS  float64 `json:"disk_4k_fdatasync_appends_per_s"`
+	DiskAppendP50  float64 `json:"disk_4k_fdatasync_p50_ms"`
+	DiskFraction   float64 `json:"produce_fraction_of_disk"` // ProduceMBPerS ÷ DiskSeqMBPerS
+	ConsumeRawMBPS float64 `json:"consume_raw_mb_per_s"`
+	ConsumeMBPS    float64 `json:"consume_poll_mb_per_s"`
+}
+
+// SyncAlways is the JetStreamResult.ServerSync value of a server that
+// fsyncs before acknowledging.
+const SyncAlways = "always"
+
+// Summarize derives the summary from the steps: the first produce step,
+// disk step, raw and poll consume steps, and the JetStream steps described
+// in Summary.
+func (r *Run) Summarize() {
+	s := Summary{}
+	var produce *ProduceResult
+	for _, st := range r.Steps {
+		switch {
+		case st.Produce != nil && produce == nil:
+			produce = st.Produce
+		case st.Disk != nil && s.DiskSeqMBPerS == 0:
+			s.DiskSeqMBPerS = st.Disk.SeqMBPerS
+			s.DiskAppendsPS = st.Disk.AppendsPS
+			s.DiskAppendP50 = float64(st.Disk.AppendLat.P50US) / 1e3
+		case st.Consume != nil && st.Consume.Settings.Mode == "raw" && s.ConsumeRawMBPS == 0:
+			s.ConsumeRawMBPS = st.Consume.MBPerS
+		case st.Consume != nil && st.Consume.Settings.Mode == "poll" && s.ConsumeMBPS == 0:
+			s.ConsumeMBPS = st.Consume.MBPerS
+		case st.JetStream != nil && st.JetStream.ServerSync == SyncAlways:
+			if st.JetStream.MsgsPerS > s.JSAlwaysMsgsPerS {
+				s.JSAlwaysMsgsPerS, s.JSAlwaysMBPerS, s.JSAlwaysLabel = st.JetStream.MsgsPerS, st.JetStream.MBPerS, st.Label
+			}
+		case st.JetStream != nil:
+			if st.JetStream.MsgsPerS > s.JSMsgsPerS {
+				s.JSMsgsPerS, s.JSMBPerS, s.JSLabel = st.JetStream.MsgsPerS, st.JetStream.MBPerS, st.Label
+			}
+		}
+	}
+	if produce != nil {
+		s.ProduceMsgsPerS = produce.RecPerS
+		s.ProduceMBPerS = produce.MBPerS
+		s.ProduceP50MS = float64(produce.Latency.P50US) / 1e3
+		s.ProduceP99MS = float64(produce.Latency.P99US) / 1e3
+		s.ProduceP999MS = float64(produce.Latency.P999US) / 1e3
+		s.ProduceAcks = produce.Settings.Acks
+		s.RecordSize = produce.Settings.RecordSize
+	}
+	s.Ratio = ratio(s.ProduceMsgsPerS, s.JSMsgsPerS)
+	s.RatioAlways = ratio(s.ProduceMsgsPerS, s.JSAlwaysMsgsPerS)
+	s.DiskFraction = ratio(s.ProduceMBPerS, s.DiskSeqMBPerS)
+	r.Summary = s
+}
+
+func ratio(a, b float64) float64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// ReadRun reads a run file.
+func ReadRun(path string) (*Run, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read run %q: %w", path, err)
+	}
+	var r Run
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("cannot decode run %q: %w", path, err)
+	}
+	return &r, nil
+}
+
+// WriteRun writes r to path, indented, through a temporary file.
+func WriteRun(path string, r *Run) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cannot encode run %q: %w", r.ID, err)
+	}
+	return writeFileAtomic(path, append(b, '\n'))
+}
+
+// AddStep parses a step's output and appends it to the run in path,
+// creating the run file if it does not exist. kind is disk, produce,
+// consume (output of the matching simtel bench command with --json) or
+// jetstream (the text output of nats bench js pub); serverSync is the
+// JetStream server's sync_interval ("" for its default).
+func AddStep(path, kind, label, command, serverSync string, output []byte) error {
+	r := &Run{}
+	if _, err := os.Stat(path); err == nil {
+		if r, err = ReadRun(path); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cannot stat run %q: %w", path, err)
+	}
+	st := Step{Label: label, Command: command}
+	var target any
+	switch kind {
+	case "disk":
+		st.Disk = &DiskResult{}
+		target = st.Disk
+	case "produce":
+		st.Produce = &ProduceResult{}
+		target = st.Produce
+	case "consume":
+		st.Consume = &ConsumeResult{}
+		target = st.Consume
+	case "jetstream":
+		js, err := ParseJetStreamBench(string(output))
+		if err != nil {
+			return fmt.Errorf("step %q: %w", label, err)
+		}
+		js.Label, js.Command, js.ServerSync = label, command, serverSync
+		st.JetStream = js
+	default:
+		return fmt.Errorf("step kind %q is not disk, produce, consume or jetstream", kind)
+	}
+	if target != nil {
+		if err := json.Unmarshal(output, target); err != nil {
+			return fmt.Errorf("step %q: cannot decode %s result: %w", label, kind, err)
+		}
+	}
+	r.Steps = append(r.Steps, st)
+	return WriteRun(path, r)
+}
+
+// ReadRuns reads every *.json run in dir, oldest first by ID.
+func ReadRuns(dir string) ([]*Run, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var runs []*Run
+	for _, p := range paths {
+		r, err := ReadRun(p)
+		if err != nil {
+			return nil, err
+		}
+		if r.ID == "" {
+			r.ID = strings.TrimSuffix(filepath.Base(p), ".json")
+		}
+		runs = append(runs, r)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].ID < runs[j].ID })
+	return runs, nil
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("cannot write %q: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("cannot write %q: %w", path, err)
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("cannot write %q: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("cannot write %q: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("cannot write %q: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package broker
+
+// Produce, versions 3-9 (record batches, magic 2, only).
+//
+// Appends happen on the connection's read loop, in request order, so an
+// idempotent producer's pipelined batches reach the log in sequence order.
+// acks=all then waits for the commit (fsync, shared with every other
+// producer waiting on the same partition) off the read loop; acks=1 answers
+// after the append and lets the flusher commit; acks=0 gets no response.
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type produceWait struct {
+	part *Partition
+	last int64
+	rp   *kmsg.ProduceResponseTopicPartition
+}
+
+func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *pending) {
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	resp.Version = r.Version
+	acks := r.Acks
+	badAcks := acks != 0 && acks != 1 && acks != -1
+	var waits []produceWait
+	var touched []*Partition
+
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
+	for i := range r.Topics {
+		rt := &r.Topics[i]
+		st := &resp.Topics[i]
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := &st.Partitions[j]
+			sp.Default()
+			sp.Partition = rp.Partition
+			switch {
+			case badAcks:
+				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+				continue
+			case r.TransactionID != nil:
+				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+				continue
+			}
+			part := b.partition(rt.Topic, rp.Partition)
+			if part == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			res := part.appendRecords(rp.Records)
+			if res.err != nil {
+				sp.ErrorCode = kerrCode(res.err)
+				msg := res.err.Error()
+				sp.ErrorMessage = &msg
+				b.metrics.produceErrors.WithLabelValues(kerr.ErrorForCode(sp.ErrorCode).Error()).Inc()
+				b.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "client_id", "", "err", res.err)
+				continue
+			}
+			sp.BaseOffset = res.base
+			sp.LogStartOffset = part.log.StartOffset()
+			if !res.duplicate {
+				b.metrics.producedBytes.Add(float64(len(rp.Records)))
+				b.metrics.producedRecords.Add(float64(res.last - res.base + 1))
+			}
+			if acks == -1 {
+				last := res.last
+				if res.duplicate {
+					last = res.base
+				}
+				waits = append(waits, produceWait{part: part, last: last, rp: sp})
+			} else {
+				touched = append(touched, part)
+			}
+		}
+	}
+	for _, part := range touched {
+		part.commitLater()
+	}
+	if acks == 0 && !badAcks {
+		// No response; like Kafka, drop the connection if anything failed
+		// so the client refreshes its metadata instead of sending into a void.
+		p.noResponse = true
+		for _, t := range resp.Topics {
+			for _, sp := range t.Partitions {
+				if sp.ErrorCode != 0 {
+					p.closeConn = true
+				}
+			}
+		}
+		close(p.done)
+		return
+	}
+	if len(waits) == 0 {
+		p.finish(resp)
+		return
+	}
+	go func() {
+		timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
+		if timeout <= 0 {
+			timeout = 30 * time.Second
+		}
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		for _, w := range waits {
+			if err := w.part.commit(wctx, w.last); err != nil {
+				w.rp.ErrorCode = kerrCode(err)
+				w.rp.BaseOffset = -1
+				msg := err.Error()
+				w.rp.ErrorMessage = &msg
+				b.log.Warn("produce not committed", "topic", w.part.topic, "partition", w.part.index, "err", err)
+			}
+		}
+		p.finish(resp)
+	}()
+}

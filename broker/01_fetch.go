@@ -1,0 +1,175 @@
+package broker
+
+// Fetch, versions 4-12.
+//
+// Long polling: the request registers one wake-up channel with every
+// partition it reads, then builds the response; if fewer than MinBytes are
+// available it waits for a high-watermark advance on any of them, the
+// MaxWait deadline or the connection closing, and builds again.
+// Fetch sessions (KIP-227) are not kept: SessionID 0 in the response tells
+// the client to send full requests, which every client supports.
+// Record bytes never pass through user space (see zerocopy.go).
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/storage"
+)
+
+const defaultFetchMaxBytes = 50 << 20
+
+func (b *Broker) handleFetch(ctx context.Context, r *kmsg.FetchRequest, p *pending) {
+	deadline := time.Now().Add(time.Duration(max(r.MaxWaitMillis, 0)) * time.Millisecond)
+	wake := make(chan struct{}, 1)
+	var parts []*Partition
+	for _, t := range r.Topics {
+		for _, rp := range t.Partitions {
+			if part := b.partition(t.Topic, rp.Partition); part != nil {
+				part.addWaiter(wake)
+				parts = append(parts, part)
+			}
+		}
+	}
+	defer func() {
+		for _, part := range parts {
+			part.removeWaiter(wake)
+		}
+	}()
+
+	var timer *time.Timer
+	for {
+		resp, m, total, errs := b.readFetch(r)
+		done := total >= int64(r.MinBytes) || errs || !time.Now().Before(deadline) || ctx.Err() != nil
+		if done {
+			wire, err := buildFetchWire(resp, p.corr, m)
+			if err != nil {
+				b.log.Error("cannot encode fetch response", "err", err)
+				for _, res := range m.results {
+					res.Release()
+				}
+				p.closeConn = true
+				p.finish(nil)
+				return
+			}
+			b.metrics.fetchedBytes.Add(float64(total))
+			p.fetch = wire
+			close(p.done)
+			return
+		}
+		for _, res := range m.results {
+			res.Release()
+		}
+		if timer == nil {
+			timer = time.NewTimer(time.Until(deadline))
+			defer timer.Stop()
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// readFetch builds a fetch response from the current state. It reports the
+// record bytes found and whether any partition had an error (an error is
+// answered at once, as Kafka does).
+func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSet, int64, bool) {
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	resp.Version = r.Version
+	m := newMarkerSet()
+	if r.SessionID != 0 {
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp, m, 0, true
+	}
+	maxBytes := int64(r.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = defaultFetchMaxBytes
+	}
+	var total int64
+	anyErr := false
+	resp.Topics = make([]kmsg.FetchResponseTopic, len(r.Topics))
+	for i, rt := range r.Topics {
+		st := &resp.Topics[i]
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
+		for j, rp := range rt.Partitions {
+			sp := &st.Partitions[j]
+			sp.Default()
+			sp.Partition = rp.Partition
+			part := b.partition(rt.Topic, rp.Partition)
+			if part == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				anyErr = true
+				continue
+			}
+			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
+				sp.ErrorCode = code
+				anyErr = true
+				continue
+			}
+			hw := part.highWatermark()
+			start := part.log.StartOffset()
+			sp.HighWatermark = hw
+			sp.LastStableOffset = hw
+			sp.LogStartOffset = start
+			if r.IsolationLevel == 1 {
+				sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+			}
+			if rp.FetchOffset < start || rp.FetchOffset > part.log.EndOffset() {
+				sp.ErrorCode = kerr.OffsetOutOfRange.Code
+				anyErr = true
+				continue
+			}
+			if rp.FetchOffset >= hw {
+				continue
+			}
+			limit := min(int64(rp.PartitionMaxBytes), maxBytes-total)
+			if limit <= 0 {
+				if total > 0 {
+					continue
+				}
+				limit = 1 // KIP-74: the first batch goes out whatever the limits
+			}
+			res, err := part.log.Read(rp.FetchOffset, limit, hw)
+			if err != nil {
+				if errors.Is(err, storage.ErrOffsetOutOfRange) {
+					sp.ErrorCode = kerr.OffsetOutOfRange.Code
+				} else {
+					b.log.Error("cannot read partition", "topic", rt.Topic, "partition", rp.Partition, "offset", rp.FetchOffset, "err", err)
+					sp.ErrorCode = kerr.KafkaStorageError.Code
+				}
+				anyErr = true
+				continue
+			}
+			if res.Bytes == 0 {
+				res.Release()
+				continue
+			}
+			total += res.Bytes
+			sp.RecordBatches = m.next(res)
+		}
+	}
+	return resp, m, total, anyErr
+}
+
+// checkLeaderEpoch compares a client's idea of the leader epoch with ours.
+// A single node is always leader at epoch 0.
+func checkLeaderEpoch(clientEpoch int32) int16 {
+	switch {
+	case clientEpoch < 0 || clientEpoch == leaderEpoch:
+		return 0
+	case clientEpoch > leaderEpoch:
+		return kerr.UnknownLeaderEpoch.Code
+	default:
+		return kerr.FencedLeaderEpoch.Code
+	}
+}
+
+// leaderEpoch is every partition's leader epoch on a single node.
+const leaderEpoch = 0

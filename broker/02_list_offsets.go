@@ -1,0 +1,52 @@
+package broker
+
+// ListOffsets, versions 1-6: -2 earliest (log start offset), -1 latest (high
+// watermark), -3 max timestamp, otherwise the first offset whose batch has a
+// timestamp >= the requested one (the time index answers it).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleListOffsets(r *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+	resp.Version = r.Version
+	for _, rt := range r.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
+			part := b.partition(rt.Topic, rp.Partition)
+			switch {
+			case part == nil:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
+				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch)
+			default:
+				hw := part.highWatermark()
+				sp.LeaderEpoch = leaderEpoch
+				switch rp.Timestamp {
+				case -2:
+					sp.Offset = part.log.StartOffset()
+				case -1:
+					sp.Offset = hw
+				case -3:
+					off, ts := part.log.MaxTimestamp()
+					if off >= 0 && off < hw {
+						sp.Offset, sp.Timestamp = off, ts
+					}
+				default:
+					if off, ts, ok := part.log.OffsetForTimestamp(rp.Timestamp); ok && off < hw {
+						sp.Offset, sp.Timestamp = max(off, part.log.StartOffset()), ts
+					}
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

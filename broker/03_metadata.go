@@ -1,0 +1,96 @@
+package broker
+
+// Metadata, versions 0-11. This node is the only broker, the controller and
+// every partition's leader (epoch 0). Topics named by a client that do not
+// exist are created when auto-creation is on and the request allows it
+// (v4+ AllowAutoTopicCreation; always for older versions).
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) advertised() (string, int32) {
+	host, port, _ := net.SplitHostPort(b.cfg.Advertise)
+	n, _ := strconv.Atoi(port)
+	return host, int32(n)
+}
+
+func (b *Broker) brokerList() []kmsg.MetadataResponseBroker {
+	host, port := b.advertised()
+	br := kmsg.NewMetadataResponseBroker()
+	br.NodeID, br.Host, br.Port = b.cfg.NodeID, host, port
+	return []kmsg.MetadataResponseBroker{br}
+}
+
+func (b *Broker) handleMetadata(_ context.Context, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	resp.Version = r.Version
+	resp.Brokers = b.brokerList()
+	resp.ClusterID = &b.clusterID
+	resp.ControllerID = b.cfg.NodeID
+
+	var topics []*topic
+	var missing []kmsg.MetadataResponseTopic
+	if r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0) {
+		topics = b.allTopics()
+	} else {
+		autoCreate := !b.cfg.DisableAutoCreate && (r.Version < 4 || r.AllowAutoTopicCreation)
+		for _, rt := range r.Topics {
+			var t *topic
+			switch {
+			case rt.Topic != nil:
+				t = b.topic(*rt.Topic)
+			case rt.TopicID != [16]byte{}:
+				t = b.topicByID(rt.TopicID)
+			}
+			if t == nil && rt.Topic != nil && autoCreate {
+				var err error
+				t, err = b.createTopic(*rt.Topic, -1, -1, nil, false)
+				if err != nil && errors.Is(err, kerr.TopicAlreadyExists) {
+					t, err = b.topic(*rt.Topic), nil
+				}
+				if err != nil {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.Topic = rt.Topic
+					mt.ErrorCode = kerrCode(err)
+					missing = append(missing, mt)
+					continue
+				}
+			}
+			if t == nil {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
+				mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				missing = append(missing, mt)
+				continue
+			}
+			topics = append(topics, t)
+		}
+	}
+	for _, t := range topics {
+		mt := kmsg.NewMetadataResponseTopic()
+		name := t.name
+		mt.Topic = &name
+		mt.TopicID = t.id
+		mt.AuthorizedOperations = -2147483648
+		for i := range t.parts {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition = int32(i)
+			mp.Leader = b.cfg.NodeID
+			mp.LeaderEpoch = leaderEpoch
+			mp.Replicas = []int32{b.cfg.NodeID}
+			mp.ISR = []int32{b.cfg.NodeID}
+			mt.Partitions = append(mt.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	resp.Topics = append(resp.Topics, missing...)
+	resp.AuthorizedOperations = -2147483648
+	return resp
+}

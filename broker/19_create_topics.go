@@ -1,0 +1,70 @@
+package broker
+
+// CreateTopics, versions 0-7. A single node takes replication factor 1 (or
+// -1 for the default); explicit replica assignments must name this node.
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleCreateTopics(r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
+	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
+	resp.Version = r.Version
+	seen := map[string]int{}
+	for _, rt := range r.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range r.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		st.NumPartitions, st.ReplicationFactor = -1, -1
+		fail := func(err error) {
+			st.ErrorCode = kerrCode(err)
+			msg := err.Error()
+			st.ErrorMessage = &msg
+		}
+		configs := map[string]*string{}
+		for _, c := range rt.Configs {
+			configs[c.Name] = c.Value
+		}
+		parts := rt.NumPartitions
+		var err error
+		switch {
+		case seen[rt.Topic] > 1:
+			err = fmt.Errorf("%w: topic %q appears more than once in the request", kerr.InvalidRequest, rt.Topic)
+		case len(rt.ReplicaAssignment) > 0:
+			if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
+				err = fmt.Errorf("%w: give either a replica assignment or partitions and replication factor", kerr.InvalidRequest)
+				break
+			}
+			parts = int32(len(rt.ReplicaAssignment))
+			for _, a := range rt.ReplicaAssignment {
+				if len(a.Replicas) != 1 || a.Replicas[0] != b.cfg.NodeID {
+					err = fmt.Errorf("%w: partition %d assigned to %v; the only broker is %d", kerr.InvalidReplicaAssignment, a.Partition, a.Replicas, b.cfg.NodeID)
+				}
+			}
+		}
+		var t *topic
+		if err == nil {
+			t, err = b.createTopic(rt.Topic, parts, rt.ReplicationFactor, configs, r.ValidateOnly)
+		}
+		if err != nil {
+			fail(err)
+		} else {
+			st.TopicID = t.id
+			st.NumPartitions = int32(len(t.parts))
+			st.ReplicationFactor = 1
+			for _, name := range topicConfigNames() {
+				v, src := b.effectiveTopicConfig(t.configs, name)
+				c := kmsg.NewCreateTopicsResponseTopicConfig()
+				c.Name, c.Value, c.Source = name, &v, int8(src)
+				st.Configs = append(st.Configs, c)
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

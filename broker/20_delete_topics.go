@@ -1,0 +1,56 @@
+package broker
+
+// DeleteTopics, versions 0-6 (v6 names topics by name or id). Deleting a
+// topic removes its partition directories and its groups' committed offsets.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleDeleteTopics(r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
+	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	resp.Version = r.Version
+	type target struct {
+		name *string
+		id   [16]byte
+	}
+	var targets []target
+	if r.Version >= 6 {
+		for _, t := range r.Topics {
+			targets = append(targets, target{name: t.Topic, id: t.TopicID})
+		}
+	} else {
+		for i := range r.TopicNames {
+			targets = append(targets, target{name: &r.TopicNames[i]})
+		}
+	}
+	for _, tg := range targets {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID = tg.name, tg.id
+		name := ""
+		switch {
+		case tg.name != nil:
+			name = *tg.name
+		case tg.id != [16]byte{}:
+			if t := b.topicByID(tg.id); t != nil {
+				name = t.name
+				st.Topic = &t.name
+			}
+		}
+		if name == "" {
+			if tg.id != [16]byte{} {
+				st.ErrorCode = kerr.UnknownTopicID.Code
+			} else {
+				st.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			}
+		} else if t := b.topic(name); t != nil {
+			st.TopicID = t.id
+			st.ErrorCode = kerrCode(b.deleteTopic(name))
+		} else {
+			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

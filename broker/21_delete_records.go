@@ -1,0 +1,50 @@
+package broker
+
+// DeleteRecords, versions 0-2: advance a partition's log start offset
+// (-1 means the high watermark). The new start is checkpointed durably by
+// the log before the response.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleDeleteRecords(r *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {
+	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	resp.Version = r.Version
+	for _, rt := range r.Topics {
+		st := kmsg.NewDeleteRecordsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LowWatermark = -1
+			part := b.partition(rt.Topic, rp.Partition)
+			if part == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			hw := part.highWatermark()
+			off := rp.Offset
+			if off == -1 {
+				off = hw
+			}
+			if off < 0 || off > hw {
+				sp.ErrorCode = kerr.OffsetOutOfRange.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			start, err := part.log.DeleteRecords(off)
+			if err != nil {
+				b.log.Error("cannot delete records", "topic", rt.Topic, "partition", rp.Partition, "offset", off, "err", err)
+				sp.ErrorCode = kerr.KafkaStorageError.Code
+			} else {
+				sp.LowWatermark = start
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

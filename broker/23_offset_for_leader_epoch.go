@@ -1,0 +1,39 @@
+package broker
+
+// OffsetForLeaderEpoch, versions 0-4. A single node has one leader epoch
+// (0), so the end offset of epoch 0 is the high watermark and a later
+// epoch is unknown.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleOffsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse {
+	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	resp.Version = r.Version
+	for _, rt := range r.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			part := b.partition(rt.Topic, rp.Partition)
+			switch {
+			case part == nil:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
+				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch)
+			case rp.LeaderEpoch > leaderEpoch:
+				// Undefined epoch and offset: the client's epoch is newer.
+			default:
+				sp.LeaderEpoch = leaderEpoch
+				sp.EndOffset = part.highWatermark()
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

@@ -1,0 +1,23 @@
+package broker
+
+// CreatePartitions, versions 0-3: grow a topic's partition count.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleCreatePartitions(r *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
+	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	resp.Version = r.Version
+	for _, rt := range r.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		if err := b.createPartitions(rt.Topic, rt.Count, r.ValidateOnly); err != nil {
+			st.ErrorCode = kerrCode(err)
+			msg := err.Error()
+			st.ErrorMessage = &msg
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

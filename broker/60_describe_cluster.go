@@ -1,0 +1,18 @@
+package broker
+
+// DescribeCluster, version 0.
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+func (b *Broker) handleDescribeCluster(r *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {
+	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.Version = r.Version
+	resp.ClusterID = b.clusterID
+	resp.ControllerID = b.cfg.NodeID
+	host, port := b.advertised()
+	br := kmsg.NewDescribeClusterResponseBroker()
+	br.NodeID, br.Host, br.Port = b.cfg.NodeID, host, port
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{br}
+	resp.ClusterAuthorizedOperations = -2147483648
+	return resp
+}

@@ -1,0 +1,297 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/simtel/simtel/broker/group"
+)
+
+// Broker is one Kafka-compatible broker node. New opens its state from
+// DataDir; Run serves until its context ends; Close releases everything.
+type Broker struct {
+	cfg       Config
+	log       *slog.Logger
+	clusterID string
+	metrics   *metrics
+	groups    *group.Coordinator
+	pids      *pidAllocator
+
+	mu struct {
+		sync.RWMutex
+		topics map[string]*topic
+	}
+	// adminMu serializes topic creation, deletion and config changes so
+	// the topics file and the in-memory map change together.
+	adminMu sync.Mutex
+
+	connsMu sync.Mutex
+	conns   map[net.Conn]struct{}
+
+	ln      net.Listener
+	httpLn  net.Listener
+	ready   atomic.Bool
+	closeMu sync.Once
+}
+
+type nodeMeta struct {
+	ClusterID string `json:"cluster_id"`
+	NodeID    int32  `json:"node_id"`
+}
+
+// New opens (or initialises) the broker's data directory and binds its
+// listeners, so a caller knows the addresses before Run.
+func New(cfg Config) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Broker{cfg: cfg, log: cfg.Logger, conns: make(map[net.Conn]struct{})}
+	b.mu.topics = make(map[string]*topic)
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "data"), 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create data directory %q: %w", cfg.DataDir, err)
+	}
+	meta, err := b.loadNodeMeta()
+	if err != nil {
+		return nil, err
+	}
+	b.clusterID = meta.ClusterID
+	b.metrics = newMetrics(b)
+	if b.pids, err = openPIDAllocator(filepath.Join(cfg.DataDir, "producer-ids")); err != nil {
+		return nil, err
+	}
+	if err := b.loadTopics(); err != nil {
+		b.closePartitions()
+		return nil, err
+	}
+	store, err := group.OpenFileStore(filepath.Join(cfg.DataDir, "groups"), b.log.With("part", "groups"))
+	if err != nil {
+		b.closePartitions()
+		return nil, fmt.Errorf("cannot open group offsets: %w", err)
+	}
+	delay := cfg.GroupInitialRebalanceDelay
+	b.groups, err = group.New(group.Config{
+		Logger:                b.log.With("part", "groups"),
+		Store:                 store,
+		InitialRebalanceDelay: delay,
+		TopicPartitions: func(t string) (int32, bool) {
+			tp := b.topic(t)
+			if tp == nil {
+				return 0, false
+			}
+			return int32(len(tp.parts)), true
+		},
+		EndOffset: func(t string, part int32) (int64, bool) {
+			p := b.partition(t, part)
+			if p == nil {
+				return 0, false
+			}
+			return p.highWatermark(), true
+		},
+	})
+	if err != nil {
+		store.Close()
+		b.closePartitions()
+		return nil, fmt.Errorf("cannot start group coordinator: %w", err)
+	}
+	if b.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
+	}
+	// With port 0 the kernel picks the port; clients must be told that one.
+	if host, port, _ := net.SplitHostPort(b.cfg.Advertise); port == "0" {
+		_, real, _ := net.SplitHostPort(b.ln.Addr().String())
+		b.cfg.Advertise = net.JoinHostPort(host, real)
+	}
+	if cfg.HTTPListen != "" {
+		if b.httpLn, err = net.Listen("tcp", cfg.HTTPListen); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("cannot listen for http on %s: %w", cfg.HTTPListen, err)
+		}
+	}
+	return b, nil
+}
+
+// Addr is the Kafka listener's address (useful with port 0).
+func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
+
+// HTTPAddr is the HTTP listener's address, nil without one.
+func (b *Broker) HTTPAddr() net.Addr {
+	if b.httpLn == nil {
+		return nil
+	}
+	return b.httpLn.Addr()
+}
+
+// Run serves Kafka and HTTP until ctx ends, then closes the broker.
+func (b *Broker) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var srv *http.Server
+	if b.httpLn != nil {
+		srv = &http.Server{Handler: b.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(b.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				b.log.Error("http server stopped", "err", err)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		b.maintenanceLoop(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		b.serve(ctx, b.ln)
+	}()
+	b.ready.Store(true)
+	b.log.Info("broker serving", "node_id", b.cfg.NodeID, "listen", b.ln.Addr().String(), "advertise", b.cfg.Advertise, "cluster_id", b.clusterID)
+	<-ctx.Done()
+	b.ready.Store(false)
+	b.ln.Close()
+	b.closeConns()
+	if srv != nil {
+		sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = srv.Shutdown(sctx)
+		c()
+	}
+	wg.Wait()
+	return b.Close()
+}
+
+func (b *Broker) trackConn(nc net.Conn, add bool) {
+	b.connsMu.Lock()
+	defer b.connsMu.Unlock()
+	if add {
+		b.conns[nc] = struct{}{}
+	} else {
+		delete(b.conns, nc)
+	}
+}
+
+func (b *Broker) closeConns() {
+	b.connsMu.Lock()
+	defer b.connsMu.Unlock()
+	for nc := range b.conns {
+		nc.Close()
+	}
+}
+
+// Close stops the group coordinator and closes every partition log.
+// Safe to call more than once.
+func (b *Broker) Close() error {
+	var err error
+	b.closeMu.Do(func() {
+		if b.ln != nil {
+			b.ln.Close()
+		}
+		if b.httpLn != nil {
+			b.httpLn.Close()
+		}
+		if b.groups != nil {
+			err = errors.Join(err, b.groups.Close())
+		}
+		err = errors.Join(err, b.closePartitions())
+	})
+	return err
+}
+
+func (b *Broker) loadNodeMeta() (nodeMeta, error) {
+	path := filepath.Join(b.cfg.DataDir, "meta.json")
+	var m nodeMeta
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(data, &m); err != nil {
+			return m, fmt.Errorf("cannot parse %s: %w", path, err)
+		}
+		if m.NodeID != b.cfg.NodeID {
+			return m, fmt.Errorf("data directory %s belongs to node %d, not %d: pass --node-id %d or use another --data-dir", b.cfg.DataDir, m.NodeID, b.cfg.NodeID, m.NodeID)
+		}
+		return m, nil
+	case errors.Is(err, os.ErrNotExist):
+		var raw [16]byte
+		_, _ = rand.Read(raw[:])
+		m = nodeMeta{ClusterID: base64.RawURLEncoding.EncodeToString(raw[:]), NodeID: b.cfg.NodeID}
+		out, _ := json.Marshal(m)
+		return m, writeFileAtomic(path, out)
+	default:
+		return m, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+}
+
+// writeFileAtomic replaces path with data so a crash leaves either the old
+// or the new content: write a temp file, fsync, rename, fsync the directory.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot create %s: %w", tmp, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("cannot write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("cannot sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("cannot close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("cannot replace %s: %w", path, err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// maintenanceLoop runs retention and compaction for every partition.
+func (b *Broker) maintenanceLoop(ctx context.Context) {
+	t := time.NewTicker(b.cfg.RetentionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.runMaintenance()
+		}
+	}
+}
+
+func (b *Broker) runMaintenance() {
+	for _, p := range b.allPartitions() {
+		if n, err := p.log.EnforceRetention(p.retentionFloor()); err != nil {
+			b.log.Warn("retention failed", "topic", p.topic, "partition", p.index, "err", err)
+		} else if n > 0 {
+			b.log.Info("retention deleted segments", "topic", p.topic, "partition", p.index, "bytes", n)
+		}
+		if p.compact() {
+			if st, err := p.log.Compact(); err != nil {
+				b.log.Warn("compaction failed", "topic", p.topic, "partition", p.index, "err", err)
+			} else {
+				b.log.Debug("compaction done", "topic", p.topic, "partition", p.index, "stats", fmt.Sprintf("%+v", st))
+			}
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Config configures one broker. Zero values take the documented defaults;
+// call Validate (New does) before use.
+type Config struct {
+	// NodeID is this broker's id in Metadata responses. Must be >= 0.
+	NodeID int32
+	// DataDir holds topic metadata, partition logs, group offsets and
+	// producer-id state. Created if missing.
+	DataDir string
+	// Listen is the Kafka listener, host:port. Default 127.0.0.1:9092.
+	Listen string
+	// Advertise is the host:port clients are told to connect to.
+	// Default: Listen (with 0.0.0.0/:: replaced by 127.0.0.1).
+	Advertise string
+	// HTTPListen serves /metrics, /healthz and /readyz. Empty: no HTTP.
+	HTTPListen string
+
+	// AutoCreateTopics creates a topic named in Metadata on first use
+	// (auto.create.topics.enable). Default true; set DisableAutoCreate.
+	DisableAutoCreate bool
+	// DefaultPartitions is num.partitions for auto-created topics and
+	// CreateTopics with -1 partitions. Default 1.
+	DefaultPartitions int32
+	// MaxRequestBytes bounds one request frame (socket.request.max.bytes).
+	// Default 100 MiB. Larger frames close the connection.
+	MaxRequestBytes int32
+	// MaxInflightPerConn bounds the requests a connection may have in
+	// flight (read but not yet answered). Default 64.
+	MaxInflightPerConn int
+
+	// RetentionCheckInterval is how often retention and compaction run.
+	// Default 30s.
+	RetentionCheckInterval time.Duration
+	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms.
+	// Default 3s.
+	GroupInitialRebalanceDelay time.Duration
+	// GroupInitialRebalanceDelaySet marks GroupInitialRebalanceDelay as
+	// explicitly set (so 0 can be chosen).
+	GroupInitialRebalanceDelaySet bool
+
+	// TopicDefaults are broker-level defaults for topic configs
+	// (e.g. "retention.ms": "604800000"). Unset keys use built-in defaults.
+	TopicDefaults map[string]string
+
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:9092"
+	}
+	if c.Advertise == "" {
+		c.Advertise = c.Listen
+		if host, port, err := net.SplitHostPort(c.Listen); err == nil {
+			if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+				c.Advertise = net.JoinHostPort("127.0.0.1", port)
+			}
+		}
+	}
+	if c.DefaultPartitions <= 0 {
+		c.DefaultPartitions = 1
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = 100 << 20
+	}
+	if c.MaxInflightPerConn <= 0 {
+		c.MaxInflightPerConn = 64
+	}
+	if c.RetentionCheckInterval <= 0 {
+		c.RetentionCheckInterval = 30 * time.Second
+	}
+	if !c.GroupInitialRebalanceDelaySet && c.GroupInitialRebalanceDelay == 0 {
+		c.GroupInitialRebalanceDelay = 3 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate fills defaults and reports the first invalid field.
+func (c *Config) Validate() error {
+	c.setDefaults()
+	if c.NodeID < 0 {
+		return fmt.Errorf("node id %d is negative: pass --node-id 0 or higher", c.NodeID)
+	}
+	if c.DataDir == "" {
+		return errors.New("no data directory: pass --data-dir DIR")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen address %q is not host:port: %w", c.Listen, err)
+	}
+	if _, _, err := net.SplitHostPort(c.Advertise); err != nil {
+		return fmt.Errorf("advertised address %q is not host:port: %w", c.Advertise, err)
+	}
+	for k, v := range c.TopicDefaults {
+		if err := validateTopicConfig(k, &v); err != nil {
+			return fmt.Errorf("broker default for topic config %q: %w", k, err)
+		}
+	}
+	return nil
+}

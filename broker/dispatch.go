@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type versionRange struct{ min, max int16 }
+
+// supportedVersions is what ApiVersions advertises. Every key here has a
+// handler in dispatch; the ranges are at least Kafka 2.8's where the
+// semantics are implemented. Produce and Fetch start at v3/v4 because only
+// record batches (magic 2) are stored.
+var supportedVersions = map[int16]versionRange{
+	0:  {3, 9},  // Produce
+	1:  {4, 12}, // Fetch
+	2:  {1, 6},  // ListOffsets
+	3:  {0, 11}, // Metadata
+	8:  {0, 8},  // OffsetCommit
+	9:  {0, 7},  // OffsetFetch
+	10: {0, 3},  // FindCoordinator
+	11: {0, 7},  // JoinGroup
+	12: {0, 4},  // Heartbeat
+	13: {0, 4},  // LeaveGroup
+	14: {0, 5},  // SyncGroup
+	15: {0, 5},  // DescribeGroups
+	16: {0, 4},  // ListGroups
+	18: {0, 3},  // ApiVersions
+	19: {0, 7},  // CreateTopics
+	20: {0, 6},  // DeleteTopics
+	21: {0, 2},  // DeleteRecords
+	22: {0, 4},  // InitProducerID
+	23: {0, 4},  // OffsetForLeaderEpoch
+	32: {0, 4},  // DescribeConfigs
+	33: {0, 2},  // AlterConfigs
+	37: {0, 3},  // CreatePartitions
+	42: {0, 2},  // DeleteGroups
+	44: {0, 1},  // IncrementalAlterConfigs
+	47: {0, 0},  // OffsetDelete
+	60: {0, 0},  // DescribeCluster
+}
+
+func apiName(key int16) string {
+	if _, ok := supportedVersions[key]; !ok {
+		return "unknown"
+	}
+	return kmsg.NameForKey(key)
+}
+
+// dispatch runs one decoded request. It must eventually call p.finish
+// (or set p.fetch / p.noResponse and close p.done).
+func (b *Broker) dispatch(c *conn, req kmsg.Request, p *pending) {
+	ctx := c.ctx
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		b.handleProduce(ctx, r, p)
+	case *kmsg.FetchRequest:
+		go b.handleFetch(ctx, r, p)
+	case *kmsg.JoinGroupRequest:
+		go func() { p.finish(b.groups.JoinGroup(ctx, r)) }()
+	case *kmsg.SyncGroupRequest:
+		go func() { p.finish(b.groups.SyncGroup(ctx, r)) }()
+	case *kmsg.HeartbeatRequest:
+		p.finish(b.groups.Heartbeat(r))
+	case *kmsg.LeaveGroupRequest:
+		p.finish(b.groups.LeaveGroup(r))
+	case *kmsg.OffsetCommitRequest:
+		// Commits fsync; run them off the read loop so a connection's
+		// other requests are not stuck behind the disk.
+		go func() { p.finish(b.groups.OffsetCommit(r)) }()
+	case *kmsg.OffsetFetchRequest:
+		p.finish(b.groups.OffsetFetch(r))
+	case *kmsg.OffsetDeleteRequest:
+		go func() { p.finish(b.groups.OffsetDelete(r)) }()
+	case *kmsg.DescribeGroupsRequest:
+		p.finish(b.groups.DescribeGroups(r))
+	case *kmsg.ListGroupsRequest:
+		p.finish(b.groups.ListGroups(r))
+	case *kmsg.DeleteGroupsRequest:
+		go func() { p.finish(b.groups.DeleteGroups(r)) }()
+	case *kmsg.ApiVersionsRequest:
+		p.finish(b.apiVersionsResponse(r.Version, false))
+	case *kmsg.MetadataRequest:
+		p.finish(b.handleMetadata(ctx, r))
+	case *kmsg.ListOffsetsRequest:
+		p.finish(b.handleListOffsets(r))
+	case *kmsg.FindCoordinatorRequest:
+		p.finish(b.handleFindCoordinator(r))
+	case *kmsg.CreateTopicsRequest:
+		p.finish(b.handleCreateTopics(r))
+	case *kmsg.DeleteTopicsRequest:
+		p.finish(b.handleDeleteTopics(r))
+	case *kmsg.CreatePartitionsRequest:
+		p.finish(b.handleCreatePartitions(r))
+	case *kmsg.DeleteRecordsRequest:
+		p.finish(b.handleDeleteRecords(r))
+	case *kmsg.InitProducerIDRequest:
+		p.finish(b.handleInitProducerID(r))
+	case *kmsg.OffsetForLeaderEpochRequest:
+		p.finish(b.handleOffsetForLeaderEpoch(r))
+	case *kmsg.DescribeConfigsRequest:
+		p.finish(b.handleDescribeConfigs(r))
+	case *kmsg.AlterConfigsRequest:
+		p.finish(b.handleAlterConfigs(r))
+	case *kmsg.IncrementalAlterConfigsRequest:
+		p.finish(b.handleIncrementalAlterConfigs(r))
+	case *kmsg.DescribeClusterRequest:
+		p.finish(b.handleDescribeCluster(r))
+	default:
+		// supportedVersions and this switch disagree: a bug, not bad input.
+		b.log.Error("no handler for supported api", "api", apiName(req.Key()))
+		p.closeConn = true
+		p.finish(nil)
+	}
+}

@@ -1,0 +1,42 @@
+// Package broker is simtel's Kafka-wire-compatible broker.
+//
+// # Data path
+//
+// A client connection (server.go) has a read loop and a write loop. The
+// read loop decodes each frame with kmsg (decodeRequest) and dispatches it
+// (dispatch.go); the write loop answers in request order. Handlers live in
+// one file per API key, named after the key (00_produce.go, 01_fetch.go, …),
+// with the supported versions in each file's header.
+//
+// Produce: storage.ParseBatches checks each record batch (magic 2, length,
+// CRC-32C, size limit); the partition checks idempotent-producer sequences
+// (producers.go) and appends the bytes as received, with only the base
+// offset and leader epoch rewritten (storage.Log.Append). acks=all then waits
+// for Partition.commit, which on a single node is a group-committed fsync;
+// the high watermark moves to the durable end and wakes long-polling
+// fetches. Replication will replace commit with a raft majority commit and
+// keep the rest.
+//
+// Fetch: storage.Log.Read returns file ranges holding whole batches below
+// the high watermark; zerocopy.go splices them into kmsg's encoding of the
+// response and sends them with sendfile(2), so record bytes never enter
+// user space.
+//
+// # Goroutines
+//
+//   - Run: the accept loop, the HTTP server, the maintenance loop
+//     (retention, compaction), each waited for before Run returns.
+//   - Per connection: read loop and write loop (serveConn waits for both);
+//     per in-flight blocking request (acks=all commit, fetch long poll,
+//     JoinGroup/SyncGroup, OffsetCommit) one goroutine that finishes its
+//     pending response and exits when the connection's context ends.
+//   - Per partition: a flusher that makes acks=0/1 appends durable so the
+//     high watermark advances; stopped by Partition.close.
+//
+// # Locks
+//
+// Broker.adminMu (topic create/delete/alter) is taken before Broker.mu
+// (the topic map). Partition.mu (producer state + append) is never held
+// while taking another broker lock. Partition.waitMu only guards the fetch
+// waiter set.
+package broker

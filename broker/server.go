@@ -1,0 +1,318 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A conn serves one client connection with two goroutines:
+//
+//  1. readLoop decodes request frames in order and dispatches each one.
+//     Handlers that only touch in-memory state answer inline; Produce
+//     appends inline (so a connection's appends keep request order, which
+//     idempotent sequence numbers rely on) and waits for durability in a
+//     goroutine; Fetch long-polls and group joins run in a goroutine.
+//  2. writeLoop takes the pending responses in request order and writes
+//     each once it is complete, so pipelined requests are answered in the
+//     order they arrived even when a later one finishes first.
+//
+// The out channel bounds how many requests one connection may have in
+// flight; a client that pipelines more is back-pressured by TCP.
+type conn struct {
+	b        *Broker
+	nc       net.Conn
+	remote   string
+	out      chan *pending
+	ctx      context.Context
+	cancel   context.CancelFunc
+	clientID string
+}
+
+// pending is one request's response slot.
+type pending struct {
+	key     int16
+	version int16
+	corr    int32
+	start   time.Time
+	done    chan struct{}
+
+	// Set by the handler before done is closed.
+	resp       kmsg.Response
+	noResponse bool       // acks=0 produce
+	fetch      *fetchWire // zero-copy fetch body instead of resp
+	closeConn  bool       // handler asks to drop the connection after this
+}
+
+func (p *pending) finish(resp kmsg.Response) {
+	p.resp = resp
+	close(p.done)
+}
+
+// errCloseConn makes the connection close after one log line.
+type protocolError struct{ msg string }
+
+func (e *protocolError) Error() string { return e.msg }
+
+func protoErrorf(format string, args ...any) error {
+	return &protocolError{msg: fmt.Sprintf(format, args...)}
+}
+
+func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	c := &conn{
+		b:      b,
+		nc:     nc,
+		remote: nc.RemoteAddr().String(),
+		out:    make(chan *pending, b.cfg.MaxInflightPerConn),
+		ctx:    cctx,
+		cancel: cancel,
+	}
+	b.metrics.connections.Inc()
+	defer b.metrics.connections.Dec()
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.writeLoop()
+	}()
+	err := c.readLoop()
+	var pe *protocolError
+	switch {
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, context.Canceled):
+	case errors.As(err, &pe):
+		b.log.Warn("closing connection after bad request", "remote", c.remote, "client_id", c.clientID, "err", err)
+	default:
+		b.log.Debug("connection read ended", "remote", c.remote, "err", err)
+	}
+	close(c.out)
+	wg.Wait()
+	cancel()
+	nc.Close()
+}
+
+// readFrame reads one size-prefixed frame. The buffer grows as bytes arrive
+// so a forged 2 GB length prefix costs nothing until the bytes are sent.
+func (c *conn) readFrame(r *bufio.Reader) ([]byte, error) {
+	var sz [4]byte
+	if _, err := io.ReadFull(r, sz[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(sz[:]))
+	if n < 8 || n > c.b.cfg.MaxRequestBytes {
+		c.b.metrics.badFrames.Inc()
+		return nil, protoErrorf("request frame of %d bytes is outside [8, %d] (socket.request.max.bytes)", n, c.b.cfg.MaxRequestBytes)
+	}
+	const step = 1 << 20
+	if n <= step {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	buf := make([]byte, 0, step)
+	for len(buf) < int(n) {
+		chunk := min(int(n)-len(buf), max(step, len(buf)))
+		if cap(buf)-len(buf) < chunk {
+			nb := make([]byte, len(buf), len(buf)+chunk)
+			copy(nb, buf)
+			buf = nb
+		}
+		if _, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk]); err != nil {
+			return nil, err
+		}
+		buf = buf[:len(buf)+chunk]
+	}
+	return buf, nil
+}
+
+func (c *conn) readLoop() error {
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	for {
+		frame, err := c.readFrame(r)
+		if err != nil {
+			return err
+		}
+		req, hdr, err := decodeRequest(frame)
+		if hdr.clientID != nil {
+			c.clientID = *hdr.clientID
+		}
+		p := &pending{key: hdr.key, version: hdr.version, corr: hdr.corr, start: time.Now(), done: make(chan struct{})}
+		if errors.Is(err, errTooNewAPIVersions) {
+			// KIP-511: answer a too-new ApiVersions with a v0 body that
+			// carries UNSUPPORTED_VERSION and our ranges so the client can
+			// retry with a version we speak.
+			p.version = 0
+			c.out <- p
+			p.finish(c.b.apiVersionsResponse(0, true))
+			continue
+		}
+		if err != nil {
+			c.b.metrics.badFrames.Inc()
+			return err
+		}
+		c.b.metrics.bytesIn.WithLabelValues(apiName(hdr.key)).Add(float64(len(frame) + 4))
+		select {
+		case c.out <- p:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+		c.b.dispatch(c, req, p)
+		if p.closeConn {
+			<-p.done
+			return protoErrorf("%s v%d request was refused", apiName(hdr.key), hdr.version)
+		}
+	}
+}
+
+func (c *conn) writeLoop() {
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var buf []byte
+	broken := false
+	for p := range c.out {
+		select {
+		case <-p.done:
+		case <-c.ctx.Done():
+			<-p.done // handlers observe ctx and finish promptly
+		}
+		c.b.metrics.observeRequest(p)
+		if p.closeConn || (!p.noResponse && p.resp == nil && p.fetch == nil) {
+			// The handler refused the request (or acks=0 failed): drop the
+			// connection without answering, as Kafka does.
+			p.release()
+			if !broken {
+				_ = w.Flush()
+				broken = true
+				c.cancel()
+				c.nc.Close()
+			}
+			continue
+		}
+		if p.noResponse || broken {
+			p.release()
+			continue
+		}
+		var err error
+		if p.fetch != nil {
+			err = p.fetch.writeTo(c, w, p.corr, p.version)
+		} else {
+			buf = appendResponse(buf[:0], p)
+			c.b.metrics.bytesOut.WithLabelValues(apiName(p.key)).Add(float64(len(buf)))
+			_, err = w.Write(buf)
+		}
+		p.release()
+		if err == nil && len(c.out) == 0 {
+			err = w.Flush()
+		}
+		if err != nil {
+			c.b.log.Debug("connection write failed", "remote", c.remote, "err", err)
+			broken = true
+			c.cancel()
+			c.nc.Close()
+		}
+	}
+	if !broken {
+		_ = w.Flush()
+	}
+}
+
+func (p *pending) release() {
+	if p.fetch != nil {
+		p.fetch.release()
+	}
+}
+
+// appendResponse frames a response: size, correlation id, header tags for
+// flexible responses (ApiVersions always uses header v0), body.
+func appendResponse(dst []byte, p *pending) []byte {
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(p.corr))
+	if p.resp.IsFlexible() && p.key != 18 {
+		dst = append(dst, 0)
+	}
+	dst = p.resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst, uint32(len(dst)-4))
+	return dst
+}
+
+// serve accepts connections until ctx ends.
+func (b *Broker) serve(ctx context.Context, ln net.Listener) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			b.log.Warn("accept failed", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.trackConn(nc, true)
+			defer b.trackConn(nc, false)
+			b.serveConn(ctx, nc)
+		}()
+	}
+}
+
+type requestHeader struct {
+	key, version int16
+	corr         int32
+	clientID     *string
+}
+
+var errTooNewAPIVersions = errors.New("ApiVersions request newer than supported")
+
+// decodeRequest parses one request frame (without its size prefix). Any
+// error but errTooNewAPIVersions is a *protocolError: the connection closes.
+// kmsg bounds every allocation by the bytes actually present, so a forged
+// array length cannot make it allocate more than the frame holds.
+func decodeRequest(frame []byte) (kmsg.Request, requestHeader, error) {
+	var h requestHeader
+	rd := kbin.Reader{Src: frame}
+	h.key = rd.Int16()
+	h.version = rd.Int16()
+	h.corr = rd.Int32()
+	h.clientID = rd.NullableString()
+	if !rd.Ok() {
+		return nil, h, protoErrorf("request header is truncated")
+	}
+	req := kmsg.RequestForKey(h.key)
+	vr, supported := supportedVersions[h.key]
+	if req == nil || !supported {
+		return nil, h, protoErrorf("unsupported api key %d", h.key)
+	}
+	if h.key == 18 && h.version > vr.max {
+		return nil, h, errTooNewAPIVersions
+	}
+	if h.version < vr.min || h.version > vr.max {
+		return nil, h, protoErrorf("%s v%d is not supported (supported v%d-v%d)", apiName(h.key), h.version, vr.min, vr.max)
+	}
+	req.SetVersion(h.version)
+	if req.IsFlexible() {
+		kmsg.SkipTags(&rd)
+	}
+	if !rd.Ok() {
+		return nil, h, protoErrorf("%s v%d request header tags are malformed", apiName(h.key), h.version)
+	}
+	if err := req.ReadFrom(rd.Src); err != nil {
+		return nil, h, protoErrorf("%s v%d request body is malformed: %v", apiName(h.key), h.version, err)
+	}
+	return req, h, nil
+}

@@ -1,0 +1,144 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+	cleanedSuffix   = ".cleaned"
+	tmpSuffix       = ".tmp"
+
+	logStartFile = "log-start-offset"
+	cleanerFile  = "cleaner-checkpoint"
+)
+
+func segmentName(base int64, suffix string) string {
+	return fmt.Sprintf("%020d%s", base, suffix)
+}
+
+// parseSegmentName returns the base offset of a "<20 digits>.log" name.
+func parseSegmentName(name string) (int64, bool) {
+	stem, ok := strings.CutSuffix(name, logSuffix)
+	if !ok || len(stem) != 20 {
+		return 0, false
+	}
+	base, err := strconv.ParseInt(stem, 10, 64)
+	if err != nil || base < 0 {
+		return 0, false
+	}
+	return base, true
+}
+
+// segFile is a segment's open file with a reference count. The Log holds
+// one reference while the segment is part of the log; every reader holds
+// one more. Deleting a segment unlinks its name at once but the descriptor
+// is only closed on the last release, so a reader (or a sendfile in
+// flight) never sees its file vanish under it.
+type segFile struct {
+	f    *os.File
+	refs atomic.Int64
+}
+
+func newSegFile(f *os.File) *segFile {
+	s := &segFile{f: f}
+	s.refs.Store(1)
+	return s
+}
+
+// acquire must only be called while the caller already holds a reference
+// or while the Log's mu is held and the segment is still in the log.
+func (s *segFile) acquire() { s.refs.Add(1) }
+
+func (s *segFile) release() {
+	if s.refs.Add(-1) == 0 {
+		// Nothing useful can be done with a close error of a file whose
+		// data was already synced or discarded.
+		_ = s.f.Close()
+	}
+}
+
+// fdatasync flushes a file's data (and the metadata needed to read it,
+// such as its size) without forcing an inode timestamp update.
+func fdatasync(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			serr = unix.Fdatasync(int(fd))
+			if serr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// syncDir makes directory entries (created, renamed, removed files)
+// durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("cannot open directory %q: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("cannot fsync directory %q: %w", dir, err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path with data so that a crash leaves either
+// the old or the new content: write a temp file, fsync, rename, fsync dir.
+func writeFileAtomic(path string, data []byte, syncParent bool) error {
+	tmp := path + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot create %q: %w", tmp, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("cannot write %q: %w", tmp, err)
+	}
+	if err := fdatasync(f); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("cannot fsync %q: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("cannot close %q: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("cannot rename %q: %w", tmp, err)
+	}
+	if syncParent {
+		return syncDir(filepath.Dir(path))
+	}
+	return nil
+}
+
+// removeIfExists removes path, treating "already gone" as success.
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cannot remove %q: %w", path, err)
+	}
+	return nil
+}

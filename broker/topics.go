@@ -1,0 +1,337 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/simtel/simtel/broker/storage"
+)
+
+// topic is a named set of partitions with its config overrides. The
+// partitions slice and configs are replaced, never mutated, under b.mu so
+// readers that took a *topic under RLock may use it without locking.
+type topic struct {
+	name    string
+	id      [16]byte
+	configs map[string]string
+	parts   []*Partition
+}
+
+// topicRecord is a topic's line in topics.json.
+type topicRecord struct {
+	Name       string            `json:"name"`
+	ID         string            `json:"id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+func (b *Broker) topicsFile() string { return filepath.Join(b.cfg.DataDir, "topics.json") }
+
+func (b *Broker) partitionDir(t string, p int32) string {
+	return filepath.Join(b.cfg.DataDir, "data", t+"-"+strconv.Itoa(int(p)))
+}
+
+func (b *Broker) loadTopics() error {
+	data, err := os.ReadFile(b.topicsFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot read topics: %w", err)
+	}
+	var recs []topicRecord
+	if err := json.Unmarshal(data, &recs); err != nil {
+		return fmt.Errorf("cannot parse %s: %w", b.topicsFile(), err)
+	}
+	for _, r := range recs {
+		t := &topic{name: r.Name, configs: r.Configs}
+		if t.configs == nil {
+			t.configs = map[string]string{}
+		}
+		if raw, err := hex.DecodeString(r.ID); err == nil && len(raw) == 16 {
+			copy(t.id[:], raw)
+		}
+		for i := int32(0); i < r.Partitions; i++ {
+			p, err := b.openPartition(t, i)
+			if err != nil {
+				return err
+			}
+			t.parts = append(t.parts, p)
+		}
+		b.mu.topics[t.name] = t
+	}
+	return nil
+}
+
+// saveTopicsLocked writes topics.json from the map; caller holds adminMu.
+func (b *Broker) saveTopicsLocked() error {
+	b.mu.RLock()
+	recs := make([]topicRecord, 0, len(b.mu.topics))
+	for _, t := range b.mu.topics {
+		recs = append(recs, topicRecord{Name: t.name, ID: hex.EncodeToString(t.id[:]), Partitions: int32(len(t.parts)), Configs: t.configs})
+	}
+	b.mu.RUnlock()
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
+	data, err := json.MarshalIndent(recs, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(b.topicsFile(), data)
+}
+
+func (b *Broker) openPartition(t *topic, i int32) (*Partition, error) {
+	dir := b.partitionDir(t.name, i)
+	l, err := storage.Open(b.storageConfig(dir, t.configs))
+	if err != nil {
+		return nil, fmt.Errorf("cannot open partition %s-%d: %w", t.name, i, err)
+	}
+	p, err := newPartition(b, t.name, i, l, t.configs)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (b *Broker) topic(name string) *topic {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.mu.topics[name]
+}
+
+func (b *Broker) partition(t string, p int32) *Partition {
+	tp := b.topic(t)
+	if tp == nil || p < 0 || int(p) >= len(tp.parts) {
+		return nil
+	}
+	return tp.parts[p]
+}
+
+func (b *Broker) topicByID(id [16]byte) *topic {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for _, t := range b.mu.topics {
+		if t.id == id {
+			return t
+		}
+	}
+	return nil
+}
+
+func (b *Broker) allTopics() []*topic {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]*topic, 0, len(b.mu.topics))
+	for _, t := range b.mu.topics {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+func (b *Broker) allPartitions() []*Partition {
+	var out []*Partition
+	for _, t := range b.allTopics() {
+		out = append(out, t.parts...)
+	}
+	return out
+}
+
+func (b *Broker) closePartitions() error {
+	var err error
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, t := range b.mu.topics {
+		for _, p := range t.parts {
+			err = errors.Join(err, p.close())
+		}
+	}
+	b.mu.topics = map[string]*topic{}
+	return err
+}
+
+// validTopicName follows Kafka's rules: 1-249 chars of [a-zA-Z0-9._-],
+// not "." or "..".
+func validTopicName(name string) error {
+	if name == "" || name == "." || name == ".." {
+		return fmt.Errorf("topic name %q is not allowed", name)
+	}
+	if len(name) > 249 {
+		return fmt.Errorf("topic name is %d characters, the limit is 249", len(name))
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("topic name %q has %q; use letters, digits, '.', '_' and '-'", name, c)
+		}
+	}
+	return nil
+}
+
+// createTopic makes a topic; it returns a kerr error for the response.
+func (b *Broker) createTopic(name string, partitions int32, rf int16, configs map[string]*string, validateOnly bool) (*topic, error) {
+	if err := validTopicName(name); err != nil {
+		return nil, fmt.Errorf("%w: %v", kerr.InvalidTopicException, err)
+	}
+	if partitions == -1 {
+		partitions = b.cfg.DefaultPartitions
+	}
+	if partitions <= 0 || partitions > 100000 {
+		return nil, fmt.Errorf("%w: partition count %d must be between 1 and 100000", kerr.InvalidPartitions, partitions)
+	}
+	if rf != -1 && rf != 1 {
+		return nil, fmt.Errorf("%w: replication factor %d is larger than the 1 available broker", kerr.InvalidReplicationFactor, rf)
+	}
+	overrides := map[string]string{}
+	for k, v := range configs {
+		if err := validateTopicConfig(k, v); err != nil {
+			return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+		}
+		if v != nil {
+			overrides[k] = *v
+		}
+	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if b.topic(name) != nil {
+		return nil, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, name)
+	}
+	if validateOnly {
+		return &topic{name: name, configs: overrides, parts: make([]*Partition, partitions)}, nil
+	}
+	t := &topic{name: name, configs: overrides}
+	_, _ = rand.Read(t.id[:])
+	for i := int32(0); i < partitions; i++ {
+		// A leftover directory from a topic of the same name deleted
+		// before a crash must not leak old records into the new topic.
+		_ = os.RemoveAll(b.partitionDir(name, i))
+		p, err := b.openPartition(t, i)
+		if err != nil {
+			for _, q := range t.parts {
+				_ = q.remove()
+			}
+			return nil, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+		}
+		t.parts = append(t.parts, p)
+	}
+	b.mu.Lock()
+	b.mu.topics[name] = t
+	b.mu.Unlock()
+	if err := b.saveTopicsLocked(); err != nil {
+		b.mu.Lock()
+		delete(b.mu.topics, name)
+		b.mu.Unlock()
+		for _, q := range t.parts {
+			_ = q.remove()
+		}
+		return nil, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	b.log.Info("topic created", "topic", name, "partitions", partitions)
+	return t, nil
+}
+
+func (b *Broker) deleteTopic(name string) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	b.mu.Lock()
+	t := b.mu.topics[name]
+	delete(b.mu.topics, name)
+	b.mu.Unlock()
+	if t == nil {
+		return kerr.UnknownTopicOrPartition
+	}
+	if err := b.saveTopicsLocked(); err != nil {
+		b.mu.Lock()
+		b.mu.topics[name] = t
+		b.mu.Unlock()
+		return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	for _, p := range t.parts {
+		if err := p.remove(); err != nil {
+			b.log.Warn("cannot remove deleted partition's files", "topic", name, "partition", p.index, "err", err)
+		}
+	}
+	b.groups.DeleteTopicOffsets(name)
+	b.log.Info("topic deleted", "topic", name)
+	return nil
+}
+
+func (b *Broker) createPartitions(name string, count int32, validateOnly bool) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	t := b.topic(name)
+	if t == nil {
+		return kerr.UnknownTopicOrPartition
+	}
+	if count <= int32(len(t.parts)) {
+		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, name, len(t.parts))
+	}
+	if count > 100000 {
+		return fmt.Errorf("%w: partition count %d is above 100000", kerr.InvalidPartitions, count)
+	}
+	if validateOnly {
+		return nil
+	}
+	parts := append([]*Partition(nil), t.parts...)
+	for i := int32(len(parts)); i < count; i++ {
+		_ = os.RemoveAll(b.partitionDir(name, i))
+		p, err := b.openPartition(t, i)
+		if err != nil {
+			for _, q := range parts[len(t.parts):] {
+				_ = q.remove()
+			}
+			return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+		}
+		parts = append(parts, p)
+	}
+	nt := &topic{name: t.name, id: t.id, configs: t.configs, parts: parts}
+	b.mu.Lock()
+	b.mu.topics[name] = nt
+	b.mu.Unlock()
+	if err := b.saveTopicsLocked(); err != nil {
+		return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	b.log.Info("partitions added", "topic", name, "partitions", count)
+	return nil
+}
+
+// setTopicConfigs replaces a topic's overrides and applies them to its logs.
+func (b *Broker) setTopicConfigs(name string, update func(map[string]string) error, validateOnly bool) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	t := b.topic(name)
+	if t == nil {
+		return kerr.UnknownTopicOrPartition
+	}
+	next := maps.Clone(t.configs)
+	if next == nil {
+		next = map[string]string{}
+	}
+	if err := update(next); err != nil {
+		return err
+	}
+	if validateOnly {
+		return nil
+	}
+	nt := &topic{name: t.name, id: t.id, configs: next, parts: t.parts}
+	b.mu.Lock()
+	b.mu.topics[name] = nt
+	b.mu.Unlock()
+	if err := b.saveTopicsLocked(); err != nil {
+		return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	}
+	for _, p := range t.parts {
+		p.log.UpdateConfig(b.storageConfig(b.partitionDir(name, p.index), next))
+		p.setConfigs(next)
+	}
+	return nil
+}

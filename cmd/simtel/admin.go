@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// adminFlags are shared by the topic and group commands.
+type adminFlags struct {
+	brokers string
+	timeout time.Duration
+	output  string
+}
+
+func (a *adminFlags) register(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&a.brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	cmd.PersistentFlags().DurationVar(&a.timeout, "timeout", 30*time.Second, "give up after this long")
+	cmd.PersistentFlags().StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+}
+
+func (a *adminFlags) client(ctx context.Context) (*kadm.Client, context.Context, func(), error) {
+	if a.output != "table" && a.output != "json" {
+		return nil, nil, nil, fmt.Errorf("--output %q is not table or json", a.output)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(a.brokers, ",")...))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("cannot create client for %s: %w", a.brokers, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	return kadm.NewClient(cl), ctx, func() { cancel(); cl.Close() }, nil
+}
+
+// reachErr turns a context deadline into advice.
+func (a *adminFlags) reachErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if strings.Contains(err.Error(), "context deadline exceeded") || strings.Contains(err.Error(), "connection refused") {
+		return fmt.Errorf("cannot reach a broker at %s within %v: is `simtel broker` running there? (%w)", a.brokers, a.timeout, err)
+	}
+	return err
+}
+
+func (a *adminFlags) emit(w io.Writer, v any, table func(*tabwriter.Writer)) error {
+	if a.output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	table(tw)
+	return tw.Flush()
+}
+
+// parseConfigs turns k=v pairs into kadm's config map.
+func parseConfigs(kvs []string) (map[string]*string, error) {
+	out := map[string]*string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("config %q is not key=value", kv)
+		}
+		out[k] = kadm.StringPtr(v)
+	}
+	return out, nil
+}
+
+func stdout() io.Writer { return os.Stdout }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simtel/simtel/broker"
+)
+
+func newBrokerCmd(g *globalFlags) *cobra.Command {
+	var cfg broker.Config
+	var noAutoCreate bool
+	var groupDelay time.Duration
+	cmd := &cobra.Command{
+		Use:   "broker",
+		Short: "Run a Kafka-compatible broker",
+		Long: `Run a Kafka-wire-compatible broker. Kafka clients (franz-go, kcat,
+librdkafka, sarama, the Java client) connect to --listen unchanged.
+
+Data, topic metadata, committed group offsets and producer ids live in
+--data-dir and survive restarts. /metrics, /healthz and /readyz are served on
+--http-listen.`,
+		Example: `  simtel broker --node-id 0 --data-dir /var/lib/simtel --listen 0.0.0.0:9092 --http-listen :9644
+  SIMTEL_DATA_DIR=/tmp/b0 simtel broker`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			cfg.DisableAutoCreate = noAutoCreate
+			cfg.GroupInitialRebalanceDelay = groupDelay
+			cfg.GroupInitialRebalanceDelaySet = true
+			b, err := broker.New(cfg)
+			if err != nil {
+				return err
+			}
+			return b.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.Int32Var(&cfg.NodeID, "node-id", 0, "this broker's node id")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for logs and metadata (required)")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:9092", "Kafka listener host:port")
+	f.StringVar(&cfg.Advertise, "advertise", "", "host:port given to clients (default: --listen)")
+	f.StringVar(&cfg.HTTPListen, "http-listen", "", "host:port for /metrics, /healthz, /readyz (empty: off)")
+	f.BoolVar(&noAutoCreate, "no-auto-create-topics", false, "do not create topics named in Metadata requests")
+	f.Int32Var(&cfg.DefaultPartitions, "default-partitions", 1, "partitions of auto-created topics (num.partitions)")
+	f.Int32Var(&cfg.MaxRequestBytes, "max-request-bytes", 100<<20, "largest request frame accepted (socket.request.max.bytes)")
+	f.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", 30*time.Second, "how often retention and compaction run")
+	f.DurationVar(&groupDelay, "group-initial-rebalance-delay", 3*time.Second, "wait for more members before a new group's first rebalance")
+	f.StringToStringVar(&cfg.TopicDefaults, "topic-default", nil, "broker default for a topic config, e.g. --topic-default retention.ms=86400000")
+	return cmd
+}

@@ -1,0 +1,136 @@
+// Package testutil builds and runs the real simtel binary for tests that
+// need a separate process (crash tests, CLI tests).
+package testutil
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds ./cmd/simtel once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		dir, err := os.MkdirTemp("", "simtel-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "simtel")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/simtel")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/simtel: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// FreePort returns a loopback host:port that was free a moment ago.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Proc is a running simtel process.
+type Proc struct {
+	Cmd  *exec.Cmd
+	Log  string
+	done chan struct{}
+}
+
+// Start runs the simtel binary with args, logging to a file in dir.
+func Start(t testing.TB, dir string, args ...string) *Proc {
+	t.Helper()
+	logf, err := os.CreateTemp(dir, "simtel-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{Cmd: cmd, Log: logf.Name(), done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.Kill() })
+	return p
+}
+
+// Kill sends SIGKILL and waits for the process to exit.
+func (p *Proc) Kill() {
+	_ = p.Cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Stop sends SIGTERM and waits up to d for a clean exit.
+func (p *Proc) Stop(d time.Duration) error {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if !p.Cmd.ProcessState.Success() {
+			return fmt.Errorf("exited with %v", p.Cmd.ProcessState)
+		}
+		return nil
+	case <-time.After(d):
+		p.Kill()
+		return fmt.Errorf("did not exit within %v", d)
+	}
+}
+
+// Exited reports whether the process has ended.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitPort waits until addr accepts TCP connections.
+func WaitPort(t testing.TB, addr string, p *Proc) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if p != nil && p.Exited() {
+			log, _ := os.ReadFile(p.Log)
+			t.Fatalf("process exited before listening on %s:\n%s", addr, log)
+		}
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("nothing listening on %s after 20s", addr)
+}
