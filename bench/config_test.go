@@ -58,7 +58,7 @@ func TestConsumeConfigValidate(t *testing.T) {
 	}{
 		{"no topic", func(c *ConsumeConfig) { c.Topic = "" }},
 		{"raw with group", func(c *ConsumeConfig) { c.Raw, c.Group = true, "g" }},
-		{"partition above fetch", func(c *ConsumeConfig) { c.FetchMaxBytes, c.PartitionMaxBytes = 1 << 20, 2 << 20 }},
+		{"partition above fetch", func(c *ConsumeConfig) { c.FetchMaxBytes, c.PartitionMaxBytes = 1<<20, 2<<20 }},
 		{"negative records", func(c *ConsumeConfig) { c.Records = -1 }},
 	} {
 		cfg := ok

@@ -228,8 +228,8 @@ type consumeRun struct {
 	mu struct {
 		sync.Mutex
 		done          map[int32]bool // partitions read to their end
-		firstArrival  time.Duration // 0: none yet
-		firstRecords  int64         // what the first arrival carried
+		firstArrival  time.Duration  // 0: none yet
+		firstRecords  int64          // what the first arrival carried
 		firstBytes    int64
 		fetches       int64
 		lastArrivalAt time.Duration
@@ -387,7 +387,8 @@ func (c *consumeRun) poll(cl *kgo.Client) {
 }
 
 // brokerMaxReadBytes leaves room above a fetch limit for response framing,
-// since kgo refuses responses larger than its read limit.
+// since kgo refuses responses larger than its read limit; it is never
+// below kgo's default of 100 MiB.
 func brokerMaxReadBytes(fetchMax int32) int32 {
-	return int32(min(int64(fetchMax)+(4<<20), 1<<30))
+	return int32(min(max(int64(fetchMax)+(4<<20), 100<<20), 1<<30))
 }

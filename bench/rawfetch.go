@@ -49,6 +49,7 @@ func (c *consumeRun) runRaw(parts []partitionInfo) {
 		for len(clients) <= ci {
 			n := len(clients)
 			cl, err := kgo.NewClient(append(clientOpts(c.cfg.Brokers, c.cfg.Logger, fmt.Sprintf("simtel-bench-raw-%d", n)),
+				kgo.FetchMaxBytes(c.cfg.FetchMaxBytes),
 				kgo.BrokerMaxReadBytes(brokerMaxReadBytes(c.cfg.FetchMaxBytes)))...)
 			if err != nil {
 				c.abort(fmt.Sprintf("cannot create consumer %d: %v", n, err))

@@ -102,6 +102,8 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 			sp := &st.Partitions[j]
 			sp.Default()
 			sp.Partition = rp.Partition
+			// Empty, not null: librdkafka rejects a null record set.
+			sp.RecordBatches = []byte{}
 			part := b.partition(rt.Topic, rp.Partition)
 			if part == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code

@@ -81,6 +81,9 @@ func New(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("cannot open group offsets: %w", err)
 	}
 	delay := cfg.GroupInitialRebalanceDelay
+	if delay == 0 {
+		delay = -1 // the coordinator reads 0 as "default"; we mean none
+	}
 	b.groups, err = group.New(group.Config{
 		Logger:                b.log.With("part", "groups"),
 		Store:                 store,

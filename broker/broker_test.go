@@ -35,6 +35,8 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+type testConfig = broker.Config
+
 func startBroker(t *testing.T, dir string, mods ...func(*broker.Config)) *testBroker {
 	t.Helper()
 	cfg := broker.Config{

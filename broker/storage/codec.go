@@ -91,15 +91,15 @@ func readLimited(r io.Reader, limit int) ([]byte, error) {
 	return out, nil
 }
 
-// xerialHeader starts snappy data in the framing of the Java snappy
+// xerialMagic starts snappy data in the framing of the Java snappy
 // library, which Kafka's Java producer uses; other clients send a bare
-// snappy block.
-var xerialHeader = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+// snappy block. The magic is followed by two int32 version fields.
+const xerialMagic = "\x82SNAPPY\x00"
 
 // decodeSnappy decodes bare or xerial-framed snappy, checking each
 // block's announced size against the limit before allocating for it.
 func decodeSnappy(src []byte, limit int) ([]byte, error) {
-	if len(src) < 16 || !bytes.Equal(src[:8], xerialHeader) {
+	if len(src) < 16 || string(src[:8]) != xerialMagic {
 		n, err := snappy.DecodedLen(src)
 		if err != nil {
 			return nil, fmt.Errorf("cannot read snappy batch: %w", err)

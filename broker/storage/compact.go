@@ -259,8 +259,17 @@ func (cl *cleaner) records(h BatchHeader, batch []byte) ([]record, error) {
 // cleanBatch returns the batch to write in place of batch: batch itself if
 // nothing changes, a rewritten batch (in cl.out), or nil to drop it.
 func (cl *cleaner) cleanBatch(h BatchHeader, batch []byte, dropTombstones bool, st *CompactStats) ([]byte, bool) {
-	if h.IsControl() || h.IsTransactional() || h.NumRecords == 0 {
+	if h.IsControl() || h.IsTransactional() {
 		return batch, false
+	}
+	if h.NumRecords == 0 {
+		// An empty batch left by an earlier compaction is only worth
+		// keeping while it is still its producer's last batch.
+		if h.ProducerID >= 0 && cl.lastPID[h.ProducerID] == h.BaseOffset {
+			return batch, false
+		}
+		st.BatchesRemoved++
+		return nil, false
 	}
 	recs, err := cl.records(h, batch)
 	if err != nil {

@@ -15,7 +15,7 @@ func rollTo(t *testing.T, l *Log, ts int64) {
 	t.Helper()
 	segs := l.Stats().Segments
 	for i := 0; l.Stats().Segments == segs; i++ {
-		appendSpec(t, l, batchSpec{recs: []rec{kv(fmt.Sprint("filler", i), string(make([]byte, 300)), ts)}})
+		appendSpec(t, l, batchSpec{recs: []rec{kv(fmt.Sprint("filler", ts, "-", i), string(make([]byte, 300)), ts)}})
 	}
 }
 
@@ -275,6 +275,22 @@ func TestCompactionIdempotentProducerKeepsEmptyBatch(t *testing.T) {
 	want := fmt.Sprint([]string{"5@0:0/0", fmt.Sprintf("6@%d:0/0", last), "7@3:2/1"})
 	if fmt.Sprint(pids) != want {
 		t.Fatalf("batches %v want %v", pids, want)
+	}
+	// A newer batch of producer 5 makes its empty batch useless.
+	appendSpec(t, l, batchSpec{recs: []rec{kv("z", "1", 6)}, producerID: 5})
+	rollTo(t, l, 7)
+	st, err := l.Compact()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.BatchesRemoved != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	for _, b := range readAll(t, l, 0) {
+		rb, _ := decodeBatch(t, b)
+		if rb.ProducerID == 5 && rb.NumRecords == 0 {
+			t.Fatal("stale empty batch kept")
+		}
 	}
 }
 

@@ -48,7 +48,8 @@ type Config struct {
 	MinCompactionLagMs int64
 	// MaxBatchBytes is the largest batch accepted; default 1048588.
 	MaxBatchBytes int
-	// Logger receives the log's events; default discards.
+	// Logger receives the log's events and should carry the partition
+	// (topic, partition or directory) as attributes; default discards.
 	Logger *slog.Logger
 	// Now is the clock, replaceable in tests; default time.Now.
 	Now func() time.Time
@@ -182,6 +183,10 @@ type Log struct {
 }
 
 func (l *Log) config() *Config { return l.cfg.Load() }
+
+// Config returns the effective configuration, defaults filled in. The
+// broker passes its MaxBatchBytes to ParseBatches.
+func (l *Log) Config() Config { return *l.cfg.Load() }
 
 // UpdateConfig applies changed retention, compaction and segment settings
 // (AlterConfigs). Dir, Logger and Now cannot change.

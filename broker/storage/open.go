@@ -27,7 +27,7 @@ func Open(cfg Config) (*Log, error) {
 	}
 	l := &Log{
 		dir:      c.Dir,
-		logger:   c.Logger.With("dir", c.Dir),
+		logger:   c.Logger,
 		now:      c.Now,
 		syncFile: syncFileData,
 		kick:     make(chan struct{}, 1),

@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of `simtel broker` and NATS JetStream, in one run on
+# this machine, with the same record size and client count:
+#
+#   1. the disk: sequential 1 MiB writes + fdatasync, 4 KiB appends + fdatasync
+#   2. simtel broker: `simtel bench produce` (acks=all), then `simtel bench
+#      consume` raw and with kgo's PollFetches (from the page cache)
+#   3. nats-server -js: `nats bench js pub async` with the server's default
+#      sync_interval and with sync_interval always (fsync before every ack,
+#      the durability of acks=all here), plus `js pub sync`
+#
+# Results go to bench/results/<id>.json and <id>.svg, and the results
+# section of bench/README.md is rewritten. Takes about a minute and a half
+# with the tools installed (the first run installs nats-server and natscli
+# into .bin/, which takes a few minutes more).
+#
+# Knobs (environment): DURATION, PARTITIONS, PRODUCERS, LINGER, JS_MSGS,
+# JS_ALWAYS_MSGS, JS_CLIENTS, BENCH_DATA_DIR (a directory on the disk to
+# test; default a temporary directory), KEEP=1 keeps the data directory,
+# NO_PUBLISH=1 leaves bench/results and the README alone.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+BIN=$REPO/.bin
+NATS_SERVER_MODULE=github.com/nats-io/nats-server/v2
+NATS_SERVER_VERSION=v2.15.2
+NATSCLI_MODULE=github.com/nats-io/natscli/nats
+NATSCLI_VERSION=v0.5.0
+
+DURATION=${DURATION:-15s}
+PARTITIONS=${PARTITIONS:-4}
+PRODUCERS=${PRODUCERS:-2}
+LINGER=${LINGER:-0s}
+RECORD_SIZE=1024 # nats bench --size=1KB is 1024 bytes too
+JS_MSGS=${JS_MSGS:-400000}
+JS_ALWAYS_MSGS=${JS_ALWAYS_MSGS:-30000}
+JS_CLIENTS=${JS_CLIENTS:-$PRODUCERS}
+
+log() { printf '\n== %s\n' "$*" >&2; }
+
+# --- processes and cleanup -------------------------------------------------
+
+PIDS=()
+WORK=""
+cleanup() {
+	local pid
+	for pid in "${PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${PIDS[@]}"; do
+		for _ in $(seq 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	if [[ -n $WORK && -z ${KEEP:-} ]]; then
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# stop_last ends the most recently started process and waits for it.
+stop_last() {
+	local pid=${PIDS[-1]}
+	kill -TERM "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	unset 'PIDS[-1]'
+}
+
+# free_port prints the first port from $1 on that nothing accepts on.
+free_port() {
+	local p=$1
+	while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do
+		p=$((p + 1))
+	done
+	echo "$p"
+}
+
+# wait_port waits until 127.0.0.1:$1 accepts connections, while the last
+# started process (logging to $2) is alive.
+wait_port() {
+	for _ in $(seq 200); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+			return 0
+		fi
+		if ! kill -0 "${PIDS[-1]}" 2>/dev/null; then
+			echo "process exited before listening on port $1:" >&2
+			cat "$2" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "nothing listening on port $1 after 20s:" >&2
+	cat "$2" >&2
+	return 1
+}
+
+# --- tools -------------------------------------------------------------------
+
+# install_tool NAME MODULE VERSION: go install unless .bin/NAME reports VERSION.
+install_tool() {
+	if [[ -x $BIN/$1 ]] && "$BIN/$1" --version 2>&1 | grep -qF "${3#v}"; then
+		return 0
+	fi
+	log "installing $2@$3 into $BIN"
+	(cd "$REPO" && GOBIN=$BIN GOFLAGS= go install "$2@$3")
+}
+
+mkdir -p "$BIN"
+install_tool nats-server "$NATS_SERVER_MODULE" "$NATS_SERVER_VERSION"
+install_tool nats "$NATSCLI_MODULE" "$NATSCLI_VERSION"
+log "building simtel"
+(cd "$REPO" && go build -o "$BIN/simtel" ./cmd/simtel)
+SIMTEL=$BIN/simtel
+NATS=$BIN/nats
+NATS_SERVER=$BIN/nats-server
+
+if [[ -n ${BENCH_DATA_DIR:-} ]]; then
+	mkdir -p "$BENCH_DATA_DIR"
+	WORK=$(mktemp -d "$BENCH_DATA_DIR/simtel-compare.XXXXXX")
+else
+	WORK=$(mktemp -d -t simtel-compare.XXXXXX)
+fi
+RUN=$WORK/run.json
+ID=$(date -u +%Y-%m-%d-%H%M%S)
+HOST="$(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg) at start"
+
+# show prints a command as the README shows it: the binaries by their
+# repository path, the temporary directory as $WORK.
+show() {
+	local s
+	s=$(printf '%q ' "$@")
+	s=${s% }
+	s=${s//$BIN\//.bin/}
+	s=${s//$WORK/\$WORK}
+	printf '%s' "$s"
+}
+
+# step KIND LABEL CMD...: run CMD, keep its stdout as the step's output,
+# and add it to the run with the exact command.
+step() {
+	local kind=$1 label=$2
+	shift 2
+	log "$label: $(show "$@")"
+	local out=$WORK/step-$(( ${#STEPS[@]} + 1 )).out
+	if [[ $kind == jetstream ]]; then
+		# natscli prints its header on stderr and its figures on stdout.
+		"$@" 2>&1 | tee "$out" >&2
+	else
+		"$@" >"$out"
+	fi
+	STEPS+=("$label")
+	"$SIMTEL" bench report add --run "$RUN" --kind "$kind" --label "$label" \
+		--command "${STEP_PREFIX:-}$(show "$@")" --server-sync "${SERVER_SYNC:-}" --input "$out"
+}
+STEPS=()
+
+# --- 1. disk -----------------------------------------------------------------
+
+step disk "disk fdatasync" "$SIMTEL" bench disk --dir "$WORK/disk" --json
+
+# --- 2. simtel -----------------------------------------------------------------
+
+PORT=$(free_port 29092)
+BROKER=127.0.0.1:$PORT
+log "starting simtel broker on $BROKER"
+"$SIMTEL" broker --data-dir "$WORK/simtel" --listen "$BROKER" --log-level warn >"$WORK/broker.log" 2>&1 &
+PIDS+=($!)
+wait_port "$PORT" "$WORK/broker.log"
+STEP_PREFIX="$(show "$SIMTEL" broker --data-dir "$WORK/simtel" --listen "$BROKER") & "
+
+step produce "simtel produce" "$SIMTEL" bench produce --brokers "$BROKER" --topic bench \
+	--partitions "$PARTITIONS" --producers "$PRODUCERS" --record-size "$RECORD_SIZE" \
+	--acks all --linger "$LINGER" --duration "$DURATION" --json
+step consume "simtel consume raw" "$SIMTEL" bench consume --brokers "$BROKER" --topic bench \
+	--raw --consumers 2 --json
+step consume "simtel consume poll" "$SIMTEL" bench consume --brokers "$BROKER" --topic bench --json
+if ! kill -0 "${PIDS[-1]}" 2>/dev/null; then
+	echo "simtel broker died:" >&2
+	cat "$WORK/broker.log" >&2
+	exit 1
+fi
+stop_last
+rm -rf "$WORK/simtel" # give the page cache and the disk back before the peer runs
+
+# --- 3. NATS JetStream ---------------------------------------------------------
+
+PORT=$(free_port 24222)
+NATS_URL=nats://127.0.0.1:$PORT
+js_bench() { # LABEL MODE CLIENTS MSGS
+	step jetstream "$1" "$NATS" -s "$NATS_URL" bench js pub "$2" bench.js --create --storage=file \
+		--size=1KB --msgs="$4" --clients="$3" --purge --no-progress
+}
+
+log "starting nats-server -js (default sync_interval) on $NATS_URL"
+"$NATS_SERVER" -a 127.0.0.1 -p "$PORT" -js -sd "$WORK/nats" >"$WORK/nats.log" 2>&1 &
+PIDS+=($!)
+wait_port "$PORT" "$WORK/nats.log"
+STEP_PREFIX="$(show "$NATS_SERVER" -a 127.0.0.1 -p "$PORT" -js -sd "$WORK/nats") & "
+SERVER_SYNC=""
+js_bench "js pub async, 1 client" async 1 "$JS_MSGS"
+js_bench "js pub async, $JS_CLIENTS clients" async "$JS_CLIENTS" "$JS_MSGS"
+js_bench "js pub sync, 1 client" sync 1 20000
+stop_last
+rm -rf "$WORK/nats"
+
+log "starting nats-server -js with sync_interval: always on $NATS_URL"
+cat >"$WORK/nats-always.conf" <<EOF
+listen: 127.0.0.1:$PORT
+jetstream {
+  store_dir: "$WORK/nats-always"
+  sync_interval: always
+}
+EOF
+"$NATS_SERVER" -c "$WORK/nats-always.conf" >"$WORK/nats-always.log" 2>&1 &
+PIDS+=($!)
+wait_port "$PORT" "$WORK/nats-always.log"
+STEP_PREFIX="$(show "$NATS_SERVER" -c "$WORK/nats-always.conf") & # jetstream { sync_interval: always } ; "
+SERVER_SYNC=always
+js_bench "js pub async, $JS_CLIENTS clients, sync always" async "$JS_CLIENTS" "$JS_ALWAYS_MSGS"
+stop_last
+SERVER_SYNC=""
+
+# --- report ----------------------------------------------------------------------
+
+if [[ -n ${NO_PUBLISH:-} ]]; then
+	RESULTS=$WORK/results
+	README=""
+	KEEP=1
+else
+	RESULTS=$REPO/bench/results
+	README=$REPO/bench/README.md
+fi
+log "publishing run $ID"
+ENVDESC="DURATION=$DURATION PARTITIONS=$PARTITIONS PRODUCERS=$PRODUCERS LINGER=$LINGER JS_MSGS=$JS_MSGS JS_ALWAYS_MSGS=$JS_ALWAYS_MSGS JS_CLIENTS=$JS_CLIENTS"
+"$SIMTEL" bench report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
+	--id "$ID" --host "$HOST" --command "$ENVDESC bench/compare.sh"

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simtel/simtel/bench"
+)
+
+func newBenchCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load generators and the side-by-side benchmark report",
+		Long: `Load generators for any Kafka-compatible broker, a disk durability probe, and
+the report tool that bench/compare.sh uses to record and publish results.`,
+	}
+	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchDiskCmd(), newBenchReportCmd())
+	return cmd
+}
+
+// benchOutput holds the output flags shared by the bench commands.
+type benchOutput struct {
+	json  bool
+	quiet bool
+}
+
+func (o *benchOutput) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&o.json, "json", false, "print one JSON result object on stdout")
+	cmd.Flags().BoolVar(&o.quiet, "quiet", false, "no progress line on stderr")
+}
+
+func (o *benchOutput) progress() io.Writer {
+	if o.quiet {
+		return nil
+	}
+	return os.Stderr
+}
+
+// emit prints res (if any) as JSON or through human, then returns runErr:
+// a failed run still shows what it measured.
+func (o *benchOutput) emit(res any, runErr error, human func(io.Writer)) error {
+	if res != nil {
+		if o.json {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(res); err != nil {
+				return err
+			}
+		} else {
+			human(os.Stdout)
+		}
+	}
+	return runErr
+}
+
+func splitBrokers(s string) []string {
+	var out []string
+	for _, b := range strings.Split(s, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func newBenchProduceCmd(g *globalFlags) *cobra.Command {
+	var cfg bench.ProduceConfig
+	var brokers string
+	var idempotent bool
+	var out benchOutput
+	cmd := &cobra.Command{
+		Use:   "produce",
+		Short: "Produce records as fast as the broker acknowledges them",
+		Long: `Produce fixed-size records of random bytes with independent franz-go clients
+and report records/s, MB/s (10^6 bytes of record values) and the latency of
+each record from the Produce call to its acknowledgement (p50/p99/p999).
+
+The topic is created with --partitions if it does not exist. The run ends
+after --duration or --records, on the first failed record, or when nothing
+was acknowledged for --stall-timeout.`,
+		Example: `  simtel bench produce --topic bench --partitions 4 --producers 2 --duration 20s
+  simtel bench produce --topic bench --acks 1 --idempotent=false --max-inflight 10 --records 1000000 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg.Brokers = splitBrokers(brokers)
+			cfg.NoIdempotence = !idempotent
+			if cfg.Duration == 0 && cfg.Records == 0 {
+				cfg.Duration = 10 * time.Second
+			}
+			cfg.Logger = log
+			cfg.Progress = out.progress()
+			res, runErr := bench.Produce(cmd.Context(), cfg)
+			return out.emit(res, runErr, func(w io.Writer) { printProduce(w, res) })
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	f.StringVar(&cfg.Topic, "topic", "simtel-bench", "topic to produce to")
+	f.Int32Var(&cfg.Partitions, "partitions", 1, "partitions to create the topic with if it does not exist")
+	f.IntVar(&cfg.RecordSize, "record-size", 1024, "bytes of each record's value")
+	f.StringVar(&cfg.Acks, "acks", "all", "all, 1 or 0 (1 and 0 turn idempotence off)")
+	f.IntVar(&cfg.Producers, "producers", 1, "independent clients producing in parallel")
+	f.DurationVar(&cfg.Duration, "duration", 0, "how long to produce (default 10s unless --records)")
+	f.Int64Var(&cfg.Records, "records", 0, "how many records to produce in total")
+	f.DurationVar(&cfg.Linger, "linger", 0, "how long a partition's batch waits for more records")
+	f.Int32Var(&cfg.BatchMaxBytes, "batch-max-bytes", 1<<20, "largest record batch (kgo ProducerBatchMaxBytes)")
+	f.IntVar(&cfg.MaxInflight, "max-inflight", 0, "produce requests in flight per broker and client (default: kgo's, 5 when idempotent; other values need --idempotent=false)")
+	f.BoolVar(&idempotent, "idempotent", true, "idempotent producer, as the agent uses")
+	f.StringVar(&cfg.Compression, "compression", "none", "none, snappy, lz4, zstd or gzip")
+	f.StringVar(&cfg.Partitioner, "partitioner", "round-robin", "round-robin (record by record) or sticky (a partition per batch)")
+	f.IntVar(&cfg.MaxBufferedRecords, "max-buffered-records", 10000, "records each client buffers before Produce blocks")
+	f.Float64Var(&cfg.Rate, "rate", 0, "total records per second (0: as fast as acknowledged)")
+	f.DurationVar(&cfg.StallTimeout, "stall-timeout", 30*time.Second, "abort when nothing was acknowledged for this long")
+	out.register(cmd)
+	return cmd
+}
+
+func printProduce(w io.Writer, r *bench.ProduceResult) {
+	s := r.Settings
+	fmt.Fprintf(w, "produce %s: %d B records, acks=%s, %d producers, %d partitions, idempotent=%v\n",
+		s.Topic, s.RecordSize, s.Acks, s.Producers, s.Partitions, s.Idempotent)
+	fmt.Fprintf(w, "  %d records (%.1f MB) in %.2f s: %.0f records/s, %.1f MB/s, %d errors\n",
+		r.Records, float64(r.Bytes)/1e6, r.Elapsed, r.RecPerS, r.MBPerS, r.Errors)
+	l := r.Latency
+	fmt.Fprintf(w, "  latency ms: p50 %.3f  p90 %.3f  p99 %.3f  p999 %.3f  max %.3f\n",
+		float64(l.P50US)/1e3, float64(l.P90US)/1e3, float64(l.P99US)/1e3, float64(l.P999US)/1e3, float64(l.MaxUS)/1e3)
+	if r.FirstErr != "" {
+		fmt.Fprintf(w, "  first error: %s\n", r.FirstErr)
+	}
+}
+
+func newBenchConsumeCmd(g *globalFlags) *cobra.Command {
+	var cfg bench.ConsumeConfig
+	var brokers string
+	var out benchOutput
+	cmd := &cobra.Command{
+		Use:   "consume",
+		Short: "Read a topic from its start and report MB/s and records/s",
+		Long: `Read a topic from its start with independent franz-go clients.
+
+By default records are read with kgo's PollFetches (decoded, as an
+application sees them) and MB counts keys and values. With --raw the
+clients send FetchRequests themselves and count the record batches from
+their headers without decoding records: that measures the broker and the
+wire rather than the client's decoding, and MB counts whole batches.
+
+Without --records every partition is read up to the end offset it had when
+the run began. The run also ends when nothing arrived for --idle.`,
+		Example: `  simtel bench consume --topic bench --raw
+  simtel bench consume --topic bench --group bench-readers --consumers 2 --records 1000000 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg.Brokers = splitBrokers(brokers)
+			cfg.Logger = log
+			cfg.Progress = out.progress()
+			res, runErr := bench.Consume(cmd.Context(), cfg)
+			if runErr == nil && res != nil && !res.Complete {
+				runErr = fmt.Errorf("stopped after %s without data before reading everything (%d records)", cfg.Idle, res.Records)
+			}
+			return out.emit(res, runErr, func(w io.Writer) { printConsume(w, res) })
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	f.StringVar(&cfg.Topic, "topic", "simtel-bench", "topic to read")
+	f.StringVar(&cfg.Group, "group", "", "consumer group to join (poll mode; default: assign partitions directly)")
+	f.IntVar(&cfg.Consumers, "consumers", 1, "independent clients reading in parallel")
+	f.Int64Var(&cfg.Records, "records", 0, "stop after this many records (default: read to the end offsets at start)")
+	f.DurationVar(&cfg.Idle, "idle", 3*time.Second, "stop when nothing arrived for this long")
+	f.BoolVar(&cfg.Raw, "raw", false, "send FetchRequests directly and count batch bytes without decoding records")
+	f.Int32Var(&cfg.FetchMaxBytes, "fetch-max-bytes", 50<<20, "response size limit per fetch request")
+	f.Int32Var(&cfg.PartitionMaxBytes, "partition-max-bytes", 10<<20, "per-partition size limit within a fetch")
+	out.register(cmd)
+	return cmd
+}
+
+func printConsume(w io.Writer, r *bench.ConsumeResult) {
+	s := r.Settings
+	fmt.Fprintf(w, "consume %s (%s, %d consumers, %d partitions)\n", s.Topic, s.Mode, s.Consumers, s.Partitions)
+	fmt.Fprintf(w, "  %d records (%.1f MB of %s) in %d fetches; first data after %.2f s\n",
+		r.Records, float64(r.Bytes)/1e6, r.BytesOf, r.Fetches, r.Startup)
+	fmt.Fprintf(w, "  %.0f records/s, %.1f MB/s over %.2f s\n", r.RecPerS, r.MBPerS, r.Elapsed)
+}
+
+func newBenchDiskCmd() *cobra.Command {
+	var cfg bench.DiskConfig
+	var out benchOutput
+	cmd := &cobra.Command{
+		Use:   "disk",
+		Short: "Measure what the disk under a directory can make durable",
+		Long: `Measure the bandwidth of sequential writes each followed by fdatasync (as dd
+oflag=dsync bs=1M does), and the rate and latency of 4 KiB appends each
+followed by fdatasync. The test files are removed afterwards.`,
+		Example: "  simtel bench disk --dir /var/lib/simtel",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := bench.MeasureDisk(cmd.Context(), cfg)
+			return out.emit(res, err, func(w io.Writer) {
+				fmt.Fprintf(w, "disk %s\n  sequential %d B writes + fdatasync: %.1f MB/s\n", res.Dir, res.BlockSize, res.SeqMBPerS)
+				fmt.Fprintf(w, "  %d B appends + fdatasync: %.0f /s, p50 %d µs, p99 %d µs\n",
+					res.AppendSize, res.AppendsPS, res.AppendLat.P50US, res.AppendLat.P99US)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Dir, "dir", "", "directory to test (required)")
+	f.Int64Var(&cfg.SeqBytes, "seq-bytes", 512<<20, "bytes the sequential test writes")
+	f.IntVar(&cfg.BlockSize, "block-size", 1<<20, "sequential write size")
+	f.IntVar(&cfg.AppendSize, "append-size", 4<<10, "append size")
+	f.IntVar(&cfg.Appends, "appends", 5000, "most appends to make")
+	f.DurationVar(&cfg.AppendTime, "append-time", 3*time.Second, "longest time for the appends")
+	f.BoolVar(&out.json, "json", false, "print one JSON result object on stdout")
+	return cmd
+}
+
+func newBenchReportCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "Collect benchmark steps into a run and publish it",
+		Long: `Used by bench/compare.sh: "add" appends one step's output to a run file,
+"publish" writes bench/results/<id>.json and <id>.svg and rewrites the
+results section of bench/README.md.`,
+	}
+
+	var run, kind, label, command, serverSync, input string
+	add := &cobra.Command{
+		Use:   "add",
+		Short: "Append a step's output to a run file",
+		Example: `  simtel bench produce --json ... > p.json
+  simtel bench report add --run run.json --kind produce --label produce --command "..." --input p.json
+  nats bench js pub async ... | simtel bench report add --run run.json --kind jetstream --label "js async" --command "..."`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var b []byte
+			var err error
+			if input == "-" {
+				b, err = io.ReadAll(os.Stdin)
+			} else {
+				b, err = os.ReadFile(input)
+			}
+			if err != nil {
+				return fmt.Errorf("cannot read step output: %w", err)
+			}
+			return bench.AddStep(run, kind, label, command, serverSync, b)
+		},
+	}
+	f := add.Flags()
+	f.StringVar(&run, "run", "", "run file to append to (created if missing)")
+	f.StringVar(&kind, "kind", "", "disk, produce, consume (their --json output) or jetstream (nats bench text output)")
+	f.StringVar(&label, "label", "", "name of the step")
+	f.StringVar(&command, "command", "", "the exact command that produced the output")
+	f.StringVar(&serverSync, "server-sync", "", "jetstream: the server's sync_interval (empty: its default)")
+	f.StringVar(&input, "input", "-", "file with the step's output, - for stdin")
+
+	var p bench.PublishConfig
+	publish := &cobra.Command{
+		Use:   "publish",
+		Short: "Write a run's results file and chart and update the README",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if p.RunPath == "" {
+				return errors.New("--run is required")
+			}
+			if p.Date == "" {
+				p.Date = time.Now().UTC().Format(time.RFC3339)
+			}
+			path, err := bench.Publish(p)
+			if err != nil {
+				return err
+			}
+			r, err := bench.ReadRun(path)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stdout, "wrote %s\n", path)
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(r.Summary)
+		},
+	}
+	f = publish.Flags()
+	f.StringVar(&p.RunPath, "run", "", "run file made by add")
+	f.StringVar(&p.ResultsDir, "results-dir", "bench/results", "where <id>.json and <id>.svg go")
+	f.StringVar(&p.README, "readme", "bench/README.md", "file whose results section is replaced (empty: none)")
+	f.StringVar(&p.ID, "id", time.Now().UTC().Format("2006-01-02-150405"), "name of the results files")
+	f.StringVar(&p.Date, "date", "", "date of the run, RFC 3339 (default: now)")
+	f.StringVar(&p.Host, "host", "", "description of the machine")
+	f.StringVar(&p.Command, "command", "bench/compare.sh", "how the run was started")
+
+	cmd.AddCommand(add, publish)
+	return cmd
+}
