@@ -46,13 +46,15 @@ type panel struct {
 // SVG document: horizontal bars, one panel each, values printed.
 func ChartSVG(r *Run) string {
 	s := r.Summary
-	var produceLat *LatencySummary
+	var produceLat, pacedLat *LatencySummary
 	var jsDefault *JetStreamResult
 	var disk *DiskResult
 	for _, st := range r.Steps {
 		switch {
-		case st.Produce != nil && produceLat == nil:
+		case st.Produce != nil && st.Produce.Settings.Rate == 0 && produceLat == nil:
 			produceLat = &st.Produce.Latency
+		case st.Produce != nil && st.Produce.Settings.Rate > 0 && pacedLat == nil:
+			pacedLat = &st.Produce.Latency
 		case st.JetStream != nil && st.Label == s.JSLabel && jsDefault == nil:
 			jsDefault = st.JetStream
 		case st.Disk != nil && disk == nil:
@@ -70,9 +72,9 @@ func ChartSVG(r *Run) string {
 	add(&tp, "disk: 1 MiB writes + fdatasync", s.DiskSeqMBPerS, mb(s.DiskSeqMBPerS), colDisk)
 	add(&tp, "simtel produce, acks="+s.ProduceAcks, s.ProduceMBPerS,
 		fmt.Sprintf("%s (%s msgs/s)", mb(s.ProduceMBPerS), fmtCount(s.ProduceMsgsPerS)), colSimtel)
-	add(&tp, "JetStream "+s.JSLabel+" (default sync)", s.JSMBPerS,
+	add(&tp, "JetStream publish, default sync", s.JSMBPerS,
 		fmt.Sprintf("%s (%s msgs/s)", mb(s.JSMBPerS), fmtCount(s.JSMsgsPerS)), colJS)
-	add(&tp, "JetStream "+s.JSAlwaysLabel+" (sync always)", s.JSAlwaysMBPerS,
+	add(&tp, "JetStream publish, sync_interval always", s.JSAlwaysMBPerS,
 		fmt.Sprintf("%s (%s msgs/s)", mb(s.JSAlwaysMBPerS), fmtCount(s.JSAlwaysMsgsPerS)), colJSLight)
 	add(&tp, "simtel consume, raw fetch", s.ConsumeRawMBPS, mb(s.ConsumeRawMBPS), colConsume)
 	add(&tp, "simtel consume, kgo poll", s.ConsumeMBPS, mb(s.ConsumeMBPS), colConsumeLite)
@@ -85,7 +87,16 @@ func ChartSVG(r *Run) string {
 			us   int64
 		}{{"p50", produceLat.P50US}, {"p99", produceLat.P99US}, {"p999", produceLat.P999US}} {
 			v := float64(q.us) / 1e3
-			add(&lp, "simtel produce record "+q.name, v, ms(v), colSimtel)
+			add(&lp, "simtel produce, full speed "+q.name, v, ms(v), colSimtel)
+		}
+	}
+	if pacedLat != nil {
+		for _, q := range []struct {
+			name string
+			us   int64
+		}{{"p50", pacedLat.P50US}, {"p99", pacedLat.P99US}, {"p999", pacedLat.P999US}} {
+			v := float64(q.us) / 1e3
+			add(&lp, fmt.Sprintf("simtel produce at %s/s %s", fmtCount(s.PacedRate), q.name), v, ms(v), colSimtelLight)
 		}
 	}
 	if jsDefault != nil {

@@ -3,8 +3,9 @@
 # this machine, with the same record size and client count:
 #
 #   1. the disk: sequential 1 MiB writes + fdatasync, 4 KiB appends + fdatasync
-#   2. simtel broker: `simtel bench produce` (acks=all), then `simtel bench
-#      consume` raw and with kgo's PollFetches (from the page cache)
+#   2. simtel broker: `simtel bench produce` (acks=all) at full speed and
+#      paced at half that rate, then `simtel bench consume` raw and with
+#      kgo's PollFetches (from the page cache)
 #   3. nats-server -js: `nats bench js pub async` with the server's default
 #      sync_interval and with sync_interval always (fsync before every ack,
 #      the durability of acks=all here), plus `js pub sync`
@@ -14,7 +15,7 @@
 # with the tools installed (the first run installs nats-server and natscli
 # into .bin/, which takes a few minutes more).
 #
-# Knobs (environment): DURATION, PARTITIONS, PRODUCERS, LINGER, JS_MSGS,
+# Knobs (environment): DURATION, PACED_DURATION, PARTITIONS, PRODUCERS, LINGER, JS_MSGS,
 # JS_ALWAYS_MSGS, JS_CLIENTS, BENCH_DATA_DIR (a directory on the disk to
 # test; default a temporary directory), KEEP=1 keeps the data directory,
 # NO_PUBLISH=1 leaves bench/results and the README alone.
@@ -28,6 +29,7 @@ NATSCLI_MODULE=github.com/nats-io/natscli/nats
 NATSCLI_VERSION=v0.5.0
 
 DURATION=${DURATION:-15s}
+PACED_DURATION=${PACED_DURATION:-8s}
 PARTITIONS=${PARTITIONS:-4}
 PRODUCERS=${PRODUCERS:-2}
 LINGER=${LINGER:-0s}
@@ -152,10 +154,12 @@ step() {
 		"$@" >"$out"
 	fi
 	STEPS+=("$label")
+	LAST_OUT=$out
 	"$SIMTEL" bench report add --run "$RUN" --kind "$kind" --label "$label" \
-		--command "${STEP_PREFIX:-}$(show "$@")" --server-sync "${SERVER_SYNC:-}" --input "$out"
+		--command "${SERVER_CMD:+$SERVER_CMD$NL}$(show "$@")" --server-sync "${SERVER_SYNC:-}" --input "$out"
 }
 STEPS=()
+NL=$'\n'
 
 # --- 1. disk -----------------------------------------------------------------
 
@@ -169,11 +173,20 @@ log "starting simtel broker on $BROKER"
 "$SIMTEL" broker --data-dir "$WORK/simtel" --listen "$BROKER" --log-level warn >"$WORK/broker.log" 2>&1 &
 PIDS+=($!)
 wait_port "$PORT" "$WORK/broker.log"
-STEP_PREFIX="$(show "$SIMTEL" broker --data-dir "$WORK/simtel" --listen "$BROKER") & "
+SERVER_CMD="$(show "$SIMTEL" broker --data-dir "$WORK/simtel" --listen "$BROKER" --log-level warn) &"
 
 step produce "simtel produce" "$SIMTEL" bench produce --brokers "$BROKER" --topic bench \
 	--partitions "$PARTITIONS" --producers "$PRODUCERS" --record-size "$RECORD_SIZE" \
 	--acks all --linger "$LINGER" --duration "$DURATION" --json
+# The same load held to half the rate just measured: latency without the
+# client's queue in it.
+FULL_RATE=$(grep -m1 -o '"records_per_s": [0-9.]*' "$LAST_OUT" | awk '{printf "%d", $2}')
+PACED_RATE=$(( FULL_RATE / 2 / 1000 * 1000 ))
+if (( PACED_RATE > 0 )); then
+	step produce "simtel produce paced" "$SIMTEL" bench produce --brokers "$BROKER" --topic bench-paced \
+		--partitions "$PARTITIONS" --producers "$PRODUCERS" --record-size "$RECORD_SIZE" \
+		--acks all --linger "$LINGER" --rate "$PACED_RATE" --duration "$PACED_DURATION" --json
+fi
 step consume "simtel consume raw" "$SIMTEL" bench consume --brokers "$BROKER" --topic bench \
 	--raw --consumers 2 --json
 step consume "simtel consume poll" "$SIMTEL" bench consume --brokers "$BROKER" --topic bench --json
@@ -183,6 +196,7 @@ if ! kill -0 "${PIDS[-1]}" 2>/dev/null; then
 	exit 1
 fi
 stop_last
+SERVER_CMD=""
 rm -rf "$WORK/simtel" # give the page cache and the disk back before the peer runs
 
 # --- 3. NATS JetStream ---------------------------------------------------------
@@ -198,7 +212,7 @@ log "starting nats-server -js (default sync_interval) on $NATS_URL"
 "$NATS_SERVER" -a 127.0.0.1 -p "$PORT" -js -sd "$WORK/nats" >"$WORK/nats.log" 2>&1 &
 PIDS+=($!)
 wait_port "$PORT" "$WORK/nats.log"
-STEP_PREFIX="$(show "$NATS_SERVER" -a 127.0.0.1 -p "$PORT" -js -sd "$WORK/nats") & "
+SERVER_CMD="$(show "$NATS_SERVER" -a 127.0.0.1 -p "$PORT" -js -sd "$WORK/nats") &"
 SERVER_SYNC=""
 js_bench "js pub async, 1 client" async 1 "$JS_MSGS"
 js_bench "js pub async, $JS_CLIENTS clients" async "$JS_CLIENTS" "$JS_MSGS"
@@ -217,7 +231,7 @@ EOF
 "$NATS_SERVER" -c "$WORK/nats-always.conf" >"$WORK/nats-always.log" 2>&1 &
 PIDS+=($!)
 wait_port "$PORT" "$WORK/nats-always.log"
-STEP_PREFIX="$(show "$NATS_SERVER" -c "$WORK/nats-always.conf") & # jetstream { sync_interval: always } ; "
+SERVER_CMD="$(show "$NATS_SERVER" -c "$WORK/nats-always.conf") &  # listen: 127.0.0.1:$PORT, jetstream { store_dir: \$WORK/nats-always, sync_interval: always }"
 SERVER_SYNC=always
 js_bench "js pub async, $JS_CLIENTS clients, sync always" async "$JS_CLIENTS" "$JS_ALWAYS_MSGS"
 stop_last
@@ -234,6 +248,6 @@ else
 	README=$REPO/bench/README.md
 fi
 log "publishing run $ID"
-ENVDESC="DURATION=$DURATION PARTITIONS=$PARTITIONS PRODUCERS=$PRODUCERS LINGER=$LINGER JS_MSGS=$JS_MSGS JS_ALWAYS_MSGS=$JS_ALWAYS_MSGS JS_CLIENTS=$JS_CLIENTS"
+ENVDESC="DURATION=$DURATION PACED_DURATION=$PACED_DURATION PARTITIONS=$PARTITIONS PRODUCERS=$PRODUCERS LINGER=$LINGER JS_MSGS=$JS_MSGS JS_ALWAYS_MSGS=$JS_ALWAYS_MSGS JS_CLIENTS=$JS_CLIENTS"
 "$SIMTEL" bench report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
 	--id "$ID" --host "$HOST" --command "$ENVDESC bench/compare.sh"

@@ -51,8 +51,12 @@ func RenderResults(latest *Run, chartPath string, history []*Run) string {
 	if s.ProduceMsgsPerS > 0 {
 		row(fmt.Sprintf("simtel produce, %s records, acks=%s", size, s.ProduceAcks),
 			fmt.Sprintf("**%s msgs/s**, **%s MB/s**", fmtCount(s.ProduceMsgsPerS), fmtMB(s.ProduceMBPerS)))
-		row("simtel produce latency p50 / p99 / p999 (Produce call → ack)",
+		row("simtel produce latency p50 / p99 / p999 at full speed (Produce call → ack, includes client queueing)",
 			fmt.Sprintf("%s / %s / %s ms", fmtMS(s.ProduceP50MS), fmtMS(s.ProduceP99MS), fmtMS(s.ProduceP999MS)))
+	}
+	if s.PacedMsgsPS > 0 {
+		row(fmt.Sprintf("simtel produce latency p50 / p99 / p999 paced at %s msgs/s", fmtCount(s.PacedRate)),
+			fmt.Sprintf("%s / %s / %s ms", fmtMS(s.PacedP50MS), fmtMS(s.PacedP99MS), fmtMS(s.PacedP999MS)))
 	}
 	if s.JSMsgsPerS > 0 {
 		row(fmt.Sprintf("NATS JetStream `%s`, file storage, default sync_interval (fsync every 2 min)", s.JSLabel),
@@ -80,21 +84,31 @@ func RenderResults(latest *Run, chartPath string, history []*Run) string {
 	if chartPath != "" {
 		fmt.Fprintf(&b, "\n![throughput and latency of run %s](%s)\n", latest.ID, chartPath)
 	}
-	b.WriteString("\nCommands of this run:\n\n```sh\n")
+	// A step's command may start with the server it ran against; a line
+	// already shown (the same server for the next step) is not repeated.
+	b.WriteString("\nCommands of this run (`$WORK` is a temporary directory):\n\n```sh\n")
+	shown := map[string]bool{}
 	for _, st := range latest.Steps {
-		fmt.Fprintf(&b, "# %s\n%s\n", st.Label, strings.TrimSpace(st.Command))
+		fmt.Fprintf(&b, "# %s\n", st.Label)
+		for _, line := range strings.Split(strings.TrimSpace(st.Command), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !shown[line] {
+				shown[line] = true
+				b.WriteString(line + "\n")
+			}
+		}
 	}
 	b.WriteString("```\n")
 
 	if len(history) > 0 {
 		b.WriteString("\nAll runs (`bench/results/`):\n\n")
-		b.WriteString("| run | simtel msgs/s | simtel MB/s | p50 / p99 / p999 ms | JetStream msgs/s | ratio | JetStream always msgs/s | ratio | disk MB/s | fraction | consume raw MB/s | consume poll MB/s |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| run | simtel msgs/s | simtel MB/s | p50 / p99 / p999 ms | paced p50 / p99 / p999 ms | JetStream msgs/s | ratio | JetStream always msgs/s | ratio | disk MB/s | fraction | consume raw MB/s | consume poll MB/s |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range history {
 			h := r.Summary
-			fmt.Fprintf(&b, "| %s | %s | %s | %s / %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			fmt.Fprintf(&b, "| %s | %s | %s | %s / %s / %s | %s / %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 				r.ID, fmtCount(h.ProduceMsgsPerS), fmtMB(h.ProduceMBPerS),
 				fmtMS(h.ProduceP50MS), fmtMS(h.ProduceP99MS), fmtMS(h.ProduceP999MS),
+				fmtMS(h.PacedP50MS), fmtMS(h.PacedP99MS), fmtMS(h.PacedP999MS),
 				fmtCount(h.JSMsgsPerS), fmtRatio(h.Ratio), fmtCount(h.JSAlwaysMsgsPerS), fmtRatio(h.RatioAlways),
 				fmtMB(h.DiskSeqMBPerS), fmtFraction(h.DiskFraction), fmtMB(h.ConsumeRawMBPS), fmtMB(h.ConsumeMBPS))
 		}

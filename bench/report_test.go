@@ -54,6 +54,9 @@ func sampleRun(t *testing.T) *Run {
 			{Label: "produce", Command: "simtel bench produce --acks all", Produce: &ProduceResult{
 				Settings: ProduceSettings{Acks: "all", RecordSize: 1024},
 				RecPerS:  300000, MBPerS: 307.2, Latency: LatencySummary{P50US: 2500, P99US: 9000, P999US: 15000}}},
+			{Label: "produce paced", Command: "simtel bench produce --rate 150000", Produce: &ProduceResult{
+				Settings: ProduceSettings{Acks: "all", RecordSize: 1024, Rate: 150000},
+				RecPerS:  149000, MBPerS: 150, Latency: LatencySummary{P50US: 800, P99US: 3000, P999US: 5000}}},
 			{Label: "consume raw", Command: "simtel bench consume --raw", Consume: &ConsumeResult{Settings: ConsumeSettings{Mode: "raw"}, MBPerS: 1100}},
 			{Label: "consume poll", Command: "simtel bench consume", Consume: &ConsumeResult{Settings: ConsumeSettings{Mode: "poll"}, MBPerS: 450}},
 			{Label: js.Label, Command: "nats bench js pub async", JetStream: js},
@@ -79,6 +82,8 @@ func TestSummarize(t *testing.T) {
 		{"consume raw", s.ConsumeRawMBPS, 1100},
 		{"consume poll", s.ConsumeMBPS, 450},
 		{"disk append p50 ms", s.DiskAppendP50, 0.25},
+		{"paced rate", s.PacedRate, 150000},
+		{"paced p99 ms", s.PacedP99MS, 3},
 	} {
 		if !within(c.got, c.want, 1e-9) {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
@@ -96,6 +101,7 @@ func TestRenderResults(t *testing.T) {
 		"**300,000 msgs/s**", "**307 MB/s**", "2.50 / 9.00 / 15.00 ms", "147,680 msgs/s", "2.03×", "50×",
 		"400 MB/s", "0.77", "1,100 MB/s", "450 MB/s", "![throughput and latency of run 2025-01-02-030405](results/x.svg)",
 		"simtel bench produce --acks all", "| 2025-01-02-030405 | 300,000 |",
+		"paced at 150,000 msgs/s | 0.800 / 3.00 / 5.00 ms",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("rendered results lack %q:\n%s", want, md)
@@ -122,7 +128,7 @@ func TestChartSVGIsWellFormed(t *testing.T) {
 		}
 	}
 	all := strings.Join(texts, "\n")
-	for _, want := range []string{"simtel produce, acks=all", "307 MB/s (300,000 msgs/s)", "JetStream batch of 500 p50", `<b>&"host"`, "1,100 MB/s"} {
+	for _, want := range []string{"simtel produce, acks=all", "307 MB/s (300,000 msgs/s)", "JetStream batch of 500 p50", "simtel produce at 150,000/s p99", `<b>&"host"`, "1,100 MB/s"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("chart text lacks %q:\n%s", want, all)
 		}

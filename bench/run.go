@@ -43,6 +43,14 @@ type Summary struct {
 	ProduceAcks     string  `json:"produce_acks,omitempty"`
 	RecordSize      int     `json:"record_size,omitempty"`
 
+	// Paced: a produce run held to a fixed rate below saturation, whose
+	// latency is the broker's rather than the client buffer's.
+	PacedRate   float64 `json:"paced_rate,omitempty"` // the requested records/s
+	PacedMsgsPS float64 `json:"paced_msgs_per_s,omitempty"`
+	PacedP50MS  float64 `json:"paced_p50_ms,omitempty"`
+	PacedP99MS  float64 `json:"paced_p99_ms,omitempty"`
+	PacedP999MS float64 `json:"paced_p999_ms,omitempty"`
+
 	// JetStream: the fastest publish run against a server with its default
 	// sync_interval (data is written to the OS and fsynced every two
 	// minutes) and the fastest with sync_interval always (fsync before
@@ -68,16 +76,18 @@ type Summary struct {
 // fsyncs before acknowledging.
 const SyncAlways = "always"
 
-// Summarize derives the summary from the steps: the first produce step,
-// disk step, raw and poll consume steps, and the JetStream steps described
-// in Summary.
+// Summarize derives the summary from the steps: the first produce step
+// without a rate limit and the first with one (paced), the first disk step,
+// raw and poll consume steps, and the JetStream steps described in Summary.
 func (r *Run) Summarize() {
 	s := Summary{}
-	var produce *ProduceResult
+	var produce, paced *ProduceResult
 	for _, st := range r.Steps {
 		switch {
-		case st.Produce != nil && produce == nil:
+		case st.Produce != nil && st.Produce.Settings.Rate == 0 && produce == nil:
 			produce = st.Produce
+		case st.Produce != nil && st.Produce.Settings.Rate > 0 && paced == nil:
+			paced = st.Produce
 		case st.Disk != nil && s.DiskSeqMBPerS == 0:
 			s.DiskSeqMBPerS = st.Disk.SeqMBPerS
 			s.DiskAppendsPS = st.Disk.AppendsPS
@@ -104,6 +114,13 @@ func (r *Run) Summarize() {
 		s.ProduceP999MS = float64(produce.Latency.P999US) / 1e3
 		s.ProduceAcks = produce.Settings.Acks
 		s.RecordSize = produce.Settings.RecordSize
+	}
+	if paced != nil {
+		s.PacedRate = paced.Settings.Rate
+		s.PacedMsgsPS = paced.RecPerS
+		s.PacedP50MS = float64(paced.Latency.P50US) / 1e3
+		s.PacedP99MS = float64(paced.Latency.P99US) / 1e3
+		s.PacedP999MS = float64(paced.Latency.P999US) / 1e3
 	}
 	s.Ratio = ratio(s.ProduceMsgsPerS, s.JSMsgsPerS)
 	s.RatioAlways = ratio(s.ProduceMsgsPerS, s.JSAlwaysMsgsPerS)

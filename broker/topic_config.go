@@ -127,16 +127,23 @@ func (b *Broker) configInt(overrides map[string]string, name string) int64 {
 // storageConfig turns a topic's configs into the log's Config.
 func (b *Broker) storageConfig(dir string, overrides map[string]string) storage.Config {
 	policy, _ := b.effectiveTopicConfig(overrides, "cleanup.policy")
+	// storage.Config reads 0 as "default"; Kafka reads 0 as zero.
+	zero := func(v, asZero int64) int64 {
+		if v == 0 {
+			return asZero
+		}
+		return v
+	}
 	return storage.Config{
 		Dir:                dir,
 		SegmentBytes:       b.configInt(overrides, "segment.bytes"),
 		SegmentMs:          b.configInt(overrides, "segment.ms"),
 		IndexIntervalBytes: int(b.configInt(overrides, "index.interval.bytes")),
-		RetentionBytes:     b.configInt(overrides, "retention.bytes"),
-		RetentionMs:        b.configInt(overrides, "retention.ms"),
+		RetentionBytes:     zero(b.configInt(overrides, "retention.bytes"), 1),
+		RetentionMs:        zero(b.configInt(overrides, "retention.ms"), 1),
 		Compact:            strings.Contains(policy, "compact"),
 		Delete:             strings.Contains(policy, "delete"),
-		DeleteRetentionMs:  b.configInt(overrides, "delete.retention.ms"),
+		DeleteRetentionMs:  zero(b.configInt(overrides, "delete.retention.ms"), -1),
 		MinCompactionLagMs: b.configInt(overrides, "min.compaction.lag.ms"),
 		MaxBatchBytes:      int(b.configInt(overrides, "max.message.bytes")),
 		Logger:             b.log.With("dir", dir),

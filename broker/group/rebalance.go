@@ -147,6 +147,7 @@ func (c *Coordinator) completeJoinLocked(g *group) {
 		g.leader = ""
 		for _, m := range g.sortedMembersLocked() {
 			if m.join != nil {
+				g.leader = m.id
 				break
 			}
 		}
