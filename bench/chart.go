@@ -50,6 +50,9 @@ func ChartSVG(r *Run) string {
 	var jsDefault *JetStreamResult
 	var disk *DiskResult
 	for _, st := range r.Steps {
+		if st.Error != "" {
+			continue
+		}
 		switch {
 		case st.Produce != nil && st.Produce.Settings.Rate == 0 && produceLat == nil:
 			produceLat = &st.Produce.Latency

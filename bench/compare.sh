@@ -141,23 +141,33 @@ show() {
 }
 
 # step KIND LABEL CMD...: run CMD, keep its stdout as the step's output,
-# and add it to the run with the exact command.
+# and add it to the run with the exact command. A command that fails is
+# recorded with its last line of output and the run goes on: the README
+# then says which step failed and leaves its figures out.
 step() {
 	local kind=$1 label=$2
 	shift 2
 	log "$label: $(show "$@")"
-	local out=$WORK/step-$(( ${#STEPS[@]} + 1 )).out
+	local n=$(( ${#STEPS[@]} + 1 ))
+	local out=$WORK/step-$n.out err=$WORK/step-$n.err failed=""
 	if [[ $kind == jetstream ]]; then
 		# natscli prints its header on stderr and its figures on stdout.
-		"$@" 2>&1 | tee "$out" >&2
+		"$@" 2>&1 | tee "$out" >&2 || failed="exit status ${PIPESTATUS[0]}: $(tail -n1 "$out")"
 	else
-		"$@" >"$out"
+		# stdout (the JSON result) to the file, stderr to the terminal and a file.
+		"$@" 2>&1 >"$out" | tee "$err" >&2 || failed="exit status ${PIPESTATUS[0]}: $(grep -v '^\(produce\|consume\) ' "$err" | tail -n1)"
+	fi
+	if [[ -n $failed ]]; then
+		echo "WARNING: step \"$label\" failed: $failed" >&2
+		FAILED+=("$label")
 	fi
 	STEPS+=("$label")
 	LAST_OUT=$out
 	"$SIMTEL" bench report add --run "$RUN" --kind "$kind" --label "$label" \
-		--command "${SERVER_CMD:+$SERVER_CMD$NL}$(show "$@")" --server-sync "${SERVER_SYNC:-}" --input "$out"
+		--command "${SERVER_CMD:+$SERVER_CMD$NL}$(show "$@")" --server-sync "${SERVER_SYNC:-}" \
+		--failed "$failed" --input "$out"
 }
+FAILED=()
 STEPS=()
 NL=$'\n'
 
@@ -177,15 +187,16 @@ SERVER_CMD="$(show "$SIMTEL" broker --data-dir "$WORK/simtel" --listen "$BROKER"
 
 step produce "simtel produce" "$SIMTEL" bench produce --brokers "$BROKER" --topic bench \
 	--partitions "$PARTITIONS" --producers "$PRODUCERS" --record-size "$RECORD_SIZE" \
-	--acks all --linger "$LINGER" --duration "$DURATION" --json
+	--acks all --linger "$LINGER" --duration "$DURATION" --warmup 2s --json
 # The same load held to half the rate just measured: latency without the
 # client's queue in it.
-FULL_RATE=$(grep -m1 -o '"records_per_s": [0-9.]*' "$LAST_OUT" | awk '{printf "%d", $2}')
+FULL_RATE=$(grep -m1 -o '"records_per_s": [0-9.]*' "$LAST_OUT" | awk '{printf "%d", $2}' || true)
+FULL_RATE=${FULL_RATE:-0}
 PACED_RATE=$(( FULL_RATE / 2 / 1000 * 1000 ))
 if (( PACED_RATE > 0 )); then
 	step produce "simtel produce paced" "$SIMTEL" bench produce --brokers "$BROKER" --topic bench-paced \
 		--partitions "$PARTITIONS" --producers "$PRODUCERS" --record-size "$RECORD_SIZE" \
-		--acks all --linger "$LINGER" --rate "$PACED_RATE" --duration "$PACED_DURATION" --json
+		--acks all --linger "$LINGER" --rate "$PACED_RATE" --duration "$PACED_DURATION" --warmup 1s --json
 fi
 step consume "simtel consume raw" "$SIMTEL" bench consume --brokers "$BROKER" --topic bench \
 	--raw --consumers 2 --json
@@ -204,7 +215,7 @@ rm -rf "$WORK/simtel" # give the page cache and the disk back before the peer ru
 PORT=$(free_port 24222)
 NATS_URL=nats://127.0.0.1:$PORT
 js_bench() { # LABEL MODE CLIENTS MSGS
-	step jetstream "$1" "$NATS" -s "$NATS_URL" bench js pub "$2" bench.js --create --storage=file \
+	step jetstream "$1" "$NATS" -s "$NATS_URL" --timeout=30s bench js pub "$2" bench.js --create --storage=file \
 		--size=1KB --msgs="$4" --clients="$3" --purge --no-progress
 }
 
@@ -251,3 +262,9 @@ log "publishing run $ID"
 ENVDESC="DURATION=$DURATION PACED_DURATION=$PACED_DURATION PARTITIONS=$PARTITIONS PRODUCERS=$PRODUCERS LINGER=$LINGER JS_MSGS=$JS_MSGS JS_ALWAYS_MSGS=$JS_ALWAYS_MSGS JS_CLIENTS=$JS_CLIENTS"
 "$SIMTEL" bench report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
 	--id "$ID" --host "$HOST" --command "$ENVDESC bench/compare.sh"
+if (( ${#FAILED[@]} > 0 )); then
+	printf 'failed steps:' >&2
+	printf ' "%s"' "${FAILED[@]}" >&2
+	printf '\n' >&2
+	exit 1
+fi

@@ -128,9 +128,19 @@ func TestProduceAcks(t *testing.T) {
 			t.Errorf("acks=%s: err %v, result %+v", acks, err, pr)
 		}
 	}
+	// Warmup records are produced but not measured.
+	pr, err := Produce(ctx, ProduceConfig{Brokers: []string{addr}, Topic: "warm", Duration: 1500 * time.Millisecond,
+		Warmup: 500 * time.Millisecond, Rate: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Warmup < 500 || pr.Records < 1500 || pr.Latency.Count != pr.Records || pr.Elapsed > 1.4 {
+		t.Errorf("warmup 0.5 s of 1.5 s at 2000/s: %d warmup records, %d measured, %d latencies over %.2f s",
+			pr.Warmup, pr.Records, pr.Latency.Count, pr.Elapsed)
+	}
 	// A rate limit holds the run to about records/rate seconds.
 	start := time.Now()
-	pr, err := Produce(ctx, ProduceConfig{Brokers: []string{addr}, Topic: "rate", Records: 400, Rate: 1000, Producers: 2})
+	pr, err = Produce(ctx, ProduceConfig{Brokers: []string{addr}, Topic: "rate", Records: 400, Rate: 1000, Producers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,6 +63,10 @@ type ProduceConfig struct {
 	// Rate limits the total records per second over all producers. Default
 	// 0: unlimited (closed loop, bounded by MaxBufferedRecords).
 	Rate float64
+	// Warmup is a first stretch of the run whose records are produced but
+	// not measured: connecting, producer ids and the first batches are not
+	// the steady state. It is part of Duration. Default 0.
+	Warmup time.Duration
 	// StallTimeout aborts the run when no record has been acknowledged for
 	// this long, and is kgo's RecordDeliveryTimeout. Default 30 s.
 	StallTimeout time.Duration
@@ -142,6 +146,8 @@ func (c ProduceConfig) Validate() error {
 		return fmt.Errorf("rate %g is negative", c.Rate)
 	case c.StallTimeout < 0:
 		return fmt.Errorf("stall timeout %s is negative", c.StallTimeout)
+	case c.Warmup < 0 || (c.Duration > 0 && c.Warmup >= c.Duration):
+		return fmt.Errorf("warmup %s is not within the duration %s", c.Warmup, c.Duration)
 	}
 	if _, err := parseAcks(c.Acks); err != nil {
 		return err
@@ -194,14 +200,16 @@ func parsePartitioner(s string) (kgo.Partitioner, error) {
 }
 
 // ProduceResult is the outcome of Produce. Rates are over Elapsed, from the
-// first Produce call to the last acknowledgement; MB is 10^6 bytes of
-// record values.
+// end of the warmup (or the first Produce call) to the last
+// acknowledgement; MB is 10^6 bytes of record values. Records, Bytes and
+// Latency count only records produced after the warmup.
 type ProduceResult struct {
 	Kind     string           `json:"kind"` // "produce"
 	Settings ProduceSettings  `json:"settings"`
 	Records  int64            `json:"records"` // acknowledged
 	Bytes    int64            `json:"bytes"`   // acknowledged value bytes
 	Errors   int64            `json:"errors"`  // records that failed
+	Warmup   int64            `json:"warmup_records,omitempty"`
 	Elapsed  float64          `json:"elapsed_s"`
 	RecPerS  float64          `json:"records_per_s"`
 	MBPerS   float64          `json:"mb_per_s"`
@@ -238,6 +246,7 @@ type ProduceSettings struct {
 	Partitioner        string   `json:"partitioner"`
 	MaxBufferedRecords int      `json:"max_buffered_records"`
 	Rate               float64  `json:"rate,omitempty"`
+	Warmup             string   `json:"warmup,omitempty"`
 }
 
 // Produce runs the load generator until the duration or record count is
@@ -287,6 +296,9 @@ func (c ProduceConfig) settings() ProduceSettings {
 	if c.Duration > 0 {
 		s.Duration = c.Duration.String()
 	}
+	if c.Warmup > 0 {
+		s.Warmup = c.Warmup.String()
+	}
 	if s.MaxInflight == 0 {
 		s.MaxInflight = 1
 		if s.Idempotent {
@@ -303,8 +315,11 @@ type produceRun struct {
 	cfg       ProduceConfig
 	producers []*producer
 	payload   []byte // random bytes; record values are windows into it
-	meter     meter
-	records   sync.Pool // *kgo.Record, returned by promises
+	meter     meter  // every acknowledged record, for progress and stalls
+	measured  meter  // acknowledged records produced after the warmup
+	// measureFrom is the end of the warmup; set before senders start.
+	measureFrom time.Time
+	inflight    sync.Pool // *inflight, returned by promises
 
 	errs     atomic.Int64
 	firstErr atomic.Pointer[error]
@@ -324,7 +339,11 @@ type producer struct {
 
 func newProduceRun(cfg ProduceConfig) (*produceRun, error) {
 	r := &produceRun{cfg: cfg}
-	r.records.New = func() any { return new(kgo.Record) }
+	r.inflight.New = func() any {
+		f := &inflight{Context: context.Background()}
+		f.rec.Context = f
+		return f
+	}
 	r.payload = make([]byte, 1<<20+cfg.RecordSize)
 	if _, err := rand.Read(r.payload); err != nil {
 		return nil, fmt.Errorf("cannot make random payload: %w", err)
@@ -388,6 +407,7 @@ func (r *produceRun) run(ctx context.Context, res *ProduceResult) {
 	defer cancel()
 
 	res.Started = time.Now()
+	r.measureFrom = res.Started.Add(r.cfg.Warmup)
 	var end time.Time
 	if r.cfg.Duration > 0 {
 		end = res.Started.Add(r.cfg.Duration)
@@ -418,7 +438,7 @@ func (r *produceRun) run(ctx context.Context, res *ProduceResult) {
 		senders.Go(func() { p.send(hard, quota, end) })
 	}
 	senders.Wait()
-	elapsed := time.Since(res.Started)
+	elapsed := time.Since(r.measureFrom)
 	stopWatch()
 	wg.Wait()
 
@@ -429,8 +449,9 @@ func (r *produceRun) run(ctx context.Context, res *ProduceResult) {
 		pr.RecPerS = float64(pr.Records) / elapsed.Seconds()
 		res.Producer = append(res.Producer, pr)
 	}
-	res.Records = r.meter.records.Load()
-	res.Bytes = r.meter.bytes.Load()
+	res.Records = r.measured.records.Load()
+	res.Bytes = r.measured.bytes.Load()
+	res.Warmup = r.meter.records.Load() - res.Records
 	res.Errors = r.errs.Load()
 	res.Elapsed = elapsed.Seconds()
 	res.RecPerS = float64(res.Records) / res.Elapsed
@@ -476,21 +497,34 @@ func (p *producer) send(ctx context.Context, quota int64, end time.Time) {
 				now = time.Now()
 			}
 		}
-		rec := r.records.Get().(*kgo.Record)
-		*rec = kgo.Record{Value: r.payload[off : off+size], Timestamp: now}
+		f := r.inflight.Get().(*inflight)
+		f.rec = kgo.Record{Value: r.payload[off : off+size], Context: f}
+		f.start = now
 		// A prime stride makes neighbouring records differ even when a
 		// codec is chosen.
 		off = (off + 4093) % (window + 1)
-		p.cl.Produce(ctx, rec, p.promise)
+		p.cl.Produce(ctx, &f.rec, p.promise)
 	}
 	if err := p.cl.Flush(ctx); err != nil && ctx.Err() == nil {
 		r.abort(fmt.Sprintf("cannot flush producer: %v", err))
 	}
 }
 
+// inflight is a record on its way, with the time of its Produce call.
+// The record's Context points back to it, so the promise finds the start
+// time without a map; kgo's own Timestamp is cut to milliseconds and loses
+// the monotonic clock, so it cannot serve. Background is never done, so the
+// context cancels nothing.
+type inflight struct {
+	context.Context
+	rec   kgo.Record
+	start time.Time
+}
+
 // promise is called by kgo, serially per client, once per record.
 func (p *producer) promise(rec *kgo.Record, err error) {
 	r := p.run
+	f := rec.Context.(*inflight)
 	if err != nil {
 		p.failed.Add(1)
 		if r.errs.Add(1) == 1 {
@@ -498,11 +532,15 @@ func (p *producer) promise(rec *kgo.Record, err error) {
 		}
 		r.abort(fmt.Sprintf("record failed: %v", err))
 	} else {
-		p.lat.Record(time.Since(rec.Timestamp))
-		p.acked.Add(1)
 		r.meter.records.Add(1)
 		r.meter.bytes.Add(int64(len(rec.Value)))
+		if !f.start.Before(r.measureFrom) {
+			p.lat.Record(time.Since(f.start))
+			p.acked.Add(1)
+			r.measured.records.Add(1)
+			r.measured.bytes.Add(int64(len(rec.Value)))
+		}
 	}
-	rec.Value = nil
-	r.records.Put(rec)
+	f.rec.Value = nil
+	r.inflight.Put(f)
 }

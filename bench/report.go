@@ -81,6 +81,11 @@ func RenderResults(latest *Run, chartPath string, history []*Run) string {
 	if s.ConsumeMBPS > 0 {
 		row("simtel consume, kgo PollFetches (page cache, value bytes)", fmt.Sprintf("%s MB/s", fmtMB(s.ConsumeMBPS)))
 	}
+	for _, st := range latest.Steps {
+		if st.Error != "" {
+			fmt.Fprintf(&b, "\n**Step %q failed** (its figures are left out): `%s`\n", st.Label, strings.TrimSpace(st.Error))
+		}
+	}
 	if chartPath != "" {
 		fmt.Fprintf(&b, "\n![throughput and latency of run %s](%s)\n", latest.ID, chartPath)
 	}

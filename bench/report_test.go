@@ -172,15 +172,23 @@ func TestAddStepAndPublish(t *testing.T) {
 		{"produce", "produce", "", prod},
 		{"jetstream", "js async", "", nats},
 	} {
-		if err := AddStep(run, s.kind, s.label, "cmd "+s.label, s.sync, s.out); err != nil {
+		if err := AddStep(run, s.kind, s.label, "cmd "+s.label, s.sync, "", s.out); err != nil {
 			t.Fatalf("AddStep %s: %v", s.label, err)
 		}
 	}
-	if err := AddStep(run, "jetstream", "broken", "", "", []byte("nats: error: no servers")); err == nil {
-		t.Error("AddStep of a failed nats run: got no error")
+	if err := AddStep(run, "jetstream", "broken", "", "", "", []byte("nats: error: no servers")); err == nil {
+		t.Error("AddStep of unparsable nats output: got no error")
 	}
-	if err := AddStep(run, "bogus", "x", "", "", nil); err == nil {
+	if err := AddStep(run, "bogus", "x", "", "", "", nil); err == nil {
 		t.Error("AddStep of an unknown kind: got no error")
+	}
+	// Failed steps are recorded, and their figures, if any, do not count.
+	if err := AddStep(run, "jetstream", "js failed", "cmd js failed", "", "exit status 1: ack timeout", []byte("nats: error: ack timeout")); err != nil {
+		t.Fatalf("AddStep of a failed nats run: %v", err)
+	}
+	slow, _ := json.Marshal(&ProduceResult{Kind: "produce", RecPerS: 5, Aborted: "no record acknowledged for 30s"})
+	if err := AddStep(run, "produce", "produce stalled", "cmd stalled", "", "exit status 1", slow); err != nil {
+		t.Fatalf("AddStep of a failed produce: %v", err)
 	}
 
 	readme := filepath.Join(dir, "README.md")
@@ -196,14 +204,15 @@ func TestAddStepAndPublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Steps) != 3 || r.Summary.JSMsgsPerS != 183751 || r.Summary.ProduceMsgsPerS != 1000 || r.Summary.DiskSeqMBPerS <= 0 {
+	if len(r.Steps) != 5 || r.Steps[3].Error == "" || r.Steps[4].Produce == nil || r.Summary.JSMsgsPerS != 183751 || r.Summary.ProduceMsgsPerS != 1000 || r.Summary.DiskSeqMBPerS <= 0 {
 		t.Errorf("published run: %d steps, summary %+v", len(r.Steps), r.Summary)
 	}
 	if _, err := os.Stat(filepath.Join(results, "2025-01-01-000000.svg")); err != nil {
 		t.Errorf("chart: %v", err)
 	}
 	doc, _ := os.ReadFile(readme)
-	for _, want := range []string{"183,751 msgs/s", "(results/2025-01-01-000000.svg)", "# js async\ncmd js async", "\nend\n"} {
+	for _, want := range []string{"183,751 msgs/s", "(results/2025-01-01-000000.svg)", "# js async\ncmd js async", "\nend\n",
+		`**Step "js failed" failed** (its figures are left out): ` + "`exit status 1: ack timeout`"} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("README lacks %q:\n%s", want, doc)
 		}

@@ -22,10 +22,13 @@ type Run struct {
 	Summary Summary `json:"summary"` // derived from Steps by Summarize
 }
 
-// Step is one measurement of a run. Exactly one result is set.
+// Step is one measurement of a run. At most one result is set; a step
+// whose command failed has Error, and a result only if the command still
+// printed one (a failed run reports what it measured before it failed).
 type Step struct {
 	Label     string           `json:"label"`
 	Command   string           `json:"command"`
+	Error     string           `json:"error,omitempty"`
 	Disk      *DiskResult      `json:"disk,omitempty"`
 	Produce   *ProduceResult   `json:"produce,omitempty"`
 	Consume   *ConsumeResult   `json:"consume,omitempty"`
@@ -83,6 +86,9 @@ func (r *Run) Summarize() {
 	s := Summary{}
 	var produce, paced *ProduceResult
 	for _, st := range r.Steps {
+		if st.Error != "" {
+			continue // a failed step's figures are not the system's
+		}
 		switch {
 		case st.Produce != nil && st.Produce.Settings.Rate == 0 && produce == nil:
 			produce = st.Produce
@@ -161,8 +167,11 @@ func WriteRun(path string, r *Run) error {
 // creating the run file if it does not exist. kind is disk, produce,
 // consume (output of the matching simtel bench command with --json) or
 // jetstream (the text output of nats bench js pub); serverSync is the
-// JetStream server's sync_interval ("" for its default).
-func AddStep(path, kind, label, command, serverSync string, output []byte) error {
+// JetStream server's sync_interval ("" for its default). failure, if not
+// empty, says how the step's command failed: the step is recorded with it,
+// with whatever result the output still holds, and no parse error is
+// returned.
+func AddStep(path, kind, label, command, serverSync, failure string, output []byte) error {
 	r := &Run{}
 	if _, err := os.Stat(path); err == nil {
 		if r, err = ReadRun(path); err != nil {
@@ -171,7 +180,7 @@ func AddStep(path, kind, label, command, serverSync string, output []byte) error
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("cannot stat run %q: %w", path, err)
 	}
-	st := Step{Label: label, Command: command}
+	st := Step{Label: label, Command: command, Error: failure}
 	var target any
 	switch kind {
 	case "disk":
@@ -185,17 +194,22 @@ func AddStep(path, kind, label, command, serverSync string, output []byte) error
 		target = st.Consume
 	case "jetstream":
 		js, err := ParseJetStreamBench(string(output))
-		if err != nil {
+		switch {
+		case err == nil:
+			js.Label, js.Command, js.ServerSync = label, command, serverSync
+			st.JetStream = js
+		case failure == "":
 			return fmt.Errorf("step %q: %w", label, err)
 		}
-		js.Label, js.Command, js.ServerSync = label, command, serverSync
-		st.JetStream = js
 	default:
 		return fmt.Errorf("step kind %q is not disk, produce, consume or jetstream", kind)
 	}
 	if target != nil {
 		if err := json.Unmarshal(output, target); err != nil {
-			return fmt.Errorf("step %q: cannot decode %s result: %w", label, kind, err)
+			if failure == "" {
+				return fmt.Errorf("step %q: cannot decode %s result: %w", label, kind, err)
+			}
+			st.Disk, st.Produce, st.Consume = nil, nil, nil
 		}
 	}
 	r.Steps = append(r.Steps, st)

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/group"
 )
 
 type versionRange struct{ min, max int16 }
@@ -56,9 +58,11 @@ func (b *Broker) dispatch(c *conn, req kmsg.Request, p *pending) {
 	case *kmsg.FetchRequest:
 		go b.handleFetch(ctx, r, p)
 	case *kmsg.JoinGroupRequest:
-		go func() { p.finish(b.groups.JoinGroup(ctx, r)) }()
+		gctx := group.WithClient(ctx, c.clientID, c.remoteHost())
+		go func() { p.finish(b.groups.JoinGroup(gctx, r)) }()
 	case *kmsg.SyncGroupRequest:
-		go func() { p.finish(b.groups.SyncGroup(ctx, r)) }()
+		gctx := group.WithClient(ctx, c.clientID, c.remoteHost())
+		go func() { p.finish(b.groups.SyncGroup(gctx, r)) }()
 	case *kmsg.HeartbeatRequest:
 		p.finish(b.groups.Heartbeat(r))
 	case *kmsg.LeaveGroupRequest:

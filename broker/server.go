@@ -228,6 +228,15 @@ func (c *conn) writeLoop() {
 	}
 }
 
+// remoteHost is the client's address without the port, as Kafka reports
+// it in DescribeGroups.
+func (c *conn) remoteHost() string {
+	if host, _, err := net.SplitHostPort(c.remote); err == nil {
+		return "/" + host
+	}
+	return c.remote
+}
+
 func (p *pending) release() {
 	if p.fetch != nil {
 		p.fetch.release()

@@ -157,7 +157,7 @@ func (c *Coordinator) deleteGroup(name string) int16 {
 	c.mu.Lock()
 	if err == nil {
 		delete(c.mu.groups, name)
-		delete(c.mu.dirty, name)
+		delete(c.mu.unsaved, name)
 	} else {
 		g.state = stateEmpty
 	}

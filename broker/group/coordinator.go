@@ -93,9 +93,14 @@ type Coordinator struct {
 		sync.Mutex
 		closed bool
 		groups map[string]*group
-		// dirty holds groups whose metadata changed since the
-		// persister last saved them.
-		dirty map[string]struct{}
+		// unsaved holds, per group, the metadata snapshot the
+		// persister has yet to save. Snapshots are taken when a group
+		// reaches a consistent point (Stable with its assignment,
+		// Empty, a static member replaced while Stable), never in the
+		// middle of a rebalance, so that a restart restores a
+		// generation that really existed. A newer snapshot replaces an
+		// older unsaved one.
+		unsaved map[string]GroupMeta
 	}
 }
 
@@ -148,7 +153,7 @@ func New(cfg Config) (*Coordinator, error) {
 		return nil, fmt.Errorf("group coordinator: load state: %w", err)
 	}
 	c.mu.groups = make(map[string]*group, len(st.Groups))
-	c.mu.dirty = make(map[string]struct{})
+	c.mu.unsaved = make(map[string]GroupMeta)
 	now := c.now()
 	nOffsets := 0
 	for _, gs := range st.Groups {
@@ -204,6 +209,9 @@ func (c *Coordinator) restoreGroup(gs GroupState, now time.Time) *group {
 			g.static[m.instanceID] = m.id
 		}
 	}
+	if len(g.members) == 0 {
+		return g
+	}
 	g.state = stateStable
 	g.protocol = gs.Meta.Protocol
 	g.leader = gs.Meta.Leader
@@ -258,12 +266,13 @@ func (c *Coordinator) janitor(tick time.Duration) {
 	}
 }
 
-// persister saves the metadata of dirty groups through Store.SaveGroup,
-// outside mu so that a slow store never blocks the state machine. It
-// snapshots a group's metadata under storeMu, so a snapshot can never be
-// written after a DeleteGroup of the same group (which also holds storeMu)
-// and resurrect it. Saves of one group are naturally ordered: there is only
-// one persister, and each save carries the latest state.
+// persister saves the unsaved metadata snapshots through Store.SaveGroup,
+// outside mu so that a slow store never blocks the state machine. It takes
+// the snapshots under storeMu, so a snapshot can never be written after a
+// DeleteGroup of the same group (which also holds storeMu, and drops the
+// group's unsaved snapshot) and resurrect it. Saves of one group are
+// ordered: there is only one persister, and it always takes the latest
+// snapshot.
 func (c *Coordinator) persister() {
 	defer c.bg.Done()
 	for {
@@ -285,12 +294,12 @@ func (c *Coordinator) saveDirty() {
 	defer c.storeMu.Unlock()
 	c.mu.Lock()
 	var metas []GroupMeta
-	for name := range c.mu.dirty {
+	for name, meta := range c.mu.unsaved {
 		if g := c.mu.groups[name]; g != nil && g.state != stateDead {
-			metas = append(metas, g.metaLocked())
+			metas = append(metas, meta)
 		}
 	}
-	clear(c.mu.dirty)
+	clear(c.mu.unsaved)
 	c.mu.Unlock()
 	for _, meta := range metas {
 		if err := c.store.SaveGroup(meta); err != nil {
@@ -299,8 +308,10 @@ func (c *Coordinator) saveDirty() {
 	}
 }
 
-func (c *Coordinator) markDirtyLocked(g *group) {
-	c.mu.dirty[g.name] = struct{}{}
+// saveLocked snapshots g's metadata for the persister. Call it only when
+// g is at a consistent point (see Coordinator.mu.unsaved).
+func (c *Coordinator) saveLocked(g *group) {
+	c.mu.unsaved[g.name] = g.metaLocked()
 	select {
 	case c.persistKick <- struct{}{}:
 	default:

@@ -16,6 +16,8 @@
 //	  │                 └──join, leave, expiry, protocol change──── Stable
 //	  └──────────── DeleteGroups (Empty only) ──▶ Dead (removed once the store confirmed)
 //
+// In detail:
+//
 //   - Empty: no members. Holds offsets (a group used only for manual
 //     commits never leaves Empty). The first join starts a rebalance; with
 //     InitialRebalanceDelay the join phase then waits that long (extended
@@ -61,10 +63,12 @@
 // by New and stopped by Close:
 //
 //   - the janitor, described above;
-//   - the persister, which writes the metadata of groups marked dirty
-//     (generation completed and assigned, group emptied, static member
-//     replaced) through Store.SaveGroup, outside the lock, and does a last
-//     pass on Close.
+//   - the persister, which writes group metadata snapshots through
+//     Store.SaveGroup, outside the lock, and does a last pass on Close.
+//     Snapshots are taken under the lock when a group reaches a consistent
+//     point (Stable with the leader's assignment, Empty, a static member
+//     replaced while Stable), so a restart restores a generation that
+//     really existed, never a half-done rebalance.
 //
 // FileStore owns one more, its writer, stopped by FileStore.Close (which
 // Coordinator.Close calls).

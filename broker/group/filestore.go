@@ -83,9 +83,9 @@ var _ Store = (*FileStore)(nil)
 type fileReq struct {
 	rec   *record // nil for a load
 	frame []byte
-	sync  bool   // the caller needs the record durable before returning
-	state State  // result of a load
-	err   error  // result
+	sync  bool  // the caller needs the record durable before returning
+	state State // result of a load
+	err   error // result
 	done  chan struct{}
 }
 

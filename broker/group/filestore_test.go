@@ -54,7 +54,9 @@ func history() []op {
 		func(s Store) error { return s.Commit("g2", []CommittedOffset{off("u", 5, 50)}) },
 		func(s Store) error { return s.Commit("g1", []CommittedOffset{off("t", 0, 10)}) },
 		func(s Store) error { return s.DeleteOffsets("g1", []TopicPartition{{"t", 1}}) },
-		func(s Store) error { return s.SaveGroup(GroupMeta{Group: "g3", ProtocolType: "consumer", Generation: 4}) },
+		func(s Store) error {
+			return s.SaveGroup(GroupMeta{Group: "g3", ProtocolType: "consumer", Generation: 4})
+		},
 		func(s Store) error { return s.DeleteGroup("g2") },
 		func(s Store) error { return s.Commit("g2", []CommittedOffset{off("u", 6, 60)}) },
 		func(s Store) error { return s.DeleteOffsets("nope", []TopicPartition{{"t", 0}}) },

@@ -3,6 +3,7 @@ package group
 import (
 	"bytes"
 	"context"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,11 +40,11 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 	ci := clientFrom(ctx)
 	p := &joinParams{
 		version:        req.Version,
-		memberID:       req.MemberID,
+		memberID:       strings.Clone(req.MemberID),
 		clientID:       ci.id,
 		clientHost:     ci.host,
 		sessionTimeout: time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
-		protocolType:   req.ProtocolType,
+		protocolType:   strings.Clone(req.ProtocolType),
 	}
 	if p.sessionTimeout < c.minSession || p.sessionTimeout > c.maxSession {
 		return fail(kerr.InvalidSessionTimeout)
@@ -54,12 +55,13 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 		p.rebalanceTimeout = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
 	}
 	if req.Version >= 5 && req.InstanceID != nil {
-		p.instanceID = *req.InstanceID
+		p.instanceID = strings.Clone(*req.InstanceID)
 	}
-	// The broker may reuse the request's buffers once we return, and
-	// the group keeps the metadata for later generations: copy it.
+	// The broker may decode requests without copying (strings and
+	// slices aliasing its read buffer) and reuse that buffer once we
+	// return, while the group keeps what it is given: copy it all.
 	for _, rp := range req.Protocols {
-		p.protocols = append(p.protocols, protocol{name: rp.Name, metadata: bytes.Clone(rp.Metadata)})
+		p.protocols = append(p.protocols, protocol{name: strings.Clone(rp.Name), metadata: bytes.Clone(rp.Metadata)})
 	}
 
 	c.mu.Lock()
@@ -73,8 +75,8 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 			c.mu.Unlock()
 			return fail(kerr.UnknownMemberID)
 		}
-		g = newGroup(req.Group)
-		c.mu.groups[req.Group] = g
+		g = newGroup(strings.Clone(req.Group))
+		c.mu.groups[g.name] = g
 	}
 	w := c.joinLocked(g, p, resp)
 	if w == nil && g.pristineLocked() {
@@ -319,7 +321,7 @@ func (c *Coordinator) replaceStaticMemberLocked(g *group, oldID, newID string, p
 			// old assignment back.
 			resp.LeaderID = prevLeader
 			resp.Members = nil
-			c.markDirtyLocked(g)
+			c.saveLocked(g)
 			return nil
 		}
 		w := c.attachJoinLocked(m, resp)
@@ -462,7 +464,7 @@ func (c *Coordinator) completeSyncLocked(g *group, assignments []kmsg.SyncGroupR
 			close(w.done)
 		}
 	}
-	c.markDirtyLocked(g)
+	c.saveLocked(g)
 	c.logger.Info("group stable", "group", g.name, "generation", g.generation, "members", len(g.members))
 }
 

@@ -92,7 +92,7 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCo
 				epoch = p.LeaderEpoch
 			}
 			items = append(items, item{code: &rp.ErrorCode, off: CommittedOffset{
-				Topic:            t.Topic,
+				Topic:            strings.Clone(t.Topic),
 				Partition:        p.Partition,
 				Offset:           p.Offset,
 				LeaderEpoch:      epoch,
@@ -125,8 +125,8 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCo
 			}
 			// A simple commit creates an Empty group that only
 			// holds offsets.
-			g = newGroup(req.Group)
-			c.mu.groups[req.Group] = g
+			g = newGroup(strings.Clone(req.Group))
+			c.mu.groups[g.name] = g
 		}
 		if e := c.validateCommitLocked(g, generation, memberID, inst); e != nil {
 			if g.pristineLocked() {
@@ -147,6 +147,9 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCo
 		m.lastSeen = c.now()
 	}
 	if len(items) == 0 {
+		if g.pristineLocked() {
+			delete(c.mu.groups, g.name)
+		}
 		c.mu.Unlock()
 		return resp
 	}
@@ -404,7 +407,7 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDe
 					continue
 				}
 			}
-			items = append(items, item{code: &rp.ErrorCode, tp: TopicPartition{t.Topic, p.Partition}})
+			items = append(items, item{code: &rp.ErrorCode, tp: TopicPartition{strings.Clone(t.Topic), p.Partition}})
 		}
 	}
 

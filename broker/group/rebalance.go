@@ -167,7 +167,7 @@ func (c *Coordinator) completeJoinLocked(g *group) {
 		g.state = stateEmpty
 		g.protocol = ""
 		g.leader = ""
-		c.markDirtyLocked(g)
+		c.saveLocked(g)
 		c.logger.Info("group is empty", "group", g.name, "generation", g.generation)
 		return
 	}

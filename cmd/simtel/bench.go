@@ -121,6 +121,7 @@ was acknowledged for --stall-timeout.`,
 	f.StringVar(&cfg.Partitioner, "partitioner", "round-robin", "round-robin (record by record) or sticky (a partition per batch)")
 	f.IntVar(&cfg.MaxBufferedRecords, "max-buffered-records", 10000, "records each client buffers before Produce blocks")
 	f.Float64Var(&cfg.Rate, "rate", 0, "total records per second (0: as fast as acknowledged)")
+	f.DurationVar(&cfg.Warmup, "warmup", 0, "first part of the run that is produced but not measured")
 	f.DurationVar(&cfg.StallTimeout, "stall-timeout", 30*time.Second, "abort when nothing was acknowledged for this long")
 	out.register(cmd)
 	return cmd
@@ -130,8 +131,12 @@ func printProduce(w io.Writer, r *bench.ProduceResult) {
 	s := r.Settings
 	fmt.Fprintf(w, "produce %s: %d B records, acks=%s, %d producers, %d partitions, idempotent=%v\n",
 		s.Topic, s.RecordSize, s.Acks, s.Producers, s.Partitions, s.Idempotent)
-	fmt.Fprintf(w, "  %d records (%.1f MB) in %.2f s: %.0f records/s, %.1f MB/s, %d errors\n",
+	fmt.Fprintf(w, "  %d records (%.1f MB) in %.2f s: %.0f records/s, %.1f MB/s, %d errors",
 		r.Records, float64(r.Bytes)/1e6, r.Elapsed, r.RecPerS, r.MBPerS, r.Errors)
+	if r.Warmup > 0 {
+		fmt.Fprintf(w, " (after %d warmup records)", r.Warmup)
+	}
+	fmt.Fprintln(w)
 	l := r.Latency
 	fmt.Fprintf(w, "  latency ms: p50 %.3f  p90 %.3f  p99 %.3f  p999 %.3f  max %.3f\n",
 		float64(l.P50US)/1e3, float64(l.P90US)/1e3, float64(l.P99US)/1e3, float64(l.P999US)/1e3, float64(l.MaxUS)/1e3)
@@ -237,7 +242,7 @@ func newBenchReportCmd() *cobra.Command {
 results section of bench/README.md.`,
 	}
 
-	var run, kind, label, command, serverSync, input string
+	var run, kind, label, command, serverSync, failure, input string
 	add := &cobra.Command{
 		Use:   "add",
 		Short: "Append a step's output to a run file",
@@ -256,7 +261,7 @@ results section of bench/README.md.`,
 			if err != nil {
 				return fmt.Errorf("cannot read step output: %w", err)
 			}
-			return bench.AddStep(run, kind, label, command, serverSync, b)
+			return bench.AddStep(run, kind, label, command, serverSync, failure, b)
 		},
 	}
 	f := add.Flags()
@@ -266,6 +271,7 @@ results section of bench/README.md.`,
 	f.StringVar(&command, "command", "", "the exact command that produced the output")
 	f.StringVar(&serverSync, "server-sync", "", "jetstream: the server's sync_interval (empty: its default)")
 	f.StringVar(&input, "input", "-", "file with the step's output, - for stdin")
+	f.StringVar(&failure, "failed", "", "how the step's command failed (recorded; its figures are left out of the summary)")
 
 	var p bench.PublishConfig
 	publish := &cobra.Command{
