@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/simtel/simtel/broker/group"
 )
 
@@ -28,6 +30,7 @@ type Broker struct {
 	metrics   *metrics
 	groups    *group.Coordinator
 	pids      *pidAllocator
+	reqBytes  *semaphore.Weighted // request bytes in flight, all connections
 
 	mu struct {
 		sync.RWMutex
@@ -57,7 +60,7 @@ func New(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, log: cfg.Logger, conns: make(map[net.Conn]struct{})}
+	b := &Broker{cfg: cfg, log: cfg.Logger, conns: make(map[net.Conn]struct{}), reqBytes: semaphore.NewWeighted(cfg.MaxInflightRequestBytes)}
 	b.mu.topics = make(map[string]*topic)
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "data"), 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create data directory %q: %w", cfg.DataDir, err)

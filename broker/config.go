@@ -33,6 +33,10 @@ type Config struct {
 	// MaxRequestBytes bounds one request frame (socket.request.max.bytes).
 	// Default 100 MiB. Larger frames close the connection.
 	MaxRequestBytes int32
+	// MaxInflightRequestBytes bounds the request bytes held by all
+	// connections together (queued.max.request.bytes). Default 512 MiB;
+	// raised to MaxRequestBytes if smaller.
+	MaxInflightRequestBytes int64
 	// MaxInflightPerConn bounds the requests a connection may have in
 	// flight (read but not yet answered). Default 64.
 	MaxInflightPerConn int
@@ -72,6 +76,10 @@ func (c *Config) setDefaults() {
 	if c.MaxRequestBytes <= 0 {
 		c.MaxRequestBytes = 100 << 20
 	}
+	if c.MaxInflightRequestBytes <= 0 {
+		c.MaxInflightRequestBytes = 512 << 20
+	}
+	c.MaxInflightRequestBytes = max(c.MaxInflightRequestBytes, int64(c.MaxRequestBytes))
 	if c.MaxInflightPerConn <= 0 {
 		c.MaxInflightPerConn = 64
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"net/http"
+	"net/http/pprof"
 	"reflect"
 	"strconv"
 	"time"
@@ -149,6 +150,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 func (b *Broker) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{}))
+	// Profiles for finding hot paths under real load (go tool pprof
+	// http://HOST/debug/pprof/profile?seconds=10).
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sync/semaphore"
 )
 
 // A conn serves one client connection with two goroutines:
@@ -51,6 +52,9 @@ type pending struct {
 	noResponse bool       // acks=0 produce
 	fetch      *fetchWire // zero-copy fetch body instead of resp
 	closeConn  bool       // handler asks to drop the connection after this
+
+	frameBytes int64               // request size held in sem until answered
+	sem        *semaphore.Weighted // nil once released
 }
 
 func (p *pending) finish(resp kmsg.Response) {
@@ -116,6 +120,20 @@ func (c *conn) readFrame(r *bufio.Reader) ([]byte, error) {
 		c.b.metrics.badFrames.Inc()
 		return nil, protoErrorf("request frame of %d bytes is outside [8, %d] (socket.request.max.bytes)", n, c.b.cfg.MaxRequestBytes)
 	}
+	// Bound the request bytes held by all connections together
+	// (queued.max.request.bytes): a reader waits here rather than letting
+	// many large requests exhaust memory. Released once answered.
+	if err := c.b.reqBytes.Acquire(c.ctx, int64(n)); err != nil {
+		return nil, err
+	}
+	buf, err := c.readBody(r, n)
+	if err != nil {
+		c.b.reqBytes.Release(int64(n))
+	}
+	return buf, err
+}
+
+func (c *conn) readBody(r *bufio.Reader, n int32) ([]byte, error) {
 	const step = 1 << 20
 	if n <= step {
 		buf := make([]byte, n)
@@ -149,7 +167,7 @@ func (c *conn) readLoop() error {
 		if hdr.clientID != nil {
 			c.clientID = *hdr.clientID
 		}
-		p := &pending{key: hdr.key, version: hdr.version, corr: hdr.corr, start: time.Now(), done: make(chan struct{})}
+		p := &pending{key: hdr.key, version: hdr.version, corr: hdr.corr, start: time.Now(), done: make(chan struct{}), frameBytes: int64(len(frame)), sem: c.b.reqBytes}
 		if errors.Is(err, errTooNewAPIVersions) {
 			// KIP-511: answer a too-new ApiVersions with a v0 body that
 			// carries UNSUPPORTED_VERSION and our ranges so the client can
@@ -160,6 +178,7 @@ func (c *conn) readLoop() error {
 			continue
 		}
 		if err != nil {
+			p.release()
 			c.b.metrics.badFrames.Inc()
 			return err
 		}
@@ -167,6 +186,7 @@ func (c *conn) readLoop() error {
 		select {
 		case c.out <- p:
 		case <-c.ctx.Done():
+			p.release()
 			return c.ctx.Err()
 		}
 		c.b.dispatch(c, req, p)
@@ -237,9 +257,15 @@ func (c *conn) remoteHost() string {
 	return c.remote
 }
 
+// release returns what the request held: its fetch file ranges and its
+// share of the broker's in-flight request bytes. Called exactly once.
 func (p *pending) release() {
 	if p.fetch != nil {
 		p.fetch.release()
+	}
+	if p.sem != nil {
+		p.sem.Release(p.frameBytes)
+		p.sem = nil
 	}
 }
 
