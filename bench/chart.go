@@ -60,7 +60,7 @@ func ChartSVG(r *Run) string {
 			pacedLat = &st.Produce.Latency
 		case st.JetStream != nil && st.Label == s.JSLabel && jsDefault == nil:
 			jsDefault = st.JetStream
-		case st.Disk != nil && disk == nil:
+		case st.Disk != nil && (disk == nil || st.Disk.AppendsPS > disk.AppendsPS):
 			disk = st.Disk
 		}
 	}
@@ -72,9 +72,12 @@ func ChartSVG(r *Run) string {
 		}
 	}
 	mb := func(v float64) string { return fmtMB(v) + " MB/s" }
-	add(&tp, "disk: 1 MiB writes + fdatasync", s.DiskSeqMBPerS, mb(s.DiskSeqMBPerS), colDisk)
+	add(&tp, "disk: 1 MiB writes + fdatasync, 512 MiB", s.DiskSeqMBPerS, mb(s.DiskSeqMBPerS), colDisk)
+	add(&tp, "disk: the same, sustained", s.DiskSustainMBPerS, mb(s.DiskSustainMBPerS), colDisk)
 	add(&tp, "simtel produce, acks="+s.ProduceAcks, s.ProduceMBPerS,
 		fmt.Sprintf("%s (%s msgs/s)", mb(s.ProduceMBPerS), fmtCount(s.ProduceMsgsPerS)), colSimtel)
+	add(&tp, "simtel produce, last 3 s", s.ProduceTailMBPerS,
+		fmt.Sprintf("%s (%s msgs/s)", mb(s.ProduceTailMBPerS), fmtCount(s.ProduceTailMsgsPS)), colSimtelLight)
 	add(&tp, "JetStream publish, default sync", s.JSMBPerS,
 		fmt.Sprintf("%s (%s msgs/s)", mb(s.JSMBPerS), fmtCount(s.JSMsgsPerS)), colJS)
 	add(&tp, "JetStream publish, sync_interval always", s.JSAlwaysMBPerS,
@@ -126,7 +129,7 @@ func ChartSVG(r *Run) string {
 	}
 
 	var body strings.Builder
-	y := 40
+	y := 56
 	for _, p := range []panel{tp, lp} {
 		if len(p.bars) == 0 {
 			continue
@@ -138,7 +141,8 @@ func ChartSVG(r *Run) string {
 		chartWidth, y, chartWidth, y)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="10" y="22" font-size="15" font-weight="bold">%s</text>`+"\n",
-		html.EscapeString(fmt.Sprintf("simtel vs NATS JetStream, run %s (%s)", r.ID, r.Host)))
+		html.EscapeString("simtel vs NATS JetStream, run "+r.ID))
+	fmt.Fprintf(&b, `<text x="10" y="40" font-size="11" fill="#555">%s</text>`+"\n", html.EscapeString(r.Host))
 	b.WriteString(body.String())
 	b.WriteString("</svg>\n")
 	return b.String()

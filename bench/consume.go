@@ -143,8 +143,10 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) {
 		Consumers: cfg.Consumers, Records: cfg.Records, Idle: cfg.Idle.String(),
 		FetchMaxBytes: cfg.FetchMaxBytes, PartitionMaxBytes: cfg.PartitionMaxBytes,
 	}}
+	res.BytesOf = "values"
 	if cfg.Raw {
 		res.Settings.Mode = "raw"
+		res.BytesOf = "batches"
 	}
 
 	admin, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.Logger, "simtel-bench-admin")...)
@@ -293,10 +295,6 @@ func (c *consumeRun) fill(res *ConsumeResult) {
 	res.Records = c.meter.records.Load()
 	res.Bytes = c.meter.bytes.Load()
 	res.Fetches = c.mu.fetches
-	res.BytesOf = "values"
-	if c.cfg.Raw {
-		res.BytesOf = "batches"
-	}
 	res.Complete = (c.cfg.Records > 0 && res.Records >= c.cfg.Records) || (c.cfg.Records == 0 && len(c.mu.done) == len(c.ends))
 	if c.mu.fetches == 0 {
 		return

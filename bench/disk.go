@@ -15,11 +15,21 @@ type DiskConfig struct {
 	// Dir is where the test files are written (and removed afterwards).
 	// Required: measure the directory the broker will use.
 	Dir string
-	// SeqBytes is how much the sequential test writes. Default 512 MiB.
+	// SeqBytes is how much the sequential test writes at most. Default
+	// 512 MiB.
 	SeqBytes int64
+	// SeqTime bounds the sequential test by time, so that a slow or busy
+	// disk does not hold the run up. Default 5 s.
+	SeqTime time.Duration
 	// BlockSize is the sequential test's write size; every block is
 	// followed by fdatasync, as dd's oflag=dsync does. Default 1 MiB.
 	BlockSize int
+	// SustainTime, if set, adds a test that writes BlockSize blocks with
+	// fdatasync for this long and reports the rate of its last seconds.
+	// Virtual disks often take a burst (the host's cache) far faster than
+	// they sustain; the 512 MiB sequential test sees only the burst.
+	// Default 0: no such test.
+	SustainTime time.Duration
 	// AppendSize is the append test's write size. Default 4 KiB.
 	AppendSize int
 	// Appends bounds the append test by count. Default 5,000.
@@ -31,6 +41,9 @@ type DiskConfig struct {
 func (c DiskConfig) withDefaults() DiskConfig {
 	if c.SeqBytes == 0 {
 		c.SeqBytes = 512 << 20
+	}
+	if c.SeqTime == 0 {
+		c.SeqTime = 5 * time.Second
 	}
 	if c.BlockSize == 0 {
 		c.BlockSize = 1 << 20
@@ -53,7 +66,7 @@ func (c DiskConfig) Validate() error {
 	switch {
 	case c.Dir == "":
 		return errors.New("a directory is required")
-	case c.SeqBytes < 0 || c.BlockSize < 1 || c.AppendSize < 1 || c.Appends < 0 || c.AppendTime < 0:
+	case c.SeqBytes < 0 || c.SeqTime < 0 || c.SustainTime < 0 || c.BlockSize < 1 || c.AppendSize < 1 || c.Appends < 0 || c.AppendTime < 0:
 		return errors.New("sizes, counts and times must be positive")
 	case c.SeqBytes < int64(c.BlockSize):
 		return fmt.Errorf("sequential bytes %d are less than one block of %d", c.SeqBytes, c.BlockSize)
@@ -63,16 +76,21 @@ func (c DiskConfig) Validate() error {
 
 // DiskResult is what MeasureDisk found. MB is 10^6 bytes.
 type DiskResult struct {
-	Kind       string         `json:"kind"` // "disk"
-	Dir        string         `json:"dir"`
-	SeqBytes   int64          `json:"seq_bytes"`
-	BlockSize  int            `json:"block_size"`
-	SeqElapsed float64        `json:"seq_elapsed_s"`
-	SeqMBPerS  float64        `json:"seq_mb_per_s"` // sequential write, fdatasync after every block
-	AppendSize int            `json:"append_size"`
-	Appends    int            `json:"appends"`
-	AppendsPS  float64        `json:"appends_per_s"` // small appends, each followed by fdatasync
-	AppendLat  LatencySummary `json:"append_latency"`
+	Kind       string  `json:"kind"` // "disk"
+	Dir        string  `json:"dir"`
+	SeqBytes   int64   `json:"seq_bytes"` // written, SeqTime may have cut it short
+	BlockSize  int     `json:"block_size"`
+	SeqElapsed float64 `json:"seq_elapsed_s"`
+	SeqMBPerS  float64 `json:"seq_mb_per_s"` // sequential write, fdatasync after every block
+	// The sustained test, if run: MB/s of each second, and the mean of
+	// its last (up to three) whole seconds.
+	SustainSeries []float64      `json:"sustain_mb_per_s_series,omitempty"`
+	SustainMBPerS float64        `json:"sustain_mb_per_s,omitempty"`
+	SustainBytes  int64          `json:"sustain_bytes,omitempty"`
+	AppendSize    int            `json:"append_size"`
+	Appends       int            `json:"appends"`
+	AppendsPS     float64        `json:"appends_per_s"` // small appends, each followed by fdatasync
+	AppendLat     LatencySummary `json:"append_latency"`
 }
 
 // MeasureDisk measures what the disk under Dir can make durable: the
@@ -95,12 +113,20 @@ func MeasureDisk(ctx context.Context, cfg DiskConfig) (*DiskResult, error) {
 	for i := range block {
 		block[i] = byte(i*7 + i>>8) // not zeros, in case the device dedups or compresses
 	}
-	elapsed, err := syncedWrites(ctx, cfg.Dir, "seq", block, int(cfg.SeqBytes/int64(cfg.BlockSize)), 0, nil)
+	blocks := NewLatency()
+	elapsed, err := syncedWrites(ctx, cfg.Dir, "seq", block, int(cfg.SeqBytes/int64(cfg.BlockSize)), cfg.SeqTime, blocks)
 	if err != nil {
 		return nil, err
 	}
+	res.SeqBytes = blocks.Summary().Count * int64(cfg.BlockSize)
 	res.SeqElapsed = elapsed.Seconds()
-	res.SeqMBPerS = float64(cfg.SeqBytes/int64(cfg.BlockSize)*int64(cfg.BlockSize)) / elapsed.Seconds() / 1e6
+	res.SeqMBPerS = float64(res.SeqBytes) / elapsed.Seconds() / 1e6
+
+	if cfg.SustainTime > 0 {
+		if err := sustainedWrites(ctx, cfg.Dir, block, cfg.SustainTime, res); err != nil {
+			return nil, err
+		}
+	}
 
 	lat := NewLatency()
 	elapsed, err = syncedWrites(ctx, cfg.Dir, "append", block[:cfg.AppendSize], cfg.Appends, cfg.AppendTime, lat)
@@ -114,8 +140,8 @@ func MeasureDisk(ctx context.Context, cfg DiskConfig) (*DiskResult, error) {
 }
 
 // syncedWrites appends buf to a new file in dir n times (or until limit,
-// if set), with fdatasync after each, recording each write+sync in lat if
-// not nil. It removes the file and returns the time taken.
+// if set), with fdatasync after each, recording each write+sync in lat.
+// It removes the file and returns the time taken.
 func syncedWrites(ctx context.Context, dir, name string, buf []byte, n int, limit time.Duration, lat *Latency) (time.Duration, error) {
 	f, err := os.CreateTemp(dir, "simtel-bench-disk-"+name+"-*")
 	if err != nil {
@@ -139,9 +165,52 @@ func syncedWrites(ctx context.Context, dir, name string, buf []byte, n int, limi
 		if err := unix.Fdatasync(fd); err != nil {
 			return 0, fmt.Errorf("cannot fdatasync %s: %w", f.Name(), err)
 		}
-		if lat != nil {
-			lat.Record(time.Since(t))
-		}
+		lat.Record(time.Since(t))
 	}
 	return time.Since(start), nil
+}
+
+// sustainedWrites writes block after block to a new file in dir, each
+// followed by fdatasync, for d, and fills res's sustained figures from the
+// bytes completed in each whole second.
+func sustainedWrites(ctx context.Context, dir string, block []byte, d time.Duration, res *DiskResult) error {
+	f, err := os.CreateTemp(dir, "simtel-bench-disk-sustain-*")
+	if err != nil {
+		return fmt.Errorf("cannot create test file in %q: %w", dir, err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	fd := int(f.Fd())
+	start := time.Now()
+	var perSecond []int64
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		since := time.Since(start)
+		if since >= d {
+			break
+		}
+		if _, err := f.Write(block); err != nil {
+			return fmt.Errorf("cannot write %s: %w", f.Name(), err)
+		}
+		if err := unix.Fdatasync(fd); err != nil {
+			return fmt.Errorf("cannot fdatasync %s: %w", f.Name(), err)
+		}
+		sec := int(time.Since(start) / time.Second)
+		for len(perSecond) <= sec {
+			perSecond = append(perSecond, 0)
+		}
+		perSecond[sec] += int64(len(block))
+		res.SustainBytes += int64(len(block))
+	}
+	whole := min(len(perSecond), int(d/time.Second)) // the last bucket may be partial
+	for _, b := range perSecond[:whole] {
+		res.SustainSeries = append(res.SustainSeries, float64(b)/1e6)
+	}
+	tail := res.SustainSeries[max(0, len(res.SustainSeries)-3):]
+	for _, v := range tail {
+		res.SustainMBPerS += v / float64(len(tail))
+	}
+	return nil
 }

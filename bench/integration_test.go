@@ -134,9 +134,9 @@ func TestProduceAcks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pr.Warmup < 500 || pr.Records < 1500 || pr.Latency.Count != pr.Records || pr.Elapsed > 1.4 {
-		t.Errorf("warmup 0.5 s of 1.5 s at 2000/s: %d warmup records, %d measured, %d latencies over %.2f s",
-			pr.Warmup, pr.Records, pr.Latency.Count, pr.Elapsed)
+	if pr.Warmup < 500 || pr.Records < 1500 || pr.Latency.Count != pr.Records || pr.Elapsed > 1.4 || len(pr.Timeline) != 1 {
+		t.Errorf("warmup 0.5 s of 1.5 s at 2000/s: %d warmup records, %d measured, %d latencies over %.2f s, timeline %v",
+			pr.Warmup, pr.Records, pr.Latency.Count, pr.Elapsed, pr.Timeline)
 	}
 	// A rate limit holds the run to about records/rate seconds.
 	start := time.Now()
@@ -183,12 +183,17 @@ func TestProduceStalledBroker(t *testing.T) {
 
 func TestMeasureDisk(t *testing.T) {
 	dir := t.TempDir()
-	res, err := MeasureDisk(context.Background(), DiskConfig{Dir: dir, SeqBytes: 8 << 20, Appends: 50})
+	res, err := MeasureDisk(context.Background(), DiskConfig{Dir: dir, SeqBytes: 8 << 20, Appends: 50,
+		SustainTime: 2*time.Second + 100*time.Millisecond, BlockSize: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.SeqMBPerS <= 0 || res.Appends != 50 || res.AppendsPS <= 0 || res.AppendLat.P50US <= 0 {
+	if res.SeqMBPerS <= 0 || res.SeqBytes != 8<<20 || res.Appends != 50 || res.AppendsPS <= 0 || res.AppendLat.P50US <= 0 {
 		t.Errorf("implausible result %+v", res)
+	}
+	if len(res.SustainSeries) != 2 || res.SustainMBPerS <= 0 || res.SustainBytes < 64<<10 {
+		t.Errorf("sustained test over 2.1 s: got %d whole seconds %v, %.1f MB/s, %d bytes",
+			len(res.SustainSeries), res.SustainSeries, res.SustainMBPerS, res.SustainBytes)
 	}
 	left, _ := os.ReadDir(dir)
 	if len(left) != 0 {

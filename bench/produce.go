@@ -204,16 +204,19 @@ func parsePartitioner(s string) (kgo.Partitioner, error) {
 // acknowledgement; MB is 10^6 bytes of record values. Records, Bytes and
 // Latency count only records produced after the warmup.
 type ProduceResult struct {
-	Kind     string           `json:"kind"` // "produce"
-	Settings ProduceSettings  `json:"settings"`
-	Records  int64            `json:"records"` // acknowledged
-	Bytes    int64            `json:"bytes"`   // acknowledged value bytes
-	Errors   int64            `json:"errors"`  // records that failed
-	Warmup   int64            `json:"warmup_records,omitempty"`
-	Elapsed  float64          `json:"elapsed_s"`
-	RecPerS  float64          `json:"records_per_s"`
-	MBPerS   float64          `json:"mb_per_s"`
-	Latency  LatencySummary   `json:"latency"` // Produce call to promise, acknowledged records only
+	Kind     string          `json:"kind"` // "produce"
+	Settings ProduceSettings `json:"settings"`
+	Records  int64           `json:"records"` // acknowledged
+	Bytes    int64           `json:"bytes"`   // acknowledged value bytes
+	Errors   int64           `json:"errors"`  // records that failed
+	Warmup   int64           `json:"warmup_records,omitempty"`
+	Elapsed  float64         `json:"elapsed_s"`
+	RecPerS  float64         `json:"records_per_s"`
+	MBPerS   float64         `json:"mb_per_s"`
+	Latency  LatencySummary  `json:"latency"` // Produce call to promise, acknowledged records only
+	// Timeline holds the acknowledged records per second of every whole
+	// second of the run, warmup included.
+	Timeline []float64        `json:"timeline_records_per_s"`
 	Aborted  string           `json:"aborted,omitempty"`
 	FirstErr string           `json:"first_error,omitempty"`
 	Started  time.Time        `json:"started"`
@@ -397,10 +400,11 @@ func (r *produceRun) abort(msg string) {
 // run produces and fills res. Goroutines: one sender per producer and one
 // watcher; run returns after all of them have exited.
 //
-// Two contexts: stop ends the sending loops (duration or count reached);
-// hard is what Produce and Flush block on, cancelled only to abort (caller
-// cancelled, a record failed, acknowledgements stalled), so that records
-// already handed to kgo are still acknowledged after a normal stop.
+// The sending loops end by themselves when the duration or count is
+// reached; hard, what Produce and Flush block on, is cancelled only to
+// abort (caller cancelled, a record failed, acknowledgements stalled), so
+// that records already handed to kgo are still acknowledged after a normal
+// end.
 func (r *produceRun) run(ctx context.Context, res *ProduceResult) {
 	hard, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
@@ -421,7 +425,8 @@ func (r *produceRun) run(ctx context.Context, res *ProduceResult) {
 			}
 			return nil
 		},
-		abort: func(err error) { r.abort(err.Error()) },
+		abort:  func(err error) { r.abort(err.Error()) },
+		series: &res.Timeline,
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { w.run(watchCtx) })
@@ -438,7 +443,9 @@ func (r *produceRun) run(ctx context.Context, res *ProduceResult) {
 		senders.Go(func() { p.send(hard, quota, end) })
 	}
 	senders.Wait()
-	elapsed := time.Since(r.measureFrom)
+	// A count-bounded run may end before its warmup does: then nothing
+	// was measured and every rate stays 0.
+	elapsed := max(time.Since(r.measureFrom), 0)
 	stopWatch()
 	wg.Wait()
 
@@ -446,7 +453,9 @@ func (r *produceRun) run(ctx context.Context, res *ProduceResult) {
 	for _, p := range r.producers {
 		all.Merge(p.lat)
 		pr := ProducerResult{Records: p.acked.Load(), Errors: p.failed.Load(), P99US: p.lat.Summary().P99US}
-		pr.RecPerS = float64(pr.Records) / elapsed.Seconds()
+		if elapsed > 0 {
+			pr.RecPerS = float64(pr.Records) / elapsed.Seconds()
+		}
 		res.Producer = append(res.Producer, pr)
 	}
 	res.Records = r.measured.records.Load()
@@ -454,8 +463,10 @@ func (r *produceRun) run(ctx context.Context, res *ProduceResult) {
 	res.Warmup = r.meter.records.Load() - res.Records
 	res.Errors = r.errs.Load()
 	res.Elapsed = elapsed.Seconds()
-	res.RecPerS = float64(res.Records) / res.Elapsed
-	res.MBPerS = float64(res.Bytes) / res.Elapsed / 1e6
+	if elapsed > 0 {
+		res.RecPerS = float64(res.Records) / res.Elapsed
+		res.MBPerS = float64(res.Bytes) / res.Elapsed / 1e6
+	}
 	res.Latency = all.Summary()
 	if e := r.firstErr.Load(); e != nil {
 		res.FirstErr = (*e).Error()

@@ -27,6 +27,8 @@ type watch struct {
 	// records count last moved; a non-nil error aborts the run.
 	stalled func(idle time.Duration) error
 	abort   func(error)
+	// series, if not nil, gets the records per second of every tick.
+	series *[]float64
 }
 
 func (w *watch) run(ctx context.Context) {
@@ -50,6 +52,9 @@ func (w *watch) run(ctx context.Context) {
 					w.label, now.Sub(start).Seconds(),
 					groupDigits(int64(float64(r-lastR)/dt)),
 					float64(b-lastB)/dt/1e6, groupDigits(r))
+			}
+			if w.series != nil {
+				*w.series = append(*w.series, float64(r-lastR)/now.Sub(lastT).Seconds())
 			}
 			lastT, lastR, lastB = now, r, b
 			if w.stalled != nil {

@@ -51,6 +51,9 @@ func RenderResults(latest *Run, chartPath string, history []*Run) string {
 	if s.ProduceMsgsPerS > 0 {
 		row(fmt.Sprintf("simtel produce, %s records, acks=%s", size, s.ProduceAcks),
 			fmt.Sprintf("**%s msgs/s**, **%s MB/s**", fmtCount(s.ProduceMsgsPerS), fmtMB(s.ProduceMBPerS)))
+		if s.ProduceTailMsgsPS > 0 {
+			row("simtel produce, last 3 s of the run", fmt.Sprintf("%s msgs/s, %s MB/s", fmtCount(s.ProduceTailMsgsPS), fmtMB(s.ProduceTailMBPerS)))
+		}
 		row("simtel produce latency p50 / p99 / p999 at full speed (Produce call → ack, includes client queueing)",
 			fmt.Sprintf("%s / %s / %s ms", fmtMS(s.ProduceP50MS), fmtMS(s.ProduceP99MS), fmtMS(s.ProduceP999MS)))
 	}
@@ -69,10 +72,16 @@ func RenderResults(latest *Run, chartPath string, history []*Run) string {
 		row("ratio simtel / JetStream (same durability)", fmtRatio(s.RatioAlways))
 	}
 	if s.DiskSeqMBPerS > 0 {
-		row("disk: sequential 1 MiB writes, fdatasync each", fmt.Sprintf("%s MB/s", fmtMB(s.DiskSeqMBPerS)))
+		row("disk: sequential 1 MiB writes, fdatasync each, first 512 MiB (as dd)", fmt.Sprintf("%s MB/s", fmtMB(s.DiskSeqMBPerS)))
+		if s.DiskSustainMBPerS > 0 {
+			row("disk: the same, sustained (last 3 s of a longer run)", fmt.Sprintf("%s MB/s", fmtMB(s.DiskSustainMBPerS)))
+		}
 		row("disk: 4 KiB appends, fdatasync each", fmt.Sprintf("%s /s (p50 %s ms)", fmtCount(s.DiskAppendsPS), fmtMS(s.DiskAppendP50)))
 		if s.DiskFraction > 0 {
-			row("simtel produce MB/s ÷ disk fdatasync bandwidth", fmt.Sprintf("%.2f", s.DiskFraction))
+			row("simtel produce MB/s ÷ disk fdatasync bandwidth (first 512 MiB)", fmt.Sprintf("%.2f", s.DiskFraction))
+		}
+		if s.DiskSustainedFraction > 0 {
+			row("simtel produce MB/s, last 3 s ÷ sustained disk fdatasync bandwidth", fmt.Sprintf("%.2f", s.DiskSustainedFraction))
 		}
 	}
 	if s.ConsumeRawMBPS > 0 {
@@ -106,14 +115,14 @@ func RenderResults(latest *Run, chartPath string, history []*Run) string {
 
 	if len(history) > 0 {
 		b.WriteString("\nAll runs (`bench/results/`):\n\n")
-		b.WriteString("| run | simtel msgs/s | simtel MB/s | p50 / p99 / p999 ms | paced p50 / p99 / p999 ms | JetStream msgs/s | ratio | JetStream always msgs/s | ratio | disk MB/s | fraction | consume raw MB/s | consume poll MB/s |\n")
+		b.WriteString("| run | simtel msgs/s | simtel MB/s | p50 / p99 / p999 ms | paced p50 / p99 / p999 ms @ msgs/s | JetStream msgs/s | ratio | JetStream always msgs/s | ratio | disk MB/s | fraction | consume raw MB/s | consume poll MB/s |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range history {
 			h := r.Summary
-			fmt.Fprintf(&b, "| %s | %s | %s | %s / %s / %s | %s / %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			fmt.Fprintf(&b, "| %s | %s | %s | %s / %s / %s | %s / %s / %s @ %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 				r.ID, fmtCount(h.ProduceMsgsPerS), fmtMB(h.ProduceMBPerS),
 				fmtMS(h.ProduceP50MS), fmtMS(h.ProduceP99MS), fmtMS(h.ProduceP999MS),
-				fmtMS(h.PacedP50MS), fmtMS(h.PacedP99MS), fmtMS(h.PacedP999MS),
+				fmtMS(h.PacedP50MS), fmtMS(h.PacedP99MS), fmtMS(h.PacedP999MS), fmtCount(h.PacedRate),
 				fmtCount(h.JSMsgsPerS), fmtRatio(h.Ratio), fmtCount(h.JSAlwaysMsgsPerS), fmtRatio(h.RatioAlways),
 				fmtMB(h.DiskSeqMBPerS), fmtFraction(h.DiskFraction), fmtMB(h.ConsumeRawMBPS), fmtMB(h.ConsumeMBPS))
 		}

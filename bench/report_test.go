@@ -51,9 +51,12 @@ func sampleRun(t *testing.T) *Run {
 		Steps: []Step{
 			{Label: "disk", Command: "simtel bench disk --dir /d", Disk: &DiskResult{SeqMBPerS: 400, AppendsPS: 4000,
 				AppendLat: LatencySummary{P50US: 250, P99US: 900}}},
+			{Label: "disk again", Command: "simtel bench disk --dir /d", Disk: &DiskResult{SeqMBPerS: 80, AppendsPS: 1000, SustainMBPerS: 320,
+				AppendLat: LatencySummary{P50US: 900, P99US: 5000}}},
 			{Label: "produce", Command: "simtel bench produce --acks all", Produce: &ProduceResult{
 				Settings: ProduceSettings{Acks: "all", RecordSize: 1024},
-				RecPerS:  300000, MBPerS: 307.2, Latency: LatencySummary{P50US: 2500, P99US: 9000, P999US: 15000}}},
+				RecPerS:  300000, MBPerS: 307.2, Latency: LatencySummary{P50US: 2500, P99US: 9000, P999US: 15000},
+				Timeline: []float64{600000, 500000, 250000, 200000, 150000}}},
 			{Label: "produce paced", Command: "simtel bench produce --rate 150000", Produce: &ProduceResult{
 				Settings: ProduceSettings{Acks: "all", RecordSize: 1024, Rate: 150000},
 				RecPerS:  149000, MBPerS: 150, Latency: LatencySummary{P50US: 800, P99US: 3000, P999US: 5000}}},
@@ -83,6 +86,10 @@ func TestSummarize(t *testing.T) {
 		{"consume poll", s.ConsumeMBPS, 450},
 		{"disk append p50 ms", s.DiskAppendP50, 0.25},
 		{"paced rate", s.PacedRate, 150000},
+		{"last 3 s msgs/s", s.ProduceTailMsgsPS, 200000},
+		{"last 3 s MB/s", s.ProduceTailMBPerS, 204.8},
+		{"sustained disk", s.DiskSustainMBPerS, 320},
+		{"sustained fraction", s.DiskSustainedFraction, 0.64},
 		{"paced p99 ms", s.PacedP99MS, 3},
 	} {
 		if !within(c.got, c.want, 1e-9) {
@@ -102,6 +109,8 @@ func TestRenderResults(t *testing.T) {
 		"400 MB/s", "0.77", "1,100 MB/s", "450 MB/s", "![throughput and latency of run 2025-01-02-030405](results/x.svg)",
 		"simtel bench produce --acks all", "| 2025-01-02-030405 | 300,000 |",
 		"paced at 150,000 msgs/s | 0.800 / 3.00 / 5.00 ms",
+		"| simtel produce, last 3 s of the run | 200,000 msgs/s, 205 MB/s |", "sustained (last 3 s of a longer run) | 320 MB/s |",
+		"÷ sustained disk fdatasync bandwidth | 0.64 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("rendered results lack %q:\n%s", want, md)

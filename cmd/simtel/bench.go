@@ -217,6 +217,9 @@ followed by fdatasync. The test files are removed afterwards.`,
 			res, err := bench.MeasureDisk(cmd.Context(), cfg)
 			return out.emit(res, err, func(w io.Writer) {
 				fmt.Fprintf(w, "disk %s\n  sequential %d B writes + fdatasync: %.1f MB/s\n", res.Dir, res.BlockSize, res.SeqMBPerS)
+				if res.SustainSeries != nil {
+					fmt.Fprintf(w, "  sustained, per second: %.0f MB/s; last seconds: %.1f MB/s\n", res.SustainSeries, res.SustainMBPerS)
+				}
 				fmt.Fprintf(w, "  %d B appends + fdatasync: %.0f /s, p50 %d µs, p99 %d µs\n",
 					res.AppendSize, res.AppendsPS, res.AppendLat.P50US, res.AppendLat.P99US)
 			})
@@ -224,7 +227,9 @@ followed by fdatasync. The test files are removed afterwards.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Dir, "dir", "", "directory to test (required)")
-	f.Int64Var(&cfg.SeqBytes, "seq-bytes", 512<<20, "bytes the sequential test writes")
+	f.Int64Var(&cfg.SeqBytes, "seq-bytes", 512<<20, "most bytes the sequential test writes")
+	f.DurationVar(&cfg.SeqTime, "seq-time", 5*time.Second, "longest time for the sequential test")
+	f.DurationVar(&cfg.SustainTime, "sustain-time", 0, "also write 1 MiB blocks + fdatasync for this long and report the rate of the last seconds")
 	f.IntVar(&cfg.BlockSize, "block-size", 1<<20, "sequential write size")
 	f.IntVar(&cfg.AppendSize, "append-size", 4<<10, "append size")
 	f.IntVar(&cfg.Appends, "appends", 5000, "most appends to make")
