@@ -1,8 +1,9 @@
 package broker
 
-// ApiVersions, versions 0-3.
+// ApiVersions, versions 0-4 (v4 differs from v3 only in the rules for
+// supported feature versions, and we advertise no features).
 //
-// A request newer than v3 gets a v0 body with UNSUPPORTED_VERSION and our
+// A request newer than v4 gets a v0 body with UNSUPPORTED_VERSION and our
 // ranges (KIP-511) so the client can retry with a version we speak; the
 // response header is always v0, even for the flexible v3 body.
 

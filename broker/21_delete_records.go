@@ -5,11 +5,13 @@ package broker
 // the log before the response.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (b *Broker) handleDeleteRecords(r *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {
+func (b *Broker) handleDeleteRecords(ctx context.Context, r *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {
 	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	resp.Version = r.Version
 	for _, rt := range r.Topics {
@@ -29,6 +31,14 @@ func (b *Broker) handleDeleteRecords(r *kmsg.DeleteRecordsRequest) *kmsg.DeleteR
 			off := rp.Offset
 			if off == -1 {
 				off = hw
+			}
+			if off > hw && off <= part.log.EndOffset() {
+				// Acknowledged (acks=1) but not yet durable: make it
+				// durable first, as a client that just produced expects
+				// to be able to delete up to what it was told.
+				if err := part.commit(ctx, off-1); err == nil {
+					hw = part.highWatermark()
+				}
 			}
 			if off < 0 || off > hw {
 				sp.ErrorCode = kerr.OffsetOutOfRange.Code

@@ -26,7 +26,7 @@ var supportedVersions = map[int16]versionRange{
 	14: {0, 5},  // SyncGroup
 	15: {0, 5},  // DescribeGroups
 	16: {0, 4},  // ListGroups
-	18: {0, 3},  // ApiVersions
+	18: {0, 4},  // ApiVersions (v4 only relaxes feature-version rules)
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics
 	21: {0, 2},  // DeleteRecords
@@ -96,7 +96,7 @@ func (b *Broker) dispatch(c *conn, req kmsg.Request, p *pending) {
 	case *kmsg.CreatePartitionsRequest:
 		p.finish(b.handleCreatePartitions(r))
 	case *kmsg.DeleteRecordsRequest:
-		p.finish(b.handleDeleteRecords(r))
+		go func() { p.finish(b.handleDeleteRecords(ctx, r)) }()
 	case *kmsg.InitProducerIDRequest:
 		p.finish(b.handleInitProducerID(r))
 	case *kmsg.OffsetForLeaderEpochRequest:

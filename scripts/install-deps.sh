@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh Debian machine: kcat (librdkafka's
-# command-line client). Idempotent; needs root (or sudo) only when something
-# is missing.
+# command-line client) and, when Node.js is present, the npm packages of
+# tests/kafkajs. Idempotent; needs root (or sudo) only when something is
+# missing.
 set -euo pipefail
 
 need=()
@@ -14,3 +15,14 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 kcat -V 2>&1 | head -1 >&2
+
+# npm packages for the KafkaJS compatibility test (broker/kafkajs_test.go),
+# pinned by tests/kafkajs/package-lock.json. Only when Node.js is present;
+# without it the test skips (and fails under CI=true).
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  npm ci --prefix "$root/tests/kafkajs" --no-audit --no-fund --loglevel=error >&2
+  echo "node $(node --version), kafkajs installed in tests/kafkajs/node_modules" >&2
+else
+  echo "node/npm not found: tests/kafkajs not installed (TestKafkaJS will skip)" >&2
+fi
