@@ -48,6 +48,12 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 			case r.TransactionID != nil:
 				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 				continue
+			case rt.Topic == offsetsTopic:
+				// Only the group coordinator writes it, as in Kafka.
+				sp.ErrorCode = kerr.InvalidTopicException.Code
+				msg := "cannot produce to the internal topic " + offsetsTopic
+				sp.ErrorMessage = &msg
+				continue
 			}
 			part := b.partition(rt.Topic, rp.Partition)
 			if part == nil {

@@ -78,6 +78,7 @@ func (b *Broker) handleMetadata(_ context.Context, r *kmsg.MetadataRequest) *kms
 		name := t.name
 		mt.Topic = &name
 		mt.TopicID = t.id
+		mt.IsInternal = t.name == offsetsTopic
 		mt.AuthorizedOperations = -2147483648
 		for i := range t.parts {
 			mp := kmsg.NewMetadataResponseTopicPartition()

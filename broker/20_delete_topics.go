@@ -2,6 +2,7 @@ package broker
 
 // DeleteTopics, versions 0-6 (v6 names topics by name or id). Deleting a
 // topic removes its partition directories and its groups' committed offsets.
+// The internal __consumer_offsets cannot be deleted (INVALID_REQUEST).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -46,7 +47,11 @@ func (b *Broker) handleDeleteTopics(r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTop
 			}
 		} else if t := b.topic(name); t != nil {
 			st.TopicID = t.id
-			st.ErrorCode = kerrCode(b.deleteTopic(name))
+			if err := b.deleteTopic(name); err != nil {
+				st.ErrorCode = kerrCode(err)
+				msg := err.Error()
+				st.ErrorMessage = &msg
+			}
 		} else {
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		}

@@ -22,6 +22,13 @@ func (b *Broker) handleDeleteRecords(ctx context.Context, r *kmsg.DeleteRecordsR
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
 			part := b.partition(rt.Topic, rp.Partition)
+			if rt.Topic == offsetsTopic {
+				// Deleting records here would silently drop committed
+				// offsets; use DeleteGroups or OffsetDelete.
+				sp.ErrorCode = kerr.InvalidRequest.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			if part == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				st.Partitions = append(st.Partitions, sp)

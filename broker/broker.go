@@ -78,7 +78,17 @@ func New(cfg Config) (*Broker, error) {
 		b.closePartitions()
 		return nil, err
 	}
-	store, err := group.OpenFileStore(filepath.Join(cfg.DataDir, "groups"), b.log.With("part", "groups"))
+	offsets, err := b.ensureOffsetsTopic()
+	if err != nil {
+		b.closePartitions()
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "groups")); err == nil {
+		b.log.Warn("ignoring the group store of an older version: committed offsets now live in "+offsetsTopic, "dir", filepath.Join(cfg.DataDir, "groups"))
+	}
+	// The coordinator's store writes to the partition's log directly; a
+	// batch it has synced is committed, so the high watermark moves.
+	store, err := group.OpenLogStore(offsets.log, b.log.With("part", "groups"), func(int64) { offsets.advanceHW() })
 	if err != nil {
 		b.closePartitions()
 		return nil, fmt.Errorf("cannot open group offsets: %w", err)

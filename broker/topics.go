@@ -17,6 +17,15 @@ import (
 	"github.com/simtel/simtel/broker/storage"
 )
 
+// offsetsTopic is Kafka's internal topic of committed offsets and group
+// metadata. The broker creates it at startup; the group coordinator's
+// store is the log of its partition 0 (group.LogStore). Clients may read
+// it but not write, delete or repartition it.
+const offsetsTopic = "__consumer_offsets"
+
+// offsetsTopicConfigs are the overrides __consumer_offsets is created with.
+var offsetsTopicConfigs = map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
+
 // topic is a named set of partitions with its config overrides. The
 // partitions slice and configs are replaced, never mutated, under b.mu so
 // readers that took a *topic under RLock may use it without locking.
@@ -240,6 +249,9 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 }
 
 func (b *Broker) deleteTopic(name string) error {
+	if name == offsetsTopic {
+		return fmt.Errorf("%w: %s is an internal topic holding the committed offsets and group metadata; it cannot be deleted", kerr.InvalidRequest, name)
+	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	b.mu.Lock()
@@ -271,6 +283,9 @@ func (b *Broker) createPartitions(name string, count int32, validateOnly bool) e
 	t := b.topic(name)
 	if t == nil {
 		return kerr.UnknownTopicOrPartition
+	}
+	if name == offsetsTopic {
+		return fmt.Errorf("%w: %s is an internal topic; the group coordinator uses its partition 0 only", kerr.InvalidRequest, name)
 	}
 	if count <= int32(len(t.parts)) {
 		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, name, len(t.parts))
@@ -319,6 +334,10 @@ func (b *Broker) setTopicConfigs(name string, update func(map[string]string) err
 	if err := update(next); err != nil {
 		return err
 	}
+	if policy, _ := b.effectiveTopicConfig(next, "cleanup.policy"); name == offsetsTopic && policy != "compact" {
+		// Retention would delete group state that is still live.
+		return fmt.Errorf("%w: %s must keep cleanup.policy=compact", kerr.InvalidConfig, name)
+	}
 	if validateOnly {
 		return nil
 	}
@@ -334,4 +353,36 @@ func (b *Broker) setTopicConfigs(name string, update func(map[string]string) err
 		p.setConfigs(next)
 	}
 	return nil
+}
+
+// ensureOffsetsTopic creates __consumer_offsets if it does not exist yet
+// and returns its partition 0. An existing topic keeps its overrides,
+// except that it is switched to cleanup.policy=compact if it has another
+// one: retention must never delete live group state.
+func (b *Broker) ensureOffsetsTopic() (*Partition, error) {
+	t := b.topic(offsetsTopic)
+	if t == nil {
+		configs := map[string]*string{}
+		for k, v := range offsetsTopicConfigs {
+			configs[k] = &v
+		}
+		var err error
+		if t, err = b.createTopic(offsetsTopic, 1, -1, configs, false); err != nil {
+			return nil, fmt.Errorf("cannot create %s: %w", offsetsTopic, err)
+		}
+	} else if policy, _ := b.effectiveTopicConfig(t.configs, "cleanup.policy"); policy != "compact" {
+		b.log.Warn("switching the internal topic to compaction", "topic", offsetsTopic, "cleanup.policy", policy)
+		err := b.setTopicConfigs(offsetsTopic, func(c map[string]string) error {
+			c["cleanup.policy"] = "compact"
+			return nil
+		}, false)
+		if err != nil {
+			return nil, fmt.Errorf("cannot set cleanup.policy of %s: %w", offsetsTopic, err)
+		}
+		t = b.topic(offsetsTopic)
+	}
+	if len(t.parts) == 0 {
+		return nil, fmt.Errorf("internal topic %s has no partition", offsetsTopic)
+	}
+	return t.parts[0], nil
 }

@@ -1,34 +1,60 @@
 package group
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// On-disk format of a FileStore log:
+// Records of the __consumer_offsets log (see LogStore). Keys and values
+// use Kafka's own schemas, so a tool that decodes Kafka's
+// __consumer_offsets reads simtel's too; every key and value starts with
+// an int16 version (big endian) that says what follows:
 //
-//	file   = magic frame*
-//	magic  = "SIMTELG1"
-//	frame  = length:uint32le crc:uint32le payload[length]
+//	offset key    v1  kmsg.OffsetCommitKey     {group, topic, partition int32}
+//	                  (v0 has the same layout and is read as well)
+//	offset value  v3  kmsg.OffsetCommitValue   {offset int64, leaderEpoch int32,
+//	                                            metadata string, commitTimestamp int64}
+//	                  (v0-v4 are read)
+//	group key     v2  kmsg.GroupMetadataKey    {group}
+//	group value   v4  kmsg.GroupMetadataValue  {protocolType, generation, protocol?,
+//	                                            leader?, currentStateTimestamp, members}
+//	                  (v0-v4 are read)
 //
-// crc is CRC-32C (Castagnoli) of payload. A payload is a record: one kind
-// byte followed by fields in the order written by appendRecord, with
-// strings and byte slices as uvarint length + bytes and integers as zigzag
-// varints. Binary rather than JSON because commits are the hot path and
-// the decoder is small enough to make robust against garbage (see
-// FuzzFileStoreRecovery).
+// Strings in keys are int16-length prefixed (non-flexible), so a group or
+// topic name longer than 32767 bytes cannot be stored and is refused. The
+// group value is written in the flexible v4 so that, like every v4 reader
+// does, Kafka tools skip the one simtel extension: a member whose protocol
+// list is not just the group's selected protocol carries the whole list
+// in the member's tagged field protocolsTag, encoded as
+//
+//	count:uvarint (name:uvarint-len string, metadata:uvarint-len bytes)*
+//
+// Without that tag a member supports exactly the group's protocol, with
+// its Subscription as metadata (which is also what a Kafka-written value
+// means). A null value is a tombstone: the offset, or the whole group
+// metadata, is deleted.
+//
+// Decoding is strict: a key or value is accepted only if re-encoding it
+// gives back the same bytes, so trailing garbage or a non-canonical
+// encoding can never make two different byte strings stand for the same
+// key, which compaction would treat as different keys.
 
 const (
-	fileMagic = "SIMTELG1"
-	// frameHeaderLen is the length + CRC prefix of every frame.
-	frameHeaderLen = 8
-	// maxRecordLen bounds a single record so that a corrupt length field
-	// can never make recovery allocate or wait for gigabytes. Snapshots
-	// chunk offsets, so only a pathological group metadata (thousands of
-	// members with megabytes of metadata each) could get near it.
-	maxRecordLen = 64 << 20
+	offsetKeyVersion   int16 = 1
+	groupKeyVersion    int16 = 2
+	offsetValueVersion int16 = 3
+	groupValueVersion  int16 = 4
+
+	// protocolsTag is the GroupMetadataValue member tag holding the
+	// member's full protocol list ("sim"); far above the tags Kafka
+	// assigns, which count up from 0.
+	protocolsTag uint32 = 0x73696d
 )
 
 const (
@@ -40,8 +66,9 @@ const (
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// record is the decoded form of one log record. Which fields are used
-// depends on kind.
+// record is one store mutation, as applied to a storeState. Which fields
+// are used depends on kind. A log record decodes to a record with a single
+// offset (recCommit) or partition (recDeleteOffsets).
 type record struct {
 	kind    byte
 	group   string
@@ -50,60 +77,322 @@ type record struct {
 	meta    GroupMeta         // recSaveGroup
 }
 
-// appendFrame appends a framed record to dst.
-func appendFrame(dst []byte, r *record) []byte {
-	start := len(dst)
-	dst = append(dst, make([]byte, frameHeaderLen)...)
-	dst = appendRecord(dst, r)
-	payload := dst[start+frameHeaderLen:]
-	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, crcTable))
+// kv is one log record to write; a nil value is a tombstone.
+type kv struct {
+	key, value []byte
+}
+
+// checkKeyString refuses strings that a key (int16 length) cannot hold.
+func checkKeyString(what, s string) error {
+	if len(s) > math.MaxInt16 {
+		return fmt.Errorf("%s of %d bytes exceeds the %d bytes a group store key can hold", what, len(s), math.MaxInt16)
+	}
+	return nil
+}
+
+func encodeOffsetKey(group string, tp TopicPartition) []byte {
+	k := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: tp.Topic, Partition: tp.Partition}
+	return k.AppendTo(nil)
+}
+
+func encodeGroupKey(group string) []byte {
+	k := kmsg.GroupMetadataKey{Version: groupKeyVersion, Group: group}
+	return k.AppendTo(nil)
+}
+
+func encodeOffsetValue(o *CommittedOffset) []byte {
+	v := kmsg.NewOffsetCommitValue()
+	v.Version = offsetValueVersion
+	v.Offset = o.Offset
+	v.LeaderEpoch = o.LeaderEpoch
+	v.Metadata = o.Metadata
+	v.CommitTimestamp = o.CommitTimeMillis
+	return v.AppendTo(nil)
+}
+
+// encodeGroupValue encodes m; nowMillis is the currentStateTimestamp.
+func encodeGroupValue(m *GroupMeta, nowMillis int64) []byte {
+	v := kmsg.NewGroupMetadataValue()
+	v.Version = groupValueVersion
+	v.ProtocolType = m.ProtocolType
+	v.Generation = m.Generation
+	v.Protocol = nullable(m.Protocol)
+	v.Leader = nullable(m.Leader)
+	v.CurrentStateTimestamp = nowMillis
+	for _, mm := range m.Members {
+		vm := kmsg.NewGroupMetadataValueMember()
+		vm.MemberID = mm.MemberID
+		vm.InstanceID = nullable(mm.InstanceID)
+		vm.ClientID = mm.ClientID
+		vm.ClientHost = mm.ClientHost
+		vm.RebalanceTimeoutMillis = mm.RebalanceTimeoutMillis
+		vm.SessionTimeoutMillis = mm.SessionTimeoutMillis
+		for _, p := range mm.Protocols {
+			if p.Name == m.Protocol {
+				vm.Subscription = p.Metadata
+				break
+			}
+		}
+		vm.Assignment = mm.Assignment
+		if !slicesEqualProtocols(mm.Protocols, impliedProtocols(m.Protocol, vm.Subscription)) {
+			vm.UnknownTags.Set(protocolsTag, appendProtocols(nil, mm.Protocols))
+		}
+		v.Members = append(v.Members, vm)
+	}
+	return v.AppendTo(nil)
+}
+
+// impliedProtocols is a member's protocol list when its value has no
+// protocolsTag: the group's protocol with the member's subscription.
+func impliedProtocols(protocol string, subscription []byte) []ProtocolMeta {
+	if protocol == "" {
+		return nil
+	}
+	return []ProtocolMeta{{Name: protocol, Metadata: emptyToNil(bytes.Clone(subscription))}}
+}
+
+// slicesEqualProtocols compares protocol lists the way they survive a
+// round trip: empty metadata equals nil.
+func slicesEqualProtocols(a, b []ProtocolMeta) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || !bytes.Equal(a[i].Metadata, b[i].Metadata) {
+			return false
+		}
+	}
+	return true
+}
+
+func appendProtocols(dst []byte, ps []ProtocolMeta) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ps)))
+	for _, p := range ps {
+		dst = appendString(dst, p.Name)
+		dst = appendBytes(dst, p.Metadata)
+	}
 	return dst
 }
 
-func appendRecord(dst []byte, r *record) []byte {
-	dst = append(dst, r.kind)
-	dst = appendString(dst, r.group)
-	switch r.kind {
-	case recCommit:
-		dst = binary.AppendUvarint(dst, uint64(len(r.offsets)))
-		for _, o := range r.offsets {
-			dst = appendString(dst, o.Topic)
-			dst = binary.AppendVarint(dst, int64(o.Partition))
-			dst = binary.AppendVarint(dst, o.Offset)
-			dst = binary.AppendVarint(dst, int64(o.LeaderEpoch))
-			dst = appendString(dst, o.Metadata)
-			dst = binary.AppendVarint(dst, o.CommitTimeMillis)
+func decodeProtocols(b []byte) ([]ProtocolMeta, error) {
+	d := decoder{b: b}
+	n := d.count()
+	var ps []ProtocolMeta
+	for range n {
+		p := ProtocolMeta{Name: d.string(), Metadata: d.bytes()}
+		if d.err != nil {
+			break
 		}
-	case recDeleteOffsets:
-		dst = binary.AppendUvarint(dst, uint64(len(r.tps)))
-		for _, tp := range r.tps {
-			dst = appendString(dst, tp.Topic)
-			dst = binary.AppendVarint(dst, int64(tp.Partition))
-		}
-	case recDeleteGroup:
-	case recSaveGroup:
-		m := &r.meta
-		dst = appendString(dst, m.ProtocolType)
-		dst = appendString(dst, m.Protocol)
-		dst = binary.AppendVarint(dst, int64(m.Generation))
-		dst = appendString(dst, m.Leader)
-		dst = binary.AppendUvarint(dst, uint64(len(m.Members)))
-		for _, mm := range m.Members {
-			dst = appendString(dst, mm.MemberID)
-			dst = appendString(dst, mm.InstanceID)
-			dst = appendString(dst, mm.ClientID)
-			dst = appendString(dst, mm.ClientHost)
-			dst = binary.AppendVarint(dst, int64(mm.SessionTimeoutMillis))
-			dst = binary.AppendVarint(dst, int64(mm.RebalanceTimeoutMillis))
-			dst = binary.AppendUvarint(dst, uint64(len(mm.Protocols)))
-			for _, p := range mm.Protocols {
-				dst = appendString(dst, p.Name)
-				dst = appendBytes(dst, p.Metadata)
-			}
-			dst = appendBytes(dst, mm.Assignment)
-		}
+		ps = append(ps, p)
 	}
+	if d.err != nil {
+		return nil, fmt.Errorf("protocol list: %w", d.err)
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("protocol list: %d trailing bytes", len(d.b))
+	}
+	return ps, nil
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// emptyToNil normalizes empty byte slices to nil, as a round trip through
+// the log cannot tell them apart.
+func emptyToNil(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+var (
+	errNullKey       = errors.New("record has a null key")
+	errNotCanonical  = errors.New("not in canonical encoding (trailing or malformed bytes)")
+	errUnknownFormat = errors.New("unknown record format")
+)
+
+// decodeLogRecord decodes one record of the log into the mutation it
+// stands for. It never panics, whatever the input; the returned record
+// shares no memory with key or value. A nil value is a tombstone.
+func decodeLogRecord(key, value []byte) (record, error) {
+	if key == nil {
+		return record{}, errNullKey
+	}
+	if len(key) < 2 {
+		return record{}, fmt.Errorf("key of %d bytes: %w", len(key), errUnknownFormat)
+	}
+	switch version := int16(binary.BigEndian.Uint16(key)); version {
+	case 0, 1:
+		var k kmsg.OffsetCommitKey
+		if err := k.ReadFrom(key); err != nil {
+			return record{}, fmt.Errorf("offset key: %w", err)
+		}
+		if !bytes.Equal(k.AppendTo(nil), key) {
+			return record{}, fmt.Errorf("offset key: %w", errNotCanonical)
+		}
+		tp := TopicPartition{Topic: k.Topic, Partition: k.Partition}
+		if value == nil {
+			return record{kind: recDeleteOffsets, group: k.Group, tps: []TopicPartition{tp}}, nil
+		}
+		o, err := decodeOffsetValue(value)
+		if err != nil {
+			return record{}, err
+		}
+		o.Topic, o.Partition = tp.Topic, tp.Partition
+		return record{kind: recCommit, group: k.Group, offsets: []CommittedOffset{o}}, nil
+	case 2:
+		var k kmsg.GroupMetadataKey
+		if err := k.ReadFrom(key); err != nil {
+			return record{}, fmt.Errorf("group key: %w", err)
+		}
+		if !bytes.Equal(k.AppendTo(nil), key) {
+			return record{}, fmt.Errorf("group key: %w", errNotCanonical)
+		}
+		if value == nil {
+			return record{kind: recDeleteGroup, group: k.Group}, nil
+		}
+		m, err := decodeGroupValue(value)
+		if err != nil {
+			return record{}, err
+		}
+		m.Group = k.Group
+		return record{kind: recSaveGroup, group: k.Group, meta: m}, nil
+	default:
+		// Kafka 4 writes other record types (KIP-848 consumer groups,
+		// share groups) with higher key versions.
+		return record{}, fmt.Errorf("key version %d: %w", version, errUnknownFormat)
+	}
+}
+
+func decodeOffsetValue(b []byte) (CommittedOffset, error) {
+	var v kmsg.OffsetCommitValue
+	if err := v.ReadFrom(b); err != nil {
+		return CommittedOffset{}, fmt.Errorf("offset value: %w", err)
+	}
+	if v.Version < 0 || v.Version > 4 {
+		return CommittedOffset{}, fmt.Errorf("offset value version %d: %w", v.Version, errUnknownFormat)
+	}
+	if !bytes.Equal(v.AppendTo(nil), b) {
+		return CommittedOffset{}, fmt.Errorf("offset value: %w", errNotCanonical)
+	}
+	o := CommittedOffset{
+		Offset:           v.Offset,
+		LeaderEpoch:      v.LeaderEpoch,
+		Metadata:         v.Metadata,
+		CommitTimeMillis: v.CommitTimestamp,
+	}
+	if v.Version < 3 {
+		o.LeaderEpoch = -1
+	}
+	return o, nil
+}
+
+func decodeGroupValue(b []byte) (GroupMeta, error) {
+	var v kmsg.GroupMetadataValue
+	if err := v.ReadFrom(b); err != nil {
+		return GroupMeta{}, fmt.Errorf("group value: %w", err)
+	}
+	if v.Version < 0 || v.Version > groupValueVersion {
+		return GroupMeta{}, fmt.Errorf("group value version %d: %w", v.Version, errUnknownFormat)
+	}
+	if !bytes.Equal(v.AppendTo(nil), b) {
+		return GroupMeta{}, fmt.Errorf("group value: %w", errNotCanonical)
+	}
+	m := GroupMeta{
+		ProtocolType: v.ProtocolType,
+		Protocol:     deref(v.Protocol),
+		Generation:   v.Generation,
+		Leader:       deref(v.Leader),
+	}
+	for i := range v.Members {
+		vm := &v.Members[i]
+		mm := MemberMeta{
+			MemberID:               vm.MemberID,
+			InstanceID:             deref(vm.InstanceID),
+			ClientID:               vm.ClientID,
+			ClientHost:             vm.ClientHost,
+			SessionTimeoutMillis:   vm.SessionTimeoutMillis,
+			RebalanceTimeoutMillis: vm.RebalanceTimeoutMillis,
+			Assignment:             emptyToNil(bytes.Clone(vm.Assignment)),
+		}
+		if v.Version == 0 {
+			// v0 predates the rebalance timeout; Kafka used the
+			// session timeout for both.
+			mm.RebalanceTimeoutMillis = mm.SessionTimeoutMillis
+		}
+		var tagged []byte
+		found := false
+		vm.UnknownTags.Each(func(tag uint32, val []byte) {
+			if tag == protocolsTag {
+				tagged, found = val, true
+			}
+		})
+		if found {
+			ps, err := decodeProtocols(tagged)
+			if err != nil {
+				return GroupMeta{}, fmt.Errorf("group value member %d: %w", i, err)
+			}
+			mm.Protocols = ps
+		} else {
+			mm.Protocols = impliedProtocols(m.Protocol, vm.Subscription)
+		}
+		m.Members = append(m.Members, mm)
+	}
+	return m, nil
+}
+
+// batchHeaderLen is the fixed part of a v2 record batch; the batch's
+// length field counts everything after its first 12 bytes (baseOffset
+// and the length itself). The CRC at [17:21] covers bytes [21:].
+const (
+	batchHeaderLen = 61
+	batchPrefixLen = 12
+	batchCRCPos    = 17
+	batchCRCStart  = 21
+)
+
+// appendBatch appends to dst one uncompressed magic-2 record batch
+// holding recs (offset deltas 0..n-1), stamped with nowMillis, without a
+// producer id. The log assigns the base offset and leader epoch.
+func appendBatch(dst []byte, recs []kv, nowMillis int64) []byte {
+	var body, scratch []byte
+	for i, r := range recs {
+		rec := kmsg.Record{OffsetDelta: int32(i), Key: r.key, Value: r.value}
+		// Length counts the bytes after the length varint itself:
+		// encode once with length 0 (a one-byte varint) to measure.
+		scratch = rec.AppendTo(scratch[:0])
+		rec.Length = int32(len(scratch) - 1)
+		body = rec.AppendTo(body)
+	}
+	b := kmsg.RecordBatch{
+		Length:               int32(batchHeaderLen - batchPrefixLen + len(body)),
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		LastOffsetDelta:      int32(len(recs) - 1),
+		FirstTimestamp:       nowMillis,
+		MaxTimestamp:         nowMillis,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           int32(len(recs)),
+		Records:              body,
+	}
+	start := len(dst)
+	dst = b.AppendTo(dst)
+	// The CRC covers the encoded bytes after it, so it is filled in last.
+	binary.BigEndian.PutUint32(dst[start+batchCRCPos:], crc32.Checksum(dst[start+batchCRCStart:], crcTable))
 	return dst
 }
 
@@ -119,9 +408,9 @@ func appendBytes(dst []byte, b []byte) []byte {
 
 var errShortRecord = errors.New("record truncated")
 
-// decoder reads fields from a record payload. The first error sticks and
-// every later read returns a zero value, so decodeRecord can read a whole
-// record and check the error once.
+// decoder reads uvarint-prefixed fields. The first error sticks and every
+// later read returns a zero value, so a caller can read a whole structure
+// and check the error once.
 type decoder struct {
 	b   []byte
 	err error
@@ -134,16 +423,6 @@ func (d *decoder) fail(err error) {
 	d.b = nil
 }
 
-func (d *decoder) byte() byte {
-	if len(d.b) < 1 {
-		d.fail(errShortRecord)
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
 func (d *decoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.b)
 	if n <= 0 {
@@ -152,25 +431,6 @@ func (d *decoder) uvarint() uint64 {
 	}
 	d.b = d.b[n:]
 	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail(errShortRecord)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) int32() int32 {
-	v := d.varint()
-	if int64(int32(v)) != v {
-		d.fail(fmt.Errorf("value %d overflows int32", v))
-		return 0
-	}
-	return int32(v)
 }
 
 // count reads an element count. Every element takes at least one byte, so
@@ -201,138 +461,4 @@ func (d *decoder) string() string {
 	v := string(d.b[:n])
 	d.b = d.b[n:]
 	return v
-}
-
-// decodeRecord decodes one payload. It never panics, whatever the input;
-// the returned record owns all its memory.
-func decodeRecord(p []byte) (record, error) {
-	d := decoder{b: p}
-	var r record
-	r.kind = d.byte()
-	r.group = d.string()
-	switch r.kind {
-	case recCommit:
-		n := d.count()
-		r.offsets = make([]CommittedOffset, 0, n)
-		for range n {
-			r.offsets = append(r.offsets, CommittedOffset{
-				Topic:            d.string(),
-				Partition:        d.int32(),
-				Offset:           d.varint(),
-				LeaderEpoch:      d.int32(),
-				Metadata:         d.string(),
-				CommitTimeMillis: d.varint(),
-			})
-		}
-	case recDeleteOffsets:
-		n := d.count()
-		r.tps = make([]TopicPartition, 0, n)
-		for range n {
-			r.tps = append(r.tps, TopicPartition{Topic: d.string(), Partition: d.int32()})
-		}
-	case recDeleteGroup:
-	case recSaveGroup:
-		m := &r.meta
-		m.Group = r.group
-		m.ProtocolType = d.string()
-		m.Protocol = d.string()
-		m.Generation = d.int32()
-		m.Leader = d.string()
-		n := d.count()
-		for range n {
-			mm := MemberMeta{
-				MemberID:               d.string(),
-				InstanceID:             d.string(),
-				ClientID:               d.string(),
-				ClientHost:             d.string(),
-				SessionTimeoutMillis:   d.int32(),
-				RebalanceTimeoutMillis: d.int32(),
-			}
-			np := d.count()
-			for range np {
-				mm.Protocols = append(mm.Protocols, ProtocolMeta{Name: d.string(), Metadata: d.bytes()})
-			}
-			mm.Assignment = d.bytes()
-			if d.err != nil {
-				break
-			}
-			m.Members = append(m.Members, mm)
-		}
-	default:
-		if d.err == nil {
-			return record{}, fmt.Errorf("unknown record kind %d", r.kind)
-		}
-	}
-	if d.err != nil {
-		return record{}, fmt.Errorf("decode record: %w", d.err)
-	}
-	if len(d.b) != 0 {
-		return record{}, fmt.Errorf("decode record: %d trailing bytes", len(d.b))
-	}
-	return r, nil
-}
-
-// logScan is the result of scanning a log file's bytes.
-type logScan struct {
-	state *storeState
-	// valid is the length of the longest prefix made of the magic and
-	// whole, checksummed, decodable frames. Everything after it is a torn
-	// or corrupt tail that recovery truncates.
-	valid int
-	// records counts the frames applied.
-	records int
-	// needMagic is set when the file is shorter than the magic but a
-	// prefix of it: a creation that crashed mid-write. Such a file holds
-	// nothing and is rewritten.
-	needMagic bool
-	// tailErr says why the scan stopped before the end, if it did.
-	tailErr error
-}
-
-// scanLog replays a log file's bytes. It returns an error only when the
-// bytes are not a group log at all (wrong magic); any damage after the
-// magic ends the scan at the last good frame instead, because a crash can
-// only ever tear the tail of an append-only file and everything before it
-// was acknowledged to clients. It never panics.
-func scanLog(data []byte) (logScan, error) {
-	res := logScan{state: newStoreState()}
-	if len(data) < len(fileMagic) {
-		if string(data) != fileMagic[:len(data)] {
-			return res, errors.New("not a group log: bad magic")
-		}
-		res.needMagic = true
-		return res, nil
-	}
-	if string(data[:len(fileMagic)]) != fileMagic {
-		return res, errors.New("not a group log: bad magic")
-	}
-	off := len(fileMagic)
-	for off < len(data) {
-		rest := data[off:]
-		if len(rest) < frameHeaderLen {
-			res.tailErr = fmt.Errorf("torn frame header at offset %d", off)
-			break
-		}
-		n := binary.LittleEndian.Uint32(rest)
-		sum := binary.LittleEndian.Uint32(rest[4:])
-		if n > maxRecordLen || uint64(n) > uint64(len(rest)-frameHeaderLen) {
-			res.tailErr = fmt.Errorf("frame of %d bytes at offset %d exceeds the file", n, off)
-			break
-		}
-		payload := rest[frameHeaderLen : frameHeaderLen+int(n)]
-		if crc32.Checksum(payload, crcTable) != sum {
-			res.tailErr = fmt.Errorf("checksum mismatch at offset %d", off)
-			break
-		}
-		r, err := decodeRecord(payload)
-		if err != nil {
-			res.tailErr = fmt.Errorf("offset %d: %w", off, err)
-			break
-		}
-		res.state.apply(&r)
-		res.records++
-		off += frameHeaderLen + int(n)
-	}
-	res.valid = off
-	return res, nil
 }

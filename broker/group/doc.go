@@ -2,9 +2,10 @@
 // (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, offsets and group admin),
 // for a single node. The broker decodes a request, calls the matching
 // Coordinator method and encodes the response it returns; responses carry
-// the request's version. Persistence goes through the Store interface so
-// that the next step can replicate it through raft; FileStore is the
-// local implementation and MemStore an in-memory one.
+// the request's version. Persistence goes through the Store interface:
+// LogStore keeps the state, as Kafka does, as records of partition 0 of the
+// compacted internal topic __consumer_offsets (so replicating that
+// partition replicates the groups), and MemStore is an in-memory one.
 //
 // # State machine
 //
@@ -70,8 +71,10 @@
 //     replaced while Stable), so a restart restores a generation that
 //     really existed, never a half-done rebalance.
 //
-// FileStore owns one more, its writer, stopped by FileStore.Close (which
-// Coordinator.Close calls).
+// LogStore owns none: its calls run on the callers' goroutines, and the
+// fsyncs they wait for are done by the partition log's flusher, which the
+// broker owns (LogStore.Close, called by Coordinator.Close, leaves the log
+// open).
 //
 // Blocked JoinGroup/SyncGroup calls wait on a per-call channel closed under
 // the lock once the response is filled in. A caller that stops waiting
@@ -92,7 +95,7 @@
 //     marks under the lock. A write touching a partition already in flight
 //     waits for it first. Writes of one partition therefore reach the store
 //     and memory in the same order, while writes of different partitions
-//     and groups run concurrently and share the FileStore's fsyncs.
+//     and groups run concurrently and share the log's fsyncs.
 //   - DeleteGroups waits until nothing of the group is in flight, marks the
 //     group Dead and wholly in flight, deletes it from the store and only
 //     then from memory. Nothing can write to the group meanwhile, and a
@@ -108,6 +111,7 @@
 // and member state and is never held during a store call or a call to the
 // TopicPartitions/EndOffset callbacks; functions that need it end in
 // Locked. storeMu is held only by the persister and DeleteGroups around
-// their store calls. FileStore.mu guards only its request queue and is a
-// leaf.
+// their store calls. LogStore.mu guards only its index of live keys; it
+// is held while a call's batch is appended to the log (whose own locks
+// come after it) but never across Log.Sync.
 package group

@@ -6,17 +6,28 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/storage"
 )
 
-// TestRestartWithFileStore closes a coordinator and starts a new one on the
-// same FileStore directory: offsets, groups and the membership of the last
-// generation survive, deleted groups stay deleted, and a static member
-// restarting against the new coordinator needs no rebalance.
-func TestRestartWithFileStore(t *testing.T) {
+// TestRestartWithLogStore closes a coordinator and starts a new one on the
+// same LogStore log directory: offsets, groups and the membership of the
+// last generation survive, deleted groups stay deleted, and a static
+// member restarting against the new coordinator needs no rebalance.
+func TestRestartWithLogStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
+		var l *storage.Log
 		open := func() *harness {
-			s, err := OpenFileStore(dir, testLogger(t))
+			// The previous coordinator is closed; its log goes now,
+			// as the broker closes partitions after the coordinator.
+			if l != nil {
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l = openTestLog(t, dir, nil)
+			s, err := OpenLogStore(l, testLogger(t), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

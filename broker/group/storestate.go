@@ -6,13 +6,13 @@ import (
 	"slices"
 )
 
-// storeState is the live content of a store: what Load returns and what a
-// FileStore snapshot rewrites. Both stores apply records to it through
-// apply, so a FileStore replaying its log after a restart goes through
-// exactly the code that built the state before the restart.
+// storeState is the live content of a store: what Load returns. Both
+// stores apply records to it through apply (MemStore as calls arrive,
+// LogStore when it replays its log), so the two give the same answers for
+// the same history.
 //
 // storeState has no lock: its owner serializes access (MemStore with its
-// mutex, FileStore by confining it to its writer goroutine).
+// mutex, LogStore by building one per replay).
 type storeState struct {
 	groups map[string]*storeGroup
 }
@@ -67,7 +67,7 @@ func (s *storeState) apply(r *record) {
 }
 
 // snapshot returns a deep copy of the state, sorted so that it is
-// deterministic (tests compare snapshots, and snapshot files are stable).
+// deterministic (tests compare snapshots).
 func (s *storeState) snapshot() State {
 	var st State
 	for _, g := range s.groups {
@@ -84,9 +84,9 @@ func (s *storeState) snapshot() State {
 	return st
 }
 
-// records returns the records that rebuild the state from nothing: what a
-// FileStore snapshot file contains. Offsets are chunked so that no record
-// grows unbounded with the size of a group.
+// records returns the records that rebuild the state from nothing
+// (MemStore.Reopen). Offsets are chunked so that no record grows unbounded
+// with the size of a group.
 func (s *storeState) records() []record {
 	const maxOffsetsPerRecord = 1024
 	var recs []record
