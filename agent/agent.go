@@ -1,0 +1,248 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/agent/collector"
+	"github.com/simtel/simtel/agent/lineproto"
+	"github.com/simtel/simtel/agent/spool"
+)
+
+// Agent is a running node agent. New opens the spool and binds every
+// listener (so addresses are known before Run); Run serves until its
+// context ends, then drains the spool to the broker for up to
+// ShutdownTimeout and closes everything.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	spool   *spool.Spool
+	client  *kgo.Client
+	metrics *metrics
+
+	normalizers sync.Pool // *ingestBatch
+
+	udp, statsd net.PacketConn
+	tcp, unix   net.Listener
+	httpLn      net.Listener
+	httpSrv     *http.Server
+}
+
+// New validates cfg, opens the spool and binds the listeners.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger}
+	a.metrics = newMetrics(a)
+	if _, err := lineproto.NewNormalizer(cfg.Tags); err != nil {
+		return nil, fmt.Errorf("cannot use the agent's tags: %w", err)
+	}
+	a.normalizers.New = func() any {
+		n, _ := lineproto.NewNormalizer(cfg.Tags, lineproto.WithMaxLineBytes(cfg.MaxLineBytes))
+		return &ingestBatch{norm: n}
+	}
+	sp, err := spool.Open(spool.Config{
+		Dir:          cfg.SpoolDir,
+		MaxBytes:     cfg.SpoolMaxBytes,
+		Policy:       cfg.spoolPolicy(),
+		SyncInterval: cfg.SpoolSync,
+		Logger:       a.log.With("part", "spool"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot open spool in %s: %w", cfg.SpoolDir, err)
+	}
+	a.spool = sp
+	if err := a.bind(); err != nil {
+		a.closeListeners()
+		sp.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *Agent) bind() error {
+	var err error
+	if a.cfg.ListenUDP != "" {
+		if a.udp, err = listenPacket(a.cfg.ListenUDP); err != nil {
+			return fmt.Errorf("cannot listen on udp %s: %w", a.cfg.ListenUDP, err)
+		}
+	}
+	if a.cfg.ListenStatsD != "" {
+		if a.statsd, err = listenPacket(a.cfg.ListenStatsD); err != nil {
+			return fmt.Errorf("cannot listen for statsd on udp %s: %w", a.cfg.ListenStatsD, err)
+		}
+	}
+	if a.cfg.ListenTCP != "" {
+		if a.tcp, err = net.Listen("tcp", a.cfg.ListenTCP); err != nil {
+			return fmt.Errorf("cannot listen on tcp %s: %w", a.cfg.ListenTCP, err)
+		}
+	}
+	if a.cfg.ListenUnix != "" {
+		if a.unix, err = listenUnix(a.cfg.ListenUnix); err != nil {
+			return fmt.Errorf("cannot listen on unix socket %s: %w", a.cfg.ListenUnix, err)
+		}
+	}
+	if a.cfg.ListenHTTP != "" {
+		if a.httpLn, err = net.Listen("tcp", a.cfg.ListenHTTP); err != nil {
+			return fmt.Errorf("cannot listen for http on %s: %w", a.cfg.ListenHTTP, err)
+		}
+	}
+	return nil
+}
+
+// Addrs reports the bound addresses by listener name (udp, statsd, tcp,
+// unix, http), for tests and logs.
+func (a *Agent) Addrs() map[string]string {
+	m := map[string]string{}
+	if a.udp != nil {
+		m["udp"] = a.udp.LocalAddr().String()
+	}
+	if a.statsd != nil {
+		m["statsd"] = a.statsd.LocalAddr().String()
+	}
+	if a.tcp != nil {
+		m["tcp"] = a.tcp.Addr().String()
+	}
+	if a.unix != nil {
+		m["unix"] = a.unix.Addr().String()
+	}
+	if a.httpLn != nil {
+		m["http"] = a.httpLn.Addr().String()
+	}
+	return m
+}
+
+func (a *Agent) closeListeners() {
+	for _, c := range []interface{ Close() error }{a.udp, a.statsd, a.tcp, a.unix, a.httpLn} {
+		if c != nil && !isNilCloser(c) {
+			c.Close()
+		}
+	}
+}
+
+// Run serves until ctx ends. Shutdown order: stop accepting (listeners
+// close, in-flight HTTP requests finish), stop the collector, let the
+// shipper send what is spooled for up to ShutdownTimeout, close the
+// producer and the spool.
+func (a *Agent) Run(ctx context.Context) error {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(a.cfg.Brokers...),
+		kgo.DefaultProduceTopic(a.cfg.Topic),
+		kgo.AllowAutoTopicCreation(),
+		kgo.ProducerLinger(a.cfg.Linger),
+		kgo.ProducerBatchMaxBytes(a.cfg.BatchMaxBytes),
+		kgo.ProducerBatchCompression(kgo.ZstdCompression(), kgo.NoCompression()),
+		kgo.MaxBufferedRecords(200_000),
+		kgo.UnknownTopicRetries(-1),
+		kgo.WithLogger(kgoLogger{a.log.With("part", "producer")}),
+	)
+	if err != nil {
+		return fmt.Errorf("cannot create producer for %v: %w", a.cfg.Brokers, err)
+	}
+	a.client = cl
+
+	ingestCtx, stopIngest := context.WithCancel(ctx)
+	defer stopIngest()
+	var ingestWG sync.WaitGroup
+	start := func(f func(context.Context)) {
+		ingestWG.Add(1)
+		go func() {
+			defer ingestWG.Done()
+			f(ingestCtx)
+		}()
+	}
+	if a.udp != nil {
+		start(func(ctx context.Context) { a.servePackets(ctx, a.udp, "udp", false) })
+	}
+	if a.statsd != nil {
+		start(func(ctx context.Context) { a.servePackets(ctx, a.statsd, "statsd", true) })
+	}
+	if a.tcp != nil {
+		start(func(ctx context.Context) { a.serveStream(ctx, a.tcp, "tcp") })
+	}
+	if a.unix != nil {
+		start(func(ctx context.Context) { a.serveStream(ctx, a.unix, "unix") })
+	}
+	if a.httpLn != nil {
+		a.httpSrv = &http.Server{Handler: a.httpHandler(ingestCtx), ReadHeaderTimeout: 10 * time.Second}
+		start(func(context.Context) {
+			if err := a.httpSrv.Serve(a.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.log.Error("http listener stopped", "err", err)
+			}
+		})
+	}
+	if a.cfg.CollectInterval > 0 {
+		start(a.collect)
+	}
+
+	shipCtx, stopShip := context.WithCancel(context.Background())
+	shipDone := make(chan struct{})
+	go func() {
+		defer close(shipDone)
+		a.ship(shipCtx)
+	}()
+
+	a.log.Info("agent serving", "listeners", a.Addrs(), "brokers", a.cfg.Brokers, "topic", a.cfg.Topic,
+		"host", a.cfg.Tags.Host, "job", a.cfg.Tags.Job, "run", a.cfg.Tags.Run, "spool", a.cfg.SpoolDir)
+	<-ctx.Done()
+
+	// 1. Stop accepting. HTTP requests in flight finish (they are already
+	// spooled or get an error), stream readers see their listener close.
+	if a.httpSrv != nil {
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = a.httpSrv.Shutdown(sctx)
+		c()
+	}
+	a.closeListeners()
+	stopIngest()
+	ingestWG.Wait()
+
+	// 2. Drain: give the shipper time to send what is spooled.
+	deadline := time.Now().Add(a.cfg.ShutdownTimeout)
+	for a.spool.Stats().Pending > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := a.spool.Stats().Pending; n > 0 {
+		a.log.Warn("samples left in the spool for the next start", "samples", n)
+	}
+	// Closing the producer fails whatever it still holds (not acked, so
+	// it stays spooled); only then can the shipper's ack loop finish.
+	stopShip()
+	cl.Close()
+	<-shipDone
+	return a.spool.Close()
+}
+
+// collect runs the node collector every CollectInterval.
+func (a *Agent) collect(ctx context.Context) {
+	c := collector.New(collector.Config{JobID: a.cfg.Tags.Job, Logger: a.log.With("part", "collector")})
+	t := time.NewTicker(a.cfg.CollectInterval)
+	defer t.Stop()
+	var buf []byte
+	for {
+		var err error
+		buf, err = c.Collect(ctx, buf[:0])
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("node metrics collection failed", "err", err)
+		}
+		if len(buf) > 0 {
+			if _, _, err := a.ingest(ctx, "collector", buf, lineproto.Nanosecond); err != nil && ctx.Err() == nil {
+				a.log.Warn("cannot spool node metrics", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

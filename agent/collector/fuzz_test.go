@@ -1,0 +1,136 @@
+package collector
+
+import (
+	"bytes"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/influxdata/line-protocol/v2/lineprotocol"
+)
+
+// The fuzz targets feed arbitrary file contents to the /proc parsers. They
+// must never panic, must only return what the input holds, and whatever
+// they return must encode as valid line protocol.
+
+func addSeeds(f *testing.F, files ...string) {
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
+// encodeTag checks that a parsed name, made a tag value, encodes and decodes
+// back to itself.
+func encodeTag(t *testing.T, name []byte) {
+	var enc lineprotocol.Encoder
+	v := tagValue(string(name))
+	enc.StartLine("m")
+	enc.AddTag("t", v)
+	enc.AddField("f", lineprotocol.IntValue(1))
+	enc.EndLine(time.Unix(0, 1))
+	if err := enc.Err(); err != nil {
+		t.Fatalf("name %q as tag %q: %v", name, v, err)
+	}
+	dec := lineprotocol.NewDecoderWithBytes(enc.Bytes())
+	if !dec.Next() {
+		t.Fatalf("no line in %q", enc.Bytes())
+	}
+	dec.Measurement()
+	_, got, err := dec.NextTag()
+	if err != nil || string(got) != v {
+		t.Fatalf("tag %q round-tripped as %q (%v)", v, got, err)
+	}
+}
+
+// FuzzParseProcStat parses two /proc/stat contents and computes CPU
+// percentages between them, as two Collects would.
+func FuzzParseProcStat(f *testing.F) {
+	snap1, err := os.ReadFile("testdata/proc/snap1/stat")
+	if err != nil {
+		f.Fatal(err)
+	}
+	snap2, err := os.ReadFile("testdata/proc/snap2/stat")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(snap1, snap2)
+	f.Add([]byte("cpu 1 2 3\ncpu0 1 2 3 4 5 6 7 8 9 10 11 12\ncpu99999999999999999999 1 2 3 4\nintr\nctxt x\n"), snap1)
+	f.Add([]byte("cpu  0 0 0 0 0 0 0 0 0 0\n"),
+		[]byte("cpu  18446744073709551615 18446744073709551615 18446744073709551615 18446744073709551615 1 1 1 1 1 1\n"))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var prev, cur statSample
+		errA := parseStat(a, &prev)
+		errB := parseStat(b, &cur)
+		for _, s := range []*statSample{&prev, &cur} {
+			for _, c := range s.cpus {
+				if c.id < 0 || c.id >= maxCPUID {
+					t.Fatalf("core id %d out of range", c.id)
+				}
+			}
+		}
+		if errA != nil || errB != nil {
+			return
+		}
+		if pct, ok := cpuUsage(&cur.total, &prev.total); ok {
+			for i, v := range pct {
+				if !(v >= 0 && v <= 100) {
+					t.Fatalf("%s = %v", usageKeys[i], v)
+				}
+			}
+		}
+	})
+}
+
+func FuzzParseDiskstats(f *testing.F) {
+	addSeeds(f, "testdata/proc/snap1/diskstats", "testdata/proc/snap2/diskstats")
+	f.Add([]byte(" 8 0 sd\\a 1 2 3 4 5 6 7 8 9 10 11\n1 2 3\n 8 1 sda1 1 2 3 4\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lines := parseDiskstats(b, nil)
+		for _, l := range lines {
+			if len(l.name) == 0 || !bytes.Contains(b, l.name) {
+				t.Fatalf("name %q not from the input", l.name)
+			}
+			encodeTag(t, l.name)
+			looksLikePartition(string(l.name))
+		}
+	})
+}
+
+func FuzzParseNetDev(f *testing.F) {
+	addSeeds(f, "testdata/proc/snap1/net/dev", "testdata/proc/snap2/net/dev")
+	f.Add([]byte("a b,c=d\\: 1 2 3 4 5 6 7 8 9 10 11 12\n:\n x:1 2\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lines := parseNetDev(b, nil)
+		for _, l := range lines {
+			if len(l.name) == 0 || !bytes.Contains(b, l.name) || bytes.IndexByte(l.name, ':') >= 0 {
+				t.Fatalf("bad name %q", l.name)
+			}
+			encodeTag(t, l.name)
+		}
+	})
+}
+
+func FuzzParseMeminfo(f *testing.F) {
+	addSeeds(f, "testdata/proc/snap1/meminfo")
+	f.Add([]byte("MemTotal: 99999999999999999 kB\n:\nCached:\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var m meminfo
+		if err := parseMeminfo(b, &m); err == nil && m.v[miMemTotal] == 0 {
+			t.Fatal("nil error with MemTotal 0")
+		}
+	})
+}
+
+func FuzzParseNvidiaSMI(f *testing.F) {
+	f.Add([]byte("0, GPU-a, NVIDIA A100, 1, 2, 3, 4, 5, 6.5\n1, GPU-b, x,y, [N/A], 2, 3, 4, 5, [Not Supported]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, r := range parseNvidiaSMI(b, nil) {
+			encodeTag(t, []byte(r.index))
+			encodeTag(t, []byte(r.name))
+		}
+	})
+}

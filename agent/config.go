@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/simtel/simtel/agent/lineproto"
+	"github.com/simtel/simtel/agent/spool"
+)
+
+// Config configures a node agent. Zero values take the documented
+// defaults; Validate (called by New) fills them in.
+type Config struct {
+	// Brokers are the Kafka bootstrap addresses. Required.
+	Brokers []string
+	// Topic receives one record per sample. Default "telemetry".
+	Topic string
+
+	// Listeners; an empty address disables one.
+	ListenUDP    string // line protocol datagrams, e.g. 127.0.0.1:8089
+	ListenTCP    string // newline-separated line protocol, e.g. 127.0.0.1:8094
+	ListenUnix   string // stream unix socket path
+	ListenHTTP   string // /write, /api/v2/write, /ping, /query, /metrics; e.g. 127.0.0.1:8186
+	ListenStatsD string // StatsD datagrams, e.g. 127.0.0.1:8125
+
+	// SpoolDir holds accepted samples until the broker acknowledges them.
+	// Required.
+	SpoolDir string
+	// SpoolMaxBytes bounds the spool on disk. Default 1 GiB.
+	SpoolMaxBytes int64
+	// SpoolPolicy is what happens when the spool is full: "block" (default:
+	// TCP, unix and HTTP senders wait; UDP datagrams are dropped and
+	// counted) or "drop-oldest" (the oldest unsent samples are dropped and
+	// counted).
+	SpoolPolicy string
+	// SpoolSync is how often the spool is fdatasynced. Default 1s.
+	SpoolSync time.Duration
+
+	// Tags added to samples that do not carry them (the sender's win).
+	Tags lineproto.DefaultTags
+
+	// CollectInterval is how often node metrics are collected; 0 uses 10s,
+	// negative disables the collector.
+	CollectInterval time.Duration
+
+	// MaxLineBytes bounds one line; MaxBodyBytes one HTTP body (after
+	// decompression). Defaults 64 KiB and 32 MiB.
+	MaxLineBytes int
+	MaxBodyBytes int64
+
+	// Linger and BatchMaxBytes tune the producer. Defaults 20ms, 1 MiB.
+	Linger        time.Duration
+	BatchMaxBytes int32
+
+	// ShutdownTimeout bounds how long Run waits, after its context ends,
+	// for spooled samples to reach the broker. Default 10s. What is not
+	// sent stays in the spool for the next start.
+	ShutdownTimeout time.Duration
+
+	Logger *slog.Logger
+}
+
+// Validate fills defaults and reports the first invalid setting.
+func (c *Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("no brokers: pass --brokers host:port[,host:port]")
+	}
+	if c.SpoolDir == "" {
+		return errors.New("no spool directory: pass --spool-dir DIR (accepted samples wait there while the broker is away)")
+	}
+	if c.Topic == "" {
+		c.Topic = "telemetry"
+	}
+	if c.SpoolMaxBytes <= 0 {
+		c.SpoolMaxBytes = 1 << 30
+	}
+	switch c.SpoolPolicy {
+	case "", "block", "drop-oldest":
+	default:
+		return fmt.Errorf("spool policy %q is not block or drop-oldest", c.SpoolPolicy)
+	}
+	if c.SpoolSync == 0 {
+		c.SpoolSync = time.Second
+	}
+	if c.CollectInterval == 0 {
+		c.CollectInterval = 10 * time.Second
+	}
+	if c.MaxLineBytes <= 0 {
+		c.MaxLineBytes = 64 << 10
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 32 << 20
+	}
+	if c.Linger == 0 {
+		c.Linger = 20 * time.Millisecond
+	}
+	if c.BatchMaxBytes <= 0 {
+		c.BatchMaxBytes = 1 << 20
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ListenUDP == "" && c.ListenTCP == "" && c.ListenUnix == "" && c.ListenHTTP == "" && c.ListenStatsD == "" {
+		return errors.New("no listener: pass at least one of --listen-udp, --listen-tcp, --listen-unix, --listen-http, --listen-statsd")
+	}
+	return c.Tags.Validate()
+}
+
+func (c *Config) spoolPolicy() spool.Policy {
+	if c.SpoolPolicy == "drop-oldest" {
+		return spool.DropOldest
+	}
+	return spool.Block
+}
+
+// TagsFromEnv derives the default tags the way DESIGN.md describes:
+// host from SLURMD_NODENAME or the hostname, job from SLURM_JOB_ID, step
+// from SLURM_STEP_ID, run from run (flag), SIMTEL_RUN, or the job id.
+func TagsFromEnv(run string, getenv func(string) string) lineproto.DefaultTags {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	t := lineproto.DefaultTags{
+		Host: getenv("SLURMD_NODENAME"),
+		Job:  getenv("SLURM_JOB_ID"),
+		Step: getenv("SLURM_STEP_ID"),
+		Run:  run,
+	}
+	if t.Host == "" {
+		t.Host, _ = os.Hostname()
+		t.Host, _, _ = strings.Cut(t.Host, ".")
+	}
+	if t.Run == "" {
+		t.Run = getenv("SIMTEL_RUN")
+	}
+	if t.Run == "" {
+		t.Run = t.Job
+	}
+	return t
+}

@@ -1,0 +1,163 @@
+package agent
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/simtel/simtel/agent/lineproto"
+)
+
+// The agent speaks enough of InfluxDB's HTTP API for unchanged clients:
+// Telegraf's outputs.influxdb (v1: /ping, /query for CREATE DATABASE,
+// /write) and outputs.influxdb_v2 (/api/v2/write), the influx client
+// libraries and curl. Status codes and error bodies follow InfluxDB:
+// 204 when every line was stored, 400 naming the first bad line (the good
+// lines of the body are kept), 413 for a body over the limit, 503 when the
+// spool cannot take the samples in time.
+
+const influxVersion = "1.8.10"
+
+// spoolWait bounds how long an HTTP write waits for spool space (block
+// policy) before answering 503 so the client retries later.
+const spoolWait = 30 * time.Second
+
+func (a *Agent) httpHandler(ctx context.Context) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/write", func(w http.ResponseWriter, r *http.Request) { a.handleWrite(ctx, w, r, false) })
+	mux.HandleFunc("/api/v2/write", func(w http.ResponseWriter, r *http.Request) { a.handleWrite(ctx, w, r, true) })
+	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Influxdb-Version", influxVersion)
+		if r.URL.Query().Get("verbose") == "true" {
+			writeJSON(w, http.StatusOK, map[string]string{"version": influxVersion})
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"name": "simtel-agent", "message": "ready for writes", "status": "pass", "version": influxVersion})
+	})
+	// Telegraf's v1 output creates its database at start; there is no
+	// database here, so any CREATE DATABASE succeeds and other queries
+	// are refused with a clear message.
+	mux.HandleFunc("/query", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Influxdb-Version", influxVersion)
+		q := strings.ToUpper(strings.TrimSpace(r.FormValue("q")))
+		if strings.HasPrefix(q, "CREATE DATABASE") {
+			writeJSON(w, http.StatusOK, map[string]any{"results": []map[string]int{{"statement_id": 0}}})
+			return
+		}
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the simtel agent only accepts writes; query the lake with `simtel lake query`"})
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ready\n")) })
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers in the shape of the API version the client used:
+// v1 {"error": "..."}, v2 {"code": "...", "message": "..."}.
+func writeError(w http.ResponseWriter, v2 bool, code int, v2code, msg string) {
+	w.Header().Set("X-Influxdb-Error", msg)
+	if v2 {
+		writeJSON(w, code, map[string]string{"code": v2code, "message": msg})
+		return
+	}
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func (a *Agent) handleWrite(ctx context.Context, w http.ResponseWriter, r *http.Request, v2 bool) {
+	path := "/write"
+	if v2 {
+		path = "/api/v2/write"
+	}
+	code := a.serveWrite(ctx, w, r, v2)
+	a.metrics.httpRequests.WithLabelValues(path, fmt.Sprint(code)).Inc()
+}
+
+func (a *Agent) serveWrite(ctx context.Context, w http.ResponseWriter, r *http.Request, v2 bool) int {
+	w.Header().Set("X-Influxdb-Version", influxVersion)
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, v2, http.StatusMethodNotAllowed, "method not allowed", "use POST")
+		return http.StatusMethodNotAllowed
+	}
+	q := r.URL.Query()
+	if v2 {
+		if q.Get("bucket") == "" {
+			writeError(w, v2, http.StatusBadRequest, "invalid", "bucket is required (any name: the agent writes to its Kafka topic)")
+			return http.StatusBadRequest
+		}
+	} else if q.Get("db") == "" {
+		writeError(w, v2, http.StatusBadRequest, "invalid", "database is required")
+		return http.StatusBadRequest
+	}
+	prec, err := lineproto.ParsePrecision(q.Get("precision"))
+	if err != nil {
+		writeError(w, v2, http.StatusBadRequest, "invalid", err.Error())
+		return http.StatusBadRequest
+	}
+	var body io.Reader = http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes)
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			writeError(w, v2, http.StatusBadRequest, "invalid", "body is not valid gzip: "+err.Error())
+			return http.StatusBadRequest
+		}
+		defer zr.Close()
+		// Bound the decompressed size too: a small gzip bomb must not
+		// make the agent allocate gigabytes.
+		body = io.LimitReader(zr, a.cfg.MaxBodyBytes+1)
+	}
+	data, err := io.ReadAll(body)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) || int64(len(data)) > a.cfg.MaxBodyBytes {
+		msg := fmt.Sprintf("request body is larger than the limit of %d bytes: send smaller batches", a.cfg.MaxBodyBytes)
+		writeError(w, v2, http.StatusRequestEntityTooLarge, "request too large", msg)
+		return http.StatusRequestEntityTooLarge
+	}
+	if err != nil {
+		writeError(w, v2, http.StatusBadRequest, "invalid", "cannot read body: "+err.Error())
+		return http.StatusBadRequest
+	}
+	wctx, cancel := context.WithTimeout(ctx, spoolWait)
+	defer cancel()
+	n, lerr, err := a.ingest(wctx, "http", data, prec)
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, v2, http.StatusServiceUnavailable, "unavailable", "cannot store the samples now ("+err.Error()+"); retry later")
+		return http.StatusServiceUnavailable
+	}
+	if lerr != nil {
+		var msg string
+		if v2 {
+			msg = fmt.Sprintf("partial write error (%d written): %v", n, lerr)
+		} else {
+			msg = fmt.Sprintf("partial write: %v dropped=%d", lerr, countLines(data)-n)
+		}
+		writeError(w, v2, http.StatusBadRequest, "invalid", msg)
+		return http.StatusBadRequest
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return http.StatusNoContent
+}
+
+func countLines(body []byte) int {
+	n := 0
+	_ = lineproto.Lines(body, func(int, []byte) error { n++; return nil })
+	return n
+}

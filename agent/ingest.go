@@ -1,0 +1,103 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/simtel/simtel/agent/lineproto"
+	"github.com/simtel/simtel/agent/spool"
+)
+
+// ingestBatch holds one goroutine's reusable buffers for turning a body of
+// lines into spool records: a Normalizer, the canonical lines, the keys and
+// the records that point into them.
+type ingestBatch struct {
+	norm  *lineproto.Normalizer
+	lines []byte
+	keys  []byte
+	spans []recSpan
+	recs  []spool.Record
+	conv  []byte // StatsD lines converted to line protocol
+}
+
+type recSpan struct {
+	line, lineEnd, key, keyEnd int
+	time                       int64
+}
+
+// errSpool marks a failure to store accepted samples (disk full, spool
+// closed, backpressure timeout), as opposed to bad input.
+var errSpool = errors.New("cannot spool samples")
+
+// ingest normalizes the lines of body and appends the valid ones to the
+// spool in one call. It returns how many lines were accepted, the first bad
+// line (the others are only counted) and a spool error wrapping errSpool.
+// Bad lines never stop the good ones, as in InfluxDB.
+func (a *Agent) ingest(ctx context.Context, listener string, body []byte, prec lineproto.Precision) (int, *lineproto.LineError, error) {
+	b := a.normalizers.Get().(*ingestBatch)
+	defer a.normalizers.Put(b)
+	b.lines, b.keys, b.spans = b.lines[:0], b.keys[:0], b.spans[:0]
+	now := time.Now()
+	var firstErr *lineproto.LineError
+	bad := 0
+	_ = lineproto.Lines(body, func(n int, line []byte) error {
+		out, s, err := b.norm.Normalize(b.lines, line, prec, now)
+		if err != nil {
+			bad++
+			if firstErr == nil {
+				firstErr = lineproto.NewLineError(n, line, err)
+			}
+			return nil
+		}
+		b.lines = out
+		k := len(b.keys)
+		b.keys = append(b.keys, s.Run...)
+		b.keys = append(b.keys, '/')
+		b.keys = append(b.keys, s.Host...)
+		b.spans = append(b.spans, recSpan{line: len(out) - len(s.Line), lineEnd: len(out), key: k, keyEnd: len(b.keys), time: s.Time})
+		return nil
+	})
+	a.metrics.received.WithLabelValues(listener).Add(float64(len(b.spans) + bad))
+	if bad > 0 {
+		a.metrics.parseErrors.WithLabelValues(listener).Add(float64(bad))
+	}
+	if len(b.spans) == 0 {
+		return 0, firstErr, nil
+	}
+	b.recs = b.recs[:0]
+	for _, sp := range b.spans {
+		b.recs = append(b.recs, spool.Record{Key: b.keys[sp.key:sp.keyEnd], Value: b.lines[sp.line:sp.lineEnd], Time: sp.time})
+	}
+	if err := a.spool.Append(ctx, b.recs); err != nil {
+		a.metrics.spoolErrors.Inc()
+		return 0, firstErr, errors.Join(errSpool, err)
+	}
+	a.metrics.spooled.Add(float64(len(b.recs)))
+	return len(b.recs), firstErr, nil
+}
+
+// ingestStatsD converts StatsD lines to line protocol, then ingests them.
+func (a *Agent) ingestStatsD(ctx context.Context, body []byte) error {
+	b := a.normalizers.Get().(*ingestBatch)
+	defer a.normalizers.Put(b)
+	conv := b.conv[:0]
+	bad := 0
+	_ = lineproto.Lines(body, func(_ int, line []byte) error {
+		out, err := lineproto.AppendStatsD(conv, line)
+		if err != nil {
+			bad++
+			return nil
+		}
+		conv = append(out, '\n')
+		return nil
+	})
+	b.conv = conv
+	if bad > 0 {
+		a.metrics.received.WithLabelValues("statsd").Add(float64(bad))
+		a.metrics.parseErrors.WithLabelValues("statsd").Add(float64(bad))
+	}
+	// ingest takes its own batch from the pool; b stays ours until then.
+	_, _, err := a.ingest(ctx, "statsd", conv, lineproto.Nanosecond)
+	return err
+}

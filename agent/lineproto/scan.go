@@ -1,0 +1,176 @@
+package lineproto
+
+import (
+	"bytes"
+	"strconv"
+	"unsafe"
+)
+
+// Byte classes of the line-protocol grammar, as lineprotocol/v2 and
+// InfluxDB's models package define them.
+const (
+	clsNonPrint  = 1 << iota // 0x00-0x1f and 0x7f: invalid outside string field values
+	clsMeasStop              // ',' ' ': end a measurement (and may be escaped in it)
+	clsKeyStop               // ',' '=' ' ': end a tag key, tag value or field key (and may be escaped in them)
+	clsBackslash             // '\'
+	clsValStop               // ',' ' ' '\r' '\n': end an unquoted field value
+	clsNumber                // 0-9 . e E + -: the only bytes of a float (no hex, inf, nan, '_')
+)
+
+var class = func() (t [256]uint8) {
+	for c := 0; c < 0x20; c++ {
+		t[c] |= clsNonPrint
+	}
+	t[0x7f] |= clsNonPrint
+	t[','] |= clsMeasStop | clsKeyStop | clsValStop
+	t[' '] |= clsMeasStop | clsKeyStop | clsValStop
+	t['='] |= clsKeyStop
+	t['\\'] |= clsBackslash
+	t['\r'] |= clsValStop
+	t['\n'] |= clsValStop
+	for _, c := range []byte("0123456789.eE+-") {
+		t[c] |= clsNumber
+	}
+	return t
+}()
+
+// scanEsc scans an escaped token (measurement: stop = clsMeasStop; tag key,
+// tag value, field key: stop = clsKeyStop) from b[i:]. It returns the index
+// of the first unescaped stop byte (or len(b)), whether the token holds an
+// escape sequence, and the index of the first control character that ended
+// it (or -1).
+//
+// A backslash escapes the following byte only when that byte is of the stop
+// class; otherwise the backslash is an ordinary byte (so `a\\ b` is `a\`
+// followed by an escaped space), exactly as in lineprotocol/v2.
+func scanEsc(b []byte, i int, stop uint8) (end int, esc bool, bad int) {
+	for i < len(b) {
+		k := class[b[i]]
+		if k == 0 {
+			i++
+			continue
+		}
+		if k&stop != 0 {
+			return i, esc, -1
+		}
+		if k&clsNonPrint != 0 {
+			return i, esc, i
+		}
+		if k&clsBackslash != 0 && i+1 < len(b) && class[b[i+1]]&stop != 0 {
+			esc = true
+			i += 2
+			continue
+		}
+		i++
+	}
+	return i, esc, -1
+}
+
+// appendUnescaped appends tok, an escaped token of the given stop class,
+// without its escapes.
+func appendUnescaped(dst, tok []byte, stop uint8) []byte {
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if c == '\\' && i+1 < len(tok) && class[tok[i+1]]&stop != 0 {
+			i++
+			c = tok[i]
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// appendEscaped appends s with the bytes of class stop escaped.
+func appendEscaped(dst []byte, s string, stop uint8) []byte {
+	for i := 0; i < len(s); i++ {
+		if class[s[i]]&stop != 0 {
+			dst = append(dst, '\\')
+		}
+		dst = append(dst, s[i])
+	}
+	return dst
+}
+
+// stringEnd returns the index of the quote that closes the string field
+// value whose opening quote is at b[open], or -1. Inside a string a
+// backslash pairs with the next byte when that is \ " n r t; a quote thus
+// closes the string iff the run of backslashes just before it has even
+// length (the byte before the run is not a backslash, so no pair straddles
+// the run's start).
+func stringEnd(b []byte, open int) int {
+	i := open + 1
+	for {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return -1
+		}
+		q += i
+		n := 0
+		for j := q - 1; j > open && b[j] == '\\'; j-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		i = q + 1
+	}
+}
+
+// validBool reports whether v is one of the spellings of a boolean that both
+// InfluxDB and lineprotocol/v2 accept.
+func validBool(v []byte) bool {
+	switch string(v) {
+	case "t", "T", "true", "True", "TRUE", "f", "F", "false", "False", "FALSE":
+		return true
+	}
+	return false
+}
+
+// numberError checks an unquoted numeric field value (with its i or u
+// suffix). It returns "" if the value is valid, or what is wrong.
+func numberError(v []byte) string {
+	switch v[len(v)-1] {
+	case 'i':
+		if _, err := strconv.ParseInt(unsafeString(v[:len(v)-1]), 10, 64); err != nil {
+			return numErrText(err, "integer")
+		}
+	case 'u':
+		if _, err := strconv.ParseUint(unsafeString(v[:len(v)-1]), 10, 64); err != nil {
+			return numErrText(err, "unsigned integer")
+		}
+	default:
+		// strconv also takes hex floats, "inf", "nan" and '_' separators;
+		// InfluxDB does not, so neither do we.
+		for _, c := range v {
+			if class[c]&clsNumber == 0 {
+				return "not a decimal float"
+			}
+		}
+		if _, err := strconv.ParseFloat(unsafeString(v), 64); err != nil {
+			return numErrText(err, "float")
+		}
+	}
+	return ""
+}
+
+func numErrText(err error, kind string) string {
+	if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+		return kind + " out of range"
+	}
+	return "invalid " + kind + " syntax"
+}
+
+// parseTimestamp parses a decimal int64 with an optional leading '-'.
+func parseTimestamp(v []byte) (int64, bool) {
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return 0, false
+	}
+	ts, err := strconv.ParseInt(unsafeString(v), 10, 64)
+	return ts, err == nil
+}
+
+// unsafeString views b as a string for the duration of a call that does not
+// keep it (strconv copies what it puts in errors).
+func unsafeString(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}

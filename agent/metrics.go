@@ -1,0 +1,59 @@
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+type metrics struct {
+	reg          *prometheus.Registry
+	received     *prometheus.CounterVec
+	parseErrors  *prometheus.CounterVec
+	spooled      prometheus.Counter
+	spoolErrors  prometheus.Counter
+	sent         prometheus.Counter
+	dropped      *prometheus.CounterVec
+	batchLatency prometheus.Histogram
+	httpRequests *prometheus.CounterVec
+}
+
+func newMetrics(a *Agent) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.received = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_agent_samples_received_total", Help: "Lines received, good and bad, by listener."}, []string{"listener"})
+	m.parseErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_agent_parse_errors_total", Help: "Lines refused as malformed or too long, by listener."}, []string{"listener"})
+	m.spooled = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_agent_samples_spooled_total", Help: "Samples accepted and written to the spool."})
+	m.spoolErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_agent_spool_errors_total", Help: "Spool appends that failed (disk full, timeout waiting for space)."})
+	m.sent = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_agent_samples_sent_total", Help: "Samples acknowledged by the broker."})
+	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_agent_samples_dropped_total", Help: "Samples lost, by reason (spool_full_drop_oldest, spool_error, rejected_by_broker)."}, []string{"reason"})
+	m.batchLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "simtel_agent_broker_latency_seconds", Help: "Time from reading a spool batch to the broker acknowledging all of it.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
+	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_agent_http_requests_total", Help: "HTTP write requests by path and status code."}, []string{"path", "code"})
+	for _, c := range []prometheus.Collector{m.received, m.parseErrors, m.spooled, m.spoolErrors, m.sent, m.dropped, m.batchLatency, m.httpRequests} {
+		m.reg.MustRegister(c)
+	}
+	m.reg.MustRegister(&spoolCollector{a: a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+var (
+	descSpoolBytes   = prometheus.NewDesc("simtel_agent_spool_bytes", "Bytes of spool files on disk.", nil, nil)
+	descSpoolPending = prometheus.NewDesc("simtel_agent_spool_pending_samples", "Samples spooled and not yet acknowledged by the broker.", nil, nil)
+	descSpoolDropped = prometheus.NewDesc("simtel_agent_spool_dropped_samples_total", "Samples dropped by the drop-oldest policy.", nil, nil)
+)
+
+type spoolCollector struct{ a *Agent }
+
+func (c *spoolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descSpoolBytes
+	ch <- descSpoolPending
+	ch <- descSpoolDropped
+}
+
+func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.a.spool == nil {
+		return
+	}
+	st := c.a.spool.Stats()
+	ch <- prometheus.MustNewConstMetric(descSpoolBytes, prometheus.GaugeValue, float64(st.Bytes))
+	ch <- prometheus.MustNewConstMetric(descSpoolPending, prometheus.GaugeValue, float64(st.Pending))
+	ch <- prometheus.MustNewConstMetric(descSpoolDropped, prometheus.CounterValue, float64(st.Dropped))
+}

@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/agent/spool"
+)
+
+// The shipper moves records from the spool to the broker:
+//
+//  1. the reader takes a batch from the spool and hands every record to the
+//     idempotent producer (which batches, compresses and retries forever);
+//  2. the batch goes on the inflight queue (bounded, so at most a few
+//     batches are read ahead of the acknowledgements);
+//  3. the acker takes batches in order, waits until all their records are
+//     acknowledged, and acks the batch's spool position.
+//
+// Acks happen in spool order, so after a crash the spool resends from the
+// last acked position: at-least-once. Within one agent life the producer's
+// idempotence keeps retries from duplicating records.
+
+type inflight struct {
+	recs    []spool.Record
+	pos     spool.Pos
+	pending atomic.Int64
+	done    chan struct{}
+	started time.Time
+
+	mu       sync.Mutex
+	rejected int   // records the broker refused for good (e.g. too large)
+	failed   error // any other failure: the batch must be sent again
+}
+
+const inflightBatches = 8
+
+// ship runs the pipeline until ctx ends. If a batch fails in a way that
+// is not the broker refusing a record for good (the producer retries
+// everything retriable forever, so this means the client is closing or
+// something unexpected), the pipeline stops, waits for what is in flight,
+// rewinds the spool to the last acked position and starts again: nothing
+// unacknowledged is skipped.
+func (a *Agent) ship(ctx context.Context) {
+	for {
+		err := a.shipOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		a.log.Warn("restarting shipping from the last acknowledged sample", "err", err)
+		a.spool.Rewind()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (a *Agent) shipOnce(parent context.Context) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	queue := make(chan *inflight, inflightBatches)
+	ackErr := make(chan error, 1)
+	go func() { ackErr <- a.ackLoop(queue, cancel) }()
+	readErr := a.readLoop(ctx, queue)
+	close(queue)
+	err := <-ackErr
+	if err == nil {
+		err = readErr
+	}
+	return err
+}
+
+// readLoop hands spool batches to the producer until ctx ends.
+func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight) error {
+	for {
+		recs, pos, err := a.spool.Read(ctx, 10_000, 4<<20)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, spool.ErrClosed) {
+				return err
+			}
+			a.log.Error("cannot read spool", "err", err)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		b := &inflight{recs: recs, pos: pos, done: make(chan struct{}), started: time.Now()}
+		b.pending.Store(int64(len(recs)))
+		for i := range recs {
+			r := &kgo.Record{Key: recs[i].Key, Value: recs[i].Value, Timestamp: time.Unix(0, recs[i].Time)}
+			// Produce with the long-lived context: a record once handed
+			// over is finished by the producer even when this loop stops.
+			a.client.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+				if err != nil {
+					b.mu.Lock()
+					if permanentlyRefused(err) {
+						b.rejected++
+						if b.rejected == 1 {
+							a.log.Error("broker refused a sample for good; it is dropped", "err", err, "bytes", len(r.Value))
+						}
+					} else if b.failed == nil {
+						b.failed = err
+					}
+					b.mu.Unlock()
+				}
+				if b.pending.Add(-1) == 0 {
+					close(b.done)
+				}
+			})
+		}
+		queue <- b // never blocks past ackLoop, which drains until close
+	}
+}
+
+// permanentlyRefused reports errors that sending again cannot fix.
+func permanentlyRefused(err error) bool {
+	for _, e := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.CorruptMessage, kerr.InvalidRecord, kerr.InvalidTopicException} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// ackLoop acknowledges batches in spool order. After a failure it keeps
+// draining (waiting for the producer to finish every record in flight) but
+// acks nothing more, and returns the failure.
+func (a *Agent) ackLoop(queue <-chan *inflight, stopReading context.CancelFunc) error {
+	var failure error
+	for b := range queue {
+		<-b.done
+		b.mu.Lock()
+		failed, rejected := b.failed, b.rejected
+		b.mu.Unlock()
+		if failure != nil {
+			continue
+		}
+		if failed != nil {
+			failure = failed
+			stopReading()
+			continue
+		}
+		if err := a.spool.Ack(b.pos); err != nil {
+			a.log.Error("cannot acknowledge spool position", "err", err)
+		}
+		a.metrics.sent.Add(float64(len(b.recs) - rejected))
+		if rejected > 0 {
+			a.metrics.dropped.WithLabelValues("rejected_by_broker").Add(float64(rejected))
+		}
+		a.metrics.batchLatency.Observe(time.Since(b.started).Seconds())
+	}
+	return failure
+}
+
+// kgoLogger sends franz-go's warnings and errors to slog.
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	switch level {
+	case kgo.LogLevelError:
+		k.l.Error(msg, keyvals...)
+	case kgo.LogLevelWarn:
+		k.l.Warn(msg, keyvals...)
+	default:
+		k.l.Debug(msg, keyvals...)
+	}
+}

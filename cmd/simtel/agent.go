@@ -1,0 +1,80 @@
+package main
+
+import (
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simtel/simtel/agent"
+)
+
+func newAgentCmd(g *globalFlags) *cobra.Command {
+	var cfg agent.Config
+	var brokers, run, host string
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent: accept line protocol, spool it, ship it to the broker",
+		Long: `Run the node agent. Simulations, Telegraf and Slurm's profiling plugin send
+InfluxDB line protocol to it over UDP, TCP, a unix socket or HTTP (/write and
+/api/v2/write, as InfluxDB 1.x and 2.x); StatsD goes to --listen-statsd. The
+agent adds host, job, step and run tags the sender did not set, writes every
+accepted sample to a disk spool, and ships them to the broker (one Kafka
+record per sample, key <run>/<host>, zstd, idempotent). An HTTP write is
+answered 204 only once its samples are in the spool; while the broker is
+away samples wait there, up to --spool-max-bytes.
+
+Tags come from SLURMD_NODENAME (or the hostname), SLURM_JOB_ID,
+SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id).`,
+		Example: `  simtel agent --brokers broker1:9092 --spool-dir /var/spool/simtel --listen-http 127.0.0.1:8186
+  curl -XPOST 'http://127.0.0.1:8186/write?db=sim' --data-binary 'reward,env=cartpole value=1.5'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			cfg.Brokers = splitList(brokers)
+			cfg.Tags = agent.TagsFromEnv(run, nil)
+			if host != "" {
+				cfg.Tags.Host = host
+			}
+			a, err := agent.New(cfg)
+			if err != nil {
+				return err
+			}
+			return a.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	f.StringVar(&cfg.Topic, "topic", "telemetry", "topic for samples")
+	f.StringVar(&cfg.ListenUDP, "listen-udp", "127.0.0.1:8089", "UDP address for line protocol (empty: off)")
+	f.StringVar(&cfg.ListenTCP, "listen-tcp", "127.0.0.1:8094", "TCP address for newline-separated line protocol (empty: off)")
+	f.StringVar(&cfg.ListenUnix, "listen-unix", "", "unix socket path for line protocol (empty: off)")
+	f.StringVar(&cfg.ListenHTTP, "listen-http", "127.0.0.1:8186", "HTTP address for /write, /api/v2/write, /metrics (empty: off)")
+	f.StringVar(&cfg.ListenStatsD, "listen-statsd", "", "UDP address for StatsD (empty: off)")
+	f.StringVar(&cfg.SpoolDir, "spool-dir", "", "directory where accepted samples wait for the broker (required)")
+	f.Int64Var(&cfg.SpoolMaxBytes, "spool-max-bytes", 1<<30, "largest spool on disk")
+	f.StringVar(&cfg.SpoolPolicy, "spool-policy", "block", "when the spool is full: block (senders wait) or drop-oldest")
+	f.DurationVar(&cfg.SpoolSync, "spool-sync", time.Second, "how often the spool is fsynced (negative: never)")
+	f.StringVar(&run, "run", "", "run id tag (default: SIMTEL_RUN, else SLURM_JOB_ID)")
+	f.StringVar(&host, "host", "", "host tag (default: SLURMD_NODENAME, else the hostname)")
+	f.DurationVar(&cfg.CollectInterval, "collect-interval", 10*time.Second, "node metrics interval (negative: off)")
+	f.IntVar(&cfg.MaxLineBytes, "max-line-bytes", 64<<10, "longest line accepted")
+	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest HTTP body accepted (after gzip)")
+	f.DurationVar(&cfg.Linger, "linger", 20*time.Millisecond, "how long the producer waits to fill a batch")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to keep sending the spool after SIGTERM")
+	return cmd
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
