@@ -55,7 +55,11 @@ func New(cfg Config) (*Agent, error) {
 		MaxBytes:     cfg.SpoolMaxBytes,
 		Policy:       cfg.spoolPolicy(),
 		SyncInterval: cfg.SpoolSync,
-		Logger:       a.log.With("part", "spool"),
+		// After a crash the spool resends what was acknowledged since its
+		// last cursor checkpoint; checkpointing often keeps those
+		// duplicates few, at the cost of a tiny write.
+		CheckpointInterval: 200 * time.Millisecond,
+		Logger:             a.log.With("part", "spool"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot open spool in %s: %w", cfg.SpoolDir, err)

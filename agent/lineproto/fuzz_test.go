@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -303,8 +304,8 @@ func FuzzStatsD(f *testing.F) {
 func valueField(fields []string) (float64, bool) {
 	for _, f := range fields {
 		if v, ok := strings.CutPrefix(f, "value="); ok {
-			var x float64
-			if _, err := fmtSscan(v, &x); err != nil {
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
 				return math.NaN(), true
 			}
 			return x, true

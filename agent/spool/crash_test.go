@@ -290,7 +290,7 @@ func TestCrashCursorBound(t *testing.T) {
 	if err := s.Ack(p100); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.checkpoint(false); err != nil {
+	if err := s.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 	_, p150 := readN(t, s, 50)
@@ -316,7 +316,7 @@ func TestCrashCursorBound(t *testing.T) {
 	c.Close()
 
 	// After a checkpoint, a crash redelivers exactly from the last Ack.
-	if err := s.checkpoint(false); err != nil {
+	if err := s.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 	crash2 := filepath.Join(t.TempDir(), "crash2")

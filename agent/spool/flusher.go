@@ -37,21 +37,21 @@ func (s *Spool) flushLoop() {
 		case <-s.stop:
 			return
 		case <-s.kick:
-			s.flush(false, false)
+			s.flush(false)
 		case <-syncC:
-			s.flush(true, false)
+			s.flush(true)
 		case <-ck.C:
-			s.checkpoint(false)
+			s.checkpoint()
 		}
 	}
 }
 
 // flush syncs and closes sealed segment files, closes deleted ones, syncs
 // the directory if files came or went and, if head is set, fdatasyncs the
-// head segment. Nothing is synced if syncing is off, unless force is set
-// (Close). Only the flusher calls it, or Close after the flusher stopped.
-func (s *Spool) flush(head, force bool) error {
-	syncing := force || s.cfg.SyncInterval > 0
+// head segment. Nothing is synced with NoSync. Only the flusher calls it,
+// or Close after the flusher stopped.
+func (s *Spool) flush(head bool) error {
+	syncing := s.cfg.SyncInterval > 0
 	s.mu.Lock()
 	retired := s.mu.retired
 	s.mu.retired = nil
@@ -103,9 +103,9 @@ func (s *Spool) flush(head, force bool) error {
 }
 
 // checkpoint persists the ack cursor if it moved since the last
-// checkpoint: write cursor.tmp, fdatasync it (if syncing is on or force
-// is set), rename it over cursor.
-func (s *Spool) checkpoint(force bool) error {
+// checkpoint: write cursor.tmp, fdatasync it (unless NoSync), rename it
+// over cursor.
+func (s *Spool) checkpoint() error {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	s.mu.Lock()
@@ -114,7 +114,7 @@ func (s *Spool) checkpoint(force bool) error {
 	if ack == last {
 		return nil
 	}
-	if err := s.writeCursor(ack, force || s.cfg.SyncInterval > 0); err != nil {
+	if err := s.writeCursor(ack, s.cfg.SyncInterval > 0); err != nil {
 		s.syncFailed(err)
 		return err
 	}

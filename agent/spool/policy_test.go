@@ -186,11 +186,16 @@ func TestDropOldest(t *testing.T) {
 // spool keeps working when space returns.
 func TestDiskFull(t *testing.T) {
 	dir := t.TempDir()
-	var mode atomic.Int32 // 0 ok, 1 fail, 2 write half then fail
+	// 0 ok, 1 fail, 2 write half then fail, 3 fail segment headers only
+	var mode atomic.Int32
 	h := &hooks{writeAt: func(f *os.File, b []byte, off int64) (int, error) {
 		switch mode.Load() {
 		case 1:
 			return 0, syscall.ENOSPC
+		case 3:
+			if off == 0 {
+				return 0, syscall.ENOSPC
+			}
 		case 2:
 			n, _ := f.WriteAt(b[:len(b)/2], off)
 			return n, syscall.ENOSPC
@@ -231,25 +236,26 @@ func TestDiskFull(t *testing.T) {
 	// A rotation that cannot write the new segment's header fails
 	// cleanly too, and leaves no file behind.
 	nfiles := len(segmentFiles(t, dir))
-	mode.Store(1)
-	for i := 10; ; i += 10 {
-		err := s.Append(context.Background(), recs(0, i, 10))
-		if err == nil {
-			t.Fatal("Append succeeded with every write failing")
+	mode.Store(3)
+	next := 10
+	for {
+		err := s.Append(context.Background(), recs(0, next, 10))
+		if err != nil {
+			if !errors.Is(err, ErrDiskFull) {
+				t.Fatalf("Append needing a new segment = %v, want ErrDiskFull", err)
+			}
+			break
 		}
-		if !errors.Is(err, ErrDiskFull) {
-			t.Fatalf("Append = %v, want ErrDiskFull", err)
-		}
-		break
+		next += 10
 	}
 	if n := len(segmentFiles(t, dir)); n != nfiles {
-		t.Fatalf("%d segment files after failed appends, want %d", n, nfiles)
+		t.Fatalf("%d segment files after a failed rotation, want %d", n, nfiles)
 	}
 
 	// Space is back: appends continue the stream without a gap,
 	// across rotations.
 	mode.Store(0)
-	for i := 10; i < 200; i += 10 {
+	for i := next; i < 200; i += 10 {
 		mustAppend(t, s, recs(0, i, 10))
 	}
 	more, _ := readN(t, s, 190)

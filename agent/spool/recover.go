@@ -128,7 +128,7 @@ func (s *Spool) recover() error {
 	s.mu.Unlock()
 	s.deleteSegments(dead)
 	s.rd.pos = ack
-	if len(dead) > 0 || stats.CorruptBytes > 0 {
+	if (len(dead) > 0 || stats.CorruptBytes > 0) && s.cfg.SyncInterval > 0 {
 		// Make removals and truncations durable now, not at the
 		// first flush.
 		return s.syncDir()

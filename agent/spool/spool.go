@@ -231,8 +231,8 @@ func (s *Spool) Stats() Stats {
 	return st
 }
 
-// Close stops the flusher, syncs every segment, persists the ack cursor
-// and closes the files. Appends and Reads waiting are woken and return
+// Close stops the flusher, syncs every segment (unless SyncInterval is
+// NoSync), persists the ack cursor and closes the files. Appends and Reads waiting are woken and return
 // ErrClosed; an Append in progress finishes first. Close is idempotent.
 // Records returned by Read stay valid after Close.
 func (s *Spool) Close() error {
@@ -253,10 +253,10 @@ func (s *Spool) close() error {
 	<-s.done
 
 	var errs []error
-	if err := s.flush(true, true); err != nil {
+	if err := s.flush(true); err != nil {
 		errs = append(errs, err)
 	}
-	if err := s.checkpoint(true); err != nil {
+	if err := s.checkpoint(); err != nil {
 		errs = append(errs, err)
 	}
 	s.mu.Lock()

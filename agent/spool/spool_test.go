@@ -139,11 +139,10 @@ func TestConcurrentAppendOneReader(t *testing.T) {
 	if st.BlockedTotal == 0 {
 		t.Log("no Append had to wait for space (the reader kept up)")
 	}
-	if ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond); true {
-		defer cancel()
-		if rs, _, err := s.Read(ctx, 0, 0); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Read after everything: %d records, err %v; want DeadlineExceeded", len(rs), err)
-		}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel2()
+	if rs, _, err := s.Read(ctx2, 0, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Read after everything: %d records, err %v; want DeadlineExceeded", len(rs), err)
 	}
 }
 

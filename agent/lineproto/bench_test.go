@@ -1,0 +1,134 @@
+package lineproto
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/influxdata/line-protocol/v2/lineprotocol"
+)
+
+var benchLines = []struct{ name, line string }{
+	{"typical", "cpu,host=a,cpu=cpu0 usage_user=1.5,usage_system=0.3 1700000000000000000"},
+	{"no-timestamp", "cpu,host=a,cpu=cpu0 usage_user=1.5,usage_system=0.3"},
+	{"bare", "step_time seconds=0.0123"},
+	{"event", `event,kind=checkpoint rank=12i,msg="wrote shard 3 of 8",ok=t 1700000000000000000`},
+	{"telegraf-wide", "mem,host=node017,region=eu-west,rack=r12,cluster=hpc1 total=68719476736i,available=41231686041i," +
+		"used=27487790695i,free=30923764531i,cached=8589934592i,buffered=1073741824i,used_percent=40.0,available_percent=60.0 1700000000000000000"},
+	{"escaped", `my\ meas,run=r\ 1,tag\,key=v\=1 f\ x=1.5 1700000000000000000`},
+}
+
+// BenchmarkNormalize is the per-line cost of the agent's hot path.
+func BenchmarkNormalize(b *testing.B) {
+	n := newTestNormalizer(b, testDefaults)
+	for _, bl := range benchLines {
+		b.Run(bl.name, func(b *testing.B) {
+			line := []byte(bl.line)
+			dst := make([]byte, 0, 1024)
+			now := time.Now()
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := n.Normalize(dst[:0], line, Nanosecond, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func benchBody(lines int) []byte {
+	var body []byte
+	for i := range lines {
+		body = fmt.Appendf(body, "cpu,host=a,cpu=cpu%d usage_user=1.5,usage_system=0.3 %d\n", i%64, 1700000000000000000+i)
+	}
+	return body
+}
+
+// BenchmarkLines is the cost of splitting a body, per line.
+func BenchmarkLines(b *testing.B) {
+	const lines = 1000
+	body := benchBody(lines)
+	count := 0
+	fn := func(int, []byte) error { count++; return nil }
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Lines(body, fn)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
+}
+
+// BenchmarkBody is a request body end to end: split, normalize, append to
+// a batch buffer.
+func BenchmarkBody(b *testing.B) {
+	const lines = 1000
+	body := benchBody(lines)
+	n := newTestNormalizer(b, testDefaults)
+	batch := make([]byte, 0, 2*len(body)+lines*64)
+	now := time.Now()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		batch = batch[:0]
+		err := Lines(body, func(_ int, line []byte) error {
+			var err error
+			batch, _, err = n.Normalize(batch, line, Nanosecond, now)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
+}
+
+func BenchmarkAppendStatsD(b *testing.B) {
+	line := []byte("request_latency:320|ms|@0.5|#env:prod,role:web")
+	dst := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := AppendStatsD(dst[:0], line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkOracleDecode measures lineprotocol/v2 on the same body, only
+// decoding (no output), for the comparison in doc.go.
+func BenchmarkOracleDecode(b *testing.B) {
+	const lines = 1000
+	body := benchBody(lines)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		d := lineprotocol.NewDecoderWithBytes(body)
+		for d.Next() {
+			if _, err := d.Measurement(); err != nil {
+				b.Fatal(err)
+			}
+			for {
+				k, _, err := d.NextTag()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if k == nil {
+					break
+				}
+			}
+			for {
+				k, _, err := d.NextField()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if k == nil {
+					break
+				}
+			}
+			if _, err := d.Time(lineprotocol.Nanosecond, time.Time{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
+}
