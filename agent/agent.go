@@ -228,7 +228,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // collect runs the node collector every CollectInterval.
 func (a *Agent) collect(ctx context.Context) {
-	c := collector.New(collector.Config{JobID: a.cfg.Tags.Job, Logger: a.log.With("part", "collector")})
+	c := collector.New(collector.Config{JobID: a.cfg.Tags.Job, UID: a.cfg.JobUID, Logger: a.log.With("part", "collector")})
 	t := time.NewTicker(a.cfg.CollectInterval)
 	defer t.Stop()
 	var buf []byte

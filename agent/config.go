@@ -43,6 +43,10 @@ type Config struct {
 	// Tags added to samples that do not carry them (the sender's win).
 	Tags lineproto.DefaultTags
 
+	// JobUID is SLURM_JOB_UID, which helps the collector find the job's
+	// cgroup when several slurmd share a host.
+	JobUID string
+
 	// CollectInterval is how often node metrics are collected; 0 uses 10s,
 	// negative disables the collector.
 	CollectInterval time.Duration

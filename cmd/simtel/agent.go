@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id).`,
 			cfg.Logger = log
 			cfg.Brokers = splitList(brokers)
 			cfg.Tags = agent.TagsFromEnv(run, nil)
+			cfg.JobUID = os.Getenv("SLURM_JOB_UID")
 			if host != "" {
 				cfg.Tags.Host = host
 			}
