@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/internal/testutil"
+)
+
+// TestDevShipsACurlPost runs `simtel dev` as a user would and checks that
+// a line POSTed to the agent arrives in the broker's telemetry topic with
+// the agent's tags, and that SIGTERM ends the process cleanly.
+func TestDevShipsACurlPost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the simtel binary")
+	}
+	brokerAddr, agentHTTP := testutil.FreePort(t), testutil.FreePort(t)
+	p := testutil.Start(t, t.TempDir(), "dev", "--data-dir", t.TempDir(), "--broker-listen", brokerAddr,
+		"--broker-http", testutil.FreePort(t), "--agent-http", agentHTTP, "--agent-udp", testutil.FreePort(t), "--agent-tcp", testutil.FreePort(t))
+	testutil.WaitPort(t, agentHTTP, p)
+	resp, err := http.Post("http://"+agentHTTP+"/write?db=sim", "text/plain", strings.NewReader("reward,env=cartpole value=1.5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 204 {
+		t.Fatalf("POST /write: status %d, want 204", resp.StatusCode)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr), kgo.ConsumeTopics("telemetry"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got string
+	for got == "" {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("the POSTed sample did not reach the telemetry topic within 30s")
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if strings.HasPrefix(string(r.Value), "reward,") {
+				got = string(r.Value)
+			}
+		})
+	}
+	if !strings.Contains(got, "env=cartpole") || !strings.Contains(got, "run=dev") || !strings.Contains(got, "value=1.5") {
+		t.Fatalf("stored %q, want env=cartpole, run=dev and value=1.5", got)
+	}
+	if err := p.Stop(20 * time.Second); err != nil {
+		t.Fatalf("simtel dev did not stop cleanly on SIGTERM: %v", err)
+	}
+}
