@@ -89,7 +89,7 @@ func (a *Agent) ingestStatsD(ctx context.Context, body []byte) error {
 			bad++
 			return nil
 		}
-		conv = append(out, '\n')
+		conv = out // already newline-terminated
 		return nil
 	})
 	b.conv = conv

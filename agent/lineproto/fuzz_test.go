@@ -136,6 +136,11 @@ var fuzzSeeds = []string{
 	"température,pièce=salon valeur=21.5",
 	"#c f=1",
 	"m f=1\r\r",
+	`a\\ b,t=x\\,y f=1 1`,
+	`a\\\ b,t\\\==x\\\,y f\\\ =1 1`,
+	"m\\\x01 f=1",
+	`m,t=a\ f=1`,
+	`m f=1,g="x\\\"",h="\\" 1`,
 }
 
 func FuzzNormalize(f *testing.F) {

@@ -301,6 +301,7 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 
 	// Timestamp.
 	var ns int64
+	var tsText []byte // the line's timestamp, if it can be copied as it is
 	if i == len(b) {
 		ns = truncNanos(now.UnixNano(), unit)
 	} else {
@@ -313,6 +314,9 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 		}
 		if ns, ok = toNanos(ts, unit); !ok {
 			return fail(syntaxErr(ErrInvalidTimestamp, i, "%d%s is out of range", ts, prec))
+		}
+		if unit == 1 && canonicalInt(b[i:]) {
+			tsText = b[i:]
 		}
 	}
 
@@ -360,7 +364,11 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	dst = append(dst, ' ')
 	dst = append(dst, fields...)
 	dst = append(dst, ' ')
-	dst = strconv.AppendInt(dst, ns, 10)
+	if tsText != nil {
+		dst = append(dst, tsText...)
+	} else {
+		dst = strconv.AppendInt(dst, ns, 10)
+	}
 
 	measAt := span{src: srcDst, off: start, end: start + len(meas)}
 	if mEsc {

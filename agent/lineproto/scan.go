@@ -127,30 +127,101 @@ func validBool(v []byte) bool {
 }
 
 // numberError checks an unquoted numeric field value (with its i or u
-// suffix). It returns "" if the value is valid, or what is wrong.
+// suffix). It returns "" if the value is valid, or what is wrong. The common
+// cases are decided here; strconv settles the rest, so the result is what
+// strconv (used by lineprotocol/v2) says, restricted to decimal syntax.
 func numberError(v []byte) string {
 	switch v[len(v)-1] {
 	case 'i':
+		d := v[:len(v)-1]
+		if len(d) > 1 && d[0] == '-' {
+			d = d[1:]
+		}
+		if len(d) > 0 && len(d) < 19 && allDigits(d) {
+			return "" // fits in 63 bits
+		}
 		if _, err := strconv.ParseInt(unsafeString(v[:len(v)-1]), 10, 64); err != nil {
 			return numErrText(err, "integer")
 		}
 	case 'u':
-		if _, err := strconv.ParseUint(unsafeString(v[:len(v)-1]), 10, 64); err != nil {
+		d := v[:len(v)-1]
+		if len(d) > 0 && len(d) < 20 && allDigits(d) {
+			return ""
+		}
+		if _, err := strconv.ParseUint(unsafeString(d), 10, 64); err != nil {
 			return numErrText(err, "unsigned integer")
 		}
 	default:
 		// strconv also takes hex floats, "inf", "nan" and '_' separators;
 		// InfluxDB does not, so neither do we.
-		for _, c := range v {
-			if class[c]&clsNumber == 0 {
-				return "not a decimal float"
-			}
+		switch decimalFloat(v) {
+		case floatInvalid:
+			return "not a decimal float"
+		case floatValid:
+			return ""
 		}
 		if _, err := strconv.ParseFloat(unsafeString(v), 64); err != nil {
 			return numErrText(err, "float")
 		}
 	}
 	return ""
+}
+
+func allDigits(d []byte) bool {
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+const (
+	floatValid   = iota // decimal syntax, surely in range
+	floatInvalid        // not decimal float syntax (hex, inf, nan, '_', …)
+	floatCheck          // decimal syntax, but strconv must decide
+)
+
+// decimalFloat classifies v against -?(d+(.d*)?|.d+)([eE][+-]?d+)?. Without
+// exponent and with few digits the value is surely finite; with an
+// exponent, strconv must check the range.
+func decimalFloat(v []byte) int {
+	i := 0
+	if i < len(v) && v[i] == '-' {
+		i++
+	}
+	digits := 0
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
+		digits++
+	}
+	if i < len(v) && v[i] == '.' {
+		i++
+		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+			i++
+			digits++
+		}
+	}
+	if digits == 0 {
+		for _, c := range v {
+			if class[c]&clsNumber == 0 {
+				return floatInvalid
+			}
+		}
+		return floatCheck // let strconv word the error
+	}
+	if i == len(v) {
+		if digits > 300 {
+			return floatCheck
+		}
+		return floatValid
+	}
+	for _, c := range v[i:] {
+		if class[c]&clsNumber == 0 {
+			return floatInvalid
+		}
+	}
+	return floatCheck // an exponent, or a syntax error strconv will name
 }
 
 func numErrText(err error, kind string) string {
@@ -162,11 +233,46 @@ func numErrText(err error, kind string) string {
 
 // parseTimestamp parses a decimal int64 with an optional leading '-'.
 func parseTimestamp(v []byte) (int64, bool) {
-	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+	d := v
+	neg := len(d) > 0 && d[0] == '-'
+	if neg {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 19 {
+		if len(d) == 0 || !allDigits(d) {
+			return 0, false
+		}
+		ts, err := strconv.ParseInt(unsafeString(v), 10, 64) // leading zeros
+		return ts, err == nil
+	}
+	// At most 19 digits: below 1e19, no uint64 overflow.
+	var x uint64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		x = x*10 + uint64(c-'0')
+	}
+	if neg {
+		if x > 1<<63 {
+			return 0, false
+		}
+		return int64(-x), true
+	}
+	if x > 1<<63-1 {
 		return 0, false
 	}
-	ts, err := strconv.ParseInt(unsafeString(v), 10, 64)
-	return ts, err == nil
+	return int64(x), true
+}
+
+// canonicalInt reports whether v is the way strconv.AppendInt writes its
+// value: no leading zeros, no "-0".
+func canonicalInt(v []byte) bool {
+	if len(v) > 0 && v[0] == '-' {
+		v = v[1:]
+		return len(v) > 0 && v[0] != '0'
+	}
+	return len(v) == 1 || (len(v) > 1 && v[0] != '0')
 }
 
 // unsafeString views b as a string for the duration of a call that does not

@@ -15,8 +15,11 @@ import (
 // split across segments and are visible to Read all at once.
 //
 // When the spool holds Config.MaxBytes, the Block policy waits for space
-// until ctx ends (then the error wraps ErrFull and ctx.Err()); DropOldest
-// deletes the oldest segments instead and never waits.
+// until ctx ends (then the error wraps ErrFull and ctx.Err(); nothing was
+// written); DropOldest deletes the oldest segments instead and never
+// waits. A ctx that ends while Append waits for a concurrent Append to
+// finish returns ctx.Err() (wrapped in ErrFull if that one waits for
+// space).
 //
 // A write failure returns an error wrapping ErrDiskFull (ENOSPC) or
 // ErrWrite. The batch is then not visible to Read and the file is cut
@@ -52,10 +55,22 @@ func (s *Spool) Append(ctx context.Context, recs []Record) error {
 
 	select {
 	case s.wlock <- struct{}{}:
-	case <-s.closing:
-		return ErrClosed
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrFull, ctx.Err())
+	default:
+		select {
+		case s.wlock <- struct{}{}:
+		case <-s.closing:
+			return ErrClosed
+		case <-ctx.Done():
+			// Waiting for the lock while another Append waits for
+			// space is waiting for space too.
+			s.mu.Lock()
+			full := s.mu.spaceCh != nil
+			s.mu.Unlock()
+			if full {
+				return fmt.Errorf("%w: %w", ErrFull, ctx.Err())
+			}
+			return ctx.Err()
+		}
 	}
 	defer func() { <-s.wlock }()
 	return s.appendLocked(ctx, b, uint64(len(recs)))

@@ -109,7 +109,7 @@ func FuzzRecover(f *testing.F) {
 		}
 		pending := s.Stats().Pending
 		var reencoded []byte
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for n := uint64(0); n < pending; {
 			rs, _, err := s.Read(ctx, 0, 64<<10)

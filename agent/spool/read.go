@@ -17,7 +17,7 @@ const DefaultReadBytes = 1 << 20
 
 const (
 	maxOutstanding = 1024 // batches tracked for reuse; older ones go to the GC
-	maxFreeBatches = 8
+	maxFreeBatches = 4
 )
 
 // batch is the memory behind the records of one Read: they alias buf.
@@ -85,10 +85,7 @@ func (s *Spool) waitReadable(ctx context.Context) (readView, error) {
 			s.mu.Unlock()
 			return readView{}, ErrClosed
 		}
-		if s.rd.pos.Offset < s.mu.ack.Offset {
-			// Ack or DropOldest moved past the reader.
-			s.rd.pos = s.mu.ack
-		}
+
 		if pos := s.rd.pos; pos.Offset < s.mu.end.Offset {
 			segs := s.mu.segs
 			// segs[0].base <= ack <= pos, so i >= 0.
