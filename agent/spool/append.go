@@ -11,47 +11,39 @@ import (
 // system call and returns once they are in the file (the page cache): from
 // then on they survive a crash of the process. Frames are encoded before
 // the append lock is taken, so concurrent callers encode in parallel and
-// only the write itself is serialized. Records of one call are never
-// split across segments and are visible to Read all at once.
+// only the write itself is serialized. The records of one call are stored
+// contiguously (no other call's records come between them). A call whose
+// frames exceed what one segment holds is written in several chunks, one
+// write and one segment each; then, if a later chunk fails, the earlier
+// ones stay stored (a retry duplicates them).
 //
 // When the spool holds Config.MaxBytes, the Block policy waits for space
-// until ctx ends (then the error wraps ErrFull and ctx.Err(); nothing was
-// written); DropOldest deletes the oldest segments instead and never
-// waits. A ctx that ends while Append waits for a concurrent Append to
-// finish returns ctx.Err() (wrapped in ErrFull if that one waits for
-// space).
+// until ctx ends (then the error wraps ErrFull and ctx.Err(); the waiting
+// chunk was not written); DropOldest deletes the oldest segments instead
+// and never waits. A ctx that ends while Append waits for a concurrent
+// Append to finish returns ctx.Err() (wrapped in ErrFull if that one waits
+// for space).
 //
 // A write failure returns an error wrapping ErrDiskFull (ENOSPC) or
-// ErrWrite. The batch is then not visible to Read and the file is cut
-// back; the spool stays usable. Only if the process crashes before that
-// cut can a prefix of the failed batch reappear after recovery (a
-// duplicate, should the caller retry).
+// ErrWrite. The failed chunk is then not visible to Read and the file is
+// cut back; the spool stays usable. Only if the process crashes before
+// that cut can a part of the failed chunk reappear after recovery.
 //
-// Append does not retain recs.
+// A record whose key and value exceed a segment's room returns ErrTooLarge
+// and nothing of the call is written. Append does not retain recs.
 func (s *Spool) Append(ctx context.Context, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	bp := s.encoders.Get().(*[]byte)
+	e := s.encoders.Get().(*encoder)
 	defer func() {
-		if cap(*bp) <= 4<<20 {
-			s.encoders.Put(bp)
+		if cap(e.buf) <= 4<<20 {
+			s.encoders.Put(e)
 		}
 	}()
-	b := (*bp)[:0]
-	for i := range recs {
-		r := &recs[i]
-		if frameSize(len(r.Key), len(r.Value)) > s.maxFrame {
-			return fmt.Errorf("%w: record %d has %d bytes of key and value, a segment holds %d",
-				ErrTooLarge, i, len(r.Key)+len(r.Value), s.maxFrame-frameHeaderSize)
-		}
-		b = appendFrame(b, r)
-		if len(b) > s.maxFrame {
-			return fmt.Errorf("%w: batch of %d records needs more than %d bytes; split it",
-				ErrTooLarge, len(recs), s.maxFrame)
-		}
+	if err := e.encode(recs, s.maxFrame); err != nil {
+		return err
 	}
-	*bp = b
 
 	select {
 	case s.wlock <- struct{}{}:
@@ -73,7 +65,47 @@ func (s *Spool) Append(ctx context.Context, recs []Record) error {
 		}
 	}
 	defer func() { <-s.wlock }()
-	return s.appendLocked(ctx, b, uint64(len(recs)))
+	from := 0
+	for _, c := range e.chunks {
+		if err := s.appendLocked(ctx, e.buf[from:c.end], c.n); err != nil {
+			return err
+		}
+		from = c.end
+	}
+	return nil
+}
+
+// encoder holds the frames of one Append call, cut into chunks that each
+// fit into an empty segment.
+type encoder struct {
+	buf    []byte
+	chunks []chunk
+}
+
+type chunk struct {
+	end int    // offset in buf where the chunk ends
+	n   uint64 // records in the chunk
+}
+
+func (e *encoder) encode(recs []Record, maxFrame int) error {
+	e.buf, e.chunks = e.buf[:0], e.chunks[:0]
+	start, n := 0, uint64(0)
+	for i := range recs {
+		r := &recs[i]
+		fs := frameSize(len(r.Key), len(r.Value))
+		if fs > maxFrame {
+			return fmt.Errorf("%w: record %d has %d bytes of key and value, a segment holds %d",
+				ErrTooLarge, i, len(r.Key)+len(r.Value), maxFrame-frameHeaderSize)
+		}
+		if len(e.buf)-start+fs > maxFrame {
+			e.chunks = append(e.chunks, chunk{end: len(e.buf), n: n})
+			start, n = len(e.buf), 0
+		}
+		e.buf = appendFrame(e.buf, r)
+		n++
+	}
+	e.chunks = append(e.chunks, chunk{end: len(e.buf), n: n})
+	return nil
 }
 
 // appendLocked writes the frames b of n records. The caller holds wlock.

@@ -61,11 +61,12 @@ type Config struct {
 	// segment and one sealed segment always fit.
 	MaxBytes int64
 
-	// SegmentBytes is the size at which the head segment is sealed and a
-	// new one started. It also bounds one Append call: its encoded records
-	// (20 bytes of framing plus key and value each) must fit into an empty
-	// segment (SegmentBytes minus its 24-byte header). Default 16 MiB,
-	// between MinSegmentBytes and MaxSegmentBytes.
+	// SegmentBytes bounds a segment file: the head is sealed and a new one
+	// started when the next write would make it larger. It also bounds
+	// one record: 20 bytes of framing plus key and value must fit into an
+	// empty segment (SegmentBytes minus its 24-byte header). Larger Append
+	// calls are written in several chunks. Default 16 MiB, between
+	// MinSegmentBytes and MaxSegmentBytes.
 	SegmentBytes int64
 
 	// Policy says what Append does when MaxBytes is reached. Default Block.

@@ -12,7 +12,8 @@
 //     records are in the page cache: they survive a crash of the agent
 //     (SIGKILL, panic, OOM kill). They survive a power loss or kernel crash
 //     once the flusher has synced them, at most Config.SyncInterval later
-//     (never, with NoSync). Records of one goroutine keep their order.
+//     (never, with NoSync). Records of one goroutine keep their order;
+//     those of one call stay together.
 //  3. From one consumer goroutine, Read batches and hand them to the
 //     producer. When the broker has acknowledged everything up to a batch's
 //     position, Ack that position, in order. Key and Value alias a read
@@ -20,8 +21,8 @@
 //     be done with them by then (franz-go is, once its promise ran).
 //  4. If the producer failed and records read but not acknowledged may be
 //     lost, call Rewind: the next Read starts again at the ack cursor.
-//  5. Close (after the consumer stopped) syncs everything and persists the
-//     ack cursor.
+//  5. Close (after the consumer stopped) syncs everything (unless NoSync)
+//     and persists the ack cursor.
 //
 // Delivery is at least once. Within one life every record is read once
 // (plus again after a Rewind). After Close and Open, delivery resumes
@@ -36,7 +37,8 @@
 // # Files
 //
 // The record stream is numbered by byte Offset and by record Seq, both
-// counted from the creation of the directory and never reused. The
+// counted from the creation of the directory (records cut off a torn head
+// by recovery leave their positions to the next records). The
 // directory holds segment files "<base>.seg" named by the offset of their
 // first record byte (20 decimal digits), the "cursor" file with the
 // persisted ack position, and "LOCK" (flock held by the open Spool). Each
@@ -48,12 +50,13 @@
 // # Data path
 //
 // Append encodes the frames (and their CRCs) into a pooled buffer without
-// any lock, so concurrent callers encode in parallel. It then takes the
-// append lock, checks space (waits or drops, per Policy), seals the head
-// and creates the next segment if the batch does not fit, writes the
-// buffer with one pwrite at the head's end, and publishes the new end
-// under mu, waking a waiting reader. A failed write publishes nothing and
-// cuts the file back.
+// any lock, so concurrent callers encode in parallel, cutting it into
+// chunks that fit a segment (one chunk, unless the call is huge). It then
+// takes the append lock and, per chunk: checks space (waits or drops, per
+// Policy), seals the head and creates the next segment if the chunk does
+// not fit, writes the chunk with one pwrite at the head's end, and
+// publishes the new end under mu, waking a waiting reader. A failed write
+// publishes nothing and cuts the file back.
 //
 // Read finds the segment of the read cursor, preads up to maxBytes from
 // its own file descriptor into a pooled batch buffer, checks each frame's

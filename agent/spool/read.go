@@ -85,11 +85,19 @@ func (s *Spool) waitReadable(ctx context.Context) (readView, error) {
 			s.mu.Unlock()
 			return readView{}, ErrClosed
 		}
-
+		if s.rd.pos.Offset < s.mu.ack.Offset {
+			// Ack or DropOldest moved past the reader.
+			s.rd.pos = s.mu.ack
+		}
 		if pos := s.rd.pos; pos.Offset < s.mu.end.Offset {
 			segs := s.mu.segs
-			// segs[0].base <= ack <= pos, so i >= 0.
 			i := sort.Search(len(segs), func(i int) bool { return segs[i].base > pos.Offset }) - 1
+			if i < 0 {
+				// Cannot happen: segs[0].base <= ack <= pos.
+				s.rd.pos = Pos{Offset: segs[0].base, Seq: segs[0].seq}
+				s.mu.Unlock()
+				continue
+			}
 			g := segs[i]
 			v := readView{base: g.base, path: g.path}
 			if i+1 < len(segs) {
@@ -98,15 +106,16 @@ func (s *Spool) waitReadable(ctx context.Context) (readView, error) {
 				v.next = Pos{Offset: next.base, Seq: next.seq}
 				v.limit = min(next.base, g.base+g.payload())
 				if pos.Offset >= v.limit {
-					if pos.Offset < next.base {
-						// The file is shorter than the stream
-						// says: its tail was lost (power loss).
-						s.mu.stats.CorruptBytes += next.base - pos.Offset
-						s.log.Error("spool segment shorter than expected; skipping to the next",
-							"segment", g.path, "missing_bytes", next.base-pos.Offset)
-					}
+					missing := next.base - pos.Offset
+					s.mu.stats.CorruptBytes += missing
 					s.rd.pos = v.next
 					s.mu.Unlock()
+					if missing > 0 {
+						// The file is shorter than the stream says:
+						// its tail was lost (power loss).
+						s.log.Error("spool segment shorter than expected; skipping to the next",
+							"segment", g.path, "missing_bytes", missing)
+					}
 					continue
 				}
 			} else {

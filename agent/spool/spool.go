@@ -16,15 +16,15 @@ import (
 var (
 	// ErrClosed is returned by every method called during or after Close.
 	ErrClosed = errors.New("spool closed")
-	// ErrTooLarge is returned by Append when one record, or the whole
-	// batch, does not fit into an empty segment. Nothing was written.
+	// ErrTooLarge is returned by Append when a record does not fit into
+	// an empty segment. Nothing of the call was written.
 	ErrTooLarge = errors.New("spool: records too large for a segment")
 	// ErrFull is returned by Append with the Block policy when its context
 	// ends while it waits for space; it wraps the context's error too.
-	// Nothing was written.
+	// The waiting records were not written.
 	ErrFull = errors.New("spool full")
 	// ErrDiskFull is returned by Append when the file system reported
-	// ENOSPC. Nothing of the batch is visible to Read; the spool stays
+	// ENOSPC. The failed write is not visible to Read; the spool stays
 	// consistent and a later Append may succeed.
 	ErrDiskFull = errors.New("spool: disk full")
 	// ErrWrite is returned by Append for any other write failure, with the
@@ -46,8 +46,8 @@ type Record struct {
 
 // Pos is a position in the spool's record stream: the point right after
 // some record. Offset counts record bytes (frames, not segment headers)
-// since the spool directory was created; Seq counts records. Both only
-// grow, across restarts too.
+// since the spool directory was created; Seq counts records. Both grow
+// across restarts too.
 type Pos struct {
 	Offset uint64
 	Seq    uint64
@@ -97,7 +97,7 @@ type Spool struct {
 	// read under either.
 	head *segment
 
-	encoders sync.Pool // *[]byte frame buffers for Append
+	encoders sync.Pool // *encoder: frame buffers for Append
 
 	// readMu serializes the consumer's calls (Read, Ack, Rewind) and
 	// guards rd. Read releases it while it waits for data.
@@ -187,7 +187,7 @@ func Open(cfg Config) (*Spool, error) {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	s.encoders.New = func() any { b := make([]byte, 0, 64<<10); return &b }
+	s.encoders.New = func() any { return &encoder{buf: make([]byte, 0, 64<<10)} }
 	if err := s.recover(); err != nil {
 		s.mu.Lock()
 		for _, g := range s.mu.segs {

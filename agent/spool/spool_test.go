@@ -368,16 +368,8 @@ func TestLocked(t *testing.T) {
 func TestTooLarge(t *testing.T) {
 	s := mustOpen(t, smallConfig(t, t.TempDir()))
 	big := Record{Value: make([]byte, 4096)}
-	if err := s.Append(context.Background(), []Record{big}); !errors.Is(err, ErrTooLarge) {
+	if err := s.Append(context.Background(), []Record{rec(0, 0), big}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Append(record > segment) = %v, want ErrTooLarge", err)
-	}
-	// Each record fits, the batch does not.
-	batch := make([]Record, 3)
-	for i := range batch {
-		batch[i] = Record{Value: make([]byte, 1500)}
-	}
-	if err := s.Append(context.Background(), batch); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("Append(batch > segment) = %v, want ErrTooLarge", err)
 	}
 	// The largest record that fits goes through, and so does an empty
 	// key and value.
@@ -389,7 +381,36 @@ func TestTooLarge(t *testing.T) {
 		t.Fatalf("read back %d/%d bytes", len(rs[0].Key), len(rs[0].Value))
 	}
 	if st := s.Stats(); st.AppendedTotal != 2 {
-		t.Fatalf("appended %d, want 2 (refused batches must write nothing)", st.AppendedTotal)
+		t.Fatalf("appended %d, want 2 (a refused call must write nothing)", st.AppendedTotal)
+	}
+}
+
+// TestLargeBatch appends calls larger than a segment from two goroutines:
+// each is written in chunks across segments, and the records of one call
+// stay contiguous.
+func TestLargeBatch(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, smallConfig(t, dir))
+	const per = 500 // about 25 segments of 4 KiB per call
+	var wg sync.WaitGroup
+	for p := range 2 {
+		wg.Go(func() {
+			for k := range 2 {
+				if err := s.Append(context.Background(), recs(p, k*per, per)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got, _ := readN(t, s, 4*per)
+	for c := range 4 {
+		call := got[c*per : (c+1)*per]
+		p, i, _ := parseRec(call[0])
+		checkSeq(t, call, p, i)
+	}
+	if n := len(segmentFiles(t, dir)); n < 40 {
+		t.Fatalf("%d segments for 4 calls of ~100 KiB with 4 KiB segments", n)
 	}
 }
 
