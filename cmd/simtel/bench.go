@@ -21,7 +21,8 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 		Long: `Load generators for any Kafka-compatible broker, a disk durability probe, and
 the report tool that bench/compare.sh uses to record and publish results.`,
 	}
-	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchDiskCmd(), newBenchReportCmd())
+	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchDiskCmd(), newBenchReportCmd(),
+		newBenchAgentCmd(g), newBenchAgentReportCmd())
 	return cmd
 }
 
@@ -313,6 +314,173 @@ results section of bench/README.md.`,
 	f.StringVar(&p.Host, "host", "", "description of the machine")
 	f.StringVar(&p.Command, "command", "bench/compare.sh", "how the run was started")
 
+	cmd.AddCommand(add, publish)
+	return cmd
+}
+
+func newBenchAgentCmd(g *globalFlags) *cobra.Command {
+	var cfg bench.AgentLoadConfig
+	var brokers string
+	var out benchOutput
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Send line protocol to a simtel agent at a fixed rate and measure what it costs",
+		Long: `Send InfluxDB line protocol (per-rank training metrics, about 100 bytes a line,
+with nanosecond timestamps) to an agent over UDP (datagrams of whole lines up
+to --datagram-bytes), TCP (writes of that size) or HTTP (POSTs of --batch
+lines), paced every millisecond at --rate lines/s for --warmup and then
+--duration.
+
+With --agent-pid the agent process is measured over --duration from
+/proc/<pid>/stat and /proc/<pid>/status: CPU time in % of one core and per
+10,000 lines/s, resident memory and its peak over the run (VmHWM, reset at
+the start through clear_refs). With --agent-http (the default for
+--transport http) the agent's /metrics are compared before and after: lines
+received, spooled, shipped, dropped; with --brokers also the growth of the
+topic's end offsets. After the last line the run waits up to
+--drain-timeout for the agent to ship everything it accepted.`,
+		Example: `  simtel bench agent --transport udp --addr 127.0.0.1:8089 --rate 100000 --duration 10s
+  simtel bench agent --transport http --addr 127.0.0.1:8186 --rate 1000000 --warmup 2s \
+      --agent-pid $(pgrep -f 'simtel agent') --brokers 127.0.0.1:9092 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg.Brokers = splitBrokers(brokers)
+			if cfg.AgentHTTP == "" && cfg.Transport == "http" {
+				cfg.AgentHTTP = cfg.Addr
+			}
+			cfg.Logger = log
+			cfg.Progress = out.progress()
+			res, runErr := bench.AgentLoad(cmd.Context(), cfg)
+			return out.emit(res, runErr, func(w io.Writer) { printAgentLoad(w, res) })
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Transport, "transport", "udp", "udp, tcp or http")
+	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8089", "the agent's listener for the transport")
+	f.StringVar(&cfg.HTTPPath, "http-path", "/write?db=bench", "HTTP write path and query (or /api/v2/write?bucket=bench)")
+	f.Float64Var(&cfg.Rate, "rate", 10000, "lines per second (0: as fast as the transport takes them)")
+	f.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long the measured part sends")
+	f.DurationVar(&cfg.Warmup, "warmup", 0, "how long to send before measuring")
+	f.IntVar(&cfg.DatagramBytes, "datagram-bytes", 8192, "largest UDP datagram (TCP: write) of whole lines")
+	f.IntVar(&cfg.Batch, "batch", 5000, "lines per HTTP POST")
+	f.DurationVar(&cfg.Linger, "linger", time.Second, "send a batch that is not full once its first line is this old")
+	f.IntVar(&cfg.Senders, "senders", 2, "HTTP requests in flight")
+	f.IntVar(&cfg.Ranks, "ranks", 64, "distinct rank tags")
+	f.IntVar(&cfg.AgentPID, "agent-pid", 0, "agent process to measure (0: none)")
+	f.StringVar(&cfg.AgentHTTP, "agent-http", "", "the agent's HTTP listener for /metrics and /debug/pprof (default: --addr with --transport http)")
+	f.StringVar(&brokers, "brokers", "", "brokers to read the topic's end offsets from (empty: no check)")
+	f.StringVar(&cfg.Topic, "topic", "telemetry", "the topic the agent ships to")
+	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", time.Minute, "how long to wait for the agent to ship what it accepted")
+	f.DurationVar(&cfg.SampleInterval, "sample-interval", time.Second, "how often the agent is sampled")
+	f.StringVar(&cfg.Profile, "agent-profile", "", "write a CPU profile of the agent over --duration to this file (needs --agent-http)")
+	out.register(cmd)
+	return cmd
+}
+
+func printAgentLoad(w io.Writer, r *bench.AgentLoadResult) {
+	s := r.Settings
+	fmt.Fprintf(w, "agent %s %s: target %s lines/s\n", s.Transport, s.Addr, fmtRate(s.Rate))
+	fmt.Fprintf(w, "  %d lines (%.1f MB, %.0f B/line) in %.2f s: %.0f lines/s, %.1f MB/s; %d batches (%.0f lines each), %d behind, %d errors\n",
+		r.Lines, float64(r.Bytes)/1e6, r.LineBytes, r.Elapsed, r.LinesPerS, r.MBPerS, r.Batches, r.LinesPerBatch, r.Behind, r.Errors)
+	if len(r.HTTPStatus) > 0 {
+		fmt.Fprintf(w, "  http status: %v\n", r.HTTPStatus)
+	}
+	fmt.Fprintf(w, "  generator %.1f%% of a core; machine %.0f%% busy (%d CPUs)\n", r.GeneratorCPUPct, r.MachineBusyPct, r.CPUs)
+	if a := r.Agent; a != nil {
+		fmt.Fprintf(w, "  agent pid %d: %.1f%% of a core (%.2f%% per 10k lines/s, %.2f µs/line over the run), RSS %.1f MiB (anon %.1f), peak %.1f MiB since %s, %d threads\n",
+			a.PID, a.CPUPct, a.CPUPctPer10k, a.MicrosPerLine, a.RSSMiB, a.AnonMiB, a.PeakMiB, a.PeakSince, a.Threads)
+	}
+	if d := r.Delivery; d != nil {
+		fmt.Fprintf(w, "  delivery: sent %d, received %d, parse errors %d, accepted %d, shipped %d, dropped %d, delivered %d, drained in %.1f s, complete %v\n",
+			d.Sent, d.Received, d.ParseErrors, d.Accepted, d.Shipped, d.Dropped, d.Delivered, d.DrainS, d.Complete)
+		if s.Transport == "udp" {
+			fmt.Fprintf(w, "  udp socket drops: %d\n", d.UDPSocketDrops)
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	if r.FirstErr != "" {
+		fmt.Fprintf(w, "  first error: %s\n", r.FirstErr)
+	}
+	if r.Aborted != "" {
+		fmt.Fprintf(w, "  aborted: %s\n", r.Aborted)
+	}
+}
+
+func fmtRate(r float64) string {
+	if r == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%.0f", r)
+}
+
+func newBenchAgentReportCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agent-report",
+		Short: "Collect agent cost steps into a run and publish it",
+		Long: `Used by bench/agent-cost.sh: "add" appends one step's output (simtel bench agent
+--json) to a run file, "publish" writes bench/results/agent-cost/<id>.json and
+rewrites the agent results in bench/README.md.`,
+	}
+	var run, label, command, failure, input string
+	add := &cobra.Command{
+		Use:   "add",
+		Short: "Append a step's output to a run file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var b []byte
+			var err error
+			if input == "-" {
+				b, err = io.ReadAll(os.Stdin)
+			} else {
+				b, err = os.ReadFile(input)
+			}
+			if err != nil {
+				return fmt.Errorf("cannot read step output: %w", err)
+			}
+			return bench.AddAgentStep(run, label, command, failure, b)
+		},
+	}
+	f := add.Flags()
+	f.StringVar(&run, "run", "", "run file to append to (created if missing)")
+	f.StringVar(&label, "label", "", "name of the step")
+	f.StringVar(&command, "command", "", "the exact commands of the step")
+	f.StringVar(&input, "input", "-", "file with the step's JSON output, - for stdin")
+	f.StringVar(&failure, "failed", "", "how the step's command failed")
+
+	var p bench.PublishConfig
+	publish := &cobra.Command{
+		Use:   "publish",
+		Short: "Write a run's results file and update the README",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if p.RunPath == "" {
+				return errors.New("--run is required")
+			}
+			if p.Date == "" {
+				p.Date = time.Now().UTC().Format(time.RFC3339)
+			}
+			path, err := bench.PublishAgent(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stdout, "wrote %s\n", path)
+			return nil
+		},
+	}
+	f = publish.Flags()
+	f.StringVar(&p.RunPath, "run", "", "run file made by add")
+	f.StringVar(&p.ResultsDir, "results-dir", "bench/results/agent-cost", "where <id>.json goes")
+	f.StringVar(&p.README, "readme", "bench/README.md", "file whose agent results are replaced (empty: none)")
+	f.StringVar(&p.ID, "id", time.Now().UTC().Format("2006-01-02-150405"), "name of the results file")
+	f.StringVar(&p.Date, "date", "", "date of the run, RFC 3339 (default: now)")
+	f.StringVar(&p.Host, "host", "", "description of the machine")
+	f.StringVar(&p.Command, "command", "bench/agent-cost.sh", "how the run was started")
 	cmd.AddCommand(add, publish)
 	return cmd
 }

@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# The agent's own cost: CPU time and resident memory of `simtel agent` while
+# it ingests line protocol at fixed rates, and a check that every line it
+# accepted reached the broker.
+#
+#   1. builds simtel, starts a broker (fresh data directory)
+#   2. for each transport (udp, http): starts a fresh agent (fresh spool,
+#      node metrics off) and, for each rate (10k, 100k, 1M lines/s), runs
+#      `simtel bench agent` against it: WARMUP, then DURATION measured.
+#      The generator reads the agent's CPU time and memory from /proc, its
+#      counters from /metrics and the topic's end offsets from the broker,
+#      and waits for the agent to ship everything before the next step.
+#   3. publishes bench/results/agent-cost/<id>.json and the agent results in
+#      bench/README.md.
+#
+# Takes about 2 minutes with the defaults.
+#
+# Knobs (environment): TRANSPORTS ("udp http"; tcp works too), RATES
+# ("10000 100000 1000000"), DURATION (10s), WARMUP (2s), BATCH (lines per
+# HTTP POST, 5000), DATAGRAM_BYTES (8192), SENDERS (HTTP requests in flight,
+# 2), PROFILE=1 (CPU profile of the agent for every step, kept in
+# bench/results/agent-cost/<id>-<step>.pprof, or the temporary directory with
+# NO_PUBLISH), KEEP=1 keeps the temporary directory, NO_PUBLISH=1 leaves
+# bench/results and the README alone.
+#
+# UDP_RMEM=BYTES raises the kernel's default socket receive buffer
+# (net.core.rmem_default, and rmem_max if it is lower) before the UDP agent
+# starts, and restores both on exit; it needs root. The agent does not set
+# SO_RCVBUF itself, so its UDP socket gets rmem_default (212,992 bytes on
+# Debian): about 25 datagrams of 8 KiB. Off by default: the run measures the
+# agent as it is deployed.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+BIN=$REPO/.bin
+
+TRANSPORTS=${TRANSPORTS:-udp http}
+RATES=${RATES:-10000 100000 1000000}
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-2s}
+BATCH=${BATCH:-5000}
+DATAGRAM_BYTES=${DATAGRAM_BYTES:-8192}
+SENDERS=${SENDERS:-2}
+TOPIC=telemetry
+
+log() { printf '\n== %s\n' "$*" >&2; }
+
+# --- processes, sysctl and cleanup -------------------------------------------
+
+PIDS=()
+WORK=""
+RMEM_SAVED=()
+cleanup() {
+	local pid
+	for pid in "${PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${PIDS[@]}"; do
+		for _ in $(seq 150); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	if (( ${#RMEM_SAVED[@]} == 2 )); then
+		sysctl -q -w "net.core.rmem_default=${RMEM_SAVED[0]}" "net.core.rmem_max=${RMEM_SAVED[1]}" || true
+		log "restored net.core.rmem_default=${RMEM_SAVED[0]} net.core.rmem_max=${RMEM_SAVED[1]}"
+	fi
+	if [[ -n $WORK && -z ${KEEP:-} ]]; then
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# stop_pid PID: SIGTERM, wait for the exit (the agent ships its spool for up
+# to its shutdown timeout), and forget it.
+stop_pid() {
+	local pid=$1 i
+	kill -TERM "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	for i in "${!PIDS[@]}"; do
+		if [[ ${PIDS[$i]} == "$pid" ]]; then
+			unset 'PIDS[i]'
+		fi
+	done
+	PIDS=("${PIDS[@]}")
+}
+
+# free_port prints the first port from $1 on that nothing uses, TCP or UDP.
+free_port() {
+	local p=$1
+	while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null ||
+		grep -qi ":$(printf '%04X' "$p") " /proc/net/udp /proc/net/tcp 2>/dev/null; do
+		p=$((p + 1))
+	done
+	echo "$p"
+}
+
+# wait_port PORT PID LOG: wait until 127.0.0.1:PORT accepts connections
+# while PID is alive.
+wait_port() {
+	for _ in $(seq 200); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+			return 0
+		fi
+		if ! kill -0 "$2" 2>/dev/null; then
+			echo "process exited before listening on port $1:" >&2
+			cat "$3" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "nothing listening on port $1 after 20s:" >&2
+	cat "$3" >&2
+	return 1
+}
+
+# --- build ---------------------------------------------------------------------
+
+mkdir -p "$BIN"
+log "building simtel"
+(cd "$REPO" && go build -o "$BIN/simtel" ./cmd/simtel)
+SIMTEL=$BIN/simtel
+WORK=$(mktemp -d -t simtel-agent-cost.XXXXXX)
+RUN=$WORK/run.json
+ID=$(date -u +%Y-%m-%d-%H%M%S)
+# The agent measured is the working tree's: say which, and whether agent/
+# had uncommitted changes.
+REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [[ -n $(git -C "$REPO" status --porcelain -- agent 2>/dev/null) ]]; then
+	REV="$REV with uncommitted changes in agent/"
+fi
+HOST="$(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg) at start, agent at $REV, $(go version | cut -d' ' -f3)"
+if [[ -n ${NO_PUBLISH:-} ]]; then
+	RESULTS=$WORK/results
+	README=""
+	KEEP=1
+else
+	RESULTS=$REPO/bench/results/agent-cost
+	README=$REPO/bench/README.md
+fi
+mkdir -p "$RESULTS"
+
+show() {
+	local s
+	s=$(printf '%q ' "$@")
+	s=${s% }
+	s=${s//$BIN\//.bin/}
+	s=${s//$WORK/\$WORK}
+	printf '%s' "$s"
+}
+
+# --- broker -----------------------------------------------------------------------
+
+BPORT=$(free_port 29192)
+BROKER=127.0.0.1:$BPORT
+log "starting simtel broker on $BROKER"
+"$SIMTEL" broker --data-dir "$WORK/broker" --listen "$BROKER" --log-level warn >"$WORK/broker.log" 2>&1 &
+BROKER_PID=$!
+PIDS+=("$BROKER_PID")
+wait_port "$BPORT" "$BROKER_PID" "$WORK/broker.log"
+BROKER_CMD="$(show "$SIMTEL" broker --data-dir "$WORK/broker" --listen "$BROKER" --log-level warn) &"
+
+# --- agent ------------------------------------------------------------------------
+
+AGENT_PID=""
+AGENT_CMD=""
+# start_agent TRANSPORT: a fresh agent with a fresh spool, listening on the
+# transport (and on HTTP for its /metrics), node metrics off.
+start_agent() {
+	local t=$1 n=$2
+	local udp="" tcp=""
+	HPORT=$(free_port 28186)
+	case $t in
+	udp)
+		udp=127.0.0.1:$(free_port 28089)
+		ADDR=$udp
+		;;
+	tcp)
+		tcp=127.0.0.1:$(free_port $((HPORT + 1)))
+		ADDR=$tcp
+		;;
+	http) ADDR=127.0.0.1:$HPORT ;;
+	*)
+		echo "transport $t is not udp, tcp or http" >&2
+		exit 2
+		;;
+	esac
+	local args=(agent --brokers "$BROKER" --topic "$TOPIC" --spool-dir "$WORK/spool-$t-$n"
+		--listen-http "127.0.0.1:$HPORT" --listen-udp "$udp" --listen-tcp "$tcp" --collect-interval -1s
+		--host bench --run bench --log-level warn)
+	log "starting simtel agent for $t on $ADDR"
+	"$SIMTEL" "${args[@]}" >"$WORK/agent-$t-$n.log" 2>&1 &
+	AGENT_PID=$!
+	PIDS+=("$AGENT_PID")
+	AGENT_LOG=$WORK/agent-$t-$n.log
+	wait_port "$HPORT" "$AGENT_PID" "$AGENT_LOG"
+	AGENT_CMD="$(show "$SIMTEL" "${args[@]}") &"
+}
+
+if [[ -n ${UDP_RMEM:-} ]]; then
+	RMEM_SAVED=("$(sysctl -n net.core.rmem_default)" "$(sysctl -n net.core.rmem_max)")
+	log "raising net.core.rmem_default to $UDP_RMEM (was ${RMEM_SAVED[0]}; restored on exit)"
+	if (( UDP_RMEM > RMEM_SAVED[1] )); then
+		sysctl -q -w "net.core.rmem_max=$UDP_RMEM"
+	fi
+	sysctl -q -w "net.core.rmem_default=$UDP_RMEM"
+fi
+
+# --- steps ------------------------------------------------------------------------
+
+NL=$'\n'
+# short_rate 100000 → 100k, 1000000 → 1M
+short_rate() {
+	local r=$1
+	if (( r >= 1000000 && r % 1000000 == 0 )); then
+		echo "$((r / 1000000))M"
+	elif (( r >= 1000 && r % 1000 == 0 )); then
+		echo "$((r / 1000))k"
+	else
+		echo "$r"
+	fi
+}
+
+FAILED=()
+STEP=0
+for t in $TRANSPORTS; do
+	start_agent "$t" 0
+	restarts=0
+	for rate in $RATES; do
+		STEP=$((STEP + 1))
+		label="$t $(short_rate "$rate") lines/s"
+		if ! kill -0 "$AGENT_PID" 2>/dev/null; then
+			restarts=$((restarts + 1))
+			log "the agent is gone; starting another"
+			start_agent "$t" "$restarts"
+		fi
+		cmd=("$SIMTEL" bench agent --transport "$t" --addr "$ADDR" --agent-http "127.0.0.1:$HPORT"
+			--agent-pid "$AGENT_PID" --brokers "$BROKER" --topic "$TOPIC" --rate "$rate"
+			--duration "$DURATION" --warmup "$WARMUP" --batch "$BATCH" --datagram-bytes "$DATAGRAM_BYTES"
+			--senders "$SENDERS" --json)
+		if [[ -n ${PROFILE:-} ]]; then
+			cmd+=(--agent-profile "$RESULTS/$ID-$t-$rate.pprof")
+		fi
+		log "$label: $(show "${cmd[@]}")"
+		out=$WORK/step-$STEP.json err=$WORK/step-$STEP.err failed=""
+		"${cmd[@]}" 2>&1 >"$out" | tee "$err" >&2 || failed="exit status ${PIPESTATUS[0]}: $(grep -v '^agent ' "$err" | tail -n1)"
+		if ! kill -0 "$AGENT_PID" 2>/dev/null; then
+			failed="${failed:+$failed; }the agent exited: $(tail -n1 "$AGENT_LOG")"
+		fi
+		if [[ -n $failed ]]; then
+			echo "WARNING: step \"$label\" failed: $failed" >&2
+			FAILED+=("$label")
+		fi
+		# The profile's path as the README shows it.
+		shown_cmd=$(show "${cmd[@]}")
+		shown_cmd=${shown_cmd//$REPO\//}
+		"$SIMTEL" bench agent-report add --run "$RUN" --label "$label" \
+			--command "$BROKER_CMD$NL$AGENT_CMD$NL$shown_cmd" --failed "$failed" --input "$out"
+	done
+	if kill -0 "$AGENT_PID" 2>/dev/null; then
+		stop_pid "$AGENT_PID"
+	else
+		echo "agent log:" >&2
+		tail -n 20 "$AGENT_LOG" >&2
+	fi
+done
+
+if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+	echo "simtel broker died:" >&2
+	cat "$WORK/broker.log" >&2
+	FAILED+=("broker")
+fi
+
+# --- report -----------------------------------------------------------------------
+
+log "publishing run $ID"
+ENVDESC="TRANSPORTS=\"$TRANSPORTS\" RATES=\"$RATES\" DURATION=$DURATION WARMUP=$WARMUP BATCH=$BATCH DATAGRAM_BYTES=$DATAGRAM_BYTES SENDERS=$SENDERS${UDP_RMEM:+ UDP_RMEM=$UDP_RMEM}${PROFILE:+ PROFILE=1}"
+"$SIMTEL" bench agent-report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
+	--id "$ID" --host "$HOST" --command "$ENVDESC bench/agent-cost.sh"
+if (( ${#FAILED[@]} > 0 )); then
+	printf 'failed steps:' >&2
+	printf ' "%s"' "${FAILED[@]}" >&2
+	printf '\n' >&2
+	exit 1
+fi

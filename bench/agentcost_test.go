@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseAgentMetrics(t *testing.T) {
+	f, err := os.Open("testdata/agent-metrics.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := parseAgentMetrics(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := agentCounters{
+		Received:    map[string]int64{"http": 6640395, "udp": 3741495, "collector": 1320},
+		ParseErrors: map[string]int64{"http": 12},
+		Spooled:     10381890,
+		Sent:        10381890,
+		Dropped:     85,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+
+	// An agent that has not received anything exposes no vectors; that is
+	// zeros, not an error.
+	fresh := "simtel_agent_samples_spooled_total 0\nsimtel_agent_samples_sent_total 0\nsimtel_agent_spool_pending_samples 0\n"
+	if c, err := parseAgentMetrics(strings.NewReader(fresh)); err != nil || c.Received["udp"] != 0 {
+		t.Errorf("fresh agent: got %+v, %v", c, err)
+	}
+	// Not an agent's metrics (a broker's, say): an error naming the metric.
+	if _, err := parseAgentMetrics(strings.NewReader("go_goroutines 12\n")); err == nil || !strings.Contains(err.Error(), metricSpooled) {
+		t.Errorf("no agent metrics: got %v, want an error about %s", err, metricSpooled)
+	}
+	if _, err := parseAgentMetrics(strings.NewReader("simtel_agent_samples_spooled_total{ 1\n")); err == nil {
+		t.Error("malformed exposition: got no error")
+	}
+}
+
+func TestAgentDelivery(t *testing.T) {
+	snap := func(recv, spooled, sent, dropped, offsets, drops int64) agentSnapshot {
+		return agentSnapshot{
+			Counters: agentCounters{Received: map[string]int64{"udp": recv, "http": 7}, Spooled: spooled, Sent: sent, Dropped: dropped},
+			Offsets:  offsets, UDP: udpSocket{Found: true, Drops: drops},
+		}
+	}
+	before := snap(1000, 1000, 1000, 0, 5000, 3)
+	for _, c := range []struct {
+		name         string
+		after        agentSnapshot
+		sent         int64
+		udp, offsets bool
+		wantDrops    int64
+		complete     bool
+	}{
+		{"all there", snap(2000, 2000, 2000, 0, 6000, 3), 1000, true, true, 0, true},
+		{"kernel dropped datagrams", snap(1900, 1900, 1900, 0, 5900, 5), 1000, true, true, 2, false},
+		{"shipped but not in the topic", snap(2000, 2000, 2000, 0, 5999, 3), 1000, true, true, 0, false},
+		{"no broker to ask", snap(2000, 2000, 2000, 0, 0, 3), 1000, true, false, 0, true},
+		{"agent dropped samples", snap(2000, 2000, 1990, 10, 5990, 3), 1000, true, true, 0, false},
+	} {
+		d := newAgentDelivery(before, c.after, "udp", c.sent, 0, c.udp, c.offsets)
+		if d.Complete != c.complete || d.UDPSocketDrops != c.wantDrops {
+			t.Errorf("%s: got complete %v, socket drops %d; want %v, %d (%+v)", c.name, d.Complete, d.UDPSocketDrops, c.complete, c.wantDrops, d)
+		}
+		if !c.offsets && d.Delivered != -1 {
+			t.Errorf("%s: delivered %d without a broker, want -1", c.name, d.Delivered)
+		}
+	}
+	after := snap(2000, 2000, 2000, 0, 6000, 0)
+	after.UDP.Found = false
+	if d := newAgentDelivery(before, after, "udp", 1000, 0, true, true); d.UDPSocketDrops != -1 {
+		t.Errorf("socket not found: drops %d, want -1", d.UDPSocketDrops)
+	}
+}

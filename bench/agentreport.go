@@ -1,0 +1,393 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// The report of bench/agent-cost.sh: `simtel bench agent-report add`
+// appends each step's `simtel bench agent --json` output to a run file,
+// and `publish` writes it to results/agent-cost/<id>.json and rewrites the
+// agent section of the README. The runs live in a directory of their own:
+// ReadRuns takes every *.json in results/ for a compare.sh run.
+
+// The agent cost targets (the issue's): CPU per 10,000 lines per second,
+// and resident memory.
+const (
+	TargetCPUPctPer10k = 1.0
+	TargetRSSMiB       = 64.0
+)
+
+// The README's agent results lie between these markers, inside the agent
+// section (<!-- agent:start --> … <!-- agent:end -->), whose prose is
+// written by hand.
+const (
+	AgentMarkerStart = "<!-- agent-results:start -->"
+	AgentMarkerEnd   = "<!-- agent-results:end -->"
+)
+
+// AgentRun is one run of bench/agent-cost.sh.
+type AgentRun struct {
+	ID      string      `json:"id"`
+	Date    string      `json:"date"`
+	Host    string      `json:"host"`
+	Command string      `json:"command"`
+	Steps   []AgentStep `json:"steps"`
+}
+
+// AgentStep is one transport and rate. A step whose command failed has
+// Error, and a result if the command still printed one.
+type AgentStep struct {
+	Label   string           `json:"label"`
+	Command string           `json:"command"`
+	Error   string           `json:"error,omitempty"`
+	Result  *AgentLoadResult `json:"result,omitempty"`
+}
+
+func readAgentRun(path string) (*AgentRun, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read agent run %q: %w", path, err)
+	}
+	var r AgentRun
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("cannot decode agent run %q: %w", path, err)
+	}
+	return &r, nil
+}
+
+func writeAgentRun(path string, r *AgentRun) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cannot encode agent run %q: %w", r.ID, err)
+	}
+	return writeFileAtomic(path, append(b, '\n'))
+}
+
+// AddAgentStep appends a step, the output of `simtel bench agent --json`,
+// to the run in path, creating the file if it does not exist. failure, if
+// not empty, says how the step's command failed: the step is recorded with
+// it and with whatever result the output holds, and no parse error is
+// returned.
+func AddAgentStep(path, label, command, failure string, output []byte) error {
+	r := &AgentRun{}
+	if _, err := os.Stat(path); err == nil {
+		if r, err = readAgentRun(path); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cannot stat agent run %q: %w", path, err)
+	}
+	st := AgentStep{Label: label, Command: command, Error: failure}
+	var res AgentLoadResult
+	err := json.Unmarshal(output, &res)
+	switch {
+	case err == nil && res.Kind == "agent":
+		st.Result = &res
+	case failure != "":
+	case err != nil:
+		return fmt.Errorf("step %q: cannot decode agent result: %w", label, err)
+	default:
+		return fmt.Errorf("step %q: output is a %q result, not an agent one", label, res.Kind)
+	}
+	r.Steps = append(r.Steps, st)
+	return writeAgentRun(path, r)
+}
+
+// PublishAgent writes the run in cfg.RunPath to cfg.ResultsDir/<id>.json
+// and, if cfg.README is set, replaces its agent results with the run's
+// table and the list of every run in the directory. It returns the path of
+// the results file.
+func PublishAgent(cfg PublishConfig) (string, error) {
+	if cfg.ID == "" || strings.ContainsAny(cfg.ID, `/\`) {
+		return "", fmt.Errorf("run id %q is not a file name", cfg.ID)
+	}
+	r, err := readAgentRun(cfg.RunPath)
+	if err != nil {
+		return "", err
+	}
+	r.ID, r.Date, r.Host, r.Command = cfg.ID, cfg.Date, cfg.Host, cfg.Command
+	if err := os.MkdirAll(cfg.ResultsDir, 0o755); err != nil {
+		return "", fmt.Errorf("cannot create %q: %w", cfg.ResultsDir, err)
+	}
+	path := filepath.Join(cfg.ResultsDir, cfg.ID+".json")
+	if err := writeAgentRun(path, r); err != nil {
+		return "", err
+	}
+	if cfg.README == "" {
+		return path, nil
+	}
+	history, err := readAgentRuns(cfg.ResultsDir)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(filepath.Dir(cfg.README), cfg.ResultsDir)
+	if err != nil {
+		rel = cfg.ResultsDir
+	}
+	doc, err := os.ReadFile(cfg.README)
+	if err != nil {
+		return "", fmt.Errorf("cannot read %q: %w", cfg.README, err)
+	}
+	out, err := replaceBetween(string(doc), AgentMarkerStart, AgentMarkerEnd, RenderAgentResults(r, filepath.ToSlash(rel), history))
+	if err != nil {
+		return "", fmt.Errorf("cannot update %q: %w", cfg.README, err)
+	}
+	if err := writeFileAtomic(cfg.README, []byte(out)); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+func readAgentRuns(dir string) ([]*AgentRun, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var runs []*AgentRun
+	for _, p := range paths {
+		r, err := readAgentRun(p)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].ID < runs[j].ID })
+	return runs, nil
+}
+
+// replaceBetween returns doc with the text between start and end replaced
+// by section; ErrNoMarkers if they are not both there, in that order.
+func replaceBetween(doc, start, end, section string) (string, error) {
+	i := strings.Index(doc, start)
+	if i < 0 {
+		return "", ErrNoMarkers
+	}
+	j := strings.Index(doc[i:], end)
+	if j < 0 {
+		return "", ErrNoMarkers
+	}
+	j += i
+	return doc[:i+len(start)] + "\n" + strings.TrimSpace(section) + "\n" + doc[j:], nil
+}
+
+// agentVerdict says which targets a step missed: "✓", or "✗" and what.
+func agentVerdict(res *AgentLoadResult) string {
+	var miss []string
+	if a := res.Agent; a != nil {
+		if a.CPUPctPer10k > TargetCPUPctPer10k {
+			miss = append(miss, "CPU")
+		}
+		if max(a.PeakMiB, a.RSSMaxMiB) >= TargetRSSMiB {
+			miss = append(miss, "RSS")
+		}
+	}
+	if d := res.Delivery; d != nil {
+		if d.Delivered >= 0 && d.Delivered != d.Accepted || d.Shipped != d.Accepted || !d.Idle {
+			miss = append(miss, "delivery")
+		}
+		if d.Received < d.Sent {
+			miss = append(miss, "lines lost before the agent")
+		}
+	}
+	if res.Settings.Rate > 0 && res.LinesPerS < 0.95*res.Settings.Rate {
+		miss = append(miss, "rate")
+	}
+	if len(miss) == 0 {
+		return "✓"
+	}
+	return "✗ " + strings.Join(miss, ", ")
+}
+
+// RenderAgentResults renders the README's agent results: the latest run's
+// table, notes on what went wrong, the commands, and the list of runs in
+// resultsDir (relative to the README).
+func RenderAgentResults(latest *AgentRun, resultsDir string, history []*AgentRun) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Latest run: `%s` (%s), %s, by `%s`.\n\n", latest.ID, latest.Date, latest.Host, latest.Command)
+	b.WriteString("| transport | target lines/s | achieved lines/s | agent CPU, % of one core | CPU % per 10k lines/s | µs CPU per line | RSS MiB | peak RSS MiB | delivered / accepted | received / sent | machine busy | targets |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	var notes []string
+	for _, st := range latest.Steps {
+		r := st.Result
+		if r == nil {
+			fmt.Fprintf(&b, "| %s | | | | | | | | | | | ✗ failed |\n", st.Label)
+			notes = append(notes, fmt.Sprintf("**%s failed**: `%s`", st.Label, strings.TrimSpace(st.Error)))
+			continue
+		}
+		cpu, per10k, us, rss, peak := "–", "–", "–", "–", "–"
+		if a := r.Agent; a != nil {
+			cpu, per10k, us = fmt.Sprintf("%.1f", a.CPUPct), fmtPct(a.CPUPctPer10k), fmtPct(a.MicrosPerLine)
+			rss, peak = fmt.Sprintf("%.1f", a.RSSMiB), fmt.Sprintf("%.1f", max(a.PeakMiB, a.RSSMaxMiB))
+		}
+		delivered, received := "–", "–"
+		if d := r.Delivery; d != nil {
+			if d.Delivered >= 0 {
+				delivered = fmt.Sprintf("%s / %s", groupDigits(d.Delivered), groupDigits(d.Accepted))
+			} else {
+				delivered = fmt.Sprintf("shipped %s / %s", groupDigits(d.Shipped), groupDigits(d.Accepted))
+			}
+			received = fmtShare(d.Received, d.Sent)
+		}
+		verdict := agentVerdict(r)
+		if st.Error != "" {
+			verdict = "✗ failed"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f%% | %s |\n",
+			r.Settings.Transport, fmtCount(r.Settings.Rate), fmtCount(r.LinesPerS), cpu, per10k, us, rss, peak,
+			delivered, received, r.MachineBusyPct, verdict)
+		notes = append(notes, agentNotes(st)...)
+	}
+	fmt.Fprintf(&b, "\nTargets: at most %.0f%% of one core per 10,000 lines/s (= %.0f µs of CPU per line) and under %.0f MiB RSS.\n",
+		TargetCPUPctPer10k, TargetCPUPctPer10k, TargetRSSMiB)
+	if len(notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range notes {
+			b.WriteString("- " + n + "\n")
+		}
+	}
+	b.WriteString("\nCommands of this run (`$WORK` is a temporary directory):\n\n```sh\n")
+	shown := map[string]bool{}
+	for _, st := range latest.Steps {
+		fmt.Fprintf(&b, "# %s\n", st.Label)
+		for _, line := range strings.Split(strings.TrimSpace(st.Command), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !shown[line] {
+				shown[line] = true
+				b.WriteString(line + "\n")
+			}
+		}
+	}
+	b.WriteString("```\n")
+	if len(history) > 0 {
+		fmt.Fprintf(&b, "\nAll runs (`%s/`; per step: CPU %% of one core per 10k lines/s, peak RSS MiB):\n\n", resultsDir)
+		b.WriteString("| run | steps | all targets met |\n|---|---|---|\n")
+		for _, r := range history {
+			var parts []string
+			ok := len(r.Steps) > 0
+			for _, st := range r.Steps {
+				res := st.Result
+				if res == nil || st.Error != "" {
+					parts = append(parts, st.Label+" failed")
+					ok = false
+					continue
+				}
+				p := fmt.Sprintf("%s %s", res.Settings.Transport, fmtShortRate(res.Settings.Rate))
+				if a := res.Agent; a != nil {
+					p += fmt.Sprintf(" %s%%, %.0f MiB", fmtPct(a.CPUPctPer10k), max(a.PeakMiB, a.RSSMaxMiB))
+				}
+				parts = append(parts, p)
+				ok = ok && agentVerdict(res) == "✓"
+			}
+			yes := "no"
+			if ok {
+				yes = "yes"
+			}
+			fmt.Fprintf(&b, "| [%s](%s/%s.json) | %s | %s |\n", r.ID, resultsDir, r.ID, strings.Join(parts, "; "), yes)
+		}
+	}
+	return b.String()
+}
+
+// agentNotes explains a step's losses and shortfalls.
+func agentNotes(st AgentStep) []string {
+	r := st.Result
+	var notes []string
+	label := st.Label
+	if st.Error != "" {
+		notes = append(notes, fmt.Sprintf("**%s failed**: `%s`", label, strings.TrimSpace(st.Error)))
+	}
+	if d := r.Delivery; d != nil {
+		if lost := d.Sent - d.Received; lost > 0 {
+			n := fmt.Sprintf("%s: the agent received %s of %s lines sent (%s lost)", label,
+				groupDigits(d.Received), groupDigits(d.Sent), fmtShare(lost, d.Sent))
+			if d.UDPSocketDrops > 0 {
+				n += fmt.Sprintf("; the kernel dropped %s datagrams on its socket (receive buffer full)", groupDigits(d.UDPSocketDrops))
+			}
+			notes = append(notes, n)
+		}
+		if d.ParseErrors > 0 || d.Dropped > 0 || d.SpoolErrors > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %s parse errors, %s samples dropped, %s failed spool appends", label,
+				groupDigits(d.ParseErrors), groupDigits(d.Dropped), groupDigits(d.SpoolErrors)))
+		}
+		if !d.Idle {
+			notes = append(notes, fmt.Sprintf("%s: the agent had not shipped everything %.0f s after the last line (shipped %s of %s)",
+				label, d.DrainS, groupDigits(d.Shipped), groupDigits(d.Accepted)))
+		} else if d.DrainS >= 2 {
+			notes = append(notes, fmt.Sprintf("%s: the agent needed %.1f s after the last line to ship its backlog", label, d.DrainS))
+		}
+		if d.Delivered >= 0 && d.Delivered != d.Accepted && d.Idle {
+			notes = append(notes, fmt.Sprintf("%s: the topic grew by %s records for %s samples accepted", label,
+				groupDigits(d.Delivered), groupDigits(d.Accepted)))
+		}
+	}
+	codes := make([]string, 0, len(r.HTTPStatus))
+	for code := range r.HTTPStatus {
+		codes = append(codes, code)
+	}
+	sort.Strings(codes)
+	for _, code := range codes {
+		if !strings.HasPrefix(code, "2") {
+			notes = append(notes, fmt.Sprintf("%s: %s requests answered %s (the first refusal: `%s`)", label, groupDigits(r.HTTPStatus[code]), code, r.FirstErr))
+		}
+	}
+	if r.Errors > 0 {
+		notes = append(notes, fmt.Sprintf("%s: %s failed writes or requests, the first: `%s`", label, groupDigits(r.Errors), r.FirstErr))
+	}
+	if r.Settings.Rate > 0 && r.LinesPerS < 0.95*r.Settings.Rate {
+		notes = append(notes, fmt.Sprintf("%s: the generator reached %s of the %s lines/s asked (%s lines behind schedule)",
+			label, fmtShare(int64(r.LinesPerS), int64(r.Settings.Rate)), fmtCount(r.Settings.Rate), groupDigits(r.Behind)))
+	}
+	for _, n := range r.Notes {
+		notes = append(notes, label+": "+n)
+	}
+	if r.Aborted != "" && st.Error == "" {
+		notes = append(notes, fmt.Sprintf("%s: aborted: `%s`", label, r.Aborted))
+	}
+	return notes
+}
+
+func fmtPct(v float64) string {
+	switch {
+	case v == 0:
+		return "–"
+	case v < 10:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// fmtShare is part/whole in percent: "100%", "99.7%", "41%".
+func fmtShare(part, whole int64) string {
+	if whole == 0 {
+		return "–"
+	}
+	p := float64(part) / float64(whole) * 100
+	switch {
+	case part == whole:
+		return "100%"
+	case p >= 99.95 && p < 100:
+		return "99.9%+"
+	case p >= 10:
+		return fmt.Sprintf("%.1f%%", math.Floor(p*10)/10)
+	}
+	return fmt.Sprintf("%.2f%%", p)
+}
+
+// fmtShortRate is 10k, 1M: a rate as a step's name.
+func fmtShortRate(r float64) string {
+	switch {
+	case r == 0:
+		return "unpaced"
+	case r >= 1e6 && math.Mod(r, 1e6) == 0:
+		return fmt.Sprintf("%.0fM", r/1e6)
+	case r >= 1e3 && math.Mod(r, 1e3) == 0:
+		return fmt.Sprintf("%.0fk", r/1e3)
+	}
+	return fmt.Sprintf("%.0f", r)
+}
