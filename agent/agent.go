@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/agent/collector"
@@ -29,6 +30,8 @@ type Agent struct {
 	metrics *metrics
 
 	normalizers sync.Pool // *ingestBatch
+	bodies      sync.Pool // *bytes.Buffer for HTTP bodies
+	promise     func(*kgo.Record, error)
 
 	udp, statsd net.PacketConn
 	tcp, unix   net.Listener
@@ -42,6 +45,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger}
+	a.promise = a.onRecord
 	a.metrics = newMetrics(a)
 	if _, err := lineproto.NewNormalizer(cfg.Tags); err != nil {
 		return nil, fmt.Errorf("cannot use the agent's tags: %w", err)
@@ -144,8 +148,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		kgo.AllowAutoTopicCreation(),
 		kgo.ProducerLinger(a.cfg.Linger),
 		kgo.ProducerBatchMaxBytes(a.cfg.BatchMaxBytes),
-		kgo.ProducerBatchCompression(kgo.ZstdCompression(), kgo.NoCompression()),
-		kgo.MaxBufferedRecords(200_000),
+		// zstd's fastest level: telemetry lines compress well at it, and
+		// compression is the agent's largest CPU cost at higher levels.
+		kgo.ProducerBatchCompression(kgo.ZstdCompression().WithLevel(int(zstd.SpeedFastest)), kgo.NoCompression()),
+		kgo.MaxBufferedRecords(100_000),
+		kgo.MaxBufferedBytes(32<<20),
 		kgo.UnknownTopicRetries(-1),
 		kgo.WithLogger(kgoLogger{a.log.With("part", "producer")}),
 	)

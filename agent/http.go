@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -126,7 +127,10 @@ func (a *Agent) serveWrite(ctx context.Context, w http.ResponseWriter, r *http.R
 		// make the agent allocate gigabytes.
 		body = io.LimitReader(zr, a.cfg.MaxBodyBytes+1)
 	}
-	data, err := io.ReadAll(body)
+	buf := a.bodyBuffer(r.ContentLength)
+	defer a.putBodyBuffer(buf)
+	_, err = buf.ReadFrom(body)
+	data := buf.Bytes()
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) || int64(len(data)) > a.cfg.MaxBodyBytes {
 		msg := fmt.Sprintf("request body is larger than the limit of %d bytes: send smaller batches", a.cfg.MaxBodyBytes)
@@ -163,4 +167,25 @@ func countLines(body []byte) int {
 	n := 0
 	_ = lineproto.Lines(body, func(int, []byte) error { n++; return nil })
 	return n
+}
+
+// bodyBuffer returns a pooled buffer with room for a body of the announced
+// length (bounded by MaxBodyBytes), so reading a body does not grow a slice
+// by doubling for every request.
+func (a *Agent) bodyBuffer(contentLength int64) *bytes.Buffer {
+	buf, _ := a.bodies.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	buf.Reset()
+	if contentLength > 0 {
+		buf.Grow(int(min(contentLength, a.cfg.MaxBodyBytes) + bytes.MinRead))
+	}
+	return buf
+}
+
+func (a *Agent) putBodyBuffer(buf *bytes.Buffer) {
+	if buf.Cap() <= 8<<20 {
+		a.bodies.Put(buf)
+	}
 }

@@ -28,7 +28,13 @@ import (
 // idempotence keeps retries from duplicating records.
 
 type inflight struct {
+	// The batch is the Context of its kgo.Records, so one promise function
+	// finds its batch without a closure per record. Background never ends,
+	// so the producer never cancels a record through it.
+	context.Context
+
 	recs    []spool.Record
+	krecs   []kgo.Record
 	pos     spool.Pos
 	pending atomic.Int64
 	done    chan struct{}
@@ -39,7 +45,14 @@ type inflight struct {
 	failed   error // any other failure: the batch must be sent again
 }
 
-const inflightBatches = 8
+// At most inflightBatches spool batches of up to readBatchRecords /
+// readBatchBytes are read ahead of the broker's acknowledgements: this
+// bounds the shipper's memory at 8 MiB of samples.
+const (
+	inflightBatches  = 8
+	readBatchRecords = 4096
+	readBatchBytes   = 1 << 20
+)
 
 // ship runs the pipeline until ctx ends. If a batch fails in a way that
 // is not the broker refusing a record for good (the producer retries
@@ -81,7 +94,7 @@ func (a *Agent) shipOnce(parent context.Context) error {
 // readLoop hands spool batches to the producer until ctx ends.
 func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight) error {
 	for {
-		recs, pos, err := a.spool.Read(ctx, 10_000, 4<<20)
+		recs, pos, err := a.spool.Read(ctx, readBatchRecords, readBatchBytes)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -97,31 +110,47 @@ func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight) error {
 			}
 			continue
 		}
-		b := &inflight{recs: recs, pos: pos, done: make(chan struct{}), started: time.Now()}
+		b := &inflight{Context: context.Background(), recs: recs, pos: pos, done: make(chan struct{}), started: time.Now()}
 		b.pending.Store(int64(len(recs)))
+		b.krecs = make([]kgo.Record, len(recs))
 		for i := range recs {
-			r := &kgo.Record{Key: recs[i].Key, Value: recs[i].Value, Timestamp: time.Unix(0, recs[i].Time)}
+			r := &b.krecs[i]
+			r.Key, r.Value, r.Timestamp, r.Context = recs[i].Key, recs[i].Value, time.Unix(0, recs[i].Time), b
 			// Produce with the long-lived context: a record once handed
 			// over is finished by the producer even when this loop stops.
-			a.client.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-				if err != nil {
-					b.mu.Lock()
-					if permanentlyRefused(err) {
-						b.rejected++
-						if b.rejected == 1 {
-							a.log.Error("broker refused a sample for good; it is dropped", "err", err, "bytes", len(r.Value))
-						}
-					} else if b.failed == nil {
-						b.failed = err
-					}
-					b.mu.Unlock()
-				}
-				if b.pending.Add(-1) == 0 {
-					close(b.done)
-				}
-			})
+			a.client.Produce(context.Background(), r, a.promise)
 		}
 		queue <- b // never blocks past ackLoop, which drains until close
+		// At low rates every datagram would otherwise become its own spool
+		// read, batch and ack. The producer lingers anyway, so gathering
+		// for part of that time costs no latency and much less CPU.
+		if len(recs) < readBatchRecords/4 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(a.cfg.Linger / 2):
+			}
+		}
+	}
+}
+
+// promise is called by the producer once per record.
+func (a *Agent) onRecord(r *kgo.Record, err error) {
+	b := r.Context.(*inflight)
+	if err != nil {
+		b.mu.Lock()
+		if permanentlyRefused(err) {
+			b.rejected++
+			if b.rejected == 1 {
+				a.log.Error("broker refused a sample for good; it is dropped", "err", err, "bytes", len(r.Value))
+			}
+		} else if b.failed == nil {
+			b.failed = err
+		}
+		b.mu.Unlock()
+	}
+	if b.pending.Add(-1) == 0 {
+		close(b.done)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 func newAgentCmd(g *globalFlags) *cobra.Command {
 	var cfg agent.Config
 	var brokers, run, host string
+	var memLimit int64
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: accept line protocol, spool it, ship it to the broker",
@@ -42,6 +44,11 @@ SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id).`,
 			if host != "" {
 				cfg.Tags.Host = host
 			}
+			if memLimit > 0 {
+				// A soft limit: the garbage collector works harder near
+				// it instead of letting the heap grow with bursts.
+				debug.SetMemoryLimit(memLimit)
+			}
 			a, err := agent.New(cfg)
 			if err != nil {
 				return err
@@ -66,7 +73,8 @@ SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id).`,
 	f.DurationVar(&cfg.CollectInterval, "collect-interval", 10*time.Second, "node metrics interval (negative: off)")
 	f.IntVar(&cfg.MaxLineBytes, "max-line-bytes", 64<<10, "longest line accepted")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest HTTP body accepted (after gzip)")
-	f.DurationVar(&cfg.Linger, "linger", 20*time.Millisecond, "how long the producer waits to fill a batch")
+	f.DurationVar(&cfg.Linger, "linger", 100*time.Millisecond, "how long the producer waits to fill a batch")
+	f.Int64Var(&memLimit, "memory-limit", 48<<20, "soft limit for the Go heap in bytes (0: none); keeps the agent small on compute nodes")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to keep sending the spool after SIGTERM")
 	return cmd
 }

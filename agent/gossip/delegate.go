@@ -1,0 +1,123 @@
+package gossip
+
+import (
+	"slices"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// delegate is the Pool's face towards memberlist (Delegate and
+// EventDelegate). memberlist calls it from its own goroutines, some while
+// holding its node lock, so nothing here calls back into memberlist.
+type delegate struct {
+	p *Pool
+}
+
+var (
+	_ memberlist.Delegate      = (*delegate)(nil)
+	_ memberlist.EventDelegate = (*delegate)(nil)
+)
+
+// NodeMeta returns the meta prepared by SetHolding, which never exceeds
+// memberlist.MetaMaxSize (the only limit memberlist passes).
+func (d *delegate) NodeMeta(limit int) []byte {
+	d.p.mu.Lock()
+	defer d.p.mu.Unlock()
+	if len(d.p.mu.meta) > limit {
+		return nil
+	}
+	return slices.Clone(d.p.mu.meta)
+}
+
+// NotifyMsg receives record broadcasts. A record newer than the one held
+// for its node is stored and queued again, so it spreads epidemically like
+// memberlist's own alive messages; an old or duplicate one stops here.
+func (d *delegate) NotifyMsg(b []byte) {
+	if len(b) == 0 || b[0] != msgRecord {
+		return
+	}
+	rec, err := decodeRecord(b)
+	if err != nil {
+		d.p.log.Debug("gossip record dropped", "err", err)
+		return
+	}
+	d.p.storeRecord(rec, slices.Clone(b), true)
+}
+
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
+	return d.p.queue.GetBroadcasts(overhead, limit)
+}
+
+// LocalState sends every record this node holds, its own included, so a
+// push/pull (and a join) brings the peer up to date with external-mode
+// nodes it has not heard from. Nodes whose holdings fit their meta add
+// nothing here: memberlist's own push/pull carries their meta.
+func (d *delegate) LocalState(join bool) []byte {
+	p := d.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	recs := make([][]byte, 0, len(p.mu.records)+1)
+	if p.mu.external {
+		recs = append(recs, p.mu.record)
+	}
+	for _, r := range p.mu.records {
+		recs = append(recs, r.raw)
+	}
+	return encodeState(recs)
+}
+
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {
+	raws, err := decodeState(buf)
+	if err != nil {
+		d.p.log.Debug("gossip remote state dropped", "err", err)
+		return
+	}
+	for _, raw := range raws {
+		rec, err := decodeRecord(raw)
+		if err != nil {
+			d.p.log.Debug("gossip record dropped", "err", err)
+			continue
+		}
+		d.p.storeRecord(rec, slices.Clone(raw), false)
+	}
+}
+
+func (d *delegate) NotifyJoin(*memberlist.Node)   { d.p.numNodes.Add(1) }
+func (d *delegate) NotifyLeave(*memberlist.Node)  { d.p.numNodes.Add(-1) }
+func (d *delegate) NotifyUpdate(*memberlist.Node) {}
+
+// storeRecord keeps rec if it is newer than what is held for its node and,
+// when rebroadcast is set, queues it for further gossip. Records about this
+// node are ignored: it is the authority on itself.
+func (p *Pool) storeRecord(rec record, raw []byte, rebroadcast bool) {
+	if rec.node == p.cfg.NodeName {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.mu.records[rec.node]; ok && !rec.stamp.newer(cur.rec.stamp) {
+		return
+	}
+	p.mu.records[rec.node] = &storedRecord{rec: rec, raw: raw, received: time.Now()}
+	if rebroadcast && len(raw) <= p.maxBroadcast {
+		p.queue.QueueBroadcast(&recordBroadcast{node: rec.node, msg: raw})
+	}
+}
+
+// recordBroadcast is one node's record in the queue; a newer record of the
+// same node replaces it (NamedBroadcast).
+type recordBroadcast struct {
+	node string
+	msg  []byte
+}
+
+var _ memberlist.NamedBroadcast = (*recordBroadcast)(nil)
+
+func (b *recordBroadcast) Name() string    { return "record/" + b.node }
+func (b *recordBroadcast) Message() []byte { return b.msg }
+func (b *recordBroadcast) Finished()       {}
+func (b *recordBroadcast) Invalidates(other memberlist.Broadcast) bool {
+	o, ok := other.(memberlist.NamedBroadcast)
+	return ok && o.Name() == b.Name()
+}

@@ -1,0 +1,329 @@
+package gossip
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Holding is what one node holds of one policy.
+type Holding struct {
+	// Version is the policy version; 0 means none.
+	Version int64 `json:"version"`
+	// Since is when this node got Version (its verified copy landed in
+	// the local cache). It travels with millisecond precision.
+	Since time.Time `json:"since"`
+}
+
+// Pool is this node's membership in the gossip pool of a run. All methods
+// are safe for concurrent use.
+type Pool struct {
+	cfg   Config
+	log   *slog.Logger
+	ml    *memberlist.Memberlist
+	queue *memberlist.TransmitLimitedQueue // record broadcasts (external mode)
+	boot  uint64                           // start time, unix ns; orders records across restarts
+
+	// numNodes counts members (NotifyJoin - NotifyLeave) for the queue's
+	// retransmit limit without calling back into memberlist.
+	numNodes atomic.Int64
+
+	maxBroadcast int           // largest record sent by UDP gossip
+	backoffMin   time.Duration // join retry
+	backoffMax   time.Duration
+	leaveTimeout time.Duration
+	gcEvery      time.Duration // how often stale records are dropped
+	recordGrace  time.Duration // how long a record of a non-member is kept
+
+	advertise chan struct{} // capacity 1: "meta changed, call UpdateNode"
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+
+	// Lock order: memberlist's internal locks, then mu, then the queue's
+	// lock. memberlist calls the delegate (which takes mu) while holding
+	// its own locks, so mu is never held while calling into memberlist.
+	mu struct {
+		sync.Mutex
+		holdings map[string]Holding // this node's, by policy name
+		names    map[uint64]string  // policy key -> name, to catch hash collisions
+		seq      uint64             // bumped on every change of holdings
+		meta     []byte             // what NodeMeta returns
+		external bool               // holdings travel as a record, not in meta
+		record   []byte             // own encoded record when external
+		warned   bool               // logged that the record is too big for UDP
+		records  map[string]*storedRecord
+	}
+}
+
+type storedRecord struct {
+	rec      record
+	raw      []byte
+	received time.Time
+}
+
+// Start creates the node's memberlist on cfg.Bind and returns. Joining the
+// seeds happens in the background (see Config.Join); Close stops it.
+func Start(cfg Config) (*Pool, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Pool{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		boot:      uint64(time.Now().UnixNano()),
+		advertise: make(chan struct{}, 1),
+	}
+	p.mu.holdings = make(map[string]Holding)
+	p.mu.names = make(map[uint64]string)
+	p.mu.records = make(map[string]*storedRecord)
+	p.mu.meta = encodeInlineMeta(nil)
+
+	d := &delegate{p: p}
+	mc, err := cfg.memberlistConfig(d)
+	if err != nil {
+		return nil, err
+	}
+	p.queue = &memberlist.TransmitLimitedQueue{
+		NumNodes:       func() int { return max(int(p.numNodes.Load()), 1) },
+		RetransmitMult: mc.RetransmitMult,
+	}
+	// The label header (2 bytes + label) and memberlist's compound and
+	// user-message framing share the packet with the record.
+	p.maxBroadcast = mc.UDPBufferSize - 64 - len(mc.Label)
+	p.leaveTimeout = 5 * time.Second
+	p.backoffMin, p.backoffMax = time.Second, 30*time.Second
+	if cfg.Fast {
+		p.leaveTimeout = time.Second
+		p.backoffMin, p.backoffMax = 50*time.Millisecond, time.Second
+	}
+	p.gcEvery = mc.PushPullInterval
+	p.recordGrace = 2 * mc.PushPullInterval
+
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("cannot start gossip on %s: %w", cfg.Bind, err)
+	}
+	p.ml = ml
+
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	p.wg.Add(1)
+	go p.advertiseLoop(ctx)
+	seeds := p.seeds()
+	if len(seeds) > 0 {
+		p.wg.Add(1)
+		go p.joinLoop(ctx, seeds)
+	}
+	p.log.Info("gossip started", "node", cfg.NodeName, "addr", p.Addr(), "cluster", cfg.Cluster, "seeds", seeds)
+	return p, nil
+}
+
+// Addr returns the host:port other nodes reach this node at (with the
+// real port when Bind asked for port 0).
+func (p *Pool) Addr() string {
+	return p.ml.LocalNode().Address()
+}
+
+// Members returns the number of live members (alive or suspect) this node
+// knows, itself included.
+func (p *Pool) Members() int {
+	return p.ml.NumMembers()
+}
+
+// SetHolding sets this node's advertised holding of policy and pushes it
+// to the pool promptly. A Version <= 0 withdraws the policy. A zero Since
+// means now. Setting the same holding again is a no-op.
+func (p *Pool) SetHolding(policy string, h Holding) {
+	if h.Version > 0 && h.Since.IsZero() {
+		h.Since = time.Now()
+	}
+	// The wire carries milliseconds; truncate here too so this node's own
+	// view equals what its peers see.
+	h.Since = fromMillis(toMillis(h.Since))
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cur, had := p.mu.holdings[policy]
+	key := policyKey(policy)
+	switch {
+	case h.Version <= 0 && !had:
+		return
+	case h.Version <= 0:
+		delete(p.mu.holdings, policy)
+		delete(p.mu.names, key)
+	case had && cur.Version == h.Version && cur.Since.Equal(h.Since):
+		return
+	default:
+		if other, ok := p.mu.names[key]; ok && other != policy {
+			p.log.Error("policy names collide in gossip, not advertising", "policy", policy, "other", other)
+			return
+		}
+		p.mu.holdings[policy] = h
+		p.mu.names[key] = policy
+	}
+	p.mu.seq++
+	p.rebuildLocked()
+	select {
+	case p.advertise <- struct{}{}:
+	default: // an update is already pending; it will read the newest meta
+	}
+}
+
+// rebuildLocked re-encodes the node meta after a change of holdings.
+// Inline when it fits memberlist.MetaMaxSize (about 30 policies, whatever
+// their names); otherwise the meta carries a stamp and the holdings go out
+// as a record broadcast. The broadcast is queued under mu so that two
+// concurrent changes cannot queue their records out of order.
+func (p *Pool) rebuildLocked() {
+	es := make([]entry, 0, len(p.mu.holdings))
+	for name, h := range p.mu.holdings {
+		es = append(es, entry{key: policyKey(name), version: h.Version, sinceMs: toMillis(h.Since)})
+	}
+	sortEntries(es)
+	if m := encodeInlineMeta(es); len(m) <= memberlist.MetaMaxSize {
+		p.mu.meta, p.mu.external, p.mu.record = m, false, nil
+		return
+	}
+	st := stamp{boot: p.boot, seq: p.mu.seq}
+	p.mu.meta = encodeExternalMeta(st)
+	p.mu.external = true
+	p.mu.record = encodeRecord(record{node: p.cfg.NodeName, stamp: st, entries: es})
+	if len(p.mu.record) > p.maxBroadcast {
+		if !p.mu.warned {
+			p.mu.warned = true
+			p.log.Warn("gossip holdings too large for a broadcast, relying on push-pull",
+				"policies", len(es), "bytes", len(p.mu.record), "limit", p.maxBroadcast)
+		}
+		return
+	}
+	p.queue.QueueBroadcast(&recordBroadcast{node: p.cfg.NodeName, msg: p.mu.record})
+}
+
+// Close leaves the pool (other nodes see this node as left at once rather
+// than after failure detection), shuts memberlist down and waits for the
+// pool's goroutines. A leave that times out is logged, not returned.
+func (p *Pool) Close() error {
+	p.closeOnce.Do(func() {
+		p.cancel()
+		if err := p.ml.Leave(p.leaveTimeout); err != nil {
+			p.log.Warn("gossip leave incomplete", "err", err)
+		}
+		if err := p.ml.Shutdown(); err != nil {
+			p.closeErr = fmt.Errorf("cannot shut down gossip on %s: %w", p.cfg.Bind, err)
+		}
+		p.wg.Wait()
+	})
+	return p.closeErr
+}
+
+// advertiseLoop owns UpdateNode calls and the record garbage collection.
+func (p *Pool) advertiseLoop(ctx context.Context) {
+	defer p.wg.Done()
+	gc := time.NewTicker(p.gcEvery)
+	defer gc.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.advertise:
+			// UpdateNode queues an alive message with the new meta (it
+			// calls NodeMeta, which reads the newest meta) and then waits
+			// for it to finish gossiping; the wait is not needed, so it is
+			// cut short and its timeout error ignored.
+			_ = p.ml.UpdateNode(time.Millisecond)
+		case <-gc.C:
+			p.collect()
+		}
+	}
+}
+
+// collect drops records of nodes that are no longer members. A grace
+// period keeps records that arrive before their node's alive message.
+func (p *Pool) collect() {
+	live := make(map[string]bool)
+	for _, n := range p.ml.Members() {
+		live[n.Name] = true
+	}
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, r := range p.mu.records {
+		if !live[name] && now.Sub(r.received) > p.recordGrace {
+			delete(p.mu.records, name)
+		}
+	}
+}
+
+// seeds returns cfg.Join without the addresses that are literally this
+// node (a seed list shared by all nodes of a run contains them).
+func (p *Pool) seeds() []string {
+	self := p.ml.LocalNode()
+	bindHost, _, _ := splitHostPort(p.cfg.Bind)
+	bindIP := net.ParseIP(bindHost)
+	var out []string
+	for _, s := range p.cfg.Join {
+		host, port, err := net.SplitHostPort(s)
+		if err == nil && port == fmt.Sprint(self.Port) {
+			ip := net.ParseIP(host)
+			if ip != nil && (ip.Equal(self.Addr) || ip.Equal(bindIP) ||
+				(ip.IsLoopback() && (bindIP == nil || bindIP.IsUnspecified()))) {
+				continue
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// joinLoop joins the seeds until this node has a peer. Seeds are tried one
+// at a time so that Close waits for at most one TCP timeout. Stopping once
+// another node knows this one (even if it joined us) is enough: gossip
+// spreads membership from there.
+func (p *Pool) joinLoop(ctx context.Context, seeds []string) {
+	defer p.wg.Done()
+	wait := p.backoffMin
+	for attempt := 1; ; attempt++ {
+		contacted := 0
+		var lastErr error
+		for _, s := range seeds {
+			if ctx.Err() != nil {
+				return
+			}
+			n, err := p.ml.Join([]string{s})
+			contacted += n
+			if err != nil {
+				lastErr = err
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if p.ml.NumMembers() > 1 {
+			p.log.Info("gossip pool joined", "attempts", attempt, "seeds_contacted", contacted, "members", p.ml.NumMembers())
+			return
+		}
+		p.log.Debug("gossip join failed, retrying", "attempt", attempt, "retry_in", wait, "err", lastErr)
+		// ±20% jitter so nodes started together do not retry in step.
+		t := time.NewTimer(time.Duration(float64(wait) * (0.8 + 0.4*rand.Float64())))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if p.ml.NumMembers() > 1 {
+			p.log.Info("gossip pool joined", "attempts", attempt, "by_peer", true, "members", p.ml.NumMembers())
+			return
+		}
+		wait = min(2*wait, p.backoffMax)
+	}
+}

@@ -1,0 +1,120 @@
+package gossip
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// View is the pool-wide rollout status of one policy as this node sees it.
+//
+// Staleness is measured against the newest version any live member holds:
+//
+//   - Newest is the highest Version among the live members (0 if none
+//     holds the policy).
+//   - A node holding Version v < Newest (v = 0: nothing) is
+//     StaleVersions = Newest - v versions behind, and StaleSeconds = now -
+//     T seconds behind, where T is the earliest Since among the live
+//     members holding Newest: how long the newest version has been
+//     available in the pool without this node having it. now is this
+//     node's clock and T another node's, so clock skew between nodes adds
+//     to StaleSeconds; it is never negative.
+//   - An up-to-date node has StaleVersions 0 and StaleSeconds 0.
+//
+// Departed members are not part of the view; a member being probed for
+// failure (memberlist's "suspect" state) is, with Alive false.
+type View struct {
+	Policy string `json:"policy"`
+	Newest int64  `json:"newest"`
+	// Nodes has one entry per live member, sorted by name.
+	Nodes []NodeHolding `json:"nodes"`
+	// ByVersion counts the members per version (0 = holding nothing).
+	ByVersion        map[int64]int `json:"by_version"`
+	MaxStaleVersions int64         `json:"max_stale_versions"`
+	MaxStaleSeconds  float64       `json:"max_stale_seconds"`
+}
+
+// NodeHolding is one member's holding of the viewed policy.
+type NodeHolding struct {
+	Node          string    `json:"node"`
+	Addr          string    `json:"addr"`
+	Version       int64     `json:"version"`
+	Since         time.Time `json:"since"` // zero when Version is 0
+	StaleVersions int64     `json:"stale_versions"`
+	StaleSeconds  float64   `json:"stale_seconds"`
+	Alive         bool      `json:"alive"` // false while memberlist suspects the node
+}
+
+// View returns the rollout status of policy across the live members. A
+// member whose holdings travel as a record (more policies than fit its
+// meta) that has not reached this node yet shows Version 0 until it does.
+func (p *Pool) View(policy string) View {
+	members := p.ml.Members() // before taking mu: see the lock order on Pool
+	key := policyKey(policy)
+	nodes := make([]NodeHolding, 0, len(members))
+
+	p.mu.Lock()
+	for _, n := range members {
+		nh := NodeHolding{Node: n.Name, Addr: n.Address(), Alive: n.State == memberlist.StateAlive}
+		if n.Name == p.cfg.NodeName {
+			h := p.mu.holdings[policy]
+			nh.Version, nh.Since = h.Version, h.Since
+		} else if e, ok := find(p.entriesLocked(n), key); ok {
+			nh.Version, nh.Since = e.version, fromMillis(e.sinceMs)
+		}
+		nodes = append(nodes, nh)
+	}
+	p.mu.Unlock()
+
+	return summarize(policy, time.Now(), nodes)
+}
+
+// entriesLocked returns the holdings a member advertises: from its meta,
+// or from its record when the meta points to one. A record of a former
+// life of the node (another boot) does not count.
+func (p *Pool) entriesLocked(n *memberlist.Node) []entry {
+	m, err := decodeMeta(n.Meta)
+	if err != nil {
+		return nil
+	}
+	if !m.external {
+		return m.entries
+	}
+	r, ok := p.mu.records[n.Name]
+	if !ok || r.rec.stamp.boot != m.stamp.boot {
+		return nil
+	}
+	return r.rec.entries
+}
+
+// summarize fills in the staleness and totals of a view; nodes carry Node,
+// Addr, Version, Since and Alive.
+func summarize(policy string, now time.Time, nodes []NodeHolding) View {
+	v := View{Policy: policy, Nodes: nodes, ByVersion: make(map[int64]int)}
+	var first time.Time // earliest Since of Newest
+	for _, n := range nodes {
+		switch {
+		case n.Version > v.Newest:
+			v.Newest, first = n.Version, n.Since
+		case n.Version == v.Newest && !n.Since.IsZero() && (first.IsZero() || n.Since.Before(first)):
+			first = n.Since
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		v.ByVersion[n.Version]++
+		if n.Version >= v.Newest {
+			continue
+		}
+		n.StaleVersions = v.Newest - n.Version
+		if !first.IsZero() {
+			n.StaleSeconds = max(now.Sub(first).Seconds(), 0)
+		}
+		v.MaxStaleVersions = max(v.MaxStaleVersions, n.StaleVersions)
+		v.MaxStaleSeconds = max(v.MaxStaleSeconds, n.StaleSeconds)
+	}
+	slices.SortFunc(nodes, func(a, b NodeHolding) int { return strings.Compare(a.Node, b.Node) })
+	return v
+}
