@@ -37,6 +37,8 @@ type Agent struct {
 	tcp, unix   net.Listener
 	httpLn      net.Listener
 	httpSrv     *http.Server
+
+	policies *policyState
 }
 
 // New validates cfg, opens the spool and binds the listeners.
@@ -171,6 +173,15 @@ func (a *Agent) Run(ctx context.Context) error {
 			f(ingestCtx)
 		}()
 	}
+	if err := a.startPolicies(ingestCtx, &ingestWG); err != nil {
+		stopIngest()
+		ingestWG.Wait()
+		a.stopPolicies()
+		cl.Close()
+		a.closeListeners()
+		a.spool.Close()
+		return err
+	}
 	if a.udp != nil {
 		start(func(ctx context.Context) { a.servePackets(ctx, a.udp, "udp", false) })
 	}
@@ -216,6 +227,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.closeListeners()
 	stopIngest()
 	ingestWG.Wait()
+	a.stopPolicies()
 
 	// 2. Drain: give the shipper time to send what is spooled.
 	deadline := time.Now().Add(a.cfg.ShutdownTimeout)

@@ -43,6 +43,21 @@ type Config struct {
 	// Tags added to samples that do not carry them (the sender's win).
 	Tags lineproto.DefaultTags
 
+	// Policies this node keeps the newest version of, in PolicyDir
+	// (default /dev/shm/simtel/policy: shared memory for the node's
+	// workers). PolicyKeep versions stay on disk (default 3).
+	Policies   []string
+	PolicyDir  string
+	PolicyKeep int
+
+	// GossipListen enables the rollout pool (host:port, TCP and UDP);
+	// GossipJoin lists other agents' gossip addresses. The pool is named
+	// after the run, so agents of different runs do not mix. GossipFast
+	// uses short timers (tests).
+	GossipListen string
+	GossipJoin   []string
+	GossipFast   bool
+
 	// JobUID is SLURM_JOB_UID, which helps the collector find the job's
 	// cgroup when several slurmd share a host.
 	JobUID string
@@ -90,6 +105,12 @@ func (c *Config) Validate() error {
 	}
 	if c.SpoolSync == 0 {
 		c.SpoolSync = time.Second
+	}
+	if c.PolicyDir == "" {
+		c.PolicyDir = "/dev/shm/simtel/policy"
+	}
+	if c.PolicyKeep <= 0 {
+		c.PolicyKeep = 3
 	}
 	if c.CollectInterval == 0 {
 		c.CollectInterval = 10 * time.Second

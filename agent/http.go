@@ -59,6 +59,8 @@ func (a *Agent) httpHandler(ctx context.Context) http.Handler {
 		}
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the simtel agent only accepts writes; query the lake with `simtel lake query`"})
 	})
+	mux.HandleFunc("/v1/policy/", a.handlePolicy)
+	mux.HandleFunc("/v1/rollout/", a.handleRollout)
 	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -30,7 +30,7 @@ func newMetrics(a *Agent) *metrics {
 	for _, c := range []prometheus.Collector{m.received, m.parseErrors, m.spooled, m.spoolErrors, m.sent, m.dropped, m.batchLatency, m.httpRequests} {
 		m.reg.MustRegister(c)
 	}
-	m.reg.MustRegister(&spoolCollector{a: a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(&spoolCollector{a: a}, &policyCollector{a: a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

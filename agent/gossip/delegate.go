@@ -83,9 +83,39 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	}
 }
 
-func (d *delegate) NotifyJoin(*memberlist.Node)   { d.p.numNodes.Add(1) }
-func (d *delegate) NotifyLeave(*memberlist.Node)  { d.p.numNodes.Add(-1) }
-func (d *delegate) NotifyUpdate(*memberlist.Node) {}
+// NotifyJoin, NotifyUpdate and NotifyLeave copy memberlist's view of a node
+// into the pool's member table. memberlist calls them one at a time, with
+// its node lock held.
+func (d *delegate) NotifyJoin(n *memberlist.Node)   { d.p.setMember(n, true) }
+func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.p.setMember(n, true) }
+
+// NotifyLeave: a node that left (Close) is forgotten at once; a node that
+// failed stays in views with Alive false until collect drops it.
+func (d *delegate) NotifyLeave(n *memberlist.Node) { d.p.setMember(n, n.State != memberlist.StateLeft) }
+
+func (p *Pool) setMember(n *memberlist.Node, keep bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m, had := p.mu.members[n.Name]
+	wasAlive := had && m.alive
+	switch {
+	case !keep:
+		delete(p.mu.members, n.Name)
+	case n.State == memberlist.StateDead:
+		if had {
+			m.alive, m.downAt = false, time.Now()
+		}
+	default:
+		p.mu.members[n.Name] = &member{addr: n.Address(), meta: slices.Clone(n.Meta), alive: true}
+	}
+	m, has := p.mu.members[n.Name]
+	switch isAlive := has && m.alive; {
+	case isAlive && !wasAlive:
+		p.numNodes.Add(1)
+	case !isAlive && wasAlive:
+		p.numNodes.Add(-1)
+	}
+}
 
 // storeRecord keeps rec if it is newer than what is held for its node and,
 // when rebroadcast is set, queues it for further gossip. Records about this

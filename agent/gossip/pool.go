@@ -27,20 +27,22 @@ type Holding struct {
 type Pool struct {
 	cfg   Config
 	log   *slog.Logger
+	addr  string // advertised host:port, fixed at Start
 	ml    *memberlist.Memberlist
 	queue *memberlist.TransmitLimitedQueue // record broadcasts (external mode)
 	boot  uint64                           // start time, unix ns; orders records across restarts
 
-	// numNodes counts members (NotifyJoin - NotifyLeave) for the queue's
-	// retransmit limit without calling back into memberlist.
+	// numNodes counts live members for the queue's retransmit limit; the
+	// queue asks while holding its lock, so it must not take mu.
 	numNodes atomic.Int64
 
 	maxBroadcast int           // largest record sent by UDP gossip
 	backoffMin   time.Duration // join retry
 	backoffMax   time.Duration
 	leaveTimeout time.Duration
-	gcEvery      time.Duration // how often stale records are dropped
+	gcEvery      time.Duration // how often failed members and stale records are dropped
 	recordGrace  time.Duration // how long a record of a non-member is kept
+	deadKeep     time.Duration // how long a failed member stays in views
 
 	advertise chan struct{} // capacity 1: "meta changed, call UpdateNode"
 	cancel    context.CancelFunc
@@ -61,7 +63,18 @@ type Pool struct {
 		record   []byte             // own encoded record when external
 		warned   bool               // logged that the record is too big for UDP
 		records  map[string]*storedRecord
+		// members mirrors memberlist's node table, copied in the event
+		// callbacks (under memberlist's lock): the *Node values memberlist
+		// hands out are updated in place, so reading them later races.
+		members map[string]*member
 	}
+}
+
+type member struct {
+	addr   string
+	meta   []byte
+	alive  bool      // false once memberlist declared it dead (failed, not left)
+	downAt time.Time // when it was declared dead
 }
 
 type storedRecord struct {
@@ -85,6 +98,7 @@ func Start(cfg Config) (*Pool, error) {
 	p.mu.holdings = make(map[string]Holding)
 	p.mu.names = make(map[uint64]string)
 	p.mu.records = make(map[string]*storedRecord)
+	p.mu.members = make(map[string]*member)
 	p.mu.meta = encodeInlineMeta(nil)
 
 	d := &delegate{p: p}
@@ -105,14 +119,20 @@ func Start(cfg Config) (*Pool, error) {
 		p.leaveTimeout = time.Second
 		p.backoffMin, p.backoffMax = 50*time.Millisecond, time.Second
 	}
-	p.gcEvery = mc.PushPullInterval
+	p.gcEvery = min(mc.PushPullInterval, mc.GossipToTheDeadTime) / 2
 	p.recordGrace = 2 * mc.PushPullInterval
+	p.deadKeep = mc.GossipToTheDeadTime
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("cannot start gossip on %s: %w", cfg.Bind, err)
 	}
 	p.ml = ml
+	p.mu.Lock()
+	if self, ok := p.mu.members[cfg.NodeName]; ok { // NotifyJoin(self) ran in Create
+		p.addr = self.addr
+	}
+	p.mu.Unlock()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
@@ -130,13 +150,21 @@ func Start(cfg Config) (*Pool, error) {
 // Addr returns the host:port other nodes reach this node at (with the
 // real port when Bind asked for port 0).
 func (p *Pool) Addr() string {
-	return p.ml.LocalNode().Address()
+	return p.addr
 }
 
-// Members returns the number of live members (alive or suspect) this node
-// knows, itself included.
+// Members returns the number of live members this node knows, itself
+// included (the nodes that View counts).
 func (p *Pool) Members() int {
-	return p.ml.NumMembers()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, m := range p.mu.members {
+		if m.alive {
+			n++
+		}
+	}
+	return n
 }
 
 // SetHolding sets this node's advertised holding of policy and pushes it
@@ -246,18 +274,20 @@ func (p *Pool) advertiseLoop(ctx context.Context) {
 	}
 }
 
-// collect drops records of nodes that are no longer members. A grace
-// period keeps records that arrive before their node's alive message.
+// collect forgets failed members after deadKeep and records of nodes that
+// are not live members. A grace period keeps records that arrive before
+// their node's alive message.
 func (p *Pool) collect() {
-	live := make(map[string]bool)
-	for _, n := range p.ml.Members() {
-		live[n.Name] = true
-	}
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for name, m := range p.mu.members {
+		if !m.alive && now.Sub(m.downAt) > p.deadKeep {
+			delete(p.mu.members, name)
+		}
+	}
 	for name, r := range p.mu.records {
-		if !live[name] && now.Sub(r.received) > p.recordGrace {
+		if m, ok := p.mu.members[name]; (!ok || !m.alive) && now.Sub(r.received) > p.recordGrace {
 			delete(p.mu.records, name)
 		}
 	}
@@ -266,15 +296,16 @@ func (p *Pool) collect() {
 // seeds returns cfg.Join without the addresses that are literally this
 // node (a seed list shared by all nodes of a run contains them).
 func (p *Pool) seeds() []string {
-	self := p.ml.LocalNode()
+	selfHost, selfPort, _ := net.SplitHostPort(p.addr)
+	selfIP := net.ParseIP(selfHost)
 	bindHost, _, _ := splitHostPort(p.cfg.Bind)
 	bindIP := net.ParseIP(bindHost)
 	var out []string
 	for _, s := range p.cfg.Join {
 		host, port, err := net.SplitHostPort(s)
-		if err == nil && port == fmt.Sprint(self.Port) {
+		if err == nil && port == selfPort {
 			ip := net.ParseIP(host)
-			if ip != nil && (ip.Equal(self.Addr) || ip.Equal(bindIP) ||
+			if ip != nil && (ip.Equal(selfIP) || ip.Equal(bindIP) ||
 				(ip.IsLoopback() && (bindIP == nil || bindIP.IsUnspecified()))) {
 				continue
 			}

@@ -68,7 +68,7 @@ type recHandler struct {
 }
 
 func (h *recHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recHandler) WithGroup(string) slog.Handler             { return h }
+func (h *recHandler) WithGroup(string) slog.Handler            { return h }
 func (h *recHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	return &recHandler{r: h.r, attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
 }
@@ -217,6 +217,13 @@ func TestPoolRollout(t *testing.T) {
 		// their seeds missing and retry.
 		time.Sleep(100 * time.Millisecond)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range pools {
+				dumpPool(t, p)
+			}
+		}
+	})
 	for i, p := range pools {
 		host, port, err := net.SplitHostPort(p.Addr())
 		if err != nil || host != "127.0.0.1" || port == "0" {
@@ -374,10 +381,10 @@ func longName(i int) string {
 
 // metaOf returns n's meta as seen by p.
 func metaOf(p *Pool, n string) []byte {
-	for _, m := range p.ml.Members() {
-		if m.Name == n {
-			return m.Meta
-		}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.mu.members[n]; ok {
+		return m.meta
 	}
 	return nil
 }

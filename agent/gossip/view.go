@@ -4,8 +4,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/hashicorp/memberlist"
 )
 
 // View is the pool-wide rollout status of one policy as this node sees it.
@@ -23,12 +21,15 @@ import (
 //     to StaleSeconds; it is never negative.
 //   - An up-to-date node has StaleVersions 0 and StaleSeconds 0.
 //
-// Departed members are not part of the view; a member being probed for
-// failure (memberlist's "suspect" state) is, with Alive false.
+// A member that left (closed its Pool) is not part of the view. A member
+// that failed (memberlist declared it dead after failed probes) stays in
+// Nodes with Alive false for memberlist's GossipToTheDeadTime (30s, 15s
+// with Fast), so a crash shows in the rollout status, but is not counted in
+// Newest, ByVersion or the staleness fields, which cover live members only.
 type View struct {
 	Policy string `json:"policy"`
 	Newest int64  `json:"newest"`
-	// Nodes has one entry per live member, sorted by name.
+	// Nodes has one entry per member, sorted by name.
 	Nodes []NodeHolding `json:"nodes"`
 	// ByVersion counts the members per version (0 = holding nothing).
 	ByVersion        map[int64]int `json:"by_version"`
@@ -44,45 +45,42 @@ type NodeHolding struct {
 	Since         time.Time `json:"since"` // zero when Version is 0
 	StaleVersions int64     `json:"stale_versions"`
 	StaleSeconds  float64   `json:"stale_seconds"`
-	Alive         bool      `json:"alive"` // false while memberlist suspects the node
+	Alive         bool      `json:"alive"` // false: failed, listed for a while, not counted
 }
 
-// View returns the rollout status of policy across the live members. A
-// member whose holdings travel as a record (more policies than fit its
-// meta) that has not reached this node yet shows Version 0 until it does.
+// View returns the rollout status of policy across the pool. A member
+// whose holdings travel as a record (more policies than fit its meta) that
+// has not reached this node yet shows Version 0 until it does.
 func (p *Pool) View(policy string) View {
-	members := p.ml.Members() // before taking mu: see the lock order on Pool
 	key := policyKey(policy)
-	nodes := make([]NodeHolding, 0, len(members))
-
 	p.mu.Lock()
-	for _, n := range members {
-		nh := NodeHolding{Node: n.Name, Addr: n.Address(), Alive: n.State == memberlist.StateAlive}
-		if n.Name == p.cfg.NodeName {
+	nodes := make([]NodeHolding, 0, len(p.mu.members))
+	for name, m := range p.mu.members {
+		nh := NodeHolding{Node: name, Addr: m.addr, Alive: m.alive}
+		if name == p.cfg.NodeName {
 			h := p.mu.holdings[policy]
 			nh.Version, nh.Since = h.Version, h.Since
-		} else if e, ok := find(p.entriesLocked(n), key); ok {
+		} else if e, ok := find(p.entriesLocked(name, m.meta), key); ok {
 			nh.Version, nh.Since = e.version, fromMillis(e.sinceMs)
 		}
 		nodes = append(nodes, nh)
 	}
 	p.mu.Unlock()
-
 	return summarize(policy, time.Now(), nodes)
 }
 
 // entriesLocked returns the holdings a member advertises: from its meta,
 // or from its record when the meta points to one. A record of a former
 // life of the node (another boot) does not count.
-func (p *Pool) entriesLocked(n *memberlist.Node) []entry {
-	m, err := decodeMeta(n.Meta)
+func (p *Pool) entriesLocked(name string, metaBytes []byte) []entry {
+	m, err := decodeMeta(metaBytes)
 	if err != nil {
 		return nil
 	}
 	if !m.external {
 		return m.entries
 	}
-	r, ok := p.mu.records[n.Name]
+	r, ok := p.mu.records[name]
 	if !ok || r.rec.stamp.boot != m.stamp.boot {
 		return nil
 	}
@@ -90,12 +88,14 @@ func (p *Pool) entriesLocked(n *memberlist.Node) []entry {
 }
 
 // summarize fills in the staleness and totals of a view; nodes carry Node,
-// Addr, Version, Since and Alive.
+// Addr, Version, Since and Alive. Nodes that are not alive are listed but
+// not counted.
 func summarize(policy string, now time.Time, nodes []NodeHolding) View {
 	v := View{Policy: policy, Nodes: nodes, ByVersion: make(map[int64]int)}
 	var first time.Time // earliest Since of Newest
 	for _, n := range nodes {
 		switch {
+		case !n.Alive:
 		case n.Version > v.Newest:
 			v.Newest, first = n.Version, n.Since
 		case n.Version == v.Newest && !n.Since.IsZero() && (first.IsZero() || n.Since.Before(first)):
@@ -104,6 +104,9 @@ func summarize(policy string, now time.Time, nodes []NodeHolding) View {
 	}
 	for i := range nodes {
 		n := &nodes[i]
+		if !n.Alive {
+			continue
+		}
 		v.ByVersion[n.Version]++
 		if n.Version >= v.Newest {
 			continue

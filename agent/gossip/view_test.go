@@ -23,11 +23,11 @@ func TestSummarize(t *testing.T) {
 		{
 			name: "staleness counts from the first node to get newest",
 			nodes: []NodeHolding{
-				{Node: "c", Version: 3, Since: at(70)},
-				{Node: "a", Version: 3, Since: at(40)}, // first holder of 3: 60s ago
-				{Node: "b", Version: 1, Since: at(10)},
-				{Node: "d", Version: 2, Since: at(50)},
-				{Node: "e"}, // holds nothing
+				{Node: "c", Alive: true, Version: 3, Since: at(70)},
+				{Node: "a", Alive: true, Version: 3, Since: at(40)}, // first holder of 3: 60s ago
+				{Node: "b", Alive: true, Version: 1, Since: at(10)},
+				{Node: "d", Alive: true, Version: 2, Since: at(50)},
+				{Node: "e", Alive: true}, // holds nothing
 			},
 			newest:    3,
 			byVersion: map[int64]int{3: 2, 2: 1, 1: 1, 0: 1},
@@ -38,14 +38,14 @@ func TestSummarize(t *testing.T) {
 		},
 		{
 			name:      "all up to date",
-			nodes:     []NodeHolding{{Node: "a", Version: 4, Since: at(1)}, {Node: "b", Version: 4, Since: at(2)}},
+			nodes:     []NodeHolding{{Node: "a", Alive: true, Version: 4, Since: at(1)}, {Node: "b", Alive: true, Version: 4, Since: at(2)}},
 			newest:    4,
 			byVersion: map[int64]int{4: 2},
 			want:      map[string]want{"a": {0, 0}, "b": {0, 0}},
 		},
 		{
 			name:      "nobody holds it",
-			nodes:     []NodeHolding{{Node: "a"}, {Node: "b"}},
+			nodes:     []NodeHolding{{Node: "a", Alive: true}, {Node: "b", Alive: true}},
 			newest:    0,
 			byVersion: map[int64]int{0: 2},
 			want:      map[string]want{"a": {0, 0}, "b": {0, 0}},
@@ -53,8 +53,8 @@ func TestSummarize(t *testing.T) {
 		{
 			name: "newest from a clock ahead of ours is not negative",
 			nodes: []NodeHolding{
-				{Node: "a", Version: 2, Since: now.Add(5 * time.Second)},
-				{Node: "b", Version: 1, Since: at(0)},
+				{Node: "a", Alive: true, Version: 2, Since: now.Add(5 * time.Second)},
+				{Node: "b", Alive: true, Version: 1, Since: at(0)},
 			},
 			newest:    2,
 			byVersion: map[int64]int{2: 1, 1: 1},
@@ -63,19 +63,34 @@ func TestSummarize(t *testing.T) {
 		{
 			name: "unknown Since of newest falls back to a known one",
 			nodes: []NodeHolding{
-				{Node: "a", Version: 2},
-				{Node: "b", Version: 2, Since: at(90)},
-				{Node: "c", Version: 1, Since: at(0)},
+				{Node: "a", Alive: true, Version: 2},
+				{Node: "b", Alive: true, Version: 2, Since: at(90)},
+				{Node: "c", Alive: true, Version: 1, Since: at(0)},
 			},
 			newest:    2,
 			byVersion: map[int64]int{2: 2, 1: 1},
 			want:      map[string]want{"a": {0, 0}, "b": {0, 0}, "c": {1, 10}},
+		},
+		{
+			name: "failed nodes are listed but not counted",
+			nodes: []NodeHolding{
+				{Node: "a", Alive: true, Version: 2, Since: at(40)},
+				{Node: "b", Alive: false, Version: 3, Since: at(0)}, // would be newest
+				{Node: "c", Alive: false, Version: 1, Since: at(0)},
+				{Node: "d", Alive: true, Version: 1, Since: at(0)},
+			},
+			newest:    2,
+			byVersion: map[int64]int{2: 1, 1: 1},
+			want:      map[string]want{"a": {0, 0}, "b": {0, 0}, "c": {0, 0}, "d": {1, 60}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := summarize("p", now, tc.nodes)
 			if v.Newest != tc.newest || !maps.Equal(v.ByVersion, tc.byVersion) {
 				t.Fatalf("got Newest %d ByVersion %v, want %d %v", v.Newest, v.ByVersion, tc.newest, tc.byVersion)
+			}
+			if len(v.Nodes) != len(tc.nodes) {
+				t.Fatalf("got %d nodes, want %d", len(v.Nodes), len(tc.nodes))
 			}
 			var maxV int64
 			var maxS float64

@@ -13,7 +13,7 @@ import (
 
 func newAgentCmd(g *globalFlags) *cobra.Command {
 	var cfg agent.Config
-	var brokers, run, host string
+	var brokers, run, host, policies, gossipJoin string
 	var memLimit int64
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -39,6 +39,8 @@ SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id).`,
 			}
 			cfg.Logger = log
 			cfg.Brokers = splitList(brokers)
+			cfg.Policies = splitList(policies)
+			cfg.GossipJoin = splitList(gossipJoin)
 			cfg.Tags = agent.TagsFromEnv(run, nil)
 			cfg.JobUID = os.Getenv("SLURM_JOB_UID")
 			if host != "" {
@@ -68,6 +70,13 @@ SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id).`,
 	f.Int64Var(&cfg.SpoolMaxBytes, "spool-max-bytes", 1<<30, "largest spool on disk")
 	f.StringVar(&cfg.SpoolPolicy, "spool-policy", "block", "when the spool is full: block (senders wait) or drop-oldest")
 	f.DurationVar(&cfg.SpoolSync, "spool-sync", time.Second, "how often the spool is fsynced (negative: never)")
+	f.StringVar(&policies, "policies", "", "comma-separated policies to keep the newest version of, for this node's workers")
+	f.StringVar(&cfg.PolicyDir, "policy-dir", "/dev/shm/simtel/policy", "where policy versions are kept (<dir>/<policy>/<version>, latest link)")
+	f.IntVar(&cfg.PolicyKeep, "policy-keep", 3, "policy versions kept on disk")
+	f.StringVar(&cfg.GossipListen, "gossip-listen", "", "host:port for the rollout gossip pool (empty: off)")
+	f.StringVar(&gossipJoin, "gossip-join", "", "comma-separated gossip addresses of other agents of the run")
+	f.BoolVar(&cfg.GossipFast, "gossip-fast", false, "short gossip timers, for tests on one machine")
+	_ = f.MarkHidden("gossip-fast")
 	f.StringVar(&run, "run", "", "run id tag (default: SIMTEL_RUN, else SLURM_JOB_ID)")
 	f.StringVar(&host, "host", "", "host tag (default: SLURMD_NODENAME, else the hostname)")
 	f.DurationVar(&cfg.CollectInterval, "collect-interval", 10*time.Second, "node metrics interval (negative: off)")

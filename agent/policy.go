@@ -1,0 +1,291 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/agent/gossip"
+	"github.com/simtel/simtel/learner"
+)
+
+// The agent's policy side: one subscriber per policy keeps the node's copy
+// of the newest version in PolicyDir (tmpfs by default, so local workers
+// read it from memory), and the HTTP API serves it to workers and accepts
+// new versions from learners:
+//
+//	GET  /v1/policy/<name>                    current version (404 until one is held)
+//	GET  /v1/policy/<name>?after=V&wait=30s   long poll: answers as soon as a version > V is held, 304 at the deadline
+//	POST /v1/policy/<name>                    body = the weights; published as a new version
+//	GET  /v1/rollout/<name>                   which node of the gossip pool holds which version
+//
+// Each node advertises the versions it holds through the gossip pool, so
+// any agent can say how far a rollout has got.
+
+type policyState struct {
+	subs map[string]*learner.Subscriber
+	pool *gossip.Pool
+
+	pubOnce   sync.Once
+	pubClient *kgo.Client
+	pubErr    error
+}
+
+// policyInfo is what the HTTP API returns for a held version.
+type policyInfo struct {
+	Policy    string            `json:"policy"`
+	Version   int64             `json:"version"`
+	Path      string            `json:"path"`
+	Size      int64             `json:"size"`
+	SHA256    string            `json:"sha256"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	Published time.Time         `json:"published"`
+}
+
+func infoOf(m learner.Manifest, path string) policyInfo {
+	return policyInfo{Policy: m.Policy, Version: m.Version, Path: path, Size: m.Size, SHA256: m.SHA256, Metadata: m.Metadata, Published: m.Published}
+}
+
+// startPolicies opens the subscribers and the gossip pool; their
+// goroutines run under ctx and are waited for by wg.
+func (a *Agent) startPolicies(ctx context.Context, wg *sync.WaitGroup) error {
+	ps := &policyState{subs: map[string]*learner.Subscriber{}}
+	a.policies = ps
+	if a.cfg.GossipListen != "" {
+		cluster := a.cfg.Tags.Run
+		if cluster == "" {
+			cluster = "default"
+		}
+		pool, err := gossip.Start(gossip.Config{
+			NodeName: a.cfg.Tags.Host,
+			Bind:     a.cfg.GossipListen,
+			Join:     a.cfg.GossipJoin,
+			Cluster:  cluster,
+			Logger:   a.log.With("part", "gossip"),
+			Fast:     a.cfg.GossipFast,
+		})
+		if err != nil {
+			return fmt.Errorf("cannot start gossip on %s: %w", a.cfg.GossipListen, err)
+		}
+		ps.pool = pool
+	}
+	for _, name := range a.cfg.Policies {
+		sub, err := learner.NewSubscriber(learner.SubscriberConfig{
+			Brokers: a.cfg.Brokers,
+			Policy:  name,
+			Dir:     a.cfg.PolicyDir,
+			Keep:    a.cfg.PolicyKeep,
+			Logger:  a.log.With("part", "policy", "policy", name),
+		})
+		if err != nil {
+			return fmt.Errorf("cannot subscribe to policy %q: %w", name, err)
+		}
+		ps.subs[name] = sub
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := sub.Run(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error("policy subscriber stopped", "policy", name, "err", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			a.followPolicy(ctx, name, sub)
+		}()
+	}
+	return nil
+}
+
+// followPolicy advertises each newly held version in the gossip pool.
+func (a *Agent) followPolicy(ctx context.Context, name string, sub *learner.Subscriber) {
+	var held int64 = -1
+	for {
+		m, _, err := sub.Wait(ctx, held)
+		if err != nil {
+			return
+		}
+		held = m.Version
+		a.log.Info("policy version held", "policy", name, "version", m.Version, "bytes", m.Size)
+		if p := a.policies.pool; p != nil {
+			p.SetHolding(name, gossip.Holding{Version: m.Version, Since: time.Now()})
+		}
+	}
+}
+
+func (a *Agent) stopPolicies() {
+	if a.policies == nil {
+		return
+	}
+	if a.policies.pool != nil {
+		_ = a.policies.pool.Close()
+	}
+	if a.policies.pubClient != nil {
+		a.policies.pubClient.Close()
+	}
+}
+
+func (a *Agent) publisherClient() (*kgo.Client, error) {
+	ps := a.policies
+	ps.pubOnce.Do(func() {
+		ps.pubClient, ps.pubErr = kgo.NewClient(
+			kgo.SeedBrokers(a.cfg.Brokers...),
+			kgo.ProducerBatchMaxBytes(4<<20),
+			kgo.MaxBufferedBytes(16<<20),
+			kgo.ProducerLinger(0),
+		)
+	})
+	return ps.pubClient, ps.pubErr
+}
+
+func (a *Agent) handlePolicy(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/v1/policy/")
+	if err := learner.CheckPolicyName(name); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		a.getPolicy(w, r, name)
+	case http.MethodPost, http.MethodPut:
+		a.postPolicy(w, r, name)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "use GET to read a policy and POST to publish one"})
+	}
+}
+
+func (a *Agent) getPolicy(w http.ResponseWriter, r *http.Request, name string) {
+	sub := a.policies.subs[name]
+	if sub == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("this agent does not follow policy %q; start it with --policies %s", name, name)})
+		return
+	}
+	q := r.URL.Query()
+	if q.Has("after") || q.Has("wait") {
+		after, err := strconv.ParseInt(q.Get("after"), 10, 64)
+		if q.Get("after") == "" {
+			after, err = 0, nil
+		}
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "after must be a version number"})
+			return
+		}
+		wait := 30 * time.Second
+		if q.Get("wait") != "" {
+			if wait, err = time.ParseDuration(q.Get("wait")); err != nil || wait < 0 || wait > 10*time.Minute {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "wait must be a duration up to 10m, like 30s"})
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		defer cancel()
+		m, path, err := sub.Wait(ctx, after)
+		if err != nil {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		writeJSON(w, http.StatusOK, infoOf(m, path))
+		return
+	}
+	m, path, ok := sub.Current()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no version of policy %q has arrived yet; long-poll with ?after=0&wait=30s", name)})
+		return
+	}
+	writeJSON(w, http.StatusOK, infoOf(m, path))
+}
+
+func (a *Agent) postPolicy(w http.ResponseWriter, r *http.Request, name string) {
+	cl, err := a.publisherClient()
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "cannot reach the brokers: " + err.Error()})
+		return
+	}
+	meta := map[string]string{}
+	for k, vs := range r.URL.Query() {
+		if len(vs) > 0 {
+			meta[k] = vs[0]
+		}
+	}
+	m, err := learner.NewPublisher(cl, a.log.With("part", "publisher")).Publish(r.Context(), name, r.Body, meta, nil)
+	if err != nil {
+		code := http.StatusBadGateway
+		if errors.Is(err, context.Canceled) {
+			code = http.StatusBadRequest
+		}
+		writeJSON(w, code, map[string]string{"error": "cannot publish policy " + name + ": " + err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusCreated, m)
+}
+
+func (a *Agent) handleRollout(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/v1/rollout/")
+	if a.policies.pool == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "gossip is off on this agent; start it with --gossip-listen"})
+		return
+	}
+	writeJSON(w, http.StatusOK, a.policies.pool.View(name))
+}
+
+// policyCollector exports, per policy, the held version and how stale it
+// is: against the newest manifest this node has seen on the topic and
+// against the newest version held anywhere in the gossip pool.
+type policyCollector struct{ a *Agent }
+
+var (
+	descPolicyVersion  = prometheus.NewDesc("simtel_agent_policy_version", "Version of the policy this node holds (0: none yet).", []string{"policy"}, nil)
+	descPolicyStaleV   = prometheus.NewDesc("simtel_agent_policy_stale_versions", "Versions between the newest published and the one held.", []string{"policy"}, nil)
+	descPolicyStaleS   = prometheus.NewDesc("simtel_agent_policy_stale_seconds", "Seconds since a newer version than the one held was published (0: up to date).", []string{"policy"}, nil)
+	descPolicyCorrupt  = prometheus.NewDesc("simtel_agent_policy_corrupt_total", "Versions rejected: hash mismatch or missing chunks.", []string{"policy"}, nil)
+	descPolicyFetched  = prometheus.NewDesc("simtel_agent_policy_fetched_total", "Versions fetched and installed.", []string{"policy"}, nil)
+	descPolicyPoolNode = prometheus.NewDesc("simtel_agent_policy_pool_nodes", "Nodes of the gossip pool by the version they hold.", []string{"policy", "version"}, nil)
+)
+
+func (c *policyCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPolicyVersion, descPolicyStaleV, descPolicyStaleS, descPolicyCorrupt, descPolicyFetched, descPolicyPoolNode} {
+		ch <- d
+	}
+}
+
+func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
+	ps := c.a.policies
+	if ps == nil {
+		return
+	}
+	for name, sub := range ps.subs {
+		var held int64
+		if m, _, ok := sub.Current(); ok {
+			held = m.Version
+		}
+		st := sub.Stats()
+		newest := max(st.LatestSeen, held)
+		var staleSec float64
+		if ps.pool != nil {
+			v := ps.pool.View(name)
+			newest = max(newest, v.Newest)
+			for ver, n := range v.ByVersion {
+				ch <- prometheus.MustNewConstMetric(descPolicyPoolNode, prometheus.GaugeValue, float64(n), name, strconv.FormatInt(ver, 10))
+			}
+		}
+		if newest > held && !st.LatestSeenAt.IsZero() {
+			staleSec = time.Since(st.LatestSeenAt).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(descPolicyVersion, prometheus.GaugeValue, float64(held), name)
+		ch <- prometheus.MustNewConstMetric(descPolicyStaleV, prometheus.GaugeValue, float64(newest-held), name)
+		ch <- prometheus.MustNewConstMetric(descPolicyStaleS, prometheus.GaugeValue, staleSec, name)
+		ch <- prometheus.MustNewConstMetric(descPolicyCorrupt, prometheus.CounterValue, float64(st.Corrupt), name)
+		ch <- prometheus.MustNewConstMetric(descPolicyFetched, prometheus.CounterValue, float64(st.Fetched), name)
+	}
+}
+
+var _ = json.Marshal

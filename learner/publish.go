@@ -1,0 +1,468 @@
+package learner
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Topic configs a publisher sets on the topics it creates (and enforces on
+// topics that exist without them).
+const (
+	// MaxMessageBytes is the topic's max.message.bytes and the producer's
+	// batch limit: one full chunk plus headers and batch overhead, with
+	// room to spare.
+	MaxMessageBytes = 2 << 20
+	// SegmentBytes is the topic's segment.bytes. Retention deletes whole
+	// closed segments, so a segment much smaller than a version lets it
+	// drop old versions promptly; tiny policies leave at most one segment
+	// of old versions behind.
+	SegmentBytes = 8 << 20
+	// DefaultKeep is how many versions retention keeps by default.
+	DefaultKeep = 3
+	// recordOverhead is a generous bound on what one record adds to the
+	// log besides its value (batch header, record header, our headers).
+	recordOverhead = 512
+	// defaultWindow is how many chunks may be in flight (and in memory)
+	// during a Publish.
+	defaultWindow = 8
+)
+
+// Publisher writes new versions of policies. It is safe for concurrent use;
+// concurrent Publish calls for the same policy race for version numbers and
+// the loser gets ErrConflict.
+type Publisher struct {
+	cl        *kgo.Client
+	log       *slog.Logger
+	keep      int
+	chunkSize int
+	window    int
+}
+
+// PublisherOpt configures a Publisher.
+type PublisherOpt func(*Publisher)
+
+// KeepVersions sizes retention.bytes to keep about n versions (default
+// DefaultKeep; at least 2, so that a version being written never pushes
+// out the newest complete one).
+func KeepVersions(n int) PublisherOpt {
+	return func(p *Publisher) { p.keep = max(n, 2) }
+}
+
+// ChunkSize sets the chunk value size in bytes, 1 to MaxChunkSize (the
+// default). Smaller chunks are for tests.
+func ChunkSize(n int) PublisherOpt {
+	return func(p *Publisher) { p.chunkSize = min(max(n, 1), MaxChunkSize) }
+}
+
+// NewPublisher returns a publisher using cl, a client the caller owns and
+// closes. cl's connection options (seeds, TLS, SASL, dialer, logger, hooks)
+// are reused by a producer made for each Publish, which sets what the
+// format needs whatever cl says: acks=all, idempotent, no compression
+// (weights do not compress), batches up to MaxMessageBytes, partition 0.
+// cl itself serves the admin requests (create topic, configs, offsets).
+func NewPublisher(cl *kgo.Client, logger *slog.Logger, opts ...PublisherOpt) *Publisher {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	p := &Publisher{cl: cl, log: logger, keep: DefaultKeep, chunkSize: MaxChunkSize, window: defaultWindow}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Publish streams r into a new version of policy and returns its manifest.
+//
+// It creates the topic on first publish (one partition, default
+// replication, the configs of topicConfigs), picks the newest version + 1,
+// produces the chunks (hashing as it goes; at most a few chunks are in
+// memory), then the manifest, all with acks=all. retention.bytes is raised
+// while the blob streams if the version is bigger than the topic was sized
+// for, so retention never cuts the version being written. progress, if
+// not nil, is called from Publish's goroutine with the bytes handed to the
+// producer so far; its last call comes after every chunk is acknowledged.
+//
+// A Publish that fails or is cancelled leaves chunks without a manifest,
+// which readers ignore.
+func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, meta map[string]string, progress func(sent int64)) (Manifest, error) {
+	if err := CheckPolicyName(policy); err != nil {
+		return Manifest{}, err
+	}
+	topic := Topic(policy)
+	m := Manifest{Policy: policy, Metadata: meta, FirstChunkOffset: -1, LastChunkOffset: -1}
+	if n := metaBytes(meta); n > maxMetadataBytes {
+		return m, fmt.Errorf("metadata holds %d bytes, the limit is %d", n, maxMetadataBytes)
+	}
+	hint := sizeHint(r)
+	retention, err := p.ensureTopic(ctx, topic, hint)
+	if err != nil {
+		return m, err
+	}
+	before := retention
+	if hint > 0 {
+		if retention, err = p.raiseRetention(ctx, topic, retention, hint); err != nil {
+			return m, err
+		}
+	}
+	prev, _, err := Latest(ctx, p.cl, policy)
+	if err != nil {
+		return m, fmt.Errorf("cannot find the newest version of %s: %w", policy, err)
+	}
+	m.Version = prev.Version + 1
+	var id [8]byte
+	rand.Read(id[:])
+	m.PublishID = hex.EncodeToString(id[:])
+
+	prod, err := derive(p.cl,
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchMaxBytes(MaxMessageBytes),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+	)
+	if err != nil {
+		return m, err
+	}
+	defer prod.Close()
+
+	// Chunks go out through a window of buffers: a buffer returns to free
+	// when its record is acknowledged, which is also when we learn the
+	// record's offset.
+	var (
+		mu       sync.Mutex
+		firstErr error
+		minOff   int64 = -1
+		maxOff   int64 = -1
+	)
+	free := make(chan []byte, p.window)
+	allocated := 0
+	getBuf := func() ([]byte, error) {
+		select {
+		case b := <-free:
+			return b, nil
+		default:
+		}
+		if allocated < p.window {
+			allocated++
+			return make([]byte, p.chunkSize), nil
+		}
+		select {
+		case b := <-free:
+			return b, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	h := sha256.New()
+	sizedFor := max(hint, 0)
+	var sent int64
+	for index := 0; ; index++ {
+		mu.Lock()
+		err := firstErr
+		mu.Unlock()
+		if err != nil {
+			break
+		}
+		buf, err := getBuf()
+		if err != nil {
+			return m, err
+		}
+		n, rerr := io.ReadFull(r, buf)
+		if n > 0 {
+			if index >= maxChunks {
+				return m, fmt.Errorf("cannot publish %s: the blob exceeds %d chunks", policy, maxChunks)
+			}
+			h.Write(buf[:n])
+			rec := &kgo.Record{Topic: topic, Partition: 0, Value: buf[:n], Headers: chunkHeaders(m.Version, index, m.PublishID)}
+			prod.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("cannot produce chunk to %s: %w", topic, err)
+				}
+				if err == nil {
+					if minOff < 0 || rec.Offset < minOff {
+						minOff = rec.Offset
+					}
+					maxOff = max(maxOff, rec.Offset)
+				}
+				mu.Unlock()
+				free <- buf[:cap(buf)]
+			})
+			m.Chunks++
+			sent += int64(n)
+			if sent > sizedFor && retention >= 0 {
+				// Grow by doubling so a blob of unknown size costs
+				// a handful of config changes, not one per chunk.
+				sizedFor = max(2*sizedFor, sent, 64<<20)
+				if retention, err = p.raiseRetention(ctx, topic, retention, sizedFor); err != nil {
+					return m, err
+				}
+			}
+			if progress != nil {
+				progress(sent)
+			}
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return m, fmt.Errorf("cannot read the blob for %s: %w", policy, rerr)
+		}
+	}
+	if err := prod.Flush(ctx); err != nil {
+		return m, fmt.Errorf("cannot produce chunks to %s: %w", topic, err)
+	}
+	mu.Lock()
+	err = firstErr
+	m.FirstChunkOffset, m.LastChunkOffset = minOff, maxOff
+	mu.Unlock()
+	if err != nil {
+		return m, err
+	}
+	m.Size = sent
+	m.SHA256 = hex.EncodeToString(h.Sum(nil))
+	m.Published = time.Now().UTC()
+	if progress != nil {
+		progress(sent)
+	}
+
+	// Someone may have published while we streamed. Our chunks carry
+	// our publish id, so nothing is mixed up, but two manifests with one
+	// version number would be; refuse to write ours. (A race inside the
+	// small window between this check and the produce below remains;
+	// readers then act on whichever manifest they see first.)
+	if now, ok, err := Latest(ctx, p.cl, policy); err != nil {
+		return m, fmt.Errorf("cannot check the newest version of %s: %w", policy, err)
+	} else if ok && now.Version >= m.Version {
+		return m, fmt.Errorf("cannot publish %s version %d: version %d appeared meanwhile: %w", policy, m.Version, now.Version, ErrConflict)
+	}
+	value, err := json.Marshal(m)
+	if err != nil {
+		return m, fmt.Errorf("cannot encode manifest: %w", err)
+	}
+	rec := &kgo.Record{Topic: topic, Partition: 0, Value: value, Headers: manifestHeaders(m.Version, m.PublishID)}
+	if err := prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return m, fmt.Errorf("cannot produce manifest of %s version %d: %w", policy, m.Version, err)
+	}
+	m.Offset = rec.Offset
+	if retention > before {
+		// The doubling above may have overshot; settle on this size
+		// unless the topic was already sized for more.
+		if err := p.settleRetention(ctx, topic, retention, m.Size, before); err != nil {
+			p.log.Warn("cannot settle retention", "topic", topic, "err", err)
+		}
+	}
+	p.log.Info("published policy version", "policy", policy, "version", m.Version, "bytes", m.Size, "chunks", m.Chunks, "offset", m.Offset)
+	return m, nil
+}
+
+func metaBytes(meta map[string]string) int {
+	n := 0
+	for k, v := range meta {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// sizeHint returns the bytes r will yield if it can tell (a regular file,
+// a bytes or strings reader), else -1.
+func sizeHint(r io.Reader) int64 {
+	switch v := r.(type) {
+	case interface{ Len() int }:
+		return int64(v.Len())
+	case interface{ Stat() (fs.FileInfo, error) }:
+		if fi, err := v.Stat(); err == nil && fi.Mode().IsRegular() {
+			if s, ok := r.(io.Seeker); ok {
+				if pos, err := s.Seek(0, io.SeekCurrent); err == nil {
+					return max(fi.Size()-pos, 0)
+				}
+			}
+			return fi.Size()
+		}
+	}
+	return -1
+}
+
+// retentionFor is retention.bytes for keep versions of size bytes.
+func (p *Publisher) retentionFor(size int64) int64 {
+	chunks := (size + int64(p.chunkSize) - 1) / int64(p.chunkSize)
+	version := size + (chunks+1)*recordOverhead + maxManifestBytes
+	return int64(p.keep) * version
+}
+
+// topicConfigs are the configs a new policy topic gets.
+func (p *Publisher) topicConfigs(size int64) map[string]string {
+	return map[string]string{
+		"cleanup.policy":    "delete",
+		"max.message.bytes": strconv.Itoa(MaxMessageBytes),
+		"segment.bytes":     strconv.Itoa(SegmentBytes),
+		// Never delete by age: the newest version must outlive a
+		// learner that stops publishing.
+		"retention.ms":    "-1",
+		"retention.bytes": strconv.FormatInt(p.retentionFor(max(size, 0)), 10),
+	}
+}
+
+// ensureTopic creates topic if needed, or makes sure an existing one
+// (created by hand or by auto-creation) can hold policy versions: configs
+// not set on the topic get ours, and settings that would break the format
+// (a compacted topic, records too large) are overridden. It returns the
+// topic's retention.bytes (-1: unlimited).
+func (p *Publisher) ensureTopic(ctx context.Context, topic string, hint int64) (int64, error) {
+	want := p.topicConfigs(hint)
+	adm := kadm.NewClient(p.cl) // no Close: it would close p.cl
+	r, exists, err := p.adoptTopic(ctx, adm, topic, want)
+	if err != nil || exists {
+		return r, err
+	}
+	cfgs := map[string]*string{}
+	for k, v := range want {
+		cfgs[k] = kadm.StringPtr(v)
+	}
+	resp, err := adm.CreateTopic(ctx, 1, -1, cfgs, topic)
+	switch {
+	case err == nil:
+		p.log.Info("created policy topic", "topic", topic, "retention_bytes", want["retention.bytes"])
+		r, _ = strconv.ParseInt(want["retention.bytes"], 10, 64)
+		return r, nil
+	case errors.Is(err, kerr.TopicAlreadyExists) || errors.Is(resp.Err, kerr.TopicAlreadyExists):
+		// Another publisher created it between our two requests.
+		r, _, err = p.adoptTopic(ctx, adm, topic, want)
+		return r, err
+	default:
+		return 0, fmt.Errorf("cannot create topic %s: %w", topic, err)
+	}
+}
+
+// adoptTopic checks the configs of an existing topic (see ensureTopic);
+// exists is false if there is no such topic.
+func (p *Publisher) adoptTopic(ctx context.Context, adm *kadm.Client, topic string, want map[string]string) (retention int64, exists bool, err error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err == nil {
+		var rc kadm.ResourceConfig
+		if rc, err = rcs.On(topic, nil); err == nil {
+			err = rc.Err
+		}
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return 0, false, nil
+		}
+		if err == nil {
+			retention, err = p.fixConfigs(ctx, adm, topic, rc.Configs, want)
+			return retention, true, err
+		}
+	}
+	return 0, false, fmt.Errorf("cannot describe configs of %s: %w", topic, err)
+}
+
+func (p *Publisher) fixConfigs(ctx context.Context, adm *kadm.Client, topic string, configs []kadm.Config, want map[string]string) (int64, error) {
+	have := map[string]kadm.Config{}
+	for _, c := range configs {
+		have[c.Key] = c
+	}
+	var alter []kadm.AlterConfig
+	set := func(k, v string) { alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kadm.StringPtr(v)}) }
+	retention := int64(-1)
+	for k, v := range want {
+		c, ok := have[k]
+		cur := ""
+		if ok {
+			cur = c.MaybeValue()
+		}
+		if !ok || c.Source != kmsg.ConfigSourceDynamicTopicConfig {
+			if cur != v {
+				set(k, v)
+			}
+			if k == "retention.bytes" {
+				retention, _ = strconv.ParseInt(v, 10, 64)
+			}
+			continue
+		}
+		// Set on the topic by someone: keep it unless it breaks us.
+		n, _ := strconv.ParseInt(cur, 10, 64)
+		w, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "cleanup.policy":
+			if cur != "delete" {
+				set(k, v)
+			}
+		case "max.message.bytes":
+			if n < w {
+				set(k, v)
+			}
+		case "retention.bytes":
+			retention = n
+			if n >= 0 && n < w {
+				set(k, v)
+				retention = w
+			}
+		}
+	}
+	if len(alter) > 0 {
+		if err := p.alter(ctx, adm, topic, alter); err != nil {
+			return 0, err
+		}
+		p.log.Info("adjusted policy topic configs", "topic", topic, "changes", len(alter))
+	}
+	return retention, nil
+}
+
+func (p *Publisher) alter(ctx context.Context, adm *kadm.Client, topic string, alter []kadm.AlterConfig) error {
+	resps, err := adm.AlterTopicConfigs(ctx, alter, topic)
+	if err == nil {
+		var r kadm.AlterConfigsResponse
+		if r, err = resps.On(topic, nil); err == nil {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("cannot alter configs of %s: %w", topic, err)
+	}
+	return nil
+}
+
+// raiseRetention makes retention.bytes fit keep versions of size bytes if
+// it does not yet; it returns the new value.
+func (p *Publisher) raiseRetention(ctx context.Context, topic string, cur, size int64) (int64, error) {
+	want := p.retentionFor(size)
+	if cur < 0 || cur >= want {
+		return cur, nil
+	}
+	err := p.alter(ctx, kadm.NewClient(p.cl), topic, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.bytes", Value: kadm.StringPtr(strconv.FormatInt(want, 10))}})
+	if err != nil {
+		return cur, err
+	}
+	p.log.Info("raised policy topic retention", "topic", topic, "retention_bytes", want)
+	return want, nil
+}
+
+// settleRetention lowers a retention raised during a Publish of unknown
+// size to what the published size needs, never below before, what the
+// topic had when the Publish began.
+func (p *Publisher) settleRetention(ctx context.Context, topic string, cur, size, before int64) error {
+	want := max(p.retentionFor(size), before)
+	if cur <= want {
+		return nil
+	}
+	err := p.alter(ctx, kadm.NewClient(p.cl), topic, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.bytes", Value: kadm.StringPtr(strconv.FormatInt(want, 10))}})
+	if err != nil {
+		return err
+	}
+	p.log.Info("settled policy topic retention", "topic", topic, "retention_bytes", want)
+	return nil
+}
