@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -37,6 +36,7 @@ type policyState struct {
 
 	pubOnce   sync.Once
 	pubClient *kgo.Client
+	publisher *learner.Publisher // one per agent: POSTs for one policy take turns
 	pubErr    error
 }
 
@@ -133,17 +133,15 @@ func (a *Agent) stopPolicies() {
 	}
 }
 
-func (a *Agent) publisherClient() (*kgo.Client, error) {
+func (a *Agent) publisher() (*learner.Publisher, error) {
 	ps := a.policies
 	ps.pubOnce.Do(func() {
-		ps.pubClient, ps.pubErr = kgo.NewClient(
-			kgo.SeedBrokers(a.cfg.Brokers...),
-			kgo.ProducerBatchMaxBytes(4<<20),
-			kgo.MaxBufferedBytes(16<<20),
-			kgo.ProducerLinger(0),
-		)
+		ps.pubClient, ps.pubErr = kgo.NewClient(kgo.SeedBrokers(a.cfg.Brokers...))
+		if ps.pubErr == nil {
+			ps.publisher = learner.NewPublisher(ps.pubClient, a.log.With("part", "publisher"))
+		}
 	})
-	return ps.pubClient, ps.pubErr
+	return ps.publisher, ps.pubErr
 }
 
 func (a *Agent) handlePolicy(w http.ResponseWriter, r *http.Request) {
@@ -205,7 +203,7 @@ func (a *Agent) getPolicy(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 func (a *Agent) postPolicy(w http.ResponseWriter, r *http.Request, name string) {
-	cl, err := a.publisherClient()
+	pub, err := a.publisher()
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "cannot reach the brokers: " + err.Error()})
 		return
@@ -216,7 +214,7 @@ func (a *Agent) postPolicy(w http.ResponseWriter, r *http.Request, name string) 
 			meta[k] = vs[0]
 		}
 	}
-	m, err := learner.NewPublisher(cl, a.log.With("part", "publisher")).Publish(r.Context(), name, r.Body, meta, nil)
+	m, err := pub.Publish(r.Context(), name, r.Body, meta, nil)
 	if err != nil {
 		code := http.StatusBadGateway
 		if errors.Is(err, context.Canceled) {
@@ -288,4 +286,3 @@ func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-var _ = json.Marshal

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -233,6 +234,10 @@ func TestPolicyFanOutAcrossAgentProcesses(t *testing.T) {
 			t.Fatalf("rollout view did not converge to 3 nodes at v6: newest %d, by version %v, nodes %s", view.Newest, view.ByVersion, view.Nodes)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	out, err := exec.Command(testutil.Binary(t), "learner", "status", "--policy", "actor", "--agent", agents[1].http).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "newest version 6 on 3 nodes") {
+		t.Fatalf("simtel learner status: %v\n%s", err, out)
 	}
 }
 

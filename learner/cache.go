@@ -1,6 +1,7 @@
 package learner
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,8 +20,14 @@ import (
 // Names inside a policy's cache directory.
 const (
 	latestLink = "latest"
-	tmpPrefix  = ".tmp-"
-	linkTmp    = ".latest.tmp"
+	// tmpPrefix starts every temporary name (blobs being written,
+	// manifests, links), each made unique so that two subscribers sharing
+	// a directory (two agents of different jobs on one node) never write
+	// the same file.
+	tmpPrefix = ".tmp-"
+	// staleTemp is the age after which load removes a temporary file: the
+	// leftover of a crash, not the transfer of a live neighbour.
+	staleTemp = 10 * time.Minute
 )
 
 // cache is one policy's directory of verified versions:
@@ -28,7 +35,7 @@ const (
 //	<version>       the blob
 //	<version>.json  its manifest
 //	latest          symlink to <version>, swapped by renaming a new link over it
-//	.tmp-<version>  a version being written (never seen by readers)
+//	.tmp-<version>-<random>  a version being written (never seen by readers)
 //
 // A version is installed in an order that a crash at any point leaves
 // either the old state or the new one: blob renamed into place, then its
@@ -69,8 +76,10 @@ func (c *cache) load(policy string) (m Manifest, path string, ok bool, err error
 	for _, e := range ents {
 		name := e.Name()
 		switch {
-		case strings.HasPrefix(name, tmpPrefix) || name == linkTmp:
-			c.remove(name)
+		case strings.HasPrefix(name, tmpPrefix):
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleTemp {
+				c.remove(name)
+			}
 		case strings.HasSuffix(name, ".json"):
 			if v, err := parseDecimal(strings.TrimSuffix(name, ".json"), 1, 1<<62); err == nil {
 				manifests[v] = true
@@ -151,12 +160,15 @@ func verifyFile(path string, m Manifest) error {
 	return nil
 }
 
-// create opens the temporary file version v is written to.
+// create opens a new temporary file for version v.
 func (c *cache) create(v int64) (*os.File, error) {
-	name := filepath.Join(c.dir, tmpPrefix+strconv.FormatInt(v, 10))
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := os.CreateTemp(c.dir, tmpPrefix+strconv.FormatInt(v, 10)+"-*")
 	if err != nil {
-		return nil, fmt.Errorf("cannot create %s: %w", name, err)
+		return nil, fmt.Errorf("cannot create a temporary file in %s: %w", c.dir, err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		c.discard(f)
+		return nil, fmt.Errorf("cannot make %s readable: %w", f.Name(), err)
 	}
 	return f, nil
 }
@@ -208,8 +220,9 @@ func (c *cache) link(v int64) error {
 	if cur, err := os.Readlink(filepath.Join(c.dir, latestLink)); err == nil && cur == target {
 		return nil
 	}
-	tmp := filepath.Join(c.dir, linkTmp)
-	os.Remove(tmp)
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := filepath.Join(c.dir, tmpPrefix+"latest-"+hex.EncodeToString(rnd[:]))
 	if err := os.Symlink(target, tmp); err != nil {
 		return fmt.Errorf("cannot create link %s: %w", tmp, err)
 	}
@@ -264,12 +277,15 @@ func (c *cache) modTime(v int64) time.Time {
 
 // writeFileAtomic writes b to path through a synced temporary file.
 func writeFileAtomic(path string, b []byte) error {
-	tmp := filepath.Join(filepath.Dir(path), tmpPrefix+filepath.Base(path))
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := os.CreateTemp(filepath.Dir(path), tmpPrefix+filepath.Base(path)+"-*")
 	if err != nil {
-		return fmt.Errorf("cannot create %s: %w", tmp, err)
+		return fmt.Errorf("cannot create a temporary file for %s: %w", path, err)
 	}
-	_, err = f.Write(b)
+	tmp := f.Name()
+	err = f.Chmod(0o644)
+	if err == nil {
+		_, err = f.Write(b)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

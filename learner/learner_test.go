@@ -10,6 +10,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,7 +47,7 @@ func startBroker(t *testing.T) string {
 	return b.Addr().String()
 }
 
-func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+func testClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
@@ -152,7 +153,7 @@ func checkLatest(t *testing.T, dir, policy string, v int64) {
 
 func TestPublishLatestFetch(t *testing.T) {
 	addr := startBroker(t)
-	cl := newClient(t, addr)
+	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	ctx := context.Background()
 
@@ -196,7 +197,8 @@ func TestPublishLatestFetch(t *testing.T) {
 		"sha256": func(m *Manifest) { m.SHA256 = hex.EncodeToString(make([]byte, 32)) },
 		"size":   func(m *Manifest) { m.Size-- },
 		"chunks": func(m *Manifest) { m.Chunks++; m.Size++ },
-		"range":  func(m *Manifest) { m.LastChunkOffset++ },
+		"first":  func(m *Manifest) { m.FirstChunkOffset++ },
+		"beyond": func(m *Manifest) { m.LastChunkOffset += 100 },
 	} {
 		m := ms[2]
 		mod(&m)
@@ -230,7 +232,7 @@ func TestPublishLatestFetch(t *testing.T) {
 
 func TestPublishFromStreamRaisesRetention(t *testing.T) {
 	addr := startBroker(t)
-	cl := newClient(t, addr)
+	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), KeepVersions(2))
 	ctx := context.Background()
 	publish(t, p, "s", blob(10))
@@ -269,7 +271,7 @@ func TestPublishFromStreamRaisesRetention(t *testing.T) {
 
 func TestSubscriberStartsAtNewest(t *testing.T) {
 	addr := startBroker(t)
-	cl := newClient(t, addr)
+	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	var data []byte
 	for i := range 3 {
@@ -299,10 +301,13 @@ func TestSlowSubscriberJumpsToNewest(t *testing.T) {
 	for name, sizes := range map[string][]int{
 		"same sizes":    {300_000, 300_000, 300_000},
 		"growing sizes": {10, 900_000, 900_000},
+		// Version 4 looks like less than a version's worth of records:
+		// the check happens at its manifest instead.
+		"shrinking sizes": {900_000, 10, 10},
 	} {
 		t.Run(name, func(t *testing.T) {
 			addr := startBroker(t)
-			cl := newClient(t, addr)
+			cl := testClient(t, addr)
 			p := NewPublisher(cl, testLogger(), ChunkSize(100_000))
 			publish(t, p, "slow", blob(1))
 			publish(t, p, "slow", blob(1))
@@ -345,7 +350,7 @@ func TestSlowSubscriberJumpsToNewest(t *testing.T) {
 
 func TestRestartMidTransfer(t *testing.T) {
 	addr := startBroker(t)
-	cl := newClient(t, addr)
+	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), ChunkSize(64<<10))
 	v1 := blob(1000)
 	publish(t, p, "r", v1)
@@ -371,8 +376,17 @@ func TestRestartMidTransfer(t *testing.T) {
 		t.Fatalf("interrupted subscriber holds version %d, want 1", m.Version)
 	}
 	checkLatest(t, dir, "r", 1)
-	// A crash would have left the temporary file behind.
-	os.WriteFile(filepath.Join(dir, "r", ".tmp-2"), []byte("partial"), 0o644)
+	// A crash would have left a temporary file behind; a live
+	// neighbour's (another agent's) is recent and must stay.
+	stale := filepath.Join(dir, "r", ".tmp-2-crashed")
+	fresh := filepath.Join(dir, "r", ".tmp-2-neighbour")
+	for _, f := range []string{stale, fresh} {
+		if err := os.WriteFile(f, []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(stale, old, old)
 
 	b := startSub(t, addr, "r", dir, func(_ *SubscriberConfig, h *subscriberHooks) {
 		h.beforeObtain = func(_ context.Context, m Manifest) {
@@ -392,9 +406,13 @@ func TestRestartMidTransfer(t *testing.T) {
 	if st := b.Stats(); st.Fetched != 1 || st.Corrupt != 0 {
 		t.Errorf("stats %+v, want 1 fetched", st)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "r", ".tmp-2")); !os.IsNotExist(err) {
-		t.Errorf(".tmp-2 left behind: %v", err)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale temporary file left behind: %v", err)
 	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a recent temporary file was removed: %v", err)
+	}
+	os.Remove(fresh)
 }
 
 // produceVersion writes a version by hand: chunks of data, with chunk bad
@@ -437,7 +455,7 @@ func produceVersion(t *testing.T, cl *kgo.Client, policy string, v int64, data [
 
 func TestCorruptVersionRejected(t *testing.T) {
 	addr := startBroker(t)
-	cl := newClient(t, addr)
+	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	v1 := blob(5000)
 	publish(t, p, "c", v1)
@@ -494,7 +512,7 @@ func TestCorruptVersionRejected(t *testing.T) {
 
 func TestWaitIsPrompt(t *testing.T) {
 	addr := startBroker(t)
-	cl := newClient(t, addr)
+	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	// The subscriber starts before the topic exists.
 	s := startSub(t, addr, "w", t.TempDir(), nil)
@@ -537,7 +555,7 @@ func TestWaitIsPrompt(t *testing.T) {
 
 func TestKeepDeletesOldVersions(t *testing.T) {
 	addr := startBroker(t)
-	cl := newClient(t, addr)
+	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	dir := t.TempDir()
 	s := startSub(t, addr, "k", dir, func(c *SubscriberConfig, _ *subscriberHooks) { c.Keep = 2 })
@@ -563,7 +581,7 @@ func TestKeepDeletesOldVersions(t *testing.T) {
 
 func TestUnfinishedVersionIgnored(t *testing.T) {
 	addr := startBroker(t)
-	cl := newClient(t, addr)
+	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	v1 := blob(2000)
 	publish(t, p, "u", v1)
@@ -596,10 +614,12 @@ func TestUnfinishedVersionIgnored(t *testing.T) {
 
 func TestConcurrentPublishers(t *testing.T) {
 	addr := startBroker(t)
-	cl := newClient(t, addr)
+	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), ChunkSize(10_000))
 	publish(t, p, "cc", blob(10))
 	s := startSub(t, addr, "cc", t.TempDir(), nil)
+
+	// One Publisher: calls take turns, every one gets its own version.
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	won := map[int64][]byte{}
@@ -607,9 +627,6 @@ func TestConcurrentPublishers(t *testing.T) {
 		wg.Go(func() {
 			data := blob(200_000)
 			m, err := p.Publish(context.Background(), "cc", bytes.NewReader(data), nil, nil)
-			if errors.Is(err, ErrConflict) {
-				return
-			}
 			if err != nil {
 				t.Error(err)
 				return
@@ -623,17 +640,107 @@ func TestConcurrentPublishers(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if len(won) != 4 || won[5] == nil {
+		t.Fatalf("published versions %v, want 2 to 5", slices.Sorted(maps.Keys(won)))
+	}
+
+	// Two processes: the one that finishes second loses.
+	other := NewPublisher(testClient(t, addr), testLogger())
+	var v6 []byte
+	p.beforeManifest = func(m Manifest) {
+		if m.Version == 6 && v6 == nil {
+			v6 = blob(30_000)
+			publish(t, other, "cc", v6)
+		}
+	}
+	if _, err := p.Publish(context.Background(), "cc", bytes.NewReader(blob(1000)), nil, nil); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Publish racing another publisher: %v, want ErrConflict", err)
+	}
+	p.beforeManifest = nil
+	// Its orphaned chunks lie between version 6's chunks and manifest
+	// or after it; neither readers nor the next publish mind.
+	v7 := blob(20_000)
+	if m := publish(t, p, "cc", v7); m.Version != 7 {
+		t.Fatalf("published version %d after the conflict, want 7", m.Version)
+	}
 	l, ok, err := Latest(context.Background(), cl, "cc")
-	if err != nil || !ok || won[l.Version] == nil {
-		t.Fatalf("Latest: %d, %v, %v; published %d versions", l.Version, ok, err, len(won))
+	if err != nil || !ok || l.Version != 7 {
+		t.Fatalf("Latest: %d, %v, %v; want 7", l.Version, ok, err)
 	}
 	var buf bytes.Buffer
-	if err := Fetch(context.Background(), cl, l, &buf); err != nil || !bytes.Equal(buf.Bytes(), won[l.Version]) {
+	if err := Fetch(context.Background(), cl, l, &buf); err != nil || !bytes.Equal(buf.Bytes(), v7) {
 		t.Fatalf("Fetch of the newest: %v", err)
 	}
-	_, path := waitHeld(t, s.Subscriber, l.Version)
-	checkFile(t, path, won[l.Version])
+	_, path := waitHeld(t, s.Subscriber, 7)
+	checkFile(t, path, v7)
 	if st := s.Stats(); st.Corrupt != 0 {
 		t.Errorf("stats %+v, want nothing corrupt", st)
+	}
+}
+
+// Two publishers that picked the same version number interleave their
+// chunks; the manifest of one names a range holding both. Readers must
+// take only its chunks, by publish id, whether they fetch by range or
+// assemble from the stream.
+func TestInterleavedSameVersion(t *testing.T) {
+	addr := startBroker(t)
+	cl := testClient(t, addr)
+	p := NewPublisher(cl, testLogger())
+	publish(t, p, "il", blob(100))
+	following := startSub(t, addr, "il", t.TempDir(), nil)
+	waitHeld(t, following.Subscriber, 1)
+
+	ctx := context.Background()
+	a, b := blob(3000), blob(2500)
+	produce := func(r *kgo.Record) int64 {
+		r.Topic = Topic("il")
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		return r.Offset
+	}
+	sum := sha256.Sum256(b)
+	m := Manifest{Policy: "il", Version: 2, Size: int64(len(b)), Chunks: 3, SHA256: hex.EncodeToString(sum[:]), PublishID: "bbbb", Published: time.Now().UTC()}
+	for i := range 3 {
+		produce(&kgo.Record{Value: a[i*1000 : (i+1)*1000], Headers: chunkHeaders(2, i, "aaaa")})
+		off := produce(&kgo.Record{Value: b[i*1000 : min((i+1)*1000, len(b))], Headers: chunkHeaders(2, i, "bbbb")})
+		if i == 0 {
+			m.FirstChunkOffset = off
+		}
+		m.LastChunkOffset = off
+	}
+	v, _ := json.Marshal(m)
+	m.Offset = produce(&kgo.Record{Value: v, Headers: manifestHeaders(2, "bbbb")})
+
+	var buf bytes.Buffer
+	if err := Fetch(ctx, cl, m, &buf); err != nil || !bytes.Equal(buf.Bytes(), b) {
+		t.Fatalf("Fetch: %v (equal %v)", err, bytes.Equal(buf.Bytes(), b))
+	}
+	fresh := startSub(t, addr, "il", t.TempDir(), nil)
+	for _, s := range []*testSub{following, fresh} {
+		_, path := waitHeld(t, s.Subscriber, 2)
+		checkFile(t, path, b)
+	}
+}
+
+// Two agents of different jobs on one node share the policy directory.
+func TestSharedCacheDir(t *testing.T) {
+	addr := startBroker(t)
+	cl := testClient(t, addr)
+	p := NewPublisher(cl, testLogger(), ChunkSize(50_000))
+	dir := t.TempDir()
+	a := startSub(t, addr, "sh", dir, nil)
+	b := startSub(t, addr, "sh", dir, nil)
+	for v := int64(1); v <= 4; v++ {
+		data := blob(400_000 + int(v))
+		publish(t, p, "sh", data)
+		for _, s := range []*testSub{a, b} {
+			_, path := waitHeld(t, s.Subscriber, v)
+			checkFile(t, path, data)
+		}
+		checkFile(t, filepath.Join(dir, "sh", "latest"), data)
+	}
+	if st := a.Stats(); st.Corrupt != 0 {
+		t.Errorf("stats %+v", st)
 	}
 }

@@ -43,15 +43,25 @@ const (
 	defaultWindow = 8
 )
 
-// Publisher writes new versions of policies. It is safe for concurrent use;
-// concurrent Publish calls for the same policy race for version numbers and
-// the loser gets ErrConflict.
+// Publisher writes new versions of policies. It is safe for concurrent
+// use: Publish calls for one policy on one Publisher run one at a time, so
+// they never race for a version number. Publishers in different processes
+// can; see Publish.
 type Publisher struct {
 	cl        *kgo.Client
 	log       *slog.Logger
 	keep      int
 	chunkSize int
 	window    int
+
+	// beforeManifest, if set (tests), runs before the final check for a
+	// concurrent publish.
+	beforeManifest func(m Manifest)
+
+	mu struct {
+		sync.Mutex
+		policies map[string]*sync.Mutex // serializes Publish per policy
+	}
 }
 
 // PublisherOpt configures a Publisher.
@@ -84,7 +94,29 @@ func NewPublisher(cl *kgo.Client, logger *slog.Logger, opts ...PublisherOpt) *Pu
 	for _, o := range opts {
 		o(p)
 	}
+	p.mu.policies = map[string]*sync.Mutex{}
 	return p
+}
+
+// lock serializes Publish calls for policy; it returns the unlock.
+func (p *Publisher) lock(ctx context.Context, policy string) (func(), error) {
+	p.mu.Lock()
+	l, ok := p.mu.policies[policy]
+	if !ok {
+		l = &sync.Mutex{}
+		p.mu.policies[policy] = l
+	}
+	p.mu.Unlock()
+	// A mutex cannot be waited for with a context; a goroutine can.
+	got := make(chan struct{})
+	go func() { l.Lock(); close(got) }()
+	select {
+	case <-got:
+		return l.Unlock, nil
+	case <-ctx.Done():
+		go func() { <-got; l.Unlock() }()
+		return nil, ctx.Err()
+	}
 }
 
 // Publish streams r into a new version of policy and returns its manifest.
@@ -98,12 +130,23 @@ func NewPublisher(cl *kgo.Client, logger *slog.Logger, opts ...PublisherOpt) *Pu
 // not nil, is called from Publish's goroutine with the bytes handed to the
 // producer so far; its last call comes after every chunk is acknowledged.
 //
+// Before it writes the manifest, Publish checks again that no other
+// publisher (another process) completed the version number it picked
+// while it streamed, and returns ErrConflict if one did. Two publishers
+// finishing within the same few milliseconds can still both write the
+// same number; subscribers then keep the first manifest they see.
+//
 // A Publish that fails or is cancelled leaves chunks without a manifest,
 // which readers ignore.
 func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, meta map[string]string, progress func(sent int64)) (Manifest, error) {
 	if err := CheckPolicyName(policy); err != nil {
 		return Manifest{}, err
 	}
+	unlock, err := p.lock(ctx, policy)
+	if err != nil {
+		return Manifest{}, err
+	}
+	defer unlock()
 	topic := Topic(policy)
 	m := Manifest{Policy: policy, Metadata: meta, FirstChunkOffset: -1, LastChunkOffset: -1}
 	if n := metaBytes(meta); n > maxMetadataBytes {
@@ -170,7 +213,6 @@ func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, met
 		}
 	}
 	h := sha256.New()
-	sizedFor := max(hint, 0)
 	var sent int64
 	for index := 0; ; index++ {
 		mu.Lock()
@@ -206,11 +248,13 @@ func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, met
 			})
 			m.Chunks++
 			sent += int64(n)
-			if sent > sizedFor && retention >= 0 {
-				// Grow by doubling so a blob of unknown size costs
-				// a handful of config changes, not one per chunk.
-				sizedFor = max(2*sizedFor, sent, 64<<20)
-				if retention, err = p.raiseRetention(ctx, topic, retention, sizedFor); err != nil {
+			if retention >= 0 && p.retentionFor(sent) > retention {
+				// The blob outgrew the retention (its size was not
+				// known, or it is bigger than the last versions):
+				// raise it before the topic cuts this very version.
+				// Doubling keeps a blob of unknown size to a handful
+				// of config changes.
+				if retention, err = p.raiseRetention(ctx, topic, retention, max(2*sent, 64<<20)); err != nil {
 					return m, err
 				}
 			}
@@ -247,6 +291,9 @@ func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, met
 	// version number would be; refuse to write ours. (A race inside the
 	// small window between this check and the produce below remains;
 	// readers then act on whichever manifest they see first.)
+	if p.beforeManifest != nil {
+		p.beforeManifest(m)
+	}
 	if now, ok, err := Latest(ctx, p.cl, policy); err != nil {
 		return m, fmt.Errorf("cannot check the newest version of %s: %w", policy, err)
 	} else if ok && now.Version >= m.Version {
@@ -376,7 +423,9 @@ func (p *Publisher) fixConfigs(ctx context.Context, adm *kadm.Client, topic stri
 		have[c.Key] = c
 	}
 	var alter []kadm.AlterConfig
-	set := func(k, v string) { alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kadm.StringPtr(v)}) }
+	set := func(k, v string) {
+		alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kadm.StringPtr(v)})
+	}
 	retention := int64(-1)
 	for k, v := range want {
 		c, ok := have[k]

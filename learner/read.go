@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ErrCorrupt is returned (wrapped with what differed) by Fetch when the
@@ -39,15 +40,25 @@ const (
 // connection options (seeds, TLS, SASL, dialer, logger, hooks) stay, the
 // producer, consumer and group options are dropped, extra is added.
 func derive(cl *kgo.Client, extra ...kgo.Opt) (*kgo.Client, error) {
-	var opts []kgo.Opt
-	for _, o := range cl.Opts() {
+	return newClient(append(connOpts(cl.Opts()), extra...))
+}
+
+// connOpts keeps the options that are not producer, consumer or group
+// options.
+func connOpts(opts []kgo.Opt) []kgo.Opt {
+	var out []kgo.Opt
+	for _, o := range opts {
 		switch o.(type) {
 		case kgo.ProducerOpt, kgo.ConsumerOpt, kgo.GroupOpt:
 			continue
 		}
-		opts = append(opts, o)
+		out = append(out, o)
 	}
-	c, err := kgo.NewClient(append(opts, extra...)...)
+	return out
+}
+
+func newClient(opts []kgo.Opt) (*kgo.Client, error) {
+	c, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create kafka client: %w", err)
 	}
@@ -68,6 +79,28 @@ func consumeOpts(topic string, at int64, maxBytes int32) []kgo.Opt {
 // logRange returns partition 0's log start and end offsets; exists is
 // false if the topic (or its partition 0) does not exist.
 func logRange(ctx context.Context, cl *kgo.Client, topic string) (start, end int64, exists bool, err error) {
+	start, end, exists, err = listRange(ctx, cl, topic)
+	if err == nil && !exists && refreshMetadata(ctx, cl, topic) {
+		// kadm answers from kgo's metadata cache, which remembers a
+		// missing topic for MetadataMinAge (5s by default); the direct
+		// request above refreshed it.
+		start, end, exists, err = listRange(ctx, cl, topic)
+	}
+	return start, end, exists, err
+}
+
+// refreshMetadata asks a broker about topic directly, which also updates
+// cl's metadata cache, and reports whether the topic exists.
+func refreshMetadata(ctx context.Context, cl *kgo.Client, topic string) bool {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	return err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0
+}
+
+func listRange(ctx context.Context, cl *kgo.Client, topic string) (start, end int64, exists bool, err error) {
 	adm := kadm.NewClient(cl) // no Close: it would close cl
 	get := func(list func(context.Context, ...string) (kadm.ListedOffsets, error)) (int64, bool, error) {
 		lo, err := list(ctx, topic)

@@ -33,8 +33,9 @@ type SubscriberConfig struct {
 	// Logger receives the subscriber's logs. Default slog.Default().
 	Logger *slog.Logger
 	// ClientOpts are extra kgo options for the subscriber's clients
-	// (after SeedBrokers; consumer options are replaced by the
-	// subscriber's own).
+	// (after SeedBrokers): connection options such as TLS, SASL, a
+	// dialer or a logger. Producer and consumer options are ignored; the
+	// subscriber sets its own.
 	ClientOpts []kgo.Opt
 }
 
@@ -187,10 +188,6 @@ func (s *Subscriber) heldVersion() int64 {
 	return s.mu.held.Version
 }
 
-func (s *Subscriber) clientOpts() []kgo.Opt {
-	return append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, s.cfg.ClientOpts...)
-}
-
 // Run follows the policy topic until ctx ends, then returns nil; it
 // returns an error only if it cannot start. It runs in the caller's
 // goroutine and starts none that outlive it. Only one Run at a time.
@@ -210,9 +207,10 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		return errors.New("subscriber is already running")
 	}
 	defer s.running.Store(false)
-	cl, err := kgo.NewClient(s.clientOpts()...)
+	// cl lists offsets and is the template of every consume session.
+	cl, err := newClient(connOpts(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...)}, s.cfg.ClientOpts...)))
 	if err != nil {
-		return fmt.Errorf("cannot create kafka client for %s: %w", s.topic, err)
+		return err
 	}
 	defer cl.Close()
 	defer s.dropAsm()
@@ -295,9 +293,9 @@ func (s *Subscriber) catchUp(ctx context.Context, cl *kgo.Client) (pos int64, ok
 // follow consumes the topic from pos until ctx ends (nil), a jump is due
 // (errBehind) or consuming fails.
 func (s *Subscriber) follow(ctx context.Context, cl *kgo.Client, pos int64) error {
-	fc, err := kgo.NewClient(append(s.clientOpts(), consumeOpts(s.topic, pos, sessionFetchBytes)...)...)
+	fc, err := derive(cl, consumeOpts(s.topic, pos, sessionFetchBytes)...)
 	if err != nil {
-		return fmt.Errorf("cannot create kafka client for %s: %w", s.topic, err)
+		return err
 	}
 	defer fc.Close()
 	s.log.Debug("following policy topic", "topic", s.topic, "offset", pos)

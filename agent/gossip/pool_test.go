@@ -142,10 +142,12 @@ func eventually(t *testing.T, within time.Duration, what string, check func() er
 }
 
 // wantNode is what a view must say about one node. Staleness seconds are
-// checked to lie in [minSec, maxSec].
+// checked to lie in [minSec, maxSec]. A gone node must be absent or listed
+// with Alive false.
 type wantNode struct {
 	version, staleVersions int64
 	minSec, maxSec         float64
+	gone                   bool
 }
 
 func checkView(v View, newest int64, byVersion map[int64]int, nodes map[string]wantNode) error {
@@ -155,9 +157,7 @@ func checkView(v View, newest int64, byVersion map[int64]int, nodes map[string]w
 	if !maps.Equal(v.ByVersion, byVersion) {
 		return fmt.Errorf("got ByVersion %v, want %v", v.ByVersion, byVersion)
 	}
-	if len(v.Nodes) != len(nodes) {
-		return fmt.Errorf("got %d nodes, want %d: %+v", len(v.Nodes), len(nodes), v.Nodes)
-	}
+	seen := 0
 	var maxVer int64
 	var maxSec float64
 	for _, n := range v.Nodes {
@@ -165,6 +165,16 @@ func checkView(v View, newest int64, byVersion map[int64]int, nodes map[string]w
 		if !ok {
 			return fmt.Errorf("unexpected node %q in view", n.Node)
 		}
+		if w.gone {
+			if n.Alive {
+				return fmt.Errorf("node %s: got Alive, want gone", n.Node)
+			}
+			if n.StaleVersions != 0 || n.StaleSeconds != 0 {
+				return fmt.Errorf("node %s: gone but counted stale", n.Node)
+			}
+			continue
+		}
+		seen++
 		if n.Version != w.version || n.StaleVersions != w.staleVersions {
 			return fmt.Errorf("node %s: got version %d stale %d, want %d stale %d", n.Node, n.Version, n.StaleVersions, w.version, w.staleVersions)
 		}
@@ -178,6 +188,15 @@ func checkView(v View, newest int64, byVersion map[int64]int, nodes map[string]w
 			return fmt.Errorf("node %s: got Alive %v Addr %q", n.Node, n.Alive, n.Addr)
 		}
 		maxVer, maxSec = max(maxVer, n.StaleVersions), max(maxSec, n.StaleSeconds)
+	}
+	want := 0
+	for _, w := range nodes {
+		if !w.gone {
+			want++
+		}
+	}
+	if seen != want {
+		return fmt.Errorf("got %d live nodes, want %d: %+v", seen, want, v.Nodes)
 	}
 	if v.MaxStaleVersions != maxVer || v.MaxStaleSeconds != maxSec {
 		return fmt.Errorf("got MaxStale %d/%v, want %d/%v", v.MaxStaleVersions, v.MaxStaleSeconds, maxVer, maxSec)
@@ -290,42 +309,60 @@ func TestPoolRollout(t *testing.T) {
 		})
 	}))
 
-	// n2 (a seed) leaves: it disappears from the others' views.
+	// n2 (a seed) leaves: it goes from the others' views and counts.
 	if err := pools[1].Close(); err != nil {
 		t.Fatalf("Close(n2): %v", err)
 	}
 	rest := []*Pool{pools[0], pools[2], pools[3], pools[4]}
+	afterLeave := map[string]wantNode{
+		"n1": {version: 2, staleVersions: 1, minSec: 1e-9, maxSec: 30},
+		"n2": {gone: true},
+		"n3": {version: 2, staleVersions: 1, minSec: 1e-9, maxSec: 30},
+		"n4": {version: 3},
+		"n5": {version: 1, staleVersions: 2, minSec: 1e-9, maxSec: 30},
+	}
 	eventually(t, 10*time.Second, "n2 gone", allViews(rest, "actor", func(v View) error {
-		for _, n := range v.Nodes {
-			if n.Node == "n2" && n.Alive {
-				return fmt.Errorf("n2 still alive in view")
-			}
-		}
-		return nil
+		return checkView(v, 3, map[int64]int{3: 1, 2: 2, 1: 1}, afterLeave)
 	}))
-	eventually(t, 10*time.Second, "n2 removed", func() error {
-		for _, p := range rest {
-			if got := p.Members(); got != 4 {
-				return fmt.Errorf("%s: got %d members, want 4", p.cfg.NodeName, got)
-			}
-			v := p.View("actor")
-			if !maps.Equal(v.ByVersion, map[int64]int{3: 1, 2: 2, 1: 1}) {
-				return fmt.Errorf("%s: got ByVersion %v after n2 left", p.cfg.NodeName, v.ByVersion)
-			}
+	for _, p := range rest {
+		if got := p.Members(); got != 4 {
+			t.Errorf("%s: got %d members after n2 left, want 4", p.cfg.NodeName, got)
 		}
-		return nil
-	})
+	}
 
-	// Withdrawing a policy: n4 holds nothing again, n1 and n3 become newest.
+	// Withdrawing a policy: n4 holds nothing again, n1 and n3 are newest.
 	pools[3].SetHolding("actor", Holding{})
 	eventually(t, 10*time.Second, "views after withdraw", allViews(rest, "actor", func(v View) error {
 		return checkView(v, 2, map[int64]int{2: 2, 1: 1, 0: 1}, map[string]wantNode{
 			"n1": {version: 2},
+			"n2": {gone: true},
 			"n3": {version: 2},
 			"n4": {version: 0, staleVersions: 2, minSec: 10, maxSec: 40},
 			"n5": {version: 1, staleVersions: 1, minSec: 10, maxSec: 40},
 		})
 	}))
+
+	// n3 crashes (no leave): failure detection takes it out of the counts.
+	crash(pools[2])
+	rest = []*Pool{pools[0], pools[3], pools[4]}
+	eventually(t, 20*time.Second, "n3 declared dead", allViews(rest, "actor", func(v View) error {
+		return checkView(v, 2, map[int64]int{2: 1, 1: 1, 0: 1}, map[string]wantNode{
+			"n1": {version: 2},
+			"n2": {gone: true},
+			"n3": {gone: true},
+			"n4": {version: 0, staleVersions: 2, minSec: 10, maxSec: 60},
+			"n5": {version: 1, staleVersions: 1, minSec: 10, maxSec: 60},
+		})
+	}))
+}
+
+// crash stops p's memberlist without leaving, as a killed agent would.
+func crash(p *Pool) {
+	p.closeOnce.Do(func() {
+		p.cancel()
+		_ = p.ml.Shutdown()
+		p.wg.Wait()
+	})
 }
 
 func TestPoolClustersDoNotMerge(t *testing.T) {
@@ -497,4 +534,13 @@ func TestPoolRecordTooBigForBroadcast(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// dumpPool logs p's member table, for failing tests.
+func dumpPool(t *testing.T, p *Pool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, m := range p.mu.members {
+		t.Logf("%s sees %s: %+v", p.cfg.NodeName, name, *m)
+	}
 }

@@ -21,11 +21,13 @@ import (
 //     to StaleSeconds; it is never negative.
 //   - An up-to-date node has StaleVersions 0 and StaleSeconds 0.
 //
-// A member that left (closed its Pool) is not part of the view. A member
-// that failed (memberlist declared it dead after failed probes) stays in
-// Nodes with Alive false for memberlist's GossipToTheDeadTime (30s, 15s
-// with Fast), so a crash shows in the rollout status, but is not counted in
+// A member that went away (left by closing its Pool, or declared dead by
+// memberlist after failed probes) stays in Nodes with Alive false and its
+// last holding for memberlist's GossipToTheDeadTime (30s; 15s with Fast),
+// so a node lost mid-rollout shows in the status, but it is not counted in
 // Newest, ByVersion or the staleness fields, which cover live members only.
+// memberlist's "suspect" state is not visible here: a suspect counts as
+// alive until it is declared dead.
 type View struct {
 	Policy string `json:"policy"`
 	Newest int64  `json:"newest"`
@@ -45,7 +47,7 @@ type NodeHolding struct {
 	Since         time.Time `json:"since"` // zero when Version is 0
 	StaleVersions int64     `json:"stale_versions"`
 	StaleSeconds  float64   `json:"stale_seconds"`
-	Alive         bool      `json:"alive"` // false: failed, listed for a while, not counted
+	Alive         bool      `json:"alive"` // false: went away; listed for a while, not counted
 }
 
 // View returns the rollout status of policy across the pool. A member

@@ -22,7 +22,7 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 the report tool that bench/compare.sh uses to record and publish results.`,
 	}
 	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchDiskCmd(), newBenchReportCmd(),
-		newBenchAgentCmd(g), newBenchAgentReportCmd())
+		newBenchAgentCmd(g), newBenchAgentReportCmd(), newBenchFanoutCmd(g), newBenchFanoutReportCmd())
 	return cmd
 }
 
@@ -481,6 +481,137 @@ rewrites the agent results in bench/README.md.`,
 	f.StringVar(&p.Date, "date", "", "date of the run, RFC 3339 (default: now)")
 	f.StringVar(&p.Host, "host", "", "description of the machine")
 	f.StringVar(&p.Command, "command", "bench/agent-cost.sh", "how the run was started")
+	cmd.AddCommand(add, publish)
+	return cmd
+}
+
+func newBenchFanoutCmd(g *globalFlags) *cobra.Command {
+	var cfg bench.FanoutConfig
+	var brokers, size string
+	var out benchOutput
+	cmd := &cobra.Command{
+		Use:   "fanout",
+		Short: "Publish one policy version and time until every worker holds it",
+		Long: `Publish a policy version of --size random bytes with the learner's publisher
+and measure, for every worker, the time from the Publish call (and from its
+return) until the worker holds the version: p50, p99 and max.
+
+--mode node emulates --nodes nodes in this process, each a learner.Subscriber
+(its own kafka clients and cache directory under --dir, tmpfs by default)
+with --workers-per-node workers that long-poll Subscriber.Wait and then read
+the installed file to the end. --mode direct runs nodes × workers-per-node
+direct subscribers, each its own client polling learner.Latest every
+--poll-interval and reading the version with learner.Fetch.
+
+With --broker-metrics (the broker's /metrics, simtel broker --http-listen)
+the broker's egress over the measurement is read from its counters, and the
+run is judged against the loopback bandwidth it measures first (a TCP stream
+over 127.0.0.1 for --loopback-time): the last worker should hold the version
+within 2x of egress bytes / loopback bandwidth. A 1 KiB warm-up version is
+published first, so subscribers start from a held version.`,
+		Example: `  simtel bench fanout --brokers 127.0.0.1:9092 --broker-metrics http://127.0.0.1:9644/metrics \
+      --mode node --nodes 50 --workers-per-node 20 --size 64MiB
+  simtel bench fanout --brokers 127.0.0.1:9092 --broker-metrics http://127.0.0.1:9644/metrics \
+      --mode direct --nodes 5 --workers-per-node 20 --size 64MiB --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			if cfg.Size, err = bench.ParseByteSize(size); err != nil {
+				return fmt.Errorf("--size: %w", err)
+			}
+			cfg.Brokers = splitBrokers(brokers)
+			cfg.Logger = log
+			cfg.Progress = out.progress()
+			res, runErr := bench.Fanout(cmd.Context(), cfg)
+			return out.emit(res, runErr, func(w io.Writer) { bench.PrintFanout(w, res) })
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	f.StringVar(&cfg.Mode, "mode", "node", "node (one subscriber per node, workers read its copy) or direct (every worker fetches)")
+	f.IntVar(&cfg.Nodes, "nodes", 50, "emulated nodes")
+	f.IntVar(&cfg.WorkersPerNode, "workers-per-node", 20, "workers per node (direct mode: nodes × workers-per-node direct subscribers)")
+	f.StringVar(&size, "size", "64MiB", "bytes of the version published (64MiB, 2MiB, 1048576)")
+	f.StringVar(&cfg.Policy, "policy", "bench-fanout", "policy name (topic policy.<name>)")
+	f.StringVar(&cfg.BrokerMetrics, "broker-metrics", "", "the broker's /metrics URL, e.g. http://127.0.0.1:9644/metrics (empty: egress not measured)")
+	f.IntVar(&cfg.BrokerPID, "broker-pid", 0, "broker process whose CPU time is reported (0: none)")
+	f.StringVar(&cfg.Dir, "dir", "", "where node caches go (default /dev/shm, else the temporary directory)")
+	f.DurationVar(&cfg.PollInterval, "poll-interval", 500*time.Millisecond, "direct mode: how often a subscriber calls Latest")
+	f.DurationVar(&cfg.LoopbackTime, "loopback-time", 2*time.Second, "how long the loopback bandwidth test streams (negative: skip)")
+	f.IntVar(&cfg.ReadBuffer, "read-buffer", 256<<10, "node mode: the buffer a worker reads the file with")
+	f.BoolVar(&cfg.VerifyReads, "verify-reads", false, "every worker compares the bytes it reads with the published ones (inside the measured time)")
+	f.DurationVar(&cfg.SetupTimeout, "setup-timeout", 2*time.Minute, "limit for the warm-up")
+	f.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "limit from the publish to the last worker")
+	f.StringVar(&cfg.CPUProfile, "cpu-profile", "", "write a CPU profile of this process over the measured part to this file")
+	out.register(cmd)
+	return cmd
+}
+
+func newBenchFanoutReportCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "fanout-report",
+		Short: "Collect fan-out steps into a run and publish it",
+		Long: `Used by bench/fanout.sh: "add" appends one step's output (simtel bench fanout
+--json) to a run file, "publish" writes bench/results/fanout/<id>.json and
+rewrites the fan-out results in bench/README.md.`,
+	}
+	var run, label, command, failure, input string
+	add := &cobra.Command{
+		Use:   "add",
+		Short: "Append a step's output to a run file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var b []byte
+			var err error
+			if input == "-" {
+				b, err = io.ReadAll(os.Stdin)
+			} else {
+				b, err = os.ReadFile(input)
+			}
+			if err != nil {
+				return fmt.Errorf("cannot read step output: %w", err)
+			}
+			return bench.AddFanoutStep(run, label, command, failure, b)
+		},
+	}
+	f := add.Flags()
+	f.StringVar(&run, "run", "", "run file to append to (created if missing)")
+	f.StringVar(&label, "label", "", "name of the step")
+	f.StringVar(&command, "command", "", "the exact commands of the step")
+	f.StringVar(&input, "input", "-", "file with the step's JSON output, - for stdin")
+	f.StringVar(&failure, "failed", "", "how the step's command failed")
+
+	var p bench.PublishConfig
+	publish := &cobra.Command{
+		Use:   "publish",
+		Short: "Write a run's results file and update the README",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if p.RunPath == "" {
+				return errors.New("--run is required")
+			}
+			if p.Date == "" {
+				p.Date = time.Now().UTC().Format(time.RFC3339)
+			}
+			path, err := bench.PublishFanout(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stdout, "wrote %s\n", path)
+			return nil
+		},
+	}
+	f = publish.Flags()
+	f.StringVar(&p.RunPath, "run", "", "run file made by add")
+	f.StringVar(&p.ResultsDir, "results-dir", "bench/results/fanout", "where <id>.json goes")
+	f.StringVar(&p.README, "readme", "bench/README.md", "file whose fan-out results are replaced (empty: none)")
+	f.StringVar(&p.ID, "id", time.Now().UTC().Format("2006-01-02-150405"), "name of the results file")
+	f.StringVar(&p.Date, "date", "", "date of the run, RFC 3339 (default: now)")
+	f.StringVar(&p.Host, "host", "", "description of the machine")
+	f.StringVar(&p.Command, "command", "bench/fanout.sh", "how the run was started")
 	cmd.AddCommand(add, publish)
 	return cmd
 }
