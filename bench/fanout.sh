@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Policy fan-out: one learner publishes a 64 MiB policy version; how long
+# until the last of 1000 workers holds it, and what the broker sends, with
+# node-level fan-out (50 nodes × 20 workers, one learner.Subscriber per
+# node) against direct per-worker subscription (every worker fetches).
+#
+#   1. builds simtel, starts a broker (fresh data directory, --http-listen
+#      for its /metrics)
+#   2. node step: `simtel bench fanout --mode node` with NODES × WORKERS
+#      workers; it measures the loopback bandwidth first, publishes a warm-up
+#      version, then SIZE bytes, and reads the broker's egress counters
+#      before and after
+#   3. direct step: `simtel bench fanout --mode direct` with DIRECT_NODES ×
+#      DIRECT_WORKERS direct subscribers (by default as many as the node
+#      step has workers: 1000 fetches of 64 MiB, 67 GB of egress, take
+#      about a minute here)
+#   4. diagnostic step (NODE1=1, the default): node mode with one worker
+#      per node, to separate the broker-to-node fan-out from the emulated
+#      workers' local reads, which share this machine's cores
+#   5. publishes bench/results/fanout/<id>.json and the fan-out results in
+#      bench/README.md
+#
+# Takes about 2 minutes with the defaults.
+#
+# Knobs (environment): NODES (50), WORKERS (20), SIZE (64MiB), DIRECT_NODES
+# and DIRECT_WORKERS (default NODES and WORKERS; direct mode runs their
+# product of subscribers), POLL (direct subscribers' Latest interval,
+# 500ms), NODE1 (1: run the diagnostic step; empty: skip it), PROFILE=1 (a
+# CPU profile of the bench process per step, kept in
+# bench/results/fanout/<id>-<step>.pprof, or the temporary directory with
+# NO_PUBLISH), KEEP=1 keeps the temporary directory, NO_PUBLISH=1 leaves
+# bench/results and the README alone.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+BIN=$REPO/.bin
+
+NODES=${NODES:-50}
+WORKERS=${WORKERS:-20}
+SIZE=${SIZE:-64MiB}
+DIRECT_NODES=${DIRECT_NODES:-$NODES}
+DIRECT_WORKERS=${DIRECT_WORKERS:-$WORKERS}
+POLL=${POLL:-500ms}
+NODE1=${NODE1-1}
+
+log() { printf '\n== %s\n' "$*" >&2; }
+
+# --- processes and cleanup -------------------------------------------------------
+
+PIDS=()
+WORK=""
+cleanup() {
+	local pid
+	for pid in "${PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${PIDS[@]}"; do
+		for _ in $(seq 100); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	if [[ -n $WORK && -z ${KEEP:-} ]]; then
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# free_port prints the first port from $1 on that nothing listens on.
+free_port() {
+	local p=$1
+	while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null ||
+		grep -qi ":$(printf '%04X' "$p") " /proc/net/tcp 2>/dev/null; do
+		p=$((p + 1))
+	done
+	echo "$p"
+}
+
+# wait_port PORT PID LOG: wait until 127.0.0.1:PORT accepts connections
+# while PID is alive.
+wait_port() {
+	for _ in $(seq 200); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+			return 0
+		fi
+		if ! kill -0 "$2" 2>/dev/null; then
+			echo "process exited before listening on port $1:" >&2
+			cat "$3" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "nothing listening on port $1 after 20s:" >&2
+	cat "$3" >&2
+	return 1
+}
+
+# --- build ---------------------------------------------------------------------
+
+mkdir -p "$BIN"
+log "building simtel"
+(cd "$REPO" && go build -o "$BIN/simtel" ./cmd/simtel)
+SIMTEL=$BIN/simtel
+WORK=$(mktemp -d -t simtel-fanout.XXXXXX)
+RUN=$WORK/run.json
+ID=$(date -u +%Y-%m-%d-%H%M%S)
+# The code measured is the working tree's: say which, and whether the parts
+# on the data path had uncommitted changes.
+REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+DIRTY=$(git -C "$REPO" status --porcelain -- learner broker bench 2>/dev/null | awk '{print $2}' | cut -d/ -f1 | sort -u | tr '\n' ' ')
+if [[ -n $DIRTY ]]; then
+	REV="$REV with uncommitted changes in ${DIRTY% }"
+fi
+SHM="no /dev/shm"
+if [[ -d /dev/shm ]]; then
+	SHM="node caches on /dev/shm (tmpfs)"
+fi
+HOST="$(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg) at start, $SHM, code at $REV, $(go version | cut -d' ' -f3)"
+if [[ -n ${NO_PUBLISH:-} ]]; then
+	RESULTS=$WORK/results
+	README=""
+	KEEP=1
+else
+	RESULTS=$REPO/bench/results/fanout
+	README=$REPO/bench/README.md
+fi
+mkdir -p "$RESULTS"
+
+show() {
+	local s
+	s=$(printf '%q ' "$@")
+	s=${s% }
+	s=${s//$BIN\//.bin/}
+	s=${s//$WORK/\$WORK}
+	s=${s//$REPO\//}
+	printf '%s' "$s"
+}
+
+# --- broker -----------------------------------------------------------------------
+
+BPORT=$(free_port 29392)
+HPORT=$(free_port $((BPORT + 1)))
+BROKER=127.0.0.1:$BPORT
+METRICS=http://127.0.0.1:$HPORT/metrics
+log "starting simtel broker on $BROKER (metrics on $METRICS)"
+BROKER_ARGS=(broker --data-dir "$WORK/broker" --listen "$BROKER" --http-listen "127.0.0.1:$HPORT" --log-level warn)
+"$SIMTEL" "${BROKER_ARGS[@]}" >"$WORK/broker.log" 2>&1 &
+BROKER_PID=$!
+PIDS+=("$BROKER_PID")
+wait_port "$BPORT" "$BROKER_PID" "$WORK/broker.log"
+wait_port "$HPORT" "$BROKER_PID" "$WORK/broker.log"
+BROKER_CMD="$(show "$SIMTEL" "${BROKER_ARGS[@]}") &"
+
+# --- steps ------------------------------------------------------------------------
+
+NL=$'\n'
+FAILED=()
+STEP=0
+# step LABEL MODE NODES WORKERS: one `simtel bench fanout` run, added to the
+# run file whatever its outcome.
+step() {
+	local label=$1 mode=$2 nodes=$3 workers=$4
+	STEP=$((STEP + 1))
+	local cmd=("$SIMTEL" bench fanout --brokers "$BROKER" --broker-metrics "$METRICS" --broker-pid "$BROKER_PID"
+		--mode "$mode" --nodes "$nodes" --workers-per-node "$workers" --size "$SIZE"
+		--policy "fanout-$STEP-$mode-${nodes}x$workers" --log-level warn --json)
+	if [[ $mode == direct ]]; then
+		cmd+=(--poll-interval "$POLL")
+	fi
+	if [[ -n ${PROFILE:-} ]]; then
+		cmd+=(--cpu-profile "$RESULTS/$ID-$STEP-$mode.pprof")
+	fi
+	log "$label: $(show "${cmd[@]}")"
+	local out=$WORK/step-$STEP.json err=$WORK/step-$STEP.err failed=""
+	"${cmd[@]}" 2>&1 >"$out" | tee "$err" >&2 || failed="exit status ${PIPESTATUS[0]}: $(grep -v '^fanout ' "$err" | tail -n1)"
+	if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+		failed="${failed:+$failed; }the broker exited: $(tail -n1 "$WORK/broker.log")"
+	fi
+	if [[ -n $failed ]]; then
+		echo "WARNING: step \"$label\" failed: $failed" >&2
+		FAILED+=("$label")
+	fi
+	"$SIMTEL" bench fanout-report add --run "$RUN" --label "$label" \
+		--command "$BROKER_CMD$NL$(show "${cmd[@]}")" --failed "$failed" --input "$out"
+	# Let the page cache writeback and the broker's goroutines settle.
+	sleep 2
+}
+
+step "node ${NODES}×${WORKERS}" node "$NODES" "$WORKERS"
+step "direct $((DIRECT_NODES * DIRECT_WORKERS))" direct "$DIRECT_NODES" "$DIRECT_WORKERS"
+if [[ -n $NODE1 ]]; then
+	step "node ${NODES}×1 (diagnostic)" node "$NODES" 1
+fi
+
+if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+	echo "simtel broker died:" >&2
+	cat "$WORK/broker.log" >&2
+	FAILED+=("broker")
+fi
+
+# --- report -----------------------------------------------------------------------
+
+log "publishing run $ID"
+ENVDESC="NODES=$NODES WORKERS=$WORKERS SIZE=$SIZE DIRECT_NODES=$DIRECT_NODES DIRECT_WORKERS=$DIRECT_WORKERS POLL=$POLL NODE1=$NODE1${PROFILE:+ PROFILE=1}"
+"$SIMTEL" bench fanout-report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
+	--id "$ID" --host "$HOST" --command "$ENVDESC bench/fanout.sh"
+if (( ${#FAILED[@]} > 0 )); then
+	printf 'failed steps:' >&2
+	printf ' "%s"' "${FAILED[@]}" >&2
+	printf '\n' >&2
+	exit 1
+fi
