@@ -49,20 +49,26 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
 	return d.p.queue.GetBroadcasts(overhead, limit)
 }
 
-// LocalState sends every record this node holds, its own included, so a
-// push/pull (and a join) brings the peer up to date with external-mode
-// nodes it has not heard from. Nodes whose holdings fit their meta add
-// nothing here: memberlist's own push/pull carries their meta.
+// LocalState sends the records that memberlist's own push/pull, which
+// carries every node's meta, cannot replace: this node's when its meta
+// holds only the stamp, and the stored records that are newer than the
+// meta of their node. A join sends the same.
 func (d *delegate) LocalState(join bool) []byte {
 	p := d.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	recs := make([][]byte, 0, len(p.mu.records)+1)
+	var recs [][]byte
 	if p.mu.external {
 		recs = append(recs, p.mu.record)
 	}
-	for _, r := range p.mu.records {
-		recs = append(recs, r.raw)
+	for name, r := range p.mu.records {
+		m, ok := p.mu.members[name]
+		if !ok {
+			continue
+		}
+		if mt, err := decodeMeta(m.meta); err != nil || mt.external || r.rec.stamp.newer(mt.stamp) {
+			recs = append(recs, r.raw)
+		}
 	}
 	return encodeState(recs)
 }
@@ -102,7 +108,12 @@ func (p *Pool) setMember(n *memberlist.Node, alive bool) {
 	wasAlive := had && m.alive
 	switch {
 	case alive:
-		p.mu.members[n.Name] = &member{addr: n.Address(), meta: slices.Clone(n.Meta), alive: true}
+		p.mu.members[n.Name] = &member{
+			node:  memberlist.Node{Name: n.Name, Addr: slices.Clone(n.Addr), Port: n.Port},
+			addr:  n.Address(),
+			meta:  slices.Clone(n.Meta),
+			alive: true,
+		}
 	case had:
 		m.alive, m.downAt = false, time.Now()
 	}
@@ -152,7 +163,7 @@ func (b *recordBroadcast) Invalidates(other memberlist.Broadcast) bool {
 // newRecordQueue returns the queue for record broadcasts.
 func newRecordQueue(numNodes func() int, retransmitMult int) *memberlist.TransmitLimitedQueue {
 	q := &memberlist.TransmitLimitedQueue{NumNodes: numNodes, RetransmitMult: retransmitMult}
-	// q.QueueBroadcast(anchor{})
+	q.QueueBroadcast(anchor{})
 	return q
 }
 

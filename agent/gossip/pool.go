@@ -59,8 +59,8 @@ type Pool struct {
 		names    map[uint64]string  // policy key -> name, to catch hash collisions
 		seq      uint64             // bumped on every change of holdings
 		meta     []byte             // what NodeMeta returns
-		external bool               // holdings travel as a record, not in meta
-		record   []byte             // own encoded record when external
+		external bool               // holdings do not fit the meta, which holds only the stamp
+		record   []byte             // own encoded record
 		warned   bool               // logged that the record is too big for UDP
 		records  map[string]*storedRecord
 		// members mirrors memberlist's node table, copied in the event
@@ -71,6 +71,7 @@ type Pool struct {
 }
 
 type member struct {
+	node   memberlist.Node // Name, Addr, Port only: for SendReliable
 	addr   string
 	meta   []byte
 	alive  bool      // false once it left or was declared dead
@@ -99,7 +100,7 @@ func Start(cfg Config) (*Pool, error) {
 	p.mu.names = make(map[uint64]string)
 	p.mu.records = make(map[string]*storedRecord)
 	p.mu.members = make(map[string]*member)
-	p.mu.meta = encodeInlineMeta(nil)
+	p.mu.meta = encodeInlineMeta(stamp{boot: p.boot}, nil)
 
 	d := &delegate{p: p}
 	mc, err := cfg.memberlistConfig(d)
@@ -203,25 +204,27 @@ func (p *Pool) SetHolding(policy string, h Holding) {
 	}
 }
 
-// rebuildLocked re-encodes the node meta after a change of holdings.
-// Inline when it fits memberlist.MetaMaxSize (about 30 policies, whatever
-// their names); otherwise the meta carries a stamp and the holdings go out
-// as a record broadcast. The broadcast is queued under mu so that two
-// concurrent changes cannot queue their records out of order.
+// rebuildLocked re-encodes this node's meta and record after a change of
+// holdings and queues the record for broadcast. The meta holds the
+// holdings inline when they fit memberlist.MetaMaxSize (about 30
+// policies, whatever their names), else only the stamp. The record is
+// broadcast in both cases: memberlist spreads the meta too, but its own
+// broadcast queue can drop a message (see anchor), and the record queue
+// cannot. It is queued under mu so that two concurrent changes cannot
+// queue their records out of order.
 func (p *Pool) rebuildLocked() {
 	es := make([]entry, 0, len(p.mu.holdings))
 	for name, h := range p.mu.holdings {
 		es = append(es, entry{key: policyKey(name), version: h.Version, sinceMs: toMillis(h.Since)})
 	}
 	sortEntries(es)
-	if m := encodeInlineMeta(es); len(m) <= memberlist.MetaMaxSize {
-		p.mu.meta, p.mu.external, p.mu.record = m, false, nil
-		return
-	}
 	st := stamp{boot: p.boot, seq: p.mu.seq}
-	p.mu.meta = encodeExternalMeta(st)
-	p.mu.external = true
 	p.mu.record = encodeRecord(record{node: p.cfg.NodeName, stamp: st, entries: es})
+	if m := encodeInlineMeta(st, es); len(m) <= memberlist.MetaMaxSize {
+		p.mu.meta, p.mu.external = m, false
+	} else {
+		p.mu.meta, p.mu.external = encodeExternalMeta(st), true
+	}
 	if len(p.mu.record) > p.maxBroadcast {
 		if !p.mu.warned {
 			p.mu.warned = true
@@ -265,8 +268,47 @@ func (p *Pool) advertiseLoop(ctx context.Context) {
 			// for it to finish gossiping; the wait is not needed, so it is
 			// cut short and its timeout error ignored.
 			_ = p.ml.UpdateNode(time.Millisecond)
+			p.sendDirect()
 		case <-gc.C:
 			p.collect()
+		}
+	}
+}
+
+// directMax is the largest pool in which a change of holdings is also sent
+// straight to every member. memberlist sends a broadcast
+// RetransmitMult*ceil(log10(n+1)) times, to 3 random members a round: 4
+// times in a pool of up to 9 nodes. Each receiver passes it on, but in a
+// pool of 5 a member still misses an update about once in a thousand, and
+// with 20 (origin, member) pairs a rollout of 5 updates stalls somewhere
+// every few runs until the next push/pull (30s). From about 10 nodes the
+// limit doubles and misses become negligible; direct sends cost
+// n-1 packets per change, which is cheap in small pools.
+const directMax = 16
+
+// sendDirect sends this node's record to every live member when the pool
+// is small (see directMax): by UDP when it fits a packet, else by TCP.
+func (p *Pool) sendDirect() {
+	p.mu.Lock()
+	rec := p.mu.record
+	var to []memberlist.Node
+	if rec != nil && p.numNodes.Load() <= directMax {
+		for name, m := range p.mu.members {
+			if m.alive && name != p.cfg.NodeName {
+				to = append(to, m.node)
+			}
+		}
+	}
+	p.mu.Unlock()
+	for i := range to {
+		var err error
+		if len(rec) <= p.maxBroadcast {
+			err = p.ml.SendBestEffort(&to[i], rec)
+		} else {
+			err = p.ml.SendReliable(&to[i], rec)
+		}
+		if err != nil {
+			p.log.Debug("gossip direct send failed", "to", to[i].Name, "err", err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -36,7 +37,7 @@ func newRecorder(t *testing.T) *recorder {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for _, rec := range r.recs {
-			if rec.msg != "memberlist" || strings.HasPrefix(rec.attrs["level"], "err") || strings.HasPrefix(rec.attrs["level"], "warn") {
+			if rec.msg != "memberlist" || os.Getenv("GOSSIP_TEST_VERBOSE") != "" || strings.HasPrefix(rec.attrs["level"], "err") || strings.HasPrefix(rec.attrs["level"], "warn") {
 				t.Logf("%s %v", rec.msg, rec.attrs)
 			}
 		}

@@ -51,8 +51,8 @@ type NodeHolding struct {
 }
 
 // View returns the rollout status of policy across the pool. A member
-// whose holdings travel as a record (more policies than fit its meta) that
-// has not reached this node yet shows Version 0 until it does.
+// with more policies than fit its meta whose record has not reached this
+// node yet shows Version 0 until it does.
 func (p *Pool) View(policy string) View {
 	key := policyKey(policy)
 	p.mu.Lock()
@@ -71,22 +71,25 @@ func (p *Pool) View(policy string) View {
 	return summarize(policy, time.Now(), nodes)
 }
 
-// entriesLocked returns the holdings a member advertises: from its meta,
-// or from its record when the meta points to one. A record of a former
-// life of the node (another boot) does not count.
+// entriesLocked returns the holdings a member advertises: those of its
+// record when the record is newer than its meta (the broadcast outran
+// memberlist's), else those of its meta, or, when the meta holds only the
+// stamp, those of the record of the same boot even if it lags.
 func (p *Pool) entriesLocked(name string, metaBytes []byte) []entry {
 	m, err := decodeMeta(metaBytes)
 	if err != nil {
 		return nil
 	}
-	if !m.external {
-		return m.entries
-	}
 	r, ok := p.mu.records[name]
-	if !ok || r.rec.stamp.boot != m.stamp.boot {
-		return nil
+	switch {
+	case ok && r.rec.stamp.newer(m.stamp):
+		return r.rec.entries
+	case !m.external:
+		return m.entries
+	case ok && r.rec.stamp.boot == m.stamp.boot:
+		return r.rec.entries
 	}
-	return r.rec.entries
+	return nil
 }
 
 // summarize fills in the staleness and totals of a view; nodes carry Node,

@@ -15,8 +15,8 @@ import (
 //	           version since (unix milliseconds, 0 = unknown)
 //	entries  = count entry*
 //
-//	meta     = 0x01 'i' entries                  holdings inline
-//	         | 0x01 'x' boot seq                 holdings in the record (boot, seq)
+//	meta     = 0x01 'i' boot seq entries         holdings inline
+//	         | 0x01 'x' boot seq                 holdings only in the record
 //	record   = 'r' 0x01 len(node) node boot seq entries
 //	state    = 0x01 count (len record)*          push/pull payload
 //
@@ -61,9 +61,9 @@ func (s stamp) newer(than stamp) bool {
 
 // meta is a decoded node meta.
 type meta struct {
+	stamp    stamp
 	external bool
 	entries  []entry // when !external
-	stamp    stamp   // when external
 }
 
 // record carries the holdings of a node whose holdings do not fit its meta.
@@ -133,8 +133,11 @@ func appendEntries(b []byte, es []entry) []byte {
 	return b
 }
 
-func encodeInlineMeta(es []entry) []byte {
-	return appendEntries([]byte{wireVersion, metaInline}, es)
+func encodeInlineMeta(s stamp, es []entry) []byte {
+	b := []byte{wireVersion, metaInline}
+	b = binary.AppendUvarint(b, s.boot)
+	b = binary.AppendUvarint(b, s.seq)
+	return appendEntries(b, es)
 }
 
 func encodeExternalMeta(s stamp) []byte {
@@ -231,8 +234,8 @@ func (r *reader) entries() []entry {
 	return es
 }
 
-// decodeMeta decodes a node meta. An empty meta (a node that has not
-// advertised anything yet) is an inline meta without entries.
+// decodeMeta decodes a node meta. An empty meta (not set, as before the
+// first NodeMeta call) is an inline meta without entries and a zero stamp.
 func decodeMeta(b []byte) (meta, error) {
 	if len(b) == 0 {
 		return meta{}, nil
@@ -242,14 +245,15 @@ func decodeMeta(b []byte) (meta, error) {
 		return meta{}, errCorrupt
 	}
 	var m meta
-	switch r.byte() {
-	case metaInline:
-		m.entries = r.entries()
-	case metaExternal:
-		m.external = true
-		m.stamp = stamp{boot: r.uvarint(), seq: r.uvarint()}
-	default:
+	kind := r.byte()
+	if kind != metaInline && kind != metaExternal {
 		return meta{}, errCorrupt
+	}
+	m.stamp = stamp{boot: r.uvarint(), seq: r.uvarint()}
+	if kind == metaInline {
+		m.entries = r.entries()
+	} else {
+		m.external = true
 	}
 	if r.err != nil {
 		return meta{}, r.err

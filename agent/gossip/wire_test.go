@@ -23,11 +23,12 @@ func sampleEntries(n int) []entry {
 func TestMetaRoundTrip(t *testing.T) {
 	for _, n := range []int{0, 1, 10, 31} {
 		es := sampleEntries(n)
-		m, err := decodeMeta(encodeInlineMeta(es))
+		st := stamp{boot: uint64(time.Now().UnixNano()), seq: uint64(n)}
+		m, err := decodeMeta(encodeInlineMeta(st, es))
 		if err != nil {
 			t.Fatalf("%d entries: %v", n, err)
 		}
-		if m.external || len(m.entries) != n || (n > 0 && !reflect.DeepEqual(m.entries, es)) {
+		if m.external || m.stamp != st || len(m.entries) != n || (n > 0 && !reflect.DeepEqual(m.entries, es)) {
 			t.Fatalf("%d entries: got %+v, want %+v", n, m, es)
 		}
 	}
@@ -41,11 +42,12 @@ func TestMetaRoundTrip(t *testing.T) {
 // The meta does not grow with the names: 10 policies with 190-byte names
 // and large versions stay far below memberlist's limit.
 func TestMetaSize(t *testing.T) {
+	st := stamp{boot: uint64(time.Now().UnixNano()), seq: 1000}
 	es := make([]entry, 10)
 	for i := range es {
 		es[i] = entry{key: policyKey(longName(i)), version: math.MaxInt64, sinceMs: time.Now().UnixMilli()}
 	}
-	if got := len(encodeInlineMeta(es)); got > memberlist.MetaMaxSize/2 {
+	if got := len(encodeInlineMeta(st, es)); got > memberlist.MetaMaxSize/2 {
 		t.Fatalf("10 policies: got %d bytes, want at most %d", got, memberlist.MetaMaxSize/2)
 	}
 	// Typical versions and today's timestamps: 16 bytes a policy, so 31 fit.
@@ -56,10 +58,10 @@ func TestMetaSize(t *testing.T) {
 		}
 		return es
 	}
-	if got := len(encodeInlineMeta(typical(31))); got > memberlist.MetaMaxSize {
+	if got := len(encodeInlineMeta(st, typical(31))); got > memberlist.MetaMaxSize {
 		t.Fatalf("31 typical policies: got %d bytes, want at most %d", got, memberlist.MetaMaxSize)
 	}
-	if got := len(encodeInlineMeta(typical(33))); got <= memberlist.MetaMaxSize {
+	if got := len(encodeInlineMeta(st, typical(33))); got <= memberlist.MetaMaxSize {
 		t.Fatalf("33 typical policies: got %d bytes, want more than %d (the fallback test relies on it)", got, memberlist.MetaMaxSize)
 	}
 }
@@ -80,7 +82,8 @@ func TestRecordAndStateRoundTrip(t *testing.T) {
 }
 
 func TestDecodeRejectsCorrupt(t *testing.T) {
-	good := encodeInlineMeta(sampleEntries(3))
+	good := encodeInlineMeta(stamp{1, 2}, sampleEntries(3))
+	head := []byte{wireVersion, metaInline, 1, 2} // stamp {1, 2}, entries follow
 	rec := encodeRecord(record{node: "n1", stamp: stamp{1, 2}, entries: sampleEntries(2)})
 	for _, tc := range []struct {
 		name string
@@ -90,8 +93,9 @@ func TestDecodeRejectsCorrupt(t *testing.T) {
 		{"meta truncated", metaErr, good[:len(good)-1]},
 		{"meta wrong version", metaErr, append([]byte{2}, good[1:]...)},
 		{"meta unknown kind", metaErr, []byte{wireVersion, 'z'}},
-		{"meta huge count", metaErr, []byte{wireVersion, metaInline, 0xff, 0xff, 0xff, 0xff, 0x0f}},
-		{"meta version overflows int64", metaErr, append(append([]byte{wireVersion, metaInline, 1}, make([]byte, 8)...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0)},
+		{"meta huge count", metaErr, append(head, 0xff, 0xff, 0xff, 0xff, 0x0f)},
+		{"meta version overflows int64", metaErr, append(append(append(head, 1), make([]byte, 8)...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0)},
+		{"meta no stamp", metaErr, []byte{wireVersion, metaInline}},
 		{"external truncated", metaErr, []byte{wireVersion, metaExternal, 0x80}},
 		{"record truncated", recordErr, rec[:len(rec)-1]},
 		{"record empty node", recordErr, encodeRecord(record{})},
@@ -130,7 +134,7 @@ func TestStampOrder(t *testing.T) {
 }
 
 func FuzzDecodeMeta(f *testing.F) {
-	f.Add(encodeInlineMeta(sampleEntries(3)))
+	f.Add(encodeInlineMeta(stamp{1, 2}, sampleEntries(3)))
 	f.Add(encodeExternalMeta(stamp{1, 2}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeMeta(b)
@@ -138,8 +142,8 @@ func FuzzDecodeMeta(f *testing.F) {
 			return
 		}
 		// What decodes re-encodes to a meta that decodes the same.
-		m2, err := decodeMeta(encodeInlineMeta(m.entries))
-		if err != nil || len(m2.entries) != len(m.entries) {
+		m2, err := decodeMeta(encodeInlineMeta(m.stamp, m.entries))
+		if err != nil || m2.stamp != m.stamp || len(m2.entries) != len(m.entries) {
 			t.Fatalf("re-decode: got %+v, %v; want %+v", m2, err, m)
 		}
 	})
