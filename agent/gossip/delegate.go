@@ -30,11 +30,13 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return slices.Clone(d.p.mu.meta)
 }
 
-// NotifyMsg receives record broadcasts. A record newer than the one held
+// NotifyMsg receives records. A gossiped record newer than the one held
 // for its node is stored and queued again, so it spreads epidemically like
-// memberlist's own alive messages; an old or duplicate one stops here.
+// memberlist's own alive messages; an old or duplicate one stops here. A
+// record sent directly (small pools) went to every member already and is
+// only stored.
 func (d *delegate) NotifyMsg(b []byte) {
-	if len(b) == 0 || b[0] != msgRecord {
+	if len(b) == 0 || (b[0] != msgRecord && b[0] != msgDirect) {
 		return
 	}
 	rec, err := decodeRecord(b)
@@ -42,7 +44,10 @@ func (d *delegate) NotifyMsg(b []byte) {
 		d.p.log.Debug("gossip record dropped", "err", err)
 		return
 	}
-	d.p.storeRecord(rec, slices.Clone(b), true)
+	raw := slices.Clone(b)
+	gossiped := raw[0] == msgRecord
+	raw[0] = msgRecord // stored records are passed on as gossip
+	d.p.storeRecord(rec, raw, gossiped)
 }
 
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {

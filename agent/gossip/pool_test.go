@@ -28,8 +28,12 @@ type logRec struct {
 	attrs map[string]string
 }
 
+// newRecorder returns a recorder that logs, if the test fails, the pools'
+// own records and memberlist's warnings and errors (all of memberlist's
+// lines with GOSSIP_TEST_VERBOSE set).
 func newRecorder(t *testing.T) *recorder {
 	r := &recorder{}
+	verbose := os.Getenv("GOSSIP_TEST_VERBOSE") != ""
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -37,7 +41,8 @@ func newRecorder(t *testing.T) *recorder {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for _, rec := range r.recs {
-			if rec.msg != "memberlist" || os.Getenv("GOSSIP_TEST_VERBOSE") != "" || strings.HasPrefix(rec.attrs["level"], "err") || strings.HasPrefix(rec.attrs["level"], "warn") {
+			lvl := rec.attrs["level"]
+			if rec.msg != "memberlist" || verbose || strings.HasPrefix(lvl, "err") || strings.HasPrefix(lvl, "warn") {
 				t.Logf("%s %v", rec.msg, rec.attrs)
 			}
 		}

@@ -17,7 +17,9 @@ import (
 //
 //	meta     = 0x01 'i' boot seq entries         holdings inline
 //	         | 0x01 'x' boot seq                 holdings only in the record
-//	record   = 'r' 0x01 len(node) node boot seq entries
+//	record   = ('r' | 'd') 0x01 len(node) node boot seq entries
+//	           'r' arrived by gossip and is passed on, 'd' was sent
+//	           directly to every member and is not
 //	state    = 0x01 count (len record)*          push/pull payload
 //
 // Policy names are never sent: View asks about one name and hashes it, so
@@ -31,6 +33,7 @@ const (
 	metaInline   = 'i'
 	metaExternal = 'x'
 	msgRecord    = 'r'
+	msgDirect    = 'd'
 
 	// minEntrySize is the smallest encoded entry: the key and two one-byte
 	// varints. It bounds the count a decoder believes before allocating.
@@ -263,7 +266,7 @@ func decodeMeta(b []byte) (meta, error) {
 
 func decodeRecord(b []byte) (record, error) {
 	r := reader{b: b}
-	if r.byte() != msgRecord || r.byte() != wireVersion {
+	if t := r.byte(); (t != msgRecord && t != msgDirect) || r.byte() != wireVersion {
 		return record{}, errCorrupt
 	}
 	var rec record

@@ -79,6 +79,11 @@ func TestRecordAndStateRoundTrip(t *testing.T) {
 			t.Fatalf("record %d: got %+v, %v; want %+v", i, got, err, want)
 		}
 	}
+	direct := encodeRecord(r1)
+	direct[0] = msgDirect
+	if got, err := decodeRecord(direct); err != nil || !reflect.DeepEqual(got, r1) {
+		t.Fatalf("direct record: got %+v, %v; want %+v", got, err, r1)
+	}
 }
 
 func TestDecodeRejectsCorrupt(t *testing.T) {
@@ -99,6 +104,7 @@ func TestDecodeRejectsCorrupt(t *testing.T) {
 		{"external truncated", metaErr, []byte{wireVersion, metaExternal, 0x80}},
 		{"record truncated", recordErr, rec[:len(rec)-1]},
 		{"record empty node", recordErr, encodeRecord(record{})},
+		{"record unknown type", recordErr, append([]byte{'x'}, rec[1:]...)},
 		{"record name past end", recordErr, []byte{msgRecord, wireVersion, 50, 'a'}},
 		{"state truncated", stateErr, encodeState([][]byte{rec})[:5]},
 		{"state huge count", stateErr, []byte{wireVersion, 0xff, 0xff, 0x03}},
