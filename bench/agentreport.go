@@ -2,11 +2,8 @@ package bench
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -50,25 +47,7 @@ type AgentStep struct {
 	Result  *AgentLoadResult `json:"result,omitempty"`
 }
 
-func readAgentRun(path string) (*AgentRun, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read agent run %q: %w", path, err)
-	}
-	var r AgentRun
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("cannot decode agent run %q: %w", path, err)
-	}
-	return &r, nil
-}
-
-func writeAgentRun(path string, r *AgentRun) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("cannot encode agent run %q: %w", r.ID, err)
-	}
-	return writeFileAtomic(path, append(b, '\n'))
-}
+func readAgentRun(path string) (*AgentRun, error) { return readJSON[AgentRun](path, "agent run") }
 
 // AddAgentStep appends a step, the output of `simtel bench agent --json`,
 // to the run in path, creating the file if it does not exist. failure, if
@@ -76,17 +55,13 @@ func writeAgentRun(path string, r *AgentRun) error {
 // it and with whatever result the output holds, and no parse error is
 // returned.
 func AddAgentStep(path, label, command, failure string, output []byte) error {
-	r := &AgentRun{}
-	if _, err := os.Stat(path); err == nil {
-		if r, err = readAgentRun(path); err != nil {
-			return err
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("cannot stat agent run %q: %w", path, err)
+	r, err := readOrNew[AgentRun](path, "agent run")
+	if err != nil {
+		return err
 	}
 	st := AgentStep{Label: label, Command: command, Error: failure}
 	var res AgentLoadResult
-	err := json.Unmarshal(output, &res)
+	err = json.Unmarshal(output, &res)
 	switch {
 	case err == nil && res.Kind == "agent":
 		st.Result = &res
@@ -97,7 +72,7 @@ func AddAgentStep(path, label, command, failure string, output []byte) error {
 		return fmt.Errorf("step %q: output is a %q result, not an agent one", label, res.Kind)
 	}
 	r.Steps = append(r.Steps, st)
-	return writeAgentRun(path, r)
+	return writeJSON(path, "agent run", r)
 }
 
 // PublishAgent writes the run in cfg.RunPath to cfg.ResultsDir/<id>.json
@@ -105,76 +80,9 @@ func AddAgentStep(path, label, command, failure string, output []byte) error {
 // table and the list of every run in the directory. It returns the path of
 // the results file.
 func PublishAgent(cfg PublishConfig) (string, error) {
-	if cfg.ID == "" || strings.ContainsAny(cfg.ID, `/\`) {
-		return "", fmt.Errorf("run id %q is not a file name", cfg.ID)
-	}
-	r, err := readAgentRun(cfg.RunPath)
-	if err != nil {
-		return "", err
-	}
-	r.ID, r.Date, r.Host, r.Command = cfg.ID, cfg.Date, cfg.Host, cfg.Command
-	if err := os.MkdirAll(cfg.ResultsDir, 0o755); err != nil {
-		return "", fmt.Errorf("cannot create %q: %w", cfg.ResultsDir, err)
-	}
-	path := filepath.Join(cfg.ResultsDir, cfg.ID+".json")
-	if err := writeAgentRun(path, r); err != nil {
-		return "", err
-	}
-	if cfg.README == "" {
-		return path, nil
-	}
-	history, err := readAgentRuns(cfg.ResultsDir)
-	if err != nil {
-		return "", err
-	}
-	rel, err := filepath.Rel(filepath.Dir(cfg.README), cfg.ResultsDir)
-	if err != nil {
-		rel = cfg.ResultsDir
-	}
-	doc, err := os.ReadFile(cfg.README)
-	if err != nil {
-		return "", fmt.Errorf("cannot read %q: %w", cfg.README, err)
-	}
-	out, err := replaceBetween(string(doc), AgentMarkerStart, AgentMarkerEnd, RenderAgentResults(r, filepath.ToSlash(rel), history))
-	if err != nil {
-		return "", fmt.Errorf("cannot update %q: %w", cfg.README, err)
-	}
-	if err := writeFileAtomic(cfg.README, []byte(out)); err != nil {
-		return "", err
-	}
-	return path, nil
-}
-
-func readAgentRuns(dir string) ([]*AgentRun, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil {
-		return nil, err
-	}
-	var runs []*AgentRun
-	for _, p := range paths {
-		r, err := readAgentRun(p)
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, r)
-	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].ID < runs[j].ID })
-	return runs, nil
-}
-
-// replaceBetween returns doc with the text between start and end replaced
-// by section; ErrNoMarkers if they are not both there, in that order.
-func replaceBetween(doc, start, end, section string) (string, error) {
-	i := strings.Index(doc, start)
-	if i < 0 {
-		return "", ErrNoMarkers
-	}
-	j := strings.Index(doc[i:], end)
-	if j < 0 {
-		return "", ErrNoMarkers
-	}
-	j += i
-	return doc[:i+len(start)] + "\n" + strings.TrimSpace(section) + "\n" + doc[j:], nil
+	return publishRun(cfg, "agent run", AgentMarkerStart, AgentMarkerEnd,
+		func(r *AgentRun) { r.ID, r.Date, r.Host, r.Command = cfg.ID, cfg.Date, cfg.Host, cfg.Command },
+		nil, func(r *AgentRun) string { return r.ID }, RenderAgentResults)
 }
 
 // agentVerdict says which targets a step missed: "✓", or "✗" and what.

@@ -2,12 +2,8 @@ package bench
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 )
 
@@ -186,42 +182,20 @@ func compareFanout(steps []FanoutStep) *FanoutComparison {
 	return c
 }
 
-func readFanoutRun(path string) (*FanoutRun, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read fan-out run %q: %w", path, err)
-	}
-	var r FanoutRun
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("cannot decode fan-out run %q: %w", path, err)
-	}
-	return &r, nil
-}
-
-func writeFanoutRun(path string, r *FanoutRun) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("cannot encode fan-out run %q: %w", r.ID, err)
-	}
-	return writeFileAtomic(path, append(b, '\n'))
-}
+func readFanoutRun(path string) (*FanoutRun, error) { return readJSON[FanoutRun](path, "fan-out run") }
 
 // AddFanoutStep appends a step, the output of `simtel bench fanout
 // --json`, to the run in path, creating the file if it does not exist.
 // failure, if not empty, says how the step's command failed: the step is
 // recorded with it and with whatever result the output holds.
 func AddFanoutStep(path, label, command, failure string, output []byte) error {
-	r := &FanoutRun{}
-	if _, err := os.Stat(path); err == nil {
-		if r, err = readFanoutRun(path); err != nil {
-			return err
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("cannot stat fan-out run %q: %w", path, err)
+	r, err := readOrNew[FanoutRun](path, "fan-out run")
+	if err != nil {
+		return err
 	}
 	st := FanoutStep{Label: label, Command: command, Error: failure}
 	var res FanoutResult
-	err := json.Unmarshal(output, &res)
+	err = json.Unmarshal(output, &res)
 	switch {
 	case err == nil && res.Kind == "fanout":
 		st.Result = &res
@@ -232,7 +206,7 @@ func AddFanoutStep(path, label, command, failure string, output []byte) error {
 		return fmt.Errorf("step %q: output is a %q result, not a fan-out one", label, res.Kind)
 	}
 	r.Steps = append(r.Steps, st)
-	return writeFanoutRun(path, r)
+	return writeJSON(path, "fan-out run", r)
 }
 
 // PublishFanout writes the run in cfg.RunPath, with its comparison, to
@@ -240,62 +214,10 @@ func AddFanoutStep(path, label, command, failure string, output []byte) error {
 // results with the run's tables and the list of every run in the
 // directory. It returns the path of the results file.
 func PublishFanout(cfg PublishConfig) (string, error) {
-	if cfg.ID == "" || strings.ContainsAny(cfg.ID, `/\`) {
-		return "", fmt.Errorf("run id %q is not a file name", cfg.ID)
-	}
-	r, err := readFanoutRun(cfg.RunPath)
-	if err != nil {
-		return "", err
-	}
-	r.ID, r.Date, r.Host, r.Command = cfg.ID, cfg.Date, cfg.Host, cfg.Command
-	r.Comparison = compareFanout(r.Steps)
-	if err := os.MkdirAll(cfg.ResultsDir, 0o755); err != nil {
-		return "", fmt.Errorf("cannot create %q: %w", cfg.ResultsDir, err)
-	}
-	path := filepath.Join(cfg.ResultsDir, cfg.ID+".json")
-	if err := writeFanoutRun(path, r); err != nil {
-		return "", err
-	}
-	if cfg.README == "" {
-		return path, nil
-	}
-	history, err := readFanoutRuns(cfg.ResultsDir)
-	if err != nil {
-		return "", err
-	}
-	rel, err := filepath.Rel(filepath.Dir(cfg.README), cfg.ResultsDir)
-	if err != nil {
-		rel = cfg.ResultsDir
-	}
-	doc, err := os.ReadFile(cfg.README)
-	if err != nil {
-		return "", fmt.Errorf("cannot read %q: %w", cfg.README, err)
-	}
-	out, err := replaceBetween(string(doc), FanoutMarkerStart, FanoutMarkerEnd, RenderFanoutResults(r, filepath.ToSlash(rel), history))
-	if err != nil {
-		return "", fmt.Errorf("cannot update %q: %w", cfg.README, err)
-	}
-	if err := writeFileAtomic(cfg.README, []byte(out)); err != nil {
-		return "", err
-	}
-	return path, nil
-}
-
-func readFanoutRuns(dir string) ([]*FanoutRun, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil {
-		return nil, err
-	}
-	var runs []*FanoutRun
-	for _, p := range paths {
-		r, err := readFanoutRun(p)
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, r)
-	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].ID < runs[j].ID })
-	return runs, nil
+	return publishRun(cfg, "fan-out run", FanoutMarkerStart, FanoutMarkerEnd,
+		func(r *FanoutRun) { r.ID, r.Date, r.Host, r.Command = cfg.ID, cfg.Date, cfg.Host, cfg.Command },
+		func(r *FanoutRun) { r.Comparison = compareFanout(r.Steps) },
+		func(r *FanoutRun) string { return r.ID }, RenderFanoutResults)
 }
 
 // RenderFanoutResults renders the README's fan-out results: a table with a

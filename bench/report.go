@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // The README's results section lies between these markers; everything
@@ -23,16 +24,7 @@ var ErrNoMarkers = errors.New("results markers not found")
 // ReplaceResults returns doc with the text between MarkerStart and
 // MarkerEnd replaced by section.
 func ReplaceResults(doc, section string) (string, error) {
-	i := strings.Index(doc, MarkerStart)
-	if i < 0 {
-		return "", ErrNoMarkers
-	}
-	j := strings.Index(doc[i:], MarkerEnd)
-	if j < 0 {
-		return "", ErrNoMarkers
-	}
-	j += i
-	return doc[:i+len(MarkerStart)] + "\n" + strings.TrimSpace(section) + "\n" + doc[j:], nil
+	return replaceBetween(doc, MarkerStart, MarkerEnd, section)
 }
 
 // RenderResults renders the README section: the latest run's figures, its
@@ -188,12 +180,20 @@ type PublishConfig struct {
 	Command    string // how the run was started
 }
 
+// WithDefaults fills Date with the current time when it is empty.
+func (c PublishConfig) WithDefaults() PublishConfig {
+	if c.Date == "" {
+		c.Date = time.Now().UTC().Format(time.RFC3339)
+	}
+	return c
+}
+
 // Publish summarizes the run in RunPath, writes it and its chart to the
 // results directory, and rewrites the README's results section from every
 // run in that directory. It returns the path of the results file.
 func Publish(cfg PublishConfig) (string, error) {
-	if cfg.ID == "" || strings.ContainsAny(cfg.ID, `/\`) {
-		return "", fmt.Errorf("run id %q is not a file name", cfg.ID)
+	if err := checkRunID(cfg.ID); err != nil {
+		return "", err
 	}
 	r, err := ReadRun(cfg.RunPath)
 	if err != nil {
@@ -219,19 +219,7 @@ func Publish(cfg PublishConfig) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rel, err := filepath.Rel(filepath.Dir(cfg.README), svgPath)
-	if err != nil {
-		rel = svgPath
-	}
-	doc, err := os.ReadFile(cfg.README)
-	if err != nil {
-		return "", fmt.Errorf("cannot read %q: %w", cfg.README, err)
-	}
-	out, err := ReplaceResults(string(doc), RenderResults(r, filepath.ToSlash(rel), history))
-	if err != nil {
-		return "", fmt.Errorf("cannot update %q: %w", cfg.README, err)
-	}
-	if err := writeFileAtomic(cfg.README, []byte(out)); err != nil {
+	if err := updateREADME(cfg.README, MarkerStart, MarkerEnd, RenderResults(r, relTo(cfg.README, svgPath), history)); err != nil {
 		return "", err
 	}
 	return jsonPath, nil

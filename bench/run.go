@@ -164,26 +164,10 @@ func ratio(a, b float64) float64 {
 }
 
 // ReadRun reads a run file.
-func ReadRun(path string) (*Run, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read run %q: %w", path, err)
-	}
-	var r Run
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("cannot decode run %q: %w", path, err)
-	}
-	return &r, nil
-}
+func ReadRun(path string) (*Run, error) { return readJSON[Run](path, "run") }
 
 // WriteRun writes r to path, indented, through a temporary file.
-func WriteRun(path string, r *Run) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("cannot encode run %q: %w", r.ID, err)
-	}
-	return writeFileAtomic(path, append(b, '\n'))
-}
+func WriteRun(path string, r *Run) error { return writeJSON(path, "run", r) }
 
 // AddStep parses a step's output and appends it to the run in path,
 // creating the run file if it does not exist. kind is disk, produce,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -257,15 +256,9 @@ results section of bench/README.md.`,
   nats bench js pub async ... | simtel bench report add --run run.json --kind jetstream --label "js async" --command "..."`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var b []byte
-			var err error
-			if input == "-" {
-				b, err = io.ReadAll(os.Stdin)
-			} else {
-				b, err = os.ReadFile(input)
-			}
+			b, err := readStepInput(input)
 			if err != nil {
-				return fmt.Errorf("cannot read step output: %w", err)
+				return err
 			}
 			return bench.AddStep(run, kind, label, command, serverSync, failure, b)
 		},
@@ -285,13 +278,7 @@ results section of bench/README.md.`,
 		Short: "Write a run's results file and chart and update the README",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if p.RunPath == "" {
-				return errors.New("--run is required")
-			}
-			if p.Date == "" {
-				p.Date = time.Now().UTC().Format(time.RFC3339)
-			}
-			path, err := bench.Publish(p)
+			path, err := bench.Publish(p.WithDefaults())
 			if err != nil {
 				return err
 			}
@@ -305,14 +292,7 @@ results section of bench/README.md.`,
 			return enc.Encode(r.Summary)
 		},
 	}
-	f = publish.Flags()
-	f.StringVar(&p.RunPath, "run", "", "run file made by add")
-	f.StringVar(&p.ResultsDir, "results-dir", "bench/results", "where <id>.json and <id>.svg go")
-	f.StringVar(&p.README, "readme", "bench/README.md", "file whose results section is replaced (empty: none)")
-	f.StringVar(&p.ID, "id", time.Now().UTC().Format("2006-01-02-150405"), "name of the results files")
-	f.StringVar(&p.Date, "date", "", "date of the run, RFC 3339 (default: now)")
-	f.StringVar(&p.Host, "host", "", "description of the machine")
-	f.StringVar(&p.Command, "command", "bench/compare.sh", "how the run was started")
+	registerPublishFlags(publish, &p, "bench/results", "results", "bench/compare.sh")
 
 	cmd.AddCommand(add, publish)
 	return cmd
@@ -420,12 +400,21 @@ func fmtRate(r float64) string {
 }
 
 func newBenchAgentReportCmd() *cobra.Command {
+	return newStepReportCmd("agent-report", "agent cost", "bench/agent-cost.sh", "simtel bench agent",
+		"bench/results/agent-cost", "agent results", bench.AddAgentStep, bench.PublishAgent)
+}
+
+// newStepReportCmd builds the add/publish pair the benchmark scripts use to
+// collect one benchmark's steps into a run and publish it.
+func newStepReportCmd(use, what, script, producer, resultsDir, section string,
+	addStep func(run, label, command, failure string, output []byte) error,
+	publishRun func(bench.PublishConfig) (string, error)) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "agent-report",
-		Short: "Collect agent cost steps into a run and publish it",
-		Long: `Used by bench/agent-cost.sh: "add" appends one step's output (simtel bench agent
---json) to a run file, "publish" writes bench/results/agent-cost/<id>.json and
-rewrites the agent results in bench/README.md.`,
+		Use:   use,
+		Short: "Collect " + what + " steps into a run and publish it",
+		Long: fmt.Sprintf(`Used by %s: "add" appends one step's output (%s
+--json) to a run file, "publish" writes %s/<id>.json and
+rewrites the %s in bench/README.md.`, script, producer, resultsDir, section),
 	}
 	var run, label, command, failure, input string
 	add := &cobra.Command{
@@ -433,17 +422,11 @@ rewrites the agent results in bench/README.md.`,
 		Short: "Append a step's output to a run file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var b []byte
-			var err error
-			if input == "-" {
-				b, err = io.ReadAll(os.Stdin)
-			} else {
-				b, err = os.ReadFile(input)
-			}
+			b, err := readStepInput(input)
 			if err != nil {
-				return fmt.Errorf("cannot read step output: %w", err)
+				return err
 			}
-			return bench.AddAgentStep(run, label, command, failure, b)
+			return addStep(run, label, command, failure, b)
 		},
 	}
 	f := add.Flags()
@@ -459,13 +442,7 @@ rewrites the agent results in bench/README.md.`,
 		Short: "Write a run's results file and update the README",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if p.RunPath == "" {
-				return errors.New("--run is required")
-			}
-			if p.Date == "" {
-				p.Date = time.Now().UTC().Format(time.RFC3339)
-			}
-			path, err := bench.PublishAgent(p)
+			path, err := publishRun(p.WithDefaults())
 			if err != nil {
 				return err
 			}
@@ -473,16 +450,36 @@ rewrites the agent results in bench/README.md.`,
 			return nil
 		},
 	}
-	f = publish.Flags()
-	f.StringVar(&p.RunPath, "run", "", "run file made by add")
-	f.StringVar(&p.ResultsDir, "results-dir", "bench/results/agent-cost", "where <id>.json goes")
-	f.StringVar(&p.README, "readme", "bench/README.md", "file whose agent results are replaced (empty: none)")
+	registerPublishFlags(publish, &p, resultsDir, section, script)
+	cmd.AddCommand(add, publish)
+	return cmd
+}
+
+// readStepInput reads a step's output from a file or, for "-", stdin.
+func readStepInput(input string) ([]byte, error) {
+	var b []byte
+	var err error
+	if input == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(input)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read step output: %w", err)
+	}
+	return b, nil
+}
+
+func registerPublishFlags(cmd *cobra.Command, p *bench.PublishConfig, resultsDir, section, script string) {
+	f := cmd.Flags()
+	f.StringVar(&p.RunPath, "run", "", "run file made by add (required)")
+	f.StringVar(&p.ResultsDir, "results-dir", resultsDir, "where <id>.json goes")
+	f.StringVar(&p.README, "readme", "bench/README.md", "file whose "+section+" section is rewritten (empty: none)")
 	f.StringVar(&p.ID, "id", time.Now().UTC().Format("2006-01-02-150405"), "name of the results file")
 	f.StringVar(&p.Date, "date", "", "date of the run, RFC 3339 (default: now)")
 	f.StringVar(&p.Host, "host", "", "description of the machine")
-	f.StringVar(&p.Command, "command", "bench/agent-cost.sh", "how the run was started")
-	cmd.AddCommand(add, publish)
-	return cmd
+	f.StringVar(&p.Command, "command", script, "how the run was started")
+	_ = cmd.MarkFlagRequired("run")
 }
 
 func newBenchFanoutCmd(g *globalFlags) *cobra.Command {
@@ -551,67 +548,6 @@ published first, so subscribers start from a held version.`,
 }
 
 func newBenchFanoutReportCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "fanout-report",
-		Short: "Collect fan-out steps into a run and publish it",
-		Long: `Used by bench/fanout.sh: "add" appends one step's output (simtel bench fanout
---json) to a run file, "publish" writes bench/results/fanout/<id>.json and
-rewrites the fan-out results in bench/README.md.`,
-	}
-	var run, label, command, failure, input string
-	add := &cobra.Command{
-		Use:   "add",
-		Short: "Append a step's output to a run file",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var b []byte
-			var err error
-			if input == "-" {
-				b, err = io.ReadAll(os.Stdin)
-			} else {
-				b, err = os.ReadFile(input)
-			}
-			if err != nil {
-				return fmt.Errorf("cannot read step output: %w", err)
-			}
-			return bench.AddFanoutStep(run, label, command, failure, b)
-		},
-	}
-	f := add.Flags()
-	f.StringVar(&run, "run", "", "run file to append to (created if missing)")
-	f.StringVar(&label, "label", "", "name of the step")
-	f.StringVar(&command, "command", "", "the exact commands of the step")
-	f.StringVar(&input, "input", "-", "file with the step's JSON output, - for stdin")
-	f.StringVar(&failure, "failed", "", "how the step's command failed")
-
-	var p bench.PublishConfig
-	publish := &cobra.Command{
-		Use:   "publish",
-		Short: "Write a run's results file and update the README",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if p.RunPath == "" {
-				return errors.New("--run is required")
-			}
-			if p.Date == "" {
-				p.Date = time.Now().UTC().Format(time.RFC3339)
-			}
-			path, err := bench.PublishFanout(p)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(os.Stdout, "wrote %s\n", path)
-			return nil
-		},
-	}
-	f = publish.Flags()
-	f.StringVar(&p.RunPath, "run", "", "run file made by add")
-	f.StringVar(&p.ResultsDir, "results-dir", "bench/results/fanout", "where <id>.json goes")
-	f.StringVar(&p.README, "readme", "bench/README.md", "file whose fan-out results are replaced (empty: none)")
-	f.StringVar(&p.ID, "id", time.Now().UTC().Format("2006-01-02-150405"), "name of the results file")
-	f.StringVar(&p.Date, "date", "", "date of the run, RFC 3339 (default: now)")
-	f.StringVar(&p.Host, "host", "", "description of the machine")
-	f.StringVar(&p.Command, "command", "bench/fanout.sh", "how the run was started")
-	cmd.AddCommand(add, publish)
-	return cmd
+	return newStepReportCmd("fanout-report", "fan-out", "bench/fanout.sh", "simtel bench fanout",
+		"bench/results/fanout", "fan-out results", bench.AddFanoutStep, bench.PublishFanout)
 }
