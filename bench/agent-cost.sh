@@ -25,10 +25,9 @@
 #
 # UDP_RMEM=BYTES raises the kernel's default socket receive buffer
 # (net.core.rmem_default, and rmem_max if it is lower) before the UDP agent
-# starts, and restores both on exit; it needs root. The agent does not set
-# SO_RCVBUF itself, so its UDP socket gets rmem_default (212,992 bytes on
-# Debian): about 25 datagrams of 8 KiB. Off by default: the run measures the
-# agent as it is deployed.
+# starts, and restores both on exit; it needs root. The agent itself asks for
+# a 16 MiB receive buffer (past rmem_max when it runs as root), so this only
+# matters for an agent that runs unprivileged. Off by default.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,35 +42,17 @@ DATAGRAM_BYTES=${DATAGRAM_BYTES:-8192}
 SENDERS=${SENDERS:-2}
 TOPIC=telemetry
 
-log() { printf '\n== %s\n' "$*" >&2; }
+source "$REPO/bench/lib.sh"
 
 # --- processes, sysctl and cleanup -------------------------------------------
 
-PIDS=()
-WORK=""
 RMEM_SAVED=()
-cleanup() {
-	local pid
-	for pid in "${PIDS[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${PIDS[@]}"; do
-		for _ in $(seq 150); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	done
+cleanup_extra() {
 	if (( ${#RMEM_SAVED[@]} == 2 )); then
 		sysctl -q -w "net.core.rmem_default=${RMEM_SAVED[0]}" "net.core.rmem_max=${RMEM_SAVED[1]}" || true
 		log "restored net.core.rmem_default=${RMEM_SAVED[0]} net.core.rmem_max=${RMEM_SAVED[1]}"
 	fi
-	if [[ -n $WORK && -z ${KEEP:-} ]]; then
-		rm -rf "$WORK"
-	fi
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # stop_pid PID: SIGTERM, wait for the exit (the agent ships its spool for up
 # to its shutdown timeout), and forget it.
@@ -85,35 +66,6 @@ stop_pid() {
 		fi
 	done
 	PIDS=("${PIDS[@]}")
-}
-
-# free_port prints the first port from $1 on that nothing uses, TCP or UDP.
-free_port() {
-	local p=$1
-	while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null ||
-		grep -qi ":$(printf '%04X' "$p") " /proc/net/udp /proc/net/tcp 2>/dev/null; do
-		p=$((p + 1))
-	done
-	echo "$p"
-}
-
-# wait_port PORT PID LOG: wait until 127.0.0.1:PORT accepts connections
-# while PID is alive.
-wait_port() {
-	for _ in $(seq 200); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-			return 0
-		fi
-		if ! kill -0 "$2" 2>/dev/null; then
-			echo "process exited before listening on port $1:" >&2
-			cat "$3" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
-	echo "nothing listening on port $1 after 20s:" >&2
-	cat "$3" >&2
-	return 1
 }
 
 # --- build ---------------------------------------------------------------------

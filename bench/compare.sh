@@ -42,30 +42,9 @@ JS_MSGS=${JS_MSGS:-400000}
 JS_ALWAYS_MSGS=${JS_ALWAYS_MSGS:-30000}
 JS_CLIENTS=${JS_CLIENTS:-$PRODUCERS}
 
-log() { printf '\n== %s\n' "$*" >&2; }
+source "$REPO/bench/lib.sh"
 
 # --- processes and cleanup -------------------------------------------------
-
-PIDS=()
-WORK=""
-cleanup() {
-	local pid
-	for pid in "${PIDS[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${PIDS[@]}"; do
-		for _ in $(seq 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	done
-	if [[ -n $WORK && -z ${KEEP:-} ]]; then
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # stop_last ends the most recently started process and waits for it.
 stop_last() {
@@ -73,34 +52,6 @@ stop_last() {
 	kill -TERM "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
 	unset 'PIDS[-1]'
-}
-
-# free_port prints the first port from $1 on that nothing accepts on.
-free_port() {
-	local p=$1
-	while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do
-		p=$((p + 1))
-	done
-	echo "$p"
-}
-
-# wait_port waits until 127.0.0.1:$1 accepts connections, while the last
-# started process (logging to $2) is alive.
-wait_port() {
-	for _ in $(seq 200); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-			return 0
-		fi
-		if ! kill -0 "${PIDS[-1]}" 2>/dev/null; then
-			echo "process exited before listening on port $1:" >&2
-			cat "$2" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
-	echo "nothing listening on port $1 after 20s:" >&2
-	cat "$2" >&2
-	return 1
 }
 
 # --- tools -------------------------------------------------------------------
@@ -186,7 +137,7 @@ BROKER=127.0.0.1:$PORT
 log "starting simtel broker on $BROKER"
 "$SIMTEL" broker --data-dir "$WORK/simtel" --listen "$BROKER" --log-level warn >"$WORK/broker.log" 2>&1 &
 PIDS+=($!)
-wait_port "$PORT" "$WORK/broker.log"
+wait_port "$PORT" "${PIDS[-1]}" "$WORK/broker.log"
 SERVER_CMD="$(show "$SIMTEL" broker --data-dir "$WORK/simtel" --listen "$BROKER" --log-level warn) &"
 
 step produce "simtel produce" "$SIMTEL" bench produce --brokers "$BROKER" --topic bench \
@@ -226,7 +177,7 @@ js_bench() { # LABEL MODE CLIENTS MSGS
 log "starting nats-server -js (default sync_interval) on $NATS_URL"
 "$NATS_SERVER" -a 127.0.0.1 -p "$PORT" -js -sd "$WORK/nats" >"$WORK/nats.log" 2>&1 &
 PIDS+=($!)
-wait_port "$PORT" "$WORK/nats.log"
+wait_port "$PORT" "${PIDS[-1]}" "$WORK/nats.log"
 SERVER_CMD="$(show "$NATS_SERVER" -a 127.0.0.1 -p "$PORT" -js -sd "$WORK/nats") &"
 SERVER_SYNC=""
 js_bench "js pub async, 1 client" async 1 "$JS_MSGS"
@@ -245,7 +196,7 @@ jetstream {
 EOF
 "$NATS_SERVER" -c "$WORK/nats-always.conf" >"$WORK/nats-always.log" 2>&1 &
 PIDS+=($!)
-wait_port "$PORT" "$WORK/nats-always.log"
+wait_port "$PORT" "${PIDS[-1]}" "$WORK/nats-always.log"
 SERVER_CMD="$(show "$NATS_SERVER" -c "$WORK/nats-always.conf") &  # listen: 127.0.0.1:$PORT, jetstream { store_dir: \$WORK/nats-always, sync_interval: always }"
 SERVER_SYNC=always
 js_bench "js pub async, $JS_CLIENTS clients, sync always" async "$JS_CLIENTS" "$JS_ALWAYS_MSGS"

@@ -43,59 +43,9 @@ DIRECT_WORKERS=${DIRECT_WORKERS:-$WORKERS}
 POLL=${POLL:-500ms}
 NODE1=${NODE1-1}
 
-log() { printf '\n== %s\n' "$*" >&2; }
+source "$REPO/bench/lib.sh"
 
 # --- processes and cleanup -------------------------------------------------------
-
-PIDS=()
-WORK=""
-cleanup() {
-	local pid
-	for pid in "${PIDS[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${PIDS[@]}"; do
-		for _ in $(seq 100); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	done
-	if [[ -n $WORK && -z ${KEEP:-} ]]; then
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# free_port prints the first port from $1 on that nothing listens on.
-free_port() {
-	local p=$1
-	while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null ||
-		grep -qi ":$(printf '%04X' "$p") " /proc/net/tcp 2>/dev/null; do
-		p=$((p + 1))
-	done
-	echo "$p"
-}
-
-# wait_port PORT PID LOG: wait until 127.0.0.1:PORT accepts connections
-# while PID is alive.
-wait_port() {
-	for _ in $(seq 200); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-			return 0
-		fi
-		if ! kill -0 "$2" 2>/dev/null; then
-			echo "process exited before listening on port $1:" >&2
-			cat "$3" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
-	echo "nothing listening on port $1 after 20s:" >&2
-	cat "$3" >&2
-	return 1
-}
 
 # --- build ---------------------------------------------------------------------
 
