@@ -66,7 +66,7 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 				msg := res.err.Error()
 				sp.ErrorMessage = &msg
 				b.metrics.produceErrors.WithLabelValues(kerr.ErrorForCode(sp.ErrorCode).Error()).Inc()
-				b.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "client_id", "", "err", res.err)
+				b.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", res.err)
 				continue
 			}
 			sp.BaseOffset = res.base

@@ -62,7 +62,7 @@ func (p *pending) finish(resp kmsg.Response) {
 	close(p.done)
 }
 
-// errCloseConn makes the connection close after one log line.
+// protocolError makes the connection close after one log line.
 type protocolError struct{ msg string }
 
 func (e *protocolError) Error() string { return e.msg }
@@ -226,7 +226,7 @@ func (c *conn) writeLoop() {
 		}
 		var err error
 		if p.fetch != nil {
-			err = p.fetch.writeTo(c, w, p.corr, p.version)
+			err = p.fetch.writeTo(c, w)
 		} else {
 			buf = appendResponse(buf[:0], p)
 			c.b.metrics.bytesOut.WithLabelValues(apiName(p.key)).Add(float64(len(buf)))

@@ -113,7 +113,7 @@ func buildFetchWire(resp *kmsg.FetchResponse, corr int32, m *markerSet) (*fetchW
 	return w, nil
 }
 
-func (f *fetchWire) writeTo(c *conn, w *bufio.Writer, _ int32, _ int16) error {
+func (f *fetchWire) writeTo(c *conn, w *bufio.Writer) error {
 	var sz [4]byte
 	binary.BigEndian.PutUint32(sz[:], uint32(f.size))
 	if _, err := w.Write(sz[:]); err != nil {
