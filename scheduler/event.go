@@ -1,0 +1,42 @@
+// Package scheduler keeps simtel's run registry and publishes job lifecycle
+// events. Other parts (the sink, operators' tools) react to the events on
+// topic "jobs" instead of polling Slurm.
+package scheduler
+
+import "time"
+
+// Topics of the scheduler.
+const (
+	JobsTopic = "jobs" // lifecycle events, key = run, JSON Event values
+	RunsTopic = "runs" // compacted run registry, key = run, JSON Run values
+)
+
+// Event types, in the order a job goes through them.
+const (
+	EventSubmitted = "submitted"
+	EventStarted   = "started"
+	EventNodeUp    = "node_up"
+	EventCompleted = "completed"
+	EventFailed    = "failed"
+	EventCancelled = "cancelled"
+)
+
+// Event is one job lifecycle event: the value of a record on JobsTopic,
+// encoded as JSON, with the run as the record key.
+type Event struct {
+	Type     string    `json:"type"` // one of the Event* constants
+	Run      string    `json:"run"`
+	JobID    string    `json:"job_id,omitempty"`
+	User     string    `json:"user,omitempty"`
+	Name     string    `json:"name,omitempty"`
+	Nodes    []string  `json:"nodes,omitempty"` // the job's nodes, expanded (n[1-3] → n1 n2 n3)
+	Node     string    `json:"node,omitempty"`  // the node that sent the event (node_up, prolog/epilog)
+	Time     time.Time `json:"time"`
+	ExitCode *int      `json:"exit_code,omitempty"` // completed/failed
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// Final reports whether the event ends the run.
+func (e Event) Final() bool {
+	return e.Type == EventCompleted || e.Type == EventFailed || e.Type == EventCancelled
+}
