@@ -33,6 +33,7 @@ type Partition struct {
 
 	maxMessageBytes atomic.Int64
 	compacted       atomic.Bool
+	holdGroups      atomic.Pointer[[]string] // simtel.retention.hold.groups
 
 	mu struct {
 		sync.Mutex
@@ -78,13 +79,38 @@ func (p *Partition) setConfigs(overrides map[string]string) {
 	p.maxMessageBytes.Store(p.b.configInt(overrides, "max.message.bytes"))
 	policy, _ := p.b.effectiveTopicConfig(overrides, "cleanup.policy")
 	p.compacted.Store(strings.Contains(policy, "compact"))
+	hold, _ := p.b.effectiveTopicConfig(overrides, holdGroupsConfig)
+	var groups []string
+	for _, g := range strings.Split(hold, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			groups = append(groups, g)
+		}
+	}
+	p.holdGroups.Store(&groups)
 }
 
 func (p *Partition) compact() bool { return p.compacted.Load() }
 
-// retentionFloor is the lowest offset retention must keep. Nothing holds
-// retention back yet; the sink will (a topic config naming its group).
-func (p *Partition) retentionFloor() int64 { return math.MaxInt64 }
+// retentionFloor is the lowest offset retention must keep: the lowest
+// offset committed for this partition by the groups named in the topic's
+// simtel.retention.hold.groups (the sink's group, so that nothing is
+// deleted before it is tiered to the lake). A named group that has not
+// committed an offset for the partition holds the whole log.
+func (p *Partition) retentionFloor() int64 {
+	groups := p.holdGroups.Load()
+	if groups == nil || len(*groups) == 0 || p.b.groups == nil {
+		return math.MaxInt64
+	}
+	floor := int64(math.MaxInt64)
+	for _, g := range *groups {
+		off, ok := p.b.groups.Committed(g, p.topic, p.index)
+		if !ok || off < 0 {
+			return 0
+		}
+		floor = min(floor, off)
+	}
+	return floor
+}
 
 func (p *Partition) highWatermark() int64 { return p.hw.Load() }
 

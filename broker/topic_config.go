@@ -77,6 +77,21 @@ var topicConfigDefs = map[string]topicConfigDef{
 	"message.downconversion.enable":       {def: "true", typ: kmsg.ConfigTypeBoolean, doc: "accepted for compatibility", check: oneOf("true", "false")},
 	"local.retention.ms":                  {def: "-2", typ: kmsg.ConfigTypeLong, doc: "accepted for compatibility", check: intCheck(-2)},
 	"local.retention.bytes":               {def: "-2", typ: kmsg.ConfigTypeLong, doc: "accepted for compatibility", check: intCheck(-2)},
+	holdGroupsConfig:                      {def: "", typ: kmsg.ConfigTypeList, doc: "consumer groups that hold retention back: no segment at or past their lowest committed offset is deleted by retention (a named group with no commit holds everything)", check: groupListCheck},
+}
+
+// holdGroupsConfig names the consumer groups (the lake sink's) whose
+// committed offsets hold retention back, so data is not deleted before it
+// is tiered.
+const holdGroupsConfig = "simtel.retention.hold.groups"
+
+func groupListCheck(v string) error {
+	for _, g := range strings.Split(v, ",") {
+		if strings.TrimSpace(g) == "" && strings.TrimSpace(v) != "" {
+			return fmt.Errorf("%q has an empty group name", v)
+		}
+	}
+	return nil
 }
 
 // validateTopicConfig checks a value for a known config name. A nil value

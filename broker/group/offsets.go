@@ -636,3 +636,19 @@ func (c *Coordinator) Lags() []Lag {
 	})
 	return lags
 }
+
+// Committed returns the offset a group committed for a partition, for
+// retention holds; ok is false when the group or the commit is unknown.
+func (c *Coordinator) Committed(group, topic string, partition int32) (offset int64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.mu.groups[group]
+	if g == nil {
+		return 0, false
+	}
+	o, ok := g.offsets[TopicPartition{topic, partition}]
+	if !ok {
+		return 0, false
+	}
+	return o.Offset, true
+}
