@@ -26,3 +26,14 @@ if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
 else
   echo "node/npm not found: tests/kafkajs not installed (TestKafkaJS will skip)" >&2
 fi
+
+# versitygw, a real S3-compatible server, for the sink and lake tests
+# (internal/testutil.StartS3). Built once from the Go module proxy into the
+# user's cache directory, so clean clones reuse it.
+bindir="${XDG_CACHE_HOME:-$HOME/.cache}/simtel/bin"
+if [ ! -x "$bindir/versitygw" ]; then
+  echo "installing versitygw v1.8.0 into $bindir (about 2 minutes the first time)" >&2
+  mkdir -p "$bindir"
+  GOBIN="$bindir" go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+fi
+echo "versitygw: $bindir/versitygw" >&2
