@@ -8,6 +8,11 @@
 //	_catalog/flush/<topic>/<partition>/<first>-<last>.json   one Entry per flush (offsets 20-digit padded)
 //	_catalog/pending/<topic>/<partition>.json                 the Intent of a flush in progress
 //	_catalog/runs/<run>.json                                  RunState: a run marked complete
+//	_catalog/compact/<id>.json                                a Compaction: new objects replace old ones
+//	_catalog/snap/<topic>/<partition>/<first>-<last>.json     many flush entries merged (CompactEntries)
+//
+// Topic and run segments are escaped with lake.EscapeSegment. Readers use
+// Load and the Snapshot it returns; see docs/lake.md for the protocol.
 package catalog
 
 import "time"

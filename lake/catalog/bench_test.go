@@ -1,0 +1,87 @@
+package catalog_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/store"
+)
+
+// BenchmarkLoad measures reading a catalog of 2000 flush entries (4
+// partitions × 500 flushes): from a local lake, from S3 without and with the
+// local cache of catalog files, and from S3 after CompactEntries.
+func BenchmarkLoad(b *testing.B) {
+	const flushes = 2000
+	ctx := context.Background()
+	fill := func(b *testing.B, c *catalog.Catalog) {
+		for i := int64(0); i < flushes; i++ {
+			p, n := int32(i%4), i/4
+			if err := c.Commit(ctx, entry("telemetry", p, n*100, n*100+99, fmt.Sprintf("r%d", i%10), "cpu", "reward")); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	check := func(b *testing.B, s *catalog.Snapshot) {
+		if len(s.Entries) != flushes {
+			b.Fatalf("loaded %d entries, want %d", len(s.Entries), flushes)
+		}
+	}
+	b.Run("file", func(b *testing.B) {
+		s, _ := store.Open(ctx, b.TempDir(), store.Options{})
+		c := catalog.New(s)
+		fill(b, c)
+		for b.Loop() {
+			snap, err := c.Load(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			check(b, snap)
+		}
+	})
+	srv := testutil.StartS3(b)
+	srv.SetEnv(b)
+	s, err := store.Open(ctx, srv.URL, store.Options{S3Endpoint: srv.Endpoint})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fill(b, catalog.New(s))
+	b.Run("s3-nocache", func(b *testing.B) {
+		c := catalog.New(s)
+		for b.Loop() {
+			snap, err := c.Load(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			check(b, snap)
+		}
+	})
+	b.Run("s3-cached", func(b *testing.B) {
+		c := catalog.New(s, catalog.WithCacheDir(b.TempDir()))
+		if _, err := c.Load(ctx); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			snap, err := c.Load(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			check(b, snap)
+		}
+	})
+	b.Run("s3-compacted", func(b *testing.B) {
+		c := catalog.New(s)
+		if err := c.CompactEntries(ctx); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			snap, err := c.Load(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			check(b, snap)
+		}
+	})
+}
