@@ -7,12 +7,14 @@ set -euo pipefail
 
 need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)   # deploy/: systemd-analyze verify of the units
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)       # deploy/: promtool check config/rules
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "installing: ${need[*]}" >&2
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 kcat -V 2>&1 | head -1 >&2
 
