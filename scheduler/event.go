@@ -19,6 +19,11 @@ const (
 	EventCompleted = "completed"
 	EventFailed    = "failed"
 	EventCancelled = "cancelled"
+
+	// EventNodeDown is sent by the epilog of every node but the one that
+	// reports the job's end: this node is done with the job (its agent is
+	// gone). It does not end the run.
+	EventNodeDown = "node_down"
 )
 
 // Event is one job lifecycle event: the value of a record on JobsTopic,
@@ -34,7 +39,19 @@ type Event struct {
 	Time     time.Time `json:"time"`
 	ExitCode *int      `json:"exit_code,omitempty"` // completed/failed
 	Reason   string    `json:"reason,omitempty"`
+	// Source names the reporter of a final event, which decides between
+	// final events that disagree (see Merge): SourceJobComp (the
+	// controller's job completion record, authoritative) beats any other
+	// source, which beats SourceEpilog (a node's inference from the exit
+	// code while the job is still completing).
+	Source string `json:"source,omitempty"`
 }
+
+// Sources of final events, by authority.
+const (
+	SourceJobComp = "jobcomp"
+	SourceEpilog  = "epilog"
+)
 
 // Final reports whether the event ends the run.
 func (e Event) Final() bool {

@@ -6,6 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+# A real single-host Slurm cluster with emulated nodes for slurm/'s
+# end-to-end test (needs root; installs slurm-wlm and munge when missing).
+if [ "$(id -u)" -eq 0 ] || [ -n "${CI:-}" ]; then
+  eval "$(scripts/slurm-up.sh)"
+  trap 'scripts/slurm-down.sh >/dev/null 2>&1 || true' EXIT
+else
+  echo "not root: no Slurm test cluster (slurm/'s end-to-end test will skip)" >&2
+fi
 go vet ./...
 go test -count=1 -timeout 25m ./...
 go test -count=1 -race -short -timeout 15m ./broker/... ./agent/...
