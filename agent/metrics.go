@@ -57,3 +57,7 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSpoolPending, prometheus.GaugeValue, float64(st.Pending))
 	ch <- prometheus.MustNewConstMetric(descSpoolDropped, prometheus.CounterValue, float64(st.Dropped))
 }
+
+// Gatherer exposes the agent's metrics to an embedding process (simtel
+// dev's summary line) without going through HTTP.
+func (a *Agent) Gatherer() prometheus.Gatherer { return a.metrics.reg }

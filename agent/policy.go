@@ -285,4 +285,3 @@ func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPolicyFetched, prometheus.CounterValue, float64(st.Fetched), name)
 	}
 }
-

@@ -21,7 +21,7 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 the report tool that bench/compare.sh uses to record and publish results.`,
 	}
 	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchDiskCmd(), newBenchReportCmd(),
-		newBenchAgentCmd(g), newBenchAgentReportCmd(), newBenchFanoutCmd(g), newBenchFanoutReportCmd())
+		newBenchAgentCmd(g), newBenchAgentReportCmd(), newBenchFanoutCmd(g), newBenchFanoutReportCmd(), newBenchE2ECmd(g), newBenchSinkCmd())
 	return cmd
 }
 
@@ -550,4 +550,50 @@ published first, so subscribers start from a held version.`,
 func newBenchFanoutReportCmd() *cobra.Command {
 	return newStepReportCmd("fanout-report", "fan-out", "bench/fanout.sh", "simtel bench fanout",
 		"bench/results/fanout", "fan-out results", bench.AddFanoutStep, bench.PublishFanout)
+}
+
+func newBenchSinkCmd() *cobra.Command {
+	var cfg bench.SinkBenchConfig
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "sink",
+		Short: "Measure how fast the sink encodes line protocol into Parquet, on one core",
+		Long: `Generate --samples line-protocol records like the agent ships them (sorted
+tags host, job, run, step plus --tags of the sender's, --fields fields, --runs
+distinct runs) and encode them as one flush of one sink partition into Parquet
+objects (one per run, measurement and day), on one goroutine as the sink does
+per partition. No broker or store is involved.
+
+Reports samples per second of wall time and per CPU second (independent of
+the number of cores), and bytes per sample as line protocol, in the broker's
+log and in Parquet: the lake's compression against the broker.`,
+		Example: `  simtel bench sink --samples 1000000
+  simtel bench sink --samples 200000 --tags 4 --fields 8 --runs 16 --dir /tmp/lake --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := bench.RunSinkBench(cmd.Context(), cfg)
+			if err != nil && res.Samples == 0 {
+				return err
+			}
+			out := benchOutput{json: asJSON}
+			return out.emit(res, err, func(w io.Writer) {
+				fmt.Fprintf(w, "sink encode: %d samples into %d objects in %.2f s (%.2f CPU s)\n",
+					res.Samples, res.Objects, res.WallSeconds, res.CPUSeconds)
+				fmt.Fprintf(w, "  %.0f samples/s, %.0f samples per CPU second\n", res.SamplesPerSec, res.SamplesPerCoreSec)
+				fmt.Fprintf(w, "  bytes per sample: %.1f line protocol, %.1f in the broker, %.1f in Parquet (%.1fx smaller than the broker's log)\n",
+					res.LineBytesPerSample, res.BrokerBytesPerSample, res.ParquetBytesPerSample, res.CompressionRatio)
+				if res.DeadLetters > 0 {
+					fmt.Fprintf(w, "  %d dead letters\n", res.DeadLetters)
+				}
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Samples, "samples", 1_000_000, "records to encode")
+	f.IntVar(&cfg.Tags, "tags", 2, "tags per line besides host, job, step and run (0 means the default, 2)")
+	f.IntVar(&cfg.Fields, "fields", 4, "fields per line: floats, an integer counter and a boolean")
+	f.IntVar(&cfg.Runs, "runs", 4, "distinct runs; each run, measurement and day is one object")
+	f.StringVar(&cfg.Dir, "dir", "", "also write the objects under this directory, for inspection")
+	f.BoolVar(&asJSON, "json", false, "print one JSON result object on stdout")
+	return cmd
 }

@@ -4,30 +4,50 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/term"
 
 	"github.com/simtel/simtel/agent"
 	"github.com/simtel/simtel/broker"
+	"github.com/simtel/simtel/sink"
 )
 
-// newDevCmd wires the embedded default: one broker and one agent in one
-// process, with their data under one directory. The sink and the local
-// lake join it as they are built.
+// devConfig holds simtel dev's flags.
+type devConfig struct {
+	dataDir, brokerAddr, brokerHTTP, agentHTTP, agentUDP, agentTCP, sinkHTTP string
+	flushAge                                                                 time.Duration
+	summary                                                                  bool
+}
+
+// newDevCmd wires the embedded default: a broker, a node agent and a sink
+// into a local lake, in one process, with their data under one directory.
 func newDevCmd(g *globalFlags) *cobra.Command {
-	var dataDir, brokerAddr, brokerHTTP, agentHTTP, agentUDP, agentTCP string
+	var c devConfig
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a broker and a node agent in one process, for trying simtel on one machine",
-		Long: `Run the embedded default: a single-node broker and a node agent in one
-process, keeping everything under --data-dir. Send line protocol to the
-agent (HTTP, UDP or TCP) and read it back from the broker's "telemetry"
-topic with any Kafka client.`,
+		Short: "Run a broker, a node agent and a sink into a local lake, in one process",
+		Long: `Run the whole pipeline on one machine: a single-node broker, a node agent
+taking line protocol over HTTP, UDP and TCP, and a sink that writes the
+telemetry topic into a Parquet lake under --data-dir/lake. Send samples to
+the agent; a few seconds later (--flush-age) they are rows that
+"simtel lake query" reads with SQL.
+
+The telemetry topic is created with simtel.retention.hold.groups set to the
+sink's group, so retention never deletes what the lake does not hold yet.`,
 		Example: `  simtel dev --data-dir ./simtel-data
   curl -XPOST 'http://127.0.0.1:8186/write?db=sim' --data-binary 'reward,env=cartpole value=1.5'
+  simtel lake query 'SELECT time, env, value FROM reward'      # --lake file://./simtel-data/lake is the default
   kcat -C -b 127.0.0.1:9092 -t telemetry -e`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -35,62 +55,210 @@ topic with any Kafka client.`,
 			if err != nil {
 				return err
 			}
-			b, err := broker.New(broker.Config{
-				DataDir:    filepath.Join(dataDir, "broker"),
-				Listen:     brokerAddr,
-				HTTPListen: brokerHTTP,
-				Logger:     log.With("part", "broker"),
-			})
-			if err != nil {
-				return err
-			}
-			tags := agent.TagsFromEnv("", nil)
-			if tags.Run == "" {
-				tags.Run = "dev"
-			}
-			a, err := agent.New(agent.Config{
-				Brokers:    []string{b.Addr().String()},
-				ListenHTTP: agentHTTP,
-				ListenUDP:  agentUDP,
-				ListenTCP:  agentTCP,
-				SpoolDir:   filepath.Join(dataDir, "spool"),
-				Tags:       tags,
-				Logger:     log.With("part", "agent"),
-			})
-			if err != nil {
-				b.Close()
-				return err
-			}
-			fmt.Fprintf(os.Stderr, `simtel dev is running (data in %s)
-  send samples:  curl -XPOST 'http://%s/write?db=sim' --data-binary 'reward,env=cartpole value=1.5'
-                 echo 'reward value=2' > /dev/udp/%s
-  read them:     kcat -C -b %s -t telemetry -e
-  metrics:       http://%s/metrics (broker), http://%s/metrics (agent)
-`, dataDir, agentHTTP, hostPortSlash(agentUDP), b.Addr(), brokerHTTP, agentHTTP)
-			// The agent stops first so it can flush its spool into the
-			// broker, which stops after it.
-			actx, stopAgent := context.WithCancel(context.Background())
-			bctx, stopBroker := context.WithCancel(context.Background())
-			var eg errgroup.Group
-			eg.Go(func() error { return b.Run(bctx) })
-			eg.Go(func() error { defer stopBroker(); return a.Run(actx) })
-			<-cmd.Context().Done()
-			stopAgent()
-			err = eg.Wait()
-			if errors.Is(err, context.Canceled) {
-				err = nil
-			}
-			return err
+			return runDev(cmd.Context(), c, log)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dataDir, "data-dir", "simtel-data", "directory for the broker's data and the agent's spool")
-	f.StringVar(&brokerAddr, "broker-listen", "127.0.0.1:9092", "Kafka listener")
-	f.StringVar(&brokerHTTP, "broker-http", "127.0.0.1:9644", "broker /metrics, /healthz, /readyz")
-	f.StringVar(&agentHTTP, "agent-http", "127.0.0.1:8186", "agent HTTP listener (/write, /api/v2/write, /metrics)")
-	f.StringVar(&agentUDP, "agent-udp", "127.0.0.1:8089", "agent UDP line-protocol listener")
-	f.StringVar(&agentTCP, "agent-tcp", "127.0.0.1:8094", "agent TCP line-protocol listener")
+	f.StringVar(&c.dataDir, "data-dir", "simtel-data", "directory for the broker's data, the agent's spool and the lake")
+	f.StringVar(&c.brokerAddr, "broker-listen", "127.0.0.1:9092", "Kafka listener")
+	f.StringVar(&c.brokerHTTP, "broker-http", "127.0.0.1:9644", "broker /metrics, /healthz, /readyz")
+	f.StringVar(&c.agentHTTP, "agent-http", "127.0.0.1:8186", "agent HTTP listener (/write, /api/v2/write, /metrics)")
+	f.StringVar(&c.agentUDP, "agent-udp", "127.0.0.1:8089", "agent UDP line-protocol listener")
+	f.StringVar(&c.agentTCP, "agent-tcp", "127.0.0.1:8094", "agent TCP line-protocol listener")
+	f.StringVar(&c.sinkHTTP, "sink-http", "127.0.0.1:9645", "sink /metrics and /healthz")
+	f.DurationVar(&c.flushAge, "flush-age", 2*time.Second, "the sink writes buffered samples to the lake at least this often")
+	f.BoolVar(&c.summary, "summary", true, "print a live one-line summary (samples/s, sink lag, lake rows) on stderr")
 	return cmd
+}
+
+func runDev(ctx context.Context, c devConfig, log *slog.Logger) error {
+	lakeDir, err := filepath.Abs(filepath.Join(c.dataDir, "lake"))
+	if err != nil {
+		return err
+	}
+	b, err := broker.New(broker.Config{
+		DataDir:    filepath.Join(c.dataDir, "broker"),
+		Listen:     c.brokerAddr,
+		HTTPListen: c.brokerHTTP,
+		Logger:     log.With("part", "broker"),
+	})
+	if err != nil {
+		return err
+	}
+	// Stop order: the agent first so it can flush its spool into the
+	// broker, then the sink so it can flush into the lake, then the broker.
+	bctx, stopBroker := context.WithCancel(context.Background())
+	defer stopBroker()
+	var beg errgroup.Group
+	beg.Go(func() error { return b.Run(bctx) })
+	brokers := []string{b.Addr().String()}
+	if err := devTopic(ctx, brokers); err != nil {
+		stopBroker()
+		_ = beg.Wait()
+		return err
+	}
+
+	tags := agent.TagsFromEnv("", nil)
+	if tags.Run == "" {
+		tags.Run = "dev"
+	}
+	a, err := agent.New(agent.Config{
+		Brokers:    brokers,
+		ListenHTTP: c.agentHTTP,
+		ListenUDP:  c.agentUDP,
+		ListenTCP:  c.agentTCP,
+		SpoolDir:   filepath.Join(c.dataDir, "spool"),
+		Tags:       tags,
+		Logger:     log.With("part", "agent"),
+	})
+	if err != nil {
+		stopBroker()
+		_ = beg.Wait()
+		return err
+	}
+	sinkReg := prometheus.NewRegistry()
+	sinkCfg := sink.Config{
+		Brokers:    brokers,
+		Topics:     []string{"telemetry"},
+		Lake:       "file://" + lakeDir,
+		FlushAge:   c.flushAge,
+		HTTPListen: c.sinkHTTP,
+		Logger:     log.With("part", "sink"),
+		Registry:   sinkReg,
+	}
+	fmt.Fprintf(os.Stderr, `simtel dev is running (data in %s)
+  send samples:  curl -XPOST 'http://%s/write?db=sim' --data-binary 'reward,env=cartpole value=1.5'
+                 echo 'reward value=2' > /dev/udp/%s
+  query them:    simtel lake query --lake file://%s 'SELECT time, env, value FROM reward'
+  list runs:     simtel lake runs --lake file://%s
+  read the topic: kcat -C -b %s -t telemetry -e
+  metrics:       http://%s/metrics (broker), http://%s/metrics (agent), http://%s/metrics (sink)
+`, c.dataDir, c.agentHTTP, hostPortSlash(c.agentUDP), lakeDir, lakeDir, b.Addr(), c.brokerHTTP, c.agentHTTP, c.sinkHTTP)
+
+	actx, stopAgent := context.WithCancel(context.Background())
+	sctx, stopSink := context.WithCancel(context.Background())
+	var eg errgroup.Group
+	eg.Go(func() error { return a.Run(actx) })
+	eg.Go(func() error { return sink.Run(sctx, sinkCfg) })
+	done := make(chan struct{})
+	var sg errgroup.Group
+	if c.summary {
+		sg.Go(func() error { devSummary(done, os.Stderr, a.Gatherer(), sinkReg); return nil })
+	}
+	// A part that stops on its own (a listener failed) stops the rest.
+	failed := make(chan error, 1)
+	go func() { failed <- eg.Wait() }()
+	var partErr error
+	select {
+	case <-ctx.Done():
+	case partErr = <-failed:
+		failed <- partErr
+	}
+	close(done)
+	_ = sg.Wait()
+	stopAgent()
+	// The sink keeps consuming until the agent has drained into the broker.
+	time.Sleep(100 * time.Millisecond)
+	stopSink()
+	err = errors.Join(partErr, <-failed)
+	stopBroker()
+	err = errors.Join(err, beg.Wait())
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// devTopic creates the telemetry topic with the retention hold for the
+// sink's group, unless it exists.
+func devTopic(ctx context.Context, brokers []string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(tctx, 4, 1, map[string]*string{"simtel.retention.hold.groups": kadm.StringPtr(sink.DefaultGroup)}, "telemetry")
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("cannot create the telemetry topic: %w", err)
+	}
+	return nil
+}
+
+// devSummary prints one line every two seconds until done: samples the
+// agent received and their rate, the sink's lag and the lake's rows. On a
+// terminal the line is rewritten in place.
+func devSummary(done <-chan struct{}, w io.Writer, agentM, sinkM prometheus.Gatherer) {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	const every = 2 * time.Second
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last float64
+	var lastLine string
+	quietFor := 0
+	for {
+		select {
+		case <-done:
+			if tty && lastLine != "" {
+				fmt.Fprintln(w)
+			}
+			return
+		case <-t.C:
+		}
+		in := metricSum(agentM, "simtel_agent_samples_received_total")
+		lag := metricSum(sinkM, "simtel_sink_lag_records")
+		rows := metricSum(sinkM, "simtel_sink_rows_written_total")
+		objects := metricSum(sinkM, "simtel_sink_objects_written_total")
+		line := fmt.Sprintf("samples in %.0f (%.0f/s) · sink lag %.0f · lake %.0f rows in %.0f objects",
+			in, (in-last)/every.Seconds(), lag, rows, objects)
+		last = in
+		switch {
+		case tty:
+			fmt.Fprintf(w, "\r%-100s", line)
+			lastLine = line
+		case line != lastLine || quietFor >= 15:
+			// Not a terminal (a log file): print changes, and a
+			// heartbeat every 30 s.
+			if line == lastLine {
+				quietFor = 0
+			}
+			fmt.Fprintln(w, line)
+			lastLine = line
+		default:
+			quietFor++
+		}
+	}
+}
+
+// metricSum adds up every series of a counter or gauge family.
+func metricSum(g prometheus.Gatherer, name string) float64 {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // hostPortSlash turns host:port into host/port for bash's /dev/udp paths.

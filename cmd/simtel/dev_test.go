@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +16,17 @@ import (
 
 // TestDevShipsACurlPost runs `simtel dev` as a user would and checks that
 // a line POSTed to the agent arrives in the broker's telemetry topic with
-// the agent's tags, and that SIGTERM ends the process cleanly.
+// the agent's tags, becomes a row that `simtel lake query` returns, and
+// that SIGTERM ends the process cleanly.
 func TestDevShipsACurlPost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the simtel binary")
 	}
 	brokerAddr, agentHTTP := testutil.FreePort(t), testutil.FreePort(t)
-	p := testutil.Start(t, t.TempDir(), "dev", "--data-dir", t.TempDir(), "--broker-listen", brokerAddr,
-		"--broker-http", testutil.FreePort(t), "--agent-http", agentHTTP, "--agent-udp", testutil.FreePort(t), "--agent-tcp", testutil.FreePort(t))
+	dataDir := t.TempDir()
+	p := testutil.Start(t, t.TempDir(), "dev", "--data-dir", dataDir, "--broker-listen", brokerAddr,
+		"--broker-http", testutil.FreePort(t), "--agent-http", agentHTTP, "--agent-udp", testutil.FreePort(t), "--agent-tcp", testutil.FreePort(t),
+		"--sink-http", testutil.FreePort(t))
 	testutil.WaitPort(t, agentHTTP, p)
 	resp, err := http.Post("http://"+agentHTTP+"/write?db=sim", "text/plain", strings.NewReader("reward,env=cartpole value=1.5"))
 	if err != nil {
@@ -52,6 +57,21 @@ func TestDevShipsACurlPost(t *testing.T) {
 	}
 	if !strings.Contains(got, "env=cartpole") || !strings.Contains(got, "run=dev") || !strings.Contains(got, "value=1.5") {
 		t.Fatalf("stored %q, want env=cartpole, run=dev and value=1.5", got)
+	}
+	// The same sample becomes a row of the lake that simtel lake query
+	// reads, within seconds (the sink flushes every 2 s in dev).
+	lake := "file://" + filepath.Join(dataDir, "lake")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := exec.Command(testutil.Binary(t), "lake", "query", "--lake", lake, "--cache-dir", t.TempDir(), "--format", "csv",
+			"SELECT env, run, value FROM reward").CombinedOutput()
+		if err == nil && strings.Contains(string(out), "cartpole,dev,1.5") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the POSTed sample is not a row of the lake after 30s; last simtel lake query said (err %v):\n%s", err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 	if err := p.Stop(20 * time.Second); err != nil {
 		t.Fatalf("simtel dev did not stop cleanly on SIGTERM: %v", err)

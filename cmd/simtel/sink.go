@@ -1,0 +1,71 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simtel/simtel/sink"
+)
+
+func newSinkCmd(g *globalFlags) *cobra.Command {
+	var cfg sink.Config
+	var brokers, topics, telemetryTopics string
+	cmd := &cobra.Command{
+		Use:   "sink",
+		Short: "Write topics into the Parquet lake (local directory or S3), exactly once",
+		Long: `Run the sink: a consumer-group connector that writes topics into the lake as
+Parquet objects. Records of the telemetry topics (--telemetry-topics) are
+decoded from line protocol into one table per measurement
+(telemetry/<measurement>/run=<run>/date=<day>/...): a time column
+(TIMESTAMP micros, UTC), one column per tag and per field, and _partition,
+_offset, _time_ns. Lines that cannot be decoded go to deadletter/<topic>/...;
+other topics are kept whole in raw/<topic>/....
+
+Each partition is flushed when its buffer reaches --flush-bytes or
+--flush-rows, when its oldest record is --flush-age old, when a run ends on
+the jobs topic, on rebalance and on shutdown. Every flush is recorded in the
+lake's catalog before its Kafka offset is committed, and a sink that crashed
+mid-flush rewrites the same objects: every record lands in the lake exactly
+once. While the store is unreachable the sink retries (100 ms up to 30 s
+between attempts) and stops consuming.
+
+Start several sinks with the same --group to share the partitions. S3
+credentials come from the usual AWS environment (AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
+		Example: `  simtel sink --brokers 127.0.0.1:9092 --topics telemetry --lake file:///var/lib/simtel/lake
+  AWS_ACCESS_KEY_ID=KEY AWS_SECRET_ACCESS_KEY=SECRET simtel sink --brokers 127.0.0.1:9092 \
+      --topics telemetry,jobs --lake s3://lake/simtel --s3-endpoint http://127.0.0.1:7070 --http-listen 127.0.0.1:9645`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			cfg.Brokers = splitList(brokers)
+			cfg.Topics = splitList(topics)
+			cfg.TelemetryTopics = splitList(telemetryTopics)
+			if cfg.TelemetryTopics == nil {
+				cfg.TelemetryTopics = []string{}
+			}
+			return sink.Run(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	f.StringVar(&topics, "topics", "telemetry", "comma-separated topics to write into the lake")
+	f.StringVar(&telemetryTopics, "telemetry-topics", "telemetry", "comma-separated topics holding line protocol, decoded into telemetry tables (others are written raw)")
+	f.StringVar(&cfg.Lake, "lake", "", "lake root: file:///dir or s3://bucket/prefix (required)")
+	f.StringVar(&cfg.S3Endpoint, "s3-endpoint", "", "S3-compatible endpoint URL, e.g. http://127.0.0.1:7070 (empty: AWS)")
+	f.StringVar(&cfg.Group, "group", sink.DefaultGroup, "consumer group; sinks in one group share the partitions")
+	f.Int64Var(&cfg.FlushBytes, "flush-bytes", sink.DefaultFlushBytes, "flush a partition when its buffered input reaches this many bytes (bounds memory per partition)")
+	f.IntVar(&cfg.FlushRows, "flush-rows", 0, "flush a partition when it buffers this many records (0: no limit)")
+	f.DurationVar(&cfg.FlushAge, "flush-age", sink.DefaultFlushAge, "flush a partition when its oldest buffered record is this old")
+	f.StringVar(&cfg.JobsTopic, "jobs-topic", "jobs", "topic of job events; a run's completion flushes its rows (\"-\": off)")
+	f.StringVar(&cfg.HTTPListen, "http-listen", "", "host:port for /metrics, /healthz and /debug/pprof (empty: off)")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long the final flush may take after SIGTERM")
+	f.DurationVar(&cfg.UploadDelay, "upload-delay", 0, "pause before each object upload (crash tests only)")
+	_ = f.MarkHidden("upload-delay")
+	return cmd
+}
