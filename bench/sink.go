@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/simtel/simtel/sink"
+)
+
+// The encoder side of `simtel bench sink`: how fast the sink turns
+// canonical line-protocol records into Parquet objects, on one goroutine,
+// and how much smaller the lake is than the broker's log.
+
+// SinkBenchConfig configures RunSinkBench.
+type SinkBenchConfig struct {
+	Samples int    // records to encode (default 1,000,000)
+	Tags    int    // tags per line besides host, job, step and run (default 2)
+	Fields  int    // fields per line (default 4: floats, an integer, a boolean)
+	Runs    int    // distinct runs (default 4); each run × measurement × day is one object
+	Dir     string // if set, the objects are written there for inspection
+}
+
+// SinkBenchResult is the outcome, as JSON.
+type SinkBenchResult struct {
+	Samples               int     `json:"samples"`
+	Objects               int     `json:"objects"`
+	WallSeconds           float64 `json:"wall_seconds"`
+	CPUSeconds            float64 `json:"cpu_seconds"` // process CPU (user+system, GC included) while encoding
+	SamplesPerSec         float64 `json:"samples_per_sec"`
+	SamplesPerCoreSec     float64 `json:"samples_per_core_sec"` // samples / CPU seconds: independent of GOMAXPROCS
+	LineBytesPerSample    float64 `json:"line_bytes_per_sample"`
+	BrokerBytesPerSample  float64 `json:"broker_bytes_per_sample"` // value + key + record overhead in a batch
+	ParquetBytesPerSample float64 `json:"parquet_bytes_per_sample"`
+	CompressionRatio      float64 `json:"compression_ratio"` // broker bytes / Parquet bytes
+	DeadLetters           int64   `json:"dead_letters"`
+}
+
+// brokerRecordOverhead is what a record costs in a Kafka record batch
+// beyond its key and value: length, attributes, timestamp and offset
+// deltas, key and value lengths and the header count, as varints (about
+// 10 bytes for small records), plus the batch header (61 bytes) shared by
+// the records of a batch (a few hundred per batch from the agent).
+const brokerRecordOverhead = 10.5
+
+// sinkBenchLines makes canonical lines like the agent ships: sorted tags
+// (the agent's host, job, run, step plus the sender's), float fields, an
+// integer step counter and a boolean, nanosecond timestamps 1 ms apart per
+// node.
+func sinkBenchLines(cfg SinkBenchConfig) (lines, keys [][]byte, ts []int64) {
+	rng := rand.New(rand.NewPCG(42, uint64(cfg.Samples)))
+	meas := []string{"reward", "cpu", "mem", "gpu", "loss"}
+	const hosts = 32
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano()
+	lines = make([][]byte, cfg.Samples)
+	keys = make([][]byte, cfg.Samples)
+	ts = make([]int64, cfg.Samples)
+	var b []byte
+	for i := range lines {
+		host := i % hosts
+		run := "run-" + strconv.Itoa(i%cfg.Runs)
+		t := t0 + int64(i/hosts)*int64(time.Millisecond) + int64(rng.IntN(1000))
+		b = append(b[:0], meas[i%len(meas)]...)
+		for j := 0; j < cfg.Tags; j++ {
+			b = fmt.Appendf(b, ",env%d=cartpole-%d", j, rng.IntN(4))
+		}
+		b = fmt.Appendf(b, ",host=node%03d,job=%d,run=%s,step=0 ", host, 100000+i%cfg.Runs, run)
+		for j := 0; j < cfg.Fields; j++ {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			switch {
+			case j == cfg.Fields-1 && cfg.Fields > 2:
+				b = fmt.Appendf(b, "done=%v", rng.IntN(10) == 0)
+			case j == cfg.Fields-2 && cfg.Fields > 2:
+				b = fmt.Appendf(b, "episode=%di", i/hosts)
+			default:
+				b = strconv.AppendFloat(append(b, fmt.Sprintf("f%d=", j)...), float64(rng.IntN(1_000_000))/1000, 'f', -1, 64)
+			}
+		}
+		b = strconv.AppendInt(append(b, ' '), t, 10)
+		lines[i] = append([]byte(nil), b...)
+		keys[i] = fmt.Appendf(nil, "%s/node%03d", run, host)
+		ts[i] = t
+	}
+	return lines, keys, ts
+}
+
+// RunSinkBench encodes cfg.Samples generated records as one flush of one
+// partition and measures it.
+func RunSinkBench(ctx context.Context, cfg SinkBenchConfig) (SinkBenchResult, error) {
+	if cfg.Samples == 0 {
+		cfg.Samples = 1_000_000
+	}
+	if cfg.Tags == 0 {
+		cfg.Tags = 2
+	}
+	if cfg.Fields == 0 {
+		cfg.Fields = 4
+	}
+	if cfg.Runs == 0 {
+		cfg.Runs = 4
+	}
+	if cfg.Samples < 0 || cfg.Tags < 0 || cfg.Fields < 1 || cfg.Runs < 1 {
+		return SinkBenchResult{}, errors.New("bench sink: samples and tags must not be negative, fields and runs at least 1")
+	}
+	lines, keys, ts := sinkBenchLines(cfg)
+	recs := make([]sink.Record, len(lines))
+	var lineBytes, brokerBytes float64
+	for i := range recs {
+		recs[i] = sink.Record{Offset: int64(i), Timestamp: time.Unix(0, ts[i]), Key: keys[i], Value: lines[i]}
+		lineBytes += float64(len(lines[i]))
+		brokerBytes += float64(len(lines[i])+len(keys[i])) + brokerRecordOverhead
+	}
+	if err := ctx.Err(); err != nil {
+		return SinkBenchResult{}, err
+	}
+	runtime.GC()
+
+	// One goroutine does the work, as one partition of the sink does.
+	type out struct {
+		objs []sink.Object
+		err  error
+	}
+	res := make(chan out, 1)
+	cpu0, wall0 := selfCPU(), time.Now()
+	go func() {
+		e := sink.NewEncoder("telemetry", 0, true)
+		for i := range recs {
+			e.Add(&recs[i])
+		}
+		objs, err := e.Encode()
+		res <- out{objs, err}
+	}()
+	o := <-res
+	wall, cpu := time.Since(wall0), selfCPU()-cpu0
+	if o.err != nil {
+		return SinkBenchResult{}, fmt.Errorf("bench sink: encode: %w", o.err)
+	}
+	r := SinkBenchResult{Samples: cfg.Samples, Objects: len(o.objs), WallSeconds: wall.Seconds(), CPUSeconds: cpu.Seconds()}
+	var parquetBytes float64
+	for _, ob := range o.objs {
+		parquetBytes += float64(len(ob.Data))
+		if ob.Entry.Kind == "deadletter" {
+			r.DeadLetters += ob.Entry.Rows
+		}
+		if cfg.Dir != "" {
+			p := filepath.Join(cfg.Dir, filepath.FromSlash(ob.Key))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return r, fmt.Errorf("bench sink: %w", err)
+			}
+			if err := os.WriteFile(p, ob.Data, 0o644); err != nil {
+				return r, fmt.Errorf("bench sink: %w", err)
+			}
+		}
+	}
+	n := float64(cfg.Samples)
+	r.SamplesPerSec = n / wall.Seconds()
+	if cpu > 0 {
+		r.SamplesPerCoreSec = n / cpu.Seconds()
+	}
+	r.LineBytesPerSample = lineBytes / n
+	r.BrokerBytesPerSample = brokerBytes / n
+	r.ParquetBytesPerSample = parquetBytes / n
+	if parquetBytes > 0 {
+		r.CompressionRatio = brokerBytes / parquetBytes
+	}
+	return r, nil
+}

@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/simtel/simtel/agent/lineproto"
+)
+
+// The generated lines must be what the agent ships: canonical, so
+// normalizing them again changes nothing.
+func TestSinkBenchLinesCanonical(t *testing.T) {
+	lines, keys, _ := sinkBenchLines(SinkBenchConfig{Samples: 500, Tags: 2, Fields: 4, Runs: 3})
+	n, err := lineproto.NewNormalizer(lineproto.DefaultTags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range lines {
+		out, s, err := n.Normalize(nil, l, lineproto.Nanosecond, time.Unix(0, 0))
+		if err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if !bytes.Equal(out, l) {
+			t.Fatalf("line %q is not canonical: normalizes to %q", l, out)
+		}
+		if want := string(s.Run) + "/" + string(s.Host); string(keys[i]) != want {
+			t.Fatalf("key %q, want %q", keys[i], want)
+		}
+	}
+}
+
+func TestRunSinkBench(t *testing.T) {
+	dir := t.TempDir()
+	r, err := RunSinkBench(context.Background(), SinkBenchConfig{Samples: 20_000, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r)
+	t.Logf("%s", b)
+	if r.Samples != 20_000 || r.DeadLetters != 0 || r.Objects != 5*4 || r.ParquetBytesPerSample <= 0 || r.ParquetBytesPerSample >= r.BrokerBytesPerSample || r.SamplesPerCoreSec <= 0 {
+		t.Fatalf("unexpected result %s", b)
+	}
+	var files int
+	_ = filepath.Walk(dir, func(_ string, fi os.FileInfo, _ error) error {
+		if fi != nil && !fi.IsDir() {
+			files++
+		}
+		return nil
+	})
+	if files != r.Objects {
+		t.Fatalf("%d files in %s, want %d", files, dir, r.Objects)
+	}
+}
+
+// BenchmarkSinkEncode runs the sink benchmark at full size (1M samples):
+// go test -run X -bench SinkEncode -benchtime 1x ./bench/
+func BenchmarkSinkEncode(b *testing.B) {
+	for range b.N {
+		r, err := RunSinkBench(context.Background(), SinkBenchConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		js, _ := json.Marshal(r)
+		b.Logf("%s", js)
+		b.ReportMetric(r.SamplesPerCoreSec, "samples/core-s")
+		b.ReportMetric(r.ParquetBytesPerSample, "parquet-B/sample")
+	}
+}

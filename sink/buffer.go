@@ -1,0 +1,185 @@
+package sink
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/simtel/simtel/lake"
+)
+
+// Record is one Kafka record as the buffer needs it.
+type Record struct {
+	Offset    int64
+	Timestamp time.Time
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+}
+
+// recordOverhead approximates what a record costs in the broker beyond its
+// key and value (varint lengths, deltas, attributes) for FlushBytes.
+const recordOverhead = 16
+
+// buffer is what a partition has consumed since its last flush: decoded
+// rows per (measurement, run, date), dead letters, or raw records. It is
+// owned by one goroutine.
+type buffer struct {
+	topic     string
+	partition int32
+	telemetry bool
+
+	first, last int64 // offsets of the buffered range; first < 0 when empty
+	records     int64
+	bytes       int64     // input bytes (key + value + overhead)
+	since       time.Time // when the first buffered record arrived
+
+	arena  arena
+	tables []*table
+	byKey  map[string]*table
+	keyBuf []byte
+	dead   []DeadLetterRow
+	raw    []RawRow
+	runs   map[string]bool // runs with rows in the buffer
+
+	p       lineParser
+	dc      dateCache
+	mru     [8]*table // tables of recent records, checked before byKey
+	pool    blockPool
+	mruNext int
+}
+
+// recent returns the table of a recent record with these keys, or nil.
+func (b *buffer) recent(measurement, run []byte, date string) *table {
+	for _, t := range b.mru {
+		if t != nil && t.date == date && t.measurement == string(measurement) && t.run == string(run) {
+			return t
+		}
+	}
+	return nil
+}
+
+func newBuffer(topic string, partition int32, telemetry bool) *buffer {
+	b := &buffer{topic: topic, partition: partition, telemetry: telemetry}
+	b.reset()
+	return b
+}
+
+func (b *buffer) reset() {
+	b.first, b.last, b.records, b.bytes = -1, -1, 0, 0
+	b.since = time.Time{}
+	b.arena.b = b.arena.b[:0]
+	for _, t := range b.tables {
+		t.release()
+	}
+	b.tables = nil
+	b.byKey = map[string]*table{}
+	b.dead = nil
+	b.raw = nil
+	b.runs = map[string]bool{}
+	b.mru = [8]*table{}
+}
+
+func (b *buffer) empty() bool { return b.first < 0 }
+
+func (b *buffer) rows() int64 { return b.records }
+
+// add buffers one record. It never fails: what cannot be decoded becomes a
+// dead letter. now is called only for the first record of a flush.
+func (b *buffer) add(r *Record, now func() time.Time) {
+	if b.first < 0 {
+		b.first = r.Offset
+		b.since = now()
+	}
+	b.last = r.Offset
+	b.records++
+	b.bytes += int64(len(r.Key)+len(r.Value)) + recordOverhead
+	if !b.telemetry {
+		b.raw = append(b.raw, RawRow{
+			Partition: b.partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(),
+			Key: clone(r.Key), Value: clone(r.Value), Headers: r.Headers,
+		})
+		return
+	}
+	if err := b.p.parse(r.Value); err != nil {
+		b.deadLetter(r, "line protocol: "+err.Error())
+		return
+	}
+	p := &b.p
+	tns := p.ts
+	if !p.hasTS {
+		tns = r.Timestamp.UnixNano()
+	}
+	var run []byte
+	for i := range p.tags {
+		if string(p.tags[i].key) == "run" {
+			run = p.tags[i].val
+		}
+	}
+	date := b.dc.of(tns)
+	t := b.recent(p.measurement, run, date)
+	if t == nil {
+		b.keyBuf = append(append(append(append(append(b.keyBuf[:0], p.measurement...), 0), run...), 0), date...)
+		t = b.byKey[string(b.keyBuf)]
+		if t == nil {
+			t = newTable(string(p.measurement), string(run), date, &b.pool)
+			b.byKey[string(b.keyBuf)] = t
+			b.tables = append(b.tables, t)
+			b.runs[t.run] = true
+		}
+		b.mru[b.mruNext%len(b.mru)] = t
+		b.mruNext++
+	}
+	if reason := t.resolve(p); reason != "" {
+		b.deadLetter(r, reason)
+		return
+	}
+	t.add(p, tns, r.Offset, &b.arena)
+}
+
+func (b *buffer) deadLetter(r *Record, reason string) {
+	b.dead = append(b.dead, DeadLetterRow{
+		Partition: b.partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(),
+		Key: clone(r.Key), Value: clone(r.Value), Reason: reason,
+	})
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+// encode turns the buffer into the objects of one flush of [first, last],
+// in key order. The same buffered records always give the same objects.
+func (b *buffer) encode(sc *encodeScratch) ([]encoded, error) {
+	var out []encoded
+	for _, t := range b.tables {
+		if t.rows() == 0 {
+			continue // every record of it went to the dead letters
+		}
+		e, err := encodeTable(t, &b.arena, b.topic, b.partition, b.first, b.last, sc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	deads, err := encodeByDate(b.dead, func(r *DeadLetterRow) time.Time { return r.Timestamp },
+		func(date string) string { return lake.DeadLetterKey(b.topic, date, b.partition, b.first, b.last) },
+		lake.KindDeadLetter, b.topic, b.partition, b.first, b.last, []string{"_partition", "_offset", "timestamp", "key", "value", "reason"})
+	if err != nil {
+		return nil, fmt.Errorf("encode dead letters of %s/%d: %w", b.topic, b.partition, err)
+	}
+	out = append(out, deads...)
+	raws, err := encodeByDate(b.raw, func(r *RawRow) time.Time { return r.Timestamp },
+		func(date string) string { return lake.RawKey(b.topic, date, b.partition, b.first, b.last) },
+		lake.KindRaw, b.topic, b.partition, b.first, b.last, []string{"_partition", "_offset", "timestamp", "key", "value", "headers"})
+	if err != nil {
+		return nil, fmt.Errorf("encode raw records of %s/%d: %w", b.topic, b.partition, err)
+	}
+	out = append(out, raws...)
+	slices.SortFunc(out, func(x, y encoded) int { return strings.Compare(x.key, y.key) })
+	return out, nil
+}

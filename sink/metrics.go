@@ -1,0 +1,90 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the sink's Prometheus series (names are a contract with the
+// dashboards; see docs/sink.md).
+type metrics struct {
+	consumed     *prometheus.CounterVec
+	rowsWritten  *prometheus.CounterVec
+	objsWritten  *prometheus.CounterVec
+	bytesWritten prometheus.Counter
+	deadLetters  *prometheus.CounterVec
+	flushes      *prometheus.CounterVec
+	flushTime    prometheus.Histogram
+	storeErrors  prometheus.Counter
+	buffered     prometheus.Gauge
+	lag          *prometheus.GaugeVec
+	lastFlush    prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		consumed:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_sink_records_consumed_total", Help: "Kafka records consumed, by topic."}, []string{"topic"}),
+		rowsWritten:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_sink_rows_written_total", Help: "Rows in committed objects, by kind (telemetry, raw, deadletter)."}, []string{"kind"}),
+		objsWritten:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_sink_objects_written_total", Help: "Objects in committed flushes, by kind."}, []string{"kind"}),
+		bytesWritten: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_sink_bytes_written_total", Help: "Parquet bytes in committed flushes."}),
+		deadLetters:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_sink_deadletter_records_total", Help: "Records that went to dead-letter objects, by topic."}, []string{"topic"}),
+		flushes:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_sink_flushes_total", Help: "Committed flushes, by trigger (size, rows, age, run, revoke, shutdown, redo)."}, []string{"reason"}),
+		flushTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "simtel_sink_flush_duration_seconds", Help: "Time from the start of a flush to its Kafka commit, retries included.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+		}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_sink_store_errors_total", Help: "Failed object store or catalog operations (each is retried)."}),
+		buffered:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "simtel_sink_buffered_rows", Help: "Records consumed and not yet flushed."}),
+		lag:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "simtel_sink_lag_records", Help: "Records between the partition's high watermark and the sink's position."}, []string{"topic", "partition"}),
+		lastFlush:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "simtel_sink_last_flush_timestamp_seconds", Help: "Unix time of the last committed flush."}),
+	}
+	for _, c := range []prometheus.Collector{m.consumed, m.rowsWritten, m.objsWritten, m.bytesWritten, m.deadLetters, m.flushes, m.flushTime, m.storeErrors, m.buffered, m.lag, m.lastFlush} {
+		reg.MustRegister(c)
+	}
+	return m
+}
+
+// serveHTTP serves /metrics, /healthz and /debug/pprof on addr until ctx
+// ends. It returns once the server has stopped.
+func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger, ready chan<- error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	ln, err := net.Listen("tcp", addr)
+	ready <- err
+	if err != nil {
+		return
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("metrics server stopped", "addr", addr, "err", err)
+	}
+	<-done
+}
+
+// registerProcessCollectors adds the Go and process collectors to a
+// registry the sink created itself.
+func registerProcessCollectors(reg *prometheus.Registry) {
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}

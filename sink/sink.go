@@ -1,0 +1,228 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/scheduler"
+)
+
+// Defaults of Config.
+const (
+	DefaultGroup      = "simtel-sink"
+	DefaultFlushBytes = 64 << 20
+	DefaultFlushAge   = 60 * time.Second
+)
+
+// Config configures Run.
+type Config struct {
+	// Brokers are seed broker addresses (host:port). Required.
+	Brokers []string
+	// Topics are the topics to consume. Required.
+	Topics []string
+	// TelemetryTopics are the topics among Topics whose values are
+	// canonical line protocol and are decoded into telemetry objects;
+	// the others are written raw. Default: ["telemetry"].
+	TelemetryTopics []string
+	// Lake is the lake root URL: file:///dir or s3://bucket/prefix. Required.
+	Lake string
+	// S3Endpoint is the base URL of an S3-compatible service; empty means
+	// AWS (credentials come from the usual AWS environment and config).
+	S3Endpoint string
+	// Group is the consumer group; sinks in one group share partitions.
+	// Default DefaultGroup.
+	Group string
+	// FlushBytes flushes a partition once its buffered input (keys,
+	// values and per-record overhead) reaches this many bytes. Default
+	// DefaultFlushBytes (64 MiB). It bounds the memory per partition.
+	FlushBytes int64
+	// FlushRows flushes a partition once it buffers this many records.
+	// 0 means no row limit.
+	FlushRows int
+	// FlushAge flushes a partition once its oldest buffered record was
+	// consumed this long ago. Default DefaultFlushAge (60 s).
+	FlushAge time.Duration
+	// JobsTopic carries the scheduler's job events; a run's completion
+	// flushes its rows and marks it in the catalog. Default
+	// scheduler.JobsTopic. "-" turns the watcher off.
+	JobsTopic string
+	// HTTPListen is host:port for /metrics, /healthz and /debug/pprof;
+	// empty: off.
+	HTTPListen string
+	// ShutdownTimeout bounds the final flush after ctx ends (default 30 s);
+	// what is not flushed by then is read again by the next sink.
+	ShutdownTimeout time.Duration
+	// Logger receives the sink's logs. Default: discard.
+	Logger *slog.Logger
+	// Registry receives the sink's metrics. Default: a new registry (with
+	// the Go and process collectors) served on HTTPListen.
+	Registry *prometheus.Registry
+	// UploadDelay pauses before each object upload. For crash tests only
+	// (it widens the window a kill lands in mid-flush).
+	UploadDelay time.Duration
+	// Store, when set, is used instead of opening Lake (tests, simtel dev).
+	Store store.Store
+}
+
+// Validate fills in defaults and checks the configuration.
+func (c *Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("sink: no brokers given (--brokers host:port,...)")
+	}
+	if len(c.Topics) == 0 {
+		return errors.New("sink: no topics given (--topics telemetry,...)")
+	}
+	if c.Lake == "" && c.Store == nil {
+		return errors.New("sink: no lake given (--lake file:///dir or s3://bucket/prefix)")
+	}
+	if c.TelemetryTopics == nil {
+		c.TelemetryTopics = []string{"telemetry"}
+	}
+	if c.Group == "" {
+		c.Group = DefaultGroup
+	}
+	if c.FlushBytes == 0 {
+		c.FlushBytes = DefaultFlushBytes
+	}
+	if c.FlushBytes < 0 {
+		return fmt.Errorf("sink: --flush-bytes %d is negative", c.FlushBytes)
+	}
+	if c.FlushBytes > 1<<31 {
+		return fmt.Errorf("sink: --flush-bytes %d is over 2 GiB; a flush is held in memory", c.FlushBytes)
+	}
+	if c.FlushRows < 0 {
+		return fmt.Errorf("sink: --flush-rows %d is negative", c.FlushRows)
+	}
+	if c.FlushAge == 0 {
+		c.FlushAge = DefaultFlushAge
+	}
+	if c.FlushAge < 0 {
+		return fmt.Errorf("sink: --flush-age %v is negative", c.FlushAge)
+	}
+	if c.JobsTopic == "" {
+		c.JobsTopic = scheduler.JobsTopic
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	for _, t := range slices.Concat(c.Topics, c.TelemetryTopics) {
+		if t == "" || strings.ContainsAny(t, " /") {
+			return fmt.Errorf("sink: topic name %q is not valid", t)
+		}
+	}
+	return nil
+}
+
+// Run consumes cfg.Topics in cfg.Group and writes them to the lake exactly
+// once until ctx ends, then flushes what it holds (bounded by
+// ShutdownTimeout) and leaves the group. It returns nil after a clean
+// shutdown, or the error that stopped it.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := cfg.Logger
+	st := cfg.Store
+	if st == nil {
+		var err error
+		st, err = store.Open(ctx, cfg.Lake, store.Options{S3Endpoint: cfg.S3Endpoint})
+		if err != nil {
+			return fmt.Errorf("sink: cannot open lake %s: %w", cfg.Lake, err)
+		}
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		registerProcessCollectors(reg)
+	}
+	host, _ := os.Hostname()
+	s := &sinker{
+		cfg:   cfg,
+		log:   log,
+		store: st,
+		cat:   catalog.New(st),
+		m:     newMetrics(reg),
+		id:    fmt.Sprintf("%s/%d", host, os.Getpid()),
+		runs:  make(chan runDone, 64),
+	}
+	s.mu.parts = map[tp]*partState{}
+	for _, t := range cfg.TelemetryTopics {
+		s.telemetry = append(s.telemetry, t)
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	bg, stopBG := context.WithCancel(ctx)
+	defer stopBG()
+	if cfg.HTTPListen != "" {
+		ready := make(chan error, 1)
+		wg.Go(func() { serveHTTP(bg, cfg.HTTPListen, reg, log, ready) })
+		if err := <-ready; err != nil {
+			return fmt.Errorf("sink: cannot listen on %s for metrics: %w", cfg.HTTPListen, err)
+		}
+	}
+
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topics...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(s.onAssigned),
+		kgo.AdjustFetchOffsetsFn(s.adjustOffsets),
+		kgo.OnPartitionsRevoked(s.onRevoked),
+		kgo.OnPartitionsLost(s.onLost),
+		kgo.FetchMaxBytes(32<<20),
+		// A crashed sink's partitions move after 10 s instead of 45.
+		kgo.SessionTimeout(10*time.Second),
+		kgo.HeartbeatInterval(time.Second),
+	)
+	if err != nil {
+		return fmt.Errorf("sink: cannot create Kafka client for %v: %w", cfg.Brokers, err)
+	}
+	s.cl = cl
+	if cfg.JobsTopic != "-" {
+		wg.Go(func() { s.watchJobs(bg) })
+	}
+	log.Info("sink started", "lake", st.String(), "group", cfg.Group, "topics", cfg.Topics,
+		"flush_bytes", cfg.FlushBytes, "flush_rows", cfg.FlushRows, "flush_age", cfg.FlushAge)
+	runErr := s.loop(ctx)
+
+	// Final flush of everything still buffered, on a context of its own:
+	// ctx has ended.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	if runErr == nil {
+		s.mu.Lock()
+		for _, ps := range s.sortedParts() {
+			if err := s.flush(fctx, ps, "shutdown"); err != nil {
+				log.Warn("shutdown flush not done; the records will be read again by the next sink",
+					"topic", ps.topic, "partition", ps.partition, "err", err)
+			}
+		}
+		s.mu.Unlock()
+	}
+	cancel()
+	stopBG()
+	cl.AllowRebalance()
+	s.closing.Store(true)
+	cl.Close()
+	log.Info("sink stopped")
+	return runErr
+}

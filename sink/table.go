@@ -1,0 +1,328 @@
+package sink
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/simtel/simtel/lake"
+)
+
+// Reserved column names of a telemetry object. A tag or field with one of
+// these names sends its record to the dead-letter object.
+const (
+	colTime      = "time"
+	colPartition = "_partition"
+	colOffset    = "_offset"
+	colTimeNS    = "_time_ns"
+)
+
+func reservedColumn(name []byte) bool {
+	switch string(name) {
+	case colTime, colPartition, colOffset, colTimeNS:
+		return true
+	}
+	return false
+}
+
+// span locates bytes in a partition buffer's arena.
+type span struct{ off, n uint32 }
+
+// blockRows is the number of rows of a column block. Columns grow by whole
+// blocks, so a large flush never copies a column to grow it, and a
+// partition reuses its blocks from flush to flush.
+const blockRows = 4096
+
+// block holds blockRows slots of one column: the value (float bits, an
+// integer, an unsigned integer, 0/1 for a boolean, or a packed arena span
+// off<<32|n for tags and strings) and whether it is set.
+type block struct {
+	vals  [blockRows]uint64
+	valid [blockRows]bool
+}
+
+// blockPool keeps the blocks of a partition's finished flushes.
+type blockPool struct{ free []*block }
+
+func (p *blockPool) get() *block {
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free = p.free[:n-1]
+		return b
+	}
+	return new(block)
+}
+
+func (p *blockPool) put(bs []*block) { p.free = append(p.free, bs...) }
+
+// column is one tag or field column of a table, dense: one slot per row
+// (rows 0..n-1), in blocks.
+type column struct {
+	name    string
+	tag     bool
+	kind    fieldKind // fields only
+	n       int
+	blocks  []*block
+	last    uint64 // arena span of the last tag value, to store repeats once
+	hasLast bool
+}
+
+// get returns row r's value and whether it is set.
+func (c *column) get(r int32) (uint64, bool) {
+	b := c.blocks[r/blockRows]
+	i := r % blockRows
+	return b.vals[i], b.valid[i]
+}
+
+// push appends a row.
+func (c *column) push(pool *blockPool, v uint64, valid bool) {
+	i := c.n % blockRows
+	if i == 0 {
+		c.blocks = append(c.blocks, pool.get())
+	}
+	b := c.blocks[len(c.blocks)-1]
+	b.vals[i], b.valid[i] = v, valid
+	c.n++
+}
+
+// table buffers the decoded rows of one (measurement, run, UTC date) of one
+// partition until the partition is flushed.
+type table struct {
+	measurement, run, date string
+	tns                    []int64 // exact sample time, ns
+	offs                   []int64
+	cols                   []*column
+	pool                   *blockPool
+	byName                 map[string]int
+	slots, layout          []int // column of each tag and field of the current and the previous line
+}
+
+func newTable(measurement, run, date string, pool *blockPool) *table {
+	return &table{measurement: measurement, run: run, date: date, pool: pool, byName: map[string]int{}}
+}
+
+// release gives the table's blocks back to the pool.
+func (t *table) release() {
+	for _, c := range t.cols {
+		t.pool.put(c.blocks)
+		c.blocks = nil
+	}
+}
+
+func (t *table) rows() int { return len(t.tns) }
+
+// lookup finds the column named name; slot is the position of the token
+// in the line (tags first, then fields), used to guess from the previous
+// line of the table, which usually has the same layout.
+func (t *table) lookup(slot int, name []byte) int {
+	if slot < len(t.layout) {
+		if ci := t.layout[slot]; ci >= 0 && t.cols[ci].name == string(name) {
+			return ci
+		}
+	}
+	if ci, ok := t.byName[string(name)]; ok {
+		return ci
+	}
+	return -1
+}
+
+// resolve finds the columns of the parsed line (into t.slots, -1 for a
+// new column) and reports why the line cannot join this table, or "".
+func (t *table) resolve(p *lineParser) string {
+	t.slots = t.slots[:0]
+	for i := range p.tags {
+		tg := &p.tags[i]
+		if reservedColumn(tg.key) {
+			return fmt.Sprintf("tag %q uses a reserved column name", tg.key)
+		}
+		ci := t.lookup(len(t.slots), tg.key)
+		if ci >= 0 && !t.cols[ci].tag {
+			return fmt.Sprintf("tag %q has the name of a field column", tg.key)
+		}
+		t.slots = append(t.slots, ci)
+	}
+	for i := range p.fields {
+		f := &p.fields[i]
+		if reservedColumn(f.key) {
+			return fmt.Sprintf("field %q uses a reserved column name", f.key)
+		}
+		ci := t.lookup(len(t.slots), f.key)
+		if ci >= 0 {
+			c := t.cols[ci]
+			if c.tag {
+				return fmt.Sprintf("field %q has the name of a tag column", f.key)
+			}
+			if c.kind != f.kind {
+				return fmt.Sprintf("field %q is %s but its column in this object is %s", f.key, f.kind, c.kind)
+			}
+		} else {
+			// A new column: the line must not use the name twice with
+			// different meanings.
+			for j := range i {
+				if string(p.fields[j].key) == string(f.key) && p.fields[j].kind != f.kind {
+					return fmt.Sprintf("field %q appears twice with types %s and %s", f.key, p.fields[j].kind, f.kind)
+				}
+			}
+			for j := range p.tags {
+				if string(p.tags[j].key) == string(f.key) {
+					return fmt.Sprintf("field %q has the name of a tag", f.key)
+				}
+			}
+		}
+		t.slots = append(t.slots, ci)
+	}
+	return ""
+}
+
+// newColumn adds a column with n null rows.
+func (t *table) newColumn(name []byte, tag bool, kind fieldKind) int {
+	if ci, ok := t.byName[string(name)]; ok {
+		return ci // the line repeats a key
+	}
+	c := &column{name: string(name), tag: tag, kind: kind}
+	for range len(t.tns) {
+		c.push(t.pool, 0, false)
+	}
+	t.byName[c.name] = len(t.cols)
+	t.cols = append(t.cols, c)
+	return len(t.cols) - 1
+}
+
+// set stores v in row (the last row, or — for a repeated key — overwrites it).
+// It reports whether the row is new to the column.
+func (c *column) set(pool *blockPool, row int, v uint64) bool {
+	if c.n == row+1 {
+		b := c.blocks[row/blockRows]
+		b.vals[row%blockRows], b.valid[row%blockRows] = v, true
+		return false
+	}
+	c.push(pool, v, true)
+	return true
+}
+
+// add appends the parsed line as a row. resolve must have returned "".
+// Strings are copied into the arena.
+func (t *table) add(p *lineParser, tns, offset int64, a *arena) {
+	row := len(t.tns)
+	filled := 0
+	for i := range p.tags {
+		tg := &p.tags[i]
+		ci := t.slots[i]
+		if ci < 0 {
+			ci = t.newColumn(tg.key, true, 0)
+			t.slots[i] = ci
+		}
+		c := t.cols[ci]
+		if !c.hasLast || string(a.get(c.last)) != string(tg.val) {
+			c.last, c.hasLast = a.put(tg.val), true
+		}
+		if c.set(t.pool, row, c.last) {
+			filled++
+		}
+	}
+	nt := len(p.tags)
+	for i := range p.fields {
+		f := &p.fields[i]
+		ci := t.slots[nt+i]
+		if ci < 0 {
+			ci = t.newColumn(f.key, false, f.kind)
+			t.slots[nt+i] = ci
+		}
+		v := f.num
+		if f.kind == kindString {
+			v = a.put(f.str)
+		}
+		if t.cols[ci].set(t.pool, row, v) {
+			filled++
+		}
+	}
+	t.layout = append(t.layout[:0], t.slots...)
+	t.tns = append(t.tns, tns)
+	t.offs = append(t.offs, offset)
+	if filled != len(t.cols) {
+		for _, c := range t.cols {
+			if c.n == row {
+				c.push(t.pool, 0, false)
+			}
+		}
+	}
+}
+
+// arena holds the string bytes of a partition buffer.
+type arena struct{ b []byte }
+
+func (a *arena) put(s []byte) uint64 {
+	off := len(a.b)
+	a.b = append(a.b, s...)
+	return uint64(off)<<32 | uint64(len(s))
+}
+
+func (a *arena) get(v uint64) []byte {
+	off, n := v>>32, v&math.MaxUint32
+	return a.b[off : off+n : off+n]
+}
+
+// order returns the row permutation sorted by (time, offset).
+func (t *table) order(perm []int32) []int32 {
+	perm = perm[:0]
+	sorted := true
+	for i := range t.tns {
+		perm = append(perm, int32(i))
+		if i > 0 && (t.tns[i] < t.tns[i-1] || t.tns[i] == t.tns[i-1] && t.offs[i] < t.offs[i-1]) {
+			sorted = false
+		}
+	}
+	if !sorted {
+		slices.SortFunc(perm, func(a, b int32) int {
+			if t.tns[a] != t.tns[b] {
+				if t.tns[a] < t.tns[b] {
+					return -1
+				}
+				return 1
+			}
+			if t.offs[a] < t.offs[b] {
+				return -1
+			}
+			if t.offs[a] > t.offs[b] {
+				return 1
+			}
+			return 0
+		})
+	}
+	return perm
+}
+
+// columnNames lists the table's columns in file order (sorted by name).
+func (t *table) columnNames() []string {
+	names := []string{colTime, colPartition, colOffset, colTimeNS}
+	for _, c := range t.cols {
+		names = append(names, c.name)
+	}
+	slices.SortFunc(names, strings.Compare)
+	return names
+}
+
+// utcDate is lake.Date of a nanosecond timestamp, cached per day.
+type dateCache struct {
+	day  int64
+	date string
+}
+
+func (d *dateCache) of(ns int64) string {
+	day := floorDiv(ns, int64(24*time.Hour))
+	if d.date == "" || day != d.day {
+		d.day = day
+		d.date = lake.Date(time.Unix(0, ns))
+	}
+	return d.date
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
