@@ -261,6 +261,17 @@ func (s *sinker) flush(ctx context.Context, ps *partState, reason string) error 
 		}
 		return s.cat.Commit(ctx, entry)
 	})
+	if errors.Is(err, errNotOwner) {
+		// Another sink recorded its own intent for this partition while
+		// this flush was retrying: it owns the range now. Committing would
+		// duplicate rows; dropping the buffer leaves them to it.
+		s.log.Error("partition taken over during a flush; dropping this sink's copy of the range",
+			"topic", ps.topic, "partition", ps.partition, "first", b.first, "last", b.last)
+		s.m.buffered.Sub(float64(b.records))
+		b.reset()
+		ps.redo = nil
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -319,7 +330,7 @@ func (bo *backoff) retry(ctx context.Context, what, key string, op func() error)
 		err := op()
 		if err == nil {
 			if bo.delay > 0 {
-				bo.log.Info("store is back; flush continues", "op", what, "key", key)
+				bo.log.Info("store is back; continuing", "op", what, "key", key)
 				bo.delay = 0
 			}
 			return nil
@@ -336,7 +347,7 @@ func (bo *backoff) retry(ctx context.Context, what, key string, op func() error)
 		} else {
 			bo.delay = min(bo.delay*2, 30*time.Second)
 		}
-		bo.log.Warn("store error, retrying flush; consuming is paused until it succeeds",
+		bo.log.Warn("store error; retrying, consuming is paused until it succeeds",
 			"op", what, "key", key, "retry_in", bo.delay, "err", err)
 		select {
 		case <-ctx.Done():
@@ -413,6 +424,13 @@ func (s *sinker) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 		for _, p := range parts {
 			ps := s.mu.parts[tp{topic, p}]
 			if ps == nil {
+				continue
+			}
+			if s.closing.Load() {
+				// Leaving the group at shutdown: Run already tried the
+				// final flush; what it could not write is left to the
+				// next owner.
+				s.drop(ps)
 				continue
 			}
 			if err := s.flush(fctx, ps, "revoke"); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/store"
 	"github.com/simtel/simtel/scheduler"
+	"github.com/simtel/simtel/sink"
 )
 
 // env is a broker plus a lake for one test.
@@ -384,7 +386,7 @@ func TestSinkStoreOutage(t *testing.T) {
 	e := newEnv(t, true, 4)
 	p := e.startSink("--flush-rows", "5000", "--flush-age", "500ms")
 	e.produce(40_000, 9_999, []string{"x"}, 21)
-	time.Sleep(time.Second)
+	waitLog(t, p, "flushed") // the outage hits flushes, not the group join
 	e.s3.Stop()
 	e.produce(40_000, 9_999, []string{"x"}, 22)
 	time.Sleep(6 * time.Second)
@@ -396,8 +398,16 @@ func TestSinkStoreOutage(t *testing.T) {
 		t.Fatalf("sink stop: %v", err)
 	}
 	log := sinkLog(t, p)
-	if !strings.Contains(log, "store error, retrying flush") || !strings.Contains(log, "store is back") {
+	if !strings.Contains(log, "store error; retrying") || !strings.Contains(log, "store is back") {
 		t.Fatalf("sink log lacks the retry messages:\n%s", tail(log, 40))
+	}
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "store error; retrying") || strings.Contains(l, "store is back") {
+			t.Logf("sink log: %s", l)
+			if strings.Contains(l, "store is back") {
+				break
+			}
+		}
 	}
 	e.verify(st)
 }
@@ -408,6 +418,8 @@ func TestSinkTwoInGroup(t *testing.T) {
 	args := []string{"--flush-rows", "5000", "--flush-age", "1s"}
 	a := e.startSink(args...)
 	b := e.startSink(args...)
+	waitLog(t, a, "partition assigned")
+	waitLog(t, b, "partition assigned") // the group has settled with both
 	e.produce(60_000, 5_000, []string{"g"}, 31)
 	time.Sleep(2 * time.Second)
 	e.produce(60_000, 5_000, []string{"h"}, 32)
@@ -420,9 +432,10 @@ func TestSinkTwoInGroup(t *testing.T) {
 	if err := a.Stop(30 * time.Second); err != nil {
 		t.Fatalf("sink stop: %v", err)
 	}
-	log := sinkLog(t, a, b)
-	if !strings.Contains(log, "partition assigned") {
-		t.Fatalf("no assignment logged:\n%s", tail(log, 40))
+	for i, p := range []*testutil.Proc{a, b} {
+		if log := sinkLog(t, p); !strings.Contains(log, "partition assigned") || !strings.Contains(log, "flushed") {
+			t.Fatalf("sink %d got no partitions or flushed nothing:\n%s\nother sinks:\n%s", i, tail(log, 40), tail(sinkLog(t, a, b), 60))
+		}
 	}
 	e.verify(st)
 }
@@ -488,4 +501,43 @@ func TestSinkRunCompletion(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+}
+
+// TestRunInProcess runs the connector in the test process (so `go test
+// -race` checks its goroutines and locks) and checks Run returns after a
+// clean shutdown flush.
+func TestRunInProcess(t *testing.T) {
+	e := newEnv(t, false, 4)
+	e.produce(20_000, 4_000, []string{"p"}, 51)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- sink.Run(ctx, sink.Config{
+			Brokers: []string{e.broker}, Topics: []string{"telemetry"}, Lake: e.lake,
+			FlushRows: 3000, FlushAge: time.Minute, HTTPListen: testutil.FreePort(t),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+	}()
+	st := e.store()
+	deadline := time.Now().Add(60 * time.Second)
+	for e.committedRecords(st) < 12_000 { // 3000 per partition; the rest waits for the shutdown flush
+		if time.Now().After(deadline) {
+			t.Fatalf("catalog holds %d records after 60s", e.committedRecords(st))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("Run did not return 40s after cancel")
+	}
+	if got := e.committedRecords(st); got != int64(len(e.produced)) {
+		t.Fatalf("after shutdown the catalog holds %d records, want %d", got, len(e.produced))
+	}
+	e.verify(st)
 }
