@@ -23,14 +23,26 @@ type runDone struct {
 	at    time.Time
 }
 
-// watchJobs reads the jobs topic from its end with a client outside the
-// group (every sink sees every event) and passes final events to the poll
-// loop. A missing jobs topic is not an error: the client keeps looking.
+// nodesGrace is how long the sink waits, after a run's final event, for
+// the epilogs of all its nodes before it closes the run anyway (a node
+// that died runs no epilog).
+const nodesGrace = time.Minute
+
+// watchJobs reads the jobs topic with a client outside the group (every
+// sink sees every event), folds the events into runs, and hands a run to
+// the poll loop once it is over on every node: its final event is in and
+// every node of the job has run its epilog (scheduler.Run.AllNodesDown),
+// so every agent of the run has shipped what it held. A run whose nodes
+// are unknown (its start was not seen) or whose epilogs do not all come
+// within nodesGrace is handed over on its final event or at the grace's
+// end. The topic is read from its start so that a run that ended while no
+// sink was running is still closed; runs the catalog already marks are
+// skipped. A missing jobs topic is not an error: the client keeps looking.
 func (s *sinker) watchJobs(ctx context.Context) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.ConsumeTopics(s.cfg.JobsTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 	)
 	if err != nil {
 		s.log.Error("cannot start the jobs topic reader; runs will be flushed by age only", "topic", s.cfg.JobsTopic, "err", err)
@@ -38,10 +50,50 @@ func (s *sinker) watchJobs(ctx context.Context) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	handled := map[string]bool{}
+	if marked, err := s.cat.Runs(ctx); err == nil {
+		for r := range marked {
+			handled[r] = true
+		}
+	} else {
+		s.log.Warn("cannot read the runs the lake marks complete; they may be marked again", "err", err)
+	}
+	runs := map[string]scheduler.Run{}
+	finalSeen := map[string]time.Time{} // runs with a final event, waiting for their nodes
+	hand := func(r scheduler.Run, why string) {
+		handled[r.Run] = true
+		delete(finalSeen, r.Run)
+		rd := runDone{at: time.Now(), ends: map[tp]int64{}, state: catalog.RunState{Run: r.Run, State: r.State, Ended: r.Ended.UTC()}}
+		if r.ExitCode != nil {
+			rd.state.ExitCode = *r.ExitCode
+		}
+		for attempt := 0; ctx.Err() == nil; attempt++ {
+			ends, err := adm.ListEndOffsets(ctx, s.telemetry...)
+			if err == nil {
+				err = ends.Error()
+			}
+			if err == nil {
+				ends.Each(func(o kadm.ListedOffset) { rd.ends[tp{o.Topic, o.Partition}] = o.Offset })
+				break
+			}
+			if attempt == 3 {
+				s.log.Warn("cannot list end offsets for a completed run; flushing what is buffered", "run", r.Run, "err", err)
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		s.log.Info("run ended; flushing its rows", "run", r.Run, "state", r.State, "why", why)
+		select {
+		case s.runs <- rd:
+		case <-ctx.Done():
+		}
+	}
 	for ctx.Err() == nil {
-		fetches := cl.PollFetches(ctx)
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fetches := cl.PollFetches(pctx)
+		cancel()
 		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				s.log.Debug("jobs topic fetch error", "topic", topic, "partition", p, "err", err)
 			}
 		})
@@ -51,34 +103,35 @@ func (s *sinker) watchJobs(ctx context.Context) {
 				s.log.Warn("jobs topic record is not a job event; ignored", "partition", r.Partition, "offset", r.Offset, "err", err)
 				return
 			}
-			if !ev.Final() || ev.Run == "" {
+			if ev.Run == "" || handled[ev.Run] {
 				return
 			}
-			rd := runDone{at: time.Now(), ends: map[tp]int64{}, state: catalog.RunState{Run: ev.Run, State: ev.Type, Ended: ev.Time.UTC()}}
-			if ev.ExitCode != nil {
-				rd.state.ExitCode = *ev.ExitCode
+			run, ok := runs[ev.Run]
+			if !ok {
+				run = scheduler.Run{Run: ev.Run}
 			}
-			for attempt := 0; ctx.Err() == nil; attempt++ {
-				ends, err := adm.ListEndOffsets(ctx, s.telemetry...)
-				if err == nil {
-					err = ends.Error()
+			run = scheduler.Apply(run, ev)
+			runs[ev.Run] = run
+			switch {
+			case run.AllNodesDown():
+				delete(runs, ev.Run)
+				hand(run, "every node ran its epilog")
+			case run.Final() && len(run.Nodes) == 0:
+				delete(runs, ev.Run)
+				hand(run, "final event; the run's nodes are unknown")
+			case run.Final():
+				if _, ok := finalSeen[ev.Run]; !ok {
+					finalSeen[ev.Run] = time.Now()
 				}
-				if err == nil {
-					ends.Each(func(o kadm.ListedOffset) { rd.ends[tp{o.Topic, o.Partition}] = o.Offset })
-					break
-				}
-				if attempt == 3 {
-					s.log.Warn("cannot list end offsets for a completed run; flushing what is buffered", "run", ev.Run, "err", err)
-					break
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-			s.log.Info("run ended; flushing its rows", "run", ev.Run, "state", ev.Type)
-			select {
-			case s.runs <- rd:
-			case <-ctx.Done():
 			}
 		})
+		for name, at := range finalSeen {
+			if time.Since(at) > nodesGrace {
+				run := runs[name]
+				delete(runs, name)
+				hand(run, "not every node ran its epilog within "+nodesGrace.String())
+			}
+		}
 	}
 }
 

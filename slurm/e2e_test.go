@@ -113,7 +113,10 @@ func TestSlurmEndToEnd(t *testing.T) {
 	haveLake := hasCommand(bin, "sink") && hasCommand(bin, "lake")
 	if haveLake {
 		httpAddr := testutil.FreePort(t)
-		sp := testutil.Start(t, dir, "sink", "--brokers", broker, "--topics", "telemetry", "--lake", lake, "--flush-age", "2s",
+		// A flush age far beyond the test's length: the run's rows reach
+		// the lake only because its completion on the jobs topic makes the
+		// sink flush them.
+		sp := testutil.Start(t, dir, "sink", "--brokers", broker, "--topics", "telemetry", "--lake", lake, "--flush-age", "10m",
 			"--http-listen", httpAddr)
 		testutil.WaitPort(t, httpAddr, sp)
 	}
@@ -185,6 +188,7 @@ func TestSlurmEndToEnd(t *testing.T) {
 				t.Skip("simtel sink/lake commands are not registered in this build: lake assertions not run")
 			}
 			checkLake(t, bin, lake, tc.j, perMeasurement)
+			checkLakeRun(t, bin, lake, tc.j, tc.state)
 		})
 	}
 }
@@ -410,6 +414,30 @@ func checkLake(t *testing.T, bin, lake string, j job, per map[string]int) {
 			time.Sleep(500 * time.Millisecond)
 		}
 		t.Logf("lake: %s -> %s", q, strings.ReplaceAll(last, "\n", " | "))
+	}
+}
+
+// checkLakeRun checks that the sink marked the run complete in the lake,
+// with its final state, once its data was flushed.
+func checkLakeRun(t *testing.T, bin, lake string, j job, state string) {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := exec.Command(bin, "lake", "runs", "--lake", lake, "--format", "json").Output()
+		last = string(out)
+		var runs []struct{ Run, State string }
+		if err == nil && json.Unmarshal(out, &runs) == nil {
+			for _, r := range runs {
+				if r.Run == j.id && r.State == state {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("simtel lake runs does not show run %s as %s after 30s: %v\n%s", j.id, state, err, last)
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
 }
 
