@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/simtel/simtel/sink"
 	"io"
 	"maps"
 	"os"
@@ -215,31 +216,6 @@ func timeRange(ss []replay.Sample) (lo, hi time.Time) {
 	return lo, hi
 }
 
-// rawRow is the schema of raw objects.
-type rawRow struct {
-	Partition int32       `parquet:"_partition"`
-	Offset    int64       `parquet:"_offset"`
-	Timestamp time.Time   `parquet:"timestamp,timestamp(microsecond)"`
-	Key       []byte      `parquet:"key,optional"`
-	Value     []byte      `parquet:"value,optional"`
-	Headers   []rawHeader `parquet:"headers,list"`
-}
-
-type rawHeader struct {
-	Key   string `parquet:"key"`
-	Value []byte `parquet:"value,optional"`
-}
-
-// deadRow is the schema of dead-letter objects.
-type deadRow struct {
-	Partition int32     `parquet:"_partition"`
-	Offset    int64     `parquet:"_offset"`
-	Timestamp time.Time `parquet:"timestamp,timestamp(microsecond)"`
-	Key       []byte    `parquet:"key,optional"`
-	Value     []byte    `parquet:"value,optional"`
-	Reason    string    `parquet:"reason"`
-}
-
 // RawFlush writes records (all of partition, offsets within [first,
 // last], one UTC date) as a raw object of topic and commits the entry.
 func (l *Lake) RawFlush(ctx context.Context, topic string, partition int32, first, last int64, recs []*kgo.Record) (catalog.Entry, error) {
@@ -262,19 +238,19 @@ func (l *Lake) recordFlush(ctx context.Context, kind, topic string, partition in
 	var cols []string
 	var err error
 	if kind == lake.KindRaw {
-		rows := make([]rawRow, len(recs))
+		rows := make([]sink.RawRow, len(recs))
 		for i, r := range recs {
-			rows[i] = rawRow{Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Key: r.Key, Value: r.Value}
+			rows[i] = sink.RawRow{Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Key: r.Key, Value: r.Value}
 			for _, h := range r.Headers {
-				rows[i].Headers = append(rows[i].Headers, rawHeader{Key: h.Key, Value: h.Value})
+				rows[i].Headers = append(rows[i].Headers, sink.Header{Key: h.Key, Value: h.Value})
 			}
 		}
 		cols = []string{"_partition", "_offset", "timestamp", "key", "value", "headers"}
 		err = writeAll(&buf, rows)
 	} else {
-		rows := make([]deadRow, len(recs))
+		rows := make([]sink.DeadLetterRow, len(recs))
 		for i, r := range recs {
-			rows[i] = deadRow{Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Key: r.Key, Value: r.Value, Reason: reasons[i]}
+			rows[i] = sink.DeadLetterRow{Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Key: r.Key, Value: r.Value, Reason: reasons[i]}
 		}
 		cols = []string{"_partition", "_offset", "timestamp", "key", "value", "reason"}
 		err = writeAll(&buf, rows)
