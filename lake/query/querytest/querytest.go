@@ -9,7 +9,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/simtel/simtel/sink"
 	"io"
 	"maps"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/replay"
 	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/sink"
 )
 
 // EncodeTelemetry writes samples (all of one measurement) as one telemetry
