@@ -1,14 +1,17 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/simtel/simtel/sink"
@@ -25,6 +28,10 @@ type SinkBenchConfig struct {
 	Fields  int    // fields per line (default 4: floats, an integer, a boolean)
 	Runs    int    // distinct runs (default 4); each run × measurement × day is one object
 	Dir     string // if set, the objects are written there for inspection
+	// Progress, if not nil, gets a line once a second: samples buffered so
+	// far and the rate (encoding the flush at the end is not counted).
+	Progress      io.Writer
+	ProgressEvery time.Duration // default 1s
 }
 
 // SinkBenchResult is the outcome, as JSON.
@@ -123,23 +130,41 @@ func RunSinkBench(ctx context.Context, cfg SinkBenchConfig) (SinkBenchResult, er
 	}
 	runtime.GC()
 
-	// One goroutine does the work, as one partition of the sink does.
+	// One goroutine does the work, as one partition of the sink does; the
+	// progress watcher only reads the meter.
 	type out struct {
 		objs []sink.Object
 		err  error
 	}
 	res := make(chan out, 1)
+	var m meter
+	wctx, stopWatch := context.WithCancel(ctx)
+	var watchDone sync.WaitGroup
+	if cfg.Progress != nil {
+		w := &watch{label: "sink", out: cfg.Progress, interval: cmp.Or(cfg.ProgressEvery, time.Second), m: &m}
+		watchDone.Go(func() { w.run(wctx) })
+	}
 	cpu0, wall0 := selfCPU(), time.Now()
 	go func() {
 		e := sink.NewEncoder("telemetry", 0, true)
+		const step = 4096 // meter updates, not per record
+		var stepBytes int64
 		for i := range recs {
 			e.Add(&recs[i])
+			stepBytes += int64(len(recs[i].Value))
+			if (i+1)%step == 0 || i == len(recs)-1 {
+				m.records.Store(int64(i + 1))
+				m.bytes.Add(stepBytes)
+				stepBytes = 0
+			}
 		}
 		objs, err := e.Encode()
 		res <- out{objs, err}
 	}()
 	o := <-res
 	wall, cpu := time.Since(wall0), selfCPU()-cpu0
+	stopWatch()
+	watchDone.Wait()
 	if o.err != nil {
 		return SinkBenchResult{}, fmt.Errorf("bench sink: encode: %w", o.err)
 	}

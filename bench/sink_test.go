@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,6 +57,47 @@ func TestRunSinkBench(t *testing.T) {
 	if files != r.Objects {
 		t.Fatalf("%d files in %s, want %d", files, dir, r.Objects)
 	}
+}
+
+// The progress line counts samples as they are buffered and ends with the
+// run: nothing is written after RunSinkBench returns.
+func TestRunSinkBenchProgress(t *testing.T) {
+	var out syncBuffer
+	r, err := RunSinkBench(context.Background(), SinkBenchConfig{Samples: 300_000, Progress: &out, ProgressEvery: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if got == "" || !strings.HasPrefix(lines[0], "sink ") || !strings.Contains(lines[0], "rec/s") {
+		t.Fatalf("progress output %q, want lines starting with \"sink \"", got)
+	}
+	last := lines[len(lines)-1]
+	if f := strings.Fields(last); len(f) < 2 || f[len(f)-2] == "0" {
+		t.Fatalf("last progress line %q counts no samples", last)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if out.String() != got {
+		t.Fatalf("progress written after the run returned (%d samples)", r.Samples)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // BenchmarkSinkEncode runs the sink benchmark at full size (1M samples):

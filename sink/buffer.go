@@ -1,10 +1,12 @@
 package sink
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/simtel/simtel/lake"
 )
@@ -48,7 +50,37 @@ type buffer struct {
 	mru     [8]*table // tables of recent records, checked before byKey
 	pool    blockPool
 	mruNext int
+	// series maps a series key (the bytes of a line up to the fields:
+	// measurement and tags, see seriesEnd) to what decoding it gave, so a
+	// line of a known series only has its fields and timestamp decoded,
+	// and its tags go to their columns without a lookup.
+	series map[string]*series
 }
+
+// series is a decoded series key of the buffer: the same bytes always
+// decode to the same measurement and tags, which are copies owned here.
+type series struct {
+	measurement []byte
+	run         []byte // the run tag's value, nil without one
+	tags        []parsedTag
+	bind        binding // to the table of its last line
+}
+
+func newSeries(p *lineParser) *series {
+	s := &series{measurement: bytes.Clone(p.measurement), tags: make([]parsedTag, len(p.tags))}
+	for i, tg := range p.tags {
+		s.tags[i] = parsedTag{key: bytes.Clone(tg.key), val: bytes.Clone(tg.val)}
+		if string(tg.key) == "run" {
+			s.run = s.tags[i].val
+		}
+	}
+	return s
+}
+
+// maxSeries bounds the series cache of a flush: past it, lines of new
+// series are decoded in full every time (a tag with a new value on every
+// line would otherwise fill it for nothing).
+const maxSeries = 1 << 16
 
 // recent returns the table of a recent record with these keys, or nil.
 func (b *buffer) recent(measurement, run []byte, date string) *table {
@@ -79,6 +111,10 @@ func (b *buffer) reset() {
 	b.raw = nil
 	b.runs = map[string]bool{}
 	b.mru = [8]*table{}
+	if b.series == nil {
+		b.series = map[string]*series{}
+	}
+	clear(b.series)
 }
 
 func (b *buffer) empty() bool { return b.first < 0 }
@@ -102,40 +138,72 @@ func (b *buffer) add(r *Record, now func() time.Time) {
 		})
 		return
 	}
-	if err := b.p.parse(r.Value); err != nil {
-		b.deadLetter(r, "line protocol: "+err.Error())
-		return
-	}
+	line := r.Value
 	p := &b.p
+	var s *series
+	if k := seriesEnd(line); k > 0 {
+		s = b.series[string(line[:k])]
+		if s != nil {
+			// A known series: its key bytes decoded fine before, so only the
+			// rest of the line is new.
+			p.begin(line)
+			if !utf8.Valid(line[k:]) {
+				b.deadLetter(r, "line protocol: "+errUTF8.Error())
+				return
+			}
+			if err := p.parseFields(line, k); err != nil {
+				b.deadLetter(r, "line protocol: "+err.Error())
+				return
+			}
+		}
+	}
+	if s == nil {
+		if err := p.parse(line); err != nil {
+			b.deadLetter(r, "line protocol: "+err.Error())
+			return
+		}
+		s = newSeries(p)
+		if k := p.tagsEnd; len(b.series) < maxSeries && k > 0 && k == seriesEnd(line) {
+			b.series[string(line[:k])] = s
+		}
+	}
 	tns := p.ts
 	if !p.hasTS {
 		tns = r.Timestamp.UnixNano()
 	}
-	var run []byte
-	for i := range p.tags {
-		if string(p.tags[i].key) == "run" {
-			run = p.tags[i].val
-		}
-	}
 	date := b.dc.of(tns)
-	t := b.recent(p.measurement, run, date)
-	if t == nil {
-		b.keyBuf = append(append(append(append(append(b.keyBuf[:0], p.measurement...), 0), run...), 0), date...)
-		t = b.byKey[string(b.keyBuf)]
-		if t == nil {
-			t = newTable(string(p.measurement), string(run), date, &b.pool)
-			b.byKey[string(b.keyBuf)] = t
-			b.tables = append(b.tables, t)
-			b.runs[t.run] = true
-		}
-		b.mru[b.mruNext%len(b.mru)] = t
-		b.mruNext++
+	t := s.bind.t
+	if t == nil || t.date != date {
+		t = b.table(s.measurement, s.run, date)
 	}
-	if reason := t.resolve(p); reason != "" {
+	if reason := t.bindTags(s.tags, &s.bind); reason != "" {
 		b.deadLetter(r, reason)
 		return
 	}
-	t.add(p, tns, r.Offset, &b.arena)
+	if reason := t.resolveFields(p, s.tags); reason != "" {
+		b.deadLetter(r, reason)
+		return
+	}
+	t.add(p, s.tags, &s.bind, tns, r.Offset, &b.arena)
+}
+
+// table returns the table of (measurement, run, date), making it if new.
+func (b *buffer) table(measurement, run []byte, date string) *table {
+	t := b.recent(measurement, run, date)
+	if t != nil {
+		return t
+	}
+	b.keyBuf = append(append(append(append(append(b.keyBuf[:0], measurement...), 0), run...), 0), date...)
+	t = b.byKey[string(b.keyBuf)]
+	if t == nil {
+		t = newTable(string(measurement), string(run), date, &b.pool)
+		b.byKey[string(b.keyBuf)] = t
+		b.tables = append(b.tables, t)
+		b.runs[t.run] = true
+	}
+	b.mru[b.mruNext%len(b.mru)] = t
+	b.mruNext++
+	return t
 }
 
 func (b *buffer) deadLetter(r *Record, reason string) {

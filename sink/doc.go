@@ -10,12 +10,13 @@
 //	   telemetry topics: lineParser.parse → table per (measurement, run, UTC date)
 //	                     → dense columns; undecodable lines → dead letters
 //	   other topics:     raw rows (key, value, headers)
-//	→ flush trigger → buffer.encode (encodeTable / encodeRows, parquet-go
-//	  column writers, zstd) → the flush protocol below
+//	→ flush trigger → buffer.encode (encodeTable: arrow-go's Parquet column
+//	  writers, tag dictionaries written as indexes; encodeRows: parquet-go;
+//	  zstd) → the flush protocol below
 //
 // A table keeps one slot per row in every column (null where the line
-// lacks the tag or field); strings are copied into one arena per
-// partition, so the buffer holds no pointer per row and the garbage
+// lacks the tag or field); tags hold indexes into a per-column
+// dictionary, other strings are copied into one arena per partition, so the buffer holds no pointer per row and the garbage
 // collector has little to scan. Encoding sorts rows by (time, offset),
 // orders columns by name and writes no wall-clock time, so the same records
 // always give byte-identical objects.

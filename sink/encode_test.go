@@ -291,3 +291,174 @@ func TestEncodeLateColumnAcrossBlocks(t *testing.T) {
 		}
 	}
 }
+
+// Tags are dictionary-coded by the sink and written as indexes: the file
+// must still say which columns are tags (key-value metadata simtel.tags),
+// encode them with a dictionary, and carry correct min/max/null statistics
+// per row group, as a reader that prunes by them needs.
+func TestEncodeTagsDictionaryAndStats(t *testing.T) {
+	b := newBuffer("telemetry", 0, true)
+	const n = rowGroupRows + 3000 // two row groups
+	for i := range n {
+		host := fmt.Sprintf("h%02d", i%7)
+		line := fmt.Sprintf("m,host=%s,run=r v=%d,s=\"x%d\" %d", host, i, i%3, 1700000000000000000+int64(i))
+		if i%5 == 0 {
+			line = fmt.Sprintf("m,run=r v=%d %d", i, 1700000000000000000+int64(i)) // host null
+		}
+		if i >= rowGroupRows {
+			line = fmt.Sprintf("m,host=z%d,run=r v=%d %d", i%2, i, 1700000000000000000+int64(i))
+		}
+		b.add(rec(int64(i), line), time.Now)
+	}
+	o := encodeAll(t, b)["telemetry:m"]
+	f, err := parquet.OpenFile(bytes.NewReader(o.data), int64(len(o.data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := f.Lookup("simtel.tags"); !ok || v != "host,run" {
+		t.Errorf("simtel.tags = %q (present %v), want \"host,run\"", v, ok)
+	}
+	if v, _ := f.Lookup("simtel.first_offset"); v != "0" {
+		t.Errorf("simtel.first_offset = %q, want 0", v)
+	}
+	md := f.Metadata()
+	if len(md.RowGroups) != 2 {
+		t.Fatalf("%d row groups, want 2", len(md.RowGroups))
+	}
+	type want struct {
+		min, max string
+		nulls    int64
+	}
+	wants := []want{{"h00", "h06", rowGroupRows / 5}, {"z0", "z1", 0}}
+	if rowGroupRows%5 != 0 {
+		wants[0].nulls++
+	}
+	for g, rg := range md.RowGroups {
+		for _, cc := range rg.Columns {
+			md := cc.MetaData
+			name := strings.Join(md.PathInSchema, ".")
+			dict := false
+			for _, e := range md.Encoding {
+				if e.String() == "RLE_DICTIONARY" {
+					dict = true
+				}
+			}
+			switch name {
+			case "host":
+				if !dict {
+					t.Errorf("row group %d: tag host encodings %v, want RLE_DICTIONARY", g, md.Encoding)
+				}
+				st := md.Statistics
+				if string(st.MinValue) != wants[g].min || string(st.MaxValue) != wants[g].max || st.NullCount != wants[g].nulls {
+					t.Errorf("row group %d: host statistics min %q max %q nulls %d, want %+v", g, st.MinValue, st.MaxValue, st.NullCount, wants[g])
+				}
+			case "s":
+				if dict {
+					t.Errorf("row group %d: string field s is dictionary-encoded (%v); only tags are", g, md.Encoding)
+				}
+			}
+		}
+	}
+	_, rows := readObject(t, o.data)
+	for i, r := range rows {
+		want := fmt.Sprintf("h%02d", i%7)
+		switch {
+		case i >= rowGroupRows:
+			want = fmt.Sprintf("z%d", i%2)
+		case i%5 == 0:
+			want = ""
+		}
+		if got, _ := r["host"].(string); got != want {
+			t.Fatalf("row %d host %q, want %q", i, got, want)
+		}
+	}
+}
+
+// Lines of one series (same measurement and tags) decode through the
+// buffer's series cache: its binding to a table must follow the line's
+// date, and a binding left incomplete by a dead line must be checked again
+// against columns made since.
+func TestEncodeSeriesAcrossTables(t *testing.T) {
+	const day = int64(24 * time.Hour)
+	t0 := int64(1700000000000000000)
+	b := newBuffer("telemetry", 0, true)
+	lines := []struct {
+		line, reason string
+	}{
+		{fmt.Sprintf("m,host=a v=1 %d", t0), ""},
+		{fmt.Sprintf("m,host=a v=2 %d", t0+day), ""},
+		{fmt.Sprintf("m,host=a v=3 %d", t0+1), ""},
+		{fmt.Sprintf("m,host=b,y=1 _offset=1 %d", t0+2), `field "_offset" uses a reserved column name`},
+		{fmt.Sprintf("m,host=c y=5 %d", t0+3), ""},
+		{fmt.Sprintf("m,host=b,y=1 v=4 %d", t0+4), `tag "y" has the name of a field column`},
+		{fmt.Sprintf("m,host=b,y=1 v=5 %d", t0+day+1), ""}, // the other day's table has no field y
+		{fmt.Sprintf("m,host=a v=6 %d", t0+day+2), ""},
+	}
+	for i, l := range lines {
+		b.add(rec(int64(i), l.line), time.Now)
+	}
+	got := map[int64]string{}
+	for _, d := range b.dead {
+		got[d.Offset] = d.Reason
+	}
+	for i, l := range lines {
+		if got[int64(i)] != l.reason {
+			t.Errorf("line %q: reason %q, want %q", l.line, got[int64(i)], l.reason)
+		}
+	}
+	objs, err := b.encode(&encodeScratch{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var days []string
+	for _, o := range objs {
+		if o.obj.Kind != "telemetry" {
+			continue
+		}
+		_, rows := readObject(t, o.data)
+		var s []string
+		for _, r := range rows {
+			s = append(s, fmt.Sprintf("%v:%v:%v:%v", r["_offset"], r["host"], r["y"], r["v"]))
+		}
+		days = append(days, o.obj.Date+" "+strings.Join(s, " "))
+	}
+	want := []string{
+		"2023-11-14 0:a:<nil>:1 2:a:<nil>:3 4:c:5:<nil>",
+		"2023-11-15 1:a:<nil>:2 6:b:1:5 7:a:<nil>:6",
+	}
+	if strings.Join(days, "\n") != strings.Join(want, "\n") {
+		t.Errorf("objects:\n%s\nwant:\n%s", strings.Join(days, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Column names with dots are one flat column each (the writer's per-column
+// options address columns by dotted path): a dotted tag stays a
+// dictionary-encoded tag.
+func TestEncodeDottedNames(t *testing.T) {
+	b := newBuffer("telemetry", 0, true)
+	b.add(rec(1, `m,k8s.pod=p1,run=r gpu.util=0.5,n.x="s" 1700000000000000000`), time.Now)
+	b.add(rec(2, `m,k8s.pod=p2,run=r gpu.util=0.7 1700000000000000001`), time.Now)
+	o := encodeAll(t, b)["telemetry:m"]
+	if o.data == nil {
+		t.Fatalf("no telemetry object; dead letters: %v", b.dead)
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(o.data), int64(len(o.data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := f.Lookup("simtel.tags"); v != "k8s.pod,run" {
+		t.Errorf("simtel.tags = %q, want \"k8s.pod,run\"", v)
+	}
+	for _, cc := range f.Metadata().RowGroups[0].Columns {
+		if name := strings.Join(cc.MetaData.PathInSchema, "."); name == "k8s.pod" || name == "n.x" {
+			dict := strings.Contains(fmt.Sprint(cc.MetaData.Encoding), "RLE_DICTIONARY")
+			if dict != (name == "k8s.pod") {
+				t.Errorf("column %s encodings %v", name, cc.MetaData.Encoding)
+			}
+		}
+	}
+	_, rows := readObject(t, o.data)
+	if len(rows) != 2 || rows[0]["k8s.pod"] != "p1" || rows[1]["k8s.pod"] != "p2" || rows[1]["gpu.util"] != 0.7 || rows[0]["n.x"] != "s" {
+		t.Fatalf("rows %v", rows)
+	}
+}

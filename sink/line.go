@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"strconv"
@@ -64,6 +65,7 @@ type lineParser struct {
 	ts          int64
 	hasTS       bool
 	unesc       []byte
+	tagsEnd     int // where the tags ended (the space before the fields), -1 if parse failed before
 }
 
 // Decode errors; the text is the dead-letter reason.
@@ -84,14 +86,9 @@ var (
 
 // parse decodes line. On error the parser's fields are undefined.
 func (p *lineParser) parse(line []byte) error {
+	p.begin(line)
 	p.tags = p.tags[:0]
-	p.fields = p.fields[:0]
-	p.hasTS = false
-	p.ts = 0
-	if cap(p.unesc) < len(line) {
-		p.unesc = make([]byte, 0, len(line)+len(line)/2+64)
-	}
-	p.unesc = p.unesc[:0]
+	p.tagsEnd = -1
 	if len(line) == 0 {
 		return errEmpty
 	}
@@ -129,6 +126,47 @@ func (p *lineParser) parse(line []byte) error {
 		}
 		p.tags = append(p.tags, parsedTag{key: k, val: v})
 	}
+	p.tagsEnd = i
+	return p.parseFields(line, i)
+}
+
+// begin prepares the parser for line.
+func (p *lineParser) begin(line []byte) {
+	p.fields = p.fields[:0]
+	p.hasTS = false
+	p.ts = 0
+	if cap(p.unesc) < len(line) {
+		p.unesc = make([]byte, 0, len(line)+len(line)/2+64)
+	}
+	p.unesc = p.unesc[:0]
+}
+
+// seriesEnd returns the length of the series key of line — measurement and
+// tags, up to the first unescaped space — or -1 if there is no such space.
+// A space is escaped exactly when a backslash precedes it: no escape
+// sequence ends in a backslash, so that backslash cannot belong to an
+// earlier one.
+func seriesEnd(line []byte) int {
+	off := 0
+	for {
+		j := bytes.IndexByte(line[off:], ' ')
+		if j < 0 {
+			return -1
+		}
+		j += off
+		if j == 0 || line[j-1] != '\\' {
+			return j
+		}
+		off = j + 1
+	}
+}
+
+// parseFields decodes the fields and timestamp of line, which start after
+// the space at i (the end of the series key). It leaves the measurement and
+// tags alone, so a caller that knows them from an identical series key
+// need not decode them again; the caller must have checked that
+// line[i:] is valid UTF-8 and called begin.
+func (p *lineParser) parseFields(line []byte, i int) (err error) {
 	if i >= len(line) || line[i] != ' ' {
 		return errNoFields
 	}

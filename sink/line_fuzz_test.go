@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/influxdata/line-protocol/v2/lineprotocol"
 )
@@ -123,6 +124,64 @@ func FuzzParseLine(f *testing.F) {
 		}
 		if d.Next() {
 			t.Fatalf("%q: one line for us, several for the oracle", line)
+		}
+	})
+}
+
+// FuzzSeriesKey holds the series-key shortcut to the full decoder: a line
+// the decoder accepts has its tags end exactly at seriesEnd, and any line
+// made of that series key and another line's rest decodes the same way
+// (same fields, timestamp and error) whether decoded in full or only from
+// the key on.
+func FuzzSeriesKey(f *testing.F) {
+	seeds := [][2]string{
+		{"cpu,host=a,cpu=cpu0 usage_user=1.5 1700000000000000000", "cpu,host=b f=2i,s=\"a b\" 1"},
+		{`my\ meas\,x,t\ k\=\,=v\=1\,2\ x f\=x=1 1`, `m f="x\" y" 1`},
+		{`a\\ b,t=x\\,y f=1 1`, "m f=1 17x"},
+		{`m\ ,t=a\  f=1 1`, "m  f=1 1"},
+		{"m,t=é f=1 1", "m f=\"\xff\" 1"},
+		{"m,t=a f=1 1", "m"},
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s[0]), []byte(s[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var p lineParser
+		if err := p.parse(a); err != nil {
+			return
+		}
+		k := seriesEnd(a)
+		if k != p.tagsEnd {
+			t.Fatalf("%q: tags end at %d, seriesEnd says %d", a, p.tagsEnd, k)
+		}
+		j := seriesEnd(b)
+		if j < 0 {
+			return
+		}
+		line := append(append([]byte{}, a[:k]...), b[j:]...)
+		var full, fast lineParser
+		errFull := full.parse(line)
+		fast.begin(line)
+		var errFast error
+		if !utf8.Valid(line[k:]) {
+			errFast = errUTF8
+		} else {
+			errFast = fast.parseFields(line, k)
+		}
+		if errFull != errFast {
+			t.Fatalf("%q: full decode %v, from the series key %v", line, errFull, errFast)
+		}
+		if errFull != nil {
+			return
+		}
+		if full.tagsEnd != k || full.ts != fast.ts || full.hasTS != fast.hasTS || len(full.fields) != len(fast.fields) {
+			t.Fatalf("%q: full decode and decode from the series key differ", line)
+		}
+		for i := range full.fields {
+			x, y := full.fields[i], fast.fields[i]
+			if string(x.key) != string(y.key) || x.kind != y.kind || x.num != y.num || string(x.str) != string(y.str) {
+				t.Fatalf("%q: field %d: full %+v, from the series key %+v", line, i, x, y)
+			}
 		}
 	})
 }

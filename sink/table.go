@@ -36,8 +36,9 @@ type span struct{ off, n uint32 }
 const blockRows = 4096
 
 // block holds blockRows slots of one column: the value (float bits, an
-// integer, an unsigned integer, 0/1 for a boolean, or a packed arena span
-// off<<32|n for tags and strings) and whether it is set.
+// integer, an unsigned integer, 0/1 for a boolean, the column dictionary
+// index for a tag, or a packed arena span off<<32|n for a string) and
+// whether it is set.
 type block struct {
 	vals  [blockRows]uint64
 	valid [blockRows]bool
@@ -60,13 +61,39 @@ func (p *blockPool) put(bs []*block) { p.free = append(p.free, bs...) }
 // column is one tag or field column of a table, dense: one slot per row
 // (rows 0..n-1), in blocks.
 type column struct {
-	name    string
-	tag     bool
-	kind    fieldKind // fields only
-	n       int
-	blocks  []*block
-	last    uint64 // arena span of the last tag value, to store repeats once
+	name   string
+	tag    bool
+	kind   fieldKind // fields only
+	n      int
+	blocks []*block
+	// A tag column is dictionary-coded by the sink itself: its slots hold
+	// the index of the value in dict, whose entries are arena spans, each
+	// distinct value once. The encoder hands Parquet these indexes and the
+	// dictionary as they are, so no value is hashed per row.
+	dict    []uint64
+	byVal   map[string]uint32
+	last    uint32 // index of the last value set, checked before byVal
 	hasLast bool
+}
+
+// intern returns the dictionary index of tag value v, adding it (copied
+// into the arena) if it is new.
+func (c *column) intern(v []byte, a *arena) uint32 {
+	if c.hasLast && string(a.get(c.dict[c.last])) == string(v) {
+		return c.last
+	}
+	id, ok := c.byVal[string(v)]
+	if !ok {
+		if c.byVal == nil {
+			c.byVal = map[string]uint32{}
+		}
+		id = uint32(len(c.dict))
+		span := a.put(v)
+		c.dict = append(c.dict, span)
+		c.byVal[string(a.get(span))] = id
+	}
+	c.last, c.hasLast = id, true
+	return id
 }
 
 // get returns row r's value and whether it is set.
@@ -96,7 +123,7 @@ type table struct {
 	cols                   []*column
 	pool                   *blockPool
 	byName                 map[string]int
-	slots, layout          []int // column of each tag and field of the current and the previous line
+	slots, layout          []int // column of each field of the current and the previous line
 }
 
 func newTable(measurement, run, date string, pool *blockPool) *table {
@@ -114,7 +141,7 @@ func (t *table) release() {
 func (t *table) rows() int { return len(t.tns) }
 
 // lookup finds the column named name; slot is the position of the token
-// in the line (tags first, then fields), used to guess from the previous
+// among the line's fields, used to guess from the previous
 // line of the table, which usually has the same layout.
 func (t *table) lookup(slot int, name []byte) int {
 	if slot < len(t.layout) {
@@ -128,21 +155,60 @@ func (t *table) lookup(slot int, name []byte) int {
 	return -1
 }
 
-// resolve finds the columns of the parsed line (into t.slots, -1 for a
-// new column) and reports why the line cannot join this table, or "".
-func (t *table) resolve(p *lineParser) string {
-	t.slots = t.slots[:0]
-	for i := range p.tags {
-		tg := &p.tags[i]
+// binding is where a series' tags go in one table: the column of each tag
+// and the dictionary index of its value there. Columns and dictionary
+// entries never change or go away while the table lives, so a complete
+// binding is valid for every later line of the series.
+type binding struct {
+	t        *table
+	cols     []int    // column of each tag, -1 while the column does not exist
+	ids      []uint32 // dictionary index of each tag value, noID while unknown
+	complete bool     // every column and index known
+}
+
+const noID = ^uint32(0)
+
+// bindTags (re)binds the tags of a series to t and reports why a line with
+// these tags cannot join t, or "". Known columns and indexes are kept.
+func (t *table) bindTags(tags []parsedTag, b *binding) string {
+	if b.t != t {
+		b.t = t
+		b.cols = b.cols[:0]
+		b.ids = b.ids[:0]
+		for range tags {
+			b.cols = append(b.cols, -1)
+			b.ids = append(b.ids, noID)
+		}
+		b.complete = false
+	}
+	if b.complete {
+		return ""
+	}
+	for i := range tags {
+		tg := &tags[i]
 		if reservedColumn(tg.key) {
 			return fmt.Sprintf("tag %q uses a reserved column name", tg.key)
 		}
-		ci := t.lookup(len(t.slots), tg.key)
-		if ci >= 0 && !t.cols[ci].tag {
+		if b.cols[i] >= 0 {
+			continue
+		}
+		ci, ok := t.byName[string(tg.key)]
+		if !ok {
+			continue
+		}
+		if !t.cols[ci].tag {
 			return fmt.Sprintf("tag %q has the name of a field column", tg.key)
 		}
-		t.slots = append(t.slots, ci)
+		b.cols[i] = ci
 	}
+	return ""
+}
+
+// resolveFields finds the columns of the parsed line's fields (into
+// t.slots, -1 for a new column) and reports why the line cannot join this
+// table, or "". tags are the line's tags.
+func (t *table) resolveFields(p *lineParser, tags []parsedTag) string {
+	t.slots = t.slots[:0]
 	for i := range p.fields {
 		f := &p.fields[i]
 		if reservedColumn(f.key) {
@@ -165,8 +231,8 @@ func (t *table) resolve(p *lineParser) string {
 					return fmt.Sprintf("field %q appears twice with types %s and %s", f.key, p.fields[j].kind, f.kind)
 				}
 			}
-			for j := range p.tags {
-				if string(p.tags[j].key) == string(f.key) {
+			for j := range tags {
+				if string(tags[j].key) == string(f.key) {
 					return fmt.Sprintf("field %q has the name of a tag", f.key)
 				}
 			}
@@ -202,33 +268,35 @@ func (c *column) set(pool *blockPool, row int, v uint64) bool {
 	return true
 }
 
-// add appends the parsed line as a row. resolve must have returned "".
+// add appends the parsed line as a row: tags through their binding (which
+// bindTags has made for t), fields through t.slots (from resolveFields).
 // Strings are copied into the arena.
-func (t *table) add(p *lineParser, tns, offset int64, a *arena) {
+func (t *table) add(p *lineParser, tags []parsedTag, b *binding, tns, offset int64, a *arena) {
 	row := len(t.tns)
 	filled := 0
-	for i := range p.tags {
-		tg := &p.tags[i]
-		ci := t.slots[i]
-		if ci < 0 {
-			ci = t.newColumn(tg.key, true, 0)
-			t.slots[i] = ci
+	if !b.complete {
+		b.complete = true
+		for i := range tags {
+			tg := &tags[i]
+			if b.cols[i] < 0 {
+				b.cols[i] = t.newColumn(tg.key, true, 0)
+			}
+			if b.ids[i] == noID {
+				b.ids[i] = t.cols[b.cols[i]].intern(tg.val, a)
+			}
 		}
-		c := t.cols[ci]
-		if !c.hasLast || string(a.get(c.last)) != string(tg.val) {
-			c.last, c.hasLast = a.put(tg.val), true
-		}
-		if c.set(t.pool, row, c.last) {
+	}
+	for i, ci := range b.cols {
+		if t.cols[ci].set(t.pool, row, uint64(b.ids[i])) {
 			filled++
 		}
 	}
-	nt := len(p.tags)
 	for i := range p.fields {
 		f := &p.fields[i]
-		ci := t.slots[nt+i]
+		ci := t.slots[i]
 		if ci < 0 {
 			ci = t.newColumn(f.key, false, f.kind)
-			t.slots[nt+i] = ci
+			t.slots[i] = ci
 		}
 		v := f.num
 		if f.kind == kindString {

@@ -554,7 +554,7 @@ func newBenchFanoutReportCmd() *cobra.Command {
 
 func newBenchSinkCmd() *cobra.Command {
 	var cfg bench.SinkBenchConfig
-	var asJSON bool
+	var out benchOutput
 	cmd := &cobra.Command{
 		Use:   "sink",
 		Short: "Measure how fast the sink encodes line protocol into Parquet, on one core",
@@ -566,16 +566,21 @@ per partition. No broker or store is involved.
 
 Reports samples per second of wall time and per CPU second (independent of
 the number of cores), and bytes per sample as line protocol, in the broker's
-log and in Parquet: the lake's compression against the broker.`,
+log and in Parquet: the lake's compression against the broker.
+
+A progress line (samples buffered so far, their rate) goes to stderr once a
+second, except with --quiet or --json.`,
 		Example: `  simtel bench sink --samples 1000000
   simtel bench sink --samples 200000 --tags 4 --fields 8 --runs 16 --dir /tmp/lake --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !out.json {
+				cfg.Progress = out.progress()
+			}
 			res, err := bench.RunSinkBench(cmd.Context(), cfg)
 			if err != nil && res.Samples == 0 {
 				return err
 			}
-			out := benchOutput{json: asJSON}
 			return out.emit(res, err, func(w io.Writer) {
 				fmt.Fprintf(w, "sink encode: %d samples into %d objects in %.2f s (%.2f CPU s)\n",
 					res.Samples, res.Objects, res.WallSeconds, res.CPUSeconds)
@@ -594,6 +599,6 @@ log and in Parquet: the lake's compression against the broker.`,
 	f.IntVar(&cfg.Fields, "fields", 4, "fields per line: floats, an integer counter and a boolean")
 	f.IntVar(&cfg.Runs, "runs", 4, "distinct runs; each run, measurement and day is one object")
 	f.StringVar(&cfg.Dir, "dir", "", "also write the objects under this directory, for inspection")
-	f.BoolVar(&asJSON, "json", false, "print one JSON result object on stdout")
+	out.register(cmd)
 	return cmd
 }
