@@ -93,7 +93,7 @@ require (
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/sean-/seed v0.0.0-20170313163322-e2103e2c3529 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/net v0.59.0 // indirect
+	golang.org/x/net v0.59.0
 	golang.org/x/term v0.46.0
 	google.golang.org/protobuf v1.36.12 // indirect
 )

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/agent/collector"
@@ -148,11 +147,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		kgo.SeedBrokers(a.cfg.Brokers...),
 		kgo.DefaultProduceTopic(a.cfg.Topic),
 		kgo.AllowAutoTopicCreation(),
-		kgo.ProducerLinger(a.cfg.Linger),
+		// The shipper gathers samples for up to Linger before it hands
+		// them over (see readLoop), all at once: the producer's own
+		// linger only has to catch one hand-over, and a short one keeps
+		// the two waits from adding up.
+		kgo.ProducerLinger(producerLinger(a.cfg.Linger)),
 		kgo.ProducerBatchMaxBytes(a.cfg.BatchMaxBytes),
-		// zstd's fastest level: telemetry lines compress well at it, and
-		// compression is the agent's largest CPU cost at higher levels.
-		kgo.ProducerBatchCompression(kgo.ZstdCompression().WithLevel(int(zstd.SpeedFastest)), kgo.NoCompression()),
+		// zstd at its fastest level, with encoders that survive garbage
+		// collections (see zstdCompressor).
+		kgo.WithCompressor(&zstdCompressor{}),
 		kgo.MaxBufferedRecords(100_000),
 		kgo.MaxBufferedBytes(32<<20),
 		kgo.UnknownTopicRetries(-1),

@@ -71,8 +71,17 @@ type Config struct {
 	MaxLineBytes int
 	MaxBodyBytes int64
 
-	// Linger and BatchMaxBytes tune the producer. Defaults 100ms, 1 MiB:
-	// larger batches cost the node less CPU per sample.
+	// PacketGather is how long, at most, UDP and StatsD datagrams may wait
+	// in the kernel's receive buffer once the agent has read what was
+	// there, so that at low rates one wake-up spools many datagrams (the
+	// wait is cut short to keep the buffer a quarter full at most at the
+	// current rate). Default 50ms; negative reads every datagram at once.
+	PacketGather time.Duration
+
+	// Linger is how long samples gather in the spool, when few arrive,
+	// before they are handed to the producer in one go; BatchMaxBytes
+	// bounds a produce batch. Defaults 100ms, 1 MiB: larger batches and
+	// fewer hand-overs cost the node less CPU per sample.
 	Linger        time.Duration
 	BatchMaxBytes int32
 
@@ -120,6 +129,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 32 << 20
+	}
+	if c.PacketGather == 0 {
+		c.PacketGather = 50 * time.Millisecond
 	}
 	if c.Linger == 0 {
 		c.Linger = 100 * time.Millisecond

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/simtel/simtel/agent/lineproto"
@@ -19,6 +20,11 @@ type ingestBatch struct {
 	spans []recSpan
 	recs  []spool.Record
 	conv  []byte // StatsD lines converted to line protocol
+	bad   int    // lines refused since reset
+	// lastKey is where the key of the last sample starts in keys, or -1
+	// before the first: consecutive samples of one run and host (nearly
+	// all of them) share it.
+	lastKey int
 }
 
 type recSpan struct {
@@ -37,44 +43,90 @@ var errSpool = errors.New("cannot spool samples")
 func (a *Agent) ingest(ctx context.Context, listener string, body []byte, prec lineproto.Precision) (int, *lineproto.LineError, error) {
 	b := a.normalizers.Get().(*ingestBatch)
 	defer a.normalizers.Put(b)
-	b.lines, b.keys, b.spans = b.lines[:0], b.keys[:0], b.spans[:0]
+	b.reset()
+	firstErr := b.add(body, prec, time.Now())
+	n, err := a.spoolBatch(ctx, listener, b)
+	return n, firstErr, err
+}
+
+// ingestBodies is ingest for several bodies (datagrams) at once: each is
+// split into lines on its own (a datagram's last line needs no newline),
+// and all their samples go to the spool in one append, so one write
+// system call and one wake-up of the shipper serve many datagrams.
+func (a *Agent) ingestBodies(ctx context.Context, listener string, bodies [][]byte, prec lineproto.Precision) (int, error) {
+	b := a.normalizers.Get().(*ingestBatch)
+	defer a.normalizers.Put(b)
+	b.reset()
 	now := time.Now()
+	for _, body := range bodies {
+		b.add(body, prec, now)
+	}
+	return a.spoolBatch(ctx, listener, b)
+}
+
+func (b *ingestBatch) reset() {
+	b.lines, b.keys, b.spans, b.bad, b.lastKey = b.lines[:0], b.keys[:0], b.spans[:0], 0, -1
+}
+
+// add normalizes the lines of body into b and returns the first bad one.
+// Samples of one run and host share their key bytes.
+func (b *ingestBatch) add(body []byte, prec lineproto.Precision, now time.Time) *lineproto.LineError {
+	// Room for the body plus the tags the agent adds, grown once rather
+	// than by doubling (the pool often comes back empty after a GC).
+	b.lines = slices.Grow(b.lines, len(body)+len(body)/4)
 	var firstErr *lineproto.LineError
-	bad := 0
 	_ = lineproto.Lines(body, func(n int, line []byte) error {
 		out, s, err := b.norm.Normalize(b.lines, line, prec, now)
 		if err != nil {
-			bad++
+			b.bad++
 			if firstErr == nil {
 				firstErr = lineproto.NewLineError(n, line, err)
 			}
 			return nil
 		}
 		b.lines = out
-		k := len(b.keys)
-		b.keys = append(b.keys, s.Run...)
-		b.keys = append(b.keys, '/')
-		b.keys = append(b.keys, s.Host...)
-		b.spans = append(b.spans, recSpan{line: len(out) - len(s.Line), lineEnd: len(out), key: k, keyEnd: len(b.keys), time: s.Time})
+		k, ke := b.lastKey, len(b.keys)
+		if k < 0 || !keyIs(b.keys[k:ke], s.Run, s.Host) {
+			k = len(b.keys)
+			b.keys = append(b.keys, s.Run...)
+			b.keys = append(b.keys, '/')
+			b.keys = append(b.keys, s.Host...)
+			ke = len(b.keys)
+			b.lastKey = k
+		}
+		b.spans = append(b.spans, recSpan{line: len(out) - len(s.Line), lineEnd: len(out), key: k, keyEnd: ke, time: s.Time})
 		return nil
 	})
-	a.metrics.received.WithLabelValues(listener).Add(float64(len(b.spans) + bad))
-	if bad > 0 {
-		a.metrics.parseErrors.WithLabelValues(listener).Add(float64(bad))
+	return firstErr
+}
+
+// keyIs reports whether key is run + "/" + host.
+func keyIs(key, run, host []byte) bool {
+	return len(key) == len(run)+1+len(host) && key[len(run)] == '/' &&
+		string(key[:len(run)]) == string(run) && string(key[len(run)+1:]) == string(host)
+}
+
+// spoolBatch counts b's lines and appends its samples to the spool.
+func (a *Agent) spoolBatch(ctx context.Context, listener string, b *ingestBatch) (int, error) {
+	a.metrics.received.WithLabelValues(listener).Add(float64(len(b.spans) + b.bad))
+	if b.bad > 0 {
+		a.metrics.parseErrors.WithLabelValues(listener).Add(float64(b.bad))
 	}
 	if len(b.spans) == 0 {
-		return 0, firstErr, nil
+		return 0, nil
 	}
 	b.recs = b.recs[:0]
 	for _, sp := range b.spans {
 		b.recs = append(b.recs, spool.Record{Key: b.keys[sp.key:sp.keyEnd], Value: b.lines[sp.line:sp.lineEnd], Time: sp.time})
 	}
-	if err := a.spool.Append(ctx, b.recs); err != nil {
+	err := a.spool.Append(ctx, b.recs)
+	clear(b.recs) // the pool must not keep the buffers reachable twice
+	if err != nil {
 		a.metrics.spoolErrors.Inc()
-		return 0, firstErr, errors.Join(errSpool, err)
+		return 0, errors.Join(errSpool, err)
 	}
 	a.metrics.spooled.Add(float64(len(b.recs)))
-	return len(b.recs), firstErr, nil
+	return len(b.recs), nil
 }
 
 // ingestStatsD converts StatsD lines to line protocol, then ingests them.

@@ -9,6 +9,10 @@ import (
 	"reflect"
 	"sync"
 	"syscall"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 
 	"github.com/simtel/simtel/agent/lineproto"
 )
@@ -59,57 +63,194 @@ func isNilCloser(c any) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil() || v.Kind() == reflect.Interface && v.IsNil()
 }
 
-// servePackets reads datagrams, each holding one or more lines. One
-// goroutine only reads (so the socket buffer drains even while a batch is
-// being spooled), another ingests; they share a ring of buffers. A
-// datagram that cannot be spooled (spool full with the block policy) is
+// servePackets reads datagrams, each holding one or more lines, and
+// spools them. One goroutine does both: it takes every datagram already
+// waiting in the socket (up to packetsPerRead, with one recvmmsg system
+// call on Linux) and spools their samples with one append. At high rates
+// that turns thousands of small reads and writes a second into a few
+// large ones. While a batch is being spooled, new datagrams wait in the
+// socket's receive buffer (udpReadBuffer), not in a ring of our own.
+//
+// At low rates every datagram would wake the agent on its own, and the
+// wake-ups, not the lines, would be most of its CPU time. So after a read
+// that found the socket drained, the reader waits up to PacketGather
+// before reading again, letting datagrams gather in the kernel's buffer;
+// the wait is cut so that, at the rate just seen, no more than one read's
+// worth of datagrams arrive and the buffer stays a quarter full at most
+// (packetGatherWait): gathering must never make the kernel drop.
+//
+// A datagram that cannot be spooled (spool full with the block policy) is
 // dropped and counted: UDP senders cannot be slowed down.
 func (a *Agent) servePackets(ctx context.Context, pc net.PacketConn, name string, statsd bool) {
-	type dgram struct {
-		buf []byte
-		n   int
+	r := newBatchReader(pc, packetsPerRead)
+	bodies := make([][]byte, 0, packetsPerRead)
+	rcvbuf := socketReceiveBuffer(pc)
+	var wait *time.Timer
+	if a.cfg.PacketGather > 0 {
+		wait = time.NewTimer(0)
+		defer wait.Stop()
+		<-wait.C
 	}
-	const ring = 64
-	free := make(chan []byte, ring)
-	for range ring {
-		free <- make([]byte, 64<<10)
-	}
-	full := make(chan dgram, ring)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for d := range full {
-			var err error
-			if statsd {
-				err = a.ingestStatsD(ctx, d.buf[:d.n])
-			} else {
-				_, _, err = a.ingest(ctx, name, d.buf[:d.n], lineproto.Nanosecond)
-			}
-			free <- d.buf
-			if err != nil && ctx.Err() == nil {
-				a.metrics.dropped.WithLabelValues("spool_error").Inc()
-				a.log.Warn("datagram dropped", "listener", name, "err", err)
-			}
-		}
-	}()
-	defer func() {
-		close(full)
-		<-done
-	}()
+	last := time.Now()
 	for {
-		buf := <-free
-		n, _, err := pc.ReadFrom(buf)
+		n, err := r.read()
 		if err != nil {
-			free <- buf
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			a.log.Warn("datagram read failed", "listener", name, "err", err)
 			continue
 		}
-		full <- dgram{buf, n}
+		bodies = bodies[:0]
+		size := 0
+		for i := range n {
+			bodies = append(bodies, r.datagram(i))
+			size += len(bodies[i])
+		}
+		if statsd {
+			for _, b := range bodies {
+				err = errors.Join(err, a.ingestStatsD(ctx, b))
+			}
+		} else {
+			_, err = a.ingestBodies(ctx, name, bodies, lineproto.Nanosecond)
+		}
+		if err != nil && ctx.Err() == nil {
+			a.metrics.dropped.WithLabelValues("spool_error").Add(float64(n))
+			a.log.Warn("datagrams dropped", "listener", name, "datagrams", n, "err", err)
+		}
+		if wait == nil || n == packetsPerRead {
+			continue // gathering is off, or more is waiting
+		}
+		now := time.Now()
+		d := packetGatherWait(a.cfg.PacketGather, rcvbuf, n, size, now.Sub(last))
+		last = now
+		if d <= 0 {
+			continue
+		}
+		wait.Reset(d)
+		select {
+		case <-ctx.Done():
+			return
+		case <-wait.C:
+		}
 	}
 }
+
+// packetGatherWait is how long the reader may let datagrams gather after
+// it read n datagrams of size bytes that came in over elapsed. It is at
+// most gather; at most the time in which, at that rate, packetsPerRead
+// more datagrams arrive (so one read takes them all, and a busy socket is
+// never left to fill); and at most the time in which the socket's receive
+// buffer (rcvbuf bytes as the kernel counts them, about 1 KiB of
+// bookkeeping per datagram on top of its payload) fills to a quarter.
+// Zero means read again at once.
+func packetGatherWait(gather time.Duration, rcvbuf, n, size int, elapsed time.Duration) time.Duration {
+	if gather <= 0 || rcvbuf <= 0 || elapsed <= 0 || n <= 0 {
+		return 0
+	}
+	sec := elapsed.Seconds()
+	d := min(gather, time.Duration(float64(packetsPerRead)/(float64(n)/sec)*float64(time.Second)))
+	bufRate := float64(size+n*datagramOverhead) / sec // buffer bytes per second
+	d = min(d, time.Duration(float64(rcvbuf/4)/bufRate*float64(time.Second)))
+	if d < time.Millisecond {
+		return 0
+	}
+	return d
+}
+
+// datagramOverhead is what the kernel charges a socket's receive buffer
+// per datagram beyond its payload (the socket buffer structures).
+const datagramOverhead = 1024
+
+// socketReceiveBuffer returns the receive buffer size the kernel reports
+// for pc (SO_RCVBUF, which counts bookkeeping too), or 0 if unknown.
+func socketReceiveBuffer(pc net.PacketConn) int {
+	sc, ok := pc.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	size := 0
+	_ = rc.Control(func(fd uintptr) {
+		if v, err := syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF); err == nil {
+			size = v
+		}
+	})
+	return size
+}
+
+// packetsPerRead bounds the datagrams read and spooled at once: 16 of the
+// largest size are 1 MiB of buffers.
+const packetsPerRead = 16
+
+// batchReader reads several datagrams per system call where the platform
+// can (recvmmsg), and one at a time elsewhere.
+type batchReader struct {
+	pc   net.PacketConn
+	bufs [][]byte
+	msgs []ipv4.Message // nil: read one datagram at a time
+	n0   int            // length of the single datagram read without msgs
+	v4   *ipv4.PacketConn
+	v6   *ipv6.PacketConn
+}
+
+func newBatchReader(pc net.PacketConn, n int) *batchReader {
+	r := &batchReader{pc: pc}
+	uc, ok := pc.(*net.UDPConn)
+	if !ok {
+		n = 1
+	}
+	r.bufs = make([][]byte, n)
+	for i := range r.bufs {
+		r.bufs[i] = make([]byte, maxDatagram)
+	}
+	if !ok {
+		return r
+	}
+	if la, _ := uc.LocalAddr().(*net.UDPAddr); la != nil && la.IP.To4() != nil && !la.IP.IsUnspecified() {
+		r.v4 = ipv4.NewPacketConn(uc)
+	} else {
+		// IPv6 and dual-stack sockets (":8089" binds [::]).
+		r.v6 = ipv6.NewPacketConn(uc)
+	}
+	r.msgs = make([]ipv4.Message, n)
+	for i := range r.msgs {
+		r.msgs[i].Buffers = [][]byte{r.bufs[i]}
+	}
+	return r
+}
+
+// read waits for at least one datagram and returns how many it read.
+func (r *batchReader) read() (int, error) {
+	if r.msgs == nil {
+		n, _, err := r.pc.ReadFrom(r.bufs[0])
+		if err != nil {
+			return 0, err
+		}
+		r.n0 = n
+		return 1, nil
+	}
+	if r.v4 != nil {
+		return r.v4.ReadBatch(r.msgs, 0)
+	}
+	return r.v6.ReadBatch(r.msgs, 0)
+}
+
+// datagram returns the i-th datagram of the last read; it stays valid
+// until the next read.
+func (r *batchReader) datagram(i int) []byte {
+	if r.msgs == nil {
+		return r.bufs[0][:r.n0]
+	}
+	return r.bufs[i][:r.msgs[i].N]
+}
+
+// maxDatagram is the largest UDP payload (65,535 bytes less the IPv4 and
+// UDP headers); a read buffer this size never truncates a datagram.
+const maxDatagram = 65507
 
 // serveStream accepts connections carrying newline-separated lines (TCP or
 // a unix socket, as Telegraf's socket_writer sends). Lines are spooled in

@@ -47,12 +47,46 @@ type inflight struct {
 
 // At most inflightBatches spool batches of up to readBatchRecords /
 // readBatchBytes are read ahead of the broker's acknowledgements: this
-// bounds the shipper's memory at 8 MiB of samples.
+// bounds the shipper's memory at 4 MiB of samples, enough to keep the
+// producer busy at a million samples a second (a batch takes a few
+// milliseconds from hand-over to acknowledgement).
 const (
 	inflightBatches  = 8
 	readBatchRecords = 4096
-	readBatchBytes   = 1 << 20
+	readBatchBytes   = 512 << 10
 )
+
+// batchPool recycles inflight batches and their kgo.Records once acked:
+// a batch's records are 4096 structs of pointers, and allocating them per
+// batch made the GC scan and clear megabytes per second at high rates.
+// The producer does not touch a record after its promise returned, and a
+// batch is only recycled after its last promise (done is closed).
+type batchPool struct {
+	free chan *inflight
+}
+
+func newBatchPool() *batchPool {
+	return &batchPool{free: make(chan *inflight, inflightBatches+2)}
+}
+
+func (p *batchPool) get() *inflight {
+	select {
+	case b := <-p.free:
+		return b
+	default:
+		return &inflight{Context: context.Background()}
+	}
+}
+
+func (p *batchPool) put(b *inflight) {
+	b.recs = nil
+	clear(b.krecs) // drop references to spool buffers and contexts
+	b.rejected, b.failed = 0, nil
+	select {
+	case p.free <- b:
+	default:
+	}
+}
 
 // ship runs the pipeline until ctx ends. If a batch fails in a way that
 // is not the broker refusing a record for good (the producer retries
@@ -80,9 +114,10 @@ func (a *Agent) shipOnce(parent context.Context) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	queue := make(chan *inflight, inflightBatches)
+	pool := newBatchPool()
 	ackErr := make(chan error, 1)
-	go func() { ackErr <- a.ackLoop(queue, cancel) }()
-	readErr := a.readLoop(ctx, queue)
+	go func() { ackErr <- a.ackLoop(queue, pool, cancel) }()
+	readErr := a.readLoop(ctx, queue, pool)
 	close(queue)
 	err := <-ackErr
 	if err == nil {
@@ -92,7 +127,10 @@ func (a *Agent) shipOnce(parent context.Context) error {
 }
 
 // readLoop hands spool batches to the producer until ctx ends.
-func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight) error {
+func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight, pool *batchPool) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
 	for {
 		recs, pos, err := a.spool.Read(ctx, readBatchRecords, readBatchBytes)
 		if err != nil {
@@ -110,9 +148,13 @@ func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight) error {
 			}
 			continue
 		}
-		b := &inflight{Context: context.Background(), recs: recs, pos: pos, done: make(chan struct{}), started: time.Now()}
+		b := pool.get()
+		b.recs, b.pos, b.done, b.started = recs, pos, make(chan struct{}), time.Now()
 		b.pending.Store(int64(len(recs)))
-		b.krecs = make([]kgo.Record, len(recs))
+		if cap(b.krecs) < len(recs) {
+			b.krecs = make([]kgo.Record, len(recs))
+		}
+		b.krecs = b.krecs[:len(recs)]
 		for i := range recs {
 			r := &b.krecs[i]
 			r.Key, r.Value, r.Timestamp, r.Context = recs[i].Key, recs[i].Value, time.Unix(0, recs[i].Time), b
@@ -122,16 +164,27 @@ func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight) error {
 		}
 		queue <- b // never blocks past ackLoop, which drains until close
 		// At low rates every datagram would otherwise become its own spool
-		// read, batch and ack. The producer lingers anyway, so gathering
-		// for part of that time costs no latency and much less CPU.
+		// read, batch, produce request and ack, each waking several
+		// goroutines. Gathering for Linger instead makes one of each per
+		// Linger; the producer lingers only briefly after the hand-over
+		// (producerLinger), so a sample still waits about Linger in all.
 		if len(recs) < readBatchRecords/4 {
+			t.Reset(a.cfg.Linger)
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(a.cfg.Linger / 2):
+			case <-t.C:
 			}
 		}
 	}
+}
+
+// producerLinger is the producer's linger for the agent's Linger: short,
+// because the shipper has gathered already (readLoop), but long enough
+// that the records of one hand-over, and at high rates of several, go out
+// in one batch.
+func producerLinger(linger time.Duration) time.Duration {
+	return min(linger, 5*time.Millisecond)
 }
 
 // promise is called by the producer once per record.
@@ -167,7 +220,7 @@ func permanentlyRefused(err error) bool {
 // ackLoop acknowledges batches in spool order. After a failure it keeps
 // draining (waiting for the producer to finish every record in flight) but
 // acks nothing more, and returns the failure.
-func (a *Agent) ackLoop(queue <-chan *inflight, stopReading context.CancelFunc) error {
+func (a *Agent) ackLoop(queue <-chan *inflight, pool *batchPool, stopReading context.CancelFunc) error {
 	var failure error
 	for b := range queue {
 		<-b.done
@@ -175,11 +228,13 @@ func (a *Agent) ackLoop(queue <-chan *inflight, stopReading context.CancelFunc) 
 		failed, rejected := b.failed, b.rejected
 		b.mu.Unlock()
 		if failure != nil {
+			pool.put(b)
 			continue
 		}
 		if failed != nil {
 			failure = failed
 			stopReading()
+			pool.put(b)
 			continue
 		}
 		if err := a.spool.Ack(b.pos); err != nil {
@@ -190,6 +245,7 @@ func (a *Agent) ackLoop(queue <-chan *inflight, stopReading context.CancelFunc) 
 			a.metrics.dropped.WithLabelValues("rejected_by_broker").Add(float64(rejected))
 		}
 		a.metrics.batchLatency.Observe(time.Since(b.started).Seconds())
+		pool.put(b)
 	}
 	return failure
 }

@@ -14,7 +14,7 @@ func sampleAgentResult(transport string, rate, achieved, cpuPct, per10k, peak fl
 		Kind:      "agent",
 		Settings:  AgentLoadSettings{Transport: transport, Rate: rate},
 		LinesPerS: achieved, MachineBusyPct: 70,
-		Agent:    &AgentCost{CPUPct: cpuPct, CPUPctPer10k: per10k, MicrosPerLine: per10k * 1.02, RSSMiB: peak - 2, PeakMiB: peak, RSSMaxMiB: peak - 1},
+		Agent:    &AgentCost{CPUPct: cpuPct, CPUPctPer10k: per10k, MicrosPerLine: per10k * 1.02, RSSMiB: peak - 2, AnonMiB: peak / 2, PeakMiB: peak, RSSMaxMiB: peak - 1},
 		Delivery: d,
 	}
 }
@@ -68,9 +68,9 @@ func TestRenderAgentResults(t *testing.T) {
 	out := RenderAgentResults(r, "results/agent-cost", []*AgentRun{r})
 	for _, want := range []string{
 		"Latest run: `2026-11-29-150000` (2026-11-29T15:00:00Z), 2 CPUs, by `bench/agent-cost.sh`.",
-		"| udp | 10,000 | 10,000 | 4.6 | 4.60 | 4.69 | 26.3 | 28.3 | 59,998 / 59,998 | 100% | 70% | ✗ CPU |",
-		"| udp | 1,000,000 | 1,000,101 | 74.6 | 1.45 | 1.48 | 103.4 | 105.4 | 3,081,558 / 3,081,558 | 51.3% | 70% | ✗ CPU, RSS, lines lost before the agent |",
-		"| http | 1,000,000 | 1,000,121 | 89.0 | 0.89 | 0.91 | 210.4 | 212.4 | 5,980,456 / 5,980,456 | 100% | 70% | ✗ RSS |",
+		"| udp | 10,000 | 10,000 | 4.6 | 4.60 | 4.69 | 26.3 (14.2) | 28.3 | 59,998 / 59,998 | 100% | 70% | ✗ CPU |",
+		"| udp | 1,000,000 | 1,000,101 | 74.6 | 1.45 | 1.48 | 103.4 (52.7) | 105.4 | 3,081,558 / 3,081,558 | 51.3% | 70% | ✗ CPU, RSS, lines lost before the agent |",
+		"| http | 1,000,000 | 1,000,121 | 89.0 | 0.89 | 0.91 | 210.4 (106.2) | 212.4 | 5,980,456 / 5,980,456 | 100% | 70% | ✗ RSS |",
 		"| tcp 10k lines/s | | | | | | | | | | | ✗ failed |",
 		"udp 1M lines/s: the agent received 3,081,558 of 6,000,000 lines sent (48.6% lost); the kernel dropped 35,190 datagrams",
 		"http 1M lines/s: 7 requests answered 503",

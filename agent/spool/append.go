@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 )
 
@@ -88,8 +89,9 @@ type chunk struct {
 }
 
 func (e *encoder) encode(recs []Record, maxFrame int) error {
-	e.buf, e.chunks = e.buf[:0], e.chunks[:0]
-	start, n := 0, uint64(0)
+	// Size the buffer once: growing it by doubling while appending costs
+	// as much again in allocation and copying.
+	total := 0
 	for i := range recs {
 		r := &recs[i]
 		fs := frameSize(len(r.Key), len(r.Value))
@@ -97,6 +99,13 @@ func (e *encoder) encode(recs []Record, maxFrame int) error {
 			return fmt.Errorf("%w: record %d has %d bytes of key and value, a segment holds %d",
 				ErrTooLarge, i, len(r.Key)+len(r.Value), maxFrame-frameHeaderSize)
 		}
+		total += fs
+	}
+	e.buf, e.chunks = slices.Grow(e.buf[:0], total), e.chunks[:0]
+	start, n := 0, uint64(0)
+	for i := range recs {
+		r := &recs[i]
+		fs := frameSize(len(r.Key), len(r.Value))
 		if len(e.buf)-start+fs > maxFrame {
 			e.chunks = append(e.chunks, chunk{end: len(e.buf), n: n})
 			start, n = len(e.buf), 0

@@ -81,8 +81,10 @@ type Config struct {
 	// kernel crash can lose what was appended in the last SyncInterval.
 	SyncInterval time.Duration
 
-	// CheckpointInterval is how often the ack cursor is persisted, if it
-	// moved. Default 1 s. After a crash, records acknowledged after the
+	// CheckpointInterval is how often the ack cursor is written, if it
+	// moved: one pwrite in place, which survives a crash of the process
+	// at once and a power loss after the next SyncInterval sync. Default
+	// 1 s. After a crash, records acknowledged after the
 	// last checkpoint are delivered again (unless their whole segment had
 	// already been deleted).
 	CheckpointInterval time.Duration

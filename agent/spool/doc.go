@@ -41,7 +41,9 @@
 // by recovery leave their positions to the next records). The
 // directory holds segment files "<base>.seg" named by the offset of their
 // first record byte (20 decimal digits), the "cursor" file with the
-// persisted ack position, and "LOCK" (flock held by the open Spool). Each
+// persisted ack position (24 bytes, created whole through cursor.tmp and
+// a rename, then rewritten in place; see writeCursor), and "LOCK" (flock
+// held by the open Spool). Each
 // segment starts with a 24-byte header (magic, CRC-32C, base offset, base
 // seq) followed by frames: length, CRC-32C, timestamp, key length, key,
 // value (20 bytes of overhead per record; see format.go). Segment k ends
@@ -73,10 +75,11 @@
 // # Goroutines
 //
 // The Spool owns one goroutine, the flusher, started by Open and stopped
-// and waited for by Close. It does every fdatasync (head every
-// SyncInterval; sealed segments as soon as they are sealed; the directory
-// after files came or went), closes the write descriptors of sealed and
-// deleted segments and writes the cursor checkpoint. Append and Read
+// and waited for by Close. It does every fdatasync (head and cursor file
+// every SyncInterval; sealed segments as soon as they are sealed; the
+// directory after files came or went), closes the write descriptors of
+// sealed and deleted segments and writes the cursor checkpoint (one
+// pwrite every CheckpointInterval if the ack moved). Append and Read
 // never wait for it. Read waits for data, and Append for space, on
 // channels that the other side closes; both also wake on their context
 // and on Close.

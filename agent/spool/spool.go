@@ -112,7 +112,13 @@ type Spool struct {
 		free []*batch
 	}
 
-	ckptMu sync.Mutex // serializes checkpoint writers (flusher, Close, tests)
+	ckptMu sync.Mutex // serializes checkpoint writers (flusher, Close, tests) and guards cur
+	// cur is the cursor file, open for in-place writes after the first
+	// checkpoint of this life; dirty means written since its last sync.
+	cur struct {
+		f     *os.File
+		dirty bool
+	}
 
 	kick chan struct{} // wakes the flusher (capacity 1)
 	stop chan struct{} // closed by Close to stop the flusher
@@ -259,6 +265,11 @@ func (s *Spool) close() error {
 	if err := s.checkpoint(); err != nil {
 		errs = append(errs, err)
 	}
+	s.ckptMu.Lock()
+	if err := s.closeCursor(); err != nil {
+		errs = append(errs, err)
+	}
+	s.ckptMu.Unlock()
 	s.mu.Lock()
 	for _, g := range s.mu.segs {
 		if g.f != nil {

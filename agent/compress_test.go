@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// sampleBatch is about n bytes of records as the producer lays them out
+// before compression: per record a few varints, the key and a telemetry
+// line like the agent benchmark sends.
+func sampleBatch(n int) []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	envs := []string{"cartpole", "pendulum", "halfcheetah", "ant"}
+	var b []byte
+	ts := int64(1_764_000_000_000_000_000)
+	for i := 0; len(b) < n; i++ {
+		rank := rng.IntN(64)
+		line := fmt.Appendf(nil, "sim_step,env=%s,host=bench,rank=%d,run=bench reward=%.3f,episode_len=%di,step_time=%.5f %d",
+			envs[rank%4], rank, rng.NormFloat64()*50+100, 1+rng.IntN(1000), 0.001+rng.ExpFloat64()*0.004, ts+int64(i)*1000)
+		b = append(b, byte(2*(len(line)+20)), 0, byte(2*i), 0x96, 0x01, 22)
+		b = append(b, "bench/bench"...)
+		b = strconv.AppendInt(b, int64(len(line)), 10)[:len(b)+1]
+		b = append(b, line...)
+		b = append(b, 0)
+	}
+	return b
+}
+
+func TestZstdCompressorRoundTrip(t *testing.T) {
+	src := sampleBatch(1 << 20)
+	c := &zstdCompressor{}
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	for i := range 3 { // the second and third call reuse the encoder
+		var dst bytes.Buffer
+		out, codec := c.Compress(&dst, src)
+		if codec != kgo.CodecZstd {
+			t.Fatalf("call %d: codec %v, want zstd", i, codec)
+		}
+		if len(out) >= len(src)/3 {
+			t.Errorf("call %d: %d bytes compressed to %d, want under a third", i, len(src), len(out))
+		}
+		got, err := dec.DecodeAll(out, nil)
+		if err != nil {
+			t.Fatalf("call %d: cannot decompress: %v", i, err)
+		}
+		if !bytes.Equal(got, src) {
+			t.Fatalf("call %d: round trip changed the batch", i)
+		}
+	}
+	if n := len(c.free); n != 1 {
+		t.Errorf("idle encoders: got %d, want 1 (reused, not recreated)", n)
+	}
+	out, codec := c.Compress(new(bytes.Buffer), src, kgo.CompressDisableZstd)
+	if codec != kgo.CodecNone || !bytes.Equal(out, src) {
+		t.Errorf("with zstd disabled: codec %v, want none and the batch unchanged", codec)
+	}
+}
+
+func BenchmarkZstdCompressor(b *testing.B) {
+	src := sampleBatch(1 << 20)
+	c := &zstdCompressor{}
+	var dst bytes.Buffer
+	b.SetBytes(int64(len(src)))
+	var n int
+	for b.Loop() {
+		dst.Reset()
+		out, _ := c.Compress(&dst, src)
+		n = len(out)
+	}
+	b.ReportMetric(float64(len(src))/float64(n), "ratio")
+}

@@ -1,0 +1,79 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/agent"
+)
+
+// TestUDPBatchedDatagramsStaySeparate sends a burst of datagrams whose last
+// line has no newline, so that the reader takes several per read and
+// spools them in one append: every line must arrive once, whole, none
+// glued to the next datagram's first line, and compressed with zstd.
+func TestUDPBatchedDatagramsStaySeparate(t *testing.T) {
+	br := startBroker(t)
+	ta := startAgent(t, br, func(c *agent.Config) { c.PacketGather = 20 * time.Millisecond })
+	c, err := net.Dial("udp", ta.addrs["udp"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const datagrams, perDatagram = 200, 3
+	for d := range datagrams {
+		var b []byte
+		for l := range perDatagram {
+			if l > 0 {
+				b = append(b, '\n')
+			}
+			b = fmt.Appendf(b, "burst,d=%d l=%di %d", d, l, 1700000000000000000+d*10+l)
+		}
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if d%50 == 49 {
+			time.Sleep(5 * time.Millisecond) // stay inside the socket buffer
+		}
+	}
+	counts, _ := readTopic(t, br, "telemetry", datagrams*perDatagram, 20*time.Second)
+	for d := range datagrams {
+		for l := range perDatagram {
+			want := fmt.Sprintf("burst,d=%d,host=node7,job=4242,run=run-a l=%di %d", d, l, 1700000000000000000+d*10+l)
+			if n := counts[want]; n != 1 {
+				t.Fatalf("line %q arrived %d times, want once (got %d distinct lines)", want, n, len(counts))
+			}
+		}
+	}
+	if len(counts) != datagrams*perDatagram {
+		t.Fatalf("got %d distinct lines, want %d", len(counts), datagrams*perDatagram)
+	}
+	checkCompressed(t, br)
+}
+
+// checkCompressed fails unless the telemetry topic's first batch is zstd
+// compressed (the agent's own compressor).
+func checkCompressed(t *testing.T, br string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br), kgo.ConsumeTopics("telemetry"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fs := cl.PollFetches(ctx)
+	var codec int8 = -1
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) > 0 && codec < 0 {
+			codec = int8(p.Records[0].Attrs.CompressionType())
+		}
+	})
+	if codec != 4 {
+		t.Fatalf("first batch compression type %d, want 4 (zstd)", codec)
+	}
+}
