@@ -73,6 +73,11 @@ func (m *Metadata) clone() *Metadata {
 	return n
 }
 
+// MaxPartitions bounds a topic's partition count (the broker refuses more
+// before applying; the FSM checks again so no entry can make it allocate
+// without bound).
+const MaxPartitions = 100000
+
 // Op names a controller command.
 type Op string
 
@@ -228,8 +233,8 @@ func (m *Metadata) apply(c Command) Result {
 		if _, ok := m.Topics[c.Topic]; ok {
 			return failure(ErrTopicExists, "topic %q already exists", c.Topic)
 		}
-		if c.Partitions <= 0 {
-			return failure(ErrInvalidPartitions, "topic %q needs at least one partition, got %d", c.Topic, c.Partitions)
+		if c.Partitions <= 0 || c.Partitions > MaxPartitions {
+			return failure(ErrInvalidPartitions, "topic %q: partition count %d must be between 1 and %d", c.Topic, c.Partitions, MaxPartitions)
 		}
 		assign, err := m.place(int(c.Partitions))
 		if err != nil {
@@ -245,6 +250,9 @@ func (m *Metadata) apply(c Command) Result {
 		t, ok := m.Topics[c.Topic]
 		if !ok {
 			return failure(ErrUnknownTopic, "topic %q does not exist", c.Topic)
+		}
+		if c.Partitions > MaxPartitions {
+			return failure(ErrInvalidPartitions, "topic %q: partition count %d is above %d", c.Topic, c.Partitions, MaxPartitions)
 		}
 		if int(c.Partitions) <= len(t.Partitions) {
 			return failure(ErrInvalidPartitions, "topic %q has %d partitions; the new count %d must be larger", c.Topic, len(t.Partitions), c.Partitions)
