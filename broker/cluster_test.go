@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -27,6 +29,7 @@ type clusterBroker struct {
 	id                  int
 	dir                 string
 	kafka, raft, gossip string
+	http                string
 	proc                *testutil.Proc
 }
 
@@ -43,7 +46,7 @@ func (cb *clusterBroker) tryStart(t *testing.T, join []string, expect int) error
 	t.Helper()
 	args := []string{"broker", "--node-id", strconv.Itoa(cb.id), "--data-dir", cb.dir,
 		"--listen", cb.kafka, "--raft-listen", cb.raft, "--gossip-listen", cb.gossip,
-		"--group-initial-rebalance-delay", "0s"}
+		"--group-initial-rebalance-delay", "0s", "--http-listen", cb.http}
 	for _, j := range join {
 		args = append(args, "--join", j)
 	}
@@ -78,13 +81,13 @@ func (cb *clusterBroker) startFresh(t *testing.T, join []string, expect int) {
 		if !strings.Contains(err.Error(), "address already in use") {
 			t.Fatal(err)
 		}
-		cb.kafka, cb.raft, cb.gossip = testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
+		cb.kafka, cb.raft, cb.gossip, cb.http = testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
 	}
 	t.Fatalf("broker %d: no free ports after 5 tries", cb.id)
 }
 
 func newClusterBroker(t *testing.T, id int) *clusterBroker {
-	return &clusterBroker{id: id, dir: t.TempDir(), kafka: testutil.FreePort(t), raft: testutil.FreePort(t), gossip: testutil.FreePort(t)}
+	return &clusterBroker{id: id, dir: t.TempDir(), kafka: testutil.FreePort(t), raft: testutil.FreePort(t), gossip: testutil.FreePort(t), http: testutil.FreePort(t)}
 }
 
 func dumpLogs(t *testing.T, bs []*clusterBroker) {
@@ -226,12 +229,38 @@ func TestClusterThreeBrokers(t *testing.T) {
 		t.Fatalf("leaders of orders' 6 partitions: %v, want 2 on each of brokers 0, 1, 2", got)
 	}
 
+	// /metrics works with partitions led elsewhere and shows the cluster.
+	for _, b := range bs {
+		resp, err := http.Get("http://" + b.http + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "simtel_broker_cluster_alive_brokers 3") {
+			t.Fatalf("broker %d /metrics: status %d, no simtel_broker_cluster_alive_brokers 3:\n%.2000s", b.id, resp.StatusCode, body)
+		}
+		if strings.Count(string(body), `simtel_broker_partition_high_watermark{partition=`) != 2+1 { // 2 of orders + its __consumer_offsets
+			t.Errorf("broker %d exports %d partitions, want 3", b.id, strings.Count(string(body), `simtel_broker_partition_high_watermark{partition=`))
+		}
+	}
+
 	// Replication is not there yet: RF 3 is refused with a clear error.
 	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, "rf3"); err == nil && resp.Err == nil {
 		t.Fatal("creating a topic with replication factor 3 succeeded")
 	} else if !errors.Is(resp.Err, kerr.InvalidReplicationFactor) {
 		t.Fatalf("RF 3: got %v / %v, want INVALID_REPLICATION_FACTOR", err, resp.Err)
 	}
+
+	// Auto-creation through a follower is forwarded to the controller.
+	ap, err := kgo.NewClient(kgo.SeedBrokers(other.kafka), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ap.ProduceSync(ctx, &kgo.Record{Topic: "auto", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("produce to an auto-created topic through broker %d: %v", other.id, err)
+	}
+	ap.Close()
 
 	// Produce with several idempotent producers, acks=all.
 	const producers, perProducer = 3, 1000
