@@ -8,9 +8,11 @@ package broker
 //     every topic is there with its full partition count, but only the
 //     partitions this broker leads have a *Partition; the others are nil,
 //     and requests for them get NOT_LEADER_OR_FOLLOWER.
-//   - topic admin (create, delete, partitions, configs) runs on the
-//     controller leader only; other brokers answer NOT_CONTROLLER so
-//     clients re-route. Auto-creation in Metadata is forwarded.
+//   - topic creation, deletion and partition growth run on the controller
+//     leader only; other brokers answer NOT_CONTROLLER so clients re-route
+//     (clients send these to the controller named in Metadata). Config
+//     changes and auto-creation in Metadata are forwarded to the leader
+//     from any broker, because clients send those to any broker.
 //   - __consumer_offsets stays local to each broker: every broker
 //     coordinates the groups FindCoordinator maps to it.
 
@@ -312,12 +314,23 @@ func (b *Broker) clusterCreatePartitions(name string, count int32, validateOnly 
 }
 
 // clusterSetTopicConfigs replaces a topic's overrides through the
-// controller; the caller (setTopicConfigs) holds adminMu.
+// controller; the caller (setTopicConfigs) holds adminMu. Unlike topic
+// creation it is forwarded from any broker: clients send AlterConfigs and
+// IncrementalAlterConfigs for topics to any broker (franz-go shards them
+// to a random one and does not retry on NOT_CONTROLLER), as Kafka brokers
+// forward them to their controller. The new overrides are computed from
+// this broker's copy of the metadata; two alters of one topic racing
+// through different brokers can lose one's keys (last writer wins).
 func (b *Broker) clusterSetTopicConfigs(name string, next map[string]string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
 	defer cancel()
 	if _, err := b.cluster.Apply(ctx, cluster.Command{Op: cluster.OpSetTopicConfigs, Topic: name, Configs: next}); err != nil {
 		return clusterErr(err)
+	}
+	// Forwarded: wait until the change is applied here too, so that a
+	// DescribeConfigs on this broker right after shows it.
+	if err := b.cluster.CatchUp(ctx); err != nil {
+		b.log.Warn("config change applied on the controller, not yet here", "topic", name, "err", err)
 	}
 	b.syncClusterTopicsLocked()
 	return nil

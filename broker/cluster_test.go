@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -229,19 +230,27 @@ func TestClusterThreeBrokers(t *testing.T) {
 		t.Fatalf("leaders of orders' 6 partitions: %v, want 2 on each of brokers 0, 1, 2", got)
 	}
 
-	// /metrics works with partitions led elsewhere and shows the cluster.
+	// /metrics works with partitions led elsewhere and shows the cluster:
+	// 3 alive brokers, and 3 local partitions on each (2 of orders and the
+	// broker's own __consumer_offsets) once it has applied the topic.
 	for _, b := range bs {
-		resp, err := http.Get("http://" + b.http + "/metrics")
-		if err != nil {
-			t.Fatal(err)
+		var body []byte
+		ok := false
+		for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); {
+			resp, err := http.Get("http://" + b.http + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			ok = resp.StatusCode == 200 && strings.Contains(string(body), "simtel_broker_cluster_alive_brokers 3") &&
+				strings.Count(string(body), "simtel_broker_partition_high_watermark{partition=") == 3
+			if !ok {
+				time.Sleep(100 * time.Millisecond)
+			}
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(body), "simtel_broker_cluster_alive_brokers 3") {
-			t.Fatalf("broker %d /metrics: status %d, no simtel_broker_cluster_alive_brokers 3:\n%.2000s", b.id, resp.StatusCode, body)
-		}
-		if strings.Count(string(body), `simtel_broker_partition_high_watermark{partition=`) != 2+1 { // 2 of orders + its __consumer_offsets
-			t.Errorf("broker %d exports %d partitions, want 3", b.id, strings.Count(string(body), `simtel_broker_partition_high_watermark{partition=`))
+		if !ok {
+			t.Fatalf("broker %d /metrics: want 3 alive brokers and 3 local partitions:\n%.3000s", b.id, body)
 		}
 	}
 
@@ -471,5 +480,95 @@ func TestClusterThreeBrokers(t *testing.T) {
 	}
 	if got := leadersOf("later"); got[3] == 0 {
 		t.Fatalf("leaders of later: %v, want some on the new broker 3", got)
+	}
+
+	// Configs, partition growth and deletion go through the controller
+	// and reach every broker.
+	if _, err := adm.CreatePartitions(ctx, 4, "later"); err != nil {
+		t.Fatal(err)
+	}
+	// Metadata is eventually consistent across brokers (as in Kafka).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		got := leadersOf("later")
+		if got[0]+got[1]+got[2]+got[3] == 12 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("later after adding 4 partitions: leaders %v, want 12 partitions", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Clients send config changes to any broker: send one to a follower,
+	// which forwards it to the controller.
+	m, err = metadataFrom(ctx, bs[0].kafka)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower := bs[(m.ControllerID+1)%4]
+	fc, err := kgo.NewClient(kgo.SeedBrokers(follower.kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	areq := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ares := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ares.ResourceType, ares.ResourceName = kmsg.ConfigResourceTypeTopic, "later"
+	acfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	acfg.Name, acfg.Value = "retention.ms", kmsg.StringPtr("3600000")
+	ares.Configs = append(ares.Configs, acfg)
+	areq.Resources = append(areq.Resources, ares)
+	ar, err := fc.SeedBrokers()[0].Request(ctx, areq)
+	fc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := ar.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != 0 {
+		t.Fatalf("alter configs through follower %d: %v", follower.id, kerr.ErrorForCode(code))
+	}
+	for _, b := range bs {
+		waitFor := time.Now().Add(10 * time.Second)
+		for {
+			bc, err := kgo.NewClient(kgo.SeedBrokers(b.kafka))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := kmsg.NewPtrDescribeConfigsRequest()
+			res := kmsg.NewDescribeConfigsRequestResource()
+			res.ResourceType, res.ResourceName, res.ConfigNames = kmsg.ConfigResourceTypeTopic, "later", []string{"retention.ms"}
+			req.Resources = append(req.Resources, res)
+			r, err := bc.SeedBrokers()[0].Request(ctx, req)
+			bc.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dr := r.(*kmsg.DescribeConfigsResponse).Resources[0]
+			if len(dr.Configs) == 1 && dr.Configs[0].Value != nil && *dr.Configs[0].Value == "3600000" {
+				break
+			}
+			if time.Now().After(waitFor) {
+				t.Fatalf("broker %d: retention.ms of later is %+v, want 3600000", b.id, dr)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if rs, err := adm.DeleteTopics(ctx, "later"); err != nil || rs["later"].Err != nil {
+		t.Fatalf("delete later: %v %v", err, rs)
+	}
+	for _, b := range bs {
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			entries, _ := os.ReadDir(filepath.Join(b.dir, "data"))
+			left := 0
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), "later-") {
+					left++
+				}
+			}
+			if left == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("broker %d still has %d files of the deleted topic", b.id, left)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }

@@ -345,9 +345,6 @@ func (b *Broker) createPartitions(name string, count int32, validateOnly bool) e
 
 // setTopicConfigs replaces a topic's overrides and applies them to its logs.
 func (b *Broker) setTopicConfigs(name string, update func(map[string]string) error, validateOnly bool) error {
-	if b.cluster != nil && name != offsetsTopic && !b.cluster.IsLeader() {
-		return notControllerErr()
-	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t := b.topic(name)
