@@ -168,6 +168,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if adv == "" {
 		n.mux.advertise = raft.ServerAddress(loopbackIfUnspecified(n.mux.ln.Addr().String()))
+		if n.mux.advertise != raft.ServerAddress(n.mux.ln.Addr().String()) {
+			n.log.Warn("raft listens on all interfaces and advertises loopback; pass --raft-advertise HOST:PORT for brokers on other machines", "raft_advertise", n.mux.advertise)
+		}
 	}
 	n.mux.SetForwardHandler(n.serveForward)
 
@@ -202,8 +205,12 @@ func New(cfg Config) (*Node, error) {
 	host, port, _ := net.SplitHostPort(cfg.GossipListen)
 	mc.BindAddr = host
 	mc.BindPort, _ = strconv.Atoi(port)
-	advHost, _, _ := net.SplitHostPort(loopbackIfUnspecified(cfg.GossipListen))
-	mc.AdvertiseAddr, mc.AdvertisePort = advHost, mc.BindPort
+	// On a wildcard address memberlist advertises the host's private
+	// address itself; a specific address is advertised as it is.
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		mc.AdvertiseAddr = host
+	}
+	mc.AdvertisePort = mc.BindPort
 	mc.Delegate = &gossipDelegate{n: n}
 	mc.Events = &gossipEvents{n: n}
 	mc.Logger = stdLoggerFor(n.log.With("part", "gossip"))
