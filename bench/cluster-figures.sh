@@ -56,6 +56,7 @@ for round in 1 2 3; do
   leader=$(kcat -L -b "$seeds" 2>/dev/null | sed -nE 's/.*broker ([0-9]+) at .*\(controller\).*/\1/p')
   other=$(( (leader + 1) % 3 ))
   kill -9 "${pids[$leader]}"
+  wait "${pids[$leader]}" 2>/dev/null || true
   s=$(date +%s.%N)
   until "$bin" topic create "failover-$round" --partitions 3 --brokers "127.0.0.1:$(kport $other)" --timeout 3s >/dev/null 2>&1; do :; done
   e=$(date +%s.%N)
