@@ -134,6 +134,13 @@ type Node struct {
 	inCluster atomic.Bool
 	events    chan struct{} // gossip changes, coalescing
 
+	// gossip is this node's copy of the members' meta, by member name,
+	// written by memberlist's event callbacks.
+	gossip struct {
+		sync.Mutex
+		members map[string]nodeMeta
+	}
+
 	commands *prometheus.CounterVec
 	forwards prometheus.Counter
 
@@ -154,6 +161,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, fsm: NewFSM(), events: make(chan struct{}, 1), missing: map[int32]time.Time{}}
+	n.gossip.members = map[string]nodeMeta{}
 	n.runCtx, n.runCancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -359,19 +367,22 @@ func (n *Node) loop(ctx context.Context) {
 	}
 }
 
+// members is the live gossip membership (this node included), keyed by
+// node id, from the copy the event callbacks keep (memberlist's own Node
+// values change under its lock and must not be read outside callbacks).
 func (n *Node) members() map[int32]nodeMeta {
-	out := map[int32]nodeMeta{}
-	for _, m := range n.ml.Members() {
-		if m.State != memberlist.StateAlive {
-			continue
-		}
-		var meta nodeMeta
-		if err := json.Unmarshal(m.Meta, &meta); err != nil {
-			continue
-		}
-		out[meta.ID] = meta
+	n.gossip.Lock()
+	out := make(map[int32]nodeMeta, len(n.gossip.members)+1)
+	for _, m := range n.gossip.members {
+		out[m.ID] = m
 	}
+	n.gossip.Unlock()
+	out[n.cfg.NodeID] = n.selfMeta()
 	return out
+}
+
+func (n *Node) selfMeta() nodeMeta {
+	return nodeMeta{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, RaftAddr: n.RaftAddr(), InCluster: n.inCluster.Load()}
 }
 
 func (n *Node) maybeBootstrap() {
@@ -653,7 +664,7 @@ type gossipDelegate struct{ n *Node }
 
 func (d *gossipDelegate) NodeMeta(limit int) []byte {
 	n := d.n
-	b, _ := json.Marshal(nodeMeta{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, RaftAddr: n.RaftAddr(), InCluster: n.inCluster.Load()})
+	b, _ := json.Marshal(n.selfMeta())
 	if len(b) > limit {
 		n.log.Error("gossip node meta over the limit", "bytes", len(b), "limit", limit)
 		return nil
@@ -673,6 +684,24 @@ func (e *gossipEvents) signal() {
 	default:
 	}
 }
-func (e *gossipEvents) NotifyJoin(*memberlist.Node)   { e.signal() }
-func (e *gossipEvents) NotifyLeave(*memberlist.Node)  { e.signal() }
-func (e *gossipEvents) NotifyUpdate(*memberlist.Node) { e.signal() }
+// The callbacks run under memberlist's lock: copy what is needed.
+func (e *gossipEvents) NotifyJoin(m *memberlist.Node)   { e.put(m) }
+func (e *gossipEvents) NotifyUpdate(m *memberlist.Node) { e.put(m) }
+func (e *gossipEvents) NotifyLeave(m *memberlist.Node) {
+	e.n.gossip.Lock()
+	delete(e.n.gossip.members, m.Name)
+	e.n.gossip.Unlock()
+	e.signal()
+}
+
+func (e *gossipEvents) put(m *memberlist.Node) {
+	var meta nodeMeta
+	if err := json.Unmarshal(m.Meta, &meta); err != nil {
+		e.n.log.Warn("gossip member without valid meta", "member", m.Name, "err", err)
+		return
+	}
+	e.n.gossip.Lock()
+	e.n.gossip.members[m.Name] = meta
+	e.n.gossip.Unlock()
+	e.signal()
+}
