@@ -684,6 +684,7 @@ func (e *gossipEvents) signal() {
 	default:
 	}
 }
+
 // The callbacks run under memberlist's lock: copy what is needed.
 func (e *gossipEvents) NotifyJoin(m *memberlist.Node)   { e.put(m) }
 func (e *gossipEvents) NotifyUpdate(m *memberlist.Node) { e.put(m) }
