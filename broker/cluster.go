@@ -26,9 +26,11 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -63,8 +65,12 @@ func (b *Broker) startCluster() error {
 func (b *Broker) followClusterMetadata(ctx context.Context) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
+	collected := false
 	for {
 		b.syncClusterTopics()
+		if !collected {
+			collected = b.collectStalePartitions(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -147,6 +153,51 @@ func (b *Broker) syncClusterTopicsLocked() {
 			b.log.Info("topic deleted by the controller", "topic", t.name)
 		}
 	}
+}
+
+// collectStalePartitions removes partition directories of topics deleted
+// (or re-created under a new id) while this broker was down. It runs once,
+// after the local metadata has caught up with the leader's; until then it
+// reports false and is retried, since an empty metadata right after start
+// must not be taken for "every topic was deleted".
+func (b *Broker) collectStalePartitions(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := b.cluster.CatchUp(cctx)
+	cancel()
+	if err != nil {
+		return false
+	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	md := b.cluster.Metadata()
+	dataDir := filepath.Join(b.cfg.DataDir, "data")
+	entries, err := os.ReadDir(dataDir)
+	if err != nil {
+		b.log.Warn("cannot list partition directories", "dir", dataDir, "err", err)
+		return true
+	}
+	for _, e := range entries {
+		marker, ok := strings.CutSuffix(e.Name(), ".topic-id")
+		if !ok || e.IsDir() {
+			continue
+		}
+		i := strings.LastIndexByte(marker, '-')
+		if i <= 0 {
+			continue
+		}
+		name := marker[:i]
+		id, _ := os.ReadFile(filepath.Join(dataDir, e.Name()))
+		if t := md.Topics[name]; t != nil && hex.EncodeToString(t.ID[:]) == string(id) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dataDir, marker)); err != nil {
+			b.log.Warn("cannot remove a stale partition directory", "dir", marker, "err", err)
+			continue
+		}
+		_ = os.Remove(filepath.Join(dataDir, e.Name()))
+		b.log.Info("removed the partition of a topic deleted while this broker was down", "partition", marker)
+	}
+	return true
 }
 
 // dropClusterTopic removes a topic's local partitions and files.

@@ -392,6 +392,12 @@ func TestClusterThreeBrokers(t *testing.T) {
 		t.Fatalf("brokers disagree on the coordinator of group readers: %v", coords)
 	}
 
+	// A topic with partitions on every broker, deleted below while one
+	// is down.
+	if _, err := adm.CreateTopic(ctx, 6, 1, nil, "gone"); err != nil {
+		t.Fatal(err)
+	}
+
 	// Kill the controller leader; a new one takes over and topic
 	// creation keeps working.
 	killed := bs[controller]
@@ -426,11 +432,44 @@ func TestClusterThreeBrokers(t *testing.T) {
 	waitCluster(t, survivors[0], 2)
 	t.Logf("controller %d killed: marked not alive after %v", controller, time.Since(start).Round(time.Millisecond))
 
+	for {
+		sc, err := kgo.NewClient(kgo.SeedBrokers(survivors...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := kadm.NewClient(sc).DeleteTopics(ctx, "gone")
+		sc.Close()
+		if err == nil && rs["gone"].Err == nil {
+			break
+		}
+		if time.Since(start) > 60*time.Second {
+			t.Fatalf("cannot delete topic gone: %v %v", err, rs["gone"].Err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
 	// Restart it: its raft state brings back the metadata and its
-	// partitions keep their records.
+	// partitions keep their records; those of the topic deleted while it
+	// was down are removed.
+	// Replaying the raft log on restart may open and then drop "gone",
+	// which removes its files too; a partition directory of a topic the
+	// metadata never had (as after a snapshot) tests the collection of
+	// stale directories for sure.
+	ghost := filepath.Join(killed.dir, "data", "ghost-0")
+	if err := os.MkdirAll(ghost, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ghost, "00000000000000000000.log"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ghost+".topic-id", []byte("00112233445566778899aabbccddeeff"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	killed.start(t, survivorGossip, 3)
 	waitCluster(t, killed.kafka, 3)
 	waitCluster(t, survivors[0], 3)
+	waitNoFiles(t, killed, "gone-")
+	waitNoFiles(t, killed, "ghost-")
 	m, err := metadataFrom(ctx, killed.kafka, "orders", "after-failover")
 	if err != nil {
 		t.Fatal(err)
@@ -554,21 +593,28 @@ func TestClusterThreeBrokers(t *testing.T) {
 		t.Fatalf("delete later: %v %v", err, rs)
 	}
 	for _, b := range bs {
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			entries, _ := os.ReadDir(filepath.Join(b.dir, "data"))
-			left := 0
-			for _, e := range entries {
-				if strings.HasPrefix(e.Name(), "later-") {
-					left++
-				}
+		waitNoFiles(t, b, "later-")
+	}
+}
+
+// waitNoFiles waits until b's data directory has no entry starting with
+// prefix (a deleted topic's partitions and their topic-id markers).
+func waitNoFiles(t *testing.T, b *clusterBroker, prefix string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		entries, _ := os.ReadDir(filepath.Join(b.dir, "data"))
+		var left []string
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), prefix) {
+				left = append(left, e.Name())
 			}
-			if left == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("broker %d still has %d files of the deleted topic", b.id, left)
-			}
-			time.Sleep(100 * time.Millisecond)
 		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker %d still has files of a deleted topic: %v", b.id, left)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -548,6 +548,15 @@ func (n *Node) Apply(ctx context.Context, c Command) (Result, error) {
 // it returns at once.
 func (n *Node) CatchUp(ctx context.Context) error {
 	if n.IsLeader() {
+		// A new leader may not have applied its predecessor's last
+		// entries yet; a barrier waits for that.
+		timeout := 10 * time.Second
+		if d, ok := ctx.Deadline(); ok {
+			timeout = time.Until(d)
+		}
+		if err := n.raft.Barrier(timeout).Error(); err != nil {
+			return fmt.Errorf("cannot catch up as leader: %w", err)
+		}
 		return nil
 	}
 	res, err := n.Apply(ctx, Command{Op: opReadIndex})
