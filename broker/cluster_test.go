@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/internal/testutil"
 )
 
@@ -616,5 +617,30 @@ func waitNoFiles(t *testing.T, b *clusterBroker, prefix string) {
 			t.Fatalf("broker %d still has files of a deleted topic: %v", b.id, left)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestClusterConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  broker.Config
+		want string // substring of the error; "" for valid
+	}{
+		{"single node", broker.Config{DataDir: "d"}, ""},
+		{"join without raft", broker.Config{DataDir: "d", Join: []string{"h:1"}}, "need --raft-listen"},
+		{"raft without gossip", broker.Config{DataDir: "d", RaftListen: "127.0.0.1:1"}, "--gossip-listen"},
+		{"gossip port 0", broker.Config{DataDir: "d", RaftListen: "127.0.0.1:1", GossipListen: "127.0.0.1:0", BootstrapExpect: 3}, "fixed port"},
+		{"neither join nor bootstrap", broker.Config{DataDir: "d", RaftListen: "127.0.0.1:1", GossipListen: "127.0.0.1:2"}, "--bootstrap-expect N"},
+		{"too many voters", broker.Config{DataDir: "d", RaftListen: "127.0.0.1:1", GossipListen: "127.0.0.1:2", BootstrapExpect: 6}, "between 1 and 5"},
+		{"node id too large", broker.Config{DataDir: "d", NodeID: 70000, RaftListen: "127.0.0.1:1", GossipListen: "127.0.0.1:2", BootstrapExpect: 1}, "too large"},
+		{"valid cluster", broker.Config{DataDir: "d", RaftListen: "127.0.0.1:1", GossipListen: "127.0.0.1:2", Join: []string{"127.0.0.1:3"}}, ""},
+	} {
+		err := tc.cfg.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: got %v, want no error", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -138,6 +138,12 @@ func (c *Config) Validate() error {
 		if c.GossipListen == "" {
 			return errors.New("cluster mode needs --gossip-listen HOST:PORT besides --raft-listen")
 		}
+		if _, port, err := net.SplitHostPort(c.GossipListen); err != nil || port == "0" || port == "" {
+			return fmt.Errorf("gossip address %q needs host and a fixed port (the other brokers --join it)", c.GossipListen)
+		}
+		if c.BootstrapExpect < 0 || c.BootstrapExpect > 5 {
+			return fmt.Errorf("--bootstrap-expect %d must be between 1 and 5 (the controller's voters), or 0 to only join", c.BootstrapExpect)
+		}
 		if c.BootstrapExpect == 0 && len(c.Join) == 0 {
 			return errors.New("cluster mode needs --bootstrap-expect N (a new cluster) or --join HOST:PORT (an existing one)")
 		}
