@@ -57,7 +57,7 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 			}
 			part := b.partition(rt.Topic, rp.Partition)
 			if part == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
 				continue
 			}
 			res := part.appendRecords(rp.Records)

@@ -106,7 +106,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 			sp.RecordBatches = []byte{}
 			part := b.partition(rt.Topic, rp.Partition)
 			if part == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
 				anyErr = true
 				continue
 			}

@@ -28,7 +28,10 @@ func (b *Broker) brokerList() []kmsg.MetadataResponseBroker {
 	return []kmsg.MetadataResponseBroker{br}
 }
 
-func (b *Broker) handleMetadata(_ context.Context, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+func (b *Broker) handleMetadata(ctx context.Context, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+	if b.cluster != nil {
+		return b.handleClusterMetadata(ctx, r)
+	}
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	resp.Version = r.Version
 	resp.Brokers = b.brokerList()

@@ -19,6 +19,10 @@ func (b *Broker) handleFindCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.Fin
 		resp.NodeID = -1
 		return resp
 	}
+	if b.cluster != nil {
+		b.findClusterCoordinator(r.CoordinatorKey, resp)
+		return resp
+	}
 	host, port := b.advertised()
 	resp.NodeID, resp.Host, resp.Port = b.cfg.NodeID, host, port
 	return resp

@@ -2,6 +2,8 @@ package broker
 
 // CreateTopics, versions 0-7. A single node takes replication factor 1 (or
 // -1 for the default); explicit replica assignments must name this node.
+// In cluster mode only the controller leader creates topics (others answer
+// NOT_CONTROLLER), with replication factor 1 and no explicit assignment.
 
 import (
 	"fmt"
@@ -35,6 +37,8 @@ func (b *Broker) handleCreateTopics(r *kmsg.CreateTopicsRequest) *kmsg.CreateTop
 		switch {
 		case seen[rt.Topic] > 1:
 			err = fmt.Errorf("%w: topic %q appears more than once in the request", kerr.InvalidRequest, rt.Topic)
+		case len(rt.ReplicaAssignment) > 0 && b.cluster != nil:
+			err = fmt.Errorf("%w: explicit replica assignments are not supported in cluster mode yet; give a partition count and the controller places the partitions", kerr.InvalidReplicaAssignment)
 		case len(rt.ReplicaAssignment) > 0:
 			if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
 				err = fmt.Errorf("%w: give either a replica assignment or partitions and replication factor", kerr.InvalidRequest)

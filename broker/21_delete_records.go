@@ -30,7 +30,7 @@ func (b *Broker) handleDeleteRecords(ctx context.Context, r *kmsg.DeleteRecordsR
 				continue
 			}
 			if part == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

@@ -34,6 +34,13 @@ func (b *Broker) handleInitProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitP
 		resp.ErrorCode = kerr.KafkaStorageError.Code
 		return resp
 	}
+	if b.cluster != nil {
+		// Every broker allocates from its own counter; the node id in the
+		// low 16 bits keeps ids unique across the cluster, so producers
+		// that got ids from different brokers never share a partition's
+		// sequence state.
+		id = id<<16 | int64(b.cfg.NodeID)
+	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
 	return resp
 }

@@ -5,7 +5,6 @@ package broker
 // epoch is unknown.
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -22,7 +21,7 @@ func (b *Broker) handleOffsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest)
 			part := b.partition(rt.Topic, rp.Partition)
 			switch {
 			case part == nil:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
 			case checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
 				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch)
 			case rp.LeaderEpoch > leaderEpoch:

@@ -7,6 +7,10 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 func (b *Broker) handleDescribeCluster(r *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.Version = r.Version
+	if b.cluster != nil {
+		b.describeClusterMembers(resp)
+		return resp
+	}
 	resp.ClusterID = b.clusterID
 	resp.ControllerID = b.cfg.NodeID
 	host, port := b.advertised()

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/group"
 )
 
@@ -31,6 +32,9 @@ type Broker struct {
 	groups    *group.Coordinator
 	pids      *pidAllocator
 	reqBytes  *semaphore.Weighted // request bytes in flight, all connections
+	// cluster is the controller membership in cluster mode, nil on a
+	// single node. Topics then come from its metadata (see cluster.go).
+	cluster *cluster.Node
 
 	mu struct {
 		sync.RWMutex
@@ -130,6 +134,12 @@ func New(cfg Config) (*Broker, error) {
 		_, real, _ := net.SplitHostPort(b.ln.Addr().String())
 		b.cfg.Advertise = net.JoinHostPort(host, real)
 	}
+	if cfg.clustered() {
+		if err := b.startCluster(); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
 	if cfg.HTTPListen != "" {
 		if b.httpLn, err = net.Listen("tcp", cfg.HTTPListen); err != nil {
 			b.Close()
@@ -176,6 +186,19 @@ func (b *Broker) Run(ctx context.Context) error {
 		defer wg.Done()
 		b.serve(ctx, b.ln)
 	}()
+	if b.cluster != nil {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := b.cluster.Run(ctx); err != nil {
+				b.log.Warn("cluster node stopped with an error", "err", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			b.followClusterMetadata(ctx)
+		}()
+	}
 	b.ready.Store(true)
 	b.log.Info("broker serving", "node_id", b.cfg.NodeID, "listen", b.ln.Addr().String(), "advertise", b.cfg.Advertise, "cluster_id", b.clusterID)
 	<-ctx.Done()
@@ -219,6 +242,9 @@ func (b *Broker) Close() error {
 		}
 		if b.httpLn != nil {
 			b.httpLn.Close()
+		}
+		if b.cluster != nil {
+			err = errors.Join(err, b.cluster.Close())
 		}
 		if b.groups != nil {
 			err = errors.Join(err, b.groups.Close())

@@ -55,8 +55,27 @@ type Config struct {
 	// (e.g. "retention.ms": "604800000"). Unset keys use built-in defaults.
 	TopicDefaults map[string]string
 
+	// RaftListen turns on cluster mode (host:port of the raft listener
+	// shared by the controller and, later, partition groups). Empty: a
+	// single-node broker, exactly as without the other cluster fields.
+	RaftListen string
+	// RaftAdvertise is the raft address peers dial. Default: RaftListen
+	// (0.0.0.0/:: replaced by 127.0.0.1).
+	RaftAdvertise string
+	// GossipListen is the memberlist address (TCP and UDP). Required in
+	// cluster mode.
+	GossipListen string
+	// Join lists gossip addresses (host:port) of brokers to join.
+	Join []string
+	// BootstrapExpect is how many brokers form a new cluster (see
+	// cluster.Config.BootstrapExpect). 0: join an existing cluster.
+	BootstrapExpect int
+
 	Logger *slog.Logger
 }
+
+// clustered reports whether the broker runs as part of a cluster.
+func (c *Config) clustered() bool { return c.RaftListen != "" }
 
 func (c *Config) setDefaults() {
 	if c.Listen == "" {
@@ -108,6 +127,26 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Advertise); err != nil {
 		return fmt.Errorf("advertised address %q is not host:port: %w", c.Advertise, err)
+	}
+	if !c.clustered() && (c.GossipListen != "" || len(c.Join) > 0 || c.BootstrapExpect != 0) {
+		return errors.New("--gossip-listen, --join and --bootstrap-expect need --raft-listen (cluster mode)")
+	}
+	if c.clustered() {
+		if c.NodeID > 65535 {
+			return fmt.Errorf("node id %d is too large for cluster mode: use 0 to 65535", c.NodeID)
+		}
+		if c.GossipListen == "" {
+			return errors.New("cluster mode needs --gossip-listen HOST:PORT besides --raft-listen")
+		}
+		if _, port, err := net.SplitHostPort(c.GossipListen); err != nil || port == "0" || port == "" {
+			return fmt.Errorf("gossip address %q needs host and a fixed port (the other brokers --join it)", c.GossipListen)
+		}
+		if c.BootstrapExpect < 0 || c.BootstrapExpect > 5 {
+			return fmt.Errorf("--bootstrap-expect %d must be between 1 and 5 (the controller's voters), or 0 to only join", c.BootstrapExpect)
+		}
+		if c.BootstrapExpect == 0 && len(c.Join) == 0 {
+			return errors.New("cluster mode needs --bootstrap-expect N (a new cluster) or --join HOST:PORT (an existing one)")
+		}
 	}
 	for k, v := range c.TopicDefaults {
 		if err := validateTopicConfig(k, &v); err != nil {

@@ -32,11 +32,25 @@
 //     pending response and exits when the connection's context ends.
 //   - Per partition: a flusher that makes acks=0/1 appends durable so the
 //     high watermark advances; stopped by Partition.close.
+//   - Cluster mode only (cluster.go): the cluster.Node's goroutines (see
+//     package cluster) and followClusterMetadata, which opens and closes
+//     local partitions as the controller metadata changes.
+//
+// # Cluster mode
+//
+// With Config.RaftListen set, topics come from the controller (package
+// cluster) instead of topics.json: b.mu.topics mirrors the controller's
+// metadata, with a nil *Partition for each partition another broker
+// leads. Topic admin runs on the controller leader (NOT_CONTROLLER
+// elsewhere); __consumer_offsets stays local to each broker.
 //
 // # Locks
 //
-// Broker.adminMu (topic create/delete/alter) is taken before Broker.mu
-// (the topic map). Partition.mu (producer state + append) is never held
+// Broker.adminMu (topic create/delete/alter, and applying controller
+// metadata in cluster mode) is taken before Broker.mu (the topic map).
+// A controller command may be applied through raft while adminMu is held
+// (alter configs); the raft FSM never takes a broker lock, so this cannot
+// deadlock. Partition.mu (producer state + append) is never held
 // while taking another broker lock. Partition.waitMu only guards the fetch
 // waiter set.
 package broker

@@ -131,6 +131,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descTopics, prometheus.GaugeValue, float64(len(topics)))
 	for _, t := range topics {
 		for _, p := range t.parts {
+			if p == nil {
+				continue // cluster mode: led by another broker
+			}
 			idx := strconv.Itoa(int(p.index))
 			ch <- prometheus.MustNewConstMetric(descLogStart, prometheus.GaugeValue, float64(p.log.StartOffset()), t.name, idx)
 			ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(p.highWatermark()), t.name, idx)

@@ -63,6 +63,12 @@ func (b *Broker) loadTopics() error {
 		return fmt.Errorf("cannot parse %s: %w", b.topicsFile(), err)
 	}
 	for _, r := range recs {
+		if b.cfg.clustered() && r.Name != offsetsTopic {
+			// A single-node topic file in a cluster broker's directory:
+			// topics now come from the controller.
+			b.log.Warn("ignoring a local topic in cluster mode", "topic", r.Name)
+			continue
+		}
 		t := &topic{name: r.Name, configs: r.Configs}
 		if t.configs == nil {
 			t.configs = map[string]string{}
@@ -87,6 +93,9 @@ func (b *Broker) saveTopicsLocked() error {
 	b.mu.RLock()
 	recs := make([]topicRecord, 0, len(b.mu.topics))
 	for _, t := range b.mu.topics {
+		if b.cfg.clustered() && t.name != offsetsTopic {
+			continue // the controller holds these
+		}
 		recs = append(recs, topicRecord{Name: t.name, ID: hex.EncodeToString(t.id[:]), Partitions: int32(len(t.parts)), Configs: t.configs})
 	}
 	b.mu.RUnlock()
@@ -151,7 +160,11 @@ func (b *Broker) allTopics() []*topic {
 func (b *Broker) allPartitions() []*Partition {
 	var out []*Partition
 	for _, t := range b.allTopics() {
-		out = append(out, t.parts...)
+		for _, p := range t.parts {
+			if p != nil { // nil: a partition another broker leads
+				out = append(out, p)
+			}
+		}
 	}
 	return out
 }
@@ -162,7 +175,9 @@ func (b *Broker) closePartitions() error {
 	defer b.mu.Unlock()
 	for _, t := range b.mu.topics {
 		for _, p := range t.parts {
-			err = errors.Join(err, p.close())
+			if p != nil {
+				err = errors.Join(err, p.close())
+			}
 		}
 	}
 	b.mu.topics = map[string]*topic{}
@@ -190,6 +205,9 @@ func validTopicName(name string) error {
 func (b *Broker) createTopic(name string, partitions int32, rf int16, configs map[string]*string, validateOnly bool) (*topic, error) {
 	if err := validTopicName(name); err != nil {
 		return nil, fmt.Errorf("%w: %v", kerr.InvalidTopicException, err)
+	}
+	if b.cluster != nil && name != offsetsTopic {
+		return b.clusterCreateTopic(name, partitions, rf, configs, validateOnly)
 	}
 	if partitions == -1 {
 		partitions = b.cfg.DefaultPartitions
@@ -252,6 +270,9 @@ func (b *Broker) deleteTopic(name string) error {
 	if name == offsetsTopic {
 		return fmt.Errorf("%w: %s is an internal topic holding the committed offsets and group metadata; it cannot be deleted", kerr.InvalidRequest, name)
 	}
+	if b.cluster != nil {
+		return b.clusterDeleteTopic(name)
+	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	b.mu.Lock()
@@ -278,6 +299,9 @@ func (b *Broker) deleteTopic(name string) error {
 }
 
 func (b *Broker) createPartitions(name string, count int32, validateOnly bool) error {
+	if b.cluster != nil {
+		return b.clusterCreatePartitions(name, count, validateOnly)
+	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t := b.topic(name)
@@ -340,6 +364,9 @@ func (b *Broker) setTopicConfigs(name string, update func(map[string]string) err
 	}
 	if validateOnly {
 		return nil
+	}
+	if b.cluster != nil && name != offsetsTopic {
+		return b.clusterSetTopicConfigs(name, next)
 	}
 	nt := &topic{name: t.name, id: t.id, configs: next, parts: t.parts}
 	b.mu.Lock()

@@ -20,9 +20,24 @@ librdkafka, sarama, the Java client) connect to --listen unchanged.
 
 Data, topic metadata, committed group offsets and producer ids live in
 --data-dir and survive restarts. /metrics, /healthz and /readyz are served on
---http-listen.`,
+--http-listen.
+
+Cluster mode (--raft-listen): brokers find each other by gossip
+(--gossip-listen, --join) and keep topics, configs and partition placement in
+a raft controller quorum. A new cluster forms once --bootstrap-expect brokers
+see each other; a broker started later with --join is added automatically.
+Every partition has one replica for now (replication factor 1); see
+docs/broker.md, section Cluster.`,
 		Example: `  simtel broker --node-id 0 --data-dir /var/lib/simtel --listen 0.0.0.0:9092 --http-listen :9644
-  SIMTEL_DATA_DIR=/tmp/b0 simtel broker`,
+  SIMTEL_DATA_DIR=/tmp/b0 simtel broker
+
+  # three brokers on one machine
+  simtel broker --node-id 0 --data-dir /tmp/c0 --listen 127.0.0.1:9092 --raft-listen 127.0.0.1:9192 \
+    --gossip-listen 127.0.0.1:9292 --bootstrap-expect 3
+  simtel broker --node-id 1 --data-dir /tmp/c1 --listen 127.0.0.1:9093 --raft-listen 127.0.0.1:9193 \
+    --gossip-listen 127.0.0.1:9293 --join 127.0.0.1:9292 --bootstrap-expect 3
+  simtel broker --node-id 2 --data-dir /tmp/c2 --listen 127.0.0.1:9094 --raft-listen 127.0.0.1:9194 \
+    --gossip-listen 127.0.0.1:9294 --join 127.0.0.1:9292 --bootstrap-expect 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
@@ -51,6 +66,11 @@ Data, topic metadata, committed group offsets and producer ids live in
 	f.Int32Var(&cfg.MaxRequestBytes, "max-request-bytes", 100<<20, "largest request frame accepted (socket.request.max.bytes)")
 	f.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", 30*time.Second, "how often retention and compaction run")
 	f.DurationVar(&groupDelay, "group-initial-rebalance-delay", 3*time.Second, "wait for more members before a new group's first rebalance")
+	f.StringVar(&cfg.RaftListen, "raft-listen", "", "cluster mode: host:port of the raft listener (controller; empty: single node)")
+	f.StringVar(&cfg.RaftAdvertise, "raft-advertise", "", "host:port other brokers dial for raft (default: --raft-listen)")
+	f.StringVar(&cfg.GossipListen, "gossip-listen", "", "cluster mode: host:port for gossip (TCP and UDP)")
+	f.StringSliceVar(&cfg.Join, "join", nil, "cluster mode: gossip host:port of brokers to join, comma-separated")
+	f.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "cluster mode: form a new cluster once this many brokers see each other (1-5; 0: only join)")
 	f.StringToStringVar(&cfg.TopicDefaults, "topic-default", nil, "broker default for a topic config, e.g. --topic-default retention.ms=86400000")
 	return cmd
 }

@@ -1,0 +1,582 @@
+package broker
+
+// Cluster mode (--raft-listen): the controller (package cluster) holds the
+// topics, their configs and which broker leads each partition. This file
+// connects it to the single-node broker:
+//
+//   - followClusterMetadata mirrors the controller metadata into b.mu.topics:
+//     every topic is there with its full partition count, but only the
+//     partitions this broker leads have a *Partition; the others are nil,
+//     and requests for them get NOT_LEADER_OR_FOLLOWER.
+//   - topic creation, deletion and partition growth run on the controller
+//     leader only; other brokers answer NOT_CONTROLLER so clients re-route
+//     (clients send these to the controller named in Metadata). Config
+//     changes and auto-creation in Metadata are forwarded to the leader
+//     from any broker, because clients send those to any broker.
+//   - __consumer_offsets stays local to each broker: every broker
+//     coordinates the groups FindCoordinator maps to it.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/cluster"
+)
+
+func (b *Broker) startCluster() error {
+	n, err := cluster.New(cluster.Config{
+		NodeID:          b.cfg.NodeID,
+		DataDir:         b.cfg.DataDir,
+		KafkaAddr:       b.cfg.Advertise,
+		RaftListen:      b.cfg.RaftListen,
+		RaftAdvertise:   b.cfg.RaftAdvertise,
+		GossipListen:    b.cfg.GossipListen,
+		Join:            b.cfg.Join,
+		BootstrapExpect: b.cfg.BootstrapExpect,
+		Logger:          b.log.With("part", "cluster"),
+		Registerer:      b.metrics.reg,
+	})
+	if err != nil {
+		return fmt.Errorf("cannot start cluster mode: %w", err)
+	}
+	b.cluster = n
+	return nil
+}
+
+// followClusterMetadata applies every metadata change to the local
+// partitions until ctx ends. A periodic pass retries partitions that
+// could not be opened before.
+func (b *Broker) followClusterMetadata(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	collected := false
+	for {
+		b.syncClusterTopics()
+		if !collected {
+			collected = b.collectStalePartitions(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.cluster.Changes():
+		case <-t.C:
+		}
+	}
+}
+
+func (b *Broker) syncClusterTopics() {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	b.syncClusterTopicsLocked()
+}
+
+// syncClusterTopicsLocked makes b.mu.topics match the controller's
+// metadata; the caller holds adminMu. Partitions assigned here are opened
+// (their data kept if the directory belongs to the same topic id), those
+// no longer assigned here are closed, topics deleted from the metadata
+// have their files removed.
+func (b *Broker) syncClusterTopicsLocked() {
+	md := b.cluster.Metadata()
+	self := b.cfg.NodeID
+	for name, ti := range md.Topics {
+		if name == offsetsTopic {
+			continue
+		}
+		old := b.topic(name)
+		if old != nil && old.id != ti.ID {
+			b.dropClusterTopic(old)
+			old = nil
+		}
+		configs := maps.Clone(ti.Configs)
+		if configs == nil {
+			configs = map[string]string{}
+		}
+		configsChanged := old != nil && !maps.Equal(old.configs, configs)
+		nt := &topic{name: name, id: ti.ID, configs: configs, parts: make([]*Partition, len(ti.Partitions))}
+		changed := old == nil || configsChanged || len(old.parts) != len(nt.parts)
+		for i, a := range ti.Partitions {
+			var have *Partition
+			if old != nil && i < len(old.parts) {
+				have = old.parts[i]
+			}
+			if !slices.Contains(a.Replicas, self) {
+				if have != nil {
+					if err := have.close(); err != nil {
+						b.log.Warn("cannot close a partition moved away", "topic", name, "partition", i, "err", err)
+					}
+					changed = true
+				}
+				continue
+			}
+			if have == nil {
+				p, err := b.openClusterPartition(nt, int32(i))
+				if err != nil {
+					b.log.Error("cannot open an assigned partition; retrying later", "topic", name, "partition", i, "err", err)
+					continue
+				}
+				have, changed = p, true
+			} else if configsChanged {
+				have.log.UpdateConfig(b.storageConfig(b.partitionDir(name, int32(i)), configs))
+				have.setConfigs(configs)
+			}
+			nt.parts[i] = have
+		}
+		if changed {
+			b.mu.Lock()
+			b.mu.topics[name] = nt
+			b.mu.Unlock()
+			if old == nil {
+				b.log.Info("topic opened from the controller", "topic", name, "partitions", len(nt.parts))
+			}
+		}
+	}
+	for _, t := range b.allTopics() {
+		if t.name != offsetsTopic && md.Topics[t.name] == nil {
+			b.dropClusterTopic(t)
+			b.groups.DeleteTopicOffsets(t.name)
+			b.log.Info("topic deleted by the controller", "topic", t.name)
+		}
+	}
+}
+
+// collectStalePartitions removes partition directories of topics deleted
+// (or re-created under a new id) while this broker was down. It runs once,
+// after the local metadata has caught up with the leader's; until then it
+// reports false and is retried, since an empty metadata right after start
+// must not be taken for "every topic was deleted".
+func (b *Broker) collectStalePartitions(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := b.cluster.CatchUp(cctx)
+	cancel()
+	if err != nil {
+		return false
+	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	md := b.cluster.Metadata()
+	dataDir := filepath.Join(b.cfg.DataDir, "data")
+	entries, err := os.ReadDir(dataDir)
+	if err != nil {
+		b.log.Warn("cannot list partition directories", "dir", dataDir, "err", err)
+		return true
+	}
+	for _, e := range entries {
+		marker, ok := strings.CutSuffix(e.Name(), ".topic-id")
+		if !ok || e.IsDir() {
+			continue
+		}
+		i := strings.LastIndexByte(marker, '-')
+		if i <= 0 {
+			continue
+		}
+		name := marker[:i]
+		id, _ := os.ReadFile(filepath.Join(dataDir, e.Name()))
+		if t := md.Topics[name]; t != nil && hex.EncodeToString(t.ID[:]) == string(id) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dataDir, marker)); err != nil {
+			b.log.Warn("cannot remove a stale partition directory", "dir", marker, "err", err)
+			continue
+		}
+		_ = os.Remove(filepath.Join(dataDir, e.Name()))
+		b.log.Info("removed the partition of a topic deleted while this broker was down", "partition", marker)
+	}
+	return true
+}
+
+// dropClusterTopic removes a topic's local partitions and files.
+func (b *Broker) dropClusterTopic(t *topic) {
+	b.mu.Lock()
+	if b.mu.topics[t.name] == t {
+		delete(b.mu.topics, t.name)
+	}
+	b.mu.Unlock()
+	for _, p := range t.parts {
+		if p == nil {
+			continue
+		}
+		if err := p.remove(); err != nil {
+			b.log.Warn("cannot remove a deleted partition's files", "topic", t.name, "partition", p.index, "err", err)
+		}
+		_ = os.Remove(b.partitionIDFile(t.name, p.index))
+	}
+}
+
+// partitionIDFile records which topic id a partition directory belongs to,
+// so a topic deleted and re-created under the same name while this broker
+// was down does not inherit the old records.
+func (b *Broker) partitionIDFile(t string, p int32) string {
+	return b.partitionDir(t, p) + ".topic-id"
+}
+
+func (b *Broker) openClusterPartition(t *topic, i int32) (*Partition, error) {
+	idFile := b.partitionIDFile(t.name, i)
+	want := hex.EncodeToString(t.id[:])
+	if got, err := os.ReadFile(idFile); err != nil || string(got) != want {
+		if err := os.RemoveAll(b.partitionDir(t.name, i)); err != nil {
+			return nil, fmt.Errorf("cannot clear stale partition directory: %w", err)
+		}
+		if err := writeFileAtomic(idFile, []byte(want)); err != nil {
+			return nil, err
+		}
+	}
+	return b.openPartition(t, i)
+}
+
+// absentPartitionCode is the error for a partition this broker has no log
+// for: NOT_LEADER_OR_FOLLOWER when the cluster has it elsewhere (the client
+// refreshes its metadata and goes to the leader), else unknown.
+func (b *Broker) absentPartitionCode(t string, p int32) int16 {
+	if b.cluster != nil {
+		if ti := b.cluster.Metadata().Topics[t]; ti != nil && p >= 0 && int(p) < len(ti.Partitions) {
+			return kerr.NotLeaderForPartition.Code
+		}
+	}
+	return kerr.UnknownTopicOrPartition.Code
+}
+
+func notControllerErr() error {
+	return fmt.Errorf("%w: topic changes go to the controller leader; refresh metadata and send them to its ControllerID", kerr.NotController)
+}
+
+// clusterErr maps a controller error to a Kafka error.
+func clusterErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, cluster.ErrTopicExists):
+		return fmt.Errorf("%w: %v", kerr.TopicAlreadyExists, err)
+	case errors.Is(err, cluster.ErrUnknownTopic):
+		return fmt.Errorf("%w: %v", kerr.UnknownTopicOrPartition, err)
+	case errors.Is(err, cluster.ErrInvalidPartitions):
+		return fmt.Errorf("%w: %v", kerr.InvalidPartitions, err)
+	case errors.Is(err, cluster.ErrNoAliveBrokers):
+		return fmt.Errorf("%w: %v", kerr.BrokerNotAvailable, err)
+	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader):
+		return fmt.Errorf("%w: %v", kerr.NotController, err)
+	default:
+		return fmt.Errorf("%w: %v", kerr.RequestTimedOut, err)
+	}
+}
+
+const clusterAdminTimeout = 10 * time.Second
+
+func (b *Broker) clusterCreateTopic(name string, partitions int32, rf int16, configs map[string]*string, validateOnly bool) (*topic, error) {
+	if !b.cluster.IsLeader() {
+		return nil, notControllerErr()
+	}
+	if partitions == -1 {
+		partitions = b.cfg.DefaultPartitions
+	}
+	if partitions <= 0 || partitions > 100000 {
+		return nil, fmt.Errorf("%w: partition count %d must be between 1 and 100000", kerr.InvalidPartitions, partitions)
+	}
+	if rf != -1 && rf != 1 {
+		return nil, fmt.Errorf("%w: replication factor %d: partition replication is not implemented yet, every partition has one replica; use 1", kerr.InvalidReplicationFactor, rf)
+	}
+	overrides := map[string]string{}
+	for k, v := range configs {
+		if err := validateTopicConfig(k, v); err != nil {
+			return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+		}
+		if v != nil {
+			overrides[k] = *v
+		}
+	}
+	if b.cluster.Metadata().Topics[name] != nil {
+		return nil, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, name)
+	}
+	if validateOnly {
+		return &topic{name: name, configs: overrides, parts: make([]*Partition, partitions)}, nil
+	}
+	cmd := cluster.Command{Op: cluster.OpCreateTopic, Topic: name, Partitions: partitions, Configs: overrides}
+	_, _ = rand.Read(cmd.TopicID[:])
+	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	defer cancel()
+	if _, err := b.cluster.Apply(ctx, cmd); err != nil {
+		return nil, clusterErr(err)
+	}
+	b.syncClusterTopics()
+	b.log.Info("topic created", "topic", name, "partitions", partitions)
+	if t := b.topic(name); t != nil {
+		return t, nil
+	}
+	return &topic{name: name, id: cmd.TopicID, configs: overrides, parts: make([]*Partition, partitions)}, nil
+}
+
+func (b *Broker) clusterDeleteTopic(name string) error {
+	if !b.cluster.IsLeader() {
+		return notControllerErr()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	defer cancel()
+	if _, err := b.cluster.Apply(ctx, cluster.Command{Op: cluster.OpDeleteTopic, Topic: name}); err != nil {
+		return clusterErr(err)
+	}
+	b.syncClusterTopics()
+	b.log.Info("topic deleted", "topic", name)
+	return nil
+}
+
+func (b *Broker) clusterCreatePartitions(name string, count int32, validateOnly bool) error {
+	if !b.cluster.IsLeader() {
+		return notControllerErr()
+	}
+	if name == offsetsTopic {
+		return fmt.Errorf("%w: %s is an internal topic", kerr.InvalidRequest, name)
+	}
+	t := b.cluster.Metadata().Topics[name]
+	if t == nil {
+		return kerr.UnknownTopicOrPartition
+	}
+	if count <= int32(len(t.Partitions)) {
+		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, name, len(t.Partitions))
+	}
+	if count > 100000 {
+		return fmt.Errorf("%w: partition count %d is above 100000", kerr.InvalidPartitions, count)
+	}
+	if validateOnly {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	defer cancel()
+	if _, err := b.cluster.Apply(ctx, cluster.Command{Op: cluster.OpCreatePartitions, Topic: name, Partitions: count}); err != nil {
+		return clusterErr(err)
+	}
+	b.syncClusterTopics()
+	b.log.Info("partitions added", "topic", name, "partitions", count)
+	return nil
+}
+
+// clusterSetTopicConfigs replaces a topic's overrides through the
+// controller; the caller (setTopicConfigs) holds adminMu. Unlike topic
+// creation it is forwarded from any broker: clients send AlterConfigs and
+// IncrementalAlterConfigs for topics to any broker (franz-go shards them
+// to a random one and does not retry on NOT_CONTROLLER), as Kafka brokers
+// forward them to their controller. The new overrides are computed from
+// this broker's copy of the metadata; two alters of one topic racing
+// through different brokers can lose one's keys (last writer wins).
+func (b *Broker) clusterSetTopicConfigs(name string, next map[string]string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	defer cancel()
+	if _, err := b.cluster.Apply(ctx, cluster.Command{Op: cluster.OpSetTopicConfigs, Topic: name, Configs: next}); err != nil {
+		return clusterErr(err)
+	}
+	// Forwarded: wait until the change is applied here too, so that a
+	// DescribeConfigs on this broker right after shows it.
+	if err := b.cluster.CatchUp(ctx); err != nil {
+		b.log.Warn("config change applied on the controller, not yet here", "topic", name, "err", err)
+	}
+	b.syncClusterTopicsLocked()
+	return nil
+}
+
+// clusterAutoCreate creates a topic named in Metadata through the
+// controller (forwarded if this broker is not the leader) and waits a
+// moment for the local metadata to show it.
+func (b *Broker) clusterAutoCreate(ctx context.Context, name string) error {
+	if err := validTopicName(name); err != nil {
+		return fmt.Errorf("%w: %v", kerr.InvalidTopicException, err)
+	}
+	cmd := cluster.Command{Op: cluster.OpCreateTopic, Topic: name, Partitions: b.cfg.DefaultPartitions}
+	_, _ = rand.Read(cmd.TopicID[:])
+	ctx, cancel := context.WithTimeout(ctx, clusterAdminTimeout)
+	defer cancel()
+	res, err := b.cluster.Apply(ctx, cmd)
+	if err != nil && !errors.Is(err, cluster.ErrTopicExists) {
+		return clusterErr(err)
+	}
+	if err == nil {
+		b.log.Info("topic auto-created", "topic", name, "partitions", cmd.Partitions)
+	}
+	for b.cluster.Metadata().Index < res.Index {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: topic %q is created but not yet known here", kerr.LeaderNotAvailable, name)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func hasAllTopics(md *cluster.Metadata, req []kmsg.MetadataRequestTopic) bool {
+	for _, rt := range req {
+		if rt.Topic != nil {
+			if md.Topics[*rt.Topic] == nil {
+				return false
+			}
+			continue
+		}
+		found := false
+		for _, t := range md.Topics {
+			found = found || t.ID == rt.TopicID
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func splitHostPort(addr string) (string, int32) {
+	host, port, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(port)
+	return host, int32(n)
+}
+
+func (b *Broker) clusterBrokers(md *cluster.Metadata) []cluster.BrokerInfo {
+	alive := md.AliveBrokers()
+	if len(alive) == 0 {
+		// Not registered yet (cluster forming): name ourselves so a
+		// client always has a broker to talk to.
+		alive = []cluster.BrokerInfo{{ID: b.cfg.NodeID, KafkaAddr: b.cfg.Advertise, Alive: true}}
+	}
+	return alive
+}
+
+func (b *Broker) handleClusterMetadata(ctx context.Context, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	resp.Version = r.Version
+	md := b.cluster.Metadata()
+	for _, br := range b.clusterBrokers(md) {
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID = br.ID
+		mb.Host, mb.Port = splitHostPort(br.KafkaAddr)
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+	cid := md.ClusterID
+	if cid == "" {
+		cid = b.clusterID
+	}
+	resp.ClusterID = &cid
+	resp.ControllerID, _ = b.cluster.LeaderID()
+	resp.AuthorizedOperations = -2147483648
+
+	var topics []*cluster.TopicInfo
+	var missing []kmsg.MetadataResponseTopic
+	if r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0) {
+		for _, t := range md.Topics {
+			topics = append(topics, t)
+		}
+		sort.Slice(topics, func(i, j int) bool { return topics[i].Name < topics[j].Name })
+	} else {
+		autoCreate := !b.cfg.DisableAutoCreate && (r.Version < 4 || r.AllowAutoTopicCreation)
+		if !hasAllTopics(md, r.Topics) {
+			// Maybe created a moment ago on the leader and not yet
+			// applied here: catch up before answering "unknown".
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if err := b.cluster.CatchUp(cctx); err != nil {
+				b.log.Debug("cannot catch up with the controller", "err", err)
+			}
+			cancel()
+			md = b.cluster.Metadata()
+		}
+		for _, rt := range r.Topics {
+			var t *cluster.TopicInfo
+			switch {
+			case rt.Topic != nil:
+				t = md.Topics[*rt.Topic]
+			case rt.TopicID != [16]byte{}:
+				for _, c := range md.Topics {
+					if c.ID == rt.TopicID {
+						t = c
+					}
+				}
+			}
+			if t == nil && rt.Topic != nil && autoCreate && *rt.Topic != offsetsTopic {
+				if err := b.clusterAutoCreate(ctx, *rt.Topic); err != nil {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.Topic = rt.Topic
+					mt.ErrorCode = kerrCode(err)
+					missing = append(missing, mt)
+					continue
+				}
+				md = b.cluster.Metadata()
+				t = md.Topics[*rt.Topic]
+			}
+			if t == nil {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
+				mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				missing = append(missing, mt)
+				continue
+			}
+			topics = append(topics, t)
+		}
+	}
+	for _, t := range topics {
+		mt := kmsg.NewMetadataResponseTopic()
+		name := t.Name
+		mt.Topic = &name
+		mt.TopicID = t.ID
+		mt.AuthorizedOperations = -2147483648
+		for i, a := range t.Partitions {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition = int32(i)
+			mp.Leader = a.Leader
+			mp.LeaderEpoch = a.LeaderEpoch
+			mp.Replicas = a.Replicas
+			mp.ISR = a.Replicas
+			if lb, ok := md.Brokers[a.Leader]; !ok || !lb.Alive {
+				// RF=1: the only replica is down until it returns.
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+				mp.Leader = -1
+				mp.ISR = []int32{}
+			}
+			mt.Partitions = append(mt.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	resp.Topics = append(resp.Topics, missing...)
+	return resp
+}
+
+func (b *Broker) describeClusterMembers(resp *kmsg.DescribeClusterResponse) {
+	md := b.cluster.Metadata()
+	resp.ClusterID = md.ClusterID
+	if resp.ClusterID == "" {
+		resp.ClusterID = b.clusterID
+	}
+	resp.ControllerID, _ = b.cluster.LeaderID()
+	for _, br := range b.clusterBrokers(md) {
+		db := kmsg.NewDescribeClusterResponseBroker()
+		db.NodeID = br.ID
+		db.Host, db.Port = splitHostPort(br.KafkaAddr)
+		resp.Brokers = append(resp.Brokers, db)
+	}
+	resp.ClusterAuthorizedOperations = -2147483648
+}
+
+// findClusterCoordinator picks the group's coordinator the same way on
+// every broker: a hash of the group id over the alive brokers sorted by
+// id. Groups move when brokers come or go; their committed offsets stay
+// with the broker that coordinated them (no offset replication yet).
+func (b *Broker) findClusterCoordinator(key string, resp *kmsg.FindCoordinatorResponse) {
+	alive := b.cluster.Metadata().AliveBrokers()
+	if len(alive) == 0 {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		resp.NodeID = -1
+		return
+	}
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	c := alive[h.Sum32()%uint32(len(alive))]
+	resp.NodeID = c.ID
+	resp.Host, resp.Port = splitHostPort(c.KafkaAddr)
+}

@@ -1,0 +1,66 @@
+// Package cluster is the broker's cluster membership: a raft transport
+// shared by many raft groups on one listener, gossip discovery, and the
+// controller — a hashicorp/raft group over the brokers whose state machine
+// holds the cluster metadata (brokers, topics, configs, partition
+// assignments, leaders and leader epochs).
+//
+// # Data path
+//
+//  1. Discovery. Every broker runs a memberlist member on --gossip-listen
+//     and gossips its node meta: node id, Kafka address, raft address, and
+//     whether it is part of a controller configuration yet. Gossip only
+//     advertises; membership of raft groups changes through raft.
+//  2. Bootstrap. A broker without raft state waits until gossip shows
+//     Config.BootstrapExpect brokers of which none is in a cluster; the one
+//     with the lowest node id then bootstraps the controller with all of
+//     them as voters. A broker with raft state on disk never bootstraps.
+//  3. Joining. The controller leader reconciles gossip into the controller
+//     every Config.Tick: each gossip member is registered alive in the
+//     metadata and added to the raft configuration (a voter while there
+//     are fewer than Config.MaxVoters, else a non-voter). A registered
+//     broker missing from gossip for Config.DeadAfter is marked not alive;
+//     it stays in the raft configuration so that a restart rejoins.
+//  4. Commands. Node.Apply applies a Command on the leader (raft.Apply, the
+//     FSM's Result comes back); on a follower it forwards the command to
+//     the leader over the raft mux (connection kind 2, one length-prefixed
+//     JSON frame each way) and retries while the leader is unknown or
+//     moving. The broker itself answers Kafka admin requests on
+//     non-leaders with NOT_CONTROLLER and uses Apply's forwarding only for
+//     auto-creation. Node.CatchUp is a read barrier for followers.
+//  5. State. FSM.Apply builds a new immutable Metadata per command (copy
+//     on write), publishes it with an atomic pointer and signals Changes.
+//     Readers (Metadata requests, the broker's partition follower) never
+//     lock. Snapshots encode the current Metadata as JSON.
+//
+// # The raft mux
+//
+// Mux owns the --raft-listen listener. Every connection starts with a kind
+// byte: 1 is a raft stream followed by an 8-byte big-endian group id (the
+// controller is group 0; partition groups will take the next ids), 2 is a
+// forwarded controller command. Mux.Group(id) returns a raft.StreamLayer
+// for raft.NewNetworkTransport, so any number of raft instances share one
+// port. A connection naming a group nobody registered is closed.
+//
+// # Storage
+//
+// The controller's raft log and stable store are one bbolt file
+// (DataDir/controller/raft.db, each write an fsynced transaction); its
+// snapshots are raft's file snapshot store in the same directory.
+//
+// # Goroutines
+//
+//   - Mux.Serve: the accept loop (Node.Run starts it); one short-lived
+//     goroutine per accepted connection reads the header and hands the
+//     connection to a group's Accept or serves a forwarded command. Mux.Close
+//     waits for all of them.
+//   - Node.loop: gossip join retries, bootstrap, the gossiped InCluster
+//     flag and, on the leader, membership reconciliation.
+//   - hashicorp/raft and memberlist run their own goroutines; Node.Close
+//     shuts them down (gossip leave, raft shutdown, transport close) before
+//     closing the mux and the store.
+//
+// # Locks
+//
+// FSM.applyMu serializes Apply and Restore; Mux.mu guards the group table.
+// Neither is held while calling out, so there is no lock order to keep.
+package cluster

@@ -1,0 +1,343 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+)
+
+// Metadata is the cluster metadata the controller replicates. A *Metadata
+// handed out by Node.Metadata is immutable: the FSM builds a new one for
+// every change (copy on write), so readers need no lock.
+type Metadata struct {
+	ClusterID string                `json:"cluster_id,omitempty"`
+	Brokers   map[int32]BrokerInfo  `json:"brokers"`
+	Topics    map[string]*TopicInfo `json:"topics"`
+	// Index is the raft index of the last command applied.
+	Index uint64 `json:"index"`
+}
+
+// BrokerInfo is one registered broker.
+type BrokerInfo struct {
+	ID        int32  `json:"id"`
+	KafkaAddr string `json:"kafka_addr"`
+	RaftAddr  string `json:"raft_addr"`
+	Alive     bool   `json:"alive"`
+}
+
+// TopicInfo is one topic: its id, config overrides and the assignment of
+// each partition (index = partition number).
+type TopicInfo struct {
+	Name       string            `json:"name"`
+	ID         [16]byte          `json:"id"`
+	Configs    map[string]string `json:"configs,omitempty"`
+	Partitions []Assignment      `json:"partitions"`
+}
+
+// Assignment places one partition: its replicas (one in this version),
+// its leader and the leader's epoch.
+type Assignment struct {
+	Replicas    []int32 `json:"replicas"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+}
+
+// AliveBrokers returns the alive brokers sorted by id.
+func (m *Metadata) AliveBrokers() []BrokerInfo {
+	var out []BrokerInfo
+	for _, b := range m.Brokers {
+		if b.Alive {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (m *Metadata) clone() *Metadata {
+	n := &Metadata{ClusterID: m.ClusterID, Index: m.Index, Brokers: maps.Clone(m.Brokers), Topics: maps.Clone(m.Topics)}
+	if n.Brokers == nil {
+		n.Brokers = map[int32]BrokerInfo{}
+	}
+	if n.Topics == nil {
+		n.Topics = map[string]*TopicInfo{}
+	}
+	return n
+}
+
+// MaxPartitions bounds a topic's partition count (the broker refuses more
+// before applying; the FSM checks again so no entry can make it allocate
+// without bound).
+const MaxPartitions = 100000
+
+// Op names a controller command.
+type Op string
+
+const (
+	OpSetClusterID     Op = "set_cluster_id"
+	OpRegisterBroker   Op = "register_broker"
+	OpSetBrokerAlive   Op = "set_broker_alive"
+	OpCreateTopic      Op = "create_topic"
+	OpDeleteTopic      Op = "delete_topic"
+	OpCreatePartitions Op = "create_partitions"
+	OpSetTopicConfigs  Op = "set_topic_configs"
+
+	// opReadIndex is not a raft command: a forwarded request for the
+	// leader's applied index (see Node.CatchUp).
+	opReadIndex Op = "read_index"
+)
+
+// Command is one change to the metadata, applied through raft. Which
+// fields matter depends on Op.
+type Command struct {
+	Op         Op                `json:"op"`
+	ClusterID  string            `json:"cluster_id,omitempty"`
+	Broker     *BrokerInfo       `json:"broker,omitempty"`
+	BrokerID   int32             `json:"broker_id,omitempty"`
+	Alive      bool              `json:"alive,omitempty"`
+	Topic      string            `json:"topic,omitempty"`
+	TopicID    [16]byte          `json:"topic_id,omitzero"`
+	Partitions int32             `json:"partitions,omitempty"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+// Errors a command can fail with; Apply returns them wrapped, classify
+// with errors.Is.
+var (
+	ErrTopicExists       = errors.New("topic already exists")
+	ErrUnknownTopic      = errors.New("topic does not exist")
+	ErrInvalidPartitions = errors.New("invalid partition count")
+	ErrNoAliveBrokers    = errors.New("no alive broker to place partitions on")
+	ErrBadCommand        = errors.New("malformed controller command")
+)
+
+var resultErrors = map[string]error{
+	"topic_exists": ErrTopicExists, "unknown_topic": ErrUnknownTopic,
+	"invalid_partitions": ErrInvalidPartitions, "no_alive_brokers": ErrNoAliveBrokers,
+	"bad_command": ErrBadCommand,
+}
+
+// Result is what applying a command returned. It crosses the forwarding
+// RPC, so the error travels as a code plus message.
+type Result struct {
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+	Index   uint64 `json:"index"`
+}
+
+// Err turns a Result back into an error wrapping the sentinel.
+func (r Result) Err() error {
+	if r.Code == "" {
+		return nil
+	}
+	if s, ok := resultErrors[r.Code]; ok {
+		return fmt.Errorf("%w: %s", s, r.Message)
+	}
+	return errors.New(r.Message)
+}
+
+func failure(sentinel error, format string, args ...any) Result {
+	for code, s := range resultErrors {
+		if s == sentinel {
+			return Result{Code: code, Message: fmt.Sprintf(format, args...)}
+		}
+	}
+	return Result{Code: "other", Message: fmt.Sprintf(format, args...)}
+}
+
+// FSM is the controller's raft state machine. It does no I/O: Apply builds
+// the next Metadata from the current one and publishes it.
+type FSM struct {
+	state atomic.Pointer[Metadata]
+	// notify gets a token after every change (coalescing, never blocks).
+	notify chan struct{}
+	// applyMu serializes Apply/Restore against Snapshot's read; raft
+	// already calls Apply from one goroutine.
+	applyMu sync.Mutex
+}
+
+// NewFSM returns an empty state machine.
+func NewFSM() *FSM {
+	f := &FSM{notify: make(chan struct{}, 1)}
+	f.state.Store((&Metadata{}).clone())
+	return f
+}
+
+// Metadata is the current state (immutable).
+func (f *FSM) Metadata() *Metadata { return f.state.Load() }
+
+// Changes receives a token after the state changed.
+func (f *FSM) Changes() <-chan struct{} { return f.notify }
+
+func (f *FSM) publish(m *Metadata) {
+	f.state.Store(m)
+	select {
+	case f.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Apply implements raft.FSM.
+func (f *FSM) Apply(l *raft.Log) any {
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	next := f.state.Load().clone()
+	next.Index = l.Index
+	var c Command
+	var res Result
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		res = failure(ErrBadCommand, "cannot decode command at index %d: %v", l.Index, err)
+	} else {
+		res = next.apply(c)
+	}
+	res.Index = l.Index
+	// A failed command changes nothing but the applied index.
+	if res.Code != "" {
+		cur := f.state.Load().clone()
+		cur.Index = l.Index
+		f.state.Store(cur)
+		return res
+	}
+	f.publish(next)
+	return res
+}
+
+// apply changes m (a private clone) by c.
+func (m *Metadata) apply(c Command) Result {
+	switch c.Op {
+	case OpSetClusterID:
+		if m.ClusterID == "" {
+			m.ClusterID = c.ClusterID
+		}
+	case OpRegisterBroker:
+		if c.Broker == nil {
+			return failure(ErrBadCommand, "register_broker without a broker")
+		}
+		m.Brokers[c.Broker.ID] = *c.Broker
+	case OpSetBrokerAlive:
+		b, ok := m.Brokers[c.BrokerID]
+		if !ok {
+			return failure(ErrBadCommand, "broker %d is not registered", c.BrokerID)
+		}
+		b.Alive = c.Alive
+		m.Brokers[c.BrokerID] = b
+	case OpCreateTopic:
+		if _, ok := m.Topics[c.Topic]; ok {
+			return failure(ErrTopicExists, "topic %q already exists", c.Topic)
+		}
+		if c.Partitions <= 0 || c.Partitions > MaxPartitions {
+			return failure(ErrInvalidPartitions, "topic %q: partition count %d must be between 1 and %d", c.Topic, c.Partitions, MaxPartitions)
+		}
+		assign, err := m.place(int(c.Partitions))
+		if err != nil {
+			return failure(ErrNoAliveBrokers, "cannot place topic %q: no broker is alive", c.Topic)
+		}
+		m.Topics[c.Topic] = &TopicInfo{Name: c.Topic, ID: c.TopicID, Configs: maps.Clone(c.Configs), Partitions: assign}
+	case OpDeleteTopic:
+		if _, ok := m.Topics[c.Topic]; !ok {
+			return failure(ErrUnknownTopic, "topic %q does not exist", c.Topic)
+		}
+		delete(m.Topics, c.Topic)
+	case OpCreatePartitions:
+		t, ok := m.Topics[c.Topic]
+		if !ok {
+			return failure(ErrUnknownTopic, "topic %q does not exist", c.Topic)
+		}
+		if c.Partitions > MaxPartitions {
+			return failure(ErrInvalidPartitions, "topic %q: partition count %d is above %d", c.Topic, c.Partitions, MaxPartitions)
+		}
+		if int(c.Partitions) <= len(t.Partitions) {
+			return failure(ErrInvalidPartitions, "topic %q has %d partitions; the new count %d must be larger", c.Topic, len(t.Partitions), c.Partitions)
+		}
+		assign, err := m.place(int(c.Partitions) - len(t.Partitions))
+		if err != nil {
+			return failure(ErrNoAliveBrokers, "cannot place partitions of %q: no broker is alive", c.Topic)
+		}
+		nt := *t
+		nt.Partitions = append(slices.Clone(t.Partitions), assign...)
+		m.Topics[c.Topic] = &nt
+	case OpSetTopicConfigs:
+		t, ok := m.Topics[c.Topic]
+		if !ok {
+			return failure(ErrUnknownTopic, "topic %q does not exist", c.Topic)
+		}
+		nt := *t
+		nt.Configs = maps.Clone(c.Configs)
+		m.Topics[c.Topic] = &nt
+	default:
+		return failure(ErrBadCommand, "unknown command %q", c.Op)
+	}
+	return Result{}
+}
+
+// place assigns n new partitions (one replica each) to alive brokers:
+// each goes to the broker leading the fewest partitions so far (lowest id
+// on ties), so leaders stay spread evenly, also after a broker joins.
+func (m *Metadata) place(n int) ([]Assignment, error) {
+	alive := m.AliveBrokers()
+	if len(alive) == 0 {
+		return nil, ErrNoAliveBrokers
+	}
+	load := map[int32]int{}
+	for _, b := range alive {
+		load[b.ID] = 0
+	}
+	for _, t := range m.Topics {
+		for _, a := range t.Partitions {
+			if _, ok := load[a.Leader]; ok {
+				load[a.Leader]++
+			}
+		}
+	}
+	out := make([]Assignment, n)
+	for i := range out {
+		best := alive[0].ID
+		for _, b := range alive[1:] {
+			if load[b.ID] < load[best] {
+				best = b.ID
+			}
+		}
+		load[best]++
+		out[i] = Assignment{Replicas: []int32{best}, Leader: best}
+	}
+	return out, nil
+}
+
+// Snapshot implements raft.FSM. The state is immutable, so the snapshot
+// just keeps the pointer; Persist encodes it off the apply path.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{m: f.state.Load()}, nil
+}
+
+// Restore implements raft.FSM: it replaces the state with a snapshot's.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var m Metadata
+	if err := json.NewDecoder(rc).Decode(&m); err != nil {
+		return fmt.Errorf("cannot decode controller snapshot: %w", err)
+	}
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	f.publish(m.clone())
+	return nil
+}
+
+type fsmSnapshot struct{ m *Metadata }
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := json.NewEncoder(sink).Encode(s.m); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("cannot write controller snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}

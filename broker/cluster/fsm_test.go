@@ -1,0 +1,181 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+func applyCmd(t *testing.T, f *FSM, idx uint64, c Command) Result {
+	t.Helper()
+	data, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Apply(&raft.Log{Index: idx, Data: data}).(Result)
+}
+
+type memSink struct {
+	bytes.Buffer
+	cancelled bool
+}
+
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Cancel() error { s.cancelled = true; return nil }
+func (s *memSink) Close() error  { return nil }
+
+func TestFSMApplySnapshotRestore(t *testing.T) {
+	f := NewFSM()
+	idx := uint64(0)
+	next := func() uint64 { idx++; return idx }
+	for id := int32(0); id < 3; id++ {
+		if r := applyCmd(t, f, next(), Command{Op: OpRegisterBroker, Broker: &BrokerInfo{ID: id, KafkaAddr: "k", RaftAddr: "r", Alive: true}}); r.Code != "" {
+			t.Fatalf("register %d: %+v", id, r)
+		}
+	}
+	applyCmd(t, f, next(), Command{Op: OpSetClusterID, ClusterID: "c1"})
+	applyCmd(t, f, next(), Command{Op: OpSetClusterID, ClusterID: "c2"}) // ignored: set once
+	if r := applyCmd(t, f, next(), Command{Op: OpCreateTopic, Topic: "a", TopicID: [16]byte{1}, Partitions: 6, Configs: map[string]string{"retention.ms": "1000"}}); r.Code != "" {
+		t.Fatalf("create: %+v", r)
+	}
+	r := applyCmd(t, f, next(), Command{Op: OpCreateTopic, Topic: "a", Partitions: 1})
+	if !errors.Is(r.Err(), ErrTopicExists) {
+		t.Fatalf("second create: got %v, want ErrTopicExists", r.Err())
+	}
+	if r := applyCmd(t, f, next(), Command{Op: OpCreatePartitions, Topic: "a", Partitions: 4}); !errors.Is(r.Err(), ErrInvalidPartitions) {
+		t.Fatalf("shrink: got %v, want ErrInvalidPartitions", r.Err())
+	}
+	if r := applyCmd(t, f, next(), Command{Op: OpCreatePartitions, Topic: "a", Partitions: 9}); r.Code != "" {
+		t.Fatalf("grow: %+v", r)
+	}
+	applyCmd(t, f, next(), Command{Op: OpSetTopicConfigs, Topic: "a", Configs: map[string]string{"cleanup.policy": "compact"}})
+	applyCmd(t, f, next(), Command{Op: OpCreateTopic, Topic: "b", Partitions: 2})
+	applyCmd(t, f, next(), Command{Op: OpDeleteTopic, Topic: "b"})
+	if r := applyCmd(t, f, next(), Command{Op: OpDeleteTopic, Topic: "b"}); !errors.Is(r.Err(), ErrUnknownTopic) {
+		t.Fatalf("delete twice: got %v, want ErrUnknownTopic", r.Err())
+	}
+	applyCmd(t, f, next(), Command{Op: OpSetBrokerAlive, BrokerID: 2, Alive: false})
+	if r := applyCmd(t, f, next(), Command{Op: "bogus"}); !errors.Is(r.Err(), ErrBadCommand) {
+		t.Fatalf("bogus op: got %v", r.Err())
+	}
+	if r := f.Apply(&raft.Log{Index: next(), Data: []byte("{not json")}).(Result); !errors.Is(r.Err(), ErrBadCommand) {
+		t.Fatalf("bad json: got %v", r.Err())
+	}
+
+	m := f.Metadata()
+	if m.ClusterID != "c1" {
+		t.Errorf("cluster id %q, want c1", m.ClusterID)
+	}
+	if m.Index != idx {
+		t.Errorf("index %d, want %d", m.Index, idx)
+	}
+	a := m.Topics["a"]
+	if a == nil || len(a.Partitions) != 9 || a.Configs["cleanup.policy"] != "compact" || a.ID != [16]byte{1} {
+		t.Fatalf("topic a = %+v", a)
+	}
+	if _, ok := m.Topics["b"]; ok {
+		t.Error("topic b survived its deletion")
+	}
+	if m.Brokers[2].Alive || !m.Brokers[1].Alive {
+		t.Errorf("alive flags: %+v", m.Brokers)
+	}
+
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	g := NewFSM()
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g.Metadata(), m) {
+		t.Fatalf("restored state differs:\ngot  %+v\nwant %+v", g.Metadata(), m)
+	}
+	select {
+	case <-g.Changes():
+	default:
+		t.Error("restore did not signal a change")
+	}
+	if err := g.Restore(io.NopCloser(bytes.NewReader([]byte("garbage")))); err == nil {
+		t.Error("restore of garbage succeeded")
+	}
+	if !reflect.DeepEqual(g.Metadata(), m) {
+		t.Error("a failed restore changed the state")
+	}
+}
+
+func TestPlacementEven(t *testing.T) {
+	f := NewFSM()
+	idx := uint64(0)
+	reg := func(id int32) {
+		idx++
+		applyCmd(t, f, idx, Command{Op: OpRegisterBroker, Broker: &BrokerInfo{ID: id, Alive: true}})
+	}
+	leaders := func() map[int32]int {
+		out := map[int32]int{}
+		for _, tp := range f.Metadata().Topics {
+			for _, a := range tp.Partitions {
+				if len(a.Replicas) != 1 || a.Replicas[0] != a.Leader {
+					t.Fatalf("assignment %+v: want one replica that leads", a)
+				}
+				out[a.Leader]++
+			}
+		}
+		return out
+	}
+	for id := int32(0); id < 3; id++ {
+		reg(id)
+	}
+	idx++
+	applyCmd(t, f, idx, Command{Op: OpCreateTopic, Topic: "six", Partitions: 6})
+	if got := leaders(); !reflect.DeepEqual(got, map[int32]int{0: 2, 1: 2, 2: 2}) {
+		t.Fatalf("6 partitions on 3 brokers: leaders %v, want 2 each", got)
+	}
+	for i := range 20 {
+		idx++
+		applyCmd(t, f, idx, Command{Op: OpCreateTopic, Topic: "t" + string(rune('a'+i)), Partitions: int32(1 + i%5)})
+	}
+	assertEven := func(want int) {
+		t.Helper()
+		got := leaders()
+		lo, hi := 1<<30, 0
+		for _, n := range got {
+			lo, hi = min(lo, n), max(hi, n)
+		}
+		if len(got) != want || hi-lo > 1 {
+			t.Fatalf("leaders %v: want %d brokers within one of each other", got, want)
+		}
+	}
+	assertEven(3)
+	// A new broker gets the next partitions until it has caught up.
+	reg(3)
+	idx++
+	applyCmd(t, f, idx, Command{Op: OpCreateTopic, Topic: "after", Partitions: 60})
+	assertEven(4)
+	// A dead broker gets nothing new.
+	idx++
+	applyCmd(t, f, idx, Command{Op: OpSetBrokerAlive, BrokerID: 0, Alive: false})
+	before := leaders()[0]
+	idx++
+	applyCmd(t, f, idx, Command{Op: OpCreateTopic, Topic: "nodead", Partitions: 9})
+	if got := leaders()[0]; got != before {
+		t.Fatalf("dead broker 0 got %d new partitions", got-before)
+	}
+	for id := int32(1); id < 4; id++ {
+		idx++
+		applyCmd(t, f, idx, Command{Op: OpSetBrokerAlive, BrokerID: id, Alive: false})
+	}
+	idx++
+	if r := applyCmd(t, f, idx, Command{Op: OpCreateTopic, Topic: "none", Partitions: 1}); !errors.Is(r.Err(), ErrNoAliveBrokers) {
+		t.Fatalf("create with no alive broker: got %v, want ErrNoAliveBrokers", r.Err())
+	}
+}

@@ -1,0 +1,278 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Connection header: every connection to the raft listener starts with one
+// kind byte and, for raft streams, the 8-byte big-endian group id. The
+// controller is group 0; partition groups will use the ids after it.
+const (
+	kindRaft    byte = 1 // a hashicorp/raft transport stream for one group
+	kindForward byte = 2 // one forwarded controller command (see forward.go)
+
+	// headerTimeout bounds how long an accepted connection may take to
+	// send its header, so a silent peer cannot pin an accept slot.
+	headerTimeout = 10 * time.Second
+)
+
+// ErrMuxClosed is returned by a StreamLayer's Accept after Mux.Close.
+var ErrMuxClosed = errors.New("raft mux closed")
+
+// Mux shares one TCP listener between many raft groups and the controller's
+// forwarding RPC. Each group gets a raft.StreamLayer from Group; accepted
+// connections are routed by their header. Dialing writes the header.
+type Mux struct {
+	ln        net.Listener
+	advertise raft.ServerAddress
+	log       *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		groups map[uint64]*StreamLayer
+		closed bool
+	}
+	forward func(net.Conn) // handler of kindForward connections; nil: refuse
+
+	closeOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// NewMux listens on addr. advertise is the address other nodes dial (the
+// listener's address when empty).
+func NewMux(addr, advertise string, log *slog.Logger) (*Mux, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen for raft on %s: %w", addr, err)
+	}
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	m := &Mux{ln: ln, advertise: raft.ServerAddress(advertise), log: log, done: make(chan struct{})}
+	m.mu.groups = map[uint64]*StreamLayer{}
+	return m, nil
+}
+
+// Addr is the address peers dial to reach this mux.
+func (m *Mux) Addr() raft.ServerAddress { return m.advertise }
+
+// SetForwardHandler installs the handler of forwarded commands. Call it
+// before Serve.
+func (m *Mux) SetForwardHandler(h func(net.Conn)) { m.forward = h }
+
+// Group returns the stream layer of raft group id, creating it on first use.
+func (m *Mux) Group(id uint64) *StreamLayer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.mu.groups[id]; ok {
+		return s
+	}
+	s := &StreamLayer{mux: m, group: id, accept: make(chan net.Conn, 16), closed: make(chan struct{})}
+	m.mu.groups[id] = s
+	return s
+}
+
+// Serve accepts connections until Close. Each connection's header is read
+// on its own goroutine (owned by the mux's WaitGroup) so a slow peer does
+// not hold up the others.
+func (m *Mux) Serve() {
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			select {
+			case <-m.done:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			m.log.Error("raft listener failed", "err", err)
+			return
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.route(c)
+		}()
+	}
+}
+
+func (m *Mux) route(c net.Conn) {
+	_ = c.SetReadDeadline(time.Now().Add(headerTimeout))
+	var kind [1]byte
+	if _, err := io.ReadFull(c, kind[:]); err != nil {
+		c.Close()
+		return
+	}
+	switch kind[0] {
+	case kindRaft:
+		var gid [8]byte
+		if _, err := io.ReadFull(c, gid[:]); err != nil {
+			c.Close()
+			return
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		id := binary.BigEndian.Uint64(gid[:])
+		m.mu.Lock()
+		s := m.mu.groups[id]
+		m.mu.Unlock()
+		if s == nil {
+			m.log.Debug("raft connection for unknown group", "group", id, "remote", c.RemoteAddr().String())
+			c.Close()
+			return
+		}
+		select {
+		case s.accept <- c:
+		case <-s.closed:
+			c.Close()
+		case <-m.done:
+			c.Close()
+		}
+	case kindForward:
+		_ = c.SetReadDeadline(time.Time{})
+		if m.forward == nil {
+			c.Close()
+			return
+		}
+		m.forward(c)
+	default:
+		m.log.Warn("raft connection with unknown header", "kind", kind[0], "remote", c.RemoteAddr().String())
+		c.Close()
+	}
+}
+
+// dial connects to a peer's mux and writes a header.
+func (m *Mux) dial(addr raft.ServerAddress, timeout time.Duration, header []byte) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	if err != nil {
+		return nil, err
+	}
+	if timeout > 0 {
+		_ = c.SetWriteDeadline(time.Now().Add(timeout))
+	}
+	if _, err := c.Write(header); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("cannot send raft header to %s: %w", addr, err)
+	}
+	_ = c.SetWriteDeadline(time.Time{})
+	return c, nil
+}
+
+// Close stops accepting and waits for routing goroutines to finish. Stream
+// layers return ErrMuxClosed from Accept afterwards.
+func (m *Mux) Close() error {
+	var err error
+	m.closeOnce.Do(func() {
+		close(m.done)
+		err = m.ln.Close()
+		m.mu.Lock()
+		m.mu.closed = true
+		m.mu.Unlock()
+		m.wg.Wait()
+	})
+	return err
+}
+
+// StreamLayer is one raft group's view of the mux: a raft.StreamLayer.
+type StreamLayer struct {
+	mux       *Mux
+	group     uint64
+	accept    chan net.Conn
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var _ raft.StreamLayer = (*StreamLayer)(nil)
+
+// Dial opens a stream to the same group on the peer at addr.
+func (s *StreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	var h [9]byte
+	h[0] = kindRaft
+	binary.BigEndian.PutUint64(h[1:], s.group)
+	return s.mux.dial(addr, timeout, h[:])
+}
+
+// Accept returns the next connection routed to this group.
+func (s *StreamLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.accept:
+		return c, nil
+	case <-s.closed:
+		return nil, ErrMuxClosed
+	case <-s.mux.done:
+		return nil, ErrMuxClosed
+	}
+}
+
+// Close detaches the group: Accept returns ErrMuxClosed and connections
+// still arriving for it are refused. The mux's listener stays open.
+func (s *StreamLayer) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.mux.mu.Lock()
+		if s.mux.mu.groups[s.group] == s {
+			delete(s.mux.mu.groups, s.group)
+		}
+		s.mux.mu.Unlock()
+	})
+	return nil
+}
+
+// Addr is the mux's advertised address (raft uses it as this server's).
+func (s *StreamLayer) Addr() net.Addr { return muxAddr(s.mux.advertise) }
+
+type muxAddr string
+
+func (a muxAddr) Network() string { return "tcp" }
+func (a muxAddr) String() string  { return string(a) }
+
+// writeFrame and readFrame carry one length-prefixed message of the
+// forwarding RPC. maxFrame bounds what a peer can make us allocate.
+const maxFrame = 16 << 20
+
+func writeFrame(w io.Writer, b []byte) error {
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
+	if _, err := w.Write(n[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+func readFrame(r *bufio.Reader) ([]byte, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > maxFrame {
+		return nil, fmt.Errorf("frame of %d bytes is over the %d byte limit", size, maxFrame)
+	}
+	b := make([]byte, size)
+	_, err := io.ReadFull(r, b)
+	return b, err
+}
+
+// dialForward opens a forwarding connection to the peer at addr.
+func (m *Mux) dialForward(ctx context.Context, addr raft.ServerAddress) (net.Conn, error) {
+	timeout := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	return m.dial(addr, timeout, []byte{kindForward})
+}

@@ -1,0 +1,133 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// TestMuxManyGroups runs three raft groups over three muxes (one listener
+// per "broker"); every group elects a leader and replicates a command.
+func TestMuxManyGroups(t *testing.T) {
+	const nodes, groups = 3, 3
+	log := slog.New(slog.DiscardHandler)
+	var muxes []*Mux
+	for range nodes {
+		m, err := NewMux("127.0.0.1:0", "", log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		muxes = append(muxes, m)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); m.Serve() }()
+		t.Cleanup(func() { m.Close(); wg.Wait() })
+	}
+	hl := hclogFor(log, "raft")
+	fsms := map[[2]int]*FSM{}
+	rafts := map[[2]int]*raft.Raft{}
+	for g := range groups {
+		var servers []raft.Server
+		for i := range nodes {
+			servers = append(servers, raft.Server{ID: raft.ServerID(strconv.Itoa(i)), Address: muxes[i].Addr()})
+		}
+		for i := range nodes {
+			trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: muxes[i].Group(uint64(g)), MaxPool: 2, Timeout: 5 * time.Second, Logger: hl})
+			store, err := openBoltStore(filepath.Join(t.TempDir(), "raft.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := raft.DefaultConfig()
+			c.LocalID = raft.ServerID(strconv.Itoa(i))
+			c.Logger = hl
+			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+			f := NewFSM()
+			r, err := raft.NewRaft(c, f, store, store, raft.NewInmemSnapshotStore(), trans)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Shutdown().Error(); trans.Close(); store.Close() })
+			if i == 0 {
+				if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fsms[[2]int{g, i}], rafts[[2]int{g, i}] = f, r
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for g := range groups {
+		var leader *raft.Raft
+		for leader == nil {
+			for i := range nodes {
+				if rafts[[2]int{g, i}].State() == raft.Leader {
+					leader = rafts[[2]int{g, i}]
+				}
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("group %d elected no leader", g)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		data := fmt.Appendf(nil, `{"op":"set_cluster_id","cluster_id":"group-%d"}`, g)
+		if err := leader.Apply(data, 5*time.Second).Error(); err != nil {
+			t.Fatalf("group %d apply: %v", g, err)
+		}
+	}
+	// Every member of every group sees its own group's command only.
+	for g := range groups {
+		for i := range nodes {
+			want := fmt.Sprintf("group-%d", g)
+			for fsms[[2]int{g, i}].Metadata().ClusterID != want {
+				if ctx.Err() != nil {
+					t.Fatalf("group %d node %d: cluster id %q, want %q", g, i, fsms[[2]int{g, i}].Metadata().ClusterID, want)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+}
+
+func TestMuxRejectsUnknownHeader(t *testing.T) {
+	m, err := NewMux("127.0.0.1:0", "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); m.Serve() }()
+	defer func() { m.Close(); <-done }()
+	// A stream for a group nobody registered is closed by the mux.
+	c, err := m.Group(7).Dial(m.Addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.Group(7)
+	got, err := s.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Close()
+	c.Close()
+	var other StreamLayer = StreamLayer{mux: m, group: 8}
+	c2, err := other.Dial(m.Addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c2.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c2.Read(make([]byte, 1)); err == nil {
+		t.Fatal("connection for an unregistered group stayed open")
+	}
+	c2.Close()
+	s.Close()
+	if _, err := s.Accept(); err != ErrMuxClosed {
+		t.Fatalf("accept after close: got %v, want ErrMuxClosed", err)
+	}
+}
