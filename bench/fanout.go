@@ -49,8 +49,10 @@ import (
 //  4. the broker's counters are read, Publish starts (t0); in direct mode
 //     the pollers start with it;
 //  5. each worker records when it holds the version: node mode after it
-//     opened the installed file and read it to the end, direct mode when
-//     Fetch returned (Fetch verified the SHA-256);
+//     opened the installed file, checked its size against the manifest
+//     and mapped it read-only (WorkerMap) or read it to the end
+//     (WorkerRead), direct mode when Fetch returned (Fetch verified the
+//     SHA-256);
 //  6. when the last worker is done (or Timeout), the counters are read
 //     again; then the run checks what was read (node mode: every node's
 //     file hashes to the published SHA-256) and stops everything.
@@ -59,6 +61,12 @@ import (
 const (
 	FanoutNode   = "node"
 	FanoutDirect = "direct"
+)
+
+// How node-mode workers hold the version (FanoutConfig.WorkerLoad).
+const (
+	WorkerMap  = "map"
+	WorkerRead = "read"
 )
 
 // FanoutConfig configures Fanout. Zero values take the defaults noted.
@@ -96,7 +104,14 @@ type FanoutConfig struct {
 	// LoopbackTime is how long the loopback stream runs. Default 2 s;
 	// negative skips the measurement.
 	LoopbackTime time.Duration
-	// ReadBuffer is the buffer a node-mode worker reads the file with
+	// WorkerLoad is how a node-mode worker holds the installed file:
+	// WorkerMap (default) maps it read-only after checking its size, as a
+	// worker on a real node shares the node's copy (the pages are the
+	// node's page cache, read only when touched); WorkerRead reads it to
+	// the end into a private buffer (ReadBuffer), a worker that copies the
+	// weights.
+	WorkerLoad string
+	// ReadBuffer is the buffer a WorkerRead worker reads the file with
 	// (reused: a worker does not keep the weights, else 1000 workers would
 	// need 64 GB). Default 256 KiB.
 	ReadBuffer int
@@ -151,6 +166,9 @@ func (c FanoutConfig) withDefaults() FanoutConfig {
 	if c.LoopbackTime == 0 {
 		c.LoopbackTime = 2 * time.Second
 	}
+	if c.WorkerLoad == "" {
+		c.WorkerLoad = WorkerMap
+	}
 	if c.ReadBuffer == 0 {
 		c.ReadBuffer = 256 << 10
 	}
@@ -174,6 +192,8 @@ func (c FanoutConfig) Validate() error {
 		return errors.New("no brokers: pass at least one host:port")
 	case c.Mode != FanoutNode && c.Mode != FanoutDirect:
 		return fmt.Errorf("mode %q is not %s or %s", c.Mode, FanoutNode, FanoutDirect)
+	case c.WorkerLoad != WorkerMap && c.WorkerLoad != WorkerRead:
+		return fmt.Errorf("worker load %q is not %s or %s", c.WorkerLoad, WorkerMap, WorkerRead)
 	case c.Nodes < 1 || c.WorkersPerNode < 1:
 		return fmt.Errorf("%d nodes × %d workers: both must be positive", c.Nodes, c.WorkersPerNode)
 	case c.Nodes*c.WorkersPerNode > 100000:
@@ -213,6 +233,7 @@ type FanoutSettings struct {
 	Policy        string `json:"policy"`
 	Dir           string `json:"dir,omitempty"`
 	PollInterval  string `json:"poll_interval,omitempty"`
+	WorkerLoad    string `json:"worker_load,omitempty"`
 	ReadBuffer    int    `json:"read_buffer,omitempty"`
 	VerifyReads   bool   `json:"verify_reads"`
 	BrokerMetrics string `json:"broker_metrics,omitempty"`
@@ -224,7 +245,10 @@ func (c FanoutConfig) settings() FanoutSettings {
 		Workers: c.Nodes * c.WorkersPerNode, Size: c.Size, Policy: c.Policy, VerifyReads: c.VerifyReads,
 		BrokerMetrics: c.BrokerMetrics, CPUs: runtime.NumCPU()}
 	if c.Mode == FanoutNode {
-		s.Fetchers, s.Dir, s.ReadBuffer = c.Nodes, c.Dir, c.ReadBuffer
+		s.Fetchers, s.Dir, s.WorkerLoad = c.Nodes, c.Dir, c.WorkerLoad
+		if c.WorkerLoad == WorkerRead {
+			s.ReadBuffer = c.ReadBuffer
+		}
 	} else {
 		s.Fetchers, s.PollInterval = s.Workers, c.PollInterval.String()
 	}
@@ -599,6 +623,7 @@ type workerOutcome struct {
 	version int64
 	bytes   int64
 	path    string
+	mapped  []byte // the file mapped by a WorkerMap worker, unmapped at the end of the run
 	err     error
 }
 

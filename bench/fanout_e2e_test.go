@@ -43,8 +43,9 @@ func startInProcessBroker(t *testing.T) (addr, metrics string) {
 func TestFanoutEndToEnd(t *testing.T) {
 	addr, metrics := startInProcessBroker(t)
 	const size = 2 << 20
-	for _, mode := range []string{FanoutNode, FanoutDirect} {
-		t.Run(mode, func(t *testing.T) {
+	for _, run := range []struct{ mode, load string }{{FanoutNode, WorkerMap}, {FanoutNode, WorkerRead}, {FanoutDirect, ""}} {
+		mode := run.mode
+		t.Run(mode+"-"+run.load, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			cfg := FanoutConfig{
@@ -53,7 +54,8 @@ func TestFanoutEndToEnd(t *testing.T) {
 				Nodes:          3,
 				WorkersPerNode: 2,
 				Size:           size,
-				Policy:         "e2e-" + mode,
+				Policy:         "e2e-" + mode + run.load,
+				WorkerLoad:     run.load,
 				BrokerMetrics:  metrics,
 				Dir:            t.TempDir(),
 				PollInterval:   50 * time.Millisecond,

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestPercentile(t *testing.T) {
@@ -370,6 +372,7 @@ func TestFanoutConfigValidate(t *testing.T) {
 		{"bad policy", func(c *FanoutConfig) { c.Policy = "a/b" }},
 		{"metrics not a URL", func(c *FanoutConfig) { c.BrokerMetrics = "127.0.0.1:9644/metrics" }},
 		{"tiny read buffer", func(c *FanoutConfig) { c.ReadBuffer = 16 }},
+		{"bad worker load", func(c *FanoutConfig) { c.WorkerLoad = "copy" }},
 		{"tiny poll", func(c *FanoutConfig) { c.PollInterval = time.Microsecond }},
 	} {
 		cfg := ok
@@ -405,6 +408,37 @@ func TestWorkerReadChecks(t *testing.T) {
 	}
 	if _, err := readWeights(filepath.Join(t.TempDir(), "missing"), buf, nil); err == nil {
 		t.Error("readWeights of a missing file: got no error")
+	}
+
+	m, err := mapWeights(path, int64(len(want)), want)
+	if err != nil || !bytes.Equal(m, want) {
+		t.Errorf("mapWeights of the right bytes: %d bytes, %v; want %d, nil", len(m), err, len(want))
+	}
+	if len(m) > 0 {
+		unix.Munmap(m)
+	}
+	m, err = mapWeights(path, int64(len(want)), nil)
+	if err != nil || len(m) != len(want) || m[50000] != want[50000] {
+		t.Errorf("mapWeights without a check: %d bytes, %v; want %d, nil", len(m), err, len(want))
+	}
+	if len(m) > 0 {
+		unix.Munmap(m)
+	}
+	if _, err := mapWeights(path, int64(len(want)), bad); err == nil || !strings.Contains(err.Error(), "at byte 50000") {
+		t.Errorf("mapWeights of a differing file: %v, want a difference at byte 50000", err)
+	}
+	if _, err := mapWeights(path, int64(len(want))+1, nil); err == nil || !strings.Contains(err.Error(), "the manifest says") {
+		t.Errorf("mapWeights of a file shorter than the manifest: %v, want a size error", err)
+	}
+	if _, err := mapWeights(filepath.Join(t.TempDir(), "missing"), 1, nil); err == nil {
+		t.Error("mapWeights of a missing file: got no error")
+	}
+	empty := filepath.Join(t.TempDir(), "3")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := mapWeights(empty, 0, nil); err != nil || m == nil || len(m) != 0 {
+		t.Errorf("mapWeights of an empty file: %v, %v; want an empty slice", m, err)
 	}
 
 	w := &checkWriter{want: want}

@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sys/unix"
 
 	"github.com/simtel/simtel/learner"
 )
@@ -79,10 +81,20 @@ func (r *fanoutRun) runNodes(ctx context.Context, p *fanoutPublish) error {
 	cancel()
 
 	// Workers: each blocks in Wait for a version newer than the warm-up,
-	// then opens the file and reads it to the end, as a worker loading
-	// weights does (into a reused buffer: see ReadBuffer).
+	// then opens the file the subscriber installed (atomically, after
+	// verifying it), checks its size against the manifest and maps it
+	// read-only, as a worker sharing the node's copy does; or, with
+	// WorkerRead, reads it to the end into a reused buffer.
 	workers := cfg.Nodes * cfg.WorkersPerNode
 	outs := make([]workerOutcome, workers)
+	defer func() {
+		for i := range outs {
+			if len(outs[i].mapped) > 0 {
+				unix.Munmap(outs[i].mapped)
+				outs[i].mapped = nil
+			}
+		}
+	}()
 	workCtx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
 	var workWG, ready sync.WaitGroup
@@ -93,7 +105,10 @@ func (r *fanoutRun) runNodes(ctx context.Context, p *fanoutPublish) error {
 			ready.Add(1)
 			go func() {
 				defer workWG.Done()
-				buf := make([]byte, cfg.ReadBuffer)
+				var buf []byte
+				if cfg.WorkerLoad == WorkerRead {
+					buf = make([]byte, cfg.ReadBuffer)
+				}
 				ready.Done()
 				m, path, err := s.Wait(workCtx, p.base.Version)
 				if err != nil {
@@ -104,9 +119,16 @@ func (r *fanoutRun) runNodes(ctx context.Context, p *fanoutPublish) error {
 				if cfg.VerifyReads {
 					want = p.blob
 				}
-				nread, err := readWeights(path, buf, want)
-				outs[i] = workerOutcome{done: time.Now(), version: m.Version, bytes: nread, path: path, err: err}
-				if err == nil {
+				var o workerOutcome
+				if cfg.WorkerLoad == WorkerRead {
+					o.bytes, o.err = readWeights(path, buf, want)
+				} else {
+					o.mapped, o.err = mapWeights(path, m.Size, want)
+					o.bytes = int64(len(o.mapped))
+				}
+				o.done, o.version, o.path = time.Now(), m.Version, path
+				outs[i] = o
+				if o.err == nil {
 					r.held.Add(1)
 				}
 			}()
@@ -196,7 +218,7 @@ func (r *fanoutRun) runNodes(ctx context.Context, p *fanoutPublish) error {
 	// Step 6: what the workers read is what was published. Each node's
 	// file is hashed once (the workers read the same immutable file).
 	if cfg.VerifyReads {
-		r.res.Verified = "every worker compared each byte it read with the published version"
+		r.res.Verified = "every worker compared each byte it " + map[string]string{WorkerMap: "mapped", WorkerRead: "read"}[cfg.WorkerLoad] + " with the published version"
 	} else {
 		r.progressf("hashing each node's installed file")
 		paths := map[string]bool{}
@@ -212,7 +234,11 @@ func (r *fanoutRun) runNodes(ctx context.Context, p *fanoutPublish) error {
 				return err
 			}
 		}
-		r.res.Verified = fmt.Sprintf("every worker read %d bytes; the %d node files they read hash to the published SHA-256", m.Size, len(paths))
+		verb := "read"
+		if cfg.WorkerLoad == WorkerMap {
+			verb = "mapped"
+		}
+		r.res.Verified = fmt.Sprintf("every worker %s %d bytes; the %d node files they %s hash to the published SHA-256", verb, m.Size, len(paths), verb)
 	}
 	if cerr != nil {
 		return cerr
@@ -253,6 +279,48 @@ func readWeights(path string, buf, want []byte) (int64, error) {
 			return n, fmt.Errorf("cannot read %s: %w", path, err)
 		}
 	}
+}
+
+// mapWeights opens path, checks that it holds size bytes and maps it
+// read-only, as a worker holds weights shared with the other workers of
+// its node: no copy, the pages are the node's page cache (tmpfs), read
+// when touched. With want, every mapped byte is compared with want. The
+// caller unmaps the result (unix.Munmap). A file of size 0 is not mapped
+// (mmap refuses a length of 0): the result is then an empty, non-nil
+// slice.
+func mapWeights(path string, size int64, want []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open %s: %w", path, err)
+	}
+	// The mapping outlives the descriptor.
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot stat %s: %w", path, err)
+	}
+	if fi.Size() != size {
+		return nil, fmt.Errorf("%s holds %d bytes, the manifest says %d", path, fi.Size(), size)
+	}
+	if size == 0 {
+		return []byte{}, nil
+	}
+	if size > math.MaxInt {
+		return nil, fmt.Errorf("%s holds %d bytes, more than this process can map", path, size)
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("cannot map %s: %w", path, err)
+	}
+	if want != nil && !bytes.Equal(b, want) {
+		i := 0
+		for i < len(b) && i < len(want) && b[i] == want[i] {
+			i++
+		}
+		unix.Munmap(b)
+		return nil, fmt.Errorf("%s differs from the published bytes at byte %d", path, i)
+	}
+	return b, nil
 }
 
 // hashFile checks that the file at path has the SHA-256 want (hex).
