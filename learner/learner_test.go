@@ -660,8 +660,13 @@ func TestConcurrentPublishers(t *testing.T) {
 	// Its orphaned chunks lie between version 6's chunks and manifest
 	// or after it; neither readers nor the next publish mind.
 	v7 := blob(20_000)
+	quiet := p.quietChecks.Load()
 	if m := publish(t, p, "cc", v7); m.Version != 7 {
 		t.Fatalf("published version %d after the conflict, want 7", m.Version)
+	}
+	// Nobody else wrote meanwhile: the check needed no read of the log.
+	if got := p.quietChecks.Load(); got != quiet+1 {
+		t.Errorf("quiet conflict checks went from %d to %d over an uncontended publish, want one more", quiet, got)
 	}
 	l, ok, err := Latest(context.Background(), cl, "cc")
 	if err != nil || !ok || l.Version != 7 {
