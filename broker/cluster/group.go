@@ -1,0 +1,151 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// PartitionGroupID is the raft group id of a partition on the shared mux:
+// a hash of the topic id and partition number, never 0 (the controller).
+func PartitionGroupID(topicID [16]byte, partition int32) uint64 {
+	h := fnv.New64a()
+	h.Write(topicID[:])
+	h.Write([]byte{byte(partition >> 24), byte(partition >> 16), byte(partition >> 8), byte(partition)})
+	id := h.Sum64()
+	if id == ControllerGroup {
+		id = 1
+	}
+	return id
+}
+
+// GroupConfig starts one data raft group (a replicated partition).
+type GroupConfig struct {
+	// Group is the id on the mux (PartitionGroupID).
+	Group uint64
+	// Dir holds the group's raft log (raft.db) and snapshots.
+	Dir string
+	FSM raft.FSM
+	// Peers are the replicas, by node id; their raft addresses come from
+	// the controller metadata.
+	Peers []int32
+	// Bootstrap: this replica writes the initial configuration (all
+	// Peers as voters) if the group has no state yet. Exactly one replica
+	// (the first) bootstraps; the others wait to be contacted.
+	Bootstrap bool
+	// Prepare runs after the stores are opened and before raft starts;
+	// hasSnapshot says whether raft will restore a snapshot into the FSM
+	// (if not, it replays the raft log from its first entry).
+	Prepare func(hasSnapshot bool) error
+	// TrailingLogs is how many applied entries the raft log keeps behind
+	// a snapshot, so a lagging replica catches up from the log instead of
+	// needing a snapshot. Default 50000.
+	TrailingLogs uint64
+	Logger       *slog.Logger
+}
+
+// Group is a running data raft group.
+type Group struct {
+	Raft  *raft.Raft
+	store *boltStore
+	trans *raft.NetworkTransport
+	dir   string
+}
+
+// StartGroup opens (or creates) a data raft group's stores in cfg.Dir and
+// starts its raft instance on this node's mux.
+func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create raft directory %s: %w", cfg.Dir, err)
+	}
+	g := &Group{dir: cfg.Dir}
+	var err error
+	if g.store, err = openBoltStore(filepath.Join(cfg.Dir, "raft.db")); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = g.Close()
+		}
+	}()
+	hl := hclogFor(cfg.Logger, "raft")
+	hl.SetLevel(hclog.Warn)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open raft snapshots in %s: %w", cfg.Dir, err)
+	}
+	list, err := snaps.List()
+	if err != nil {
+		return nil, fmt.Errorf("cannot list raft snapshots in %s: %w", cfg.Dir, err)
+	}
+	hasState, err := raft.HasExistingState(g.store, g.store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read raft state in %s: %w", cfg.Dir, err)
+	}
+	if cfg.Prepare != nil {
+		if err := cfg.Prepare(len(list) > 0); err != nil {
+			return nil, err
+		}
+	}
+	g.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: n.mux.Group(cfg.Group), MaxPool: 2, Timeout: 10 * time.Second, Logger: hl,
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
+	rc.Logger = hl
+	rc.TrailingLogs = cfg.TrailingLogs
+	if rc.TrailingLogs == 0 {
+		rc.TrailingLogs = 50000
+	}
+	if !hasState && cfg.Bootstrap {
+		var servers []raft.Server
+		md := n.Metadata()
+		for _, id := range cfg.Peers {
+			b, found := md.Brokers[id]
+			if !found {
+				return nil, fmt.Errorf("cannot bootstrap raft group %d: broker %d is not registered", cfg.Group, id)
+			}
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(id))), Address: raft.ServerAddress(b.RaftAddr)})
+		}
+		if err := raft.BootstrapCluster(rc, g.store, g.store, snaps, g.trans, raft.Configuration{Servers: servers}); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return nil, fmt.Errorf("cannot bootstrap raft group %d: %w", cfg.Group, err)
+		}
+	}
+	if g.Raft, err = raft.NewRaft(rc, cfg.FSM, g.store, g.store, snaps, g.trans); err != nil {
+		return nil, fmt.Errorf("cannot start raft group %d: %w", cfg.Group, err)
+	}
+	ok = true
+	return g, nil
+}
+
+// Close stops the group's raft and closes its stores; the files stay.
+func (g *Group) Close() error {
+	var err error
+	if g.Raft != nil {
+		err = errors.Join(err, g.Raft.Shutdown().Error())
+		g.Raft = nil
+	}
+	if g.trans != nil {
+		err = errors.Join(err, g.trans.Close())
+		g.trans = nil
+	}
+	if g.store != nil {
+		err = errors.Join(err, g.store.Close())
+		g.store = nil
+	}
+	return err
+}
+
+// Remove closes the group and deletes its files.
+func (g *Group) Remove() error {
+	return errors.Join(g.Close(), os.RemoveAll(g.dir))
+}
