@@ -33,6 +33,7 @@ type clusterBroker struct {
 	kafka, raft, gossip string
 	http                string
 	proc                *testutil.Proc
+	extra               []string // more flags
 }
 
 func (cb *clusterBroker) start(t *testing.T, join []string, expect int) {
@@ -49,6 +50,7 @@ func (cb *clusterBroker) tryStart(t *testing.T, join []string, expect int) error
 	args := []string{"broker", "--node-id", strconv.Itoa(cb.id), "--data-dir", cb.dir,
 		"--listen", cb.kafka, "--raft-listen", cb.raft, "--gossip-listen", cb.gossip,
 		"--group-initial-rebalance-delay", "0s", "--http-listen", cb.http}
+	args = append(args, cb.extra...)
 	for _, j := range join {
 		args = append(args, "--join", j)
 	}

@@ -70,6 +70,11 @@ type Config struct {
 	// BootstrapExpect is how many brokers form a new cluster (see
 	// cluster.Config.BootstrapExpect). 0: join an existing cluster.
 	BootstrapExpect int
+	// ReplicaSnapshotEntries is how many raft entries a replicated
+	// partition applies between snapshots (a snapshot fsyncs the
+	// partition log and lets raft drop older entries beyond the 50000 it
+	// keeps). Default 8192.
+	ReplicaSnapshotEntries int
 
 	Logger *slog.Logger
 }
@@ -107,6 +112,9 @@ func (c *Config) setDefaults() {
 	}
 	if !c.GroupInitialRebalanceDelaySet && c.GroupInitialRebalanceDelay == 0 {
 		c.GroupInitialRebalanceDelay = 3 * time.Second
+	}
+	if c.ReplicaSnapshotEntries <= 0 {
+		c.ReplicaSnapshotEntries = 8192
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -64,7 +64,8 @@ func (b *Broker) startReplica(p *Partition, topicID [16]byte, replicas []int32) 
 			// Raft replays its log from index 1: start from empty.
 			return p.resetReplicaLog(0)
 		},
-		Logger: b.log.With("part", "replica", "topic", p.topic, "partition", p.index),
+		SnapshotEntries: uint64(b.cfg.ReplicaSnapshotEntries),
+		Logger:          b.log.With("part", "replica", "topic", p.topic, "partition", p.index),
 	})
 	if err != nil {
 		return err
@@ -207,7 +208,11 @@ func (f *replicaFSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("partition %s: the snapshot ends at offset %d but this replica's log ends at %d; "+
 			"snapshots carry no records, so this replica cannot catch up from one: delete its partition directory and restart it after the others have compacted less, or raise the trailing raft log", f.p, m.EndOffset, have)
 	}
-	return f.p.resetReplicaLog(m.EndOffset)
+	if err := f.p.resetReplicaLog(m.EndOffset); err != nil {
+		return err
+	}
+	f.p.b.log.Info("replicated partition restored from a snapshot; raft replays the entries after it", "partition", f.p.String(), "end_offset", m.EndOffset)
+	return nil
 }
 
 type replicaSnapshot struct {

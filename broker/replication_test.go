@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,6 +139,9 @@ func TestClusterReplicationFailover(t *testing.T) {
 	bs := []*clusterBroker{newClusterBroker(t, 0), newClusterBroker(t, 1), newClusterBroker(t, 2)}
 	defer dumpLogs(t, bs)
 	for i, b := range bs {
+		// Frequent snapshots, so restarts go through snapshot restore
+		// (truncate the log to the snapshot's end, replay the rest).
+		b.extra = []string{"--replica-snapshot-entries", "100"}
 		var join []string
 		if i > 0 {
 			join = []string{bs[0].gossip}
@@ -387,6 +391,17 @@ func TestClusterReplicationFailover(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+
+	// Snapshots were taken (so the restarts above replayed from them).
+	snaps := 0
+	for _, b := range bs {
+		m, _ := filepath.Glob(filepath.Join(b.dir, "data", topic+"-*", "raft", "snapshots", "*", "meta.json"))
+		snaps += len(m)
+	}
+	if snaps == 0 {
+		t.Fatal("no partition snapshot was taken; the restarts did not exercise snapshot restore")
+	}
+	t.Logf("%d partition snapshots on disk", snaps)
 
 	// Read everything back and check.
 	c, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

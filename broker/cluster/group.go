@@ -49,7 +49,10 @@ type GroupConfig struct {
 	// a snapshot, so a lagging replica catches up from the log instead of
 	// needing a snapshot. Default 50000.
 	TrailingLogs uint64
-	Logger       *slog.Logger
+	// SnapshotEntries is how many entries are applied between snapshots
+	// (checked every 10 s). Default 8192.
+	SnapshotEntries uint64
+	Logger          *slog.Logger
 }
 
 // Group is a running data raft group.
@@ -106,6 +109,11 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	if rc.TrailingLogs == 0 {
 		rc.TrailingLogs = 50000
 	}
+	rc.SnapshotThreshold = cfg.SnapshotEntries
+	if rc.SnapshotThreshold == 0 {
+		rc.SnapshotThreshold = 8192
+	}
+	rc.SnapshotInterval = 10 * time.Second
 	if !hasState && cfg.Bootstrap {
 		var servers []raft.Server
 		md := n.Metadata()
