@@ -6,8 +6,10 @@ package broker
 //
 //   - followClusterMetadata mirrors the controller metadata into b.mu.topics:
 //     every topic is there with its full partition count, but only the
-//     partitions this broker leads have a *Partition; the others are nil,
-//     and requests for them get NOT_LEADER_OR_FOLLOWER.
+//     partitions this broker has a replica of have a *Partition; the
+//     others are nil. Requests for partitions this broker does not lead
+//     (nil, or a raft follower replica, see replica.go) get
+//     NOT_LEADER_OR_FOLLOWER.
 //   - topic creation, deletion and partition growth run on the controller
 //     leader only; other brokers answer NOT_CONTROLLER so clients re-route
 //     (clients send these to the controller named in Metadata). Config
@@ -286,6 +288,23 @@ func clusterErr(err error) error {
 }
 
 const clusterAdminTimeout = 10 * time.Second
+
+// createdReplicationFactor is the replication factor a CreateTopics answer
+// reports: the placed topic's, or (validate only) the request's resolved
+// against the alive brokers. Always 1 on a single node.
+func (b *Broker) createdReplicationFactor(name string, requested int16) int16 {
+	if b.cluster == nil {
+		return 1
+	}
+	md := b.cluster.Metadata()
+	if ti := md.Topics[name]; ti != nil && len(ti.Partitions) > 0 {
+		return int16(len(ti.Partitions[0].Replicas))
+	}
+	if requested > 0 {
+		return requested
+	}
+	return int16(max(1, min(cluster.DefaultReplicationFactor, len(md.AliveBrokers()))))
+}
 
 func (b *Broker) clusterCreateTopic(name string, partitions int32, rf int16, configs map[string]*string, validateOnly bool) (*topic, error) {
 	if !b.cluster.IsLeader() {
