@@ -10,7 +10,8 @@
 #     brokers caused to be written to disk (/proc/PID/io write_bytes, all
 #     three brokers) divided by the record batch bytes produced
 #     (simtel_broker_produced_bytes_total summed over the brokers) times 3
-#     replicas.
+#     replicas; then the same for an RF 1 topic (the non-replicated path:
+#     local log fsynced on commit) for comparison.
 #
 #   bench/replication-figures.sh             # ports 3309x (Kafka), 3319x (raft), 3329x (gossip), 3339x (http)
 #   BASE=3900 RECORDS=100000 bench/replication-figures.sh
@@ -61,8 +62,6 @@ for i in 0 1 2; do
 done
 echo "idle: cluster used $(echo "scale=2; $total*100/$hz/30" | bc)% of a core over 30 s (300 partitions x RF 3)"
 
-"$bin" topic create wa --partitions 6 --replication-factor 3 --brokers "$seeds"
-sleep 5
 wbytes() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
 produced() { # sum of simtel_broker_produced_bytes_total over the brokers
   local s=0 v
@@ -72,17 +71,23 @@ produced() { # sum of simtel_broker_produced_bytes_total over the brokers
   done
   echo "$s"
 }
-declare -a wb
-for i in 0 1 2; do wb[$i]=$(wbytes "${pids[$i]}"); done
-p0=$(produced)
-"$bin" bench produce --brokers "$seeds" --topic wa --records "$records" --record-size 1024 --producers 2 --quiet
-sleep 15 # let snapshots and writeback settle
-p1=$(produced)
-written=0
-for i in 0 1 2; do
-  d=$(( $(wbytes "${pids[$i]}") - wb[i] ))
-  written=$((written + d))
-  echo "write: broker $i wrote $d bytes"
-done
-prod=$((p1 - p0))
-echo "write amplification: $written bytes written for $prod bytes produced x 3 replicas = $(echo "scale=2; $written/($prod*3)" | bc) bytes per byte per replica"
+amplification() { # topic, replication factor
+  "$bin" topic create "$1" --partitions 6 --replication-factor "$2" --brokers "$seeds"
+  sleep 5
+  local -a wb
+  local i d written=0 p0 p1
+  for i in 0 1 2; do wb[$i]=$(wbytes "${pids[$i]}"); done
+  p0=$(produced)
+  "$bin" bench produce --brokers "$seeds" --topic "$1" --records "$records" --record-size 1024 --producers 2 --partitions 6 --quiet
+  sleep 15 # let snapshots and writeback settle
+  p1=$(produced)
+  for i in 0 1 2; do
+    d=$(( $(wbytes "${pids[$i]}") - wb[i] ))
+    written=$((written + d))
+    echo "write RF $2: broker $i wrote $d bytes"
+  done
+  local prod=$((p1 - p0))
+  echo "write amplification RF $2: $written bytes written for $prod bytes produced x $2 replicas = $(echo "scale=2; $written/($prod*$2)" | bc) bytes per byte per replica"
+}
+amplification wa 3
+amplification wa1 1 # the non-replicated path, for comparison
