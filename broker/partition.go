@@ -35,6 +35,10 @@ type Partition struct {
 	// mode, replication factor > 1); set before the partition is
 	// published, nil otherwise. See replica.go.
 	grp *cluster.Group
+	// readyTerm is the raft term in which this replica, as leader, has
+	// applied every entry committed before (a barrier went through); it
+	// serves only then. See replica.go.
+	readyTerm atomic.Uint64
 
 	maxMessageBytes atomic.Int64
 	compacted       atomic.Bool

@@ -35,6 +35,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -99,10 +100,16 @@ func (p *Partition) resetReplicaLog(end int64) error {
 // replicated reports whether the partition is a raft group.
 func (p *Partition) replicated() bool { return p.grp != nil }
 
-// isLeader: the local replica may serve produce and fetch. Always true for
-// a partition that is not replicated.
+// isLeader: the local replica may serve produce and fetch: it is the raft
+// leader and has applied everything committed before its term (so its
+// high watermark is not behind what a consumer may have seen from the
+// previous leader). Always true for a partition that is not replicated.
 func (p *Partition) isLeader() bool {
-	return p.grp == nil || p.grp.Raft.State() == raft.Leader
+	if p.grp == nil {
+		return true
+	}
+	r := p.grp.Raft
+	return r.State() == raft.Leader && p.readyTerm.Load() == r.CurrentTerm()
 }
 
 // leaderEpoch is the raft term for a replicated partition, else 0.
@@ -111,6 +118,37 @@ func (p *Partition) leaderEpoch() int32 {
 		return leaderEpoch
 	}
 	return int32(min(p.grp.Raft.CurrentTerm(), math.MaxInt32))
+}
+
+// readyNewLeaders runs a raft barrier on every partition this broker
+// leads in a term it is not ready in yet, concurrently, and marks those
+// that went through ready for their term.
+func (b *Broker) readyNewLeaders() {
+	var wg sync.WaitGroup
+	for _, tp := range b.allTopics() {
+		for _, p := range tp.parts {
+			if p == nil || p.grp == nil {
+				continue
+			}
+			r := p.grp.Raft
+			term := r.CurrentTerm()
+			if r.State() != raft.Leader || p.readyTerm.Load() == term {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := r.Barrier(5 * time.Second).Error(); err != nil {
+					b.log.Debug("new partition leader not ready yet", "partition", p.String(), "err", err)
+					return
+				}
+				if r.CurrentTerm() == term {
+					p.readyTerm.Store(term)
+				}
+			}()
+		}
+	}
+	wg.Wait()
 }
 
 // replicate validates one produce partition's records and applies them
@@ -239,11 +277,13 @@ func (s *replicaSnapshot) Persist(sink raft.SnapshotSink) error {
 
 func (s *replicaSnapshot) Release() {}
 
-// reportLeaders tells the controller about partitions this broker leads
-// (raft leader, term) when its metadata says otherwise, so Metadata
-// answers name the current leader and epoch. It runs until ctx ends.
+// reportLeaders makes new raft leaders ready to serve (a barrier, so
+// every entry committed before their term is applied) and tells the
+// controller about partitions this broker leads (raft leader, term) when
+// its metadata says otherwise, so Metadata answers name the current leader
+// and epoch. It runs until ctx ends.
 func (b *Broker) reportLeaders(ctx context.Context) {
-	t := time.NewTicker(250 * time.Millisecond)
+	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
@@ -251,6 +291,7 @@ func (b *Broker) reportLeaders(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		b.readyNewLeaders()
 		md := b.cluster.Metadata()
 		for _, tp := range b.allTopics() {
 			ti := md.Topics[tp.name]
@@ -258,7 +299,7 @@ func (b *Broker) reportLeaders(ctx context.Context) {
 				continue
 			}
 			for i, p := range tp.parts {
-				if p == nil || p.grp == nil || i >= len(ti.Partitions) || p.grp.Raft.State() != raft.Leader {
+				if p == nil || p.grp == nil || i >= len(ti.Partitions) || !p.isLeader() {
 					continue
 				}
 				epoch := p.leaderEpoch()

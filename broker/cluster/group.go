@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -55,12 +56,16 @@ type GroupConfig struct {
 	Logger          *slog.Logger
 }
 
-// Group is a running data raft group.
+// Group is a running data raft group. Raft stays set after Close (its
+// methods then report a shut-down node), so readers need no lock.
 type Group struct {
 	Raft  *raft.Raft
 	store *boltStore
 	trans *raft.NetworkTransport
 	dir   string
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // StartGroup opens (or creates) a data raft group's stores in cfg.Dir and
@@ -136,21 +141,20 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 }
 
 // Close stops the group's raft and closes its stores; the files stay.
+// Safe to call more than once.
 func (g *Group) Close() error {
-	var err error
-	if g.Raft != nil {
-		err = errors.Join(err, g.Raft.Shutdown().Error())
-		g.Raft = nil
-	}
-	if g.trans != nil {
-		err = errors.Join(err, g.trans.Close())
-		g.trans = nil
-	}
-	if g.store != nil {
-		err = errors.Join(err, g.store.Close())
-		g.store = nil
-	}
-	return err
+	g.closeOnce.Do(func() {
+		if g.Raft != nil {
+			g.closeErr = errors.Join(g.closeErr, g.Raft.Shutdown().Error())
+		}
+		if g.trans != nil {
+			g.closeErr = errors.Join(g.closeErr, g.trans.Close())
+		}
+		if g.store != nil {
+			g.closeErr = errors.Join(g.closeErr, g.store.Close())
+		}
+	})
+	return g.closeErr
 }
 
 // Remove closes the group and deletes its files.
