@@ -72,7 +72,7 @@ type Config struct {
 	BootstrapExpect int
 	// ReplicaSnapshotEntries is how many raft entries a replicated
 	// partition applies between snapshots (a snapshot fsyncs the
-	// partition log and lets raft drop older entries beyond the 50000 it
+	// partition log and lets raft drop older entries beyond the 10240 it
 	// keeps). Default 8192.
 	ReplicaSnapshotEntries int
 

@@ -23,7 +23,7 @@ package broker
 //     restart has no duplicate and no missing batch.
 //   - A snapshot carries no data. A replica that needs one from the
 //     leader (it lags by more than TrailingLogs entries) cannot use it and
-//     Restore fails with an error saying so; the raft log keeps 50000
+//     Restore fails with an error saying so; the raft log keeps 10240
 //     entries behind each snapshot to make that rare. Shipping segment
 //     files in InstallSnapshot is future work.
 

@@ -48,7 +48,8 @@ type GroupConfig struct {
 	Prepare func(hasSnapshot bool) error
 	// TrailingLogs is how many applied entries the raft log keeps behind
 	// a snapshot, so a lagging replica catches up from the log instead of
-	// needing a snapshot. Default 50000.
+	// needing a snapshot. Default 10240 (each entry is a produce batch, so
+	// this is also a second copy on disk of the newest batches).
 	TrailingLogs uint64
 	// SnapshotEntries is how many entries are applied between snapshots
 	// (checked every 10 s). Default 8192.
@@ -112,7 +113,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	rc.Logger = hl
 	rc.TrailingLogs = cfg.TrailingLogs
 	if rc.TrailingLogs == 0 {
-		rc.TrailingLogs = 50000
+		rc.TrailingLogs = 10240
 	}
 	rc.SnapshotThreshold = cfg.SnapshotEntries
 	if rc.SnapshotThreshold == 0 {
