@@ -15,10 +15,12 @@
 #
 #   bench/replication-figures.sh             # ports 3309x (Kafka), 3319x (raft), 3329x (gossip), 3339x (http)
 #   BASE=3900 RECORDS=100000 bench/replication-figures.sh
+#   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=${BASE:-3309}
 records=${RECORDS:-50000}
+heartbeat=${HEARTBEAT:-1s}
 kport() { echo "$base$1"; }
 rport() { echo "$((base + 10))$1"; }
 gport() { echo "$((base + 20))$1"; }
@@ -39,7 +41,7 @@ start() { # id, join
   [ -n "$2" ] && join=(--join "127.0.0.1:$2")
   "$bin" broker --node-id "$1" --data-dir "$work/d$1" --listen "127.0.0.1:$(kport "$1")" \
     --raft-listen "127.0.0.1:$(rport "$1")" --gossip-listen "127.0.0.1:$(gport "$1")" \
-    --http-listen "127.0.0.1:$(hport "$1")" "${join[@]}" --bootstrap-expect 3 >>"$work/log$1" 2>&1 &
+    --http-listen "127.0.0.1:$(hport "$1")" --replica-heartbeat-timeout "$heartbeat" "${join[@]}" --bootstrap-expect 3 >>"$work/log$1" 2>&1 &
   pids[$1]=$!
 }
 start 0 ""
@@ -60,7 +62,7 @@ for i in 0 1 2; do
   total=$((total + d))
   echo "idle: broker $i used $(echo "scale=2; $d*100/$hz/30" | bc)% of a core"
 done
-echo "idle: cluster used $(echo "scale=2; $total*100/$hz/30" | bc)% of a core over 30 s (300 partitions x RF 3)"
+echo "idle: cluster used $(echo "scale=2; $total*100/$hz/30" | bc)% of a core over 30 s (300 partitions x RF 3, heartbeat timeout $heartbeat)"
 
 wbytes() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
 produced() { # sum of simtel_broker_produced_bytes_total over the brokers

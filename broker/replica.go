@@ -65,8 +65,9 @@ func (b *Broker) startReplica(p *Partition, topicID [16]byte, replicas []int32) 
 			// Raft replays its log from index 1: start from empty.
 			return p.resetReplicaLog(0)
 		},
-		SnapshotEntries: uint64(b.cfg.ReplicaSnapshotEntries),
-		Logger:          b.log.With("part", "replica", "topic", p.topic, "partition", p.index),
+		SnapshotEntries:  uint64(b.cfg.ReplicaSnapshotEntries),
+		HeartbeatTimeout: b.cfg.ReplicaHeartbeatTimeout,
+		Logger:           b.log.With("part", "replica", "topic", p.topic, "partition", p.index),
 	})
 	if err != nil {
 		return err
