@@ -386,8 +386,24 @@ func TestClusterReplicationFailover(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// Fetch on the follower it now is: NOT_LEADER_OR_FOLLOWER too.
+	freq := kmsg.NewPtrFetchRequest()
+	freq.MaxWaitMillis, freq.MaxBytes = 0, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.PartitionMaxBytes = stopPart, 1<<20
+	ft.Partitions = append(ft.Partitions, fp)
+	freq.Topics = append(freq.Topics, ft)
+	fr, err := raw.SeedBrokers()[0].Request(ctx, freq)
+	if err != nil {
+		t.Fatalf("fetch from the old leader: %v", err)
+	}
+	if code := fr.(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch of %s/%d from follower %d: %v, want NOT_LEADER_OR_FOLLOWER", topic, stopPart, oldLeader, kerr.ErrorForCode(code))
+	}
 	raw.Close()
-	t.Logf("old leader %d answers NOT_LEADER_OR_FOLLOWER %v after SIGCONT", oldLeader, time.Since(stepDown).Round(time.Millisecond))
+	t.Logf("old leader %d answers Produce and Fetch with NOT_LEADER_OR_FOLLOWER %v after SIGCONT", oldLeader, time.Since(stepDown).Round(time.Millisecond))
 
 	time.Sleep(time.Second)
 	stopProducing()
