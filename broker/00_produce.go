@@ -12,6 +12,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -20,6 +21,11 @@ type produceWait struct {
 	part *Partition
 	last int64
 	rp   *kmsg.ProduceResponseTopicPartition
+	// fut is set for a replicated partition: the raft entry to wait for
+	// (acks=1 and acks=all alike: the answer comes after a majority has
+	// the entry and it is applied).
+	fut raft.ApplyFuture
+	n   int // bytes, for the metrics
 }
 
 func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *pending) {
@@ -60,6 +66,20 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
 				continue
 			}
+			if part.replicated() {
+				fut, err := part.replicate(rp.Records)
+				if err != nil {
+					sp.ErrorCode = kerrCode(err)
+					msg := err.Error()
+					sp.ErrorMessage = &msg
+					b.metrics.produceErrors.WithLabelValues(kerr.ErrorForCode(sp.ErrorCode).Error()).Inc()
+					continue
+				}
+				// acks=0 is not waited for: the entry is applied (or lost
+				// with the leader) in the background.
+				waits = append(waits, produceWait{part: part, rp: sp, fut: fut, n: len(rp.Records)})
+				continue
+			}
 			res := part.appendRecords(rp.Records)
 			if res.err != nil {
 				sp.ErrorCode = kerrCode(res.err)
@@ -90,6 +110,7 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 		part.commitLater()
 	}
 	if acks == 0 && !badAcks {
+		waits = nil
 		// No response; like Kafka, drop the connection if anything failed
 		// so the client refreshes its metadata instead of sending into a void.
 		p.noResponse = true
@@ -115,6 +136,24 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		for _, w := range waits {
+			if w.fut != nil {
+				res := replicaResult(w.fut)
+				if res.err != nil {
+					w.rp.ErrorCode = kerrCode(res.err)
+					w.rp.BaseOffset = -1
+					msg := res.err.Error()
+					w.rp.ErrorMessage = &msg
+					b.metrics.produceErrors.WithLabelValues(kerr.ErrorForCode(w.rp.ErrorCode).Error()).Inc()
+					continue
+				}
+				w.rp.BaseOffset = res.base
+				w.rp.LogStartOffset = w.part.log.StartOffset()
+				if !res.duplicate {
+					b.metrics.producedBytes.Add(float64(w.n))
+					b.metrics.producedRecords.Add(float64(res.last - res.base + 1))
+				}
+				continue
+			}
 			if err := w.part.commit(wctx, w.last); err != nil {
 				w.rp.ErrorCode = kerrCode(err)
 				w.rp.BaseOffset = -1

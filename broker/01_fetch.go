@@ -110,7 +110,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 				anyErr = true
 				continue
 			}
-			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
+			if code := part.checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
 				sp.ErrorCode = code
 				anyErr = true
 				continue
@@ -161,12 +161,14 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 }
 
 // checkLeaderEpoch compares a client's idea of the leader epoch with ours.
-// A single node is always leader at epoch 0.
-func checkLeaderEpoch(clientEpoch int32) int16 {
+// A single node is always leader at epoch 0; a replicated partition's
+// epoch is its raft term.
+func (p *Partition) checkLeaderEpoch(clientEpoch int32) int16 {
+	ours := p.leaderEpoch()
 	switch {
-	case clientEpoch < 0 || clientEpoch == leaderEpoch:
+	case clientEpoch < 0 || clientEpoch == ours:
 		return 0
-	case clientEpoch > leaderEpoch:
+	case clientEpoch > ours:
 		return kerr.UnknownLeaderEpoch.Code
 	default:
 		return kerr.FencedLeaderEpoch.Code

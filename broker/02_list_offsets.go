@@ -22,11 +22,11 @@ func (b *Broker) handleListOffsets(r *kmsg.ListOffsetsRequest) *kmsg.ListOffsets
 			switch {
 			case part == nil:
 				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
-			case checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
-				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch)
+			case part.checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
+				sp.ErrorCode = part.checkLeaderEpoch(rp.CurrentLeaderEpoch)
 			default:
 				hw := part.highWatermark()
-				sp.LeaderEpoch = leaderEpoch
+				sp.LeaderEpoch = part.leaderEpoch()
 				switch rp.Timestamp {
 				case -2:
 					sp.Offset = part.log.StartOffset()

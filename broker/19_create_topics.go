@@ -60,7 +60,7 @@ func (b *Broker) handleCreateTopics(r *kmsg.CreateTopicsRequest) *kmsg.CreateTop
 		} else {
 			st.TopicID = t.id
 			st.NumPartitions = int32(len(t.parts))
-			st.ReplicationFactor = 1
+			st.ReplicationFactor = b.createdReplicationFactor(rt.Topic, rt.ReplicationFactor)
 			for _, name := range topicConfigNames() {
 				v, src := b.effectiveTopicConfig(t.configs, name)
 				c := kmsg.NewCreateTopicsResponseTopicConfig()

@@ -22,12 +22,12 @@ func (b *Broker) handleOffsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest)
 			switch {
 			case part == nil:
 				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
-			case checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
-				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch)
-			case rp.LeaderEpoch > leaderEpoch:
+			case part.checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
+				sp.ErrorCode = part.checkLeaderEpoch(rp.CurrentLeaderEpoch)
+			case rp.LeaderEpoch > part.leaderEpoch():
 				// Undefined epoch and offset: the client's epoch is newer.
 			default:
-				sp.LeaderEpoch = leaderEpoch
+				sp.LeaderEpoch = part.leaderEpoch()
 				sp.EndOffset = part.highWatermark()
 			}
 			st.Partitions = append(st.Partitions, sp)

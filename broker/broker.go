@@ -187,7 +187,11 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.serve(ctx, b.ln)
 	}()
 	if b.cluster != nil {
-		wg.Add(2)
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			b.reportLeaders(ctx)
+		}()
 		go func() {
 			defer wg.Done()
 			if err := b.cluster.Run(ctx); err != nil {

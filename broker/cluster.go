@@ -6,8 +6,10 @@ package broker
 //
 //   - followClusterMetadata mirrors the controller metadata into b.mu.topics:
 //     every topic is there with its full partition count, but only the
-//     partitions this broker leads have a *Partition; the others are nil,
-//     and requests for them get NOT_LEADER_OR_FOLLOWER.
+//     partitions this broker has a replica of have a *Partition; the
+//     others are nil. Requests for partitions this broker does not lead
+//     (nil, or a raft follower replica, see replica.go) get
+//     NOT_LEADER_OR_FOLLOWER.
 //   - topic creation, deletion and partition growth run on the controller
 //     leader only; other brokers answer NOT_CONTROLLER so clients re-route
 //     (clients send these to the controller named in Metadata). Config
@@ -125,7 +127,7 @@ func (b *Broker) syncClusterTopicsLocked() {
 				continue
 			}
 			if have == nil {
-				p, err := b.openClusterPartition(nt, int32(i))
+				p, err := b.openClusterPartition(nt, int32(i), a.Replicas)
 				if err != nil {
 					b.log.Error("cannot open an assigned partition; retrying later", "topic", name, "partition", i, "err", err)
 					continue
@@ -225,7 +227,7 @@ func (b *Broker) partitionIDFile(t string, p int32) string {
 	return b.partitionDir(t, p) + ".topic-id"
 }
 
-func (b *Broker) openClusterPartition(t *topic, i int32) (*Partition, error) {
+func (b *Broker) openClusterPartition(t *topic, i int32, replicas []int32) (*Partition, error) {
 	idFile := b.partitionIDFile(t.name, i)
 	want := hex.EncodeToString(t.id[:])
 	if got, err := os.ReadFile(idFile); err != nil || string(got) != want {
@@ -236,7 +238,15 @@ func (b *Broker) openClusterPartition(t *topic, i int32) (*Partition, error) {
 			return nil, err
 		}
 	}
-	return b.openPartition(t, i)
+	p, err := b.openPartition(t, i)
+	if err != nil || len(replicas) < 2 {
+		return p, err
+	}
+	if err := b.startReplica(p, t.id, replicas); err != nil {
+		_ = p.close()
+		return nil, fmt.Errorf("cannot start the raft group of %s-%d: %w", t.name, i, err)
+	}
+	return p, nil
 }
 
 // absentPartitionCode is the error for a partition this broker has no log
@@ -266,6 +276,8 @@ func clusterErr(err error) error {
 		return fmt.Errorf("%w: %v", kerr.UnknownTopicOrPartition, err)
 	case errors.Is(err, cluster.ErrInvalidPartitions):
 		return fmt.Errorf("%w: %v", kerr.InvalidPartitions, err)
+	case errors.Is(err, cluster.ErrReplicationFactor):
+		return fmt.Errorf("%w: %v", kerr.InvalidReplicationFactor, err)
 	case errors.Is(err, cluster.ErrNoAliveBrokers):
 		return fmt.Errorf("%w: %v", kerr.BrokerNotAvailable, err)
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader):
@@ -277,6 +289,23 @@ func clusterErr(err error) error {
 
 const clusterAdminTimeout = 10 * time.Second
 
+// createdReplicationFactor is the replication factor a CreateTopics answer
+// reports: the placed topic's, or (validate only) the request's resolved
+// against the alive brokers. Always 1 on a single node.
+func (b *Broker) createdReplicationFactor(name string, requested int16) int16 {
+	if b.cluster == nil {
+		return 1
+	}
+	md := b.cluster.Metadata()
+	if ti := md.Topics[name]; ti != nil && len(ti.Partitions) > 0 {
+		return int16(len(ti.Partitions[0].Replicas))
+	}
+	if requested > 0 {
+		return requested
+	}
+	return int16(max(1, min(cluster.DefaultReplicationFactor, len(md.AliveBrokers()))))
+}
+
 func (b *Broker) clusterCreateTopic(name string, partitions int32, rf int16, configs map[string]*string, validateOnly bool) (*topic, error) {
 	if !b.cluster.IsLeader() {
 		return nil, notControllerErr()
@@ -287,8 +316,9 @@ func (b *Broker) clusterCreateTopic(name string, partitions int32, rf int16, con
 	if partitions <= 0 || partitions > 100000 {
 		return nil, fmt.Errorf("%w: partition count %d must be between 1 and 100000", kerr.InvalidPartitions, partitions)
 	}
-	if rf != -1 && rf != 1 {
-		return nil, fmt.Errorf("%w: replication factor %d: partition replication is not implemented yet, every partition has one replica; use 1", kerr.InvalidReplicationFactor, rf)
+	if alive := len(b.cluster.Metadata().AliveBrokers()); rf == 0 || rf < -1 || int(rf) > alive {
+		return nil, fmt.Errorf("%w: replication factor %d: must be between 1 and the %d alive brokers, or -1 for the default (%d, at most the alive brokers)",
+			kerr.InvalidReplicationFactor, rf, alive, cluster.DefaultReplicationFactor)
 	}
 	overrides := map[string]string{}
 	for k, v := range configs {
@@ -305,7 +335,7 @@ func (b *Broker) clusterCreateTopic(name string, partitions int32, rf int16, con
 	if validateOnly {
 		return &topic{name: name, configs: overrides, parts: make([]*Partition, partitions)}, nil
 	}
-	cmd := cluster.Command{Op: cluster.OpCreateTopic, Topic: name, Partitions: partitions, Configs: overrides}
+	cmd := cluster.Command{Op: cluster.OpCreateTopic, Topic: name, Partitions: partitions, Configs: overrides, ReplicationFactor: rf}
 	_, _ = rand.Read(cmd.TopicID[:])
 	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
 	defer cancel()
@@ -532,12 +562,18 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, r *kmsg.MetadataRequ
 			mp.Leader = a.Leader
 			mp.LeaderEpoch = a.LeaderEpoch
 			mp.Replicas = a.Replicas
-			mp.ISR = a.Replicas
+			mp.ISR = []int32{}
+			for _, r := range a.Replicas {
+				if rb, ok := md.Brokers[r]; ok && rb.Alive {
+					mp.ISR = append(mp.ISR, r)
+				}
+			}
 			if lb, ok := md.Brokers[a.Leader]; !ok || !lb.Alive {
-				// RF=1: the only replica is down until it returns.
+				// The leader is down: with one replica until it returns,
+				// with more until another replica wins the raft election
+				// and reports itself.
 				mp.ErrorCode = kerr.LeaderNotAvailable.Code
 				mp.Leader = -1
-				mp.ISR = []int32{}
 			}
 			mt.Partitions = append(mt.Partitions, mp)
 		}

@@ -33,6 +33,7 @@ type clusterBroker struct {
 	kafka, raft, gossip string
 	http                string
 	proc                *testutil.Proc
+	extra               []string // more flags
 }
 
 func (cb *clusterBroker) start(t *testing.T, join []string, expect int) {
@@ -49,6 +50,7 @@ func (cb *clusterBroker) tryStart(t *testing.T, join []string, expect int) error
 	args := []string{"broker", "--node-id", strconv.Itoa(cb.id), "--data-dir", cb.dir,
 		"--listen", cb.kafka, "--raft-listen", cb.raft, "--gossip-listen", cb.gossip,
 		"--group-initial-rebalance-delay", "0s", "--http-listen", cb.http}
+	args = append(args, cb.extra...)
 	for _, j := range join {
 		args = append(args, "--join", j)
 	}
@@ -232,8 +234,9 @@ func TestClusterThreeBrokers(t *testing.T) {
 	}
 
 	// /metrics works with partitions led elsewhere and shows the cluster:
-	// 3 alive brokers, and 3 local partitions on each (2 of orders and the
-	// broker's own __consumer_offsets) once it has applied the topic.
+	// 3 alive brokers, and 7 local partitions on each (a replica of each of
+	// orders' 6, replication factor 3 by default, and the broker's own
+	// __consumer_offsets) once it has applied the topic.
 	for _, b := range bs {
 		var body []byte
 		ok := false
@@ -245,21 +248,21 @@ func TestClusterThreeBrokers(t *testing.T) {
 			body, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
 			ok = resp.StatusCode == 200 && strings.Contains(string(body), "simtel_broker_cluster_alive_brokers 3") &&
-				strings.Count(string(body), "simtel_broker_partition_high_watermark{partition=") == 3
+				strings.Count(string(body), "simtel_broker_partition_high_watermark{partition=") == 7
 			if !ok {
 				time.Sleep(100 * time.Millisecond)
 			}
 		}
 		if !ok {
-			t.Fatalf("broker %d /metrics: want 3 alive brokers and 3 local partitions:\n%.3000s", b.id, body)
+			t.Fatalf("broker %d /metrics: want 3 alive brokers and 7 local partitions:\n%.3000s", b.id, body)
 		}
 	}
 
-	// Replication is not there yet: RF 3 is refused with a clear error.
-	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, "rf3"); err == nil && resp.Err == nil {
-		t.Fatal("creating a topic with replication factor 3 succeeded")
+	// More replicas than alive brokers is refused with a clear error.
+	if resp, err := adm.CreateTopic(ctx, 1, 4, nil, "rf4"); err == nil && resp.Err == nil {
+		t.Fatal("creating a topic with replication factor 4 on 3 brokers succeeded")
 	} else if !errors.Is(resp.Err, kerr.InvalidReplicationFactor) {
-		t.Fatalf("RF 3: got %v / %v, want INVALID_REPLICATION_FACTOR", err, resp.Err)
+		t.Fatalf("RF 4: got %v / %v, want INVALID_REPLICATION_FACTOR", err, resp.Err)
 	}
 
 	// Auto-creation through a follower is forwarded to the controller.

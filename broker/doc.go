@@ -33,15 +33,19 @@
 //   - Per partition: a flusher that makes acks=0/1 appends durable so the
 //     high watermark advances; stopped by Partition.close.
 //   - Cluster mode only (cluster.go): the cluster.Node's goroutines (see
-//     package cluster) and followClusterMetadata, which opens and closes
-//     local partitions as the controller metadata changes.
+//     package cluster), followClusterMetadata, which opens and closes
+//     local partitions as the controller metadata changes, reportLeaders,
+//     which reports the partitions this broker leads in raft to the
+//     controller, and per replicated partition its raft group's goroutines
+//     (stopped by Partition.close).
 //
 // # Cluster mode
 //
 // With Config.RaftListen set, topics come from the controller (package
 // cluster) instead of topics.json: b.mu.topics mirrors the controller's
-// metadata, with a nil *Partition for each partition another broker
-// leads. Topic admin runs on the controller leader (NOT_CONTROLLER
+// metadata, with a nil *Partition for each partition this broker has no
+// replica of. Partitions with more than one replica are raft groups
+// (replica.go); Broker.partition returns only those this broker leads. Topic admin runs on the controller leader (NOT_CONTROLLER
 // elsewhere); __consumer_offsets stays local to each broker.
 //
 // # Locks

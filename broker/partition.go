@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/storage"
 )
 
@@ -30,6 +31,14 @@ type Partition struct {
 	topic string
 	index int32
 	log   *storage.Log
+	// grp is the partition's raft group when it is replicated (cluster
+	// mode, replication factor > 1); set before the partition is
+	// published, nil otherwise. See replica.go.
+	grp *cluster.Group
+	// readyTerm is the raft term in which this replica, as leader, has
+	// applied every entry committed before (a barrier went through); it
+	// serves only then. See replica.go.
+	readyTerm atomic.Uint64
 
 	maxMessageBytes atomic.Int64
 	compacted       atomic.Bool
@@ -115,6 +124,11 @@ func (p *Partition) retentionFloor() int64 {
 func (p *Partition) highWatermark() int64 { return p.hw.Load() }
 
 func (p *Partition) close() error {
+	if p.grp != nil {
+		if err := p.grp.Close(); err != nil {
+			p.b.log.Warn("cannot stop a partition's raft group", "partition", p.String(), "err", err)
+		}
+	}
 	p.flushStop()
 	<-p.flushDone
 	p.wakeWaiters()
@@ -122,6 +136,11 @@ func (p *Partition) close() error {
 }
 
 func (p *Partition) remove() error {
+	if p.grp != nil {
+		if err := p.grp.Remove(); err != nil {
+			p.b.log.Warn("cannot remove a partition's raft group", "partition", p.String(), "err", err)
+		}
+	}
 	p.flushStop()
 	<-p.flushDone
 	p.wakeWaiters()
@@ -198,17 +217,9 @@ type appendResult struct {
 // appendRecords validates and appends the records of one produce
 // partition. The caller then commits (waits for durability) as acks asks.
 func (p *Partition) appendRecords(records []byte) appendResult {
-	hdrs, err := storage.ParseBatches(records, int(p.maxMessageBytes.Load()))
+	hdrs, err := p.parseProduce(records)
 	if err != nil {
-		return appendResult{err: storageToKerr(err)}
-	}
-	if len(hdrs) == 0 {
-		return appendResult{err: fmt.Errorf("%w: produce request has no record batch", kerr.CorruptMessage)}
-	}
-	for _, h := range hdrs {
-		if h.IsTransactional() || h.IsControl() {
-			return appendResult{err: fmt.Errorf("%w: transactions are not supported by this broker", kerr.InvalidTxnState)}
-		}
+		return appendResult{err: err}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -225,6 +236,29 @@ func (p *Partition) appendRecords(records []byte) appendResult {
 	}
 	p.recordSequencesLocked(hdrs, base)
 	return appendResult{base: base, last: last}
+}
+
+// parseProduce validates a produce partition's records (CRC, size, no
+// transactions) and returns their batch headers.
+func (p *Partition) parseProduce(records []byte) ([]storage.BatchHeader, error) {
+	hdrs, err := storage.ParseBatches(records, int(p.maxMessageBytes.Load()))
+	if err != nil {
+		return nil, storageToKerr(err)
+	}
+	if len(hdrs) == 0 {
+		return nil, fmt.Errorf("%w: produce request has no record batch", kerr.CorruptMessage)
+	}
+	for _, h := range hdrs {
+		if h.IsTransactional() || h.IsControl() {
+			return nil, fmt.Errorf("%w: transactions are not supported by this broker", kerr.InvalidTxnState)
+		}
+	}
+	return hdrs, nil
+}
+
+func (p *Partition) validateProduce(records []byte) error {
+	_, err := p.parseProduce(records)
+	return err
 }
 
 // commit waits until offsets up to last are durable.

@@ -127,7 +127,19 @@ func (b *Broker) topic(name string) *topic {
 	return b.mu.topics[name]
 }
 
+// partition returns the partition if this broker serves it: it has it
+// and, for a replicated partition, is its raft leader. Otherwise nil, and
+// absentPartitionCode says why.
 func (b *Broker) partition(t string, p int32) *Partition {
+	part := b.localPartition(t, p)
+	if part == nil || !part.isLeader() {
+		return nil
+	}
+	return part
+}
+
+// localPartition returns the partition if this broker has a replica of it.
+func (b *Broker) localPartition(t string, p int32) *Partition {
 	tp := b.topic(t)
 	if tp == nil || p < 0 || int(p) >= len(tp.parts) {
 		return nil

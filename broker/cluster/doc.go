@@ -36,10 +36,18 @@
 //
 // Mux owns the --raft-listen listener. Every connection starts with a kind
 // byte: 1 is a raft stream followed by an 8-byte big-endian group id (the
-// controller is group 0; partition groups will take the next ids), 2 is a
+// controller is group 0; a replicated partition's group id is
+// PartitionGroupID(topic id, partition), see group.go), 2 is a
 // forwarded controller command. Mux.Group(id) returns a raft.StreamLayer
 // for raft.NewNetworkTransport, so any number of raft instances share one
 // port. A connection naming a group nobody registered is closed.
+//
+// # Data groups
+//
+// Node.StartGroup starts one more raft instance on the mux for a
+// replicated partition (the broker supplies the state machine): its own
+// bbolt log store and file snapshots in the partition's raft directory,
+// the first replica bootstrapping all replicas as voters.
 //
 // # Storage
 //

@@ -89,6 +89,9 @@ const (
 	OpDeleteTopic      Op = "delete_topic"
 	OpCreatePartitions Op = "create_partitions"
 	OpSetTopicConfigs  Op = "set_topic_configs"
+	// OpSetPartitionLeader records the raft leader of a partition's group
+	// (reported by that leader); ignored when older than what is known.
+	OpSetPartitionLeader Op = "set_partition_leader"
 
 	// opReadIndex is not a raft command: a forwarded request for the
 	// leader's applied index (see Node.CatchUp).
@@ -107,6 +110,13 @@ type Command struct {
 	TopicID    [16]byte          `json:"topic_id,omitzero"`
 	Partitions int32             `json:"partitions,omitempty"`
 	Configs    map[string]string `json:"configs,omitempty"`
+	// ReplicationFactor of a new topic: 0 or -1 takes the default (3, or
+	// the number of alive brokers when fewer).
+	ReplicationFactor int16 `json:"replication_factor,omitempty"`
+	// Partition, Leader and LeaderEpoch are set_partition_leader's.
+	Partition   int32 `json:"partition,omitempty"`
+	Leader      int32 `json:"leader,omitempty"`
+	LeaderEpoch int32 `json:"leader_epoch,omitempty"`
 }
 
 // Errors a command can fail with; Apply returns them wrapped, classify
@@ -117,12 +127,13 @@ var (
 	ErrInvalidPartitions = errors.New("invalid partition count")
 	ErrNoAliveBrokers    = errors.New("no alive broker to place partitions on")
 	ErrBadCommand        = errors.New("malformed controller command")
+	ErrReplicationFactor = errors.New("invalid replication factor")
 )
 
 var resultErrors = map[string]error{
 	"topic_exists": ErrTopicExists, "unknown_topic": ErrUnknownTopic,
 	"invalid_partitions": ErrInvalidPartitions, "no_alive_brokers": ErrNoAliveBrokers,
-	"bad_command": ErrBadCommand,
+	"bad_command": ErrBadCommand, "replication_factor": ErrReplicationFactor,
 }
 
 // Result is what applying a command returned. It crosses the forwarding
@@ -236,7 +247,11 @@ func (m *Metadata) apply(c Command) Result {
 		if c.Partitions <= 0 || c.Partitions > MaxPartitions {
 			return failure(ErrInvalidPartitions, "topic %q: partition count %d must be between 1 and %d", c.Topic, c.Partitions, MaxPartitions)
 		}
-		assign, err := m.place(int(c.Partitions))
+		rf, res := m.replicationFactor(c.ReplicationFactor)
+		if res.Code != "" {
+			return res
+		}
+		assign, err := m.place(int(c.Partitions), rf)
 		if err != nil {
 			return failure(ErrNoAliveBrokers, "cannot place topic %q: no broker is alive", c.Topic)
 		}
@@ -257,7 +272,14 @@ func (m *Metadata) apply(c Command) Result {
 		if int(c.Partitions) <= len(t.Partitions) {
 			return failure(ErrInvalidPartitions, "topic %q has %d partitions; the new count %d must be larger", c.Topic, len(t.Partitions), c.Partitions)
 		}
-		assign, err := m.place(int(c.Partitions) - len(t.Partitions))
+		rf := 1
+		if len(t.Partitions) > 0 {
+			rf = len(t.Partitions[0].Replicas)
+		}
+		if rf > len(m.AliveBrokers()) {
+			return failure(ErrReplicationFactor, "topic %q has replication factor %d but only %d brokers are alive", c.Topic, rf, len(m.AliveBrokers()))
+		}
+		assign, err := m.place(int(c.Partitions)-len(t.Partitions), rf)
 		if err != nil {
 			return failure(ErrNoAliveBrokers, "cannot place partitions of %q: no broker is alive", c.Topic)
 		}
@@ -272,28 +294,73 @@ func (m *Metadata) apply(c Command) Result {
 		nt := *t
 		nt.Configs = maps.Clone(c.Configs)
 		m.Topics[c.Topic] = &nt
+	case OpSetPartitionLeader:
+		t, ok := m.Topics[c.Topic]
+		if !ok || t.ID != c.TopicID {
+			return failure(ErrUnknownTopic, "topic %q does not exist", c.Topic)
+		}
+		if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
+			return failure(ErrInvalidPartitions, "topic %q has no partition %d", c.Topic, c.Partition)
+		}
+		a := t.Partitions[c.Partition]
+		if !slices.Contains(a.Replicas, c.Leader) || c.LeaderEpoch < a.LeaderEpoch ||
+			(c.LeaderEpoch == a.LeaderEpoch && c.Leader == a.Leader) {
+			return Result{} // stale or already known
+		}
+		nt := *t
+		nt.Partitions = slices.Clone(t.Partitions)
+		a.Leader, a.LeaderEpoch = c.Leader, c.LeaderEpoch
+		nt.Partitions[c.Partition] = a
+		m.Topics[c.Topic] = &nt
 	default:
 		return failure(ErrBadCommand, "unknown command %q", c.Op)
 	}
 	return Result{}
 }
 
-// place assigns n new partitions (one replica each) to alive brokers:
-// each goes to the broker leading the fewest partitions so far (lowest id
-// on ties), so leaders stay spread evenly, also after a broker joins.
-func (m *Metadata) place(n int) ([]Assignment, error) {
+// DefaultReplicationFactor is a new topic's replica count when the
+// request leaves it open (capped by the alive brokers).
+const DefaultReplicationFactor = 3
+
+// replicationFactor resolves a requested factor against the alive brokers.
+func (m *Metadata) replicationFactor(req int16) (int, Result) {
+	alive := len(m.AliveBrokers())
+	if req <= 0 {
+		if req != 0 && req != -1 {
+			return 0, failure(ErrReplicationFactor, "replication factor %d must be positive (or -1 for the default)", req)
+		}
+		return max(1, min(DefaultReplicationFactor, alive)), Result{}
+	}
+	if int(req) > alive {
+		return 0, failure(ErrReplicationFactor, "replication factor %d is larger than the %d alive brokers", req, alive)
+	}
+	return int(req), Result{}
+}
+
+// place assigns n new partitions with rf replicas each to alive brokers.
+// The leader (first replica) of each goes to the broker leading the fewest
+// partitions so far (lowest id on ties); the other replicas to the
+// brokers holding the fewest replicas, so both leaders and replicas stay
+// spread evenly, also after a broker joins.
+func (m *Metadata) place(n, rf int) ([]Assignment, error) {
 	alive := m.AliveBrokers()
 	if len(alive) == 0 {
 		return nil, ErrNoAliveBrokers
 	}
-	load := map[int32]int{}
+	rf = max(1, min(rf, len(alive)))
+	leads, holds := map[int32]int{}, map[int32]int{}
 	for _, b := range alive {
-		load[b.ID] = 0
+		leads[b.ID], holds[b.ID] = 0, 0
 	}
 	for _, t := range m.Topics {
 		for _, a := range t.Partitions {
-			if _, ok := load[a.Leader]; ok {
-				load[a.Leader]++
+			if _, ok := leads[a.Leader]; ok {
+				leads[a.Leader]++
+			}
+			for _, r := range a.Replicas {
+				if _, ok := holds[r]; ok {
+					holds[r]++
+				}
 			}
 		}
 	}
@@ -301,12 +368,27 @@ func (m *Metadata) place(n int) ([]Assignment, error) {
 	for i := range out {
 		best := alive[0].ID
 		for _, b := range alive[1:] {
-			if load[b.ID] < load[best] {
+			if leads[b.ID] < leads[best] {
 				best = b.ID
 			}
 		}
-		load[best]++
-		out[i] = Assignment{Replicas: []int32{best}, Leader: best}
+		leads[best]++
+		holds[best]++
+		replicas := []int32{best}
+		for len(replicas) < rf {
+			next := int32(-1)
+			for _, b := range alive {
+				if slices.Contains(replicas, b.ID) {
+					continue
+				}
+				if next < 0 || holds[b.ID] < holds[next] {
+					next = b.ID
+				}
+			}
+			holds[next]++
+			replicas = append(replicas, next)
+		}
+		out[i] = Assignment{Replicas: replicas, Leader: best}
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -113,6 +114,54 @@ func TestFSMApplySnapshotRestore(t *testing.T) {
 	}
 }
 
+func TestReplicationFactorAndLeaders(t *testing.T) {
+	f := NewFSM()
+	idx := uint64(0)
+	for id := int32(0); id < 3; id++ {
+		idx++
+		applyCmd(t, f, idx, Command{Op: OpRegisterBroker, Broker: &BrokerInfo{ID: id, Alive: true}})
+	}
+	idx++
+	if r := applyCmd(t, f, idx, Command{Op: OpCreateTopic, Topic: "four", Partitions: 1, ReplicationFactor: 4}); !errors.Is(r.Err(), ErrReplicationFactor) {
+		t.Fatalf("RF 4 on 3 brokers: %v, want ErrReplicationFactor", r.Err())
+	}
+	idx++
+	applyCmd(t, f, idx, Command{Op: OpCreateTopic, Topic: "two", TopicID: [16]byte{7}, Partitions: 3, ReplicationFactor: 2})
+	tp := f.Metadata().Topics["two"]
+	for _, a := range tp.Partitions {
+		if len(a.Replicas) != 2 || a.Replicas[0] == a.Replicas[1] {
+			t.Fatalf("RF 2 assignment %+v", a)
+		}
+	}
+	a := tp.Partitions[0]
+	other := a.Replicas[1]
+	setLeader := func(leader, epoch int32) {
+		idx++
+		applyCmd(t, f, idx, Command{Op: OpSetPartitionLeader, Topic: "two", TopicID: [16]byte{7}, Partition: 0, Leader: leader, LeaderEpoch: epoch})
+	}
+	setLeader(other, 5)
+	if got := f.Metadata().Topics["two"].Partitions[0]; got.Leader != other || got.LeaderEpoch != 5 {
+		t.Fatalf("after a leader report: %+v, want leader %d epoch 5", got, other)
+	}
+	setLeader(a.Replicas[0], 4) // stale: an older term
+	if got := f.Metadata().Topics["two"].Partitions[0]; got.Leader != other || got.LeaderEpoch != 5 {
+		t.Fatalf("a stale report changed the leader: %+v", got)
+	}
+	notReplica := int32(3) - a.Replicas[0] - a.Replicas[1]
+	setLeader(notReplica, 9) // not a replica
+	if got := f.Metadata().Topics["two"].Partitions[0]; got.Leader != other {
+		t.Fatalf("a non-replica became leader: %+v", got)
+	}
+	// Growing the topic keeps its replication factor.
+	idx++
+	applyCmd(t, f, idx, Command{Op: OpCreatePartitions, Topic: "two", Partitions: 5})
+	for _, a := range f.Metadata().Topics["two"].Partitions {
+		if len(a.Replicas) != 2 {
+			t.Fatalf("grown topic assignment %+v, want 2 replicas", a)
+		}
+	}
+}
+
 func TestPlacementEven(t *testing.T) {
 	f := NewFSM()
 	idx := uint64(0)
@@ -124,8 +173,10 @@ func TestPlacementEven(t *testing.T) {
 		out := map[int32]int{}
 		for _, tp := range f.Metadata().Topics {
 			for _, a := range tp.Partitions {
-				if len(a.Replicas) != 1 || a.Replicas[0] != a.Leader {
-					t.Fatalf("assignment %+v: want one replica that leads", a)
+				// Default replication factor: 3 (every topic here is
+				// created with at least 3 alive brokers).
+				if len(a.Replicas) != 3 || a.Replicas[0] != a.Leader || len(slices.Compact(slices.Sorted(slices.Values(a.Replicas)))) != 3 {
+					t.Fatalf("assignment %+v: want 3 distinct replicas, the first leading", a)
 				}
 				out[a.Leader]++
 			}
@@ -156,11 +207,28 @@ func TestPlacementEven(t *testing.T) {
 		}
 	}
 	assertEven(3)
+	// Every broker holds a replica of every partition (RF 3 on 3).
+	for _, tp := range f.Metadata().Topics {
+		for _, a := range tp.Partitions {
+			if !slices.Contains(a.Replicas, 0) || !slices.Contains(a.Replicas, 1) || !slices.Contains(a.Replicas, 2) {
+				t.Fatalf("assignment %+v on 3 brokers with RF 3", a)
+			}
+		}
+	}
 	// A new broker gets the next partitions until it has caught up.
 	reg(3)
 	idx++
 	applyCmd(t, f, idx, Command{Op: OpCreateTopic, Topic: "after", Partitions: 60})
 	assertEven(4)
+	holds := map[int32]int{}
+	for _, a := range f.Metadata().Topics["after"].Partitions {
+		for _, r := range a.Replicas {
+			holds[r]++
+		}
+	}
+	if len(holds) != 4 || holds[3] < 60 {
+		t.Fatalf("replicas of the 60 partitions placed after broker 3 joined: %v, want broker 3 to get the most", holds)
+	}
 	// A dead broker gets nothing new.
 	idx++
 	applyCmd(t, f, idx, Command{Op: OpSetBrokerAlive, BrokerID: 0, Alive: false})

@@ -26,7 +26,10 @@ Cluster mode (--raft-listen): brokers find each other by gossip
 (--gossip-listen, --join) and keep topics, configs and partition placement in
 a raft controller quorum. A new cluster forms once --bootstrap-expect brokers
 see each other; a broker started later with --join is added automatically.
-Every partition has one replica for now (replication factor 1); see
+Each partition with more than one replica (replication factor: default 3, at
+most the alive brokers) is its own raft group over the same --raft-listen
+port: produce answers once a majority has the batch, and when a leader dies
+another replica takes over without losing acknowledged records. See
 docs/broker.md, section Cluster.`,
 		Example: `  simtel broker --node-id 0 --data-dir /var/lib/simtel --listen 0.0.0.0:9092 --http-listen :9644
   SIMTEL_DATA_DIR=/tmp/b0 simtel broker
@@ -71,6 +74,8 @@ docs/broker.md, section Cluster.`,
 	f.StringVar(&cfg.GossipListen, "gossip-listen", "", "cluster mode: host:port for gossip (TCP and UDP)")
 	f.StringSliceVar(&cfg.Join, "join", nil, "cluster mode: gossip host:port of brokers to join, comma-separated")
 	f.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "cluster mode: form a new cluster once this many brokers see each other (1-5; 0: only join)")
+	f.IntVar(&cfg.ReplicaSnapshotEntries, "replica-snapshot-entries", 8192, "cluster mode: raft entries a replicated partition applies between snapshots (each snapshot fsyncs its log)")
+	f.DurationVar(&cfg.ReplicaHeartbeatTimeout, "replica-heartbeat-timeout", time.Second, "cluster mode: raft heartbeat/election timeout of replicated partitions; longer means less idle CPU and slower failover")
 	f.StringToStringVar(&cfg.TopicDefaults, "topic-default", nil, "broker default for a topic config, e.g. --topic-default retention.ms=86400000")
 	return cmd
 }

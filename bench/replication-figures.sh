@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Measures replicated partitions (raft group per partition) on this machine:
+# three `simtel broker` processes on loopback.
+#
+#  1. Idle CPU: a topic of 300 partitions with replication factor 3 (900
+#     replicas, 300 raft groups); utime+stime of each process from
+#     /proc/PID/stat over 30 s.
+#  2. Write amplification: `simtel bench produce` writes --records records of
+#     1 KiB (acks=all, idempotent) to a 6-partition RF 3 topic; bytes the
+#     brokers caused to be written to disk (/proc/PID/io write_bytes, all
+#     three brokers) divided by the record batch bytes produced
+#     (simtel_broker_produced_bytes_total summed over the brokers) times 3
+#     replicas; then the same for an RF 1 topic (the non-replicated path:
+#     local log fsynced on commit) for comparison.
+#
+#   bench/replication-figures.sh             # ports 3309x (Kafka), 3319x (raft), 3329x (gossip), 3339x (http)
+#   BASE=3900 RECORDS=100000 bench/replication-figures.sh
+#   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
+set -euo pipefail
+cd "$(dirname "$0")/.."
+base=${BASE:-3309}
+records=${RECORDS:-50000}
+heartbeat=${HEARTBEAT:-1s}
+kport() { echo "$base$1"; }
+rport() { echo "$((base + 10))$1"; }
+gport() { echo "$((base + 20))$1"; }
+hport() { echo "$((base + 30))$1"; }
+work=$(mktemp -d /tmp/simtel-repl-figures.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+go build -o "$work/simtel" ./cmd/simtel
+bin=$work/simtel
+
+start() { # id, join
+  local join=()
+  [ -n "$2" ] && join=(--join "127.0.0.1:$2")
+  "$bin" broker --node-id "$1" --data-dir "$work/d$1" --listen "127.0.0.1:$(kport "$1")" \
+    --raft-listen "127.0.0.1:$(rport "$1")" --gossip-listen "127.0.0.1:$(gport "$1")" \
+    --http-listen "127.0.0.1:$(hport "$1")" --replica-heartbeat-timeout "$heartbeat" "${join[@]}" --bootstrap-expect 3 >>"$work/log$1" 2>&1 &
+  pids[$1]=$!
+}
+start 0 ""
+start 1 "$(gport 0)"
+start 2 "$(gport 0)"
+sleep 5
+seeds="127.0.0.1:$(kport 0),127.0.0.1:$(kport 1),127.0.0.1:$(kport 2)"
+"$bin" topic create idle --partitions 300 --replication-factor 3 --brokers "$seeds"
+sleep 15 # elections and leader reports
+hz=$(getconf CLK_TCK)
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+declare -a before
+for i in 0 1 2; do before[$i]=$(ticks "${pids[$i]}"); done
+sleep 30
+total=0
+for i in 0 1 2; do
+  d=$(( $(ticks "${pids[$i]}") - before[i] ))
+  total=$((total + d))
+  echo "idle: broker $i used $(echo "scale=2; $d*100/$hz/30" | bc)% of a core"
+done
+echo "idle: cluster used $(echo "scale=2; $total*100/$hz/30" | bc)% of a core over 30 s (300 partitions x RF 3, heartbeat timeout $heartbeat)"
+
+wbytes() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
+produced() { # sum of simtel_broker_produced_bytes_total over the brokers
+  local s=0 v
+  for i in 0 1 2; do
+    v=$(curl -s "http://127.0.0.1:$(hport "$i")/metrics" | awk '/^simtel_broker_produced_bytes_total/ {printf "%.0f", $2}')
+    s=$((s + ${v:-0}))
+  done
+  echo "$s"
+}
+amplification() { # topic, replication factor
+  "$bin" topic create "$1" --partitions 6 --replication-factor "$2" --brokers "$seeds"
+  sleep 5
+  local -a wb
+  local i d written=0 p0 p1
+  for i in 0 1 2; do wb[$i]=$(wbytes "${pids[$i]}"); done
+  p0=$(produced)
+  "$bin" bench produce --brokers "$seeds" --topic "$1" --records "$records" --record-size 1024 --producers 2 --partitions 6 --quiet
+  sleep 15 # let snapshots and writeback settle
+  p1=$(produced)
+  for i in 0 1 2; do
+    d=$(( $(wbytes "${pids[$i]}") - wb[i] ))
+    written=$((written + d))
+    echo "write RF $2: broker $i wrote $d bytes"
+  done
+  local prod=$((p1 - p0))
+  echo "write amplification RF $2: $written bytes written for $prod bytes produced x $2 replicas = $(echo "scale=2; $written/($prod*$2)" | bc) bytes per byte per replica"
+}
+amplification wa 3
+amplification wa1 1 # the non-replicated path, for comparison

@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// PartitionGroupID is the raft group id of a partition on the shared mux:
+// a hash of the topic id and partition number, never 0 (the controller).
+func PartitionGroupID(topicID [16]byte, partition int32) uint64 {
+	h := fnv.New64a()
+	h.Write(topicID[:])
+	h.Write([]byte{byte(partition >> 24), byte(partition >> 16), byte(partition >> 8), byte(partition)})
+	id := h.Sum64()
+	if id == ControllerGroup {
+		id = 1
+	}
+	return id
+}
+
+// GroupConfig starts one data raft group (a replicated partition).
+type GroupConfig struct {
+	// Group is the id on the mux (PartitionGroupID).
+	Group uint64
+	// Dir holds the group's raft log (raft.db) and snapshots.
+	Dir string
+	FSM raft.FSM
+	// Peers are the replicas, by node id; their raft addresses come from
+	// the controller metadata.
+	Peers []int32
+	// Bootstrap: this replica writes the initial configuration (all
+	// Peers as voters) if the group has no state yet. Exactly one replica
+	// (the first) bootstraps; the others wait to be contacted.
+	Bootstrap bool
+	// Prepare runs after the stores are opened and before raft starts;
+	// hasSnapshot says whether raft will restore a snapshot into the FSM
+	// (if not, it replays the raft log from its first entry).
+	Prepare func(hasSnapshot bool) error
+	// TrailingLogs is how many applied entries the raft log keeps behind
+	// a snapshot, so a lagging replica catches up from the log instead of
+	// needing a snapshot. Default 10240 (each entry is a produce batch, so
+	// this is also a second copy on disk of the newest batches).
+	TrailingLogs uint64
+	// SnapshotEntries is how many entries are applied between snapshots
+	// (checked every 10 s). Default 8192.
+	SnapshotEntries uint64
+	// HeartbeatTimeout is raft's heartbeat and election timeout for the
+	// group (the leader sends a heartbeat every tenth of it; the leader
+	// lease is half of it). Longer: less idle CPU, slower failover.
+	// Default 1s.
+	HeartbeatTimeout time.Duration
+	Logger           *slog.Logger
+}
+
+// Group is a running data raft group. Raft stays set after Close (its
+// methods then report a shut-down node), so readers need no lock.
+type Group struct {
+	Raft  *raft.Raft
+	store *boltStore
+	trans *raft.NetworkTransport
+	dir   string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// StartGroup opens (or creates) a data raft group's stores in cfg.Dir and
+// starts its raft instance on this node's mux.
+func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create raft directory %s: %w", cfg.Dir, err)
+	}
+	g := &Group{dir: cfg.Dir}
+	var err error
+	if g.store, err = openBoltStore(filepath.Join(cfg.Dir, "raft.db")); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = g.Close()
+		}
+	}()
+	hl := hclogFor(cfg.Logger, "raft")
+	hl.SetLevel(hclog.Warn)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open raft snapshots in %s: %w", cfg.Dir, err)
+	}
+	list, err := snaps.List()
+	if err != nil {
+		return nil, fmt.Errorf("cannot list raft snapshots in %s: %w", cfg.Dir, err)
+	}
+	hasState, err := raft.HasExistingState(g.store, g.store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read raft state in %s: %w", cfg.Dir, err)
+	}
+	if cfg.Prepare != nil {
+		if err := cfg.Prepare(len(list) > 0); err != nil {
+			return nil, err
+		}
+	}
+	g.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: n.mux.Group(cfg.Group), MaxPool: 2, Timeout: 10 * time.Second, Logger: hl,
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
+	rc.Logger = hl
+	rc.TrailingLogs = cfg.TrailingLogs
+	if rc.TrailingLogs == 0 {
+		rc.TrailingLogs = 10240
+	}
+	rc.SnapshotThreshold = cfg.SnapshotEntries
+	if rc.SnapshotThreshold == 0 {
+		rc.SnapshotThreshold = 8192
+	}
+	rc.SnapshotInterval = 10 * time.Second
+	if d := cfg.HeartbeatTimeout; d > 0 {
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = d, d, d/2
+	}
+	// An idle leader sends each follower an AppendEntries every
+	// CommitTimeout (50-100 ms by default) to move its commit index: with
+	// hundreds of groups that, not the heartbeats, is most of the idle
+	// CPU. Followers learn the commit index with the next entry or
+	// heartbeat anyway; a new leader runs a barrier before serving.
+	rc.CommitTimeout = rc.HeartbeatTimeout / 2
+	if !hasState && cfg.Bootstrap {
+		var servers []raft.Server
+		md := n.Metadata()
+		for _, id := range cfg.Peers {
+			b, found := md.Brokers[id]
+			if !found {
+				return nil, fmt.Errorf("cannot bootstrap raft group %d: broker %d is not registered", cfg.Group, id)
+			}
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(id))), Address: raft.ServerAddress(b.RaftAddr)})
+		}
+		if err := raft.BootstrapCluster(rc, g.store, g.store, snaps, g.trans, raft.Configuration{Servers: servers}); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return nil, fmt.Errorf("cannot bootstrap raft group %d: %w", cfg.Group, err)
+		}
+	}
+	if g.Raft, err = raft.NewRaft(rc, cfg.FSM, g.store, g.store, snaps, g.trans); err != nil {
+		return nil, fmt.Errorf("cannot start raft group %d: %w", cfg.Group, err)
+	}
+	ok = true
+	return g, nil
+}
+
+// Close stops the group's raft and closes its stores; the files stay.
+// Safe to call more than once.
+func (g *Group) Close() error {
+	g.closeOnce.Do(func() {
+		if g.Raft != nil {
+			g.closeErr = errors.Join(g.closeErr, g.Raft.Shutdown().Error())
+		}
+		if g.trans != nil {
+			g.closeErr = errors.Join(g.closeErr, g.trans.Close())
+		}
+		if g.store != nil {
+			g.closeErr = errors.Join(g.closeErr, g.store.Close())
+		}
+	})
+	return g.closeErr
+}
+
+// Remove closes the group and deletes its files.
+func (g *Group) Remove() error {
+	return errors.Join(g.Close(), os.RemoveAll(g.dir))
+}

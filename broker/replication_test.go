@@ -1,0 +1,523 @@
+package broker_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// replChecker records every acknowledged and every read record and
+// reports lost, duplicated and reordered ones.
+type replChecker struct {
+	mu    sync.Mutex
+	acked map[string]ackedAt // value -> where it was acknowledged
+	// ackTimes per partition, to measure failover.
+	ackTimes map[int32][]time.Time
+}
+
+type ackedAt struct {
+	part int32
+	off  int64
+}
+
+func (c *replChecker) ack(r *kgo.Record) {
+	c.mu.Lock()
+	c.acked[string(r.Value)] = ackedAt{r.Partition, r.Offset}
+	c.ackTimes[r.Partition] = append(c.ackTimes[r.Partition], time.Now())
+	c.mu.Unlock()
+}
+
+// firstAckAfter is the first acknowledgement on part after t.
+func (c *replChecker) firstAckAfter(part int32, t time.Time) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, at := range c.ackTimes[part] {
+		if at.After(t) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// verify compares what was read (per partition, in offset order) with
+// what was acknowledged. Values are "producer-sequence"; one producer's
+// records in one partition must be read in sequence order.
+func (c *replChecker) verify(read map[int32][]*kgo.Record) (lost, dup, reordered int, summary string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[string]int{}
+	total := 0
+	for p, recs := range read {
+		lastSeq := map[string]int{}
+		for _, r := range recs {
+			total++
+			v := string(r.Value)
+			seen[v]++
+			if seen[v] == 2 {
+				dup++
+			}
+			prod, seqS, _ := strings.Cut(v, "-")
+			seq, _ := strconv.Atoi(seqS)
+			if last, ok := lastSeq[prod]; ok && seq <= last {
+				reordered++
+			}
+			lastSeq[prod] = seq
+			if a, ok := c.acked[v]; ok && (a.part != p || a.off != r.Offset) && seen[v] == 1 {
+				reordered++ // read somewhere else than acknowledged
+			}
+		}
+	}
+	for v := range c.acked {
+		if seen[v] == 0 {
+			lost++
+		}
+	}
+	summary = fmt.Sprintf("acknowledged %d, read %d, lost %d, duplicated %d, reordered %d", len(c.acked), total, lost, dup, reordered)
+	return
+}
+
+// leaderOf asks live brokers for the leader and epoch of topic/part.
+func leaderOf(ctx context.Context, addrs []string, topic string, part int32) (int32, int32) {
+	for _, a := range addrs {
+		m, err := metadataFrom(ctx, a, topic)
+		if err != nil || len(m.Topics) == 0 || int(part) >= len(m.Topics[0].Partitions) {
+			continue
+		}
+		mp := m.Topics[0].Partitions[part]
+		return mp.Leader, mp.LeaderEpoch
+	}
+	return -1, -1
+}
+
+// hwOf reads a broker's high watermark of every local partition of topic
+// from /metrics (on a follower: its applied end offset).
+func hwOf(addr, topic string) (map[int32]int64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[int32]int64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "simtel_broker_partition_high_watermark{") || !strings.Contains(line, `topic="`+topic+`"`) {
+			continue
+		}
+		i := strings.Index(line, `partition="`)
+		rest := line[i+len(`partition="`):]
+		p, _ := strconv.Atoi(rest[:strings.IndexByte(rest, '"')])
+		f := strings.Fields(line)
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		out[int32(p)] = int64(v)
+	}
+	return out, sc.Err()
+}
+
+func TestClusterReplicationFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker processes")
+	}
+	bs := []*clusterBroker{newClusterBroker(t, 0), newClusterBroker(t, 1), newClusterBroker(t, 2)}
+	defer dumpLogs(t, bs)
+	for i, b := range bs {
+		// Frequent snapshots, so restarts go through snapshot restore
+		// (truncate the log to the snapshot's end, replay the rest).
+		b.extra = []string{"--replica-snapshot-entries", "100"}
+		var join []string
+		if i > 0 {
+			join = []string{bs[0].gossip}
+		}
+		b.startFresh(t, join, 3)
+	}
+	controller := waitCluster(t, bs[0].kafka, 3)
+	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	const topic, parts = "repl", 6
+	if r, err := adm.CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
+	}
+	// Leaders spread 2/2/2 and every partition has 3 replicas; wait for
+	// the raft leaders to report themselves (epoch > 0).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, err := metadataFrom(ctx, bs[controller].kafka, topic)
+		leads := map[int32]int{}
+		ok := err == nil && len(m.Topics) == 1 && len(m.Topics[0].Partitions) == parts
+		if ok {
+			for _, p := range m.Topics[0].Partitions {
+				leads[p.Leader]++
+				if len(p.Replicas) != 3 || p.LeaderEpoch <= 0 || p.ErrorCode != 0 {
+					ok = false
+				}
+			}
+			ok = ok && leads[0] == 2 && leads[1] == 2 && leads[2] == 2
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no spread, reported raft leaders after 30s: %v %+v", err, leads)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cl.Close()
+
+	// Idempotent producers, acks=all (franz-go's default), send until
+	// told to stop.
+	chk := &replChecker{acked: map[string]ackedAt{}, ackTimes: map[int32][]time.Time{}}
+	pctx, stopProducing := context.WithCancel(ctx)
+	var pwg sync.WaitGroup
+	var produceErrs sync.Map
+	for w := range 3 {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(2000),
+				kgo.RetryTimeout(60*time.Second), kgo.RecordDeliveryTimeout(90*time.Second))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer p.Close()
+			for i := 0; pctx.Err() == nil; i++ {
+				v := fmt.Sprintf("p%d-%d", w, i)
+				p.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+					if err != nil {
+						produceErrs.Store(v, err)
+						return
+					}
+					chk.ack(r)
+				})
+				if i%50 == 0 {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			if err := p.Flush(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	alive := func(except *clusterBroker) []string {
+		var out []string
+		for _, b := range bs {
+			if b != except {
+				out = append(out, b.kafka)
+			}
+		}
+		return out
+	}
+	gossipOf := func(except *clusterBroker) []string {
+		var out []string
+		for _, b := range bs {
+			if b != except {
+				out = append(out, b.gossip)
+			}
+		}
+		return out
+	}
+
+	// A consumer reads all along, through the failovers: it must never
+	// see a record twice (an offset reset after a new leader answered
+	// OFFSET_OUT_OF_RANGE would show as duplicates) or out of order.
+	live, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	liveCtx, stopLive := context.WithCancel(ctx)
+	defer stopLive()
+	var liveMu sync.Mutex
+	liveRead := map[int32][]*kgo.Record{}
+	liveN := 0
+	liveDone := make(chan struct{})
+	go func() {
+		defer close(liveDone)
+		for liveCtx.Err() == nil {
+			fs := live.PollFetches(liveCtx)
+			liveMu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				liveRead[r.Partition] = append(liveRead[r.Partition], r)
+				liveN++
+			})
+			liveMu.Unlock()
+		}
+	}()
+
+	// SIGKILL the leader of a random partition several times, at random
+	// moments; each time wait for the next acknowledged write on that
+	// partition (the failover time), then restart the broker.
+	var failovers []time.Duration
+	var lastKilled *clusterBroker
+	var hwBeforeRestart map[int32]int64
+	const kills = 4
+	for k := range kills {
+		time.Sleep(time.Duration(1000+rand.IntN(2000)) * time.Millisecond)
+		part := int32(rand.IntN(parts))
+		leader, epoch := leaderOf(ctx, seeds, topic, part)
+		if leader < 0 {
+			t.Fatalf("kill %d: no leader for %s/%d", k, topic, part)
+		}
+		victim := bs[leader]
+		hwBeforeRestart, _ = hwOf(victim.http, topic)
+		victim.proc.Kill()
+		killedAt := time.Now()
+		var at time.Time
+		for {
+			var ok bool
+			if at, ok = chk.firstAckAfter(part, killedAt); ok {
+				break
+			}
+			if time.Since(killedAt) > 60*time.Second {
+				t.Fatalf("kill %d: no write acknowledged on %s/%d within 60s after killing its leader %d", k, topic, part, leader)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		failovers = append(failovers, at.Sub(killedAt))
+		newLeader, newEpoch := leaderOf(ctx, alive(victim), topic, part)
+		t.Logf("kill %d: broker %d (leader of %s/%d, epoch %d) killed; next acknowledged write after %v; new leader %d epoch %d",
+			k, leader, topic, part, epoch, at.Sub(killedAt).Round(time.Millisecond), newLeader, newEpoch)
+		victim.start(t, gossipOf(victim), 0)
+		lastKilled = victim
+	}
+
+	// The last restarted broker catches up while writes go on: its
+	// replicas' applied end moves past where they were at the kill.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		hw, err := hwOf(lastKilled.http, topic)
+		caught := err == nil && len(hw) == parts
+		for p, v := range hw {
+			caught = caught && v > hwBeforeRestart[p]
+		}
+		if caught {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted broker %d does not catch up while writes go on: now %v, at the kill %v (%v)", lastKilled.id, hw, hwBeforeRestart, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// SIGSTOP a leader for longer than the election timeout: another
+	// replica takes over; after SIGCONT the old leader steps down and
+	// answers Produce with NOT_LEADER_OR_FOLLOWER.
+	stopPart := int32(rand.IntN(parts))
+	oldLeader, oldEpoch := leaderOf(ctx, seeds, topic, stopPart)
+	stopped := bs[oldLeader]
+	if err := stopped.proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+	var newLeader int32
+	for {
+		var e int32
+		newLeader, e = leaderOf(ctx, alive(stopped), topic, stopPart)
+		if newLeader >= 0 && newLeader != oldLeader && e > oldEpoch {
+			break
+		}
+		if time.Since(stoppedAt) > 30*time.Second {
+			_ = stopped.proc.Cmd.Process.Signal(syscall.SIGCONT)
+			t.Fatalf("no new leader of %s/%d 30s after SIGSTOP of leader %d", topic, stopPart, oldLeader)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Until(stoppedAt.Add(3 * time.Second)))
+	if err := stopped.proc.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SIGSTOP of broker %d (leader of %s/%d, epoch %d): broker %d took over; SIGCONT after %v",
+		oldLeader, topic, stopPart, oldEpoch, newLeader, time.Since(stoppedAt).Round(time.Millisecond))
+	raw, err := kgo.NewClient(kgo.SeedBrokers(stopped.kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stepDown := time.Now()
+	for {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = stopPart
+		rp.Records = plainBatch("after-sigcont")
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		rctx, rcancel := context.WithTimeout(ctx, 6*time.Second)
+		r, err := raw.SeedBrokers()[0].Request(rctx, req)
+		rcancel()
+		if err == nil {
+			code := r.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+			if code == kerr.NotLeaderForPartition.Code {
+				break
+			}
+			if code == 0 {
+				t.Fatalf("the old leader %d accepted a write to %s/%d after SIGCONT", oldLeader, topic, stopPart)
+			}
+		}
+		if time.Since(stepDown) > 15*time.Second {
+			t.Fatalf("old leader %d did not answer NOT_LEADER_OR_FOLLOWER for %s/%d within 15s after SIGCONT (last: %v)", oldLeader, topic, stopPart, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Fetch on the follower it now is: NOT_LEADER_OR_FOLLOWER too.
+	freq := kmsg.NewPtrFetchRequest()
+	freq.MaxWaitMillis, freq.MaxBytes = 0, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.PartitionMaxBytes = stopPart, 1<<20
+	ft.Partitions = append(ft.Partitions, fp)
+	freq.Topics = append(freq.Topics, ft)
+	fr, err := raw.SeedBrokers()[0].Request(ctx, freq)
+	if err != nil {
+		t.Fatalf("fetch from the old leader: %v", err)
+	}
+	if code := fr.(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch of %s/%d from follower %d: %v, want NOT_LEADER_OR_FOLLOWER", topic, stopPart, oldLeader, kerr.ErrorForCode(code))
+	}
+	raw.Close()
+	t.Logf("old leader %d answers Produce and Fetch with NOT_LEADER_OR_FOLLOWER %v after SIGCONT", oldLeader, time.Since(stepDown).Round(time.Millisecond))
+
+	time.Sleep(time.Second)
+	stopProducing()
+	pwg.Wait()
+	produceErrs.Range(func(k, v any) bool {
+		t.Errorf("record %v not acknowledged: %v", k, v)
+		return true
+	})
+
+	// Every replica of every partition ends at the same offset.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		var hws []map[int32]int64
+		for _, b := range bs {
+			hw, _ := hwOf(b.http, topic)
+			hws = append(hws, hw)
+		}
+		same := true
+		for p := range int32(parts) {
+			same = same && hws[0][p] > 0 && hws[0][p] == hws[1][p] && hws[1][p] == hws[2][p]
+		}
+		if same {
+			t.Logf("replica end offsets agree on all brokers: %v", hws[0])
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica end offsets differ 30s after the writes stopped: %v", hws)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	chk.mu.Lock()
+	acked := len(chk.acked)
+	chk.mu.Unlock()
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		liveMu.Lock()
+		n := liveN
+		liveMu.Unlock()
+		if n >= acked || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	stopLive()
+	<-liveDone
+	lost, dup, reord, summary := chk.verify(liveRead)
+	t.Logf("live consumer (reading through the failovers): %s", summary)
+	if lost != 0 || dup != 0 || reord != 0 {
+		t.Errorf("live consumer: %s", summary)
+	}
+
+	// Snapshots were taken (so the restarts above replayed from them).
+	snaps := 0
+	for _, b := range bs {
+		m, _ := filepath.Glob(filepath.Join(b.dir, "data", topic+"-*", "raft", "snapshots", "*", "meta.json"))
+		snaps += len(m)
+	}
+	if snaps == 0 {
+		t.Fatal("no partition snapshot was taken; the restarts did not exercise snapshot restore")
+	}
+	t.Logf("%d partition snapshots on disk", snaps)
+
+	// Read everything back and check.
+	c, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	read := map[int32][]*kgo.Record{}
+	n := 0
+	chk.mu.Lock()
+	want := len(chk.acked)
+	chk.mu.Unlock()
+	cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
+	defer ccancel()
+	quiet := time.Time{}
+	for cctx.Err() == nil && (n < want || time.Now().Before(quiet)) {
+		if n >= want && quiet.IsZero() {
+			quiet = time.Now().Add(2 * time.Second)
+		}
+		fctx, fcancel := context.WithTimeout(cctx, time.Second)
+		fs := c.PollFetches(fctx)
+		fcancel()
+		fs.EachError(func(tp string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				t.Logf("fetch %s/%d: %v", tp, p, err)
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			read[r.Partition] = append(read[r.Partition], r)
+			n++
+		})
+	}
+	lost, dup, reord, summary = chk.verify(read)
+	slices.Sort(failovers)
+	p50 := failovers[len(failovers)/2]
+	p99 := failovers[len(failovers)-1]
+	t.Logf("checker: %s; failover (leader kill -> next acknowledged write) over %d kills: p50 %v, p99 %v, all %v",
+		summary, len(failovers), p50.Round(time.Millisecond), p99.Round(time.Millisecond), failovers)
+	if lost != 0 || dup != 0 || reord != 0 || want == 0 {
+		t.Fatalf("checker: %s", summary)
+	}
+}
+
+// plainBatch is a one-record batch without a producer id.
+func plainBatch(v string) []byte {
+	r := kmsg.Record{Value: []byte(v)}
+	r.Length = int32(len(r.AppendTo(nil)) - 1)
+	rb := kmsg.RecordBatch{Magic: 2, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1, PartitionLeaderEpoch: -1, Records: r.AppendTo(nil)}
+	b := rb.AppendTo(nil)
+	l := int32(len(b) - 12)
+	b[8], b[9], b[10], b[11] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
+	crc := crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli))
+	b[17], b[18], b[19], b[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
+	return b
+}
