@@ -5,53 +5,17 @@
 # SIGKILL of the controller leader and the time until the next CreateTopics
 # through another broker succeeds. Needs kcat (to find the controller).
 #
-#   bench/cluster-figures.sh            # ports 2909x (Kafka), 2919x (raft), 2929x (gossip)
-#   BASE=3900 bench/cluster-figures.sh  # other ports: 3900x, 3910x, 3920x
+#   bench/cluster-figures.sh            # ports 2909x (Kafka), 2919x (raft), 2929x (gossip), 2939x (HTTP)
+#   BASE=3900 bench/cluster-figures.sh  # other ports: 3900x, 3910x, 3920x, 3930x
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=${BASE:-2909}
-kport() { echo "$base$1"; }
-rport() { echo "$((base + 10))$1"; }
-gport() { echo "$((base + 20))$1"; }
-work=$(mktemp -d /tmp/simtel-cluster-figures.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-go build -o "$work/simtel" ./cmd/simtel
-bin=$work/simtel
-
-start() { # id, join
-  local join=()
-  [ -n "$2" ] && join=(--join "127.0.0.1:$2")
-  "$bin" broker --node-id "$1" --data-dir "$work/d$1" --listen "127.0.0.1:$(kport "$1")" \
-    --raft-listen "127.0.0.1:$(rport "$1")" --gossip-listen "127.0.0.1:$(gport "$1")" \
-    "${join[@]}" --bootstrap-expect 3 >>"$work/log$1" 2>&1 &
-  pids[$1]=$!
-}
-start 0 ""
-start 1 "$(gport 0)"
-start 2 "$(gport 0)"
-sleep 5
-"$bin" topic create idle --partitions 300 --brokers "127.0.0.1:$(kport 0)"
+source bench/cluster-lib.sh
+start_cluster
+"$bin" topic create idle --partitions 300 --replication-factor 1 --brokers "127.0.0.1:$(kport 0)"
 sleep 3
-hz=$(getconf CLK_TCK)
-ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
-declare -a before
-for i in 0 1 2; do before[$i]=$(ticks "${pids[$i]}"); done
-sleep 30
-total=0
-for i in 0 1 2; do
-  d=$(( $(ticks "${pids[$i]}") - before[i] ))
-  total=$((total + d))
-  echo "idle: broker $i used $(echo "scale=2; $d*100/$hz/30" | bc)% of a core"
-done
-echo "idle: cluster used $(echo "scale=2; $total*100/$hz/30" | bc)% of a core over 30 s (300 partitions)"
+idle_cpu "300 partitions, replication factor 1"
 
-seeds="127.0.0.1:$(kport 0),127.0.0.1:$(kport 1),127.0.0.1:$(kport 2)"
 for round in 1 2 3; do
   leader=$(kcat -L -b "$seeds" 2>/dev/null | sed -nE 's/.*broker ([0-9]+) at .*\(controller\).*/\1/p')
   other=$(( (leader + 1) % 3 ))

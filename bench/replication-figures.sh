@@ -21,48 +21,12 @@ cd "$(dirname "$0")/.."
 base=${BASE:-3309}
 records=${RECORDS:-50000}
 heartbeat=${HEARTBEAT:-1s}
-kport() { echo "$base$1"; }
-rport() { echo "$((base + 10))$1"; }
-gport() { echo "$((base + 20))$1"; }
-hport() { echo "$((base + 30))$1"; }
-work=$(mktemp -d /tmp/simtel-repl-figures.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-go build -o "$work/simtel" ./cmd/simtel
-bin=$work/simtel
-
-start() { # id, join
-  local join=()
-  [ -n "$2" ] && join=(--join "127.0.0.1:$2")
-  "$bin" broker --node-id "$1" --data-dir "$work/d$1" --listen "127.0.0.1:$(kport "$1")" \
-    --raft-listen "127.0.0.1:$(rport "$1")" --gossip-listen "127.0.0.1:$(gport "$1")" \
-    --http-listen "127.0.0.1:$(hport "$1")" --replica-heartbeat-timeout "$heartbeat" "${join[@]}" --bootstrap-expect 3 >>"$work/log$1" 2>&1 &
-  pids[$1]=$!
-}
-start 0 ""
-start 1 "$(gport 0)"
-start 2 "$(gport 0)"
-sleep 5
-seeds="127.0.0.1:$(kport 0),127.0.0.1:$(kport 1),127.0.0.1:$(kport 2)"
+broker_args=(--replica-heartbeat-timeout "$heartbeat")
+source bench/cluster-lib.sh
+start_cluster
 "$bin" topic create idle --partitions 300 --replication-factor 3 --brokers "$seeds"
 sleep 15 # elections and leader reports
-hz=$(getconf CLK_TCK)
-ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
-declare -a before
-for i in 0 1 2; do before[$i]=$(ticks "${pids[$i]}"); done
-sleep 30
-total=0
-for i in 0 1 2; do
-  d=$(( $(ticks "${pids[$i]}") - before[i] ))
-  total=$((total + d))
-  echo "idle: broker $i used $(echo "scale=2; $d*100/$hz/30" | bc)% of a core"
-done
-echo "idle: cluster used $(echo "scale=2; $total*100/$hz/30" | bc)% of a core over 30 s (300 partitions x RF 3, heartbeat timeout $heartbeat)"
+idle_cpu "300 partitions x RF 3, heartbeat timeout $heartbeat"
 
 wbytes() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
 produced() { # sum of simtel_broker_produced_bytes_total over the brokers
