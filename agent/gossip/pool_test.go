@@ -281,7 +281,7 @@ func TestPoolRollout(t *testing.T) {
 	pools[1].SetHolding("actor", Holding{Version: 2, Since: base.Add(-5 * time.Second)})
 	pools[2].SetHolding("actor", Holding{Version: 2, Since: base.Add(-1 * time.Second)})
 	upToDate := wantNode{minSec: 0, maxSec: 0}
-	eventually(t, 10*time.Second, "views of v2 rollout", allViews(pools, "actor", func(v View) error {
+	eventually(t, converge, "views of v2 rollout", allViews(pools, "actor", func(v View) error {
 		return checkView(v, 2, map[int64]int{2: 3, 1: 2}, map[string]wantNode{
 			"n1": {version: 2, minSec: 0, maxSec: 0},
 			"n2": {version: 2, minSec: 0, maxSec: 0},
@@ -305,7 +305,7 @@ func TestPoolRollout(t *testing.T) {
 
 	// n4 gets v3: everyone else is behind, measured from n4's Since.
 	pools[3].SetHolding("actor", Holding{Version: 3, Since: time.Now()})
-	eventually(t, 10*time.Second, "views of v3 update", allViews(pools, "actor", func(v View) error {
+	eventually(t, converge, "views of v3 update", allViews(pools, "actor", func(v View) error {
 		return checkView(v, 3, map[int64]int{3: 1, 2: 3, 1: 1}, map[string]wantNode{
 			"n1": {version: 2, staleVersions: 1, minSec: 1e-9, maxSec: 30},
 			"n2": {version: 2, staleVersions: 1, minSec: 1e-9, maxSec: 30},
@@ -327,7 +327,7 @@ func TestPoolRollout(t *testing.T) {
 		"n4": {version: 3},
 		"n5": {version: 1, staleVersions: 2, minSec: 1e-9, maxSec: 30},
 	}
-	eventually(t, 10*time.Second, "n2 gone", allViews(rest, "actor", func(v View) error {
+	eventually(t, converge, "n2 gone", allViews(rest, "actor", func(v View) error {
 		return checkView(v, 3, map[int64]int{3: 1, 2: 2, 1: 1}, afterLeave)
 	}))
 	for _, p := range rest {
@@ -338,7 +338,7 @@ func TestPoolRollout(t *testing.T) {
 
 	// Withdrawing a policy: n4 holds nothing again, n1 and n3 are newest.
 	pools[3].SetHolding("actor", Holding{})
-	eventually(t, 10*time.Second, "views after withdraw", allViews(rest, "actor", func(v View) error {
+	eventually(t, converge, "views after withdraw", allViews(rest, "actor", func(v View) error {
 		return checkView(v, 2, map[int64]int{2: 2, 1: 1, 0: 1}, map[string]wantNode{
 			"n1": {version: 2},
 			"n2": {gone: true},
@@ -371,6 +371,13 @@ func crash(p *Pool) {
 	})
 }
 
+// converge bounds how long the tests wait for the pools to agree. A meta
+// update can be lost in memberlist's broadcast queue (see anchor in
+// delegate.go); push/pull, every 15 s with Fast, repairs it. Two push/pull
+// periods plus slack keeps the tests from failing on that, or on a loaded
+// machine, while a pool that never converges still fails them.
+const converge = 35 * time.Second
+
 func TestPoolClustersDoNotMerge(t *testing.T) {
 	rec := newRecorder(t)
 	seedA, seedB := freeAddr(t), freeAddr(t)
@@ -392,10 +399,10 @@ func TestPoolClustersDoNotMerge(t *testing.T) {
 			return checkView(v, version, map[int64]int{version: 2}, map[string]wantNode{n1: {version: version}, n2: {version: version}})
 		})
 	}
-	eventually(t, 10*time.Second, "pool A formed", viewOf(a, 5, "a1", "a2"))
-	eventually(t, 10*time.Second, "pool B formed", viewOf(b, 7, "b1", "b2"))
+	eventually(t, converge, "pool A formed", viewOf(a, 5, "a1", "a2"))
+	eventually(t, converge, "pool B formed", viewOf(b, 7, "b1", "b2"))
 	// The pools did contact each other (same seeds) and refused.
-	eventually(t, 10*time.Second, "label rejection", func() error {
+	eventually(t, converge, "label rejection", func() error {
 		if len(rec.find("memberlist", "text", "unacceptable label")) == 0 {
 			return fmt.Errorf("no node logged a label rejection")
 		}
@@ -437,7 +444,7 @@ func TestPoolManyPolicies(t *testing.T) {
 	n1 := startPool(t, rec, Config{NodeName: "n1", Bind: "127.0.0.1:0", Cluster: "run-7"})
 	n2 := startPool(t, rec, Config{NodeName: "n2", Bind: "127.0.0.1:0", Cluster: "run-7", Join: []string{n1.Addr()}})
 	pools := []*Pool{n1, n2}
-	eventually(t, 10*time.Second, "joined", func() error {
+	eventually(t, converge, "joined", func() error {
 		if n1.Members() != 2 || n2.Members() != 2 {
 			return fmt.Errorf("members %d/%d, want 2/2", n1.Members(), n2.Members())
 		}
@@ -455,7 +462,7 @@ func TestPoolManyPolicies(t *testing.T) {
 		t.Fatalf("10 policies: got external %v, meta %d bytes; want inline within %d", external, size, memberlist.MetaMaxSize)
 	}
 	t.Logf("meta with 10 policies: %d bytes", size)
-	eventually(t, 10*time.Second, "10 policies seen by n2", func() error {
+	eventually(t, converge, "10 policies seen by n2", func() error {
 		if got := len(metaOf(n2, "n1")); got != size {
 			return fmt.Errorf("n2 sees a %d-byte meta of n1, want %d", got, size)
 		}
@@ -502,17 +509,17 @@ func TestPoolManyPolicies(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, 10*time.Second, "60 policies by broadcast", check(pools, 0, 0))
+	eventually(t, converge, "60 policies by broadcast", check(pools, 0, 0))
 
 	// A node joining later learns the records by the join's push/pull.
 	n3 := startPool(t, rec, Config{NodeName: "n3", Bind: "127.0.0.1:0", Cluster: "run-7", Join: []string{n2.Addr()}})
-	eventually(t, 10*time.Second, "records pushed to a late joiner", check([]*Pool{n3}, 0, 1))
+	eventually(t, converge, "records pushed to a late joiner", check([]*Pool{n3}, 0, 1))
 
 	// An update in external mode propagates.
 	for _, i := range []int{0, 17, 59} {
 		n2.SetHolding(longName(i), Holding{Version: int64(i + 2 + 100)})
 	}
-	eventually(t, 10*time.Second, "external update", check([]*Pool{n1, n2, n3}, 100, 1))
+	eventually(t, converge, "external update", check([]*Pool{n1, n2, n3}, 100, 1))
 }
 
 // A record too big for a UDP broadcast still reaches a peer by push/pull.
@@ -532,7 +539,7 @@ func TestPoolRecordTooBigForBroadcast(t *testing.T) {
 		t.Errorf("want one warning about the record size")
 	}
 	n2 := startPool(t, rec, Config{NodeName: "n2", Bind: "127.0.0.1:0", Cluster: "run-8", Join: []string{n1.Addr()}})
-	eventually(t, 10*time.Second, "big record by push/pull", func() error {
+	eventually(t, converge, "big record by push/pull", func() error {
 		for _, i := range []int{0, 199} {
 			if v := n2.View(longName(i)); v.Newest != int64(i+1) {
 				return fmt.Errorf("policy %d: got Newest %d, want %d", i, v.Newest, i+1)
