@@ -260,63 +260,41 @@ func (sc *encodeScratch) writeColumn(cw file.ColumnChunkWriter, fc fileColumn, t
 	case c.tag:
 		return sc.writeTag(cw, c, a, chunk)
 	case c.kind == kindString:
-		v := sc.bytes[:0]
-		for _, r := range chunk {
-			x, ok := c.get(r)
-			if ok {
-				v = append(v, a.get(x))
-				defs = append(defs, 1)
-			} else {
-				defs = append(defs, 0)
-			}
-		}
+		v, defs := gather(sc.bytes[:0], defs, c, chunk, func(x uint64) pq.ByteArray { return a.get(x) })
 		sc.bytes, sc.defs = v, defs
 		_, err := cw.(*file.ByteArrayColumnChunkWriter).WriteBatch(v, defs, nil)
 		clear(v) // drop the references into the arena
 		return err
 	case c.kind == kindFloat:
-		v := sc.f64[:0]
-		for _, r := range chunk {
-			x, ok := c.get(r)
-			if ok {
-				v = append(v, math.Float64frombits(x))
-				defs = append(defs, 1)
-			} else {
-				defs = append(defs, 0)
-			}
-		}
+		v, defs := gather(sc.f64[:0], defs, c, chunk, math.Float64frombits)
 		sc.f64, sc.defs = v, defs
 		_, err := cw.(*file.Float64ColumnChunkWriter).WriteBatch(v, defs, nil)
 		return err
 	case c.kind == kindBool:
-		v := sc.bools[:0]
-		for _, r := range chunk {
-			x, ok := c.get(r)
-			if ok {
-				v = append(v, x != 0)
-				defs = append(defs, 1)
-			} else {
-				defs = append(defs, 0)
-			}
-		}
+		v, defs := gather(sc.bools[:0], defs, c, chunk, func(x uint64) bool { return x != 0 })
 		sc.bools, sc.defs = v, defs
 		_, err := cw.(*file.BooleanColumnChunkWriter).WriteBatch(v, defs, nil)
 		return err
 	default: // integers, signed and unsigned (stored as INT64, the logical type tells)
-		v := sc.i64[:0]
-		for _, r := range chunk {
-			x, ok := c.get(r)
-			if ok {
-				v = append(v, int64(x))
-				defs = append(defs, 1)
-			} else {
-				defs = append(defs, 0)
-			}
-		}
+		v, defs := gather(sc.i64[:0], defs, c, chunk, func(x uint64) int64 { return int64(x) })
 		sc.i64, sc.defs = v, defs
 		_, err := cw.(*file.Int64ColumnChunkWriter).WriteBatch(v, defs, nil)
 		return err
 	}
+}
+
+// gather appends to v the values of column c at rows chunk, converted by
+// conv, and to defs each row's definition level (1: value, 0: null).
+func gather[T any](v []T, defs []int16, c *column, chunk []int32, conv func(uint64) T) ([]T, []int16) {
+	for _, r := range chunk {
+		if x, ok := c.get(r); ok {
+			v = append(v, conv(x))
+			defs = append(defs, 1)
+		} else {
+			defs = append(defs, 0)
+		}
+	}
+	return v, defs
 }
 
 // dictBatch is how many rows of a tag column go to the column writer at a
