@@ -137,30 +137,40 @@ func runDev(ctx context.Context, c devConfig, log *slog.Logger) error {
 
 	actx, stopAgent := context.WithCancel(context.Background())
 	sctx, stopSink := context.WithCancel(context.Background())
-	var eg errgroup.Group
-	eg.Go(func() error { return a.Run(actx) })
-	eg.Go(func() error { return sink.Run(sctx, sinkCfg) })
+	agentDone, sinkDone := make(chan error, 1), make(chan error, 1)
+	go func() { agentDone <- a.Run(actx) }()
+	go func() { sinkDone <- sink.Run(sctx, sinkCfg) }()
 	done := make(chan struct{})
 	var sg errgroup.Group
 	if c.summary {
 		sg.Go(func() error { devSummary(done, os.Stderr, a.Gatherer(), sinkReg); return nil })
 	}
-	// A part that stops on its own (a listener failed) stops the rest.
-	failed := make(chan error, 1)
-	go func() { failed <- eg.Wait() }()
-	var partErr error
+	// Wait for a signal, or for a part that stops on its own (a listener
+	// failed), which stops the rest.
+	var agentErr, sinkErr error
+	agentOver, sinkOver := false, false
 	select {
 	case <-ctx.Done():
-	case partErr = <-failed:
-		failed <- partErr
+	case agentErr = <-agentDone:
+		agentOver = true
+	case sinkErr = <-sinkDone:
+		sinkOver = true
 	}
 	close(done)
 	_ = sg.Wait()
+	// The agent first, so it ships its spool into the broker; then the
+	// sink, which flushes what it has consumed into the lake. Records it
+	// had not fetched yet stay in the broker (the retention hold keeps
+	// them) and reach the lake at the next start.
 	stopAgent()
-	// The sink keeps consuming until the agent has drained into the broker.
-	time.Sleep(100 * time.Millisecond)
+	if !agentOver {
+		agentErr = <-agentDone
+	}
 	stopSink()
-	err = errors.Join(partErr, <-failed)
+	if !sinkOver {
+		sinkErr = <-sinkDone
+	}
+	err = errors.Join(agentErr, sinkErr)
 	stopBroker()
 	err = errors.Join(err, beg.Wait())
 	if errors.Is(err, context.Canceled) {
