@@ -37,6 +37,9 @@ type Mux struct {
 	ln        net.Listener
 	advertise raft.ServerAddress
 	log       *slog.Logger
+	// local is the listener's IP when it is a specific address (not a
+	// wildcard): outgoing connections leave from it. See localAddrFor.
+	local net.IP
 
 	mu struct {
 		sync.Mutex
@@ -61,6 +64,11 @@ func NewMux(addr, advertise string, log *slog.Logger) (*Mux, error) {
 		advertise = ln.Addr().String()
 	}
 	m := &Mux{ln: ln, advertise: raft.ServerAddress(advertise), log: log, done: make(chan struct{})}
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+			m.local = ip
+		}
+	}
 	m.mu.groups = map[uint64]*StreamLayer{}
 	return m, nil
 }
@@ -155,9 +163,35 @@ func (m *Mux) route(c net.Conn) {
 	}
 }
 
+// localAddrFor is the local address to dial addr from: the raft
+// listener's IP when --raft-listen names a specific one, so that on a
+// multi-homed host raft traffic leaves from the address the broker was
+// told to use for raft, and a peer (or a fault-injecting proxy in tests,
+// where each broker has its own loopback IP) sees which broker connects.
+// nil (the kernel chooses) when listening on a wildcard address, or when
+// the listener is on loopback and addr is not a loopback IP literal (a
+// loopback source cannot reach another host).
+func (m *Mux) localAddrFor(addr raft.ServerAddress) *net.TCPAddr {
+	if m.local == nil {
+		return nil
+	}
+	if m.local.IsLoopback() {
+		host, _, err := net.SplitHostPort(string(addr))
+		ip := net.ParseIP(host)
+		if err != nil || ip == nil || !ip.IsLoopback() || (ip.To4() == nil) != (m.local.To4() == nil) {
+			return nil
+		}
+	}
+	return &net.TCPAddr{IP: m.local}
+}
+
 // dial connects to a peer's mux and writes a header.
 func (m *Mux) dial(addr raft.ServerAddress, timeout time.Duration, header []byte) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	d := net.Dialer{Timeout: timeout}
+	if la := m.localAddrFor(addr); la != nil {
+		d.LocalAddr = la
+	}
+	c, err := d.Dial("tcp", string(addr))
 	if err != nil {
 		return nil, err
 	}
