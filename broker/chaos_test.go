@@ -256,8 +256,14 @@ func startLoad(t *testing.T, ctx context.Context, seeds []string, topic string, 
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
+			// franz-go refreshes metadata at most every 5 s by default;
+			// a refresh right after a fault often still sees the old
+			// leader, so the default adds up to 5 s to every failover.
+			// 500 ms keeps the tests short and the failover figures
+			// closer to the cluster's own.
 			p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
 				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(2000),
+				kgo.MetadataMinAge(500*time.Millisecond),
 				kgo.RetryTimeout(90*time.Second), kgo.RecordDeliveryTimeout(120*time.Second))
 			if err != nil {
 				t.Error(err)
@@ -273,7 +279,10 @@ func startLoad(t *testing.T, ctx context.Context, seeds []string, topic string, 
 					}
 					l.chk.ack(r)
 				})
-				if i%50 == 0 {
+				// About 2000 records a second per producer: enough to
+				// have writes in flight at every fault, few enough to read
+				// back quickly on a loaded machine.
+				if i%10 == 9 {
 					time.Sleep(5 * time.Millisecond)
 				}
 			}
@@ -347,7 +356,8 @@ type liveReader struct {
 }
 
 func startLiveReader(t *testing.T, ctx context.Context, seeds []string, topic string) *liveReader {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.MetadataMinAge(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,6 +559,7 @@ type rawProducer struct {
 	codes   map[string]int // error name ("ok", "timeout", ...) -> count
 	okAfter []string       // values acknowledged
 	sent    int
+	first   map[string]time.Time // error name -> when first answered
 	stop    context.CancelFunc
 	done    chan struct{}
 }
@@ -559,7 +570,7 @@ func startRawProducer(t *testing.T, ctx context.Context, addr, topic string, par
 		t.Fatal(err)
 	}
 	rctx, stop := context.WithCancel(ctx)
-	rp := &rawProducer{codes: map[string]int{}, stop: stop, done: make(chan struct{})}
+	rp := &rawProducer{codes: map[string]int{}, first: map[string]time.Time{}, stop: stop, done: make(chan struct{})}
 	go func() {
 		defer close(rp.done)
 		defer cl.Close()
@@ -592,6 +603,9 @@ func startRawProducer(t *testing.T, ctx context.Context, addr, topic string, par
 			rp.mu.Lock()
 			rp.sent++
 			rp.codes[name]++
+			if _, ok := rp.first[name]; !ok {
+				rp.first[name] = time.Now()
+			}
 			if name == "ok" {
 				rp.okAfter = append(rp.okAfter, v)
 			}
@@ -606,11 +620,12 @@ func startRawProducer(t *testing.T, ctx context.Context, addr, topic string, par
 	return rp
 }
 
-// count is how many answers had error name so far.
-func (rp *rawProducer) count(name string) int {
+// firstAnswer is when error name was first answered (false: not yet).
+func (rp *rawProducer) firstAnswer(name string) (time.Time, bool) {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
-	return rp.codes[name]
+	at, ok := rp.first[name]
+	return at, ok
 }
 
 func (rp *rawProducer) finish() {
@@ -695,13 +710,16 @@ func testPartitionIsolatedLeader(t *testing.T, n int) {
 		}
 	}
 	// The isolated broker loses its lease and says so.
-	for iso.count(kerr.NotLeaderForPartition.Error()) == 0 {
+	for {
+		if at, ok := iso.firstAnswer(kerr.NotLeaderForPartition.Error()); ok {
+			t.Logf("isolated broker %d answered NOT_LEADER_OR_FOLLOWER for partition %d %v after the cut", v, part, at.Sub(cutAt).Round(time.Millisecond))
+			break
+		}
 		if time.Since(cutAt) > 60*time.Second {
 			t.Fatalf("isolated broker %d never answered NOT_LEADER_OR_FOLLOWER for partition %d in 60s (%v)", v, part, iso)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("isolated broker %d answers NOT_LEADER_OR_FOLLOWER for partition %d %v after the cut", v, part, time.Since(cutAt).Round(time.Millisecond))
 	// Writes go on for a while on the majority side.
 	acks := load.acked()
 	load.waitAcks(t, acks+3000)
@@ -797,9 +815,9 @@ func testLeaderKills(t *testing.T, n, kills int) {
 	live := startLiveReader(t, ctx, cc.seeds, topic)
 	load.waitAcks(t, 2000)
 
-	var failovers []time.Duration
+	var failovers, catchups []time.Duration
 	for k := range kills {
-		time.Sleep(time.Duration(200+cc.rng.IntN(2300)) * time.Millisecond)
+		time.Sleep(time.Duration(200+cc.rng.IntN(1300)) * time.Millisecond)
 		part := int32(cc.rng.IntN(parts))
 		pi := partitionsOf(ctx, cc.seeds, topic)[part]
 		if pi.leader < 0 || int(pi.leader) >= n {
@@ -836,6 +854,7 @@ func testLeaderKills(t *testing.T, n, kills int) {
 				caught = caught && hw[p] > want
 			}
 			if caught {
+				catchups = append(catchups, time.Since(restartAt).Round(time.Millisecond))
 				break
 			}
 			if time.Since(restartAt) > 90*time.Second {
@@ -858,6 +877,6 @@ func testLeaderKills(t *testing.T, n, kills int) {
 	}
 	sorted := slices.Clone(failovers)
 	slices.Sort(sorted)
-	t.Logf("failover (leader kill -> next acknowledged write on its partition) over %d kills on %d brokers: p50 %v, max %v, all %v; %d partition snapshots on disk",
-		len(failovers), n, sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), failovers, snaps)
+	t.Logf("failover (leader kill -> next acknowledged write on its partition) over %d kills on %d brokers: p50 %v, max %v, all %v; restarted broker caught up after %v; %d partition snapshots on disk",
+		len(failovers), n, sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), failovers, catchups, snaps)
 }
