@@ -246,10 +246,43 @@ type chaosLoad struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 	errs sync.Map // value -> error of records not acknowledged
+
+	mu struct {
+		sync.Mutex
+		watch map[int32]bool        // partitions whose acknowledgements are timed
+		ackAt map[string]time.Time // value -> when acknowledged, watched partitions
+	}
+}
+
+// watch starts timing each acknowledgement on parts.
+func (l *chaosLoad) watch(parts []int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range parts {
+		l.mu.watch[p] = true
+	}
+}
+
+func (l *chaosLoad) ack(r *kgo.Record) {
+	l.chk.ack(r)
+	l.mu.Lock()
+	if l.mu.watch[r.Partition] {
+		l.mu.ackAt[string(r.Value)] = time.Now()
+	}
+	l.mu.Unlock()
+}
+
+// ackedAt is when a record of a watched partition was acknowledged.
+func (l *chaosLoad) ackedAt(v string) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at, ok := l.mu.ackAt[v]
+	return at, ok
 }
 
 func startLoad(t *testing.T, ctx context.Context, seeds []string, topic string, producers int) *chaosLoad {
 	l := &chaosLoad{chk: &replChecker{acked: map[string]ackedAt{}, ackTimes: map[int32][]time.Time{}}}
+	l.mu.watch, l.mu.ackAt = map[int32]bool{}, map[string]time.Time{}
 	pctx, stop := context.WithCancel(ctx)
 	l.stop = stop
 	for w := range producers {
@@ -277,7 +310,7 @@ func startLoad(t *testing.T, ctx context.Context, seeds []string, topic string, 
 						l.errs.Store(v, err)
 						return
 					}
-					l.chk.ack(r)
+					l.ack(r)
 				})
 				// About 2000 records a second per producer: enough to
 				// have writes in flight at every fault, few enough to read
@@ -640,11 +673,13 @@ func (rp *rawProducer) String() string {
 }
 
 func TestClusterPartitionIsolatedLeader(t *testing.T) {
-	testPartitionIsolatedLeader(t, 3)
+	testPartitionIsolatedLeader(t, 3, faultproxy.Blackhole)
 }
 
+// The five-broker variant refuses the cut connections instead of
+// blackholing them: the peers see resets at once rather than silence.
 func TestClusterPartitionIsolatedLeaderFiveBrokers(t *testing.T) {
-	testPartitionIsolatedLeader(t, 5)
+	testPartitionIsolatedLeader(t, 5, faultproxy.Refuse)
 }
 
 // testPartitionIsolatedLeader cuts a partition leader's raft links to
@@ -654,12 +689,13 @@ func TestClusterPartitionIsolatedLeaderFiveBrokers(t *testing.T) {
 // there; after healing, the old leader is a follower whose log is the
 // same as the leader's; nothing acknowledged is lost, duplicated or
 // reordered.
-func testPartitionIsolatedLeader(t *testing.T, n int) {
+func testPartitionIsolatedLeader(t *testing.T, n int, mode faultproxy.Mode) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
 	cc := startChaosCluster(t, n)
 	defer dumpLogs(t, cc.bs)
+
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const topic = "parted"
@@ -683,8 +719,9 @@ func testPartitionIsolatedLeader(t *testing.T, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("isolating broker %d (leader of %s partitions %v; controller is %d)", v, topic, led, m.ControllerID)
-	cc.isolate(v, faultproxy.Blackhole)
+	t.Logf("isolating broker %d (leader of %s partitions %v; controller is %d): %s its raft connections to and from the others", v, topic, led, m.ControllerID, mode)
+	load.watch(led)
+	cc.isolate(v, mode)
 	cutAt := time.Now()
 
 	// Writes sent to the isolated broker itself, without re-routing: none
@@ -692,15 +729,19 @@ func testPartitionIsolatedLeader(t *testing.T, n int) {
 	iso := startRawProducer(t, ctx, cc.bs[v].kafka, topic, part, "isolated")
 
 	// The majority elects new leaders (a higher epoch, on another broker)
-	// and acknowledges writes on every partition the isolated broker led.
+	// and acknowledges writes on every partition the isolated broker led
+	// (checked on the records read at the end: acknowledged before the
+	// heal, stored in a batch of the new epoch).
 	majority := cc.addrs(v)
+	newEpoch := map[int32]int32{}
 	for _, p := range led {
 		for {
 			pi := partitionsOf(ctx, majority, topic)[p]
 			if pi.leader >= 0 && int(pi.leader) != v && pi.epoch > before[p].epoch {
-				at := load.waitAckAfter(t, p, cutAt, fmt.Sprintf("partition %d after isolating its leader %d", p, v))
-				t.Logf("partition %d: broker %d leads in epoch %d (was %d in %d); first write acknowledged %v after the cut",
-					p, pi.leader, pi.epoch, v, before[p].epoch, at.Sub(cutAt).Round(time.Millisecond))
+				newEpoch[p] = pi.epoch
+				load.waitAckAfter(t, p, time.Now(), fmt.Sprintf("partition %d after isolating its leader %d", p, v))
+				t.Logf("partition %d: broker %d leads in epoch %d (was %d in %d), reported %v after the cut",
+					p, pi.leader, pi.epoch, v, before[p].epoch, time.Since(cutAt).Round(time.Millisecond))
 				break
 			}
 			if time.Since(cutAt) > 90*time.Second {
@@ -726,7 +767,7 @@ func testPartitionIsolatedLeader(t *testing.T, n int) {
 	var st []string
 	for i, p := range cc.proxies {
 		s := p.Stats()
-		st = append(st, fmt.Sprintf("%d: %d blackholed, %d cut", i, s.Blackholed, s.Cut))
+		st = append(st, fmt.Sprintf("%d: %d blackholed, %d refused, %d cut", i, s.Blackholed, s.Refused, s.Cut))
 	}
 	t.Logf("proxies during the isolation: %s", strings.Join(st, "; "))
 
@@ -768,6 +809,11 @@ func testPartitionIsolatedLeader(t *testing.T, n int) {
 	after := partitionsOf(ctx, cc.seeds, topic)
 	for _, p := range led {
 		t.Logf("partition %d after the heal: leader %d epoch %d", p, after[p].leader, after[p].epoch)
+		// The old leader came back as a follower: it leads again only
+		// if it won a later election, never in its old term.
+		if int(after[p].leader) == v && after[p].epoch <= newEpoch[p] {
+			t.Errorf("partition %d: the formerly isolated broker %d leads in epoch %d, the majority's leader had epoch %d", p, v, after[p].epoch, newEpoch[p])
+		}
 	}
 	cc.waitConverged(ctx, topic, after)
 	acked := load.acked()
@@ -779,6 +825,25 @@ func testPartitionIsolatedLeader(t *testing.T, n int) {
 				t.Errorf("record %s, sent to the isolated broker, is in partition %d at offset %d", r.Value, r.Partition, r.Offset)
 			}
 		}
+	}
+	for _, p := range led {
+		var first time.Time
+		during := 0
+		for _, r := range read[p] {
+			at, ok := load.ackedAt(string(r.Value))
+			if ok && r.LeaderEpoch >= newEpoch[p] && at.After(cutAt) && at.Before(healAt) {
+				during++
+				if first.IsZero() || at.Before(first) {
+					first = at
+				}
+			}
+		}
+		if during == 0 {
+			t.Errorf("partition %d: no record acknowledged during the isolation is stored in epoch %d or later (the majority side's leader)", p, newEpoch[p])
+			continue
+		}
+		t.Logf("partition %d: %d records acknowledged by the majority side during the isolation, the first %v after the cut",
+			p, during, first.Sub(cutAt).Round(time.Millisecond))
 	}
 	checkRead(t, load.chk, "consumer after the heal", read)
 }
