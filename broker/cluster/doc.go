@@ -40,7 +40,9 @@
 // PartitionGroupID(topic id, partition), see group.go), 2 is a
 // forwarded controller command. Mux.Group(id) returns a raft.StreamLayer
 // for raft.NewNetworkTransport, so any number of raft instances share one
-// port. A connection naming a group nobody registered is closed.
+// port. A connection naming a group nobody registered is closed. When
+// --raft-listen is a specific IP, Mux dials peers from that IP (see
+// Mux.localAddrFor), so a peer can tell brokers apart by source address.
 //
 // # Data groups
 //
