@@ -249,7 +249,7 @@ type chaosLoad struct {
 
 	mu struct {
 		sync.Mutex
-		watch map[int32]bool        // partitions whose acknowledgements are timed
+		watch map[int32]bool       // partitions whose acknowledgements are timed
 		ackAt map[string]time.Time // value -> when acknowledged, watched partitions
 	}
 }
