@@ -672,14 +672,18 @@ func (rp *rawProducer) String() string {
 	return fmt.Sprintf("%d requests, answers %v", rp.sent, rp.codes)
 }
 
+// The three-broker variant isolates the controller leader (so the
+// majority elects a controller as well as partition leaders) and
+// blackholes its connections.
 func TestClusterPartitionIsolatedLeader(t *testing.T) {
-	testPartitionIsolatedLeader(t, 3, faultproxy.Blackhole)
+	testPartitionIsolatedLeader(t, 3, true, faultproxy.Blackhole)
 }
 
-// The five-broker variant refuses the cut connections instead of
-// blackholing them: the peers see resets at once rather than silence.
+// The five-broker variant isolates a broker that is not the controller
+// and refuses the cut connections instead of blackholing them: the peers
+// see resets at once rather than silence.
 func TestClusterPartitionIsolatedLeaderFiveBrokers(t *testing.T) {
-	testPartitionIsolatedLeader(t, 5, faultproxy.Refuse)
+	testPartitionIsolatedLeader(t, 5, false, faultproxy.Refuse)
 }
 
 // testPartitionIsolatedLeader cuts a partition leader's raft links to
@@ -689,7 +693,7 @@ func TestClusterPartitionIsolatedLeaderFiveBrokers(t *testing.T) {
 // there; after healing, the old leader is a follower whose log is the
 // same as the leader's; nothing acknowledged is lost, duplicated or
 // reordered.
-func testPartitionIsolatedLeader(t *testing.T, n int, mode faultproxy.Mode) {
+func testPartitionIsolatedLeader(t *testing.T, n int, withController bool, mode faultproxy.Mode) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
@@ -706,8 +710,16 @@ func testPartitionIsolatedLeader(t *testing.T, n int, mode faultproxy.Mode) {
 	live := startLiveReader(t, ctx, cc.seeds, topic)
 	load.waitAcks(t, 3000)
 
-	part := int32(cc.rng.IntN(parts))
-	v := int(before[part].leader)
+	// The victim: the controller leader too (withController), or a
+	// broker that is not; one of its partitions at random.
+	m, err := metadataFrom(ctx, cc.seeds[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := int(m.ControllerID)
+	if !withController {
+		v = (v + 1 + cc.rng.IntN(n-1)) % n
+	}
 	var led []int32
 	for p, pi := range before {
 		if int(pi.leader) == v {
@@ -715,10 +727,7 @@ func testPartitionIsolatedLeader(t *testing.T, n int, mode faultproxy.Mode) {
 		}
 	}
 	slices.Sort(led)
-	m, err := metadataFrom(ctx, cc.bs[v].kafka)
-	if err != nil {
-		t.Fatal(err)
-	}
+	part := led[cc.rng.IntN(len(led))]
 	t.Logf("isolating broker %d (leader of %s partitions %v; controller is %d): %s its raft connections to and from the others", v, topic, led, m.ControllerID, mode)
 	load.watch(led)
 	cc.isolate(v, mode)
