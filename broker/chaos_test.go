@@ -770,6 +770,12 @@ func testPartitionIsolatedLeader(t *testing.T, n int, withController bool, mode 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// What the isolated broker tells clients: it cannot hear from the
+	// controller, so its metadata is stale (reported, not checked;
+	// clients ignore leaders with an epoch older than one they know).
+	if pi, ok := partitionsOf(ctx, []string{cc.bs[v].kafka}, topic)[part]; ok {
+		t.Logf("isolated broker %d's metadata names leader %d epoch %d for partition %d", v, pi.leader, pi.epoch, part)
+	}
 	// Writes go on for a while on the majority side.
 	acks := load.acked()
 	load.waitAcks(t, acks+3000)
