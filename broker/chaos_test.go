@@ -672,18 +672,37 @@ func (rp *rawProducer) String() string {
 	return fmt.Sprintf("%d requests, answers %v", rp.sent, rp.codes)
 }
 
-// The three-broker variant isolates the controller leader (so the
-// majority elects a controller as well as partition leaders) and
-// blackholes its connections.
+// partitionCase is one network partition scenario.
+type partitionCase struct {
+	brokers int
+	// controller: isolate the controller leader (so the majority elects
+	// a controller as well as partition leaders); else a broker that is
+	// not the controller.
+	controller bool
+	mode       faultproxy.Mode
+	// oneWay cuts only the connections the isolated broker opens; the
+	// others still reach it (an asymmetric partition).
+	oneWay bool
+}
+
+// The three-broker variant isolates the controller leader and blackholes
+// its connections.
 func TestClusterPartitionIsolatedLeader(t *testing.T) {
-	testPartitionIsolatedLeader(t, 3, true, faultproxy.Blackhole)
+	testPartitionIsolatedLeader(t, partitionCase{brokers: 3, controller: true, mode: faultproxy.Blackhole})
 }
 
 // The five-broker variant isolates a broker that is not the controller
 // and refuses the cut connections instead of blackholing them: the peers
 // see resets at once rather than silence.
 func TestClusterPartitionIsolatedLeaderFiveBrokers(t *testing.T) {
-	testPartitionIsolatedLeader(t, 5, false, faultproxy.Refuse)
+	testPartitionIsolatedLeader(t, partitionCase{brokers: 5, mode: faultproxy.Refuse})
+}
+
+// The one-way variant blackholes only what the leader sends: it cannot
+// replicate or heartbeat, but the others' connections reach it, so the
+// new leader's replication makes it a follower while still "cut".
+func TestClusterPartitionOneWayLeader(t *testing.T) {
+	testPartitionIsolatedLeader(t, partitionCase{brokers: 3, mode: faultproxy.Blackhole, oneWay: true})
 }
 
 // testPartitionIsolatedLeader cuts a partition leader's raft links to
@@ -693,10 +712,11 @@ func TestClusterPartitionIsolatedLeaderFiveBrokers(t *testing.T) {
 // there; after healing, the old leader is a follower whose log is the
 // same as the leader's; nothing acknowledged is lost, duplicated or
 // reordered.
-func testPartitionIsolatedLeader(t *testing.T, n int, withController bool, mode faultproxy.Mode) {
+func testPartitionIsolatedLeader(t *testing.T, pc partitionCase) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
+	n, mode := pc.brokers, pc.mode
 	cc := startChaosCluster(t, n)
 	defer dumpLogs(t, cc.bs)
 
@@ -717,7 +737,7 @@ func testPartitionIsolatedLeader(t *testing.T, n int, withController bool, mode 
 		t.Fatal(err)
 	}
 	v := int(m.ControllerID)
-	if !withController {
+	if !pc.controller {
 		v = (v + 1 + cc.rng.IntN(n-1)) % n
 	}
 	var led []int32
@@ -728,9 +748,21 @@ func testPartitionIsolatedLeader(t *testing.T, n int, withController bool, mode 
 	}
 	slices.Sort(led)
 	part := led[cc.rng.IntN(len(led))]
-	t.Logf("isolating broker %d (leader of %s partitions %v; controller is %d): %s its raft connections to and from the others", v, topic, led, m.ControllerID, mode)
+	dir := "to and from"
+	if pc.oneWay {
+		dir = "to"
+	}
+	t.Logf("isolating broker %d (leader of %s partitions %v; controller is %d): %s its raft connections %s the others", v, topic, led, m.ControllerID, mode, dir)
 	load.watch(led)
-	cc.isolate(v, mode)
+	if pc.oneWay {
+		for o := range cc.bs {
+			if o != v {
+				cc.cut(v, o, mode)
+			}
+		}
+	} else {
+		cc.isolate(v, mode)
+	}
 	cutAt := time.Now()
 
 	// Writes sent to the isolated broker itself, without re-routing: none
