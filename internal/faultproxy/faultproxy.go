@@ -21,6 +21,8 @@
 // Switching a source to Blackhole or Refuse closes its connections that
 // are being forwarded; switching it back to Pass closes its held
 // (blackholed) connections, so healed clients start on new connections.
+// A held connection is never read, so it stays held (one descriptor)
+// until then even if its client has given up on it.
 //
 // A connection's direction is the direction of its TCP connect: cutting
 // source A at B's proxy stops A's connections to B (and the answers that
