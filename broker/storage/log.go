@@ -175,6 +175,8 @@ type Log struct {
 		// truncGen changes on every Truncate so a flush round that started
 		// before it does not mark re-written offsets durable.
 		truncGen uint64
+		// txn is the transaction index (see txn.go).
+		txn txnIndex
 	}
 
 	kick chan struct{} // wakes the flusher; buffered 1
@@ -319,6 +321,7 @@ func (l *Log) Append(b []byte, batches []BatchHeader, leaderEpoch int32) (firstO
 	active.size = pos
 	active.next = off
 	l.mu.end = off
+	l.observeAppendLocked(b, batches, first)
 	l.mu.Unlock()
 	return first, off - 1, nil
 }
