@@ -50,7 +50,7 @@ func TestControlBatchRoundTrip(t *testing.T) {
 func TestTxnIndex(t *testing.T) {
 	dir := t.TempDir()
 	l := openTest(t, Config{Dir: dir, SegmentBytes: 300})
-	appendBytes(t, l, simpleBatch(t, 2, 5, 0))   // 0-1
+	appendBytes(t, l, simpleBatch(t, 2, 5, 0))      // 0-1
 	a, _, _ := appendBytes(t, l, txnBatch(t, 1, 2)) // 2-3, producer 1
 	b, _, _ := appendBytes(t, l, txnBatch(t, 2, 1)) // 4, producer 2
 	appendBytes(t, l, txnBatch(t, 1, 1))            // 5, producer 1 again
