@@ -1,0 +1,115 @@
+package broker
+
+// AddPartitionsToTxn, versions 0-3: a transactional producer names the
+// partitions it is about to write in its transaction. The first call
+// after Empty or Complete* starts a new transaction (its timeout counts
+// from here). The batched v4+ form (brokers verifying for each other) is
+// not offered.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	resp.Version = r.Version
+	codes := make([][]int16, len(r.Topics))
+	for i, t := range r.Topics {
+		codes[i] = make([]int16, len(t.Partitions))
+	}
+	setAll := func(code int16) {
+		for i := range codes {
+			for j := range codes[i] {
+				codes[i][j] = code
+			}
+		}
+	}
+	if code := b.txns.addPartitions(ctx, r, codes); code != 0 {
+		setAll(code)
+	}
+	for i, t := range r.Topics {
+		st := kmsg.NewAddPartitionsToTxnResponseTopic()
+		st.Topic = t.Topic
+		for j, p := range t.Partitions {
+			sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p, codes[i][j]
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// addPartitions returns an error code for every partition, or fills codes
+// per partition (unknown ones fail the request, the others are then not
+// attempted, as in Kafka).
+func (c *txnCoordinator) addPartitions(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest, codes [][]int16) int16 {
+	if c == nil {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	e := c.lookup(r.TransactionalID)
+	if e == nil {
+		return kerr.InvalidProducerIDMapping.Code
+	}
+	var add []txnTP
+	bad := false
+	for i, t := range r.Topics {
+		for j, p := range t.Partitions {
+			part := c.b.partition(t.Topic, p)
+			switch {
+			case part == nil:
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+				bad = true
+			case t.Topic == offsetsTopic || t.Topic == txnStateTopic:
+				codes[i][j] = kerr.InvalidTopicException.Code
+				bad = true
+			default:
+				add = append(add, txnTP{t.Topic, p})
+			}
+		}
+	}
+	if bad {
+		for i := range codes {
+			for j := range codes[i] {
+				if codes[i][j] == 0 {
+					codes[i][j] = kerr.OperationNotAttempted.Code
+				}
+			}
+		}
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	defer cancel()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := checkProducerLocked(e, r.ProducerID, r.ProducerEpoch, r.Version, 2); err != nil {
+		return err.Code
+	}
+	if err := c.finishPendingLocked(ctx, e); err != nil {
+		return err.Code
+	}
+	next := e.meta.clone()
+	if next.Status != txnOngoing {
+		next.Status = txnOngoing
+		next.StartMs = c.now().UnixMilli()
+		next.Partitions, next.Groups, next.Offsets = nil, nil, nil
+	}
+	changed := next.Status != e.meta.Status
+	for _, tp := range add {
+		if !next.hasPartition(tp) {
+			next.Partitions = append(next.Partitions, tp)
+			changed = true
+		}
+	}
+	if !changed {
+		return 0
+	}
+	if err := c.persistLocked(ctx, e, next); err != nil {
+		c.log.Error("cannot add partitions to transaction", "transactional_id", e.id, "err", err)
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return 0
+}
