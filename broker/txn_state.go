@@ -77,9 +77,9 @@ type txnOffset struct {
 
 // txnMeta is the whole state of one transactional id.
 type txnMeta struct {
-	Version    int       `json:"v"`
-	ProducerID int64     `json:"pid"`
-	Epoch      int16     `json:"epoch"`
+	Version    int   `json:"v"`
+	ProducerID int64 `json:"pid"`
+	Epoch      int16 `json:"epoch"`
 	// PrevEpoch is the epoch before the coordinator bumped it to abort a
 	// timed-out transaction (-1 otherwise): that producer may still end
 	// its transaction with an abort and re-initialize with it (KIP-360).
