@@ -30,14 +30,14 @@ type Broker struct {
 	clusterID string
 	metrics   *metrics
 	groups    *group.Coordinator
-	// txns is the transaction coordinator (txn.go); nil in cluster mode,
-	// where transactions are not offered yet.
-	txns     *txnCoordinator
-	pids     *pidAllocator
-	reqBytes *semaphore.Weighted // request bytes in flight, all connections
+	pids      *pidAllocator
+	reqBytes  *semaphore.Weighted // request bytes in flight, all connections
 	// cluster is the controller membership in cluster mode, nil on a
 	// single node. Topics then come from its metadata (see cluster.go).
 	cluster *cluster.Node
+	// txns is the transaction coordinator (txn.go); nil in cluster mode,
+	// where transactions are not offered yet.
+	txns *txnCoordinator
 
 	mu struct {
 		sync.RWMutex
