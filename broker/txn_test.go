@@ -149,3 +149,76 @@ func TestTxnCommitAbortVisibility(t *testing.T) {
 		t.Fatalf("after fencing, read_committed got %v", committed)
 	}
 }
+
+// TestTxnOffsetsVisibleOnCommit sends the transactional offset APIs by
+// hand: an offset committed in a transaction is invisible to OffsetFetch
+// (UNSTABLE_OFFSET_COMMIT with RequireStable, the old offset without)
+// until EndTxn commits it, and an aborted one never appears.
+func TestTxnOffsetsVisibleOnCommit(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	ctx := ctxT(t, time.Minute)
+	cl := tb.client()
+	if _, err := tb.admin().CreateTopic(ctx, 1, 1, nil, "src"); err != nil {
+		t.Fatal(err)
+	}
+	id := "offsets-txn"
+	ini := kmsg.NewPtrInitProducerIDRequest()
+	ini.TransactionalID, ini.TransactionTimeoutMillis = &id, 60000
+	ir, err := ini.RequestWith(ctx, cl)
+	if err != nil || ir.ErrorCode != 0 {
+		t.Fatalf("init: %v %v", err, kerr.ErrorForCode(ir.ErrorCode))
+	}
+	fetch := func(stable bool) (int64, int16) {
+		t.Helper()
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version = 7
+		req.Group, req.RequireStable = "g", stable
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = "src", []int32{0}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		return p.Offset, p.ErrorCode
+	}
+	txnCommit := func(offset int64, commit bool) {
+		t.Helper()
+		ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+		ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = id, ir.ProducerID, ir.ProducerEpoch, "g"
+		if r, err := ao.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+			t.Fatalf("add offsets: %v %v", err, kerr.ErrorForCode(r.ErrorCode))
+		}
+		oc := kmsg.NewPtrTxnOffsetCommitRequest()
+		oc.TransactionalID, oc.Group, oc.ProducerID, oc.ProducerEpoch = id, "g", ir.ProducerID, ir.ProducerEpoch
+		ot := kmsg.NewTxnOffsetCommitRequestTopic()
+		ot.Topic = "src"
+		op := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		op.Offset = offset
+		ot.Partitions = append(ot.Partitions, op)
+		oc.Topics = append(oc.Topics, ot)
+		if r, err := oc.RequestWith(ctx, cl); err != nil || r.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("txn offset commit: %v %+v", err, r)
+		}
+		if _, code := fetch(true); code != kerr.UnstableOffsetCommit.Code {
+			t.Fatalf("require-stable fetch during the transaction: %v, want UNSTABLE_OFFSET_COMMIT", kerr.ErrorForCode(code))
+		}
+		if off, code := fetch(false); code != 0 || off == offset {
+			t.Fatalf("plain fetch during the transaction: offset %d %v, want the old one", off, kerr.ErrorForCode(code))
+		}
+		end := kmsg.NewPtrEndTxnRequest()
+		end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, ir.ProducerID, ir.ProducerEpoch, commit
+		if r, err := end.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+			t.Fatalf("end: %v %v", err, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	txnCommit(42, true)
+	if off, code := fetch(true); code != 0 || off != 42 {
+		t.Fatalf("after commit: offset %d %v, want 42", off, kerr.ErrorForCode(code))
+	}
+	txnCommit(99, false)
+	if off, code := fetch(true); code != 0 || off != 42 {
+		t.Fatalf("after abort: offset %d %v, want 42", off, kerr.ErrorForCode(code))
+	}
+}
