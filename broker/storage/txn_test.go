@@ -107,3 +107,57 @@ func TestTxnIndex(t *testing.T) {
 		t.Fatalf("after truncating the marker: first unstable = %d %v, want %d", off, ok, c)
 	}
 }
+
+// TestCompactionKeepsTransactions compacts a log holding committed and
+// aborted transactions whose keys are also written non-transactionally:
+// markers and transactional batches survive verbatim, superseded
+// non-transactional records go, and the transaction index rebuilt from
+// the compacted files is the one before.
+func TestCompactionKeepsTransactions(t *testing.T) {
+	dir := t.TempDir()
+	clk := newFakeClock()
+	cfg := Config{Dir: dir, SegmentBytes: 1024, Compact: true, RetentionMs: -1, Now: clk.Now}
+	l := openTest(t, cfg)
+	appendSpec(t, l, batchSpec{recs: []rec{kv("k", "plain-old", 1)}})
+	appendBytes(t, l, buildBatch(t, batchSpec{recs: []rec{kv("k", "committed", 2)}, producerID: 5, txn: true}))
+	marker(t, l, 5, ControlCommit)
+	a, _, _ := appendBytes(t, l, buildBatch(t, batchSpec{recs: []rec{kv("k", "aborted", 3)}, producerID: 6, txn: true}))
+	abortAt := marker(t, l, 6, ControlAbort)
+	appendSpec(t, l, batchSpec{recs: []rec{kv("k", "plain-new", 4)}})
+	rollTo(t, l, 10)
+	wantAborted := []AbortedTxn{{6, a, abortAt}}
+	if got := l.AbortedTxns(0, 1000); !reflect.DeepEqual(got, wantAborted) {
+		t.Fatalf("before compaction: aborted %+v", got)
+	}
+	st, err := l.Compact()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RecordsRemoved == 0 {
+		t.Fatal("compaction removed nothing: the superseded plain record should go")
+	}
+	controls := 0
+	values := map[string]bool{}
+	for _, b := range readAll(t, l, 0) {
+		h, _ := ParseBatchHeader(b)
+		if h.IsControl() {
+			controls++
+			continue
+		}
+		_, recs := decodeBatch(t, b)
+		for _, r := range recs {
+			values[string(r.value)] = true
+		}
+	}
+	if controls != 2 || values["plain-old"] || !values["committed"] || !values["aborted"] || !values["plain-new"] {
+		t.Fatalf("after compaction: %d control batches, values %v", controls, values)
+	}
+	mustClose(t, l)
+	l = openTest(t, cfg)
+	if got := l.AbortedTxns(0, 1000); !reflect.DeepEqual(got, wantAborted) {
+		t.Fatalf("after compaction and reopen: aborted %+v, want %+v", got, wantAborted)
+	}
+	if _, ok := l.FirstUnstableOffset(); ok {
+		t.Fatal("after compaction and reopen: a transaction is open")
+	}
+}
