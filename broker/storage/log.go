@@ -134,6 +134,9 @@ type Log struct {
 	// failures.
 	syncFile func(*os.File) error
 	fsyncs   atomic.Int64
+	// hasTxn is set once the log holds (or may hold) transactional
+	// batches; see txn.go.
+	hasTxn atomic.Bool
 	// hdrBufs recycles header read windows so Read does not allocate one
 	// per call.
 	hdrBufs sync.Pool
@@ -285,6 +288,10 @@ func (l *Log) Append(b []byte, batches []BatchHeader, leaderEpoch int32) (firstO
 		if active, err = l.rollLocked(active, now); err != nil {
 			return 0, 0, err
 		}
+	}
+
+	if err := l.markTransactional(batches); err != nil {
+		return 0, 0, err
 	}
 
 	off := first

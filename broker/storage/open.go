@@ -49,6 +49,9 @@ func Open(cfg Config) (*Log, error) {
 		l.mu.Unlock()
 		return nil, err
 	}
+	if _, err := os.Stat(filepath.Join(c.Dir, txnMarkFile)); err == nil {
+		l.hasTxn.Store(true)
+	}
 	if err := l.rebuildTxnIndex(); err != nil {
 		l.mu.Lock()
 		for _, s := range l.mu.segs {

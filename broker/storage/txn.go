@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"path/filepath"
 	"slices"
 	"sort"
 
@@ -34,6 +35,33 @@ import (
 // cost as rebuilding idempotent producer state; Truncate rebuilds it; the
 // removal of segments by retention or DeleteRecords drops the aborted
 // entries whose marker went with them.
+//
+// A log that never held a transactional batch skips those scans: before
+// the first transactional batch is written, Append creates the file
+// "transactions" in the log directory (atomically, fsynced), and Open
+// scans only when it exists.
+
+// txnMarkFile marks a log that has held transactional batches.
+const txnMarkFile = "transactions"
+
+// markTransactional records durably, once, that the log holds
+// transactional batches, before the first one is written. Requires
+// appendMu.
+func (l *Log) markTransactional(batches []BatchHeader) error {
+	if l.hasTxn.Load() {
+		return nil
+	}
+	for _, h := range batches {
+		if h.IsTransactional() {
+			if err := writeFileAtomic(filepath.Join(l.dir, txnMarkFile), []byte("1\n"), true); err != nil {
+				return fmt.Errorf("cannot mark log as transactional: %w", err)
+			}
+			l.hasTxn.Store(true)
+			return nil
+		}
+	}
+	return nil
+}
 
 // ControlType is the type of a control record.
 type ControlType int16
@@ -209,6 +237,9 @@ func (l *Log) pruneAbortedLocked() {
 // The caller keeps appends out (Open before the log is shared, or
 // appendMu held).
 func (l *Log) rebuildTxnIndex() error {
+	if !l.hasTxn.Load() {
+		return nil
+	}
 	x := newTxnIndex()
 	l.mu.Lock()
 	if l.mu.closed || len(l.mu.segs) == 0 {

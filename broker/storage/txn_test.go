@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -159,5 +161,26 @@ func TestCompactionKeepsTransactions(t *testing.T) {
 	}
 	if _, ok := l.FirstUnstableOffset(); ok {
 		t.Fatal("after compaction and reopen: a transaction is open")
+	}
+}
+
+// TestTxnMarkFile checks that only a log that received a transactional
+// batch is marked (and so scanned at Open), and that the mark is written
+// before the batch.
+func TestTxnMarkFile(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, Config{Dir: dir})
+	appendBytes(t, l, simpleBatch(t, 3, 5, 0))
+	if _, err := os.Stat(filepath.Join(dir, txnMarkFile)); !os.IsNotExist(err) {
+		t.Fatalf("plain log is marked transactional: %v", err)
+	}
+	first, _, _ := appendBytes(t, l, txnBatch(t, 1, 1))
+	if _, err := os.Stat(filepath.Join(dir, txnMarkFile)); err != nil {
+		t.Fatalf("log with a transactional batch is not marked: %v", err)
+	}
+	mustClose(t, l)
+	l = openTest(t, Config{Dir: dir})
+	if off, ok := l.FirstUnstableOffset(); !ok || off != first {
+		t.Fatalf("after reopen: first unstable %d %v, want %d", off, ok, first)
 	}
 }
