@@ -303,3 +303,97 @@ func head(s []string) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// TestTxnBrokerRestartMidTransaction SIGKILLs the broker process while a
+// transaction is open (records acknowledged, not yet committed) and
+// restarts it: the same producer then commits and the records become
+// visible to read_committed; a second open transaction, interrupted the
+// same way, is aborted by a new producer with the same transactional id
+// and stays invisible to read_committed while read_uncommitted sees it.
+func TestTxnBrokerRestartMidTransaction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker processes")
+	}
+	dataDir, logDir := t.TempDir(), t.TempDir()
+	addr := testutil.FreePort(t)
+	start := func() *testutil.Proc {
+		p := testutil.Start(t, logDir, "broker", "--node-id", "0", "--data-dir", dataDir, "--listen", addr)
+		testutil.WaitPort(t, addr, p)
+		return p
+	}
+	proc := start()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	if _, err := kadm.NewClient(admCl).CreateTopic(ctx, 2, 1, nil, "restart-tx"); err != nil {
+		t.Fatal(err)
+	}
+	newProducer := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("restart-tx"),
+			kgo.TransactionalID("restart-writer"), kgo.TransactionTimeout(time.Minute), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	produce := func(cl *kgo.Client, prefix string, n int) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			if err := cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("%s-%d", prefix, i))).FirstErr(); err != nil {
+				t.Fatalf("produce %s-%d: %v", prefix, i, err)
+			}
+		}
+	}
+
+	p1 := newProducer()
+	defer p1.Close()
+	produce(p1, "kept", 10)
+	proc.Kill()
+	proc = start()
+	if err := p1.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit after the broker restart: %v", err)
+	}
+
+	produce(p1, "lost", 10)
+	proc.Kill()
+	proc = start()
+	p2 := newProducer() // fences p1 and aborts its open transaction
+	defer p2.Close()
+	if err := p2.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.ProduceSync(ctx, kgo.StringRecord("after")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+
+	committed := consumeAll(t, ctx, addr, "restart-tx", true, 11)
+	uncommitted := consumeAll(t, ctx, addr, "restart-tx", false, 21)
+	count := func(vals []string, prefix string) int {
+		n := 0
+		for _, v := range vals {
+			if strings.HasPrefix(v, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	if len(committed) != 11 || count(committed, "kept-") != 10 || count(committed, "after") != 1 {
+		t.Fatalf("read_committed got %v, want the 10 committed records and 'after'", committed)
+	}
+	if len(uncommitted) != 21 || count(uncommitted, "lost-") != 10 {
+		t.Fatalf("read_uncommitted got %d records %v, want 21 with the 10 aborted ones", len(uncommitted), uncommitted)
+	}
+	if err := proc.Stop(30 * time.Second); err != nil {
+		t.Errorf("broker did not stop cleanly: %v", err)
+	}
+}
