@@ -63,6 +63,10 @@ const (
 	txnCheckInterval = time.Second
 	// txnOpTimeout bounds the fsyncs of one coordinator operation.
 	txnOpTimeout = 30 * time.Second
+	// txnIDExpiration is transactional.id.expiration.ms: an id with no
+	// open transaction and no change for this long is forgotten (its
+	// state record tombstoned), so abandoned ids do not pile up.
+	txnIDExpiration = 7 * 24 * time.Hour
 )
 
 type txnEntry struct {
@@ -188,6 +192,10 @@ func (c *txnCoordinator) checkLocked(ctx context.Context, e *txnEntry) {
 		if err := c.completeLocked(ctx, e); err != nil && ctx.Err() == nil {
 			c.log.Warn("cannot complete transaction yet, will retry", "transactional_id", e.id, "err", err)
 		}
+	case m.Status != txnOngoing && c.now().UnixMilli()-m.UpdateMs > txnIDExpiration.Milliseconds():
+		if err := c.expireLocked(ctx, e); err != nil && ctx.Err() == nil {
+			c.log.Warn("cannot expire transactional id, will retry", "transactional_id", e.id, "err", err)
+		}
 	case m.Status == txnOngoing && c.now().UnixMilli()-m.StartMs > int64(m.TimeoutMs):
 		c.log.Info("aborting a transaction past its timeout", "transactional_id", e.id, "producer_id", m.ProducerID, "epoch", m.Epoch, "timeout_ms", m.TimeoutMs)
 		if err := c.abortLocked(ctx, e, true); err != nil {
@@ -252,6 +260,44 @@ func (c *txnCoordinator) statePartition() (*Partition, error) {
 	return c.state, nil
 }
 
+// expireLocked forgets an idle transactional id: a tombstone in the state
+// log, then the entry leaves the map. A request that found the entry
+// before sees a producer id of -1 (INVALID_PRODUCER_ID_MAPPING, or a new
+// producer id for InitProducerID, which puts the entry back).
+func (c *txnCoordinator) expireLocked(ctx context.Context, e *txnEntry) error {
+	p, err := c.statePartition()
+	if err != nil {
+		return err
+	}
+	if err := appendStateRecord(ctx, p, []byte(e.id), nil, c.now().UnixMilli()); err != nil {
+		return fmt.Errorf("cannot expire transactional id %q: %w", e.id, err)
+	}
+	c.log.Info("transactional id expired", "transactional_id", e.id, "producer_id", e.meta.ProducerID)
+	c.setPending(e.id, e.meta.Offsets, nil)
+	e.meta = txnMeta{ProducerID: -1}
+	c.mu.Lock()
+	if c.mu.txns[e.id] == e {
+		delete(c.mu.txns, e.id)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// appendStateRecord appends one record (value nil: a tombstone) to the
+// state partition and waits until it is durable.
+func appendStateRecord(ctx context.Context, p *Partition, key, value []byte, nowMillis int64) error {
+	batch := appendStateBatch(nil, key, value, nowMillis)
+	hdrs, err := storage.ParseBatches(batch, 0)
+	if err != nil {
+		return fmt.Errorf("cannot encode state record: %w", err)
+	}
+	_, last, err := p.log.Append(batch, hdrs, 0)
+	if err != nil {
+		return err
+	}
+	return p.commit(ctx, last)
+}
+
 // persistLocked makes next the durable state of e, then adopts it.
 func (c *txnCoordinator) persistLocked(ctx context.Context, e *txnEntry, next txnMeta) error {
 	p, err := c.statePartition()
@@ -259,17 +305,8 @@ func (c *txnCoordinator) persistLocked(ctx context.Context, e *txnEntry, next tx
 		return err
 	}
 	next.UpdateMs = c.now().UnixMilli()
-	batch := appendStateBatch(nil, []byte(e.id), encodeTxnMeta(&next), next.UpdateMs)
-	hdrs, err := storage.ParseBatches(batch, 0)
-	if err != nil {
-		return fmt.Errorf("cannot encode transaction state of %q: %w", e.id, err)
-	}
-	_, last, err := p.log.Append(batch, hdrs, 0)
-	if err != nil {
+	if err := appendStateRecord(ctx, p, []byte(e.id), encodeTxnMeta(&next), next.UpdateMs); err != nil {
 		return fmt.Errorf("cannot write transaction state of %q: %w", e.id, err)
-	}
-	if err := p.commit(ctx, last); err != nil {
-		return fmt.Errorf("cannot sync transaction state of %q: %w", e.id, err)
 	}
 	c.setPending(e.id, e.meta.Offsets, next.Offsets)
 	e.meta = next

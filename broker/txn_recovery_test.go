@@ -229,3 +229,44 @@ func FuzzTxnStateDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestTxnIDExpires checks that an idle transactional id is forgotten
+// after transactional.id.expiration.ms, also after a restart (tombstone),
+// and that its producer can no longer use it.
+func TestTxnIDExpires(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	b := openTestBroker(t, dir)
+	c := b.txns
+	pid, epoch := initTxn(t, c, "old", 60000)
+	initTxn(t, c, "fresh", 60000)
+	real := c.now
+	c.now = func() time.Time { return real().Add(txnIDExpiration + time.Hour) }
+	fresh := c.lookup("fresh")
+	fresh.mu.Lock()
+	if err := c.persistLocked(ctx, fresh, fresh.meta.clone()); err != nil { // touched "now"
+		t.Fatal(err)
+	}
+	fresh.mu.Unlock()
+	for _, e := range c.entries() {
+		e.mu.Lock()
+		c.checkLocked(ctx, e)
+		e.mu.Unlock()
+	}
+	if c.lookup("old") != nil || c.lookup("fresh") == nil {
+		t.Fatalf("after expiry: old present %v, fresh present %v", c.lookup("old") != nil, c.lookup("fresh") != nil)
+	}
+	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+	ao.Version, ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = 3, "old", pid, epoch, "g"
+	if code := c.addOffsets(ctx, ao); code != kerr.InvalidProducerIDMapping.Code {
+		t.Fatalf("expired id: %v, want INVALID_PRODUCER_ID_MAPPING", kerr.ErrorForCode(code))
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = openTestBroker(t, dir)
+	defer b.Close()
+	if b.txns.lookup("old") != nil || b.txns.lookup("fresh") == nil {
+		t.Fatal("after restart the expired id is back or the fresh one is gone")
+	}
+}
