@@ -1,10 +1,11 @@
 package broker
 
-// AddPartitionsToTxn, versions 0-3: a transactional producer names the
+// AddPartitionsToTxn, versions 0-4: a transactional producer names the
 // partitions it is about to write in its transaction. The first call
 // after Empty or Complete* starts a new transaction (its timeout counts
-// from here). The batched v4+ form (brokers verifying for each other) is
-// not offered.
+// from here). v4 batches several transactional ids in one request (KIP-890
+// part 1); a transaction marked VerifyOnly is only checked: each partition
+// must already be in its ongoing transaction (INVALID_TXN_STATE if not).
 
 import (
 	"context"
@@ -16,6 +17,38 @@ import (
 func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	resp.Version = r.Version
+	if r.Version >= 4 {
+		for _, tx := range r.Transactions {
+			one := kmsg.NewPtrAddPartitionsToTxnRequest()
+			one.Version = 3 // the single-transaction form, same error codes
+			one.TransactionalID, one.ProducerID, one.ProducerEpoch = tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch
+			for _, t := range tx.Topics {
+				rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+				rt.Topic, rt.Partitions = t.Topic, t.Partitions
+				one.Topics = append(one.Topics, rt)
+			}
+			var sub *kmsg.AddPartitionsToTxnResponse
+			if tx.VerifyOnly {
+				sub = b.txns.verifyPartitions(one)
+			} else {
+				sub = b.handleAddPartitionsToTxn(ctx, one)
+			}
+			rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
+			rtx.TransactionalID = tx.TransactionalID
+			for _, st := range sub.Topics {
+				tt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+				tt.Topic = st.Topic
+				for _, sp := range st.Partitions {
+					tp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+					tp.Partition, tp.ErrorCode = sp.Partition, sp.ErrorCode
+					tt.Partitions = append(tt.Partitions, tp)
+				}
+				rtx.Topics = append(rtx.Topics, tt)
+			}
+			resp.Transactions = append(resp.Transactions, rtx)
+		}
+		return resp
+	}
 	codes := make([][]int16, len(r.Topics))
 	for i, t := range r.Topics {
 		codes[i] = make([]int16, len(t.Partitions))
@@ -112,4 +145,42 @@ func (c *txnCoordinator) addPartitions(ctx context.Context, r *kmsg.AddPartition
 		return kerr.CoordinatorNotAvailable.Code
 	}
 	return 0
+}
+
+// verifyPartitions answers a VerifyOnly transaction of a v4 request in the
+// v3 response form: 0 for each partition already in the ongoing
+// transaction of this producer id and epoch.
+func (c *txnCoordinator) verifyPartitions(r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	code := func(tp txnTP) int16 { return kerr.CoordinatorNotAvailable.Code }
+	if c != nil {
+		if e := c.lookup(r.TransactionalID); e == nil {
+			code = func(txnTP) int16 { return kerr.InvalidProducerIDMapping.Code }
+		} else {
+			e.mu.Lock()
+			err := checkProducerLocked(e, r.ProducerID, r.ProducerEpoch, r.Version, 2)
+			m := e.meta.clone()
+			e.mu.Unlock()
+			code = func(tp txnTP) int16 {
+				switch {
+				case err != nil:
+					return err.Code
+				case m.Status != txnOngoing || !m.hasPartition(tp):
+					return kerr.InvalidTxnState.Code
+				}
+				return 0
+			}
+		}
+	}
+	for _, t := range r.Topics {
+		st := kmsg.NewAddPartitionsToTxnResponseTopic()
+		st.Topic = t.Topic
+		for _, p := range t.Partitions {
+			sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p, code(txnTP{t.Topic, p})
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

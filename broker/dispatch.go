@@ -32,7 +32,7 @@ var supportedVersions = map[int16]versionRange{
 	21: {0, 2},  // DeleteRecords
 	22: {0, 4},  // InitProducerID
 	23: {0, 4},  // OffsetForLeaderEpoch
-	24: {0, 3},  // AddPartitionsToTxn
+	24: {0, 4},  // AddPartitionsToTxn
 	25: {0, 3},  // AddOffsetsToTxn
 	26: {0, 3},  // EndTxn
 	28: {0, 3},  // TxnOffsetCommit

@@ -222,3 +222,53 @@ func TestTxnOffsetsVisibleOnCommit(t *testing.T) {
 		t.Fatalf("after abort: offset %d %v, want 42", off, kerr.ErrorForCode(code))
 	}
 }
+
+// TestTxnAddPartitionsV4 sends the batched AddPartitionsToTxn form: one
+// transaction adds a partition, another only verifies partitions (one
+// added, one not).
+func TestTxnAddPartitionsV4(t *testing.T) {
+	tb := startBroker(t, t.TempDir())
+	ctx := ctxT(t, time.Minute)
+	cl := tb.client()
+	if _, err := tb.admin().CreateTopic(ctx, 2, 1, nil, "v4"); err != nil {
+		t.Fatal(err)
+	}
+	id := "v4-txn"
+	ini := kmsg.NewPtrInitProducerIDRequest()
+	ini.TransactionalID, ini.TransactionTimeoutMillis = &id, 60000
+	ir, err := ini.RequestWith(ctx, cl)
+	if err != nil || ir.ErrorCode != 0 {
+		t.Fatalf("init: %v %+v", err, ir)
+	}
+	tx := func(verify bool, parts ...int32) kmsg.AddPartitionsToTxnRequestTransaction {
+		x := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		x.TransactionalID, x.ProducerID, x.ProducerEpoch, x.VerifyOnly = id, ir.ProducerID, ir.ProducerEpoch, verify
+		tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+		tt.Topic, tt.Partitions = "v4", parts
+		x.Topics = append(x.Topics, tt)
+		return x
+	}
+	send := func(txs ...kmsg.AddPartitionsToTxnRequestTransaction) map[int32]int16 {
+		t.Helper()
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.Version = 4
+		req.Transactions = txs
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 || len(resp.Transactions) != 1 {
+			t.Fatalf("add partitions v4: %v %+v", err, resp)
+		}
+		got := map[int32]int16{}
+		for _, tt := range resp.Transactions[0].Topics {
+			for _, p := range tt.Partitions {
+				got[p.Partition] = p.ErrorCode
+			}
+		}
+		return got
+	}
+	if got := send(tx(false, 0)); got[0] != 0 {
+		t.Fatalf("add: %v", got)
+	}
+	if got := send(tx(true, 0, 1)); got[0] != 0 || got[1] != kerr.InvalidTxnState.Code {
+		t.Fatalf("verify: got %v, want partition 0 ok and 1 INVALID_TXN_STATE", got)
+	}
+}
