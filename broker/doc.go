@@ -25,7 +25,7 @@
 // Transactions (txn*.go, single node): the coordinator's state is records
 // of __transaction_state; a transactional produce is checked against it
 // and appended under the transaction's lock; EndTxn writes control
-// batches (markers) through Partition.writeMarker. The log's transaction
+// batches (markers) through Partition.appendMarker. The log's transaction
 // index (storage/txn.go) gives the last stable offset and the aborted
 // transactions that read_committed fetches need.
 //

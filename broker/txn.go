@@ -349,14 +349,29 @@ func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error 
 	if commit {
 		ct = storage.ControlCommit
 	}
+	// Append every marker first and start their fsyncs together (each
+	// partition has its own flusher), then wait for each.
+	type written struct {
+		p    *Partition
+		last int64
+	}
+	var ws []written
 	for _, tp := range m.Partitions {
 		p := c.b.partition(tp.Topic, tp.Partition)
 		if p == nil {
 			c.log.Warn("partition of a transaction is gone; no marker written", "transactional_id", e.id, "topic", tp.Topic, "partition", tp.Partition)
 			continue
 		}
-		if err := p.writeMarker(ctx, m.ProducerID, m.Epoch, ct); err != nil {
+		last, err := p.appendMarker(m.ProducerID, m.Epoch, ct)
+		if err != nil {
 			return fmt.Errorf("cannot write the transaction marker to %s: %w", p, err)
+		}
+		p.commitLater()
+		ws = append(ws, written{p, last})
+	}
+	for _, w := range ws {
+		if err := w.p.commit(ctx, w.last); err != nil {
+			return fmt.Errorf("cannot sync the transaction marker of %s: %w", w.p, err)
 		}
 	}
 	if commit && len(m.Offsets) > 0 {
@@ -438,27 +453,25 @@ func (c *txnCoordinator) finishPendingLocked(ctx context.Context, e *txnEntry) *
 	return nil
 }
 
-// writeMarker appends a transaction marker for producer pid to the
-// partition and waits until it is durable.
-func (p *Partition) writeMarker(ctx context.Context, pid int64, epoch int16, ct storage.ControlType) error {
+// appendMarker appends a transaction marker for producer pid to the
+// partition and returns its offset; the caller commits it.
+func (p *Partition) appendMarker(pid int64, epoch int16, ct storage.ControlType) (int64, error) {
 	if p.replicated() {
-		return fmt.Errorf("%w: transactions on replicated partitions are not supported yet", kerr.InvalidTxnState)
+		return 0, fmt.Errorf("%w: transactions on replicated partitions are not supported yet", kerr.InvalidTxnState)
 	}
 	batch := storage.AppendControlBatch(nil, pid, epoch, ct, 0, time.Now().UnixMilli())
 	hdrs, err := storage.ParseBatches(batch, 0)
 	if err != nil {
-		return fmt.Errorf("cannot encode transaction marker: %w", err)
+		return 0, fmt.Errorf("cannot encode transaction marker: %w", err)
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	base, last, err := p.log.Append(batch, hdrs, 0)
-	if err == nil {
-		p.observeBatchLocked(hdrs[0], base)
-	}
-	p.mu.Unlock()
 	if err != nil {
-		return storageToKerr(err)
+		return 0, storageToKerr(err)
 	}
-	return p.commit(ctx, last)
+	p.observeBatchLocked(hdrs[0], base)
+	return last, nil
 }
 
 // lastStableOffset is the offset below which every transaction has ended:
