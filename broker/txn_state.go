@@ -11,11 +11,11 @@ package broker
 // last record of each key wins.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // txnStatus is a transaction's place in its life cycle:
@@ -135,7 +135,7 @@ var errBadTxnRecord = errors.New("malformed transaction state record")
 // decodeTxnMeta decodes and validates a state value.
 func decodeTxnMeta(b []byte) (txnMeta, error) {
 	var m txnMeta
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&m); err != nil {
 		return m, fmt.Errorf("%w: %v", errBadTxnRecord, err)
 	}
