@@ -2,6 +2,11 @@ package broker
 
 // Produce, versions 3-9 (record batches, magic 2, only).
 //
+// A request with a transactional id may hold only transactional batches
+// of that id's current producer id and epoch, for partitions added to its
+// ongoing transaction (txn_produce.go); the check and the append happen
+// under the transaction's lock, so no batch lands after its marker.
+//
 // Appends happen on the connection's read loop, in request order, so an
 // idempotent producer's pipelined batches reach the log in sequence order.
 // acks=all then waits for the commit (fsync, shared with every other
@@ -51,13 +56,15 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 			case badAcks:
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
 				continue
-			case r.TransactionID != nil:
+			case r.TransactionID != nil && b.txns == nil:
 				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+				msg := "transactions are not supported in cluster mode yet"
+				sp.ErrorMessage = &msg
 				continue
-			case rt.Topic == offsetsTopic:
+			case rt.Topic == offsetsTopic || rt.Topic == txnStateTopic:
 				// Only the group coordinator writes it, as in Kafka.
 				sp.ErrorCode = kerr.InvalidTopicException.Code
-				msg := "cannot produce to the internal topic " + offsetsTopic
+				msg := "cannot produce to the internal topic " + rt.Topic
 				sp.ErrorMessage = &msg
 				continue
 			}
@@ -80,7 +87,12 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 				waits = append(waits, produceWait{part: part, rp: sp, fut: fut, n: len(rp.Records)})
 				continue
 			}
-			res := part.appendRecords(rp.Records)
+			var res appendResult
+			if r.TransactionID != nil {
+				res = b.txns.produce(*r.TransactionID, part, rp.Records)
+			} else {
+				res = part.appendRecords(rp.Records)
+			}
 			if res.err != nil {
 				sp.ErrorCode = kerrCode(res.err)
 				msg := res.err.Error()

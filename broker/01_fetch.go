@@ -9,6 +9,12 @@ package broker
 // Fetch sessions (KIP-227) are not kept: SessionID 0 in the response tells
 // the client to send full requests, which every client supports.
 // Record bytes never pass through user space (see zerocopy.go).
+//
+// Isolation level read_committed (1) is served up to the last stable
+// offset (the first offset of the earliest open transaction, else the high
+// watermark) and gets the aborted transactions overlapping the returned
+// batches, from the log's transaction index; read_uncommitted is served up
+// to the high watermark. Both see LastStableOffset.
 
 import (
 	"context"
@@ -116,11 +122,15 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 				continue
 			}
 			hw := part.highWatermark()
+			lso := part.lastStableOffset(hw)
 			start := part.log.StartOffset()
 			sp.HighWatermark = hw
-			sp.LastStableOffset = hw
+			sp.LastStableOffset = lso
 			sp.LogStartOffset = start
+			// read_committed reads up to the last stable offset only.
+			upper := hw
 			if r.IsolationLevel == 1 {
+				upper = lso
 				sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 			}
 			if rp.FetchOffset < start || rp.FetchOffset > part.log.EndOffset() {
@@ -128,7 +138,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 				anyErr = true
 				continue
 			}
-			if rp.FetchOffset >= hw {
+			if rp.FetchOffset >= upper {
 				continue
 			}
 			limit := min(int64(rp.PartitionMaxBytes), maxBytes-total)
@@ -138,7 +148,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 				}
 				limit = 1 // KIP-74: the first batch goes out whatever the limits
 			}
-			res, err := part.log.Read(rp.FetchOffset, limit, hw)
+			res, err := part.log.Read(rp.FetchOffset, limit, upper)
 			if err != nil {
 				if errors.Is(err, storage.ErrOffsetOutOfRange) {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -154,6 +164,15 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 				continue
 			}
 			total += res.Bytes
+			if r.IsolationLevel == 1 {
+				// The client drops the batches of these producers from
+				// each one's first offset up to its abort marker.
+				for _, a := range part.log.AbortedTxns(min(rp.FetchOffset, res.FirstOffset), res.LastOffset) {
+					at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+					at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+					sp.AbortedTransactions = append(sp.AbortedTransactions, at)
+				}
+			}
 			sp.RecordBatches = m.next(res)
 		}
 	}

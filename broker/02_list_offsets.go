@@ -2,7 +2,9 @@ package broker
 
 // ListOffsets, versions 1-6: -2 earliest (log start offset), -1 latest (high
 // watermark), -3 max timestamp, otherwise the first offset whose batch has a
-// timestamp >= the requested one (the time index answers it).
+// timestamp >= the requested one (the time index answers it). With
+// isolation level 1 (read_committed, v2+) the last stable offset takes the
+// high watermark's place.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,6 +28,9 @@ func (b *Broker) handleListOffsets(r *kmsg.ListOffsetsRequest) *kmsg.ListOffsets
 				sp.ErrorCode = part.checkLeaderEpoch(rp.CurrentLeaderEpoch)
 			default:
 				hw := part.highWatermark()
+				if r.Version >= 2 && r.IsolationLevel == 1 {
+					hw = part.lastStableOffset(hw)
+				}
 				sp.LeaderEpoch = part.leaderEpoch()
 				switch rp.Timestamp {
 				case -2:

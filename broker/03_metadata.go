@@ -81,7 +81,7 @@ func (b *Broker) handleMetadata(ctx context.Context, r *kmsg.MetadataRequest) *k
 		name := t.name
 		mt.Topic = &name
 		mt.TopicID = t.id
-		mt.IsInternal = t.name == offsetsTopic
+		mt.IsInternal = t.name == offsetsTopic || t.name == txnStateTopic
 		mt.AuthorizedOperations = -2147483648
 		for i := range t.parts {
 			mp := kmsg.NewMetadataResponseTopicPartition()

@@ -1,8 +1,8 @@
 package broker
 
-// FindCoordinator, versions 0-3. This node coordinates every group.
-// Transactions are not supported, so transaction coordinators are not
-// available.
+// FindCoordinator, versions 0-3. A single node coordinates every group
+// and every transactional id (key type 1). In cluster mode transaction
+// coordinators are not available yet.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -12,9 +12,17 @@ import (
 func (b *Broker) handleFindCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	resp.Version = r.Version
-	if r.CoordinatorType != 0 {
+	if r.CoordinatorType == 1 && r.CoordinatorKey == "" {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		resp.NodeID = -1
+		return resp
+	}
+	if r.CoordinatorType > 1 || (r.CoordinatorType == 1 && b.txns == nil) {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		msg := "transactions are not supported by this broker"
+		msg := "transactions are not supported in cluster mode yet"
+		if r.CoordinatorType > 1 {
+			msg = "unknown coordinator type"
+		}
 		resp.ErrorMessage = &msg
 		resp.NodeID = -1
 		return resp

@@ -22,6 +22,9 @@ func (b *Broker) apiVersionsResponse(version int16, tooNew bool) *kmsg.ApiVersio
 	}
 	keys := make([]int16, 0, len(supportedVersions))
 	for k := range supportedVersions {
+		if b.cluster != nil && txnKeys[k] {
+			continue
+		}
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })

@@ -22,7 +22,7 @@ func (b *Broker) handleDeleteRecords(ctx context.Context, r *kmsg.DeleteRecordsR
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
 			part := b.partition(rt.Topic, rp.Partition)
-			if rt.Topic == offsetsTopic {
+			if rt.Topic == offsetsTopic || rt.Topic == txnStateTopic {
 				// Deleting records here would silently drop committed
 				// offsets; use DeleteGroups or OffsetDelete.
 				sp.ErrorCode = kerr.InvalidRequest.Code

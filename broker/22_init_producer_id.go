@@ -1,11 +1,14 @@
 package broker
 
-// InitProducerID, versions 0-4, for idempotent producers. A producer that
-// passes its current id and epoch (v3+, KIP-360) gets the epoch bumped so it
-// can reset its sequences; an exhausted epoch gets a fresh id. Transactional
-// ids are refused: this broker does not implement transactions.
+// InitProducerID, versions 0-4, for idempotent and transactional
+// producers. An idempotent producer that passes its current id and epoch
+// (v3+, KIP-360) gets the epoch bumped so it can reset its sequences; an
+// exhausted epoch gets a fresh id. A transactional id is handled by the
+// transaction coordinator (txn_init.go): one producer id per transactional
+// id, a new epoch for every initialization, which fences older producers.
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -16,12 +19,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (b *Broker) handleInitProducerID(r *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
+func (b *Broker) handleInitProducerID(ctx context.Context, r *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.Version = r.Version
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = b.txns.initProducerID(ctx, r)
 		return resp
 	}
 	if r.ProducerID >= 0 && r.ProducerEpoch >= 0 && r.ProducerEpoch < math.MaxInt16-1 {

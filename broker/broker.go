@@ -35,6 +35,9 @@ type Broker struct {
 	// cluster is the controller membership in cluster mode, nil on a
 	// single node. Topics then come from its metadata (see cluster.go).
 	cluster *cluster.Node
+	// txns is the transaction coordinator (txn.go); nil in cluster mode,
+	// where transactions are not offered yet.
+	txns *txnCoordinator
 
 	mu struct {
 		sync.RWMutex
@@ -119,11 +122,20 @@ func New(cfg Config) (*Broker, error) {
 			}
 			return p.highWatermark(), true
 		},
+		PendingTxnOffset: func(g, t string, part int32) bool {
+			return b.txns != nil && b.txns.pendingOffset(g, t, part)
+		},
 	})
 	if err != nil {
 		store.Close()
 		b.closePartitions()
 		return nil, fmt.Errorf("cannot start group coordinator: %w", err)
+	}
+	if !cfg.clustered() {
+		if b.txns, err = newTxnCoordinator(b); err != nil {
+			b.Close()
+			return nil, err
+		}
 	}
 	if b.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		b.Close()
@@ -186,6 +198,13 @@ func (b *Broker) Run(ctx context.Context) error {
 		defer wg.Done()
 		b.serve(ctx, b.ln)
 	}()
+	if b.txns != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.txns.run(ctx)
+		}()
+	}
 	if b.cluster != nil {
 		wg.Add(3)
 		go func() {

@@ -32,6 +32,10 @@ var supportedVersions = map[int16]versionRange{
 	21: {0, 2},  // DeleteRecords
 	22: {0, 4},  // InitProducerID
 	23: {0, 4},  // OffsetForLeaderEpoch
+	24: {0, 4},  // AddPartitionsToTxn
+	25: {0, 3},  // AddOffsetsToTxn
+	26: {0, 3},  // EndTxn
+	28: {0, 3},  // TxnOffsetCommit
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs
 	37: {0, 3},  // CreatePartitions
@@ -39,7 +43,13 @@ var supportedVersions = map[int16]versionRange{
 	44: {0, 1},  // IncrementalAlterConfigs
 	47: {0, 0},  // OffsetDelete
 	60: {0, 0},  // DescribeCluster
+	65: {0, 0},  // DescribeTransactions
+	66: {0, 1},  // ListTransactions
 }
+
+// txnKeys are the transaction APIs, not offered in cluster mode until the
+// transaction state is replicated.
+var txnKeys = map[int16]bool{24: true, 25: true, 26: true, 28: true, 65: true, 66: true}
 
 func apiName(key int16) string {
 	if _, ok := supportedVersions[key]; !ok {
@@ -98,7 +108,21 @@ func (b *Broker) dispatch(c *conn, req kmsg.Request, p *pending) {
 	case *kmsg.DeleteRecordsRequest:
 		go func() { p.finish(b.handleDeleteRecords(ctx, r)) }()
 	case *kmsg.InitProducerIDRequest:
-		p.finish(b.handleInitProducerID(r))
+		// A transactional id's first init fsyncs; an init that fences
+		// an open transaction writes its markers.
+		go func() { p.finish(b.handleInitProducerID(ctx, r)) }()
+	case *kmsg.AddPartitionsToTxnRequest:
+		go func() { p.finish(b.handleAddPartitionsToTxn(ctx, r)) }()
+	case *kmsg.AddOffsetsToTxnRequest:
+		go func() { p.finish(b.handleAddOffsetsToTxn(ctx, r)) }()
+	case *kmsg.EndTxnRequest:
+		go func() { p.finish(b.handleEndTxn(ctx, r)) }()
+	case *kmsg.TxnOffsetCommitRequest:
+		go func() { p.finish(b.handleTxnOffsetCommit(ctx, r)) }()
+	case *kmsg.DescribeTransactionsRequest:
+		p.finish(b.handleDescribeTransactions(r))
+	case *kmsg.ListTransactionsRequest:
+		p.finish(b.handleListTransactions(r))
 	case *kmsg.OffsetForLeaderEpochRequest:
 		p.finish(b.handleOffsetForLeaderEpoch(r))
 	case *kmsg.DescribeConfigsRequest:

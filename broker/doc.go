@@ -22,6 +22,13 @@
 // response and sends them with sendfile(2), so record bytes never enter
 // user space.
 //
+// Transactions (txn*.go, single node): the coordinator's state is records
+// of __transaction_state; a transactional produce is checked against it
+// and appended under the transaction's lock; EndTxn writes control
+// batches (markers) through Partition.appendMarker. The log's transaction
+// index (storage/txn.go) gives the last stable offset and the aborted
+// transactions that read_committed fetches need.
+//
 // # Goroutines
 //
 //   - Run: the accept loop, the HTTP server, the maintenance loop
@@ -30,6 +37,9 @@
 //     per in-flight blocking request (acks=all commit, fetch long poll,
 //     JoinGroup/SyncGroup, OffsetCommit) one goroutine that finishes its
 //     pending response and exits when the connection's context ends.
+//   - The transaction coordinator's loop (txnCoordinator.run, started by
+//     Run, single node only): aborts timed-out transactions and retries
+//     unfinished completions every second.
 //   - Per partition: a flusher that makes acks=0/1 appends durable so the
 //     high watermark advances; stopped by Partition.close.
 //   - Cluster mode only (cluster.go): the cluster.Node's goroutines (see
@@ -56,5 +66,8 @@
 // (alter configs); the raft FSM never takes a broker lock, so this cannot
 // deadlock. Partition.mu (producer state + append) is never held
 // while taking another broker lock. Partition.waitMu only guards the fetch
-// waiter set.
+// waiter set. A transaction's txnEntry.mu is taken before Partition.mu
+// (transactional produce, markers) and before the group coordinator's
+// lock (offsets applied on commit); txnCoordinator.mu (the id map) is
+// never held while waiting for anything.
 package broker

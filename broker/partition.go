@@ -217,9 +217,21 @@ type appendResult struct {
 // appendRecords validates and appends the records of one produce
 // partition. The caller then commits (waits for durability) as acks asks.
 func (p *Partition) appendRecords(records []byte) appendResult {
-	hdrs, err := p.parseProduce(records)
+	return p.appendChecked(records, false, nil)
+}
+
+// appendChecked is appendRecords for a producer that may write
+// transactional batches (txn) after check accepted their headers; the
+// transaction coordinator calls it with the transaction's lock held.
+func (p *Partition) appendChecked(records []byte, txn bool, check func([]storage.BatchHeader) error) appendResult {
+	hdrs, err := p.parseProduce(records, txn)
 	if err != nil {
 		return appendResult{err: err}
+	}
+	if check != nil {
+		if err := check(hdrs); err != nil {
+			return appendResult{err: err}
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -238,9 +250,10 @@ func (p *Partition) appendRecords(records []byte) appendResult {
 	return appendResult{base: base, last: last}
 }
 
-// parseProduce validates a produce partition's records (CRC, size, no
-// transactions) and returns their batch headers.
-func (p *Partition) parseProduce(records []byte) ([]storage.BatchHeader, error) {
+// parseProduce validates a produce partition's records (CRC, size; no
+// control batches, and transactional ones only when txn) and returns
+// their batch headers.
+func (p *Partition) parseProduce(records []byte, txn bool) ([]storage.BatchHeader, error) {
 	hdrs, err := storage.ParseBatches(records, int(p.maxMessageBytes.Load()))
 	if err != nil {
 		return nil, storageToKerr(err)
@@ -249,15 +262,22 @@ func (p *Partition) parseProduce(records []byte) ([]storage.BatchHeader, error) 
 		return nil, fmt.Errorf("%w: produce request has no record batch", kerr.CorruptMessage)
 	}
 	for _, h := range hdrs {
-		if h.IsTransactional() || h.IsControl() {
-			return nil, fmt.Errorf("%w: transactions are not supported by this broker", kerr.InvalidTxnState)
+		switch {
+		case h.IsControl():
+			return nil, fmt.Errorf("%w: producers cannot write control batches", kerr.InvalidRecord)
+		case h.IsTransactional() && !txn:
+			return nil, fmt.Errorf("%w: a transactional batch needs a produce request with a transactional id", kerr.InvalidTxnState)
+		case !h.IsTransactional() && txn:
+			return nil, fmt.Errorf("%w: a produce request with a transactional id must hold transactional batches only", kerr.InvalidRecord)
 		}
 	}
 	return hdrs, nil
 }
 
+// validateProduce checks the records of a replicated partition's produce
+// (transactions are not replicated yet).
 func (p *Partition) validateProduce(records []byte) error {
-	_, err := p.parseProduce(records)
+	_, err := p.parseProduce(records, false)
 	return err
 }
 

@@ -114,6 +114,16 @@ func (p *Partition) observeBatchLocked(h storage.BatchHeader, base int64) {
 	if h.ProducerID < 0 {
 		return
 	}
+	if h.IsControl() {
+		// A transaction marker carries no sequence. Written with a newer
+		// epoch (the coordinator fenced the producer), it makes that
+		// epoch current here, so the fenced producer's batches are
+		// refused; the new producer starts its sequences afresh.
+		if e := p.mu.producers[h.ProducerID]; e == nil || h.ProducerEpoch > e.epoch {
+			p.mu.producers[h.ProducerID] = &producerEntry{epoch: h.ProducerEpoch}
+		}
+		return
+	}
 	e := p.mu.producers[h.ProducerID]
 	if e == nil || h.ProducerEpoch > e.epoch {
 		e = &producerEntry{epoch: h.ProducerEpoch}

@@ -282,6 +282,9 @@ func (b *Broker) deleteTopic(name string) error {
 	if name == offsetsTopic {
 		return fmt.Errorf("%w: %s is an internal topic holding the committed offsets and group metadata; it cannot be deleted", kerr.InvalidRequest, name)
 	}
+	if name == txnStateTopic {
+		return fmt.Errorf("%w: %s is an internal topic holding the transaction coordinator's state; it cannot be deleted", kerr.InvalidRequest, name)
+	}
 	if b.cluster != nil {
 		return b.clusterDeleteTopic(name)
 	}
@@ -320,8 +323,8 @@ func (b *Broker) createPartitions(name string, count int32, validateOnly bool) e
 	if t == nil {
 		return kerr.UnknownTopicOrPartition
 	}
-	if name == offsetsTopic {
-		return fmt.Errorf("%w: %s is an internal topic; the group coordinator uses its partition 0 only", kerr.InvalidRequest, name)
+	if name == offsetsTopic || name == txnStateTopic {
+		return fmt.Errorf("%w: %s is an internal topic; its coordinator uses its partition 0 only", kerr.InvalidRequest, name)
 	}
 	if count <= int32(len(t.parts)) {
 		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, name, len(t.parts))

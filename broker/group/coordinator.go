@@ -50,6 +50,12 @@ type Config struct {
 	// false leaves the lag unknown. Never called with the coordinator's
 	// lock held.
 	EndOffset func(topic string, partition int32) (int64, bool)
+	// PendingTxnOffset reports whether an open transaction holds an
+	// offset for the group partition that is not committed yet
+	// (TxnOffsetCommit); OffsetFetch with RequireStable then answers
+	// UNSTABLE_OFFSET_COMMIT for it. Nil means none ever is. Never
+	// called with the coordinator's lock held.
+	PendingTxnOffset func(group, topic string, partition int32) bool
 
 	// tick overrides defaultTick (tests).
 	tick time.Duration
@@ -65,6 +71,7 @@ type Coordinator struct {
 	now             func() time.Time
 	topicPartitions func(string) (int32, bool)
 	endOffset       func(string, int32) (int64, bool)
+	pendingTxn      func(string, string, int32) bool
 
 	// closing is closed by Close: it stops the background goroutines and
 	// releases every blocked JoinGroup/SyncGroup and persistence wait.
@@ -119,6 +126,7 @@ func New(cfg Config) (*Coordinator, error) {
 		now:             cfg.Now,
 		topicPartitions: cfg.TopicPartitions,
 		endOffset:       cfg.EndOffset,
+		pendingTxn:      cfg.PendingTxnOffset,
 		closing:         make(chan struct{}),
 		persistKick:     make(chan struct{}, 1),
 	}

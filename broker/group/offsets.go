@@ -225,8 +225,9 @@ func (c *Coordinator) validateCommitLocked(g *group, generation int32, memberID 
 
 // OffsetFetch handles an OffsetFetch request: v0-v7 for one group, v8+ for
 // many. Null topics (v2+) means all of the group's offsets; partitions
-// without a committed offset get offset -1. RequireStable is ignored: there
-// are no transactional commits that could be pending.
+// without a committed offset get offset -1. With RequireStable (v7+) a
+// partition for which an open transaction holds an offset answers
+// UNSTABLE_OFFSET_COMMIT, so the client retries once it has ended.
 func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
@@ -251,6 +252,9 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 					sp.Offset = fp.Offset
 					sp.LeaderEpoch = fp.LeaderEpoch
 					sp.Metadata = kmsg.StringPtr(fp.Metadata)
+					if req.RequireStable && c.unstable(rg.Group, ft.topic, fp.Partition) {
+						sp.ErrorCode = kerr.UnstableOffsetCommit.Code
+					}
 					st.Partitions = append(st.Partitions, sp)
 				}
 				sg.Topics = append(sg.Topics, st)
@@ -282,6 +286,9 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 			// partition, as Kafka does.
 			if req.Version < 2 {
 				sp.ErrorCode = code
+			}
+			if req.Version >= 7 && req.RequireStable && c.unstable(req.Group, ft.topic, fp.Partition) {
+				sp.ErrorCode = kerr.UnstableOffsetCommit.Code
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

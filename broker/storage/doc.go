@@ -12,7 +12,9 @@
 //
 // and two small checkpoints written atomically (temp file, fsync, rename,
 // directory fsync): log-start-offset (DeleteRecords) and
-// cleaner-checkpoint (when each segment was first compacted). Index files
+// cleaner-checkpoint (when each segment was first compacted), plus the
+// file "transactions" in a log that has held transactional batches (its
+// in-memory transaction index is then rebuilt at Open; see txn.go). Index files
 // exist only for closed segments whose data was fully fsynced; they are
 // written by the flusher, by maintenance operations and by Close. That
 // invariant lets Open trust them without re-reading the segment.

@@ -134,6 +134,9 @@ type Log struct {
 	// failures.
 	syncFile func(*os.File) error
 	fsyncs   atomic.Int64
+	// hasTxn is set once the log holds (or may hold) transactional
+	// batches; see txn.go.
+	hasTxn atomic.Bool
 	// hdrBufs recycles header read windows so Read does not allocate one
 	// per call.
 	hdrBufs sync.Pool
@@ -175,6 +178,8 @@ type Log struct {
 		// truncGen changes on every Truncate so a flush round that started
 		// before it does not mark re-written offsets durable.
 		truncGen uint64
+		// txn is the transaction index (see txn.go).
+		txn txnIndex
 	}
 
 	kick chan struct{} // wakes the flusher; buffered 1
@@ -285,6 +290,10 @@ func (l *Log) Append(b []byte, batches []BatchHeader, leaderEpoch int32) (firstO
 		}
 	}
 
+	if err := l.markTransactional(batches); err != nil {
+		return 0, 0, err
+	}
+
 	off := first
 	for i, pos := 0, 0; i < len(batches); i++ {
 		binary.BigEndian.PutUint64(b[pos+offBaseOffset:], uint64(off))
@@ -319,6 +328,7 @@ func (l *Log) Append(b []byte, batches []BatchHeader, leaderEpoch int32) (firstO
 	active.size = pos
 	active.next = off
 	l.mu.end = off
+	l.observeAppendLocked(b, batches, first)
 	l.mu.Unlock()
 	return first, off - 1, nil
 }

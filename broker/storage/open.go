@@ -38,6 +38,7 @@ func Open(cfg Config) (*Log, error) {
 	l.hdrBufs.New = func() any { b := make([]byte, headerWindow); return &b }
 	l.mu.flushed = make(chan struct{})
 	l.maint.cleaned = map[int64]cleanState{}
+	l.mu.txn = newTxnIndex()
 
 	if err := l.load(); err != nil {
 		l.mu.Lock()
@@ -47,6 +48,18 @@ func Open(cfg Config) (*Log, error) {
 		l.mu.segs = nil
 		l.mu.Unlock()
 		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, txnMarkFile)); err == nil {
+		l.hasTxn.Store(true)
+	}
+	if err := l.rebuildTxnIndex(); err != nil {
+		l.mu.Lock()
+		for _, s := range l.mu.segs {
+			s.file.release()
+		}
+		l.mu.segs = nil
+		l.mu.Unlock()
+		return nil, fmt.Errorf("cannot rebuild transaction index of %q: %w", c.Dir, err)
 	}
 	go l.flushLoop()
 	return l, nil

@@ -90,6 +90,7 @@ func (l *Log) deletePrefixLocked(n int) (int64, error) {
 	victims := append([]*segment(nil), l.mu.segs[:n]...)
 	l.mu.segs = append([]*segment(nil), l.mu.segs[n:]...)
 	l.mu.start = max(l.mu.start, l.mu.segs[0].base)
+	l.pruneAbortedLocked()
 	l.mu.Unlock()
 
 	var bytes int64
@@ -131,6 +132,7 @@ func (l *Log) DeleteRecords(before int64) (newStart int64, err error) {
 	}
 	l.mu.Lock()
 	l.mu.start = max(l.mu.start, before)
+	l.pruneAbortedLocked()
 	l.mu.Unlock()
 
 	l.appendMu.Lock()
@@ -175,6 +177,13 @@ func (l *Log) Truncate(offset int64) error {
 	defer l.maint.Unlock()
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	// Transactions whose markers are cut off are open again, and the
+	// aborted list loses the markers removed: rebuild from what is left.
+	defer func() {
+		if err := l.rebuildTxnIndex(); err != nil {
+			l.logger.Warn("cannot rebuild transaction index after truncation", "err", err)
+		}
+	}()
 
 	l.mu.Lock()
 	if l.mu.closed {

@@ -1,0 +1,186 @@
+package broker
+
+// AddPartitionsToTxn, versions 0-4: a transactional producer names the
+// partitions it is about to write in its transaction. The first call
+// after Empty or Complete* starts a new transaction (its timeout counts
+// from here). v4 batches several transactional ids in one request (KIP-890
+// part 1); a transaction marked VerifyOnly is only checked: each partition
+// must already be in its ongoing transaction (INVALID_TXN_STATE if not).
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	resp.Version = r.Version
+	if r.Version >= 4 {
+		for _, tx := range r.Transactions {
+			one := kmsg.NewPtrAddPartitionsToTxnRequest()
+			one.Version = 3 // the single-transaction form, same error codes
+			one.TransactionalID, one.ProducerID, one.ProducerEpoch = tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch
+			for _, t := range tx.Topics {
+				rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+				rt.Topic, rt.Partitions = t.Topic, t.Partitions
+				one.Topics = append(one.Topics, rt)
+			}
+			var sub *kmsg.AddPartitionsToTxnResponse
+			if tx.VerifyOnly {
+				sub = b.txns.verifyPartitions(one)
+			} else {
+				sub = b.handleAddPartitionsToTxn(ctx, one)
+			}
+			rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
+			rtx.TransactionalID = tx.TransactionalID
+			for _, st := range sub.Topics {
+				tt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+				tt.Topic = st.Topic
+				for _, sp := range st.Partitions {
+					tp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+					tp.Partition, tp.ErrorCode = sp.Partition, sp.ErrorCode
+					tt.Partitions = append(tt.Partitions, tp)
+				}
+				rtx.Topics = append(rtx.Topics, tt)
+			}
+			resp.Transactions = append(resp.Transactions, rtx)
+		}
+		return resp
+	}
+	codes := make([][]int16, len(r.Topics))
+	for i, t := range r.Topics {
+		codes[i] = make([]int16, len(t.Partitions))
+	}
+	setAll := func(code int16) {
+		for i := range codes {
+			for j := range codes[i] {
+				codes[i][j] = code
+			}
+		}
+	}
+	if code := b.txns.addPartitions(ctx, r, codes); code != 0 {
+		setAll(code)
+	}
+	for i, t := range r.Topics {
+		st := kmsg.NewAddPartitionsToTxnResponseTopic()
+		st.Topic = t.Topic
+		for j, p := range t.Partitions {
+			sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p, codes[i][j]
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// addPartitions returns an error code for every partition, or fills codes
+// per partition (unknown ones fail the request, the others are then not
+// attempted, as in Kafka).
+func (c *txnCoordinator) addPartitions(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest, codes [][]int16) int16 {
+	if c == nil {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	e := c.lookup(r.TransactionalID)
+	if e == nil {
+		return kerr.InvalidProducerIDMapping.Code
+	}
+	var add []txnTP
+	bad := false
+	for i, t := range r.Topics {
+		for j, p := range t.Partitions {
+			part := c.b.partition(t.Topic, p)
+			switch {
+			case part == nil:
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+				bad = true
+			case t.Topic == offsetsTopic || t.Topic == txnStateTopic:
+				codes[i][j] = kerr.InvalidTopicException.Code
+				bad = true
+			default:
+				add = append(add, txnTP{t.Topic, p})
+			}
+		}
+	}
+	if bad {
+		for i := range codes {
+			for j := range codes[i] {
+				if codes[i][j] == 0 {
+					codes[i][j] = kerr.OperationNotAttempted.Code
+				}
+			}
+		}
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	defer cancel()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := checkProducerLocked(e, r.ProducerID, r.ProducerEpoch, r.Version, 2); err != nil {
+		return err.Code
+	}
+	if err := c.finishPendingLocked(ctx, e); err != nil {
+		return err.Code
+	}
+	next := e.meta.clone()
+	if next.Status != txnOngoing {
+		next.Status = txnOngoing
+		next.StartMs = c.now().UnixMilli()
+		next.Partitions, next.Groups, next.Offsets = nil, nil, nil
+	}
+	changed := next.Status != e.meta.Status
+	for _, tp := range add {
+		if !next.hasPartition(tp) {
+			next.Partitions = append(next.Partitions, tp)
+			changed = true
+		}
+	}
+	if !changed {
+		return 0
+	}
+	if err := c.persistLocked(ctx, e, next); err != nil {
+		c.log.Error("cannot add partitions to transaction", "transactional_id", e.id, "err", err)
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return 0
+}
+
+// verifyPartitions answers a VerifyOnly transaction of a v4 request in the
+// v3 response form: 0 for each partition already in the ongoing
+// transaction of this producer id and epoch.
+func (c *txnCoordinator) verifyPartitions(r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	code := func(tp txnTP) int16 { return kerr.CoordinatorNotAvailable.Code }
+	if c != nil {
+		if e := c.lookup(r.TransactionalID); e == nil {
+			code = func(txnTP) int16 { return kerr.InvalidProducerIDMapping.Code }
+		} else {
+			e.mu.Lock()
+			err := checkProducerLocked(e, r.ProducerID, r.ProducerEpoch, r.Version, 2)
+			m := e.meta.clone()
+			e.mu.Unlock()
+			code = func(tp txnTP) int16 {
+				switch {
+				case err != nil:
+					return err.Code
+				case m.Status != txnOngoing || !m.hasPartition(tp):
+					return kerr.InvalidTxnState.Code
+				}
+				return 0
+			}
+		}
+	}
+	for _, t := range r.Topics {
+		st := kmsg.NewAddPartitionsToTxnResponseTopic()
+		st.Topic = t.Topic
+		for _, p := range t.Partitions {
+			sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p, code(txnTP{t.Topic, p})
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

@@ -1,0 +1,57 @@
+package broker
+
+// AddOffsetsToTxn, versions 0-3: a transactional producer announces that
+// its transaction will commit offsets of a consumer group (TxnOffsetCommit
+// follows). Those offsets become visible to the group only when the
+// transaction commits.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleAddOffsetsToTxn(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) *kmsg.AddOffsetsToTxnResponse {
+	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	resp.Version = r.Version
+	resp.ErrorCode = b.txns.addOffsets(ctx, r)
+	return resp
+}
+
+func (c *txnCoordinator) addOffsets(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) int16 {
+	if c == nil {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	if r.Group == "" {
+		return kerr.InvalidGroupID.Code
+	}
+	e := c.lookup(r.TransactionalID)
+	if e == nil {
+		return kerr.InvalidProducerIDMapping.Code
+	}
+	ctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	defer cancel()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := checkProducerLocked(e, r.ProducerID, r.ProducerEpoch, r.Version, 2); err != nil {
+		return err.Code
+	}
+	if err := c.finishPendingLocked(ctx, e); err != nil {
+		return err.Code
+	}
+	next := e.meta.clone()
+	if next.Status != txnOngoing {
+		next.Status = txnOngoing
+		next.StartMs = c.now().UnixMilli()
+		next.Partitions, next.Groups, next.Offsets = nil, nil, nil
+	} else if next.hasGroup(r.Group) {
+		return 0
+	}
+	next.Groups = append(next.Groups, r.Group)
+	if err := c.persistLocked(ctx, e, next); err != nil {
+		c.log.Error("cannot add a group to transaction", "transactional_id", e.id, "group", r.Group, "err", err)
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return 0
+}

@@ -1,0 +1,88 @@
+package broker
+
+// EndTxn, versions 0-3: commit or abort the producer's transaction. The
+// decision is durable (Prepare* written) before markers go to the
+// partitions; the answer comes after the markers and the group offsets
+// are written, so a producer's next transaction never overlaps this one
+// in a partition. A retried EndTxn of a transaction already completed
+// the same way succeeds.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleEndTxn(ctx context.Context, r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
+	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+	resp.Version = r.Version
+	resp.ErrorCode = b.txns.endTxn(ctx, r)
+	return resp
+}
+
+func (c *txnCoordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) int16 {
+	if c == nil {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	e := c.lookup(r.TransactionalID)
+	if e == nil {
+		return kerr.InvalidProducerIDMapping.Code
+	}
+	ctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	defer cancel()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := &e.meta
+	if m.ProducerID >= 0 && r.ProducerID == m.ProducerID && r.ProducerEpoch != m.Epoch &&
+		r.ProducerEpoch == m.PrevEpoch && !r.Commit && (m.Status == txnPrepareAbort || m.Status == txnCompleteAbort) {
+		// The coordinator aborted this producer's transaction on timeout
+		// (bumping the epoch); its own abort agrees with that.
+		if err := c.finishPendingLocked(ctx, e); err != nil {
+			return err.Code
+		}
+		return 0
+	}
+	if err := checkProducerLocked(e, r.ProducerID, r.ProducerEpoch, r.Version, 2); err != nil {
+		return err.Code
+	}
+	want := txnCompleteAbort
+	if r.Commit {
+		want = txnCompleteCommit
+	}
+	switch m.Status {
+	case txnOngoing:
+		next := m.clone()
+		next.Status = txnPrepareAbort
+		if r.Commit {
+			next.Status = txnPrepareCommit
+		}
+		if err := c.persistLocked(ctx, e, next); err != nil {
+			c.log.Error("cannot end transaction", "transactional_id", e.id, "err", err)
+			return kerr.CoordinatorNotAvailable.Code
+		}
+		if err := c.completeLocked(ctx, e); err != nil {
+			// Decided and durable: the background loop finishes it, and
+			// the producer's next request waits for that.
+			c.log.Warn("cannot complete transaction yet, will retry", "transactional_id", e.id, "err", err)
+		}
+		if r.Commit {
+			c.ended.WithLabelValues("commit").Inc()
+		} else {
+			c.ended.WithLabelValues("abort").Inc()
+		}
+		return 0
+	case txnPrepareCommit, txnPrepareAbort:
+		if (m.Status == txnPrepareCommit) != r.Commit {
+			return kerr.InvalidTxnState.Code
+		}
+		if err := c.finishPendingLocked(ctx, e); err != nil {
+			return err.Code
+		}
+		return 0
+	case want:
+		return 0 // a retry of an EndTxn that completed
+	default:
+		return kerr.InvalidTxnState.Code
+	}
+}

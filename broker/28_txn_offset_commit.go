@@ -1,0 +1,106 @@
+package broker
+
+// TxnOffsetCommit, versions 0-3: offsets a transactional producer commits
+// for a consumer group inside its transaction (after AddOffsetsToTxn).
+// They are kept with the transaction's state and reach the group only
+// when the transaction commits; an abort drops them. v3 (KIP-447) also
+// checks the group generation and member, like OffsetCommit, so a member
+// that lost its partitions in a rebalance cannot commit for them.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const maxTxnOffsetMetadataBytes = 4096
+
+func (b *Broker) handleTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	resp.Version = r.Version
+	codes := make([][]int16, len(r.Topics))
+	for i, t := range r.Topics {
+		codes[i] = make([]int16, len(t.Partitions))
+	}
+	if code := b.txns.txnOffsetCommit(ctx, r, codes); code != 0 {
+		for i := range codes {
+			for j := range codes[i] {
+				codes[i][j] = code
+			}
+		}
+	}
+	for i, t := range r.Topics {
+		st := kmsg.NewTxnOffsetCommitResponseTopic()
+		st.Topic = t.Topic
+		for j, p := range t.Partitions {
+			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p.Partition, codes[i][j]
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (c *txnCoordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest, codes [][]int16) int16 {
+	if c == nil {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	if r.Group == "" {
+		return kerr.InvalidGroupID.Code
+	}
+	e := c.lookup(r.TransactionalID)
+	if e == nil {
+		return kerr.InvalidProducerIDMapping.Code
+	}
+	ctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	defer cancel()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := checkProducerLocked(e, r.ProducerID, r.ProducerEpoch, r.Version, 99); err != nil {
+		// Like Kafka, this API reports fencing as INVALID_PRODUCER_EPOCH.
+		return err.Code
+	}
+	if e.meta.Status != txnOngoing || !e.meta.hasGroup(r.Group) {
+		return kerr.InvalidTxnState.Code
+	}
+	if r.Version >= 3 {
+		if err := c.b.groups.ValidateTxnOffsetCommit(r.Group, r.Generation, r.MemberID, r.InstanceID); err != nil {
+			return err.Code
+		}
+	}
+	next := e.meta.clone()
+	n := 0
+	for i, t := range r.Topics {
+		tp := c.b.topic(t.Topic)
+		for j, p := range t.Partitions {
+			meta := ""
+			if p.Metadata != nil {
+				meta = *p.Metadata
+			}
+			switch {
+			case tp == nil || p.Partition < 0 || int(p.Partition) >= len(tp.parts):
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+				continue
+			case len(meta) > maxTxnOffsetMetadataBytes:
+				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
+				continue
+			}
+			epoch := int32(-1)
+			if r.Version >= 2 {
+				epoch = p.LeaderEpoch
+			}
+			next.setOffset(txnOffset{Group: r.Group, Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: epoch, Metadata: meta})
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	if err := c.persistLocked(ctx, e, next); err != nil {
+		c.log.Error("cannot record transactional offsets", "transactional_id", e.id, "group", r.Group, "err", err)
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return 0
+}

@@ -1,0 +1,583 @@
+package broker
+
+// The transaction coordinator (single node).
+//
+// State: one txnEntry per transactional id, its txnMeta changed only by
+// writing the new meta as a record to partition 0 of the internal,
+// compacted topic __transaction_state (append + fsync) and then adopting
+// it; startup replays that log (the newest record of each id wins). This
+// is the layout a replicated coordinator needs: the state is nothing but
+// the records of one partition, so replicating the partition replicates
+// the coordinator, and its leader coordinates.
+//
+// Ending a transaction: EndTxn writes Prepare{Commit,Abort} (the decision
+// is durable from here), writes a control batch (COMMIT or ABORT marker)
+// to every partition of the transaction and fsyncs it, applies the
+// transaction's group offsets to the group coordinator on commit, then
+// writes Complete{Commit,Abort}. A crash anywhere in between leaves a
+// Prepare* state, which the coordinator completes when it loads (writing
+// a marker twice is harmless: a marker ends only a transaction that is
+// open in its partition). A failed marker write leaves Prepare* too, and
+// the background loop retries it every second.
+//
+// Locks: txnCoordinator.mu guards the map only and is never held while
+// waiting for anything else. txnEntry.mu serializes everything done for
+// one transactional id — coordinator requests, the timeout abort, and the
+// check-and-append of its transactional produce (so no batch of a
+// transaction lands after its marker). Lock order: txnEntry.mu, then
+// Partition.mu or the group coordinator's lock; pendingMu is a leaf.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/group"
+	"github.com/simtel/simtel/broker/storage"
+)
+
+// txnStateTopic holds the transaction coordinator's state. It is created
+// when the first transactional id initializes.
+const txnStateTopic = "__transaction_state"
+
+var txnStateTopicConfigs = map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
+
+const (
+	// maxTxnTimeout is transaction.max.timeout.ms: producers asking for
+	// a longer transaction timeout get INVALID_TRANSACTION_TIMEOUT.
+	maxTxnTimeout = 15 * time.Minute
+	// txnCheckInterval is how often the coordinator looks for timed-out
+	// transactions and retries unfinished completions.
+	txnCheckInterval = time.Second
+	// txnOpTimeout bounds the fsyncs of one coordinator operation.
+	txnOpTimeout = 30 * time.Second
+	// txnIDExpiration is transactional.id.expiration.ms: an id with no
+	// open transaction and no change for this long is forgotten (its
+	// state record tombstoned), so abandoned ids do not pile up.
+	txnIDExpiration = 7 * 24 * time.Hour
+)
+
+type txnEntry struct {
+	id string
+	mu sync.Mutex
+	// meta is guarded by mu. ProducerID < 0 marks an entry created by
+	// a first InitProducerID whose state is not written yet.
+	meta txnMeta
+}
+
+type pendingKey struct {
+	group, topic string
+	partition    int32
+}
+
+type txnCoordinator struct {
+	b   *Broker
+	log *slog.Logger
+	now func() time.Time
+
+	stateMu sync.Mutex // creating the state partition
+	state   *Partition // guarded by stateMu; nil until first needed
+
+	mu struct {
+		sync.Mutex
+		txns map[string]*txnEntry
+	}
+
+	// pending maps a group partition to the transactional ids holding
+	// an offset for it that awaits the end of their transaction; while
+	// one does, OffsetFetch with RequireStable answers
+	// UNSTABLE_OFFSET_COMMIT so a new member does not start from the
+	// older offset.
+	pendingMu sync.Mutex
+	pending   map[pendingKey]map[string]struct{}
+
+	ended *prometheus.CounterVec
+}
+
+func newTxnCoordinator(b *Broker) (*txnCoordinator, error) {
+	c := &txnCoordinator{b: b, log: b.log.With("part", "txn"), now: time.Now, pending: map[pendingKey]map[string]struct{}{}}
+	c.mu.txns = map[string]*txnEntry{}
+	c.ended = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_txn_ended_total", Help: "Transactions ended by the coordinator, by result (commit, abort, timeout: aborted because the producer went quiet)."}, []string{"result"})
+	b.metrics.reg.MustRegister(c.ended, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "simtel_broker_txn_ongoing", Help: "Transactions in progress on this coordinator."}, c.countOngoing))
+	if t := b.topic(txnStateTopic); t != nil && len(t.parts) > 0 {
+		c.state = t.parts[0]
+		if err := c.load(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// load replays __transaction_state and finishes the transactions that
+// were being completed when the broker stopped.
+func (c *txnCoordinator) load() error {
+	n := 0
+	err := readLogRecords(c.state.log, func(off int64, key, value []byte) {
+		id := string(key)
+		if value == nil {
+			delete(c.mu.txns, id)
+			return
+		}
+		m, err := decodeTxnMeta(value)
+		if err != nil {
+			c.log.Warn("skipping unreadable transaction state record", "offset", off, "transactional_id", id, "err", err)
+			return
+		}
+		e := c.mu.txns[id]
+		if e == nil {
+			e = &txnEntry{id: id}
+			c.mu.txns[id] = e
+		}
+		e.meta = m
+		n++
+	})
+	if err != nil {
+		return fmt.Errorf("cannot load transaction state from %s: %w", txnStateTopic, err)
+	}
+	for _, e := range c.mu.txns {
+		c.setPending(e.id, nil, e.meta.Offsets)
+	}
+	c.log.Info("loaded transaction state", "records", n, "transactional_ids", len(c.mu.txns))
+	ctx, cancel := context.WithTimeout(context.Background(), txnOpTimeout)
+	defer cancel()
+	for _, e := range c.mu.txns {
+		e.mu.Lock()
+		if s := e.meta.Status; s == txnPrepareCommit || s == txnPrepareAbort {
+			c.log.Info("completing a transaction decided before the restart", "transactional_id", e.id, "state", s.String())
+			if err := c.completeLocked(ctx, e); err != nil {
+				c.log.Warn("cannot complete transaction yet, will retry", "transactional_id", e.id, "err", err)
+			}
+		}
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// run aborts timed-out transactions and retries unfinished completions
+// until ctx ends.
+func (c *txnCoordinator) run(ctx context.Context) {
+	t := time.NewTicker(txnCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, e := range c.entries() {
+			e.mu.Lock()
+			c.checkLocked(ctx, e)
+			e.mu.Unlock()
+		}
+	}
+}
+
+func (c *txnCoordinator) checkLocked(ctx context.Context, e *txnEntry) {
+	m := &e.meta
+	switch {
+	case m.ProducerID < 0:
+	case m.Status == txnPrepareCommit || m.Status == txnPrepareAbort:
+		if err := c.completeLocked(ctx, e); err != nil && ctx.Err() == nil {
+			c.log.Warn("cannot complete transaction yet, will retry", "transactional_id", e.id, "err", err)
+		}
+	case m.Status != txnOngoing && c.now().UnixMilli()-m.UpdateMs > txnIDExpiration.Milliseconds():
+		if err := c.expireLocked(ctx, e); err != nil && ctx.Err() == nil {
+			c.log.Warn("cannot expire transactional id, will retry", "transactional_id", e.id, "err", err)
+		}
+	case m.Status == txnOngoing && c.now().UnixMilli()-m.StartMs > int64(m.TimeoutMs):
+		c.log.Info("aborting a transaction past its timeout", "transactional_id", e.id, "producer_id", m.ProducerID, "epoch", m.Epoch, "timeout_ms", m.TimeoutMs)
+		if err := c.abortLocked(ctx, e, true); err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("cannot abort timed-out transaction yet, will retry", "transactional_id", e.id, "err", err)
+			}
+			return
+		}
+		c.ended.WithLabelValues("timeout").Inc()
+	}
+}
+
+func (c *txnCoordinator) entries() []*txnEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*txnEntry, 0, len(c.mu.txns))
+	for _, e := range c.mu.txns {
+		out = append(out, e)
+	}
+	return out
+}
+
+func (c *txnCoordinator) lookup(id string) *txnEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.txns[id]
+}
+
+func (c *txnCoordinator) countOngoing() float64 {
+	n := 0
+	for _, e := range c.entries() {
+		e.mu.Lock()
+		if e.meta.Status == txnOngoing {
+			n++
+		}
+		e.mu.Unlock()
+	}
+	return float64(n)
+}
+
+// statePartition returns the partition of __transaction_state, creating
+// the topic on first use.
+func (c *txnCoordinator) statePartition() (*Partition, error) {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	if c.state != nil {
+		return c.state, nil
+	}
+	if t := c.b.topic(txnStateTopic); t != nil && len(t.parts) > 0 {
+		c.state = t.parts[0]
+		return c.state, nil
+	}
+	configs := map[string]*string{}
+	for k, v := range txnStateTopicConfigs {
+		configs[k] = &v
+	}
+	t, err := c.b.createTopic(txnStateTopic, 1, -1, configs, false)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create %s: %w", txnStateTopic, err)
+	}
+	c.state = t.parts[0]
+	return c.state, nil
+}
+
+// expireLocked forgets an idle transactional id: a tombstone in the state
+// log, then the entry leaves the map. A request that found the entry
+// before sees a producer id of -1 (INVALID_PRODUCER_ID_MAPPING, or a new
+// producer id for InitProducerID, which puts the entry back).
+func (c *txnCoordinator) expireLocked(ctx context.Context, e *txnEntry) error {
+	p, err := c.statePartition()
+	if err != nil {
+		return err
+	}
+	if err := appendStateRecord(ctx, p, []byte(e.id), nil, c.now().UnixMilli()); err != nil {
+		return fmt.Errorf("cannot expire transactional id %q: %w", e.id, err)
+	}
+	c.log.Info("transactional id expired", "transactional_id", e.id, "producer_id", e.meta.ProducerID)
+	c.setPending(e.id, e.meta.Offsets, nil)
+	e.meta = txnMeta{ProducerID: -1}
+	c.mu.Lock()
+	if c.mu.txns[e.id] == e {
+		delete(c.mu.txns, e.id)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// appendStateRecord appends one record (value nil: a tombstone) to the
+// state partition and waits until it is durable.
+func appendStateRecord(ctx context.Context, p *Partition, key, value []byte, nowMillis int64) error {
+	batch := appendStateBatch(nil, key, value, nowMillis)
+	hdrs, err := storage.ParseBatches(batch, 0)
+	if err != nil {
+		return fmt.Errorf("cannot encode state record: %w", err)
+	}
+	_, last, err := p.log.Append(batch, hdrs, 0)
+	if err != nil {
+		return err
+	}
+	return p.commit(ctx, last)
+}
+
+// persistLocked makes next the durable state of e, then adopts it.
+func (c *txnCoordinator) persistLocked(ctx context.Context, e *txnEntry, next txnMeta) error {
+	p, err := c.statePartition()
+	if err != nil {
+		return err
+	}
+	next.UpdateMs = c.now().UnixMilli()
+	if err := appendStateRecord(ctx, p, []byte(e.id), encodeTxnMeta(&next), next.UpdateMs); err != nil {
+		return fmt.Errorf("cannot write transaction state of %q: %w", e.id, err)
+	}
+	c.setPending(e.id, e.meta.Offsets, next.Offsets)
+	e.meta = next
+	return nil
+}
+
+func (c *txnCoordinator) setPending(id string, old, cur []txnOffset) {
+	c.pendingMu.Lock()
+	defer c.pendingMu.Unlock()
+	for _, o := range old {
+		k := pendingKey{o.Group, o.Topic, o.Partition}
+		delete(c.pending[k], id)
+		if len(c.pending[k]) == 0 {
+			delete(c.pending, k)
+		}
+	}
+	for _, o := range cur {
+		k := pendingKey{o.Group, o.Topic, o.Partition}
+		if c.pending[k] == nil {
+			c.pending[k] = map[string]struct{}{}
+		}
+		c.pending[k][id] = struct{}{}
+	}
+}
+
+// pendingOffset reports whether a transaction holds an uncommitted offset
+// for the group partition (the group coordinator's RequireStable check).
+func (c *txnCoordinator) pendingOffset(grp, topic string, partition int32) bool {
+	c.pendingMu.Lock()
+	defer c.pendingMu.Unlock()
+	return len(c.pending[pendingKey{grp, topic, partition}]) > 0
+}
+
+// completeLocked finishes a transaction in Prepare*: markers, group
+// offsets on commit, then Complete*.
+func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error {
+	m := e.meta
+	commit := m.Status == txnPrepareCommit
+	ct := storage.ControlAbort
+	if commit {
+		ct = storage.ControlCommit
+	}
+	// Append every marker first and start their fsyncs together (each
+	// partition has its own flusher), then wait for each.
+	type written struct {
+		p    *Partition
+		last int64
+	}
+	var ws []written
+	for _, tp := range m.Partitions {
+		p := c.b.partition(tp.Topic, tp.Partition)
+		if p == nil {
+			c.log.Warn("partition of a transaction is gone; no marker written", "transactional_id", e.id, "topic", tp.Topic, "partition", tp.Partition)
+			continue
+		}
+		last, err := p.appendMarker(m.ProducerID, m.Epoch, ct)
+		if err != nil {
+			return fmt.Errorf("cannot write the transaction marker to %s: %w", p, err)
+		}
+		p.commitLater()
+		ws = append(ws, written{p, last})
+	}
+	for _, w := range ws {
+		if err := w.p.commit(ctx, w.last); err != nil {
+			return fmt.Errorf("cannot sync the transaction marker of %s: %w", w.p, err)
+		}
+	}
+	if commit && len(m.Offsets) > 0 {
+		byGroup := map[string][]group.CommittedOffset{}
+		now := c.now().UnixMilli()
+		for _, o := range m.Offsets {
+			byGroup[o.Group] = append(byGroup[o.Group], group.CommittedOffset{
+				Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
+				LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimeMillis: now,
+			})
+		}
+		for g, offs := range byGroup {
+			if err := c.b.groups.CommitTxnOffsets(g, offs); err != nil {
+				return fmt.Errorf("cannot commit the transaction's offsets of group %q: %w", g, err)
+			}
+		}
+	}
+	next := m.clone()
+	next.Status = txnCompleteAbort
+	if commit {
+		next.Status = txnCompleteCommit
+	}
+	next.Partitions, next.Groups, next.Offsets = nil, nil, nil
+	if err := c.persistLocked(ctx, e, next); err != nil {
+		return err
+	}
+	return nil
+}
+
+// abortLocked aborts e's ongoing transaction. bump raises the producer
+// epoch first, so the markers fence the producer that owned it (timeouts
+// and a new producer's InitProducerID).
+func (c *txnCoordinator) abortLocked(ctx context.Context, e *txnEntry, bump bool) error {
+	next := e.meta.clone()
+	if bump && next.Epoch < math.MaxInt16-1 {
+		next.PrevEpoch = next.Epoch
+		next.Epoch++
+	}
+	next.Status = txnPrepareAbort
+	if err := c.persistLocked(ctx, e, next); err != nil {
+		return err
+	}
+	return c.completeLocked(ctx, e)
+}
+
+// fenceCode is the error for a request carrying an epoch that is not the
+// current one: PRODUCER_FENCED for clients that know it (KIP-588), else
+// INVALID_PRODUCER_EPOCH.
+func fenceCode(version, knowsFenced int16) *kerr.Error {
+	if version >= knowsFenced {
+		return kerr.ProducerFenced
+	}
+	return kerr.InvalidProducerEpoch
+}
+
+// checkProducerLocked validates the producer id and epoch of a
+// coordinator request.
+func checkProducerLocked(e *txnEntry, pid int64, epoch int16, version, knowsFenced int16) *kerr.Error {
+	switch {
+	case e.meta.ProducerID < 0 || pid != e.meta.ProducerID:
+		return kerr.InvalidProducerIDMapping
+	case epoch != e.meta.Epoch:
+		return fenceCode(version, knowsFenced)
+	}
+	return nil
+}
+
+// finishPendingLocked completes a Prepare* left by a failed marker write
+// before the id's next operation; the client sees a retriable error if it
+// still fails.
+func (c *txnCoordinator) finishPendingLocked(ctx context.Context, e *txnEntry) *kerr.Error {
+	if s := e.meta.Status; s != txnPrepareCommit && s != txnPrepareAbort {
+		return nil
+	}
+	if err := c.completeLocked(ctx, e); err != nil {
+		c.log.Warn("cannot complete transaction yet", "transactional_id", e.id, "err", err)
+		return kerr.ConcurrentTransactions
+	}
+	return nil
+}
+
+// appendMarker appends a transaction marker for producer pid to the
+// partition and returns its offset; the caller commits it.
+func (p *Partition) appendMarker(pid int64, epoch int16, ct storage.ControlType) (int64, error) {
+	if p.replicated() {
+		return 0, fmt.Errorf("%w: transactions on replicated partitions are not supported yet", kerr.InvalidTxnState)
+	}
+	batch := storage.AppendControlBatch(nil, pid, epoch, ct, 0, time.Now().UnixMilli())
+	hdrs, err := storage.ParseBatches(batch, 0)
+	if err != nil {
+		return 0, fmt.Errorf("cannot encode transaction marker: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	base, last, err := p.log.Append(batch, hdrs, 0)
+	if err != nil {
+		return 0, storageToKerr(err)
+	}
+	p.observeBatchLocked(hdrs[0], base)
+	return last, nil
+}
+
+// lastStableOffset is the offset below which every transaction has ended:
+// the first offset of the earliest open transaction, capped by the high
+// watermark hw. read_committed consumers are served only below it.
+func (p *Partition) lastStableOffset(hw int64) int64 {
+	if first, ok := p.log.FirstUnstableOffset(); ok && first < hw {
+		return first
+	}
+	return hw
+}
+
+// appendStateBatch encodes one uncompressed record batch with a single
+// record, without producer id; the log assigns offset and leader epoch.
+func appendStateBatch(dst, key, value []byte, nowMillis int64) []byte {
+	rec := kmsg.Record{Key: key, Value: value}
+	body := rec.AppendTo(nil)
+	rec.Length = int32(len(body) - 1)
+	body = rec.AppendTo(body[:0])
+	const headerLen, prefixLen = 61, 12
+	b := kmsg.RecordBatch{
+		Length:               int32(headerLen - prefixLen + len(body)),
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		FirstTimestamp:       nowMillis,
+		MaxTimestamp:         nowMillis,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           1,
+		Records:              body,
+	}
+	start := len(dst)
+	dst = b.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start+17:], crc32.Checksum(dst[start+21:], crc32.MakeTable(crc32.Castagnoli)))
+	return dst
+}
+
+// readLogRecords calls fn with every record of an internal log written
+// by appendStateBatch (uncompressed batches), in offset order. A null
+// value is passed as nil.
+func readLogRecords(l *storage.Log, fn func(offset int64, key, value []byte)) error {
+	off, end := l.StartOffset(), l.EndOffset()
+	for off < end {
+		res, err := l.Read(off, 1<<20, end)
+		if err != nil {
+			return err
+		}
+		if res.Bytes == 0 {
+			res.Release()
+			return nil
+		}
+		buf := make([]byte, 0, res.Bytes)
+		for _, ch := range res.Chunks {
+			n := len(buf)
+			buf = buf[:n+int(ch.Size)]
+			if _, err := ch.File.ReadAt(buf[n:], ch.Pos); err != nil && !errors.Is(err, io.EOF) {
+				res.Release()
+				return err
+			}
+		}
+		next := res.LastOffset + 1
+		res.Release()
+		for len(buf) >= 61 {
+			n := int(binary.BigEndian.Uint32(buf[8:12])) + 12
+			if n < 61 || n > len(buf) {
+				return fmt.Errorf("batch at offset %d overruns the read", off)
+			}
+			var rb kmsg.RecordBatch
+			if err := rb.ReadFrom(buf[:n]); err != nil {
+				return fmt.Errorf("cannot decode batch: %w", err)
+			}
+			buf = buf[n:]
+			if rb.Attributes&0x27 != 0 { // compressed or control: not ours
+				continue
+			}
+			recs := rb.Records
+			for i := int32(0); i < rb.NumRecords; i++ {
+				l, k := binary.Varint(recs)
+				if k <= 0 || l < 0 || l > int64(len(recs)-k) {
+					break
+				}
+				var r kmsg.Record
+				if err := r.ReadFrom(recs[:k+int(l)]); err != nil {
+					break
+				}
+				recs = recs[k+int(l):]
+				fn(rb.FirstOffset+int64(r.OffsetDelta), r.Key, r.Value)
+			}
+		}
+		off = next
+	}
+	return nil
+}
+
+// sortedTPs returns the partitions ordered by topic and partition.
+func sortedTPs(tps []txnTP) []txnTP {
+	out := slices.Clone(tps)
+	slices.SortFunc(out, func(a, b txnTP) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return out
+}

@@ -1,0 +1,399 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/internal/testutil"
+)
+
+// The worker of TestTxnExactlyOnceUnderKills: a transactional
+// read-process-write loop (franz-go's GroupTransactSession) copying topic
+// txn-in to txn-out, run as a separate process (this test binary
+// re-executed) so the test can SIGKILL it at any point.
+const txnWorkerEnv = "SIMTEL_TXN_WORKER_BROKER"
+
+func TestTxnWorkerProcess(t *testing.T) {
+	addr := os.Getenv(txnWorkerEnv)
+	if addr == "" {
+		t.Skip("helper process of TestTxnExactlyOnceUnderKills")
+	}
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(addr),
+		kgo.TransactionalID("copier"),
+		kgo.TransactionTimeout(time.Minute),
+		kgo.ConsumerGroup("copier"),
+		kgo.InstanceID("copier-1"), // a restarted worker takes the old one's place at once
+		kgo.SessionTimeout(10*time.Second),
+		kgo.ConsumeTopics("txn-in"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RequireStableFetchOffsets(),
+	)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker: cannot start:", err)
+		os.Exit(2)
+	}
+	defer sess.Close()
+	ctx := context.Background()
+	for {
+		fs := sess.PollRecords(ctx, 20)
+		if err := fs.Err0(); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "worker: poll:", err)
+		}
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			fmt.Fprintln(os.Stderr, "worker: begin:", err)
+			os.Exit(3)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Topic: "txn-out", Key: r.Key, Value: r.Value}, nil)
+		})
+		// "Processing" time, so that kills land inside transactions.
+		time.Sleep(time.Duration(rand.IntN(60)) * time.Millisecond)
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		if err != nil {
+			// The broker restarted under us, or we were fenced: exit and
+			// let the test start a fresh worker, as a supervisor would.
+			fmt.Fprintln(os.Stderr, "worker: end:", err)
+			os.Exit(4)
+		}
+		fmt.Fprintln(os.Stderr, "worker: transaction of", fs.NumRecords(), "records, committed:", committed)
+	}
+}
+
+type workerProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startWorker(t *testing.T, addr, logDir string, n int) *workerProc {
+	t.Helper()
+	logf, err := os.Create(fmt.Sprintf("%s/worker-%d.log", logDir, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTxnWorkerProcess$", "-test.timeout=0")
+	cmd.Env = append(os.Environ(), txnWorkerEnv+"="+addr)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &workerProc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(w.done)
+	}()
+	t.Cleanup(w.kill)
+	return w
+}
+
+func (w *workerProc) kill() {
+	_ = w.cmd.Process.Signal(syscall.SIGKILL)
+	<-w.done
+}
+
+func (w *workerProc) exited() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestTxnExactlyOnceUnderKills copies an input topic to an output topic
+// with a transactional worker process that is SIGKILLed at random points
+// and restarted, and once SIGKILLs and restarts the broker itself while
+// the worker runs. Afterwards the output read with read_committed holds
+// every input record exactly once, and read_uncommitted also sees the
+// records of the transactions the kills aborted.
+func TestTxnExactlyOnceUnderKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker and worker processes")
+	}
+	const records = 3000
+	const kills = 6
+	dataDir := t.TempDir()
+	logDir := t.TempDir()
+	if d := os.Getenv("SIMTEL_TEST_LOG_DIR"); d != "" {
+		logDir = d // keep the logs of the broker and the workers
+	}
+	addr := testutil.FreePort(t)
+	startBrokerProc := func() *testutil.Proc {
+		p := testutil.Start(t, logDir, "broker", "--node-id", "0", "--data-dir", dataDir, "--listen", addr,
+			"--group-initial-rebalance-delay", "0s")
+		testutil.WaitPort(t, addr, p)
+		return p
+	}
+	brokerProc := startBrokerProc()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "txn-in"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "txn-out"); err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("txn-in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < records; i++ {
+		v := strconv.Itoa(i)
+		prod.Produce(ctx, &kgo.Record{Key: []byte(v), Value: []byte(v)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("input record %s: %v", v, err)
+			}
+		})
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	prod.Close()
+	inEnds, err := adm.ListEndOffsets(ctx, "txn-in")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// done reports whether the group has committed the end of every
+	// input partition.
+	done := func() bool {
+		offs, err := adm.FetchOffsets(ctx, "copier")
+		if err != nil {
+			return false
+		}
+		all := true
+		inEnds.Each(func(e kadm.ListedOffset) {
+			o, ok := offs.Lookup("txn-in", e.Partition)
+			all = all && ok && o.At == e.Offset
+		})
+		return all
+	}
+
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
+	started := 0
+	worker := startWorker(t, addr, logDir, started)
+	started++
+	for k := 0; k < kills; k++ {
+		time.Sleep(time.Duration(300+rng.IntN(2500)) * time.Millisecond)
+		if k == kills/2 {
+			// The broker dies while the worker is mid-stream (most likely
+			// inside a transaction); the worker's next call fails and it
+			// is restarted like after its own crash.
+			t.Logf("kill %d: SIGKILL of the broker", k)
+			brokerProc.Kill()
+			time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
+			brokerProc = startBrokerProc()
+		} else {
+			t.Logf("kill %d: SIGKILL of the worker", k)
+			worker.kill()
+		}
+		if worker.exited() {
+			worker = startWorker(t, addr, logDir, started)
+			started++
+		}
+	}
+	for !done() {
+		if ctx.Err() != nil {
+			t.Fatalf("the worker did not finish copying; see %s", logDir)
+		}
+		if worker.exited() {
+			worker = startWorker(t, addr, logDir, started)
+			started++
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	worker.kill()
+	t.Logf("%d worker processes, %d kills (one of the broker)", started, kills)
+
+	count := func(committed bool) (map[string]int, int) {
+		ends, err := adm.ListEndOffsets(ctx, "txn-out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int32]int64{}
+		ends.Each(func(e kadm.ListedOffset) { want[e.Partition] = e.Offset })
+		iso := kgo.ReadUncommitted()
+		if committed {
+			iso = kgo.ReadCommitted()
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("txn-out"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		seen := map[string]int{}
+		total := 0
+		reached := map[int32]bool{}
+		for len(reached) < len(want) {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("reading txn-out: %v", ctx.Err())
+			}
+			fs.EachError(func(tp string, p int32, err error) { t.Errorf("fetch %s-%d: %v", tp, p, err) })
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Offset+1 >= want[r.Partition] {
+					reached[r.Partition] = true
+				}
+				if r.Attrs.IsControl() {
+					return
+				}
+				seen[string(r.Value)]++
+				total++
+			})
+			for p, end := range want {
+				if end == 0 {
+					reached[p] = true
+				}
+			}
+		}
+		return seen, total
+	}
+	committed, n := count(true)
+	var missing, dup []string
+	for i := 0; i < records; i++ {
+		switch c := committed[strconv.Itoa(i)]; {
+		case c == 0:
+			missing = append(missing, strconv.Itoa(i))
+		case c > 1:
+			dup = append(dup, fmt.Sprintf("%d×%d", i, c))
+		}
+	}
+	t.Logf("read_committed: %d records, %d distinct, %d missing, %d duplicated", n, len(committed), len(missing), len(dup))
+	if len(missing) > 0 || len(dup) > 0 || n != records {
+		t.Fatalf("not exactly once: missing %s; duplicated %s (worker logs in %s)", head(missing), head(dup), logDir)
+	}
+	_, all := count(false)
+	t.Logf("read_uncommitted: %d records (%d from aborted transactions)", all, all-records)
+	if all < records {
+		t.Fatalf("read_uncommitted sees %d records, fewer than the %d committed", all, records)
+	}
+	if err := brokerProc.Stop(30 * time.Second); err != nil {
+		t.Errorf("broker did not stop cleanly: %v", err)
+	}
+}
+
+func head(s []string) string {
+	if len(s) > 10 {
+		return strings.Join(s[:10], ",") + ",…"
+	}
+	return strings.Join(s, ",")
+}
+
+// TestTxnBrokerRestartMidTransaction SIGKILLs the broker process while a
+// transaction is open (records acknowledged, not yet committed) and
+// restarts it: the same producer then commits and the records become
+// visible to read_committed; a second open transaction, interrupted the
+// same way, is aborted by a new producer with the same transactional id
+// and stays invisible to read_committed while read_uncommitted sees it.
+func TestTxnBrokerRestartMidTransaction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker processes")
+	}
+	dataDir, logDir := t.TempDir(), t.TempDir()
+	addr := testutil.FreePort(t)
+	start := func() *testutil.Proc {
+		p := testutil.Start(t, logDir, "broker", "--node-id", "0", "--data-dir", dataDir, "--listen", addr)
+		testutil.WaitPort(t, addr, p)
+		return p
+	}
+	proc := start()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	if _, err := kadm.NewClient(admCl).CreateTopic(ctx, 2, 1, nil, "restart-tx"); err != nil {
+		t.Fatal(err)
+	}
+	newProducer := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("restart-tx"),
+			kgo.TransactionalID("restart-writer"), kgo.TransactionTimeout(time.Minute), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	produce := func(cl *kgo.Client, prefix string, n int) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			if err := cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("%s-%d", prefix, i))).FirstErr(); err != nil {
+				t.Fatalf("produce %s-%d: %v", prefix, i, err)
+			}
+		}
+	}
+
+	p1 := newProducer()
+	defer p1.Close()
+	produce(p1, "kept", 10)
+	proc.Kill()
+	proc = start()
+	if err := p1.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit after the broker restart: %v", err)
+	}
+
+	produce(p1, "lost", 10)
+	proc.Kill()
+	proc = start()
+	p2 := newProducer() // fences p1 and aborts its open transaction
+	defer p2.Close()
+	if err := p2.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.ProduceSync(ctx, kgo.StringRecord("after")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+
+	committed := consumeAll(t, ctx, addr, "restart-tx", true, 11)
+	uncommitted := consumeAll(t, ctx, addr, "restart-tx", false, 21)
+	count := func(vals []string, prefix string) int {
+		n := 0
+		for _, v := range vals {
+			if strings.HasPrefix(v, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	if len(committed) != 11 || count(committed, "kept-") != 10 || count(committed, "after") != 1 {
+		t.Fatalf("read_committed got %v, want the 10 committed records and 'after'", committed)
+	}
+	if len(uncommitted) != 21 || count(uncommitted, "lost-") != 10 {
+		t.Fatalf("read_uncommitted got %d records %v, want 21 with the 10 aborted ones", len(uncommitted), uncommitted)
+	}
+	if err := proc.Stop(30 * time.Second); err != nil {
+		t.Errorf("broker did not stop cleanly: %v", err)
+	}
+}
