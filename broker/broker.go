@@ -187,10 +187,14 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.serve(ctx, b.ln)
 	}()
 	if b.cluster != nil {
-		wg.Add(3)
+		wg.Add(4)
 		go func() {
 			defer wg.Done()
 			b.reportLeaders(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			b.placementLoop(ctx)
 		}()
 		go func() {
 			defer wg.Done()

@@ -9,12 +9,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/storage"
 )
@@ -227,4 +230,409 @@ func TestReplicaCatchUpFromSnapshot(t *testing.T) {
 	if end != 520 {
 		t.Errorf("logs end at %d, want 520", end)
 	}
+}
+
+// loadGen runs idempotent acks=all producers on topic until stopped and
+// records every acknowledgement in a checker.
+type loadGen struct {
+	chk  *replChecker
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+	errs sync.Map
+}
+
+func startLoad(ctx context.Context, t *testing.T, seeds []string, topic string, producers int) *loadGen {
+	g := &loadGen{chk: &replChecker{acked: map[string]ackedAt{}, ackTimes: map[int32][]time.Time{}}}
+	pctx, stop := context.WithCancel(ctx)
+	g.stop = stop
+	for w := range producers {
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(1000),
+				kgo.RetryTimeout(120*time.Second), kgo.RecordDeliveryTimeout(180*time.Second))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer p.Close()
+			for i := 0; pctx.Err() == nil; i++ {
+				v := fmt.Sprintf("p%d-%d", w, i)
+				p.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+					if err != nil {
+						g.errs.Store(v, err)
+						return
+					}
+					g.chk.ack(r)
+				})
+				if i%20 == 0 {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			if err := p.Flush(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	return g
+}
+
+func (g *loadGen) acked() int {
+	g.chk.mu.Lock()
+	defer g.chk.mu.Unlock()
+	return len(g.chk.acked)
+}
+
+// finish stops the producers, then reads the topic back from the start
+// and checks every acknowledged record is there once, in order.
+func (g *loadGen) finish(ctx context.Context, t *testing.T, seeds []string, topic string) {
+	t.Helper()
+	g.stop()
+	g.wg.Wait()
+	g.errs.Range(func(k, v any) bool {
+		t.Errorf("record %v not acknowledged: %v", k, v)
+		return true
+	})
+	c, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	read := map[int32][]*kgo.Record{}
+	n, want := 0, g.acked()
+	cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
+	defer ccancel()
+	quiet := time.Time{}
+	for cctx.Err() == nil && (n < want || time.Now().Before(quiet)) {
+		if n >= want && quiet.IsZero() {
+			quiet = time.Now().Add(2 * time.Second)
+		}
+		fctx, fcancel := context.WithTimeout(cctx, time.Second)
+		fs := c.PollFetches(fctx)
+		fcancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			read[r.Partition] = append(read[r.Partition], r)
+			n++
+		})
+	}
+	lost, dup, reord, summary := g.chk.verify(read)
+	t.Logf("checker: %s", summary)
+	if lost != 0 || dup != 0 || reord != 0 || want == 0 {
+		t.Errorf("checker: %s", summary)
+	}
+}
+
+// spread reports how many replicas and leaders each broker has for topic
+// (from one broker's Metadata), and whether a reassignment is visible
+// (more replicas than rf) or a leader is missing.
+func spread(ctx context.Context, seeds []string, topic string, rf int) (replicas, leaders map[int32]int, settled bool, err error) {
+	replicas, leaders = map[int32]int{}, map[int32]int{}
+	var m *kmsg.MetadataResponse
+	for _, s := range seeds {
+		if m, err = metadataFrom(ctx, s, topic); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if len(m.Topics) != 1 {
+		return nil, nil, false, fmt.Errorf("metadata has %d topics", len(m.Topics))
+	}
+	settled = true
+	for _, p := range m.Topics[0].Partitions {
+		for _, r := range p.Replicas {
+			replicas[r]++
+		}
+		leaders[p.Leader]++
+		if len(p.Replicas) != rf || p.Leader < 0 || p.ErrorCode != 0 {
+			settled = false
+		}
+	}
+	return replicas, leaders, settled, nil
+}
+
+// TestClusterJoinRebalance: a fourth broker joins a three-broker cluster
+// whose RF 3 topic holds data while idempotent acks=all producers write;
+// the controller moves replicas and preferred leaders to it through raft
+// membership changes until every broker holds its share; nothing
+// acknowledged is lost, duplicated or reordered, and the moved replicas
+// hold the same data as the others.
+func TestClusterJoinRebalance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker processes")
+	}
+	extra := []string{"--replica-snapshot-entries", "200", "--replica-trailing-logs", "50"}
+	bs, controller := startClusterOf(t, 3, extra...)
+	defer func() { dumpLogs(t, bs) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const topic, parts = "join", 8
+	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
+	}
+	cl.Close()
+	waitUntil(t, 60*time.Second, "every partition has a reported leader", func() string {
+		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
+		if err != nil || !settled {
+			return fmt.Sprintf("leaders %v (%v)", leaders, err)
+		}
+		return ""
+	})
+	load := startLoad(ctx, t, seeds, topic, 3)
+	waitUntil(t, 60*time.Second, "some records acknowledged", func() string {
+		if n := load.acked(); n < 3000 {
+			return fmt.Sprintf("%d acknowledged", n)
+		}
+		return ""
+	})
+
+	joined := newClusterBroker(t, 3)
+	joined.extra = extra
+	bs = append(bs, joined)
+	joined.startFresh(t, []string{bs[0].gossip}, 0)
+	start := time.Now()
+	all := append(slices.Clone(seeds), joined.kafka)
+	// 8 partitions x 3 replicas over 4 brokers: 6 each; 8 preferred
+	// leaders: 2 each.
+	waitUntil(t, 4*time.Minute, "the new broker holds its share of replicas and leaders", func() string {
+		replicas, leaders, settled, err := spread(ctx, all, topic, 3)
+		if err != nil || !settled {
+			return fmt.Sprintf("moving: replicas %v leaders %v (%v)", replicas, leaders, err)
+		}
+		for id := range int32(4) {
+			if replicas[id] != 6 || leaders[id] != 2 {
+				return fmt.Sprintf("replicas %v leaders %v", replicas, leaders)
+			}
+		}
+		return ""
+	})
+	// Brokers that lost a replica deleted its files.
+	m, err := metadataFrom(ctx, joined.kafka, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range m.Topics[0].Partitions {
+		for _, b := range bs[:3] {
+			if !slices.Contains(p.Replicas, int32(b.id)) {
+				dir := filepath.Join(b.dir, "data", topic+"-"+strconv.Itoa(int(p.Partition)))
+				waitUntil(t, 30*time.Second, "a moved-away replica's files are deleted", func() string {
+					if _, err := os.Stat(dir); err == nil {
+						return dir + " still exists"
+					}
+					return ""
+				})
+			}
+		}
+	}
+	moved, _ := metricSum(joined.http, "simtel_broker_replica_snapshot_installs_total")
+	logData, _ := os.ReadFile(joined.proc.Log)
+	t.Logf("the joined broker holds 6 replicas and leads 2 partitions %v after it started (load %s); %v of its replicas caught up from a snapshot (%d log lines about snapshots)",
+		time.Since(start).Round(time.Second), loadAvg(), moved, strings.Count(string(logData), "snapshot"))
+	before := load.acked()
+	waitUntil(t, 60*time.Second, "writes go on after the rebalance", func() string {
+		if n := load.acked(); n < before+2000 {
+			return fmt.Sprintf("%d acknowledged, %d before", n, before)
+		}
+		return ""
+	})
+	load.finish(ctx, t, all, topic)
+
+	// A partition that moved to the new broker holds the same batches on
+	// all its replicas.
+	for _, p := range m.Topics[0].Partitions {
+		if !slices.Contains(p.Replicas, 3) {
+			continue
+		}
+		waitUntil(t, 30*time.Second, "replicas applied the same end", func() string {
+			var ends []int64
+			for _, r := range p.Replicas {
+				hw, err := hwOf(bs[r].http, topic)
+				if err != nil {
+					return err.Error()
+				}
+				ends = append(ends, hw[p.Partition])
+			}
+			if slices.Min(ends) != slices.Max(ends) {
+				return fmt.Sprintf("ends %v", ends)
+			}
+			return ""
+		})
+		var replicas []*clusterBroker
+		for _, r := range p.Replicas {
+			replicas = append(replicas, bs[r])
+		}
+		end := sameLogs(t, replicas, topic, p.Partition)
+		t.Logf("%s/%d: replicas %v hold the same %d offsets", topic, p.Partition, p.Replicas, end)
+		break
+	}
+}
+
+// loadAvg is the machine's 1-minute load average, for reports.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Fields(string(data))[0]
+}
+
+// TestClusterReplaceGoneBroker: a broker stopped for longer than
+// --replica-replace-after has its replicas re-created on the other
+// brokers: every partition is back to three alive replicas, and nothing
+// acknowledged is lost meanwhile.
+func TestClusterReplaceGoneBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker processes")
+	}
+	bs, controller := startClusterOf(t, 4, "--replica-replace-after", "3s", "--replica-snapshot-entries", "200", "--replica-trailing-logs", "50")
+	defer func() { dumpLogs(t, bs) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	var seeds []string
+	for _, b := range bs {
+		seeds = append(seeds, b.kafka)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const topic, parts = "replace", 4
+	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
+	}
+	cl.Close()
+	waitUntil(t, 60*time.Second, "every partition has a reported leader", func() string {
+		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
+		if err != nil || !settled {
+			return fmt.Sprintf("leaders %v (%v)", leaders, err)
+		}
+		return ""
+	})
+	load := startLoad(ctx, t, seeds, topic, 2)
+	waitUntil(t, 60*time.Second, "some records acknowledged", func() string {
+		if n := load.acked(); n < 2000 {
+			return fmt.Sprintf("%d acknowledged", n)
+		}
+		return ""
+	})
+	// Stop a broker that is not the controller, for good.
+	victim := bs[(controller+1)%4]
+	victim.proc.Kill()
+	killed := time.Now()
+	var rest []string
+	for _, b := range bs {
+		if b != victim {
+			rest = append(rest, b.kafka)
+		}
+	}
+	waitUntil(t, 4*time.Minute, "every partition is back to three alive replicas", func() string {
+		replicas, leaders, settled, err := spread(ctx, rest, topic, 3)
+		if err != nil || !settled || replicas[int32(victim.id)] != 0 {
+			return fmt.Sprintf("replicas %v leaders %v settled %v (%v)", replicas, leaders, settled, err)
+		}
+		return ""
+	})
+	t.Logf("broker %d killed; its replicas re-created on the others %v later (replace-after 3s, load %s)",
+		victim.id, time.Since(killed).Round(time.Second), loadAvg())
+	before := load.acked()
+	waitUntil(t, 60*time.Second, "writes go on", func() string {
+		if n := load.acked(); n < before+2000 {
+			return fmt.Sprintf("%d acknowledged, %d before", n, before)
+		}
+		return ""
+	})
+	load.finish(ctx, t, rest, topic)
+}
+
+// TestClusterRollingRestart restarts every broker of a three-broker
+// cluster in turn under load, waiting each time until the restarted
+// broker has caught up; nothing acknowledged is lost, duplicated or
+// reordered, and leadership is spread again afterwards (preferred
+// leaders).
+func TestClusterRollingRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker processes")
+	}
+	bs, controller := startClusterOf(t, 3, "--replica-snapshot-entries", "200", "--replica-trailing-logs", "50")
+	defer func() { dumpLogs(t, bs) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const topic, parts = "rolling", 6
+	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
+	}
+	cl.Close()
+	spreadOut := func() string {
+		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
+		if err != nil || !settled || leaders[0] != 2 || leaders[1] != 2 || leaders[2] != 2 {
+			return fmt.Sprintf("leaders %v settled %v (%v)", leaders, settled, err)
+		}
+		return ""
+	}
+	waitUntil(t, 60*time.Second, "leaders spread 2/2/2", spreadOut)
+	load := startLoad(ctx, t, seeds, topic, 3)
+	for _, b := range bs {
+		waitUntil(t, 60*time.Second, "writes go on", func() string {
+			if n := load.acked(); n < 2000 {
+				return fmt.Sprintf("%d acknowledged", n)
+			}
+			return ""
+		})
+		if err := b.proc.Stop(30 * time.Second); err != nil {
+			t.Logf("broker %d: stop: %v", b.id, err)
+		}
+		stopped := time.Now()
+		var join []string
+		for _, o := range bs {
+			if o != b {
+				join = append(join, o.gossip)
+			}
+		}
+		b.start(t, join, 0)
+		// Caught up: every replica on the restarted broker has applied at
+		// least what the leaders had when it came back.
+		var leaderHW map[int32]int64
+		waitUntil(t, 30*time.Second, "leaders' high watermarks readable", func() string {
+			leaderHW = map[int32]int64{}
+			for p := range int32(parts) {
+				l, _ := leaderOf(ctx, seeds, topic, p)
+				if l < 0 {
+					return fmt.Sprintf("no leader for %d", p)
+				}
+				hw, err := hwOf(bs[l].http, topic)
+				if err != nil {
+					return err.Error()
+				}
+				leaderHW[p] = hw[p]
+			}
+			return ""
+		})
+		waitUntil(t, 2*time.Minute, "the restarted broker catches up", func() string {
+			hw, err := hwOf(b.http, topic)
+			if err != nil || len(hw) != parts {
+				return fmt.Sprintf("hw %v (%v)", hw, err)
+			}
+			for p, want := range leaderHW {
+				if hw[p] < want {
+					return fmt.Sprintf("partition %d at %d, leader was at %d", p, hw[p], want)
+				}
+			}
+			return ""
+		})
+		t.Logf("broker %d restarted and caught up %v after its stop (load %s)", b.id, time.Since(stopped).Round(time.Millisecond), loadAvg())
+	}
+	waitUntil(t, 2*time.Minute, "leaders spread 2/2/2 again (preferred leaders)", spreadOut)
+	load.finish(ctx, t, seeds, topic)
 }

@@ -49,7 +49,7 @@ const replicaApplyTimeout = 10 * time.Second
 
 // startReplica starts the partition's raft group; the caller then
 // publishes the partition.
-func (b *Broker) startReplica(p *Partition, topicID [16]byte, replicas []int32) error {
+func (b *Broker) startReplica(p *Partition, topicID [16]byte, replicas []int32, bootstrap bool) error {
 	f := &replicaFSM{p: p}
 	snaps := &replicaSnapshots{p: p}
 	g, err := b.cluster.StartGroup(cluster.GroupConfig{
@@ -57,7 +57,7 @@ func (b *Broker) startReplica(p *Partition, topicID [16]byte, replicas []int32) 
 		Dir:       filepath.Join(b.partitionDir(p.topic, p.index), "raft"),
 		FSM:       f,
 		Peers:     replicas,
-		Bootstrap: replicas[0] == b.cfg.NodeID,
+		Bootstrap: bootstrap,
 		Prepare: func(hasSnapshot bool) error {
 			if hasSnapshot {
 				return nil // Restore truncates to the snapshot's end
