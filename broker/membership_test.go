@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -627,6 +627,15 @@ func TestClusterRollingRestart(t *testing.T) {
 			for p, want := range leaderHW {
 				if hw[p] < want {
 					return fmt.Sprintf("partition %d at %d, leader was at %d", p, hw[p], want)
+				}
+			}
+			return ""
+		})
+		waitUntil(t, 2*time.Minute, "no broker reports an under-replicated partition", func() string {
+			for _, o := range bs {
+				n, err := metricSum(o.http, "simtel_broker_under_replicated_partitions")
+				if err != nil || n != 0 {
+					return fmt.Sprintf("broker %d: %v under-replicated (%v)", o.id, n, err)
 				}
 			}
 			return ""

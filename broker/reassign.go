@@ -599,4 +599,6 @@ func planMoves(md *cluster.Metadata, downFor func(int32) time.Duration, replaceA
 	return out
 }
 
-func (m move) String() string { return fmt.Sprintf("%s/%d -> %v (%s)", m.topic.Name, m.part, m.target, m.why) }
+func (m move) String() string {
+	return fmt.Sprintf("%s/%d -> %v (%s)", m.topic.Name, m.part, m.target, m.why)
+}
