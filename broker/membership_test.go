@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/storage"
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 // startClusterOf starts n brokers (ids 0..n-1) forming one cluster, each
@@ -324,8 +327,9 @@ func (g *loadGen) finish(ctx context.Context, t *testing.T, seeds []string, topi
 }
 
 // spread reports how many replicas and leaders each broker has for topic
-// (from one broker's Metadata), and whether a reassignment is visible
-// (more replicas than rf) or a leader is missing.
+// (from one broker's Metadata), and whether the topic is settled: no
+// reassignment visible (more replicas than rf), every partition led by its
+// preferred (first) replica.
 func spread(ctx context.Context, seeds []string, topic string, rf int) (replicas, leaders map[int32]int, settled bool, err error) {
 	replicas, leaders = map[int32]int{}, map[int32]int{}
 	var m *kmsg.MetadataResponse
@@ -346,7 +350,7 @@ func spread(ctx context.Context, seeds []string, topic string, rf int) (replicas
 			replicas[r]++
 		}
 		leaders[p.Leader]++
-		if len(p.Replicas) != rf || p.Leader < 0 || p.ErrorCode != 0 {
+		if len(p.Replicas) != rf || p.Leader < 0 || p.ErrorCode != 0 || p.Leader != p.Replicas[0] {
 			settled = false
 		}
 	}
@@ -413,6 +417,33 @@ func TestClusterJoinRebalance(t *testing.T) {
 		}
 		return ""
 	})
+	// simtel cluster status shows the same spread.
+	out, err := exec.Command(testutil.Binary(t), "cluster", "status", "--brokers", joined.kafka, "--topic", topic, "-o", "json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("simtel cluster status: %v\n%s", err, out)
+	}
+	var st struct {
+		Brokers []struct {
+			ID       int32 `json:"id"`
+			Replicas int   `json:"replicas"`
+			Leaders  int   `json:"leaders"`
+		} `json:"brokers"`
+		Problems []any `json:"problems"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("simtel cluster status -o json: %v\n%s", err, out)
+	}
+	if len(st.Brokers) != 4 {
+		t.Errorf("cluster status lists %d brokers, want 4:\n%s", len(st.Brokers), out)
+	}
+	for _, b := range st.Brokers {
+		if b.Replicas != 6 || b.Leaders != 2 {
+			t.Errorf("cluster status: broker %d has %d replicas and %d leaders, want 6 and 2", b.ID, b.Replicas, b.Leaders)
+		}
+	}
+	if len(st.Problems) != 0 {
+		t.Errorf("cluster status reports problems after the rebalance:\n%s", out)
+	}
 	// Brokers that lost a replica deleted its files.
 	m, err := metadataFrom(ctx, joined.kafka, topic)
 	if err != nil {
