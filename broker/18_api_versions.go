@@ -14,6 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// clusterOnlyKeys are advertised only in cluster mode; a single-node
+// broker answers them with INVALID_REQUEST.
+var clusterOnlyKeys = map[int16]bool{45: true, 46: true}
+
 func (b *Broker) apiVersionsResponse(version int16, tooNew bool) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = version
@@ -22,6 +26,9 @@ func (b *Broker) apiVersionsResponse(version int16, tooNew bool) *kmsg.ApiVersio
 	}
 	keys := make([]int16, 0, len(supportedVersions))
 	for k := range supportedVersions {
+		if clusterOnlyKeys[k] && b.cluster == nil {
+			continue
+		}
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })

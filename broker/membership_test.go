@@ -676,3 +676,84 @@ func TestClusterRollingRestart(t *testing.T) {
 	waitUntil(t, 2*time.Minute, "leaders spread 2/2/2 again (preferred leaders)", spreadOut)
 	load.finish(ctx, t, seeds, topic)
 }
+
+// TestClusterRebalanceCommand: with --auto-rebalance=false a joining
+// broker gets nothing until `simtel cluster rebalance` sends the moves
+// (AlterPartitionAssignments); --dry-run only prints them; afterwards
+// every broker holds its share, writes went on, nothing was lost.
+func TestClusterRebalanceCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker processes")
+	}
+	extra := []string{"--auto-rebalance=false"}
+	bs, controller := startClusterOf(t, 3, extra...)
+	defer func() { dumpLogs(t, bs) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const topic, parts = "manual", 6
+	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 2, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create %s with RF 2: %v %v", topic, err, r.Err)
+	}
+	cl.Close()
+	waitUntil(t, 60*time.Second, "every partition has a reported leader", func() string {
+		_, leaders, settled, err := spread(ctx, seeds, topic, 2)
+		if err != nil || !settled {
+			return fmt.Sprintf("leaders %v (%v)", leaders, err)
+		}
+		return ""
+	})
+	load := startLoad(ctx, t, seeds, topic, 2)
+	joined := newClusterBroker(t, 3)
+	joined.extra = extra
+	bs = append(bs, joined)
+	joined.startFresh(t, []string{bs[0].gossip}, 0)
+	all := append(slices.Clone(seeds), joined.kafka)
+	waitCluster(t, joined.kafka, 4)
+	simtel := func(args ...string) string {
+		out, err := exec.Command(testutil.Binary(t), args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("simtel %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := simtel("cluster", "rebalance", "--brokers", joined.kafka, "--dry-run")
+	t.Logf("dry run:\n%s", out)
+	if !strings.Contains(out, "would move") {
+		t.Fatalf("dry run plans no move:\n%s", out)
+	}
+	if replicas, _, _, _ := spread(ctx, all, topic, 2); replicas[3] != 0 {
+		t.Fatalf("broker 3 got replicas without a rebalance: %v", replicas)
+	}
+	start := time.Now()
+	out = simtel("cluster", "rebalance", "--brokers", joined.kafka, "--wait", "--timeout", "4m")
+	t.Logf("rebalance (%v, load %s):\n%s", time.Since(start).Round(time.Second), loadAvg(), out)
+	// 12 replicas over 4 brokers: 3 each; 6 preferred leaders: 1 or 2.
+	waitUntil(t, 2*time.Minute, "every broker holds its share", func() string {
+		replicas, leaders, settled, err := spread(ctx, all, topic, 2)
+		if err != nil || !settled {
+			return fmt.Sprintf("replicas %v leaders %v settled %v (%v)", replicas, leaders, settled, err)
+		}
+		for id := range int32(4) {
+			if replicas[id] != 3 || leaders[id] < 1 || leaders[id] > 2 {
+				return fmt.Sprintf("replicas %v leaders %v", replicas, leaders)
+			}
+		}
+		return ""
+	})
+	if out := simtel("cluster", "rebalance", "--brokers", joined.kafka, "--dry-run"); !strings.Contains(out, "nothing to move") {
+		t.Errorf("a second rebalance still plans moves:\n%s", out)
+	}
+	before := load.acked()
+	waitUntil(t, 60*time.Second, "writes go on", func() string {
+		if n := load.acked(); n < before+1000 {
+			return fmt.Sprintf("%d acknowledged, %d before", n, before)
+		}
+		return ""
+	})
+	load.finish(ctx, t, all, topic)
+}

@@ -602,3 +602,49 @@ func planMoves(md *cluster.Metadata, downFor func(int32) time.Duration, replaceA
 func (m move) String() string {
 	return fmt.Sprintf("%s/%d -> %v (%s)", m.topic.Name, m.part, m.target, m.why)
 }
+
+// PlanRebalance is the plan `simtel cluster rebalance` sends: the moves
+// the controller's --auto-rebalance policy makes, run until nothing is
+// left to move, for a cluster whose alive brokers are brokers and whose
+// topics have the given replica lists (topic -> partition -> replicas,
+// the first the preferred leader). It returns each partition whose
+// replicas change with its new list. Replicas on brokers not in brokers
+// block the plan (empty result): such a broker's replicas are first
+// re-created after --replica-replace-after, or it returns.
+func PlanRebalance(brokers []int32, topics map[string][][]int32) map[string]map[int32][]int32 {
+	md := &cluster.Metadata{Brokers: map[int32]cluster.BrokerInfo{}, Topics: map[string]*cluster.TopicInfo{}}
+	for _, id := range brokers {
+		md.Brokers[id] = cluster.BrokerInfo{ID: id, Alive: true}
+	}
+	for name, parts := range topics {
+		t := &cluster.TopicInfo{Name: name}
+		for _, r := range parts {
+			t.Partitions = append(t.Partitions, cluster.Assignment{Replicas: slices.Clone(r)})
+		}
+		md.Topics[name] = t
+	}
+	never := func(int32) time.Duration { return 0 }
+	for range 100000 {
+		moves := planMoves(md, never, 0, true)
+		if len(moves) == 0 {
+			break
+		}
+		for _, m := range moves {
+			m.topic.Partitions[m.part].Replicas = m.target
+		}
+	}
+	out := map[string]map[int32][]int32{}
+	for name, parts := range topics {
+		for i, r := range parts {
+			now := md.Topics[name].Partitions[i].Replicas
+			if slices.Equal(now, r) {
+				continue
+			}
+			if out[name] == nil {
+				out[name] = map[int32][]int32{}
+			}
+			out[name][int32(i)] = now
+		}
+	}
+	return out
+}
