@@ -122,19 +122,24 @@ type placer struct {
 	// high watermark when it added the replica: the replica is promoted
 	// once it reports that much.
 	caughtUpAt map[uint64]map[int32]int64
-	// preferredSince is when this leader first saw its partition's
-	// preferred leader alive and not leading.
-	preferredSince map[uint64]time.Time
+	// preferredSince is when this leader may next hand leadership to its
+	// partition's preferred leader (alive and not leading); a failed
+	// transfer doubles the wait (preferredFailures) up to 5 minutes.
+	preferredSince    map[uint64]time.Time
+	preferredFailures map[uint64]int
 	// reported is the last progress this broker reported per group.
 	reported map[uint64]int64
 	// downSince is when the controller leader first saw a broker not
 	// alive (reset when another broker becomes leader).
 	downSince map[int32]time.Time
+	// planning: this broker is the controller leader and has caught up
+	// with its predecessor's commands, so plans see current metadata.
+	planning bool
 }
 
 func (b *Broker) placementLoop(ctx context.Context) {
 	pl := &placer{b: b, caughtUpAt: map[uint64]map[int32]int64{}, preferredSince: map[uint64]time.Time{},
-		reported: map[uint64]int64{}, downSince: map[int32]time.Time{}}
+		preferredFailures: map[uint64]int{}, reported: map[uint64]int64{}, downSince: map[int32]time.Time{}}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -144,10 +149,18 @@ func (b *Broker) placementLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		pl.partitionDuties(ctx)
-		if b.cluster.IsLeader() {
-			pl.plan(ctx)
-		} else {
+		switch {
+		case !b.cluster.IsLeader():
+			pl.planning = false
 			clear(pl.downSince)
+		case !pl.planning:
+			// A new controller leader may not have applied its
+			// predecessor's last commands yet: wait for them once.
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			pl.planning = b.cluster.CatchUp(cctx) == nil
+			cancel()
+		default:
+			pl.plan(ctx)
 		}
 	}
 }
@@ -326,6 +339,7 @@ func (pl *placer) preferLeader(md *cluster.Metadata, p *Partition, a cluster.Ass
 	b := pl.b
 	if len(a.Replicas) < 2 || a.Replicas[0] == b.cfg.NodeID {
 		delete(pl.preferredSince, gid)
+		delete(pl.preferredFailures, gid)
 		return
 	}
 	pref := a.Replicas[0]
@@ -333,12 +347,12 @@ func (pl *placer) preferLeader(md *cluster.Metadata, p *Partition, a cluster.Ass
 		delete(pl.preferredSince, gid)
 		return
 	}
-	since, ok := pl.preferredSince[gid]
+	at, ok := pl.preferredSince[gid]
 	if !ok {
-		pl.preferredSince[gid] = time.Now()
+		pl.preferredSince[gid] = time.Now().Add(preferredLeaderDelay)
 		return
 	}
-	if time.Since(since) < preferredLeaderDelay {
+	if time.Now().Before(at) {
 		return
 	}
 	r := p.grp.Raft
@@ -353,12 +367,16 @@ func (pl *placer) preferLeader(md *cluster.Metadata, p *Partition, a cluster.Ass
 		err := r.LeadershipTransferToServer(s.ID, s.Address).Error()
 		pl.count("transfer", err)
 		if err != nil {
-			b.log.Info("cannot hand leadership back to the preferred leader yet; retrying later", "partition", p.String(), "preferred", pref, "err", err)
-			pl.preferredSince[gid] = time.Now()
+			n := min(pl.preferredFailures[gid]+1, 5)
+			pl.preferredFailures[gid] = n
+			wait := preferredLeaderDelay << n // 20 s .. 5 min 20 s
+			pl.preferredSince[gid] = time.Now().Add(wait)
+			b.log.Info("cannot hand leadership back to the preferred leader yet; retrying later", "partition", p.String(), "preferred", pref, "retry_in", wait, "err", err)
 			return
 		}
 		b.log.Info("leadership handed back to the preferred leader", "partition", p.String(), "preferred", pref)
 		delete(pl.preferredSince, gid)
+		delete(pl.preferredFailures, gid)
 		return
 	}
 }
