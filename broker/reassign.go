@@ -387,6 +387,8 @@ type move struct {
 	part   int32
 	target []int32
 	why    string
+	// override replaces the target of a move in progress.
+	override bool
 }
 
 // plan runs on the controller leader: it starts reassignments for
@@ -411,7 +413,7 @@ func (pl *placer) plan(ctx context.Context) {
 	}, b.cfg.ReplicaReplaceAfter, b.cfg.AutoRebalance)
 	for _, m := range moves {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := b.cluster.Apply(actx, cluster.Command{Op: cluster.OpReassign, Topic: m.topic.Name, TopicID: m.topic.ID, Partition: m.part, Replicas: m.target})
+		_, err := b.cluster.Apply(actx, cluster.Command{Op: cluster.OpReassign, Topic: m.topic.Name, TopicID: m.topic.ID, Partition: m.part, Replicas: m.target, Override: m.override})
 		cancel()
 		if err != nil {
 			b.log.Warn("cannot start a reassignment", "topic", m.topic.Name, "partition", m.part, "target", m.target, "err", err)
@@ -424,7 +426,8 @@ func (pl *placer) plan(ctx context.Context) {
 
 // planMoves is the controller's placement policy, a pure function of the
 // metadata: downFor says how long a broker has been not alive (0 if it
-// is alive). It returns at most maxMoves minus those in progress.
+// is alive). It starts at most maxMoves minus those in progress, and may
+// also replace a gone broker in the target of a move in progress.
 func planMoves(md *cluster.Metadata, downFor func(int32) time.Duration, replaceAfter time.Duration, rebalance bool) []move {
 	var topics []*cluster.TopicInfo
 	inProgress := 0
@@ -448,10 +451,10 @@ func planMoves(md *cluster.Metadata, downFor func(int32) time.Duration, replaceA
 		}
 		return 0
 	})
+	// budget is how many more partitions may start moving; replacing a
+	// gone broker in the target of a move in progress does not count.
 	budget := maxMoves - inProgress
-	if budget <= 0 {
-		return nil
-	}
+	started := 0
 	alive := md.AliveBrokers()
 	holds, leads := map[int32]int{}, map[int32]int{}
 	for _, br := range alive {
@@ -492,23 +495,30 @@ func planMoves(md *cluster.Metadata, downFor func(int32) time.Duration, replaceA
 	var out []move
 	moving := map[*cluster.TopicInfo]map[int32]bool{}
 	add := func(t *cluster.TopicInfo, p int32, target []int32, why string) {
-		out = append(out, move{topic: t, part: p, target: target, why: why})
+		override := t.Partitions[p].Target != nil
+		if !override {
+			started++
+		}
+		out = append(out, move{topic: t, part: p, target: target, why: why, override: override})
 		if moving[t] == nil {
 			moving[t] = map[int32]bool{}
 		}
 		moving[t][p] = true
 	}
-	// 1. Replicas on brokers gone for replaceAfter are re-created.
+	// 1. Replicas on brokers gone for replaceAfter are re-created; in a
+	// move in progress, the gone broker is replaced in its target (it
+	// may be the new replica that died).
 	if replaceAfter > 0 {
 		for _, t := range topics {
 			for p, a := range t.Partitions {
-				if len(out) >= budget {
-					return out
-				}
-				if a.Target != nil || len(a.Replicas) < 2 {
+				if len(a.Replicas) < 2 || (a.Target == nil && started >= budget) {
 					continue
 				}
-				target := slices.Clone(a.Replicas)
+				base := a.Replicas
+				if a.Target != nil {
+					base = a.Target
+				}
+				target := slices.Clone(base)
 				replaced := false
 				for j, r := range target {
 					if d := downFor(r); d < replaceAfter || d == 0 {
@@ -531,7 +541,7 @@ func planMoves(md *cluster.Metadata, downFor func(int32) time.Duration, replaceA
 	}
 	// 2. Replicas: move one from the broker holding the most to the one
 	// holding the fewest while they differ by more than one.
-	for len(out) < budget {
+	for started < budget {
 		most, least := alive[0].ID, alive[0].ID
 		for _, br := range alive {
 			if holds[br.ID] > holds[most] {
@@ -579,7 +589,7 @@ func planMoves(md *cluster.Metadata, downFor func(int32) time.Duration, replaceA
 	}
 	// 3. Preferred leaders: reorder a partition's replicas (no data
 	// moves) from the broker preferred most often to one preferred least.
-	for len(out) < budget {
+	for started < budget {
 		most, least := alive[0].ID, alive[0].ID
 		for _, br := range alive {
 			if leads[br.ID] > leads[most] {

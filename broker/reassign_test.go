@@ -124,4 +124,19 @@ func TestPlanMovesReplace(t *testing.T) {
 	if moves := planMoves(md, gone(11*time.Minute), 10*time.Minute, true); len(moves) != maxMoves-1 {
 		t.Errorf("with one move in progress planned %d, want %d", len(moves), maxMoves-1)
 	}
+	// Moves in progress to the gone broker get a new target, though no
+	// new move may start.
+	md = testMetadata(4, []int32{3}, []int32{0, 1, 2}, []int32{0, 1, 2}, []int32{0, 1, 2}, []int32{0, 1, 2})
+	for i := range maxMoves {
+		md.Topics["t"].Partitions[i].Target = []int32{0, 1, 3}
+	}
+	moves = planMoves(md, gone(11*time.Minute), 10*time.Minute, true)
+	if len(moves) != maxMoves {
+		t.Fatalf("planned %v, want %d new targets", moves, maxMoves)
+	}
+	for _, m := range moves {
+		if !m.override || !slices.Equal(m.target, []int32{0, 1, 2}) {
+			t.Errorf("move %v (override %v): want the target {0 1 2} (back to the old replica) replacing the one in progress", m, m.override)
+		}
+	}
 }

@@ -117,7 +117,8 @@ const (
 	// (reported by that leader); ignored when older than what is known.
 	OpSetPartitionLeader Op = "set_partition_leader"
 	// OpReassign sets a partition's Target (Replicas: the new set, in
-	// preferred-leader order); refused while another is in progress.
+	// preferred-leader order); refused while another is in progress
+	// unless Override is set.
 	OpReassign Op = "reassign"
 	// OpReplicaProgress records a new replica's applied end offset
 	// (Leader: the replica's broker, LeaderEpoch unused, Offset).
@@ -154,6 +155,9 @@ type Command struct {
 	Replicas []int32 `json:"replicas,omitempty"`
 	// Offset is replica_progress's applied end offset.
 	Offset int64 `json:"offset,omitempty"`
+	// Override lets reassign replace the target of a reassignment in
+	// progress (the controller does when a target broker is gone).
+	Override bool `json:"override,omitempty"`
 }
 
 // Errors a command can fail with; Apply returns them wrapped, classify
@@ -374,7 +378,7 @@ func (m *Metadata) applyReassignment(c Command) Result {
 	a.Progress = maps.Clone(a.Progress)
 	switch c.Op {
 	case OpReassign:
-		if a.Target != nil {
+		if a.Target != nil && !c.Override {
 			return failure(ErrReassignment, "%s/%d is already being reassigned to %v", c.Topic, c.Partition, a.Target)
 		}
 		if len(c.Replicas) == 0 || len(c.Replicas) > len(m.Brokers) {
@@ -389,7 +393,14 @@ func (m *Metadata) applyReassignment(c Command) Result {
 			return failure(ErrReassignment, "%s/%d: only partitions replicated by raft (2 or more replicas) can move", c.Topic, c.Partition)
 		}
 		a.Target = slices.Clone(c.Replicas)
-		a.Progress = nil
+		for id := range a.Progress {
+			if !slices.Contains(a.Target, id) {
+				delete(a.Progress, id)
+			}
+		}
+		if len(a.Progress) == 0 {
+			a.Progress = nil
+		}
 	case OpReplicaProgress:
 		if a.Target == nil || !slices.Contains(a.Target, c.Leader) {
 			return Result{} // finished meanwhile

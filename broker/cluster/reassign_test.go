@@ -57,6 +57,17 @@ func TestFSMReassignment(t *testing.T) {
 	if got := part().Progress[3]; got != 40 {
 		t.Errorf("progress %d, want 40", got)
 	}
+	// Override replaces the target (a target broker died); progress of
+	// replicas no longer in it is dropped.
+	other := slices.Clone(old)
+	other[2] = 3
+	if r := applyCmd(t, f, next(), Command{Op: OpReassign, Topic: "a", TopicID: id, Partition: 0, Replicas: other, Override: true}); r.Code != "" {
+		t.Fatalf("override: %+v", r)
+	}
+	if a := part(); !slices.Equal(a.Target, other) || a.Progress[3] != 40 {
+		t.Errorf("after override: target %v progress %v, want %v and broker 3 at 40", a.Target, a.Progress, other)
+	}
+	applyCmd(t, f, next(), Command{Op: OpReassign, Topic: "a", TopicID: id, Partition: 0, Replicas: target, Override: true})
 	if r := applyCmd(t, f, next(), Command{Op: OpFinishReassignment, Topic: "a", TopicID: id, Partition: 0, Replicas: target}); r.Code != "" {
 		t.Fatalf("finish: %+v", r)
 	}
