@@ -23,7 +23,7 @@ func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: "Show the brokers of a cluster and how partitions are spread over them",
-		Long: `Inspect a simtel broker cluster (any Kafka-compatible cluster works).
+		Long: `Inspect and rebalance a simtel broker cluster (status works on any Kafka-compatible cluster).
 
 Replicas and leaders are spread by the brokers themselves: with
 --auto-rebalance (the default) the controller moves replicas and preferred
