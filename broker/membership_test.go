@@ -281,6 +281,25 @@ func startLoad(ctx context.Context, t *testing.T, seeds []string, topic string, 
 	return g
 }
 
+// maxAckGap is the longest time between two acknowledgements on one
+// partition (a write pause seen by the producers), and the partition.
+func (g *loadGen) maxAckGap() (time.Duration, int32) {
+	g.chk.mu.Lock()
+	defer g.chk.mu.Unlock()
+	var gap time.Duration
+	var part int32
+	for p, ts := range g.chk.ackTimes {
+		sorted := slices.Clone(ts)
+		slices.SortFunc(sorted, func(a, b time.Time) int { return a.Compare(b) })
+		for i := 1; i < len(sorted); i++ {
+			if d := sorted[i].Sub(sorted[i-1]); d > gap {
+				gap, part = d, p
+			}
+		}
+	}
+	return gap, part
+}
+
 func (g *loadGen) acked() int {
 	g.chk.mu.Lock()
 	defer g.chk.mu.Unlock()
@@ -320,7 +339,8 @@ func (g *loadGen) finish(ctx context.Context, t *testing.T, seeds []string, topi
 		})
 	}
 	lost, dup, reord, summary := g.chk.verify(read)
-	t.Logf("checker: %s", summary)
+	gap, part := g.maxAckGap()
+	t.Logf("checker: %s; longest pause between acknowledgements on one partition: %v (partition %d, load %s)", summary, gap.Round(time.Millisecond), part, loadAvg())
 	if lost != 0 || dup != 0 || reord != 0 || want == 0 {
 		t.Errorf("checker: %s", summary)
 	}
