@@ -40,6 +40,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -675,4 +677,35 @@ func PlanRebalance(brokers []int32, topics map[string][][]int32) map[string]map[
 		}
 	}
 	return out
+}
+
+// handOffLeadership transfers the leadership of every partition this
+// broker leads to another replica before a clean shutdown, concurrently
+// and for at most a few seconds, so clients see NOT_LEADER_OR_FOLLOWER
+// and move on at once instead of waiting for an election timeout.
+func (b *Broker) handOffLeadership() {
+	var wg sync.WaitGroup
+	var moved atomic.Int64
+	start := time.Now()
+	for _, tp := range b.allTopics() {
+		for _, p := range tp.parts {
+			if p == nil || p.grp == nil || p.grp.Raft.State() != raft.Leader {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := p.grp.Raft.LeadershipTransfer().Error()
+				if err != nil {
+					b.log.Debug("cannot hand off partition leadership before shutdown", "partition", p.String(), "err", err)
+					return
+				}
+				moved.Add(1)
+			}()
+		}
+	}
+	wg.Wait()
+	if n := moved.Load(); n > 0 {
+		b.log.Info("handed off partition leadership before shutdown", "partitions", n, "took", time.Since(start).Round(time.Millisecond))
+	}
 }
