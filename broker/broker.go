@@ -205,15 +205,23 @@ func (b *Broker) Run(ctx context.Context) error {
 			b.txns.run(ctx)
 		}()
 	}
+	// The cluster node (raft mux, gossip, controller) stops only after
+	// this broker has handed off its partition leaderships.
+	clusterCtx, stopCluster := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCluster()
 	if b.cluster != nil {
-		wg.Add(3)
+		wg.Add(4)
 		go func() {
 			defer wg.Done()
 			b.reportLeaders(ctx)
 		}()
 		go func() {
 			defer wg.Done()
-			if err := b.cluster.Run(ctx); err != nil {
+			b.placementLoop(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			if err := b.cluster.Run(clusterCtx); err != nil {
 				b.log.Warn("cluster node stopped with an error", "err", err)
 			}
 		}()
@@ -225,6 +233,10 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.ready.Store(true)
 	b.log.Info("broker serving", "node_id", b.cfg.NodeID, "listen", b.ln.Addr().String(), "advertise", b.cfg.Advertise, "cluster_id", b.clusterID)
 	<-ctx.Done()
+	if b.cluster != nil {
+		b.handOffLeadership()
+	}
+	stopCluster()
 	b.ready.Store(false)
 	b.ln.Close()
 	b.closeConns()

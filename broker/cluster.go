@@ -117,17 +117,22 @@ func (b *Broker) syncClusterTopicsLocked() {
 			if old != nil && i < len(old.parts) {
 				have = old.parts[i]
 			}
-			if !slices.Contains(a.Replicas, self) {
+			if !slices.Contains(a.Members(), self) {
 				if have != nil {
-					if err := have.close(); err != nil {
-						b.log.Warn("cannot close a partition moved away", "topic", name, "partition", i, "err", err)
+					// Reassigned away: the raft group no longer has this
+					// replica (the reassignment finished only after its
+					// removal), so its files go.
+					if err := have.remove(); err != nil {
+						b.log.Warn("cannot remove a partition moved away", "topic", name, "partition", i, "err", err)
 					}
+					_ = os.Remove(b.partitionIDFile(name, int32(i)))
+					b.log.Info("replica moved away; its files are removed", "topic", name, "partition", i, "replicas", a.Replicas)
 					changed = true
 				}
 				continue
 			}
 			if have == nil {
-				p, err := b.openClusterPartition(nt, int32(i), a.Replicas)
+				p, err := b.openClusterPartition(nt, int32(i), a)
 				if err != nil {
 					b.log.Error("cannot open an assigned partition; retrying later", "topic", name, "partition", i, "err", err)
 					continue
@@ -190,7 +195,12 @@ func (b *Broker) collectStalePartitions(ctx context.Context) bool {
 		name := marker[:i]
 		id, _ := os.ReadFile(filepath.Join(dataDir, e.Name()))
 		if t := md.Topics[name]; t != nil && hex.EncodeToString(t.ID[:]) == string(id) {
-			continue
+			part, err := strconv.Atoi(marker[i+1:])
+			if err != nil || part >= len(t.Partitions) || slices.Contains(t.Partitions[part].Members(), b.cfg.NodeID) {
+				continue
+			}
+			// Still a topic, but this replica was moved away while the
+			// broker was down: drop it like a deleted one.
 		}
 		if err := os.RemoveAll(filepath.Join(dataDir, marker)); err != nil {
 			b.log.Warn("cannot remove a stale partition directory", "dir", marker, "err", err)
@@ -227,7 +237,7 @@ func (b *Broker) partitionIDFile(t string, p int32) string {
 	return b.partitionDir(t, p) + ".topic-id"
 }
 
-func (b *Broker) openClusterPartition(t *topic, i int32, replicas []int32) (*Partition, error) {
+func (b *Broker) openClusterPartition(t *topic, i int32, a cluster.Assignment) (*Partition, error) {
 	idFile := b.partitionIDFile(t.name, i)
 	want := hex.EncodeToString(t.id[:])
 	if got, err := os.ReadFile(idFile); err != nil || string(got) != want {
@@ -239,10 +249,14 @@ func (b *Broker) openClusterPartition(t *topic, i int32, replicas []int32) (*Par
 		}
 	}
 	p, err := b.openPartition(t, i)
-	if err != nil || len(replicas) < 2 {
+	if err != nil || len(a.Members()) < 2 {
 		return p, err
 	}
-	if err := b.startReplica(p, t.id, replicas); err != nil {
+	// Only the first replica of a group that never changed members
+	// bootstraps it; a replica added by a reassignment waits for the
+	// leader to contact it.
+	bootstrap := !a.Moved && len(a.Replicas) > 0 && a.Replicas[0] == b.cfg.NodeID
+	if err := b.startReplica(p, t.id, a.Replicas, bootstrap); err != nil {
 		_ = p.close()
 		return nil, fmt.Errorf("cannot start the raft group of %s-%d: %w", t.name, i, err)
 	}
@@ -561,9 +575,9 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, r *kmsg.MetadataRequ
 			mp.Partition = int32(i)
 			mp.Leader = a.Leader
 			mp.LeaderEpoch = a.LeaderEpoch
-			mp.Replicas = a.Replicas
+			mp.Replicas = a.Members()
 			mp.ISR = []int32{}
-			for _, r := range a.Replicas {
+			for _, r := range mp.Replicas {
 				if rb, ok := md.Brokers[r]; ok && rb.Alive {
 					mp.ISR = append(mp.ISR, r)
 				}

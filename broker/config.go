@@ -80,6 +80,18 @@ type Config struct {
 	// this; the leader sends each follower a heartbeat every tenth of it,
 	// which is most of an idle cluster's CPU. Default 1s, at least 100ms.
 	ReplicaHeartbeatTimeout time.Duration
+	// ReplicaTrailingLogs is how many applied raft entries a replicated
+	// partition keeps behind each snapshot; a replica lagging by more gets
+	// the partition's data in a snapshot instead. Default 10240.
+	ReplicaTrailingLogs int
+	// ReplicaReplaceAfter is how long a broker must be marked not alive
+	// before the controller re-creates its replicas on other brokers.
+	// Default 10m; negative: never.
+	ReplicaReplaceAfter time.Duration
+	// AutoRebalance lets the controller move replicas and leaders to
+	// spread them evenly over the alive brokers (a broker that joins takes
+	// its share). Off: only `simtel cluster rebalance` moves them.
+	AutoRebalance bool
 
 	Logger *slog.Logger
 }
@@ -123,6 +135,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReplicaSnapshotEntries <= 0 {
 		c.ReplicaSnapshotEntries = 8192
+	}
+	if c.ReplicaTrailingLogs <= 0 {
+		c.ReplicaTrailingLogs = 10240
+	}
+	if c.ReplicaReplaceAfter == 0 {
+		c.ReplicaReplaceAfter = 10 * time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -41,6 +41,8 @@ var supportedVersions = map[int16]versionRange{
 	37: {0, 3},  // CreatePartitions
 	42: {0, 2},  // DeleteGroups
 	44: {0, 1},  // IncrementalAlterConfigs
+	45: {0, 0},  // AlterPartitionAssignments (cluster mode only)
+	46: {0, 0},  // ListPartitionReassignments (cluster mode only)
 	47: {0, 0},  // OffsetDelete
 	60: {0, 0},  // DescribeCluster
 	65: {0, 0},  // DescribeTransactions
@@ -133,6 +135,10 @@ func (b *Broker) dispatch(c *conn, req kmsg.Request, p *pending) {
 		p.finish(b.handleIncrementalAlterConfigs(r))
 	case *kmsg.DescribeClusterRequest:
 		p.finish(b.handleDescribeCluster(r))
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		go func() { p.finish(b.handleAlterPartitionAssignments(ctx, r)) }()
+	case *kmsg.ListPartitionReassignmentsRequest:
+		p.finish(b.handleListPartitionReassignments(r))
 	default:
 		// supportedVersions and this switch disagree: a bug, not bad input.
 		b.log.Error("no handler for supported api", "api", apiName(req.Key()))

@@ -46,8 +46,11 @@
 //     package cluster), followClusterMetadata, which opens and closes
 //     local partitions as the controller metadata changes, reportLeaders,
 //     which reports the partitions this broker leads in raft to the
-//     controller, and per replicated partition its raft group's goroutines
-//     (stopped by Partition.close).
+//     controller, placementLoop (reassign.go), which carries out
+//     reassignments of the partitions this broker leads, reports the
+//     catch-up of new replicas, hands leadership to preferred leaders and,
+//     on the controller leader, plans moves, and per replicated partition
+//     its raft group's goroutines (stopped by Partition.close).
 //
 // # Cluster mode
 //

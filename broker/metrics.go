@@ -29,6 +29,9 @@ type metrics struct {
 	producedRecords prometheus.Counter
 	produceErrors   *prometheus.CounterVec
 	fetchedBytes    prometheus.Counter
+	// placement: see reassign.go.
+	snapshotInstalls prometheus.Counter
+	reassignments    *prometheus.CounterVec
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -52,6 +55,7 @@ func newMetrics(b *Broker) *metrics {
 	for _, c := range []prometheus.Collector{m.requests, m.requestErrors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.badFrames, m.producedBytes, m.producedRecords, m.produceErrors, m.fetchedBytes} {
 		f(c)
 	}
+	m.registerPlacement(b)
 	f(&stateCollector{b: b})
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -21,13 +21,12 @@ package broker
 //     about to apply again) and replays the entries after it; with no
 //     snapshot yet the log is emptied and rebuilt from raft index 1. So a
 //     restart has no duplicate and no missing batch.
-//   - A snapshot carries no data. A replica that needs one from the
-//     leader (it lags by more than TrailingLogs entries) cannot use it and
-//     Restore fails with an error saying so; the raft log keeps 10240
-//     entries behind each snapshot to make that rare. Shipping segment
-//     files in InstallSnapshot is future work.
+//   - A replica that lags by more than the trailing raft log, or a new
+//     replica added by a reassignment, gets the partition's data in the
+//     leader's snapshot: see replica_snapshot.go.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,14 +49,15 @@ const replicaApplyTimeout = 10 * time.Second
 
 // startReplica starts the partition's raft group; the caller then
 // publishes the partition.
-func (b *Broker) startReplica(p *Partition, topicID [16]byte, replicas []int32) error {
+func (b *Broker) startReplica(p *Partition, topicID [16]byte, replicas []int32, bootstrap bool) error {
 	f := &replicaFSM{p: p}
+	snaps := &replicaSnapshots{p: p}
 	g, err := b.cluster.StartGroup(cluster.GroupConfig{
 		Group:     cluster.PartitionGroupID(topicID, p.index),
 		Dir:       filepath.Join(b.partitionDir(p.topic, p.index), "raft"),
 		FSM:       f,
 		Peers:     replicas,
-		Bootstrap: replicas[0] == b.cfg.NodeID,
+		Bootstrap: bootstrap,
 		Prepare: func(hasSnapshot bool) error {
 			if hasSnapshot {
 				return nil // Restore truncates to the snapshot's end
@@ -65,7 +65,12 @@ func (b *Broker) startReplica(p *Partition, topicID [16]byte, replicas []int32) 
 			// Raft replays its log from index 1: start from empty.
 			return p.resetReplicaLog(0)
 		},
+		Snapshots: func(s raft.SnapshotStore) raft.SnapshotStore {
+			snaps.SnapshotStore = s
+			return snaps
+		},
 		SnapshotEntries:  uint64(b.cfg.ReplicaSnapshotEntries),
+		TrailingLogs:     uint64(b.cfg.ReplicaTrailingLogs),
 		HeartbeatTimeout: b.cfg.ReplicaHeartbeatTimeout,
 		Logger:           b.log.With("part", "replica", "topic", p.topic, "partition", p.index),
 	})
@@ -73,6 +78,7 @@ func (b *Broker) startReplica(p *Partition, topicID [16]byte, replicas []int32) 
 		return err
 	}
 	p.grp = g
+	snaps.live.Store(true)
 	return nil
 }
 
@@ -225,32 +231,46 @@ func (f *replicaFSM) Apply(l *raft.Log) any {
 	return appendResult{base: base, last: last}
 }
 
-type replicaSnapMeta struct {
-	EndOffset int64 `json:"end_offset"`
-}
-
 // Snapshot runs on raft's FSM goroutine, so the end offset matches the
 // snapshot's raft index exactly.
 func (f *replicaFSM) Snapshot() (raft.FSMSnapshot, error) {
 	return &replicaSnapshot{p: f.p, end: f.p.log.EndOffset()}, nil
 }
 
-// Restore truncates the local log to the snapshot's end offset; entries
-// after the snapshot are applied again by raft.
+// Restore brings the local log to the snapshot's end offset: a replica
+// that has the data already (a restart) truncates to it, one that lags
+// installs the data the snapshot carries (replica_snapshot.go). Raft then
+// applies the entries after the snapshot.
 func (f *replicaFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	var m replicaSnapMeta
-	if err := json.NewDecoder(rc).Decode(&m); err != nil {
-		return fmt.Errorf("cannot decode partition snapshot: %w", err)
+	p := f.p
+	br := bufio.NewReaderSize(rc, maxSnapHeader)
+	m, err := readSnapHeader(br)
+	if err != nil {
+		return fmt.Errorf("cannot restore %s: %w", p, err)
 	}
-	if have := f.p.log.EndOffset(); have < m.EndOffset {
-		return fmt.Errorf("partition %s: the snapshot ends at offset %d but this replica's log ends at %d; "+
-			"snapshots carry no records, so this replica cannot catch up from one: delete its partition directory and restart it after the others have compacted less, or raise the trailing raft log", f.p, m.EndOffset, have)
+	have := p.log.EndOffset()
+	if have < m.EndOffset {
+		if !m.Data {
+			return fmt.Errorf("partition %s: the snapshot ends at offset %d but this replica's log ends at %d and the snapshot carries no records; "+
+				"delete this replica's partition directory and restart the broker so that it gets the data from the leader", p, m.EndOffset, have)
+		}
+		start := time.Now()
+		if err := p.installSnapshotData(br, m); err != nil {
+			return err
+		}
+		if err := p.resetReplicaLog(m.EndOffset); err != nil {
+			return err
+		}
+		p.b.metrics.snapshotInstalls.Inc()
+		p.b.log.Info("replicated partition installed from the leader's snapshot", "partition", p.String(),
+			"start_offset", m.StartOffset, "end_offset", m.EndOffset, "bytes", m.DataBytes, "took", time.Since(start).Round(time.Millisecond))
+		return nil
 	}
-	if err := f.p.resetReplicaLog(m.EndOffset); err != nil {
+	if err := p.resetReplicaLog(m.EndOffset); err != nil {
 		return err
 	}
-	f.p.b.log.Info("replicated partition restored from a snapshot; raft replays the entries after it", "partition", f.p.String(), "end_offset", m.EndOffset)
+	p.b.log.Info("replicated partition restored from a snapshot; raft replays the entries after it", "partition", p.String(), "end_offset", m.EndOffset)
 	return nil
 }
 
@@ -269,6 +289,7 @@ func (s *replicaSnapshot) Persist(sink raft.SnapshotSink) error {
 			return fmt.Errorf("cannot sync %s for a snapshot: %w", s.p, err)
 		}
 	}
+	// Header only: replicaSnapshots.Open adds the data when raft sends it.
 	if err := json.NewEncoder(sink).Encode(replicaSnapMeta{EndOffset: s.end}); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("cannot write the snapshot of %s: %w", s.p, err)

@@ -49,7 +49,12 @@
 // Node.StartGroup starts one more raft instance on the mux for a
 // replicated partition (the broker supplies the state machine): its own
 // bbolt log store and file snapshots in the partition's raft directory,
-// the first replica bootstrapping all replicas as voters.
+// the first replica bootstrapping all replicas as voters (unless the
+// group's members changed since: replicas added later never bootstrap).
+// GroupConfig.Snapshots lets the broker wrap the snapshot store so that a
+// snapshot sent to a lagging or new replica carries the partition's data.
+// The broker changes a group's members (reassignment) with raft's
+// AddNonvoter, AddVoter and RemoveServer on the group's leader.
 //
 // # Storage
 //

@@ -42,12 +42,36 @@ type TopicInfo struct {
 	Partitions []Assignment      `json:"partitions"`
 }
 
-// Assignment places one partition: its replicas (one in this version),
-// its leader and the leader's epoch.
+// Assignment places one partition: its replicas (the first is the
+// preferred leader), its leader and the leader's epoch, and a reassignment
+// in progress.
 type Assignment struct {
 	Replicas    []int32 `json:"replicas"`
 	Leader      int32   `json:"leader"`
 	LeaderEpoch int32   `json:"leader_epoch"`
+	// Target is the replica set a reassignment moves the partition to;
+	// nil when none is in progress. The partition's raft leader carries it
+	// out through raft membership changes (see the broker's reassign.go)
+	// and then applies OpFinishReassignment.
+	Target []int32 `json:"target,omitempty"`
+	// Progress is the applied end offset each new replica (in Target, not
+	// in Replicas) last reported while catching up.
+	Progress map[int32]int64 `json:"progress,omitempty"`
+	// Moved is set once the replica set has changed after creation: the
+	// group exists, so no replica may bootstrap it again.
+	Moved bool `json:"moved,omitempty"`
+}
+
+// Members is every broker with a replica: Replicas, then those of Target
+// not in it.
+func (a Assignment) Members() []int32 {
+	out := slices.Clone(a.Replicas)
+	for _, r := range a.Target {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // AliveBrokers returns the alive brokers sorted by id.
@@ -92,6 +116,16 @@ const (
 	// OpSetPartitionLeader records the raft leader of a partition's group
 	// (reported by that leader); ignored when older than what is known.
 	OpSetPartitionLeader Op = "set_partition_leader"
+	// OpReassign sets a partition's Target (Replicas: the new set, in
+	// preferred-leader order); refused while another is in progress
+	// unless Override is set.
+	OpReassign Op = "reassign"
+	// OpReplicaProgress records a new replica's applied end offset
+	// (Leader: the replica's broker, LeaderEpoch unused, Offset).
+	OpReplicaProgress Op = "replica_progress"
+	// OpFinishReassignment makes Target the replica set (sent by the
+	// partition's raft leader once the raft voters are exactly Target).
+	OpFinishReassignment Op = "finish_reassignment"
 
 	// opReadIndex is not a raft command: a forwarded request for the
 	// leader's applied index (see Node.CatchUp).
@@ -117,6 +151,13 @@ type Command struct {
 	Partition   int32 `json:"partition,omitempty"`
 	Leader      int32 `json:"leader,omitempty"`
 	LeaderEpoch int32 `json:"leader_epoch,omitempty"`
+	// Replicas is reassign's and finish_reassignment's replica set.
+	Replicas []int32 `json:"replicas,omitempty"`
+	// Offset is replica_progress's applied end offset.
+	Offset int64 `json:"offset,omitempty"`
+	// Override lets reassign replace the target of a reassignment in
+	// progress (the controller does when a target broker is gone).
+	Override bool `json:"override,omitempty"`
 }
 
 // Errors a command can fail with; Apply returns them wrapped, classify
@@ -128,12 +169,16 @@ var (
 	ErrNoAliveBrokers    = errors.New("no alive broker to place partitions on")
 	ErrBadCommand        = errors.New("malformed controller command")
 	ErrReplicationFactor = errors.New("invalid replication factor")
+	// ErrReassignment: a reassignment is already in progress, names a
+	// broker that is not registered, or finishes one that is not current.
+	ErrReassignment = errors.New("invalid reassignment")
 )
 
 var resultErrors = map[string]error{
 	"topic_exists": ErrTopicExists, "unknown_topic": ErrUnknownTopic,
 	"invalid_partitions": ErrInvalidPartitions, "no_alive_brokers": ErrNoAliveBrokers,
 	"bad_command": ErrBadCommand, "replication_factor": ErrReplicationFactor,
+	"reassignment": ErrReassignment,
 }
 
 // Result is what applying a command returned. It crosses the forwarding
@@ -303,7 +348,7 @@ func (m *Metadata) apply(c Command) Result {
 			return failure(ErrInvalidPartitions, "topic %q has no partition %d", c.Topic, c.Partition)
 		}
 		a := t.Partitions[c.Partition]
-		if !slices.Contains(a.Replicas, c.Leader) || c.LeaderEpoch < a.LeaderEpoch ||
+		if !slices.Contains(a.Members(), c.Leader) || c.LeaderEpoch < a.LeaderEpoch ||
 			(c.LeaderEpoch == a.LeaderEpoch && c.Leader == a.Leader) {
 			return Result{} // stale or already known
 		}
@@ -312,10 +357,76 @@ func (m *Metadata) apply(c Command) Result {
 		a.Leader, a.LeaderEpoch = c.Leader, c.LeaderEpoch
 		nt.Partitions[c.Partition] = a
 		m.Topics[c.Topic] = &nt
+	case OpReassign, OpReplicaProgress, OpFinishReassignment:
+		return m.applyReassignment(c)
 	default:
 		return failure(ErrBadCommand, "unknown command %q", c.Op)
 	}
 	return Result{}
+}
+
+// applyReassignment applies the three reassignment commands.
+func (m *Metadata) applyReassignment(c Command) Result {
+	t, ok := m.Topics[c.Topic]
+	if !ok || t.ID != c.TopicID {
+		return failure(ErrUnknownTopic, "topic %q does not exist", c.Topic)
+	}
+	if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
+		return failure(ErrInvalidPartitions, "topic %q has no partition %d", c.Topic, c.Partition)
+	}
+	a := t.Partitions[c.Partition]
+	a.Progress = maps.Clone(a.Progress)
+	switch c.Op {
+	case OpReassign:
+		if a.Target != nil && !c.Override {
+			return failure(ErrReassignment, "%s/%d is already being reassigned to %v", c.Topic, c.Partition, a.Target)
+		}
+		if len(c.Replicas) == 0 || len(c.Replicas) > len(m.Brokers) {
+			return failure(ErrReassignment, "%s/%d: replica set %v must name 1 to %d brokers", c.Topic, c.Partition, c.Replicas, len(m.Brokers))
+		}
+		for i, r := range c.Replicas {
+			if _, ok := m.Brokers[r]; !ok || slices.Contains(c.Replicas[:i], r) {
+				return failure(ErrReassignment, "%s/%d: replica set %v names broker %d twice or one that is not registered", c.Topic, c.Partition, c.Replicas, r)
+			}
+		}
+		if len(a.Replicas) < 2 || len(c.Replicas) < 2 {
+			return failure(ErrReassignment, "%s/%d: only partitions replicated by raft (2 or more replicas) can move", c.Topic, c.Partition)
+		}
+		a.Target = slices.Clone(c.Replicas)
+		for id := range a.Progress {
+			if !slices.Contains(a.Target, id) {
+				delete(a.Progress, id)
+			}
+		}
+		if len(a.Progress) == 0 {
+			a.Progress = nil
+		}
+	case OpReplicaProgress:
+		if a.Target == nil || !slices.Contains(a.Target, c.Leader) {
+			return Result{} // finished meanwhile
+		}
+		if a.Progress == nil {
+			a.Progress = map[int32]int64{}
+		}
+		a.Progress[c.Leader] = max(a.Progress[c.Leader], c.Offset)
+	case OpFinishReassignment:
+		if a.Target == nil || !slices.Equal(a.Target, c.Replicas) {
+			return failure(ErrReassignment, "%s/%d: no reassignment to %v in progress (target %v)", c.Topic, c.Partition, c.Replicas, a.Target)
+		}
+		a.Moved = a.Moved || !slices.Equal(sortedCopy(a.Replicas), sortedCopy(a.Target))
+		a.Replicas, a.Target, a.Progress = a.Target, nil, nil
+	}
+	nt := *t
+	nt.Partitions = slices.Clone(t.Partitions)
+	nt.Partitions[c.Partition] = a
+	m.Topics[c.Topic] = &nt
+	return Result{}
+}
+
+func sortedCopy(s []int32) []int32 {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
 }
 
 // DefaultReplicationFactor is a new topic's replica count when the

@@ -51,6 +51,9 @@ type GroupConfig struct {
 	// needing a snapshot. Default 10240 (each entry is a produce batch, so
 	// this is also a second copy on disk of the newest batches).
 	TrailingLogs uint64
+	// Snapshots, if set, wraps the group's file snapshot store (the
+	// broker's partition snapshots add the data when one is sent).
+	Snapshots func(raft.SnapshotStore) raft.SnapshotStore
 	// SnapshotEntries is how many entries are applied between snapshots
 	// (checked every 10 s). Default 8192.
 	SnapshotEntries uint64
@@ -93,9 +96,13 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	}()
 	hl := hclogFor(cfg.Logger, "raft")
 	hl.SetLevel(hclog.Warn)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl)
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open raft snapshots in %s: %w", cfg.Dir, err)
+	}
+	var snaps raft.SnapshotStore = fileSnaps
+	if cfg.Snapshots != nil {
+		snaps = cfg.Snapshots(fileSnaps)
 	}
 	list, err := snaps.List()
 	if err != nil {

@@ -1,0 +1,83 @@
+package broker
+
+// AlterPartitionAssignments (KIP-455), version 0; cluster mode only (a
+// single-node broker does not advertise it and answers INVALID_REQUEST).
+//
+// Runs on the controller leader (others answer NOT_CONTROLLER, and
+// clients send it to the controller named in Metadata). Each partition's
+// replica list becomes its reassignment target (OpReassign); the
+// partition's raft leader then carries it out (reassign.go) and the
+// answer does not wait for that: ListPartitionReassignments shows moves in
+// progress. A null replica list (cancel) is refused: a move cannot be
+// cancelled. Only partitions with two or more replicas (raft groups) can
+// move, to two or more replicas.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/cluster"
+)
+
+func (b *Broker) handleAlterPartitionAssignments(ctx context.Context, r *kmsg.AlterPartitionAssignmentsRequest) *kmsg.AlterPartitionAssignmentsResponse {
+	resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	resp.Version = r.Version
+	fail := func(err error) *kmsg.AlterPartitionAssignmentsResponse {
+		resp.ErrorCode = kerrCode(err)
+		msg := err.Error()
+		resp.ErrorMessage = &msg
+		return resp
+	}
+	if b.cluster == nil {
+		return fail(fmt.Errorf("%w: this broker is not part of a cluster; partitions have one replica here", kerr.InvalidRequest))
+	}
+	if !b.cluster.IsLeader() {
+		return fail(notControllerErr())
+	}
+	md := b.cluster.Metadata()
+	for _, rt := range r.Topics {
+		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		st.Topic = rt.Topic
+		ti := md.Topics[rt.Topic]
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			err := b.reassignPartition(ctx, ti, rt.Topic, rp.Partition, rp.Replicas)
+			if err != nil {
+				sp.ErrorCode = kerrCode(err)
+				msg := err.Error()
+				sp.ErrorMessage = &msg
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (b *Broker) reassignPartition(ctx context.Context, ti *cluster.TopicInfo, topic string, part int32, replicas []int32) error {
+	switch {
+	case ti == nil || topic == offsetsTopic:
+		return fmt.Errorf("%w: topic %q does not exist or cannot be moved", kerr.UnknownTopicOrPartition, topic)
+	case part < 0 || int(part) >= len(ti.Partitions):
+		return fmt.Errorf("%w: topic %q has no partition %d", kerr.UnknownTopicOrPartition, topic, part)
+	case replicas == nil:
+		return fmt.Errorf("%w: a reassignment cannot be cancelled; reassign the partition again once it has finished", kerr.InvalidReplicaAssignment)
+	}
+	actx, cancel := context.WithTimeout(ctx, clusterAdminTimeout)
+	defer cancel()
+	_, err := b.cluster.Apply(actx, cluster.Command{Op: cluster.OpReassign, Topic: topic, TopicID: ti.ID, Partition: part, Replicas: replicas})
+	switch {
+	case err == nil:
+		b.log.Info("reassignment requested", "topic", topic, "partition", part, "target", replicas)
+		return nil
+	case errors.Is(err, cluster.ErrReassignment):
+		return fmt.Errorf("%w: %v", kerr.InvalidReplicaAssignment, err)
+	default:
+		return clusterErr(err)
+	}
+}

@@ -1,0 +1,98 @@
+package broker
+
+import (
+	"bytes"
+	"io"
+	"testing"
+)
+
+// TestReplicaSnapshotCarriesData: a replica that is empty, or lags, gets
+// the leader's log up to the snapshot's end from the snapshot (while the
+// leader kept appending after it), then applies the later entries like the
+// leader did: both logs end byte for byte equal and the producer state
+// came along.
+func TestReplicaSnapshotCarriesData(t *testing.T) {
+	var entries [][]byte
+	for i := range 40 {
+		entries = append(entries, idemBatch(int64(1+i%3), int32(i/3*2), 2, "v"))
+	}
+	for _, lagging := range []int{0, 5} {
+		lb, lp := newTestPartition(t, t.TempDir())
+		lf := &replicaFSM{p: lp}
+		fb, fp := newTestPartition(t, t.TempDir())
+		ff := &replicaFSM{p: fp}
+		for i := range lagging {
+			applyEntry(ff, uint64(i+1), 1, entries[i])
+		}
+		const snapAt = 30
+		var end int64
+		for i, e := range entries {
+			if res := applyEntry(lf, uint64(i+1), 1, e); res.err != nil {
+				t.Fatal(res.err)
+			}
+			if i == 9 {
+				// Retention moved the leader's start: the snapshot starts
+				// with the batch holding it.
+				if _, err := lp.log.DeleteRecords(6); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if i == snapAt-1 {
+				end = lp.log.EndOffset()
+			}
+		}
+		size, rc, err := lp.openSnapshotData(end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || int64(len(data)) != size {
+			t.Fatalf("lagging %d: snapshot read %d bytes (%v), announced %d", lagging, len(data), err, size)
+		}
+		if err := ff.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+			t.Fatalf("lagging %d: restore: %v", lagging, err)
+		}
+		if fp.log.EndOffset() != end || fp.highWatermark() != end {
+			t.Fatalf("lagging %d: after restore end %d hw %d, want %d", lagging, fp.log.EndOffset(), fp.highWatermark(), end)
+		}
+		for i := snapAt; i < len(entries); i++ {
+			if res := applyEntry(ff, uint64(i+1), 1, entries[i]); res.err != nil || res.duplicate {
+				t.Fatalf("lagging %d: entry %d after the snapshot: %+v", lagging, i, res)
+			}
+		}
+		if fp.log.StartOffset() != lp.log.StartOffset() {
+			t.Fatalf("lagging %d: follower starts at %d, leader at %d", lagging, fp.log.StartOffset(), lp.log.StartOffset())
+		}
+		want, got := logBytesFrom(t, lp, lp.log.StartOffset()), logBytesFrom(t, fp, fp.log.StartOffset())
+		if !bytes.Equal(got, want) {
+			t.Fatalf("lagging %d: follower log (%d bytes from %d) differs from the leader's (%d bytes from %d)",
+				lagging, len(got), fp.log.StartOffset(), len(want), lp.log.StartOffset())
+		}
+		// The producer state came along: a retry of an entry from before
+		// the snapshot is a duplicate on the follower too.
+		if res := applyEntry(ff, 99, 1, entries[snapAt-1]); !res.duplicate {
+			t.Fatalf("lagging %d: retry of an entry before the snapshot: %+v, want duplicate", lagging, res)
+		}
+		fb.closePartitions()
+		lb.closePartitions()
+	}
+}
+
+func logBytesFrom(t *testing.T, p *Partition, from int64) []byte {
+	t.Helper()
+	res, err := p.log.Read(from, 1<<30, p.log.EndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	var out []byte
+	for _, c := range res.Chunks {
+		buf := make([]byte, c.Size)
+		if _, err := c.File.ReadAt(buf, c.Pos); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, buf...)
+	}
+	return out
+}
