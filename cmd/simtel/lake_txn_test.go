@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +101,13 @@ func (e *lakeTxnEnv) highWatermark(t *testing.T, topic string) int64 {
 // returns how many runs were killed while producing and the last run's
 // stderr.
 func (e *lakeTxnEnv) crashAndFinish(t *testing.T, rng *rand.Rand, topic string, kills int, step int64, args ...string) (int, string) {
+	return e.crashAndFinishSig(t, rng, topic, kills, step, false, args...)
+}
+
+// crashAndFinishSig is crashAndFinish; with term the first run gets
+// SIGTERM instead, must exit with an error that reports the records it
+// committed, and that number must be more than zero.
+func (e *lakeTxnEnv) crashAndFinishSig(t *testing.T, rng *rand.Rand, topic string, kills int, step int64, term bool, args ...string) (int, string) {
 	t.Helper()
 	killed := 0
 	for i := range kills + 1 {
@@ -142,6 +152,21 @@ func (e *lakeTxnEnv) crashAndFinish(t *testing.T, rng *rand.Rand, topic string, 
 			t.Logf("run %d finished before the kill point (%v): %s", i, exited, lastLine(stderr.String()))
 			if exited != nil {
 				t.Fatalf("run %d: %v\n%s", i, exited, stderr.String())
+			}
+			continue
+		}
+		if term && i == 0 {
+			cmd.Process.Signal(syscall.SIGTERM)
+			err := <-done
+			m := regexp.MustCompile(`stopped after (\d+) acknowledged`).FindStringSubmatch(stderr.String())
+			if err == nil || m == nil || m[1] == "0" {
+				t.Fatalf("run %d after SIGTERM: %v, want an error that reports more than 0 committed records:\n%s", i, err, stderr.String())
+			}
+			t.Logf("run %d SIGTERMed at high watermark >= %d: %s", i, target, lastLine(stderr.String()))
+			// Everything it produced was committed, nothing aborted.
+			c, u := len(e.readTopic(t, topic, kgo.ReadCommitted())), len(e.readTopic(t, topic, kgo.ReadUncommitted()))
+			if strconv.Itoa(c) != m[1] || u != c {
+				t.Fatalf("after SIGTERM: read_committed %d, read_uncommitted %d records; want both %s", c, u, m[1])
 			}
 			continue
 		}
@@ -241,7 +266,9 @@ func TestLakeTxnCrashResume(t *testing.T) {
 		{"replay", "out-replay", []string{"replay", "--run", "r1", "--to-topic", "out-replay", "--brokers", e.addr, "--lake", e.url, "--commit-records", "100", "--log-level", "warn"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			killed, stderr := e.crashAndFinish(t, rng, c.topic, 4, 500, c.args...)
+			// The backfill's first run is stopped with SIGTERM: it commits
+			// what it produced. The others are SIGKILLed.
+			killed, stderr := e.crashAndFinishSig(t, rng, c.topic, 4, 500, c.name == "backfill", c.args...)
 			committed := e.readTopic(t, c.topic, kgo.ReadCommitted())
 			if err := checkExactlyOnce(committed, e.want); err != nil {
 				t.Fatalf("read_committed after %d kills: %v", killed, err)

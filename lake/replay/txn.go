@@ -218,7 +218,7 @@ func OpenTxn(ctx context.Context, cfg TxnConfig) (*TxnProducer, error) {
 	t := &TxnProducer{cfg: cfg, job: hex.EncodeToString(sum[:8])}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TxnTimeout),
-		kgo.ProducerLinger(5*time.Millisecond))
+		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(max(10000, cfg.CommitRecords+1)))
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a transactional producer for %v: %w", cfg.Brokers, err)
 	}
@@ -362,6 +362,9 @@ func (t *TxnProducer) produce(ctx context.Context, rec *kgo.Record, pos Position
 	if err := t.failed(); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if t.inTxn > 0 && pos.Compare(t.last) <= 0 {
 		return fmt.Errorf("record at %+v does not come after %+v: the job's order is broken", pos, t.last)
 	}
@@ -372,7 +375,14 @@ func (t *TxnProducer) produce(ctx context.Context, rec *kgo.Record, pos Position
 		t.open, t.txnStart = true, time.Now()
 	}
 	rec.Topic, rec.Partition, rec.Offset = t.cfg.Topic, 0, 0
-	t.cl.Produce(ctx, rec, t.done)
+	// A cancelled ctx (Ctrl-C) stops the caller, but the records already
+	// handed over are still sent, so Close can commit them and a rerun
+	// resumes after them.
+	// The buffer holds a whole transaction (MaxBufferedRecords), so
+	// Produce never waits for space.
+	pctx := context.WithoutCancel(ctx)
+	rec.Context = pctx
+	t.cl.Produce(pctx, rec, t.done)
 	t.inTxn++
 	t.last = pos
 	if t.inTxn >= int64(t.cfg.CommitRecords) || time.Since(t.txnStart) >= t.cfg.CommitInterval {
@@ -393,10 +403,16 @@ func (t *TxnProducer) Idle(ctx context.Context, wait time.Duration) error {
 
 // commit ends the open transaction: every record acknowledged, then the
 // progress offset added to it, then EndTxn commit. Any failure aborts it.
+//
+// It runs to its end even when ctx is cancelled (Ctrl-C stops the job
+// between records, not inside a commit), bounded by the transaction
+// timeout, after which the broker aborts the transaction anyway.
 func (t *TxnProducer) commit(ctx context.Context) error {
 	if !t.open {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.TxnTimeout)
+	defer cancel()
 	if err := t.commitOrAbort(ctx); err != nil {
 		return err
 	}
