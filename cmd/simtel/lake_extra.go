@@ -431,7 +431,7 @@ output, a rerun starts over).`,
 					bar.Finish()
 				}
 				if err = errors.Join(err, cerr); err != nil {
-					return fmt.Errorf("replay into %s stopped after %d acknowledged samples: %w", toTopic, acked, err)
+					return fmt.Errorf("replay into %s stopped after %d %s samples: %w", toTopic, acked, durableWord(p), err)
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "replayed %d samples of run %s into topic %s%s\n", acked, run, toTopic, skippedNote(p))
 				return nil
@@ -610,7 +610,7 @@ starts over).`,
 				bar.Finish()
 			}
 			if err := errors.Join(runErr, cerr); err != nil {
-				return fmt.Errorf("backfill into %s stopped after %d acknowledged records: %w", toTopic, acked, err)
+				return fmt.Errorf("backfill into %s stopped after %d %s records: %w", toTopic, acked, durableWord(p), err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "backfilled %d records into topic %s%s\n", acked, toTopic, skippedNote(p))
 			return nil

@@ -79,3 +79,12 @@ func skippedNote(out replay.Output) string {
 	}
 	return ""
 }
+
+// durableWord says what Acked counts: committed with transactions,
+// acknowledged without.
+func durableWord(out replay.Output) string {
+	if _, ok := out.(*replay.TxnProducer); ok {
+		return "committed"
+	}
+	return "acknowledged"
+}

@@ -158,7 +158,7 @@ func (e *lakeTxnEnv) crashAndFinishSig(t *testing.T, rng *rand.Rand, topic strin
 		if term && i == 0 {
 			cmd.Process.Signal(syscall.SIGTERM)
 			err := <-done
-			m := regexp.MustCompile(`stopped after (\d+) acknowledged`).FindStringSubmatch(stderr.String())
+			m := regexp.MustCompile(`stopped after (\d+) committed`).FindStringSubmatch(stderr.String())
 			if err == nil || m == nil || m[1] == "0" {
 				t.Fatalf("run %d after SIGTERM: %v, want an error that reports more than 0 committed records:\n%s", i, err, stderr.String())
 			}
@@ -357,5 +357,64 @@ func TestLakeTxnBrokerWithoutTransactions(t *testing.T) {
 	_, errOut, err = simtelLake(t, "backfill", "--run", "r1", "--to-topic", "restored", "--brokers", addr, "--lake", url, "--no-transactions")
 	if err != nil || !strings.Contains(errOut, "backfilled "+lakeItoa(n)+" records") {
 		t.Fatalf("backfill --no-transactions: %v %s", err, errOut)
+	}
+}
+
+// A run that is paused (SIGSTOP) in the middle of a transaction is a
+// zombie: a rerun with the same transactional id fences it and finishes
+// the job; the zombie, resumed, fails instead of adding output.
+func TestLakeTxnZombieFenced(t *testing.T) {
+	e := newLakeTxnEnv(t, 3000, "out")
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 9))
+	args := []string{"lake", "backfill", "--run", "r1", "--to-topic", "out", "--brokers", e.addr, "--lake", e.url, "--commit-records", "100", "--log-level", "warn"}
+	zombie := exec.Command(testutil.Binary(t), args...)
+	zombie.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
+	var zerr bytes.Buffer
+	zombie.Stderr = &zerr
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- zombie.Wait() }()
+	defer func() {
+		zombie.Process.Kill()
+		<-done
+	}()
+	target := 1 + rng.Int64N(1000)
+	for e.highWatermark(t, "out") < target {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("the run finished before it could be paused (%v): %s", err, zerr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := zombie.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("paused the first run at high watermark >= %d", target)
+
+	_, errOut, err := simtelLake(t, args[1:]...)
+	if err != nil {
+		t.Fatalf("rerun while the first run is paused: %v %s", err, errOut)
+	}
+	t.Logf("rerun: %s", lastLine(errOut))
+	if err := zombie.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		done <- err
+		if err == nil {
+			t.Fatalf("the fenced run exited successfully: %s", zerr.String())
+		}
+		t.Logf("the fenced run: %v: %s", err, lastLine(zerr.String()))
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the fenced run did not exit within 3 minutes after SIGCONT: %s", zerr.String())
+	}
+	if err := checkExactlyOnce(e.readTopic(t, "out", kgo.ReadCommitted()), e.want); err != nil {
+		t.Fatalf("read_committed: %v", err)
 	}
 }
