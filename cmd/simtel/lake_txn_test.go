@@ -32,6 +32,37 @@ type lakeTxnEnv struct {
 	addr string
 	want []string // the run's samples as "line@key@timestamp", in replay order
 	adm  *kadm.Client
+	lake *querytest.Lake
+}
+
+// addRaw writes n raw records of topic "events" (two source partitions,
+// line-protocol values) and returns them as readTopic shows them, in
+// backfill order: partition 0 then 1, by offset.
+func (e *lakeTxnEnv) addRaw(t *testing.T, n int) []string {
+	t.Helper()
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	var want []string
+	for p := range int32(2) {
+		var recs []*kgo.Record
+		for i := range n / 2 {
+			ts := t0.Add(time.Duration(i) * time.Millisecond)
+			line := fmt.Sprintf("ev,src=p%d n=%di %d", p, i, ts.UnixNano())
+			rec := &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i%7)), Value: []byte(line), Partition: p, Offset: int64(i), Timestamp: ts}
+			recs = append(recs, rec)
+			s, err := replay.ParseLine(rec.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, s.String()+"@"+string(rec.Key)+"@"+ts.String())
+		}
+		for first := 0; first < len(recs); first += 250 {
+			last := min(first+250, len(recs)) - 1
+			if _, err := e.lake.RawFlush(context.Background(), "events", p, int64(first), int64(last), recs[first:last+1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return want
 }
 
 func newLakeTxnEnv(t *testing.T, samples int, topics ...string) *lakeTxnEnv {
@@ -47,7 +78,7 @@ func newLakeTxnEnv(t *testing.T, samples int, topics ...string) *lakeTxnEnv {
 		t.Fatal(err)
 	}
 	querytest.SortSamples(ss)
-	e := &lakeTxnEnv{url: "file://" + dir}
+	e := &lakeTxnEnv{url: "file://" + dir, lake: l}
 	for _, s := range ss {
 		key := s.Tags["run"] + "/" + s.Tags["host"]
 		ts := time.Unix(0, s.Time).UTC().Truncate(time.Millisecond)
@@ -254,23 +285,26 @@ func checkExactlyOnce(got, want []string) error {
 // output of the killed runs.
 func TestLakeTxnCrashResume(t *testing.T) {
 	const n = 3000
-	e := newLakeTxnEnv(t, n, "out-backfill", "out-replay")
+	e := newLakeTxnEnv(t, n, "out-backfill", "out-replay", "out-raw")
+	wantRaw := e.addRaw(t, n)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 9))
 	for _, c := range []struct {
 		name, topic string
 		args        []string
+		want        []string
 	}{
-		{"backfill", "out-backfill", []string{"backfill", "--run", "r1", "--to-topic", "out-backfill", "--brokers", e.addr, "--lake", e.url, "--commit-records", "100", "--log-level", "warn"}},
-		{"replay", "out-replay", []string{"replay", "--run", "r1", "--to-topic", "out-replay", "--brokers", e.addr, "--lake", e.url, "--commit-records", "100", "--log-level", "warn"}},
+		{"backfill", "out-backfill", []string{"backfill", "--run", "r1", "--to-topic", "out-backfill", "--brokers", e.addr, "--lake", e.url, "--commit-records", "100", "--log-level", "warn"}, e.want},
+		{"replay", "out-replay", []string{"replay", "--run", "r1", "--to-topic", "out-replay", "--brokers", e.addr, "--lake", e.url, "--commit-records", "100", "--log-level", "warn"}, e.want},
+		{"raw", "out-raw", []string{"backfill", "--source-topic", "events", "--to-topic", "out-raw", "--brokers", e.addr, "--lake", e.url, "--commit-records", "100", "--log-level", "warn"}, wantRaw},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// The backfill's first run is stopped with SIGTERM: it commits
 			// what it produced. The others are SIGKILLed.
 			killed, stderr := e.crashAndFinishSig(t, rng, c.topic, 4, 500, c.name == "backfill", c.args...)
 			committed := e.readTopic(t, c.topic, kgo.ReadCommitted())
-			if err := checkExactlyOnce(committed, e.want); err != nil {
+			if err := checkExactlyOnce(committed, c.want); err != nil {
 				t.Fatalf("read_committed after %d kills: %v", killed, err)
 			}
 			uncommitted := e.readTopic(t, c.topic, kgo.ReadUncommitted())
@@ -281,7 +315,7 @@ func TestLakeTxnCrashResume(t *testing.T) {
 			if err != nil || !strings.Contains(errOut, " 0 ") {
 				t.Fatalf("rerun of a finished job: %v %s %s", err, out, errOut)
 			}
-			if err := checkExactlyOnce(e.readTopic(t, c.topic, kgo.ReadCommitted()), e.want); err != nil {
+			if err := checkExactlyOnce(e.readTopic(t, c.topic, kgo.ReadCommitted()), c.want); err != nil {
 				t.Fatalf("after a rerun of the finished job: %v", err)
 			}
 		})
