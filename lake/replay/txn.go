@@ -334,9 +334,23 @@ func (t *TxnProducer) done(_ *kgo.Record, err error) {
 	}
 	t.mu.Lock()
 	if t.err == nil {
-		t.err = fmt.Errorf("cannot produce to topic %s (does it exist? create it with `simtel topic create %s`): %w", t.cfg.Topic, t.cfg.Topic, err)
+		if fenced(err) {
+			t.err = t.fencedErr(err)
+		} else {
+			t.err = fmt.Errorf("cannot produce to topic %s (does it exist? create it with `simtel topic create %s`): %w", t.cfg.Topic, t.cfg.Topic, err)
+		}
 	}
 	t.mu.Unlock()
+}
+
+// fenced reports whether err means a newer producer with the same
+// transactional id took over.
+func fenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+}
+
+func (t *TxnProducer) fencedErr(err error) error {
+	return fmt.Errorf("another run with transactional id %s took over this job (this run is fenced and stops; its open transaction is aborted): %w", t.cfg.TransactionalID, err)
 }
 
 // Sample produces s as its line (key "<run>/<host>", timestamp the sample
@@ -459,6 +473,9 @@ func (t *TxnProducer) addProgress(ctx context.Context) error {
 		return fmt.Errorf("cannot add the progress to the transaction: %w", err)
 	}
 	if err := kerr.ErrorForCode(aresp.ErrorCode); err != nil {
+		if fenced(err) {
+			return t.fencedErr(err)
+		}
 		return fmt.Errorf("cannot add the progress to the transaction: %w", err)
 	}
 	meta, err := json.Marshal(progress{Job: t.job, Last: t.last})
@@ -482,6 +499,9 @@ func (t *TxnProducer) addProgress(ctx context.Context) error {
 	for _, tp := range oresp.Topics {
 		for _, p := range tp.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				if fenced(err) {
+					return t.fencedErr(err)
+				}
 				return fmt.Errorf("cannot record the progress in the transaction: %w", err)
 			}
 		}
