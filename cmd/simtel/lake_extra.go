@@ -279,6 +279,7 @@ func newLakeReplayCmd(f *lakeFlags) *cobra.Command {
 	var (
 		run, from, to, speed, toTopic, brokers, topic, measurements, metricsListen string
 		fromStep                                                                   float64
+		txf                                                                        lakeTxnFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "replay --run RUN",
@@ -300,11 +301,27 @@ from that time on is replayed, including samples without a step.
 --speed paces the output like the original: 1x in real time, 10x ten times
 faster, max (the default) as fast as possible. With --to-topic the samples
 are produced into that topic (key <run>/<host>, record timestamp = sample
-time, idempotent producer) instead of printed. A progress bar goes to
-stderr when stdout is not a terminal or with --to-topic.`,
+time) instead of printed. A progress bar goes to stderr when stdout is not a
+terminal or with --to-topic.
+
+With --to-topic the output is written in Kafka transactions, committed every
+--commit-records samples or --commit-interval, whichever comes first. Each
+transaction also commits the job's progress (the last sample's time,
+partition and offset) as an offset of the group named after the
+transactional id, so output and progress become visible together. A
+consumer with isolation level read_committed never sees the samples of a
+transaction that did not commit. If the replay dies, run the same command
+again: it fences the dead run's producer (the broker aborts its open
+transaction at once), reads the progress and continues after the last
+committed sample, so every sample lands in the topic exactly once. The job
+is named by --transactional-id (default simtel-replay-<run>-<to-topic>);
+the same id with other flags is refused. Brokers without transactions
+need --no-transactions (idempotent producer: a crash leaves partial
+output, a rerun starts over).`,
 		Example: `  simtel lake replay --run r42 > r42.lp
   simtel lake replay --run r42 --brokers 127.0.0.1:9092 --measurements reward,loss
-  simtel lake replay --run r42 --from-step 1000 --speed 10x --to-topic telemetry-replay --brokers 127.0.0.1:9092`,
+  simtel lake replay --run r42 --from-step 1000 --speed 10x --to-topic telemetry-replay --brokers 127.0.0.1:9092
+  simtel lake replay --run r42 --to-topic r42-copy --brokers 127.0.0.1:9092 --commit-records 50000 --commit-interval 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if run == "" {
@@ -356,19 +373,27 @@ stderr when stdout is not a terminal or with --to-topic.`,
 				bar = lakeBar(r.Total(), "replaying "+run)
 			}
 			reg := newLakeRegistry()
-			var p *replay.Producer
+			var p replay.Output
 			if toTopic != "" {
-				if p, err = replay.NewProducer(cfg.Brokers, toTopic); err != nil {
+				job := fmt.Sprintf("replay run=%q topic=%q from=%q to=%q measurements=%q to-topic=%q",
+					run, topic, from, to, measurements, toTopic)
+				if cfg.FromStep != nil {
+					job += fmt.Sprintf(" step=%v", fromStep)
+				}
+				if p, err = txf.open(ctx, cfg.Brokers, toTopic, "simtel-replay-"+run+"-"+toTopic, job, log, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 			}
 			if err := replay.RegisterMetrics(reg, r.Stats(), p); err != nil {
+				if p != nil {
+					closeOutput(ctx, p)
+				}
 				return err
 			}
 			stopMetrics, err := serveLakeMetrics(metricsListen, reg)
 			if err != nil {
 				if p != nil {
-					p.Close(ctx)
+					closeOutput(ctx, p)
 				}
 				return err
 			}
@@ -382,21 +407,33 @@ stderr when stdout is not a terminal or with --to-topic.`,
 				}
 			}
 			if p != nil {
+				tp, _ := p.(*replay.TxnProducer)
 				err = r.Run(ctx, func(s *replay.Sample) error {
+					tick()
+					if p.Skip(replay.SamplePosition(s)) {
+						return nil
+					}
+					if tp != nil {
+						// Commit before a long pause rather than leave
+						// the transaction open (invisible, and aborted by
+						// the broker after its timeout).
+						if err := tp.Idle(ctx, pacer.Delay(s.Time)); err != nil {
+							return err
+						}
+					}
 					if err := pacer.Wait(ctx, s.Time); err != nil {
 						return err
 					}
-					tick()
 					return p.Sample(ctx, s)
 				})
-				acked, cerr := p.Close(ctx)
+				acked, cerr := closeOutput(ctx, p)
 				if bar != nil {
 					bar.Finish()
 				}
 				if err = errors.Join(err, cerr); err != nil {
-					return fmt.Errorf("replay into %s stopped after %d acknowledged samples: %w", toTopic, acked, err)
+					return fmt.Errorf("replay into %s stopped after %d %s samples: %w", toTopic, acked, durableWord(p), err)
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "replayed %d samples of run %s into topic %s\n", acked, run, toTopic)
+				fmt.Fprintf(cmd.ErrOrStderr(), "replayed %d samples of run %s into topic %s%s\n", acked, run, toTopic, skippedNote(p))
 				return nil
 			}
 			lw := replay.NewLineWriter(cmd.OutOrStdout())
@@ -434,18 +471,20 @@ stderr when stdout is not a terminal or with --to-topic.`,
 	fl.StringVar(&topic, "topic", replay.DefaultTopic, "the telemetry topic the run was shipped on")
 	fl.StringVar(&measurements, "measurements", "", "comma-separated measurements to replay (default: all)")
 	fl.StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this host:port while replaying (empty: off)")
+	txf.add(fl, "simtel-replay-<run>-<to-topic>")
 	return cmd
 }
 
 func newLakeBackfillCmd(f *lakeFlags) *cobra.Command {
 	var (
 		run, measurement, from, to, toTopic, sourceTopic, brokers, topic, metricsListen string
+		txf                                                                             lakeTxnFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "backfill --to-topic TOPIC --brokers ADDRS",
 		Short: "Produce lake data back into a topic (telemetry as lines, raw topics record by record)",
-		Long: `Re-produce data from the lake into a topic, in order, with an idempotent
-producer, showing progress and the final count.
+		Long: `Re-produce data from the lake into a topic, in order, showing progress and
+the final count.
 
 Telemetry (the default): every sample of the chosen runs, measurement and
 time range, in time, partition, offset order, as one canonical
@@ -454,7 +493,21 @@ what the agent shipped.
 
 Raw topics (--source-topic T): the records of T's raw objects with their
 original key, value, headers and timestamp, in partition and offset order
-(so every key keeps its order).`,
+(so every key keeps its order).
+
+The output is written in Kafka transactions, committed every
+--commit-records records or --commit-interval, whichever comes first; each
+transaction also commits the job's progress (position of its last record)
+as an offset of the group named after the transactional id. Consumers with
+isolation level read_committed see only committed transactions. After a
+crash, run the same command again: the broker aborts the dead run's open
+transaction, and the backfill continues after the last committed record,
+so each record lands exactly once. The job is named by --transactional-id
+(default simtel-backfill-<run|all>-<to-topic>, or
+simtel-backfill-raw-<source-topic>-<to-topic>); the same id with other
+flags is refused. --no-transactions uses the idempotent producer instead
+(for brokers without transactions: a crash leaves partial output, a rerun
+starts over).`,
 		Example: `  simtel lake backfill --run r42 --to-topic telemetry-r42 --brokers 127.0.0.1:9092
   simtel lake backfill --source-topic events --to-topic events-restored --brokers 127.0.0.1:9092`,
 		Args: cobra.NoArgs,
@@ -487,18 +540,24 @@ original key, value, headers and timestamp, in partition and offset order
 				return fmt.Errorf("cannot load the catalog of %s: %w", st, err)
 			}
 			eo := query.Options{Logger: log, Progress: cmd.ErrOrStderr()}
-			p, err := replay.NewProducer(bl, toTopic)
+			defID := "simtel-backfill-" + map[bool]string{true: run, false: "all"}[run != ""] + "-" + toTopic
+			if sourceTopic != "" {
+				defID = "simtel-backfill-raw-" + sourceTopic + "-" + toTopic
+			}
+			job := fmt.Sprintf("backfill run=%q measurement=%q from=%q to=%q source-topic=%q topic=%q to-topic=%q",
+				run, measurement, from, to, sourceTopic, topic, toTopic)
+			p, err := txf.open(ctx, bl, toTopic, defID, job, log, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			reg := newLakeRegistry()
 			if err := replay.RegisterMetrics(reg, nil, p); err != nil {
-				p.Close(ctx)
+				closeOutput(ctx, p)
 				return err
 			}
 			stopMetrics, err := serveLakeMetrics(metricsListen, reg)
 			if err != nil {
-				p.Close(ctx)
+				closeOutput(ctx, p)
 				return err
 			}
 			defer stopMetrics()
@@ -514,13 +573,16 @@ original key, value, headers and timestamp, in partition and offset order
 			if sourceTopic != "" {
 				rr, err := replay.OpenRaw(ctx, snap, cache, replay.RawConfig{Topic: sourceTopic, From: fromT, To: toT, Engine: eo})
 				if err != nil {
-					p.Close(ctx)
+					closeOutput(ctx, p)
 					return err
 				}
 				defer rr.Close()
 				bar = lakeBar(rr.Total(), "backfilling "+sourceTopic)
 				runErr = rr.Run(ctx, func(rec *kgo.Record) error {
 					tick()
+					if p.Skip(replay.RecordPosition(rec)) {
+						return nil
+					}
 					return p.Record(ctx, rec)
 				})
 			} else {
@@ -530,24 +592,27 @@ original key, value, headers and timestamp, in partition and offset order
 				}
 				r, err := replay.Open(ctx, snap, cache, cfg)
 				if err != nil {
-					p.Close(ctx)
+					closeOutput(ctx, p)
 					return err
 				}
 				defer r.Close()
 				bar = lakeBar(r.Total(), "backfilling")
 				runErr = r.Run(ctx, func(s *replay.Sample) error {
 					tick()
+					if p.Skip(replay.SamplePosition(s)) {
+						return nil
+					}
 					return p.Sample(ctx, s)
 				})
 			}
-			acked, cerr := p.Close(ctx)
+			acked, cerr := closeOutput(ctx, p)
 			if bar != nil {
 				bar.Finish()
 			}
 			if err := errors.Join(runErr, cerr); err != nil {
-				return fmt.Errorf("backfill into %s stopped after %d acknowledged records: %w", toTopic, acked, err)
+				return fmt.Errorf("backfill into %s stopped after %d %s records: %w", toTopic, acked, durableWord(p), err)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "backfilled %d records into topic %s\n", acked, toTopic)
+			fmt.Fprintf(cmd.ErrOrStderr(), "backfilled %d records into topic %s%s\n", acked, toTopic, skippedNote(p))
 			return nil
 		},
 	}
@@ -561,6 +626,7 @@ original key, value, headers and timestamp, in partition and offset order
 	fl.StringVar(&sourceTopic, "source-topic", "", "backfill the raw objects of this topic instead of telemetry")
 	fl.StringVar(&topic, "topic", replay.DefaultTopic, "the telemetry topic whose objects are backfilled")
 	fl.StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this host:port while backfilling (empty: off)")
+	txf.add(fl, "simtel-backfill-<run|all>-<to-topic>, or simtel-backfill-raw-<source-topic>-<to-topic>")
 	return cmd
 }
 

@@ -21,17 +21,37 @@
 //     increases (a duplicate would fail loudly rather than be replayed
 //     twice).
 //
-// Emitters: LineWriter prints canonical lines, Producer produces records
-// (idempotent; the delivery callbacks run on the client's goroutines and
-// only touch atomics and a mutex-guarded first error), Pacer spaces them
-// out by sample time. RawRecords reads the raw objects of a topic for
-// backfill.
+// Emitters: LineWriter prints canonical lines; the Outputs produce records
+// into a topic — Producer (idempotent) and TxnProducer (transactions);
+// Pacer spaces samples out by sample time. RawRecords reads the raw
+// objects of a topic for backfill.
+//
+// # Transactions and resume (TxnProducer)
+//
+//  1. OpenTxn checks ApiVersions for the transaction keys (24-26, 28;
+//     ErrNoTransactions otherwise), then InitProducerID with the job's
+//     transactional id: the epoch bump fences a zombie of an earlier run
+//     and the broker aborts its open transaction before answering.
+//  2. It reads the job's progress: the offset of the group named after the
+//     transactional id for (output topic, partition 0) — the number of
+//     records committed — and its metadata, the Position of the last one
+//     and a hash of the job's selection.
+//  3. The caller asks Skip(pos) for every record in its order and produces
+//     the rest; positions strictly increase (time, partition, offset for
+//     telemetry; partition, offset for raw records).
+//  4. Every CommitRecords records or CommitInterval, the transaction is
+//     flushed, the new progress is added with AddOffsetsToTxn and
+//     TxnOffsetCommit, and EndTxn commits output and progress at once. A
+//     failure aborts it. A crash leaves it to the broker to abort.
 //
 // # Goroutines and locks
 //
 // The package starts no goroutine of its own: Open and Run work on the
 // caller's goroutine (the query engine fetches objects on goroutines it
 // waits for; the Kafka clients are closed before Open returns, except the
-// Producer's, closed by Close). Producer.mu guards only its first error;
-// Stats are atomics, safe to read from a metrics scrape.
+// Producer's and TxnProducer's, closed by Close). Their delivery callbacks
+// run on the client's goroutines and only touch atomics and mu, which
+// guards the first delivery error; all other TxnProducer state belongs to
+// the caller's goroutine. Stats are atomics, safe to read from a metrics
+// scrape.
 package replay

@@ -60,6 +60,14 @@ func (p *Pacer) Wait(ctx context.Context, t int64) error {
 	}
 }
 
+// Delay is how long Wait(t) would block now (0 before the first sample).
+func (p *Pacer) Delay(t int64) time.Duration {
+	if p.Speed <= 0 || p.start.IsZero() {
+		return 0
+	}
+	return max(0, time.Until(p.start.Add(time.Duration(float64(t-p.first)/p.Speed))))
+}
+
 // LineWriter writes samples as line protocol, one per line.
 type LineWriter struct {
 	w   *bufio.Writer

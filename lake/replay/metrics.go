@@ -8,10 +8,12 @@ import (
 //
 //	simtel_lake_replay_samples_total{source="lake"|"broker"}  samples emitted
 //	simtel_lake_replay_sample_time_seconds                     time of the last sample emitted
-//	simtel_lake_replay_produced_total                          records the broker acknowledged (with a producer)
+//	simtel_lake_replay_produced_total                          records acknowledged (idempotent) or committed (transactions)
+//	simtel_lake_replay_transactions_total                      transactions committed (transactions only)
+//	simtel_lake_replay_skipped_total                           records skipped as committed by an earlier run (transactions only)
 //
 // stats or p may be nil (a raw backfill has no Stats, stdout no producer).
-func RegisterMetrics(reg prometheus.Registerer, stats *Stats, p *Producer) error {
+func RegisterMetrics(reg prometheus.Registerer, stats *Stats, p Output) error {
 	var cs []prometheus.Collector
 	if stats != nil {
 		cs = append(cs,
@@ -24,8 +26,16 @@ func RegisterMetrics(reg prometheus.Registerer, stats *Stats, p *Producer) error
 		)
 	}
 	if p != nil {
-		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_lake_replay_produced_total", Help: "Records produced and acknowledged by the broker."},
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_lake_replay_produced_total", Help: "Records produced and acknowledged by the broker (committed, with transactions)."},
 			func() float64 { return float64(p.Acked()) }))
+	}
+	if tp, ok := p.(*TxnProducer); ok && tp != nil {
+		cs = append(cs,
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_lake_replay_transactions_total", Help: "Transactions committed."},
+				func() float64 { return float64(tp.Transactions()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_lake_replay_skipped_total", Help: "Records skipped because an earlier run of the job committed them."},
+				func() float64 { return float64(tp.Skipped()) }),
+		)
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/simtel/simtel/lake/replay"
+)
+
+// lakeTxnFlags are the output flags of replay --to-topic and backfill.
+type lakeTxnFlags struct {
+	noTxn    bool
+	id       string
+	records  int
+	interval time.Duration
+	timeout  time.Duration
+	restart  bool
+}
+
+func (t *lakeTxnFlags) add(fl *pflag.FlagSet, idHelp string) {
+	fl.BoolVar(&t.noTxn, "no-transactions", false, "produce with the idempotent producer, without transactions (for brokers that lack them): a crash leaves partial output and a rerun starts over, duplicating it")
+	fl.StringVar(&t.id, "transactional-id", "", "transactional id of the job, also the name of the group that keeps its progress (default: "+idHelp+")")
+	fl.IntVar(&t.records, "commit-records", replay.DefaultCommitRecords, "commit a transaction after this many records")
+	fl.DurationVar(&t.interval, "commit-interval", replay.DefaultCommitInterval, "commit a transaction once it has been open this long: how late read_committed consumers see the output")
+	fl.DurationVar(&t.timeout, "transaction-timeout", replay.DefaultTxnTimeout, "the broker aborts a transaction open longer than this (a crashed run's transaction at the latest after this; a rerun aborts it at once)")
+	fl.BoolVar(&t.restart, "restart", false, "ignore the job's committed progress and produce everything again (duplicates what earlier runs committed)")
+}
+
+// open starts the output: a transactional producer resuming the job
+// defID/job, or with --no-transactions the idempotent one. It reports a
+// resume on stderr.
+func (t *lakeTxnFlags) open(ctx context.Context, brokers []string, topic, defID, job string, log *slog.Logger, stderr io.Writer) (replay.Output, error) {
+	if t.noTxn {
+		if t.restart || t.id != "" {
+			return nil, errors.New("--restart and --transactional-id need transactions: drop --no-transactions")
+		}
+		return replay.NewProducer(brokers, topic)
+	}
+	id := t.id
+	if id == "" {
+		id = defID
+	}
+	tp, err := replay.OpenTxn(ctx, replay.TxnConfig{Brokers: brokers, Topic: topic, TransactionalID: id, Job: job,
+		CommitRecords: t.records, CommitInterval: t.interval, TxnTimeout: t.timeout, Restart: t.restart, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if last, n, ok := tp.Resumed(); ok {
+		fmt.Fprintf(stderr, "resuming job %s: %d records committed by earlier runs, up to %s\n", id, n, fmtPosition(last))
+	}
+	return tp, nil
+}
+
+func fmtPosition(p replay.Position) string {
+	if p.Time == 0 {
+		return fmt.Sprintf("source partition %d offset %d", p.Partition, p.Offset)
+	}
+	return fmt.Sprintf("sample time %s (partition %d offset %d)", time.Unix(0, p.Time).UTC().Format(time.RFC3339Nano), p.Partition, p.Offset)
+}
+
+// closeOutput finishes out even when ctx was cancelled (Ctrl-C): what was
+// produced is committed, so a rerun resumes after it.
+func closeOutput(ctx context.Context, out replay.Output) (int64, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return out.Close(cctx)
+}
+
+// skippedNote says how many records an earlier run had committed.
+func skippedNote(out replay.Output) string {
+	if tp, ok := out.(*replay.TxnProducer); ok && tp.Skipped() > 0 {
+		return fmt.Sprintf(" (%d skipped: committed by an earlier run)", tp.Skipped())
+	}
+	return ""
+}
+
+// durableWord says what Acked counts: committed with transactions,
+// acknowledged without.
+func durableWord(out replay.Output) string {
+	if _, ok := out.(*replay.TxnProducer); ok {
+		return "committed"
+	}
+	return "acknowledged"
+}
