@@ -4,6 +4,7 @@ package testutil
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -46,14 +47,56 @@ func Binary(t testing.TB) string {
 }
 
 // FreePort returns a loopback host:port that was free a moment ago.
+//
+// The port comes from below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range): a port the kernel hands out to the
+// outgoing connections of busy tests could be taken again between this
+// call and the process under test binding it, which made tests fail with
+// "address already in use". Below that range only another explicit bind
+// can take it, and each call picks a different random port.
 func FreePort(t testing.TB) string {
 	t.Helper()
+	low := ephemeralLow()
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range 200 {
+		p := 10000 + rand.IntN(low-10000)
+		if portUsed[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		portUsed[p] = true
+		return ln.Addr().String()
+	}
+	// Crowded: fall back to a port the kernel picks.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+var (
+	portMu   sync.Mutex
+	portUsed = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range, or
+// 32768 when it cannot be read.
+func ephemeralLow() int {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var lo, hi int
+		if n, _ := fmt.Sscan(string(b), &lo, &hi); n == 2 && lo > 11000 {
+			low = lo
+		}
+	}
+	return low
 }
 
 // Proc is a running simtel process.
