@@ -35,6 +35,13 @@ type Broker struct {
 	// cluster is the controller membership in cluster mode, nil on a
 	// single node. Topics then come from its metadata (see cluster.go).
 	cluster *cluster.Node
+	// coords holds, in cluster mode, the coordinators of the offsets
+	// partitions this broker leads (see coordinators.go); b.groups is
+	// then nil.
+	coords struct {
+		sync.RWMutex
+		slots map[int32]*coordSlot
+	}
 
 	mu struct {
 		sync.RWMutex
@@ -82,48 +89,12 @@ func New(cfg Config) (*Broker, error) {
 		b.closePartitions()
 		return nil, err
 	}
-	offsets, err := b.ensureOffsetsTopic()
-	if err != nil {
-		b.closePartitions()
-		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, "groups")); err == nil {
-		b.log.Warn("ignoring the group store of an older version: committed offsets now live in "+offsetsTopic, "dir", filepath.Join(cfg.DataDir, "groups"))
-	}
-	// The coordinator's store writes to the partition's log directly; a
-	// batch it has synced is committed, so the high watermark moves.
-	store, err := group.OpenLogStore(offsets.log, b.log.With("part", "groups"), func(int64) { offsets.advanceHW() })
-	if err != nil {
-		b.closePartitions()
-		return nil, fmt.Errorf("cannot open group offsets: %w", err)
-	}
-	delay := cfg.GroupInitialRebalanceDelay
-	if delay == 0 {
-		delay = -1 // the coordinator reads 0 as "default"; we mean none
-	}
-	b.groups, err = group.New(group.Config{
-		Logger:                b.log.With("part", "groups"),
-		Store:                 store,
-		InitialRebalanceDelay: delay,
-		TopicPartitions: func(t string) (int32, bool) {
-			tp := b.topic(t)
-			if tp == nil {
-				return 0, false
-			}
-			return int32(len(tp.parts)), true
-		},
-		EndOffset: func(t string, part int32) (int64, bool) {
-			p := b.partition(t, part)
-			if p == nil {
-				return 0, false
-			}
-			return p.highWatermark(), true
-		},
-	})
-	if err != nil {
-		store.Close()
-		b.closePartitions()
-		return nil, fmt.Errorf("cannot start group coordinator: %w", err)
+	b.coords.slots = map[int32]*coordSlot{}
+	if !cfg.clustered() {
+		if err := b.openLocalCoordinator(); err != nil {
+			b.closePartitions()
+			return nil, err
+		}
 	}
 	if b.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		b.Close()
@@ -147,6 +118,30 @@ func New(cfg Config) (*Broker, error) {
 		}
 	}
 	return b, nil
+}
+
+// openLocalCoordinator starts the single-node group coordinator on
+// partition 0 of the local __consumer_offsets.
+func (b *Broker) openLocalCoordinator() error {
+	offsets, err := b.ensureOffsetsTopic()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(b.cfg.DataDir, "groups")); err == nil {
+		b.log.Warn("ignoring the group store of an older version: committed offsets now live in "+offsetsTopic, "dir", filepath.Join(b.cfg.DataDir, "groups"))
+	}
+	// The coordinator's store writes to the partition's log directly; a
+	// batch it has synced is committed, so the high watermark moves.
+	logger := b.log.With("part", "groups")
+	store, err := group.OpenLogStore(offsets.log, logger, func(int64) { offsets.advanceHW() })
+	if err != nil {
+		return fmt.Errorf("cannot open group offsets: %w", err)
+	}
+	if b.groups, err = group.New(b.groupConfig(store, logger)); err != nil {
+		store.Close()
+		return fmt.Errorf("cannot start group coordinator: %w", err)
+	}
+	return nil
 }
 
 // Addr is the Kafka listener's address (useful with port 0).
@@ -187,10 +182,14 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.serve(ctx, b.ln)
 	}()
 	if b.cluster != nil {
-		wg.Add(3)
+		wg.Add(4)
 		go func() {
 			defer wg.Done()
 			b.reportLeaders(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			b.runCoordinators(ctx)
 		}()
 		go func() {
 			defer wg.Done()

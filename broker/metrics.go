@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/group"
 )
 
 // metrics are the broker's Prometheus series, on a registry of its own so
@@ -140,10 +142,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(p.log.Size()), t.name, idx)
 		}
 	}
-	if c.b.groups == nil {
-		return
+	for _, g := range c.b.servedCoordinators() {
+		c.collectLags(ch, g)
 	}
-	for _, l := range c.b.groups.Lags() {
+}
+
+func (c *stateCollector) collectLags(ch chan<- prometheus.Metric, g *group.Coordinator) {
+	for _, l := range g.Lags() {
 		idx := strconv.Itoa(int(l.Partition))
 		ch <- prometheus.MustNewConstMetric(descCommit, prometheus.GaugeValue, float64(l.Committed), l.Group, l.Topic, idx)
 		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(l.Lag), l.Group, l.Topic, idx)
