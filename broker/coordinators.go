@@ -244,6 +244,11 @@ func (b *Broker) runCoordinators(ctx context.Context) {
 	t := time.NewTicker(coordinatorTick)
 	defer t.Stop()
 	var closing sync.WaitGroup
+	// closed holds, per partition, a channel closed once the coordinator
+	// being closed there is gone: a new one is opened only after that,
+	// so the old one's last writes (the persister's final save) can never
+	// land after the new one has loaded the log.
+	closed := map[int32]chan struct{}{}
 	defer func() {
 		b.coords.Lock()
 		slots := b.coords.slots
@@ -256,7 +261,7 @@ func (b *Broker) runCoordinators(ctx context.Context) {
 	}()
 	for {
 		b.ensureClusterOffsetsTopic(ctx)
-		b.syncCoordinators(&closing)
+		b.syncCoordinators(&closing, closed)
 		select {
 		case <-ctx.Done():
 			return
@@ -269,7 +274,7 @@ func (b *Broker) runCoordinators(ctx context.Context) {
 // partitions this broker leads. Closing runs in the background (a
 // coordinator's Close waits for its store calls in flight, which end when
 // raft reports the lost leadership); closing tracks those goroutines.
-func (b *Broker) syncCoordinators(closing *sync.WaitGroup) {
+func (b *Broker) syncCoordinators(closing *sync.WaitGroup, closed map[int32]chan struct{}) {
 	var parts []*Partition
 	if t := b.topic(offsetsTopic); t != nil {
 		parts = t.parts
@@ -280,9 +285,12 @@ func (b *Broker) syncCoordinators(closing *sync.WaitGroup) {
 			continue
 		}
 		delete(b.coords.slots, i)
+		done := make(chan struct{})
+		closed[i] = done
 		closing.Add(1)
 		go func() {
 			defer closing.Done()
+			defer close(done)
 			b.closeCoordinator(i, s)
 		}()
 	}
@@ -290,6 +298,14 @@ func (b *Broker) syncCoordinators(closing *sync.WaitGroup) {
 	for i, p := range parts {
 		if p == nil || !p.isLeader() {
 			continue
+		}
+		if done := closed[int32(i)]; done != nil {
+			select {
+			case <-done:
+				delete(closed, int32(i))
+			default:
+				continue // the previous coordinator is still closing
+			}
 		}
 		b.coords.RLock()
 		have := b.coords.slots[int32(i)] != nil
@@ -317,7 +333,9 @@ func (b *Broker) openCoordinator(p *Partition) (*coordSlot, error) {
 	var store *group.LogStore
 	var err error
 	if p.replicated() {
-		store, err = group.OpenReplicatedLogStore(p.log, logger, p.proposeInternal)
+		store, err = group.OpenReplicatedLogStore(p.log, logger, func(batch []byte) func() error {
+			return p.proposeInternal(term, batch)
+		})
 	} else {
 		store, err = group.OpenLogStore(p.log, logger, func(int64) { p.advanceHW() })
 	}
