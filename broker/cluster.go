@@ -599,9 +599,10 @@ func (b *Broker) describeClusterMembers(resp *kmsg.DescribeClusterResponse) {
 
 // findClusterCoordinator names the coordinator of a group: the raft
 // leader of the group's partition of __consumer_offsets. This broker if
-// it serves the group; else the leader the controller's metadata names
-// (reported by that leader, see reportLeaders), which answers
-// NOT_COORDINATOR if it has lost the leadership since, so the client
+// it serves the group; else, if it has a replica of the partition, the
+// leader its raft group knows; else the leader the controller's metadata
+// names (reported by that leader, see reportLeaders). A named broker that
+// has lost the leadership since answers NOT_COORDINATOR, so the client
 // asks again.
 func (b *Broker) findClusterCoordinator(key string, resp *kmsg.FindCoordinatorResponse) {
 	resp.NodeID = -1
@@ -618,7 +619,21 @@ func (b *Broker) findClusterCoordinator(key string, resp *kmsg.FindCoordinatorRe
 		resp.Host, resp.Port = b.advertised()
 		return
 	}
-	a := ti.Partitions[groupPartition(key, len(ti.Partitions))]
+	i := groupPartition(key, len(ti.Partitions))
+	// A replica here knows the raft leader as soon as it hears from it,
+	// before that leader has reported itself to the controller.
+	if p := b.localPartition(offsetsTopic, i); p != nil && p.grp != nil {
+		if _, id := p.grp.Raft.LeaderWithID(); id != "" {
+			if n, err := strconv.Atoi(string(id)); err == nil {
+				if lb, ok := md.Brokers[int32(n)]; ok && lb.Alive {
+					resp.NodeID = lb.ID
+					resp.Host, resp.Port = splitHostPort(lb.KafkaAddr)
+					return
+				}
+			}
+		}
+	}
+	a := ti.Partitions[i]
 	lb, ok := md.Brokers[a.Leader]
 	if !ok || !lb.Alive {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

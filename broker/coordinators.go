@@ -28,11 +28,13 @@ package broker
 // its local __consumer_offsets, as before.
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -233,6 +235,7 @@ func (b *Broker) handleGroupRequest(ctx context.Context, req kmsg.Request) kmsg.
 			}
 			resp.Groups = append(resp.Groups, out.Groups...)
 		}
+		slices.SortFunc(resp.Groups, func(x, y kmsg.ListGroupsResponseGroup) int { return cmp.Compare(x.Group, y.Group) })
 		return resp
 	}
 	return nil

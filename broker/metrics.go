@@ -120,10 +120,11 @@ var (
 	descLag      = prometheus.NewDesc("simtel_broker_group_lag", "High watermark minus committed offset.", []string{"group", "topic", "partition"}, nil)
 	descCommit   = prometheus.NewDesc("simtel_broker_group_committed_offset", "Committed offset.", []string{"group", "topic", "partition"}, nil)
 	descTopics   = prometheus.NewDesc("simtel_broker_topics", "Topics.", nil, nil)
+	descCoords   = prometheus.NewDesc("simtel_broker_group_coordinators", "Group coordinators this broker runs: 1 on a single node; in cluster mode one per partition of __consumer_offsets it leads and has loaded.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLogStart, descHW, descSize, descLag, descCommit, descTopics} {
+	for _, d := range []*prometheus.Desc{descLogStart, descHW, descSize, descLag, descCommit, descTopics, descCoords} {
 		ch <- d
 	}
 }
@@ -142,7 +143,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(p.log.Size()), t.name, idx)
 		}
 	}
-	for _, g := range c.b.servedCoordinators() {
+	coords := c.b.servedCoordinators()
+	ch <- prometheus.MustNewConstMetric(descCoords, prometheus.GaugeValue, float64(len(coords)))
+	for _, g := range coords {
 		c.collectLags(ch, g)
 	}
 }

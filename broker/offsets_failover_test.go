@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,6 +106,51 @@ func fetchCommitted(ctx context.Context, t *testing.T, seeds []string, groupID s
 	}
 }
 
+// coordinatorsOn sums simtel_broker_group_coordinators over the brokers'
+// /metrics; -1 if one cannot be read.
+func coordinatorsOn(bs []*clusterBroker) int {
+	n := 0
+	for _, b := range bs {
+		resp, err := http.Get("http://" + b.http + "/metrics")
+		if err != nil {
+			return -1
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return -1
+		}
+		found := false
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, "simtel_broker_group_coordinators "); ok {
+				c, _ := strconv.Atoi(v)
+				n += c
+				found = true
+			}
+		}
+		if !found {
+			return -1
+		}
+	}
+	return n
+}
+
+// waitCoordinators waits until the brokers together run one coordinator
+// per partition of __consumer_offsets (6).
+func waitCoordinators(t *testing.T, bs []*clusterBroker) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		n := coordinatorsOn(bs)
+		if n == 6 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the brokers run %d group coordinators after 60s, want one per offsets partition (6)", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestClusterGroupCoordinatorFailover SIGKILLs the coordinator of a
 // consumer group while its member consumes and commits, with idempotent
 // producers writing all along (the killed broker also leads a partition of
@@ -125,6 +174,7 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 	}
 	controller := waitCluster(t, bs[0].kafka, 3)
 	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	waitCoordinators(t, bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
@@ -214,9 +264,11 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 	}
 	victim := bs[r.NodeID]
 	var survivors []string
+	var alive []*clusterBroker
 	for _, b := range bs {
 		if b != victim {
 			survivors = append(survivors, b.kafka)
+			alive = append(alive, b)
 		}
 	}
 	tr.mu.Lock()
@@ -237,6 +289,9 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 			t.Errorf("partition %d: committed offset %d on the new coordinator, but %d was acknowledged before the kill", p, got[p], want)
 		}
 	}
+	// The survivors take over every offsets partition the victim led.
+	waitCoordinators(t, alive)
+	t.Logf("every offsets partition has a coordinator again %v after the kill", time.Since(killedAt).Round(time.Millisecond))
 	// Member A goes on committing through the new coordinator.
 	for deadline := time.Now().Add(90 * time.Second); tr.commitsAfter(killedAt) < 3; {
 		if time.Now().After(deadline) {
