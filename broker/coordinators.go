@@ -34,6 +34,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -282,9 +283,19 @@ func (b *Broker) syncCoordinators(closing *sync.WaitGroup, closed map[int32]chan
 	if t := b.topic(offsetsTopic); t != nil {
 		parts = t.parts
 	}
-	b.coords.Lock()
-	for i, s := range b.coords.slots {
+	// Validity is checked without the lock (it reads raft state), then
+	// the stale slots are removed under it.
+	b.coords.RLock()
+	slots := maps.Clone(b.coords.slots)
+	b.coords.RUnlock()
+	for i, s := range slots {
 		if int(i) < len(parts) && parts[i] != nil && s.valid(parts[i]) {
+			delete(slots, i)
+		}
+	}
+	b.coords.Lock()
+	for i, s := range slots {
+		if b.coords.slots[i] != s {
 			continue
 		}
 		delete(b.coords.slots, i)

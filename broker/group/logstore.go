@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -50,6 +51,11 @@ type LogStore struct {
 	// sync: batches go through the partition's raft group, whose state
 	// machine appends them to log on every replica.
 	propose Propose
+	// failed is set when a proposal failed: whether it reached the log
+	// is unknown, so the key index can no longer be trusted and every
+	// later write fails (the broker replaces the store). Atomic, so that
+	// Failed never waits behind a write.
+	failed atomic.Bool
 
 	// inflight counts calls past the closed check; Close waits for them
 	// so that nothing appends to the log once Close has returned.
@@ -58,10 +64,6 @@ type LogStore struct {
 	mu struct {
 		sync.Mutex
 		closed bool
-		// failed is set when a proposal failed: whether it reached the
-		// log is unknown, so the key index can no longer be trusted and
-		// every later write fails (the broker replaces the store).
-		failed bool
 		keys   keyIndex
 		// fresh is the state replayed by OpenLogStore, handed to the
 		// first Load if the log did not change in between.
@@ -154,11 +156,7 @@ func OpenReplicatedLogStore(l *storage.Log, logger *slog.Logger, propose Propose
 
 // Failed reports whether a replicated write failed; such a store refuses
 // every later write with ErrStoreFailed.
-func (s *LogStore) Failed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.failed
-}
+func (s *LogStore) Failed() bool { return s.failed.Load() }
 
 // Commit implements Store. It returns once the offsets are durable.
 func (s *LogStore) Commit(group string, offsets []CommittedOffset) error {
@@ -268,7 +266,7 @@ func (s *LogStore) write(plan func(ix keyIndex, nowMillis int64) ([]kv, func()))
 		s.mu.Unlock()
 		return ErrStoreClosed
 	}
-	if s.mu.failed {
+	if s.failed.Load() {
 		s.mu.Unlock()
 		return ErrStoreFailed
 	}
@@ -314,9 +312,7 @@ func (s *LogStore) replicateLocked(recs []kv, apply func(), nowMillis int64) err
 	s.mu.fresh = nil
 	s.mu.Unlock()
 	if err := wait(); err != nil {
-		s.mu.Lock()
-		s.mu.failed = true
-		s.mu.Unlock()
+		s.failed.Store(true)
 		return fmt.Errorf("cannot replicate group store record: %w", err)
 	}
 	return nil
