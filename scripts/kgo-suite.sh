@@ -16,6 +16,8 @@
 # skipped: it needs transactions (API keys 24-28), which the broker does
 # not implement yet, and the suite does not skip it on its own. Exit
 # status is go test's (1 also when a broker died during the suite).
+# KGO_SUITE_LOG_LEVEL (default warn) is the brokers' --log-level;
+# KGO_SUITE_KEEP=1 keeps the work directory (broker logs, suite output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=v1.22.3
@@ -31,7 +33,11 @@ cleanup() {
   for pid in "${pids[@]}"; do
     kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
   done
-  rm -rf "$work"
+  if [ "${KGO_SUITE_KEEP:-0}" = 1 ]; then
+    echo "kept $work"
+  else
+    rm -rf "$work"
+  fi
 }
 trap cleanup EXIT
 
@@ -53,7 +59,7 @@ wait_port() {
 seeds=()
 if [ "$brokers" = 1 ]; then
   "$work/simtel" broker --node-id 0 --data-dir "$work/data0" --listen 127.0.0.1:$port \
-    --group-initial-rebalance-delay 0s --log-level warn 2>"$work/broker0.log" &
+    --group-initial-rebalance-delay 0s --log-level "${KGO_SUITE_LOG_LEVEL:-warn}" 2>"$work/broker0.log" &
   pids+=($!)
   wait_port "$port"
   seeds=(127.0.0.1:$port)
@@ -66,7 +72,7 @@ else
     "$work/simtel" broker --node-id $i --data-dir "$work/data$i" --listen 127.0.0.1:$kafka \
       --raft-listen 127.0.0.1:$raft --gossip-listen 127.0.0.1:$gossip --http-listen 127.0.0.1:$http \
       "${join[@]}" --bootstrap-expect 3 \
-      --group-initial-rebalance-delay 0s --log-level warn 2>"$work/broker$i.log" &
+      --group-initial-rebalance-delay 0s --log-level "${KGO_SUITE_LOG_LEVEL:-warn}" 2>"$work/broker$i.log" &
     pids+=($!)
     seeds+=(127.0.0.1:$kafka)
   done
