@@ -390,7 +390,11 @@ func (b *Broker) openCoordinator(p *Partition) (*coordSlot, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := group.New(b.groupConfig(store, logger))
+	cfg := b.groupConfig(store, logger)
+	// A member must never hold a generation the next leader does not
+	// know: SyncGroup answers once its generation is replicated.
+	cfg.DurableSync = true
+	c, err := group.New(cfg)
 	if err != nil {
 		_ = store.Close()
 		return nil, err
