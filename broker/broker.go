@@ -38,6 +38,13 @@ type Broker struct {
 	// txns is the transaction coordinator (txn.go); nil in cluster mode,
 	// where transactions are not offered yet.
 	txns *txnCoordinator
+	// coords holds, in cluster mode, the coordinators of the offsets
+	// partitions this broker leads (see coordinators.go); b.groups is
+	// then nil.
+	coords struct {
+		sync.RWMutex
+		slots map[int32]*coordSlot
+	}
 
 	mu struct {
 		sync.RWMutex
@@ -85,51 +92,12 @@ func New(cfg Config) (*Broker, error) {
 		b.closePartitions()
 		return nil, err
 	}
-	offsets, err := b.ensureOffsetsTopic()
-	if err != nil {
-		b.closePartitions()
-		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, "groups")); err == nil {
-		b.log.Warn("ignoring the group store of an older version: committed offsets now live in "+offsetsTopic, "dir", filepath.Join(cfg.DataDir, "groups"))
-	}
-	// The coordinator's store writes to the partition's log directly; a
-	// batch it has synced is committed, so the high watermark moves.
-	store, err := group.OpenLogStore(offsets.log, b.log.With("part", "groups"), func(int64) { offsets.advanceHW() })
-	if err != nil {
-		b.closePartitions()
-		return nil, fmt.Errorf("cannot open group offsets: %w", err)
-	}
-	delay := cfg.GroupInitialRebalanceDelay
-	if delay == 0 {
-		delay = -1 // the coordinator reads 0 as "default"; we mean none
-	}
-	b.groups, err = group.New(group.Config{
-		Logger:                b.log.With("part", "groups"),
-		Store:                 store,
-		InitialRebalanceDelay: delay,
-		TopicPartitions: func(t string) (int32, bool) {
-			tp := b.topic(t)
-			if tp == nil {
-				return 0, false
-			}
-			return int32(len(tp.parts)), true
-		},
-		EndOffset: func(t string, part int32) (int64, bool) {
-			p := b.partition(t, part)
-			if p == nil {
-				return 0, false
-			}
-			return p.highWatermark(), true
-		},
-		PendingTxnOffset: func(g, t string, part int32) bool {
-			return b.txns != nil && b.txns.pendingOffset(g, t, part)
-		},
-	})
-	if err != nil {
-		store.Close()
-		b.closePartitions()
-		return nil, fmt.Errorf("cannot start group coordinator: %w", err)
+	b.coords.slots = map[int32]*coordSlot{}
+	if !cfg.clustered() {
+		if err := b.openLocalCoordinator(); err != nil {
+			b.closePartitions()
+			return nil, err
+		}
 	}
 	if !cfg.clustered() {
 		if b.txns, err = newTxnCoordinator(b); err != nil {
@@ -159,6 +127,30 @@ func New(cfg Config) (*Broker, error) {
 		}
 	}
 	return b, nil
+}
+
+// openLocalCoordinator starts the single-node group coordinator on
+// partition 0 of the local __consumer_offsets.
+func (b *Broker) openLocalCoordinator() error {
+	offsets, err := b.ensureOffsetsTopic()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(b.cfg.DataDir, "groups")); err == nil {
+		b.log.Warn("ignoring the group store of an older version: committed offsets now live in "+offsetsTopic, "dir", filepath.Join(b.cfg.DataDir, "groups"))
+	}
+	// The coordinator's store writes to the partition's log directly; a
+	// batch it has synced is committed, so the high watermark moves.
+	logger := b.log.With("part", "groups")
+	store, err := group.OpenLogStore(offsets.log, logger, func(int64) { offsets.advanceHW() })
+	if err != nil {
+		return fmt.Errorf("cannot open group offsets: %w", err)
+	}
+	if b.groups, err = group.New(b.groupConfig(store, logger)); err != nil {
+		store.Close()
+		return fmt.Errorf("cannot start group coordinator: %w", err)
+	}
+	return nil
 }
 
 // Addr is the Kafka listener's address (useful with port 0).
@@ -210,7 +202,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	clusterCtx, stopCluster := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCluster()
 	if b.cluster != nil {
-		wg.Add(4)
+		wg.Add(5)
 		go func() {
 			defer wg.Done()
 			b.reportLeaders(ctx)
@@ -218,6 +210,10 @@ func (b *Broker) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			b.placementLoop(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			b.runCoordinators(ctx)
 		}()
 		go func() {
 			defer wg.Done()

@@ -15,8 +15,9 @@ package broker
 //     (clients send these to the controller named in Metadata). Config
 //     changes and auto-creation in Metadata are forwarded to the leader
 //     from any broker, because clients send those to any broker.
-//   - __consumer_offsets stays local to each broker: every broker
-//     coordinates the groups FindCoordinator maps to it.
+//   - __consumer_offsets is a replicated topic too; the coordinator of a
+//     group is the raft leader of the group's partition of it (see
+//     coordinators.go).
 
 import (
 	"context"
@@ -24,7 +25,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"net"
 	"os"
@@ -97,9 +97,6 @@ func (b *Broker) syncClusterTopicsLocked() {
 	md := b.cluster.Metadata()
 	self := b.cfg.NodeID
 	for name, ti := range md.Topics {
-		if name == offsetsTopic {
-			continue
-		}
 		old := b.topic(name)
 		if old != nil && old.id != ti.ID {
 			b.dropClusterTopic(old)
@@ -154,9 +151,9 @@ func (b *Broker) syncClusterTopicsLocked() {
 		}
 	}
 	for _, t := range b.allTopics() {
-		if t.name != offsetsTopic && md.Topics[t.name] == nil {
+		if md.Topics[t.name] == nil {
 			b.dropClusterTopic(t)
-			b.groups.DeleteTopicOffsets(t.name)
+			b.deleteTopicOffsets(t.name)
 			b.log.Info("topic deleted by the controller", "topic", t.name)
 		}
 	}
@@ -569,6 +566,7 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, r *kmsg.MetadataRequ
 		name := t.Name
 		mt.Topic = &name
 		mt.TopicID = t.ID
+		mt.IsInternal = name == offsetsTopic
 		mt.AuthorizedOperations = -2147483648
 		for i, a := range t.Partitions {
 			mp := kmsg.NewMetadataResponseTopicPartition()
@@ -613,20 +611,50 @@ func (b *Broker) describeClusterMembers(resp *kmsg.DescribeClusterResponse) {
 	resp.ClusterAuthorizedOperations = -2147483648
 }
 
-// findClusterCoordinator picks the group's coordinator the same way on
-// every broker: a hash of the group id over the alive brokers sorted by
-// id. Groups move when brokers come or go; their committed offsets stay
-// with the broker that coordinated them (no offset replication yet).
+// findClusterCoordinator names the coordinator of a group: the raft
+// leader of the group's partition of __consumer_offsets. This broker if
+// it serves the group; else, if it has a replica of the partition, the
+// leader its raft group knows; else the leader the controller's metadata
+// names (reported by that leader, see reportLeaders). A named broker that
+// has lost the leadership since answers NOT_COORDINATOR, so the client
+// asks again.
 func (b *Broker) findClusterCoordinator(key string, resp *kmsg.FindCoordinatorResponse) {
-	alive := b.cluster.Metadata().AliveBrokers()
-	if len(alive) == 0 {
+	resp.NodeID = -1
+	md := b.cluster.Metadata()
+	ti := md.Topics[offsetsTopic]
+	if ti == nil || len(ti.Partitions) == 0 {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		resp.NodeID = -1
+		msg := fmt.Sprintf("the controller has not created %s yet (it waits for %d alive brokers); retry", offsetsTopic, b.offsetsTopicBrokers(md))
+		resp.ErrorMessage = &msg
 		return
 	}
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	c := alive[h.Sum32()%uint32(len(alive))]
-	resp.NodeID = c.ID
-	resp.Host, resp.Port = splitHostPort(c.KafkaAddr)
+	if c, _ := b.coordinatorFor(key); c != nil {
+		resp.NodeID = b.cfg.NodeID
+		resp.Host, resp.Port = b.advertised()
+		return
+	}
+	i := groupPartition(key, len(ti.Partitions))
+	// A replica here knows the raft leader as soon as it hears from it,
+	// before that leader has reported itself to the controller.
+	if p := b.localPartition(offsetsTopic, i); p != nil && p.grp != nil {
+		if _, id := p.grp.Raft.LeaderWithID(); id != "" {
+			if n, err := strconv.Atoi(string(id)); err == nil {
+				if lb, ok := md.Brokers[int32(n)]; ok && lb.Alive {
+					resp.NodeID = lb.ID
+					resp.Host, resp.Port = splitHostPort(lb.KafkaAddr)
+					return
+				}
+			}
+		}
+	}
+	a := ti.Partitions[i]
+	lb, ok := md.Brokers[a.Leader]
+	if !ok || !lb.Alive {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		msg := "the group's partition of " + offsetsTopic + " is electing a leader; retry"
+		resp.ErrorMessage = &msg
+		return
+	}
+	resp.NodeID = lb.ID
+	resp.Host, resp.Port = splitHostPort(lb.KafkaAddr)
 }

@@ -234,9 +234,9 @@ func TestClusterThreeBrokers(t *testing.T) {
 	}
 
 	// /metrics works with partitions led elsewhere and shows the cluster:
-	// 3 alive brokers, and 7 local partitions on each (a replica of each of
-	// orders' 6, replication factor 3 by default, and the broker's own
-	// __consumer_offsets) once it has applied the topic.
+	// 3 alive brokers, and 12 local partitions on each (a replica of each
+	// of orders' 6 and of __consumer_offsets' 6, replication factor 3 by
+	// default) once it has applied the topics.
 	for _, b := range bs {
 		var body []byte
 		ok := false
@@ -248,13 +248,13 @@ func TestClusterThreeBrokers(t *testing.T) {
 			body, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
 			ok = resp.StatusCode == 200 && strings.Contains(string(body), "simtel_broker_cluster_alive_brokers 3") &&
-				strings.Count(string(body), "simtel_broker_partition_high_watermark{partition=") == 7
+				strings.Count(string(body), "simtel_broker_partition_high_watermark{partition=") == 12
 			if !ok {
 				time.Sleep(100 * time.Millisecond)
 			}
 		}
 		if !ok {
-			t.Fatalf("broker %d /metrics: want 3 alive brokers and 7 local partitions:\n%.3000s", b.id, body)
+			t.Fatalf("broker %d /metrics: want 3 alive brokers and 12 local partitions:\n%.3000s", b.id, body)
 		}
 	}
 

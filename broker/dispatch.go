@@ -69,30 +69,18 @@ func (b *Broker) dispatch(c *conn, req kmsg.Request, p *pending) {
 		b.handleProduce(ctx, r, p)
 	case *kmsg.FetchRequest:
 		go b.handleFetch(ctx, r, p)
-	case *kmsg.JoinGroupRequest:
+	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest:
+		// These block until the group's rebalance moves on.
 		gctx := group.WithClient(ctx, c.clientID, c.remoteHost())
-		go func() { p.finish(b.groups.JoinGroup(gctx, r)) }()
-	case *kmsg.SyncGroupRequest:
-		gctx := group.WithClient(ctx, c.clientID, c.remoteHost())
-		go func() { p.finish(b.groups.SyncGroup(gctx, r)) }()
-	case *kmsg.HeartbeatRequest:
-		p.finish(b.groups.Heartbeat(r))
-	case *kmsg.LeaveGroupRequest:
-		p.finish(b.groups.LeaveGroup(r))
-	case *kmsg.OffsetCommitRequest:
-		// Commits fsync; run them off the read loop so a connection's
-		// other requests are not stuck behind the disk.
-		go func() { p.finish(b.groups.OffsetCommit(r)) }()
-	case *kmsg.OffsetFetchRequest:
-		p.finish(b.groups.OffsetFetch(r))
-	case *kmsg.OffsetDeleteRequest:
-		go func() { p.finish(b.groups.OffsetDelete(r)) }()
-	case *kmsg.DescribeGroupsRequest:
-		p.finish(b.groups.DescribeGroups(r))
-	case *kmsg.ListGroupsRequest:
-		p.finish(b.groups.ListGroups(r))
-	case *kmsg.DeleteGroupsRequest:
-		go func() { p.finish(b.groups.DeleteGroups(r)) }()
+		go func() { p.finish(b.handleGroupRequest(gctx, req)) }()
+	case *kmsg.OffsetCommitRequest, *kmsg.OffsetDeleteRequest, *kmsg.DeleteGroupsRequest:
+		// These wait for the disk (single node) or a raft majority; run
+		// them off the read loop so a connection's other requests are
+		// not stuck behind them.
+		go func() { p.finish(b.handleGroupRequest(ctx, req)) }()
+	case *kmsg.HeartbeatRequest, *kmsg.LeaveGroupRequest, *kmsg.OffsetFetchRequest,
+		*kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest:
+		p.finish(b.handleGroupRequest(ctx, req))
 	case *kmsg.ApiVersionsRequest:
 		p.finish(b.apiVersionsResponse(r.Version, false))
 	case *kmsg.MetadataRequest:

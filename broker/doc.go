@@ -49,8 +49,12 @@
 //     controller, placementLoop (reassign.go), which carries out
 //     reassignments of the partitions this broker leads, reports the
 //     catch-up of new replicas, hands leadership to preferred leaders and,
-//     on the controller leader, plans moves, and per replicated partition
-//     its raft group's goroutines (stopped by Partition.close).
+//     on the controller leader, plans moves, runCoordinators, which opens
+//     and closes the group coordinators of the __consumer_offsets
+//     partitions this broker leads (coordinators.go; each coordinator owns
+//     a janitor and a persister, stopped by its Close, which
+//     runCoordinators waits for), and per replicated partition its raft
+//     group's goroutines (stopped by Partition.close).
 //
 // # Cluster mode
 //
@@ -58,13 +62,17 @@
 // cluster) instead of topics.json: b.mu.topics mirrors the controller's
 // metadata, with a nil *Partition for each partition this broker has no
 // replica of. Partitions with more than one replica are raft groups
-// (replica.go); Broker.partition returns only those this broker leads. Topic admin runs on the controller leader (NOT_CONTROLLER
-// elsewhere); __consumer_offsets stays local to each broker.
+// (replica.go); Broker.partition returns only those this broker leads.
+// Topic admin runs on the controller leader (NOT_CONTROLLER elsewhere).
+// __consumer_offsets is replicated too, and the coordinator of a group is
+// the raft leader of its partition (coordinators.go).
 //
 // # Locks
 //
 // Broker.adminMu (topic create/delete/alter, and applying controller
 // metadata in cluster mode) is taken before Broker.mu (the topic map).
+// Broker.coords (the cluster-mode coordinator slots) is a leaf: held only
+// to read or swap slots, never across a coordinator call.
 // A controller command may be applied through raft while adminMu is held
 // (alter configs); the raft FSM never takes a broker lock, so this cannot
 // deadlock. Partition.mu (producer state + append) is never held

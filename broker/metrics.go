@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/group"
 )
 
 // metrics are the broker's Prometheus series, on a registry of its own so
@@ -122,10 +124,11 @@ var (
 	descLag      = prometheus.NewDesc("simtel_broker_group_lag", "High watermark minus committed offset.", []string{"group", "topic", "partition"}, nil)
 	descCommit   = prometheus.NewDesc("simtel_broker_group_committed_offset", "Committed offset.", []string{"group", "topic", "partition"}, nil)
 	descTopics   = prometheus.NewDesc("simtel_broker_topics", "Topics.", nil, nil)
+	descCoords   = prometheus.NewDesc("simtel_broker_group_coordinators", "Group coordinators this broker runs: 1 on a single node; in cluster mode one per partition of __consumer_offsets it leads and has loaded.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLogStart, descHW, descSize, descLag, descCommit, descTopics} {
+	for _, d := range []*prometheus.Desc{descLogStart, descHW, descSize, descLag, descCommit, descTopics, descCoords} {
 		ch <- d
 	}
 }
@@ -144,10 +147,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(p.log.Size()), t.name, idx)
 		}
 	}
-	if c.b.groups == nil {
-		return
+	coords := c.b.servedCoordinators()
+	ch <- prometheus.MustNewConstMetric(descCoords, prometheus.GaugeValue, float64(len(coords)))
+	for _, g := range coords {
+		c.collectLags(ch, g)
 	}
-	for _, l := range c.b.groups.Lags() {
+}
+
+func (c *stateCollector) collectLags(ch chan<- prometheus.Metric, g *group.Coordinator) {
+	for _, l := range g.Lags() {
 		idx := strconv.Itoa(int(l.Partition))
 		ch <- prometheus.MustNewConstMetric(descCommit, prometheus.GaugeValue, float64(l.Committed), l.Group, l.Topic, idx)
 		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(l.Lag), l.Group, l.Topic, idx)

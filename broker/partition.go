@@ -107,12 +107,12 @@ func (p *Partition) compact() bool { return p.compacted.Load() }
 // committed an offset for the partition holds the whole log.
 func (p *Partition) retentionFloor() int64 {
 	groups := p.holdGroups.Load()
-	if groups == nil || len(*groups) == 0 || p.b.groups == nil {
+	if groups == nil || len(*groups) == 0 {
 		return math.MaxInt64
 	}
 	floor := int64(math.MaxInt64)
 	for _, g := range *groups {
-		off, ok := p.b.groups.Committed(g, p.topic, p.index)
+		off, ok := p.b.committedOffset(g, p.topic, p.index)
 		if !ok || off < 0 {
 			return 0
 		}

@@ -63,9 +63,10 @@ func (b *Broker) loadTopics() error {
 		return fmt.Errorf("cannot parse %s: %w", b.topicsFile(), err)
 	}
 	for _, r := range recs {
-		if b.cfg.clustered() && r.Name != offsetsTopic {
+		if b.cfg.clustered() {
 			// A single-node topic file in a cluster broker's directory:
-			// topics now come from the controller.
+			// topics, __consumer_offsets included, now come from the
+			// controller.
 			b.log.Warn("ignoring a local topic in cluster mode", "topic", r.Name)
 			continue
 		}
@@ -93,7 +94,7 @@ func (b *Broker) saveTopicsLocked() error {
 	b.mu.RLock()
 	recs := make([]topicRecord, 0, len(b.mu.topics))
 	for _, t := range b.mu.topics {
-		if b.cfg.clustered() && t.name != offsetsTopic {
+		if b.cfg.clustered() {
 			continue // the controller holds these
 		}
 		recs = append(recs, topicRecord{Name: t.name, ID: hex.EncodeToString(t.id[:]), Partitions: int32(len(t.parts)), Configs: t.configs})
@@ -218,7 +219,10 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 	if err := validTopicName(name); err != nil {
 		return nil, fmt.Errorf("%w: %v", kerr.InvalidTopicException, err)
 	}
-	if b.cluster != nil && name != offsetsTopic {
+	if b.cluster != nil {
+		if name == offsetsTopic {
+			return nil, fmt.Errorf("%w: %s is an internal topic; the controller creates it", kerr.InvalidRequest, name)
+		}
 		return b.clusterCreateTopic(name, partitions, rf, configs, validateOnly)
 	}
 	if partitions == -1 {
@@ -308,7 +312,7 @@ func (b *Broker) deleteTopic(name string) error {
 			b.log.Warn("cannot remove deleted partition's files", "topic", name, "partition", p.index, "err", err)
 		}
 	}
-	b.groups.DeleteTopicOffsets(name)
+	b.deleteTopicOffsets(name)
 	b.log.Info("topic deleted", "topic", name)
 	return nil
 }
@@ -380,7 +384,7 @@ func (b *Broker) setTopicConfigs(name string, update func(map[string]string) err
 	if validateOnly {
 		return nil
 	}
-	if b.cluster != nil && name != offsetsTopic {
+	if b.cluster != nil {
 		return b.clusterSetTopicConfigs(name, next)
 	}
 	nt := &topic{name: t.name, id: t.id, configs: next, parts: t.parts}

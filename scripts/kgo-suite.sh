@@ -1,25 +1,43 @@
 #!/usr/bin/env bash
 # Runs franz-go's own integration suite (pkg/kgo of github.com/twmb/franz-go
-# v1.22.3, from the Go module proxy) against a fresh `simtel broker`, and
-# prints which tests passed, failed and were skipped.
+# v1.22.3, from the Go module proxy) against fresh `simtel broker`
+# processes, and prints which tests passed, failed and were skipped.
 #
-#   scripts/kgo-suite.sh                 # whole suite
-#   scripts/kgo-suite.sh -run TestGroupETL   # extra args go to `go test`
+#   scripts/kgo-suite.sh                       # one broker, KGO_TEST_RF=1
+#   KGO_SUITE_BROKERS=3 scripts/kgo-suite.sh   # a 3-broker cluster, KGO_TEST_RF=3
+#   scripts/kgo-suite.sh -run TestGroupETL     # extra args go to `go test`
 #
-# KGO_TEST_RECORDS (default here 100000) sets how many records the long
-# tests produce. TestTxnEtl runs against a single broker; with more than
-# one broker (KGO_SUITE_BROKERS > 1) it is skipped, since transactions are
-# single-node only so far and the suite does not skip it on its own. Exit
-# status is go test's.
+# KGO_SUITE_BROKERS (1 or 3, default 1) picks a single-node broker or a
+# cluster of three on loopback (cluster mode: --raft-listen, gossip,
+# --bootstrap-expect 3), all three passed as seeds. KGO_SUITE_PORT (default
+# 19092) is the first Kafka port; a cluster also uses the next two, and
+# +100 and +200 for raft and gossip. KGO_TEST_RECORDS (default here
+# 100000) sets how many records the long tests produce. TestTxnEtl runs
+# against a single broker; on a cluster it is skipped, since transactions
+# are single-node only so far and the suite does not skip it on its own.
+# Exit status is go test's (1 also when a broker died during the suite).
+# KGO_SUITE_LOG_LEVEL (default warn) is the brokers' --log-level;
+# KGO_SUITE_KEEP=1 keeps the work directory (broker logs, suite output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
 version=v1.22.3
-work=$(mktemp -d /tmp/simtel-kgo-suite.XXXXXX)
+brokers=${KGO_SUITE_BROKERS:-1}
 port=${KGO_SUITE_PORT:-19092}
+case "$brokers" in
+  1|3) ;;
+  *) echo "KGO_SUITE_BROKERS must be 1 or 3, not $brokers" >&2; exit 2 ;;
+esac
+work=$(mktemp -d /tmp/simtel-kgo-suite.XXXXXX)
+pids=()
 cleanup() {
-  [ -n "${broker_pid:-}" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null || true
-  rm -rf "$work"
+  for pid in "${pids[@]}"; do
+    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+  done
+  if [ "${KGO_SUITE_KEEP:-0}" = 1 ]; then
+    echo "kept $work"
+  else
+    rm -rf "$work"
+  fi
 }
 trap cleanup EXIT
 
@@ -29,28 +47,80 @@ src=$(go env GOMODCACHE)/github.com/twmb/franz-go@$version
 cp -r "$src" "$work/franz-go"
 chmod -R u+w "$work/franz-go"
 
-"$work/simtel" broker --node-id 0 --data-dir "$work/data" --listen 127.0.0.1:$port \
-  --group-initial-rebalance-delay 0s --log-level warn 2>"$work/broker.log" &
-broker_pid=$!
-for _ in $(seq 100); do
-  (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break
-  sleep 0.1
-done
+wait_port() {
+  for _ in $(seq 200); do
+    (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listening on 127.0.0.1:$1 after 20s" >&2
+  return 1
+}
+
+seeds=()
+if [ "$brokers" = 1 ]; then
+  "$work/simtel" broker --node-id 0 --data-dir "$work/data0" --listen 127.0.0.1:$port \
+    --group-initial-rebalance-delay 0s --log-level "${KGO_SUITE_LOG_LEVEL:-warn}" 2>"$work/broker0.log" &
+  pids+=($!)
+  wait_port "$port"
+  seeds=(127.0.0.1:$port)
+  rf=1
+else
+  for i in 0 1 2; do
+    kafka=$((port + i)) raft=$((port + 100 + i)) gossip=$((port + 200 + i)) http=$((port + 300 + i))
+    join=()
+    [ "$i" -gt 0 ] && join=(--join 127.0.0.1:$((port + 200)))
+    "$work/simtel" broker --node-id $i --data-dir "$work/data$i" --listen 127.0.0.1:$kafka \
+      --raft-listen 127.0.0.1:$raft --gossip-listen 127.0.0.1:$gossip --http-listen 127.0.0.1:$http \
+      "${join[@]}" --bootstrap-expect 3 \
+      --group-initial-rebalance-delay 0s --log-level "${KGO_SUITE_LOG_LEVEL:-warn}" 2>"$work/broker$i.log" &
+    pids+=($!)
+    seeds+=(127.0.0.1:$kafka)
+  done
+  for i in 0 1 2; do wait_port $((port + i)); done
+  # Ready: every broker sees the three, and holds its replicas of the
+  # 6 partitions of __consumer_offsets (created by the controller once
+  # the three are alive).
+  ready=0
+  for _ in $(seq 600); do
+    ready=1
+    for i in 0 1 2; do
+      m=$(curl -fsS "http://127.0.0.1:$((port + 300 + i))/metrics" 2>/dev/null || true)
+      grep -q '^simtel_broker_cluster_alive_brokers 3$' <<<"$m" || ready=0
+      [ "$(grep -c '^simtel_broker_partition_high_watermark{partition="[0-9]*",topic="__consumer_offsets"}' <<<"$m")" = 6 ] || ready=0
+    done
+    [ $ready = 1 ] && break
+    sleep 0.1
+  done
+  if [ $ready != 1 ]; then
+    echo "the 3-broker cluster did not form within 60s" >&2
+    for i in 0 1 2; do echo "--- broker $i log (tail) ---"; tail -n 20 "$work/broker$i.log"; done
+    exit 1
+  fi
+  rf=3
+fi
+IFS=, seedlist="${seeds[*]}"
+unset IFS
 
 skip=()
-if [ "${KGO_SUITE_BROKERS:-1}" != 1 ]; then skip=(-skip '^TestTxnEtl$'); fi
+if [ "$brokers" != 1 ]; then skip=(-skip '^TestTxnEtl$'); fi
 status=0
+start=$(date +%s)
 ( cd "$work/franz-go/pkg/kgo" && \
-  KGO_SEEDS=127.0.0.1:$port KGO_TEST_RF=1 KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-100000} \
+  KGO_SEEDS=$seedlist KGO_TEST_RF=$rf KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-100000} \
   go test -count=1 -timeout 15m -v "${skip[@]}" . "$@" ) >"$work/suite.log" 2>&1 || status=$?
+elapsed=$(( $(date +%s) - start ))
 
 grep -E '^(=== RUN|--- (PASS|FAIL|SKIP)|PASS|FAIL|ok )' "$work/suite.log" | grep -v '=== RUN' | sed 's/^/  /' || true
-echo "summary: $(grep -c -- '^--- PASS' "$work/suite.log" || true) passed, $(grep -c -- '^--- FAIL' "$work/suite.log" || true) failed, $(grep -c -- '^--- SKIP' "$work/suite.log" || true) skipped (top-level and subtests)"
+echo "summary ($brokers broker(s), KGO_TEST_RF=$rf, ${elapsed}s): $(grep -c -- '^--- PASS' "$work/suite.log" || true) passed, $(grep -c -- '^--- FAIL' "$work/suite.log" || true) failed, $(grep -c -- '^--- SKIP' "$work/suite.log" || true) skipped (top-level and subtests)"
 if [ $status -ne 0 ]; then
+  echo "--- why tests failed ---"
+  grep -E '^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$work/suite.log" | grep -v 'deleting topic' | tail -n 40 || true
   echo "--- suite output (tail) ---"; tail -n 80 "$work/suite.log"
-  echo "--- broker log (tail) ---"; tail -n 40 "$work/broker.log"
+  for i in "${!pids[@]}"; do echo "--- broker $i log (tail) ---"; tail -n 40 "$work/broker$i.log"; done
 fi
-if ! kill -0 "$broker_pid" 2>/dev/null; then
-  echo "broker process died during the suite:"; tail -n 40 "$work/broker.log"; status=1
-fi
+for i in "${!pids[@]}"; do
+  if ! kill -0 "${pids[$i]}" 2>/dev/null; then
+    echo "broker $i died during the suite:"; tail -n 40 "$work/broker$i.log"; status=1
+  fi
+done
 exit $status

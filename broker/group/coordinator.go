@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 const (
@@ -56,6 +58,15 @@ type Config struct {
 	// UNSTABLE_OFFSET_COMMIT for it. Nil means none ever is. Never
 	// called with the coordinator's lock held.
 	PendingTxnOffset func(group, topic string, partition int32) bool
+	// DurableSync makes a successful SyncGroup wait until the store has
+	// confirmed the metadata of the generation it answers for (as Kafka
+	// stores the group before answering SyncGroup). Without it the
+	// metadata is saved in the background. A coordinator that takes over
+	// the store (cluster mode: a new raft leader) then knows every
+	// generation a member was told about, and members do not get
+	// ILLEGAL_GENERATION after a failover. Costs SyncGroup one store
+	// write (shared with concurrent ones).
+	DurableSync bool
 
 	// tick overrides defaultTick (tests).
 	tick time.Duration
@@ -72,6 +83,7 @@ type Coordinator struct {
 	topicPartitions func(string) (int32, bool)
 	endOffset       func(string, int32) (int64, bool)
 	pendingTxn      func(string, string, int32) bool
+	durableSync     bool
 
 	// closing is closed by Close: it stops the background goroutines and
 	// releases every blocked JoinGroup/SyncGroup and persistence wait.
@@ -108,6 +120,10 @@ type Coordinator struct {
 		// generation that really existed. A newer snapshot replaces an
 		// older unsaved one.
 		unsaved map[string]GroupMeta
+		// saved is closed (and replaced) after every persister pass,
+		// waking SyncGroup calls waiting for their generation to be
+		// stored (DurableSync).
+		saved chan struct{}
 	}
 }
 
@@ -127,6 +143,7 @@ func New(cfg Config) (*Coordinator, error) {
 		topicPartitions: cfg.TopicPartitions,
 		endOffset:       cfg.EndOffset,
 		pendingTxn:      cfg.PendingTxnOffset,
+		durableSync:     cfg.DurableSync,
 		closing:         make(chan struct{}),
 		persistKick:     make(chan struct{}, 1),
 	}
@@ -162,6 +179,7 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	c.mu.groups = make(map[string]*group, len(st.Groups))
 	c.mu.unsaved = make(map[string]GroupMeta)
+	c.mu.saved = make(chan struct{})
 	now := c.now()
 	nOffsets := 0
 	for _, gs := range st.Groups {
@@ -186,6 +204,7 @@ func (c *Coordinator) restoreGroup(gs GroupState, now time.Time) *group {
 	g := newGroup(gs.Meta.Group)
 	g.protocolType = gs.Meta.ProtocolType
 	g.generation = gs.Meta.Generation
+	g.savedGeneration = gs.Meta.Generation
 	for _, o := range gs.Offsets {
 		g.offsets[TopicPartition{o.Topic, o.Partition}] = o
 	}
@@ -309,9 +328,61 @@ func (c *Coordinator) saveDirty() {
 	}
 	clear(c.mu.unsaved)
 	c.mu.Unlock()
+	var stored []GroupMeta
 	for _, meta := range metas {
 		if err := c.store.SaveGroup(meta); err != nil {
 			c.logger.Warn("save group metadata failed", "group", meta.Group, "err", err)
+			continue
+		}
+		stored = append(stored, meta)
+	}
+	c.mu.Lock()
+	for _, meta := range stored {
+		if g := c.mu.groups[meta.Group]; g != nil {
+			g.savedGeneration = max(g.savedGeneration, meta.Generation)
+		}
+	}
+	close(c.mu.saved)
+	c.mu.saved = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// durableSyncTimeout bounds how long a SyncGroup waits for its
+// generation's metadata to be stored.
+const durableSyncTimeout = 30 * time.Second
+
+// waitSaved waits until the metadata of generation gen of group name is
+// stored (DurableSync). It returns the error to answer with, or nil.
+func (c *Coordinator) waitSaved(ctx context.Context, name string, gen int32) *kerr.Error {
+	timeout := time.NewTimer(durableSyncTimeout)
+	defer timeout.Stop()
+	for {
+		c.mu.Lock()
+		g := c.mu.groups[name]
+		switch {
+		case c.mu.closed:
+			c.mu.Unlock()
+			return kerr.CoordinatorNotAvailable
+		case g == nil || g.generation != gen:
+			// The group moved on (or was deleted) meanwhile: the
+			// member finds out through its next request.
+			c.mu.Unlock()
+			return kerr.RebalanceInProgress
+		case g.savedGeneration >= gen:
+			c.mu.Unlock()
+			return nil
+		}
+		ch := c.mu.saved
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return kerr.RebalanceInProgress
+		case <-c.closing:
+			return kerr.CoordinatorNotAvailable
+		case <-timeout.C:
+			c.logger.Warn("group metadata not stored in time; failing SyncGroup so the member rejoins", "group", name, "generation", gen)
+			return kerr.CoordinatorNotAvailable
 		}
 	}
 }

@@ -1,11 +1,16 @@
 // Package group is simtel's classic Kafka consumer group coordinator
-// (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, offsets and group admin),
-// for a single node. The broker decodes a request, calls the matching
-// Coordinator method and encodes the response it returns; responses carry
-// the request's version. Persistence goes through the Store interface:
-// LogStore keeps the state, as Kafka does, as records of partition 0 of the
-// compacted internal topic __consumer_offsets (so replicating that
-// partition replicates the groups), and MemStore is an in-memory one.
+// (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, offsets and group admin).
+// One Coordinator serves the groups of one partition of __consumer_offsets:
+// a single-node broker runs one, a cluster broker one per offsets partition
+// it leads (it answers for the others with ErrorResponse). The broker
+// decodes a request, calls the matching Coordinator method and encodes the
+// response it returns; responses carry the request's version. Persistence
+// goes through the Store interface: LogStore keeps the state, as Kafka
+// does, as records of a partition of the compacted internal topic
+// __consumer_offsets, appended and fsynced by the store itself
+// (OpenLogStore) or proposed through the partition's raft group and
+// appended by its state machine on every replica (OpenReplicatedLogStore);
+// MemStore is an in-memory one.
 //
 // # State machine
 //

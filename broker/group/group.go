@@ -48,6 +48,9 @@ type group struct {
 	protocol     string // selected protocol; "" unless CompletingRebalance or Stable
 	generation   int32
 	leader       string // member id; "" only when there are no members
+	// savedGeneration is the newest generation whose metadata the store
+	// confirmed (see Config.DurableSync).
+	savedGeneration int32
 
 	members map[string]*member
 	// static maps instance id to the member id currently holding it.

@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -45,6 +47,15 @@ type LogStore struct {
 	log       *storage.Log
 	logger    *slog.Logger
 	afterSync func(lastOffset int64)
+	// propose, when set (OpenReplicatedLogStore), replaces the append and
+	// sync: batches go through the partition's raft group, whose state
+	// machine appends them to log on every replica.
+	propose Propose
+	// failed is set when a proposal failed: whether it reached the log
+	// is unknown, so the key index can no longer be trusted and every
+	// later write fails (the broker replaces the store). Atomic, so that
+	// Failed never waits behind a write.
+	failed atomic.Bool
 
 	// inflight counts calls past the closed check; Close waits for them
 	// so that nothing appends to the log once Close has returned.
@@ -111,6 +122,41 @@ func OpenLogStore(l *storage.Log, logger *slog.Logger, afterSync func(lastOffset
 		"groups", len(st.groups), "offsets", nOffsets)
 	return s, nil
 }
+
+// Propose hands one encoded record batch to a replicated log and returns
+// a function that waits until the batch is committed (on a majority of
+// the replicas) and appended to the local log. Propose is called under
+// the store's lock, so batches are proposed in the order the store
+// decided them; it must not block for long (enqueue, do not wait). The
+// wait function runs without the lock.
+type Propose func(batch []byte) (wait func() error)
+
+// ErrStoreFailed is returned by a replicated LogStore after a proposal
+// failed (typically: the raft leadership moved). The store must be
+// replaced by one opened on the new leader.
+var ErrStoreFailed = errors.New("group store failed: a replicated write did not complete; the coordinator must be reloaded")
+
+// OpenReplicatedLogStore opens a group store kept in l, a replica of a
+// partition of __consumer_offsets whose records are written by the
+// partition's raft state machine: l must hold every committed entry when
+// this is called (the caller is the raft leader and has applied its
+// log), and writes go through propose instead of l.Append. The store
+// does not own l.
+func OpenReplicatedLogStore(l *storage.Log, logger *slog.Logger, propose Propose) (*LogStore, error) {
+	if propose == nil {
+		return nil, errors.New("replicated group store: propose is required")
+	}
+	s, err := OpenLogStore(l, logger, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.propose = propose
+	return s, nil
+}
+
+// Failed reports whether a replicated write failed; such a store refuses
+// every later write with ErrStoreFailed.
+func (s *LogStore) Failed() bool { return s.failed.Load() }
 
 // Commit implements Store. It returns once the offsets are durable.
 func (s *LogStore) Commit(group string, offsets []CommittedOffset) error {
@@ -220,6 +266,10 @@ func (s *LogStore) write(plan func(ix keyIndex, nowMillis int64) ([]kv, func()))
 		s.mu.Unlock()
 		return ErrStoreClosed
 	}
+	if s.failed.Load() {
+		s.mu.Unlock()
+		return ErrStoreFailed
+	}
 	s.inflight.Add(1)
 	defer s.inflight.Done()
 	now := time.Now().UnixMilli()
@@ -227,6 +277,9 @@ func (s *LogStore) write(plan func(ix keyIndex, nowMillis int64) ([]kv, func()))
 	if len(recs) == 0 {
 		s.mu.Unlock()
 		return nil
+	}
+	if s.propose != nil {
+		return s.replicateLocked(recs, apply, now)
 	}
 	last, err := s.appendLocked(recs, now)
 	if err == nil {
@@ -241,6 +294,26 @@ func (s *LogStore) write(plan func(ix keyIndex, nowMillis int64) ([]kv, func()))
 	}
 	if s.afterSync != nil {
 		s.afterSync(last)
+	}
+	return nil
+}
+
+// replicateLocked proposes recs as one batch and, once it is queued,
+// applies it to the key index and releases mu; it then waits for the
+// commit. The index is updated before the outcome is known so that the
+// next call, planned right after under mu, sees the keys of every batch
+// queued before its own (raft keeps the proposal order). If the proposal
+// fails the store is marked failed: the batch may or may not be in the
+// log, so the index is no longer known to match it.
+func (s *LogStore) replicateLocked(recs []kv, apply func(), nowMillis int64) error {
+	b := appendBatch(nil, recs, nowMillis)
+	wait := s.propose(b)
+	apply()
+	s.mu.fresh = nil
+	s.mu.Unlock()
+	if err := wait(); err != nil {
+		s.failed.Store(true)
+		return fmt.Errorf("cannot replicate group store record: %w", err)
 	}
 	return nil
 }

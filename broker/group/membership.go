@@ -367,17 +367,21 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 	if code != nil {
 		return fail(code)
 	}
-	if w == nil {
-		return resp
+	if w != nil {
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			resp = c.abandonSync(w, kerr.RebalanceInProgress.Code)
+		case <-c.closing:
+			resp = c.abandonSync(w, kerr.CoordinatorNotAvailable.Code)
+		}
 	}
-	select {
-	case <-w.done:
-		return resp
-	case <-ctx.Done():
-		return c.abandonSync(w, kerr.RebalanceInProgress.Code)
-	case <-c.closing:
-		return c.abandonSync(w, kerr.CoordinatorNotAvailable.Code)
+	if c.durableSync && resp.ErrorCode == 0 {
+		if e := c.waitSaved(ctx, req.Group, req.Generation); e != nil {
+			return fail(e)
+		}
 	}
+	return resp
 }
 
 // abandonSync detaches a SyncGroup call whose caller stops waiting; see

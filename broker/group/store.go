@@ -14,8 +14,8 @@ var ErrStoreClosed = errors.New("group store closed")
 // (a Commit and a DeleteOffsets of the same partition, a SaveGroup and a
 // DeleteGroup of the same group, ...) are never in flight at the same time,
 // so an implementation only has to apply calls in the order it receives
-// them. The next step replicates this interface through raft; nothing in
-// the coordinator depends on the file format behind it.
+// them. Nothing in the coordinator depends on the file format behind it,
+// or on whether the log is replicated (see OpenReplicatedLogStore).
 type Store interface {
 	// Commit durably records offsets of a group before returning. It is
 	// the latency-critical call: OffsetCommit responds only after it.

@@ -1,0 +1,443 @@
+package broker
+
+// Group coordinators in cluster mode. __consumer_offsets is a replicated
+// topic like the others (created by the controller leader once the
+// cluster has its brokers, offsetsTopicPartitions partitions, the default
+// replication factor). A group belongs to partition hash(group id) mod
+// the partition count, and its coordinator is the raft leader of that
+// partition:
+//
+//   - syncCoordinators (every coordinatorTick) opens a group.Coordinator
+//     for each offsets partition this broker leads and is ready in (its
+//     barrier went through, so the local log holds every committed entry:
+//     the coordinator loads the groups from it), and closes the ones of
+//     partitions it no longer leads, or whose term changed, or whose
+//     store failed.
+//   - The coordinator's store proposes each write as one raft entry of the
+//     partition (Partition.proposeInternal); the replica state machine
+//     appends it on every replica like produced records, and the write
+//     returns once committed on a majority. So an OffsetCommit is
+//     answered only after a majority has it, and the next leader has it
+//     in its log.
+//   - Requests are routed per group: served here → the coordinator;
+//     raft leader here but not loaded yet → COORDINATOR_LOAD_IN_PROGRESS
+//     (the client retries); else NOT_COORDINATOR (the client asks
+//     FindCoordinator again, which names the partition's current leader).
+//
+// A single-node broker has one coordinator (b.groups) over partition 0 of
+// its local __consumer_offsets, as before.
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"errors"
+	"hash/fnv"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/cluster"
+	"github.com/simtel/simtel/broker/group"
+)
+
+// offsetsTopicPartitions is the partition count of __consumer_offsets in
+// cluster mode: enough to spread the coordinators over a few brokers,
+// few enough that their raft groups cost little when idle.
+const offsetsTopicPartitions = 6
+
+// coordinatorTick is how often coordinators follow the raft leadership of
+// the offsets partitions.
+const coordinatorTick = 50 * time.Millisecond
+
+// coordSlot is the coordinator of one offsets partition this broker leads.
+type coordSlot struct {
+	part  *Partition
+	term  uint64
+	store *group.LogStore
+	c     *group.Coordinator
+}
+
+// valid: the slot may serve requests: same partition object, still its
+// ready raft leader in the same term, store usable.
+func (s *coordSlot) valid(p *Partition) bool {
+	return s.part == p && p.isLeader() && partitionTerm(p) == s.term && !s.store.Failed()
+}
+
+// partitionTerm is the raft term of a replicated partition, 0 otherwise.
+func partitionTerm(p *Partition) uint64 {
+	if p.grp == nil {
+		return 0
+	}
+	return p.grp.Raft.CurrentTerm()
+}
+
+// groupPartition maps a group id to its partition of __consumer_offsets.
+func groupPartition(group string, n int) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	return int32(h.Sum32() % uint32(n))
+}
+
+// groupConfig is the coordinator configuration shared by the single-node
+// coordinator and the cluster ones.
+func (b *Broker) groupConfig(store group.Store, logger *slog.Logger) group.Config {
+	delay := b.cfg.GroupInitialRebalanceDelay
+	if delay == 0 {
+		delay = -1 // the coordinator reads 0 as "default"; we mean none
+	}
+	cfg := group.Config{
+		Logger:                logger,
+		Store:                 store,
+		InitialRebalanceDelay: delay,
+		TopicPartitions: func(t string) (int32, bool) {
+			tp := b.topic(t)
+			if tp == nil {
+				return 0, false
+			}
+			return int32(len(tp.parts)), true
+		},
+		EndOffset: func(t string, part int32) (int64, bool) {
+			p := b.partition(t, part)
+			if p == nil {
+				return 0, false
+			}
+			return p.highWatermark(), true
+		},
+		PendingTxnOffset: func(g, t string, part int32) bool {
+			return b.txns != nil && b.txns.pendingOffset(g, t, part)
+		},
+	}
+	return cfg
+}
+
+// coordinatorFor returns the coordinator of group on this broker, or the
+// error code to answer with.
+func (b *Broker) coordinatorFor(groupID string) (*group.Coordinator, int16) {
+	if b.cluster == nil {
+		return b.groups, 0
+	}
+	t := b.topic(offsetsTopic)
+	if t == nil || len(t.parts) == 0 {
+		return nil, kerr.CoordinatorNotAvailable.Code
+	}
+	i := groupPartition(groupID, len(t.parts))
+	p := t.parts[i]
+	b.coords.RLock()
+	s := b.coords.slots[i]
+	b.coords.RUnlock()
+	if s != nil && p != nil && s.valid(p) {
+		return s.c, 0
+	}
+	if p != nil && p.grp != nil && p.grp.Raft.State() == raft.Leader {
+		return nil, kerr.CoordinatorLoadInProgress.Code
+	}
+	return nil, kerr.NotCoordinator.Code
+}
+
+// servedCoordinators returns every coordinator this broker runs.
+func (b *Broker) servedCoordinators() []*group.Coordinator {
+	if b.cluster == nil {
+		if b.groups == nil {
+			return nil
+		}
+		return []*group.Coordinator{b.groups}
+	}
+	b.coords.RLock()
+	defer b.coords.RUnlock()
+	out := make([]*group.Coordinator, 0, len(b.coords.slots))
+	for _, s := range b.coords.slots {
+		out = append(out, s.c)
+	}
+	return out
+}
+
+// committedOffset is a group's committed offset of a partition, if this
+// broker coordinates the group.
+func (b *Broker) committedOffset(groupID, topic string, part int32) (int64, bool) {
+	c, code := b.coordinatorFor(groupID)
+	if code != 0 || c == nil {
+		return 0, false
+	}
+	return c.Committed(groupID, topic, part)
+}
+
+// deleteTopicOffsets drops a deleted topic's offsets from every group
+// coordinated here.
+func (b *Broker) deleteTopicOffsets(topic string) {
+	for _, c := range b.servedCoordinators() {
+		c.DeleteTopicOffsets(topic)
+	}
+}
+
+// handleGroupRequest routes a group request to the coordinator of its
+// group(s) and returns the response.
+func (b *Broker) handleGroupRequest(ctx context.Context, req kmsg.Request) kmsg.Response {
+	one := func(groupID string, f func(c *group.Coordinator) kmsg.Response) kmsg.Response {
+		c, code := b.coordinatorFor(groupID)
+		if code != 0 {
+			return group.ErrorResponse(req, code)
+		}
+		return f(c)
+	}
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.JoinGroup(ctx, r) })
+	case *kmsg.SyncGroupRequest:
+		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.SyncGroup(ctx, r) })
+	case *kmsg.HeartbeatRequest:
+		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.Heartbeat(r) })
+	case *kmsg.LeaveGroupRequest:
+		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.LeaveGroup(r) })
+	case *kmsg.OffsetCommitRequest:
+		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.OffsetCommit(r) })
+	case *kmsg.OffsetFetchRequest:
+		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.OffsetFetch(r) })
+	case *kmsg.OffsetDeleteRequest:
+		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.OffsetDelete(r) })
+	case *kmsg.DescribeGroupsRequest:
+		if b.cluster == nil {
+			return b.groups.DescribeGroups(r)
+		}
+		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		for _, name := range r.Groups {
+			sub := *r
+			sub.Groups = []string{name}
+			out := one(name, func(c *group.Coordinator) kmsg.Response { return c.DescribeGroups(&sub) })
+			resp.Groups = append(resp.Groups, out.(*kmsg.DescribeGroupsResponse).Groups...)
+		}
+		return resp
+	case *kmsg.DeleteGroupsRequest:
+		if b.cluster == nil {
+			return b.groups.DeleteGroups(r)
+		}
+		resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
+		for _, name := range r.Groups {
+			sub := *r
+			sub.Groups = []string{name}
+			out := one(name, func(c *group.Coordinator) kmsg.Response { return c.DeleteGroups(&sub) })
+			resp.Groups = append(resp.Groups, out.(*kmsg.DeleteGroupsResponse).Groups...)
+		}
+		return resp
+	case *kmsg.ListGroupsRequest:
+		if b.cluster == nil {
+			return b.groups.ListGroups(r)
+		}
+		// Each broker lists the groups it coordinates; clients ask
+		// every broker.
+		resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
+		for _, c := range b.servedCoordinators() {
+			out := c.ListGroups(r)
+			if out.ErrorCode != 0 {
+				continue // closing: its groups are being handed over
+			}
+			resp.Groups = append(resp.Groups, out.Groups...)
+		}
+		slices.SortFunc(resp.Groups, func(x, y kmsg.ListGroupsResponseGroup) int { return cmp.Compare(x.Group, y.Group) })
+		return resp
+	}
+	return nil
+}
+
+// runCoordinators follows the leadership of the offsets partitions until
+// ctx ends, then closes every coordinator it opened.
+func (b *Broker) runCoordinators(ctx context.Context) {
+	t := time.NewTicker(coordinatorTick)
+	defer t.Stop()
+	var closing sync.WaitGroup
+	// closed holds, per partition, a channel closed once the coordinator
+	// being closed there is gone: a new one is opened only after that,
+	// so the old one's last writes (the persister's final save) can never
+	// land after the new one has loaded the log.
+	closed := map[int32]chan struct{}{}
+	defer func() {
+		b.coords.Lock()
+		slots := b.coords.slots
+		b.coords.slots = map[int32]*coordSlot{}
+		b.coords.Unlock()
+		for i, s := range slots {
+			b.closeCoordinator(i, s)
+		}
+		closing.Wait()
+	}()
+	for {
+		b.ensureClusterOffsetsTopic(ctx)
+		b.syncCoordinators(&closing, closed)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// syncCoordinators opens and closes coordinators to match the offsets
+// partitions this broker leads. Closing runs in the background (a
+// coordinator's Close waits for its store calls in flight, which end when
+// raft reports the lost leadership); closing tracks those goroutines.
+func (b *Broker) syncCoordinators(closing *sync.WaitGroup, closed map[int32]chan struct{}) {
+	var parts []*Partition
+	if t := b.topic(offsetsTopic); t != nil {
+		parts = t.parts
+	}
+	// Validity is checked without the lock (it reads raft state), then
+	// the stale slots are removed under it.
+	b.coords.RLock()
+	slots := maps.Clone(b.coords.slots)
+	b.coords.RUnlock()
+	for i, s := range slots {
+		if int(i) < len(parts) && parts[i] != nil && s.valid(parts[i]) {
+			delete(slots, i)
+		}
+	}
+	b.coords.Lock()
+	for i, s := range slots {
+		if b.coords.slots[i] != s {
+			continue
+		}
+		delete(b.coords.slots, i)
+		done := make(chan struct{})
+		closed[i] = done
+		closing.Add(1)
+		go func() {
+			defer closing.Done()
+			defer close(done)
+			b.closeCoordinator(i, s)
+		}()
+	}
+	b.coords.Unlock()
+	b.readyOffsetsLeaders(parts)
+	for i, p := range parts {
+		if p == nil || !p.isLeader() {
+			continue
+		}
+		if done := closed[int32(i)]; done != nil {
+			select {
+			case <-done:
+				delete(closed, int32(i))
+			default:
+				continue // the previous coordinator is still closing
+			}
+		}
+		b.coords.RLock()
+		have := b.coords.slots[int32(i)] != nil
+		b.coords.RUnlock()
+		if have {
+			continue
+		}
+		s, err := b.openCoordinator(p)
+		if err != nil {
+			b.log.Error("cannot load the groups of an offsets partition this broker leads; retrying", "partition", i, "err", err)
+			continue
+		}
+		b.coords.Lock()
+		b.coords.slots[int32(i)] = s
+		b.coords.Unlock()
+		b.log.Info("coordinating the groups of an offsets partition", "partition", i, "term", s.term)
+	}
+}
+
+// readyOffsetsLeaders runs the raft barrier that makes a new leader ready
+// (see readyNewLeaders) on the offsets partitions this broker has just
+// become leader of, concurrently, and waits for them. The general pass
+// goes over every partition of the broker one round at a time, which
+// with many partitions on a loaded machine can keep a new coordinator
+// answering COORDINATOR_LOAD_IN_PROGRESS for many seconds; the groups of
+// every consumer of the cluster wait on these few partitions.
+func (b *Broker) readyOffsetsLeaders(parts []*Partition) {
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		if p == nil || p.grp == nil {
+			continue
+		}
+		r := p.grp.Raft
+		term := r.CurrentTerm()
+		if r.State() != raft.Leader || p.readyTerm.Load() == term {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Barrier(5 * time.Second).Error(); err != nil {
+				b.log.Debug("new offsets partition leader not ready yet", "partition", p.index, "err", err)
+				return
+			}
+			if r.CurrentTerm() == term {
+				p.readyTerm.Store(term)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// openCoordinator loads the groups of an offsets partition this broker
+// leads from its log and starts their coordinator.
+func (b *Broker) openCoordinator(p *Partition) (*coordSlot, error) {
+	term := partitionTerm(p)
+	logger := b.log.With("part", "groups", "offsets_partition", p.index)
+	var store *group.LogStore
+	var err error
+	if p.replicated() {
+		store, err = group.OpenReplicatedLogStore(p.log, logger, func(batch []byte) func() error {
+			return p.proposeInternal(term, batch)
+		})
+	} else {
+		store, err = group.OpenLogStore(p.log, logger, func(int64) { p.advanceHW() })
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg := b.groupConfig(store, logger)
+	// A member must never hold a generation the next leader does not
+	// know: SyncGroup answers once its generation is replicated.
+	cfg.DurableSync = true
+	c, err := group.New(cfg)
+	if err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	return &coordSlot{part: p, term: term, store: store, c: c}, nil
+}
+
+func (b *Broker) closeCoordinator(i int32, s *coordSlot) {
+	if err := s.c.Close(); err != nil {
+		b.log.Warn("cannot close a group coordinator", "offsets_partition", i, "err", err)
+	}
+	b.log.Info("stopped coordinating the groups of an offsets partition", "partition", i, "term", s.term)
+}
+
+// offsetsTopicBrokers is how many alive brokers the controller waits for
+// before it creates __consumer_offsets, so that the topic gets the full
+// default replication factor rather than whatever was up first.
+func (b *Broker) offsetsTopicBrokers(md *cluster.Metadata) int {
+	return min(cluster.DefaultReplicationFactor, max(1, b.cfg.BootstrapExpect, len(md.Brokers)))
+}
+
+// ensureClusterOffsetsTopic creates __consumer_offsets on the controller
+// leader once enough brokers are alive. Other brokers do nothing: the
+// leader's loop does it.
+func (b *Broker) ensureClusterOffsetsTopic(ctx context.Context) {
+	if b.cluster == nil || !b.cluster.IsLeader() {
+		return
+	}
+	md := b.cluster.Metadata()
+	if md.Topics[offsetsTopic] != nil || len(md.AliveBrokers()) < b.offsetsTopicBrokers(md) {
+		return
+	}
+	cmd := cluster.Command{Op: cluster.OpCreateTopic, Topic: offsetsTopic, Partitions: offsetsTopicPartitions,
+		Configs: offsetsTopicConfigs, ReplicationFactor: -1}
+	_, _ = rand.Read(cmd.TopicID[:])
+	actx, cancel := context.WithTimeout(ctx, clusterAdminTimeout)
+	defer cancel()
+	if _, err := b.cluster.Apply(actx, cmd); err != nil && !errors.Is(err, cluster.ErrTopicExists) {
+		b.log.Warn("cannot create the offsets topic; retrying", "topic", offsetsTopic, "err", err)
+		return
+	}
+	b.log.Info("offsets topic created", "topic", offsetsTopic, "partitions", offsetsTopicPartitions)
+}

@@ -1,0 +1,439 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// groupTracker records what a consumer group read and which offsets the
+// coordinator acknowledged as committed.
+type groupTracker struct {
+	mu       sync.Mutex
+	seen     map[string]int  // value -> times read, by any member
+	acked    map[int32]int64 // partition -> highest acknowledged commit
+	commits  []time.Time     // acknowledged commit times
+	failures int             // commits that returned an error
+	first    map[int32]int64 // partition -> first offset read (second member)
+	next     map[int32]int64 // partition -> offset after the last one read
+	lastErr  error
+}
+
+// consumeAndCommit reads with cl until ctx ends, committing what it read
+// synchronously after every commitEvery polls (so a member stopped
+// between commits leaves progress for the next one to read again); it
+// records reads and acknowledged commits in tr. With firsts it also
+// records the first offset read per partition.
+func (tr *groupTracker) consumeAndCommit(ctx context.Context, cl *kgo.Client, commitEvery int, firsts bool) {
+	var pending []*kgo.Record
+	for polls := 1; ctx.Err() == nil; polls++ {
+		fs := cl.PollRecords(ctx, 200)
+		recs := fs.Records()
+		if len(recs) == 0 {
+			continue
+		}
+		tr.mu.Lock()
+		for _, r := range recs {
+			tr.seen[string(r.Value)]++
+			if _, ok := tr.first[r.Partition]; firsts && !ok {
+				tr.first[r.Partition] = r.Offset
+			}
+			tr.next[r.Partition] = max(tr.next[r.Partition], r.Offset+1)
+		}
+		tr.mu.Unlock()
+		pending = append(pending, recs...)
+		if polls%commitEvery != 0 {
+			continue
+		}
+		recs, pending = pending, nil
+		err := cl.CommitRecords(ctx, recs...)
+		tr.mu.Lock()
+		if err != nil {
+			tr.failures++
+			tr.lastErr = err
+		} else {
+			for _, r := range recs {
+				tr.acked[r.Partition] = max(tr.acked[r.Partition], r.Offset+1)
+			}
+			tr.commits = append(tr.commits, time.Now())
+		}
+		tr.mu.Unlock()
+	}
+}
+
+func (tr *groupTracker) commitsAfter(at time.Time) int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	n := 0
+	for _, c := range tr.commits {
+		if c.After(at) {
+			n++
+		}
+	}
+	return n
+}
+
+// fetchCommitted asks the cluster (through seeds) for the group's
+// committed offsets, retrying while the coordinator moves. Each try uses a
+// new client: a client's sharded admin requests keep a cached coordinator
+// that died until something else clears it.
+func fetchCommitted(ctx context.Context, t *testing.T, seeds []string, groupID string) map[int32]int64 {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := kadm.NewClient(cl).FetchOffsets(actx, groupID)
+		cancel()
+		cl.Close()
+		if err == nil {
+			err = resp.Error()
+		}
+		if err == nil {
+			out := map[int32]int64{}
+			resp.Each(func(o kadm.OffsetResponse) { out[o.Partition] = o.At })
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fetch the committed offsets of %s: still failing after 60s: %v", groupID, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// coordinatorsOn sums simtel_broker_group_coordinators over the brokers'
+// /metrics; -1 if one cannot be read.
+func coordinatorsOn(bs []*clusterBroker) int {
+	n := 0
+	for _, b := range bs {
+		resp, err := http.Get("http://" + b.http + "/metrics")
+		if err != nil {
+			return -1
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return -1
+		}
+		found := false
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, "simtel_broker_group_coordinators "); ok {
+				c, _ := strconv.Atoi(v)
+				n += c
+				found = true
+			}
+		}
+		if !found {
+			return -1
+		}
+	}
+	return n
+}
+
+// waitCoordinators waits until the brokers together run one coordinator
+// per partition of __consumer_offsets (6).
+func waitCoordinators(t *testing.T, bs []*clusterBroker) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		n := coordinatorsOn(bs)
+		if n == 6 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the brokers run %d group coordinators after 60s, want one per offsets partition (6)", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestClusterGroupCoordinatorFailover SIGKILLs the coordinator of a
+// consumer group while its member consumes and commits, with idempotent
+// producers writing all along (the killed broker also leads a partition of
+// the topic): no acknowledged commit is lost, the member goes on
+// committing on the new coordinator, a second member resumes exactly at
+// the committed offsets, every acknowledged record is read (re-reads of
+// uncommitted progress are reported as duplicates, which are allowed),
+// and the log itself has no lost, duplicated or reordered record.
+func TestClusterGroupCoordinatorFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker processes")
+	}
+	bs := []*clusterBroker{newClusterBroker(t, 0), newClusterBroker(t, 1), newClusterBroker(t, 2)}
+	defer dumpLogs(t, bs)
+	for i, b := range bs {
+		var join []string
+		if i > 0 {
+			join = []string{bs[0].gossip}
+		}
+		b.startFresh(t, join, 3)
+	}
+	controller := waitCluster(t, bs[0].kafka, 3)
+	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	waitCoordinators(t, bs)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+
+	const topic, parts, groupID = "events", 3, "offsets-failover"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
+	}
+	cl.Close()
+
+	// Idempotent producers, acks=all, until told to stop.
+	chk := &replChecker{acked: map[string]ackedAt{}, ackTimes: map[int32][]time.Time{}}
+	pctx, stopProducing := context.WithCancel(ctx)
+	defer stopProducing()
+	var pwg sync.WaitGroup
+	var produceErrs sync.Map
+	for w := range 2 {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(1000),
+				kgo.RetryTimeout(60*time.Second), kgo.RecordDeliveryTimeout(90*time.Second))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer p.Close()
+			for i := 0; pctx.Err() == nil; i++ {
+				v := fmt.Sprintf("g%d-%d", w, i)
+				p.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+					if err != nil {
+						produceErrs.Store(v, err)
+						return
+					}
+					chk.ack(r)
+				})
+				if i%20 == 0 {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			if err := p.Flush(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+
+	// Member A consumes and commits every poll.
+	tr := &groupTracker{seen: map[string]int{}, acked: map[int32]int64{}, first: map[int32]int64{}, next: map[int32]int64{}}
+	newMember := func() *kgo.Client {
+		c, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
+			kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.RetryTimeout(60*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a := newMember()
+	actx, stopA := context.WithCancel(ctx)
+	aDone := make(chan struct{})
+	go func() {
+		defer close(aDone)
+		tr.consumeAndCommit(actx, a, 3, false)
+	}()
+	for deadline := time.Now().Add(60 * time.Second); tr.commitsAfter(time.Time{}) < 5; {
+		if time.Now().After(deadline) {
+			t.Fatalf("member A made %d commits in 60s (last error %v)", tr.commitsAfter(time.Time{}), tr.lastErr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Find and SIGKILL the group's coordinator.
+	fc, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey = groupID
+	r, err := req.RequestWith(ctx, fc)
+	fc.Close()
+	if err != nil || r.ErrorCode != 0 {
+		t.Fatalf("FindCoordinator %s: %v %v", groupID, err, r)
+	}
+	victim := bs[r.NodeID]
+	var survivors []string
+	var alive []*clusterBroker
+	for _, b := range bs {
+		if b != victim {
+			survivors = append(survivors, b.kafka)
+			alive = append(alive, b)
+		}
+	}
+	tr.mu.Lock()
+	ackedAtKill := maps.Clone(tr.acked)
+	commitsBefore := len(tr.commits)
+	tr.mu.Unlock()
+	victim.proc.Kill()
+	killedAt := time.Now()
+	t.Logf("SIGKILL of broker %d, coordinator of %s, after %d acknowledged commits %v", victim.id, groupID, commitsBefore, ackedAtKill)
+
+	// No acknowledged commit is lost: the new coordinator has each at
+	// least where it was acknowledged (the member keeps committing, so
+	// it may be further).
+	got := fetchCommitted(ctx, t, survivors, groupID)
+	fetchAfter := time.Since(killedAt)
+	for p, want := range ackedAtKill {
+		if got[p] < want {
+			t.Errorf("partition %d: committed offset %d on the new coordinator, but %d was acknowledged before the kill", p, got[p], want)
+		}
+	}
+	// The survivors take over every offsets partition the victim led.
+	waitCoordinators(t, alive)
+	t.Logf("every offsets partition has a coordinator again %v after the kill", time.Since(killedAt).Round(time.Millisecond))
+	// Member A goes on committing through the new coordinator.
+	for deadline := time.Now().Add(90 * time.Second); tr.commitsAfter(killedAt) < 3; {
+		if time.Now().After(deadline) {
+			tr.mu.Lock()
+			t.Fatalf("member A made no commit on the new coordinator within 90s (%d failed, last %v)", tr.failures, tr.lastErr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tr.mu.Lock()
+	firstCommitAfter := time.Duration(0)
+	for _, c := range tr.commits {
+		if c.After(killedAt) {
+			firstCommitAfter = c.Sub(killedAt)
+			break
+		}
+	}
+	tr.mu.Unlock()
+	t.Logf("after the kill: committed offsets readable after %v, member A's next acknowledged commit after %v",
+		fetchAfter.Round(time.Millisecond), firstCommitAfter.Round(time.Millisecond))
+
+	// Stop A without committing what it reads last; every acknowledged
+	// commit (before and after the kill) must be what the cluster holds.
+	stopA()
+	<-aDone
+	a.Close()
+	tr.mu.Lock()
+	ackedByA := maps.Clone(tr.acked)
+	readByA := len(tr.seen)
+	failedCommits := tr.failures
+	tr.mu.Unlock()
+	committed := fetchCommitted(ctx, t, survivors, groupID)
+	uncommitted := int64(0)
+	for p, want := range ackedByA {
+		if committed[p] < want {
+			t.Errorf("partition %d: committed offset %d, but member A had %d acknowledged", p, committed[p], want)
+		}
+	}
+	tr.mu.Lock()
+	for p, next := range tr.next {
+		uncommitted += max(0, next-committed[p])
+	}
+	tr.mu.Unlock()
+	t.Logf("member A stopped with %d records read but not committed (committed %v)", uncommitted, committed)
+	stopProducing()
+	pwg.Wait()
+	produceErrs.Range(func(k, v any) bool {
+		t.Errorf("record %v not acknowledged: %v", k, v)
+		return true
+	})
+
+	// Member B resumes from the committed offsets and reads the rest.
+	b := newMember()
+	defer b.Close()
+	bctx, stopB := context.WithCancel(ctx)
+	bDone := make(chan struct{})
+	go func() {
+		defer close(bDone)
+		tr.consumeAndCommit(bctx, b, 1, true)
+	}()
+	chk.mu.Lock()
+	want := maps.Clone(chk.acked)
+	chk.mu.Unlock()
+	missing := func() int {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		n := 0
+		for v := range want {
+			if tr.seen[v] == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(90 * time.Second); missing() > 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopB()
+	<-bDone
+
+	tr.mu.Lock()
+	dups := 0
+	for _, n := range tr.seen {
+		if n > 1 {
+			dups += n - 1
+		}
+	}
+	firsts := maps.Clone(tr.first)
+	tr.mu.Unlock()
+	lost := missing()
+	t.Logf("group: %d records acknowledged by the producers, %d distinct read by A before it stopped, lost %d, re-read after the failover (uncommitted progress, allowed) %d; %d commits failed during the failover",
+		len(want), readByA, lost, dups, failedCommits)
+	if lost != 0 {
+		t.Errorf("%d acknowledged records were never read by the group", lost)
+	}
+	for p, off := range firsts {
+		if off != committed[p] {
+			t.Errorf("partition %d: member B started at offset %d, the committed offset is %d", p, off, committed[p])
+		}
+	}
+
+	// The log itself: idempotent producers across the partition-leader
+	// kill left no duplicate, no gap and no reordering.
+	c, err := kgo.NewClient(kgo.SeedBrokers(survivors...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	read := map[int32][]*kgo.Record{}
+	n := 0
+	cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
+	defer ccancel()
+	for cctx.Err() == nil && n < len(want) {
+		fctx, fcancel := context.WithTimeout(cctx, time.Second)
+		fs := c.PollFetches(fctx)
+		fcancel()
+		fs.EachError(func(tp string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				t.Logf("fetch %s/%d: %v", tp, p, err)
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			read[r.Partition] = append(read[r.Partition], r)
+			n++
+		})
+	}
+	// A moment more, so that a duplicate past the expected count shows.
+	fctx, fcancel := context.WithTimeout(ctx, 2*time.Second)
+	c.PollFetches(fctx).EachRecord(func(r *kgo.Record) { read[r.Partition] = append(read[r.Partition], r) })
+	fcancel()
+	lostLog, dupLog, reord, summary := chk.verify(read)
+	t.Logf("log checker: %s", summary)
+	if lostLog != 0 || dupLog != 0 || reord != 0 || len(want) == 0 {
+		t.Errorf("log checker: %s", summary)
+	}
+}
