@@ -9,6 +9,7 @@ need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)   # deploy/: systemd-analyze verify of the units
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)       # deploy/: promtool check config/rules
+command -v curl >/dev/null 2>&1 || need+=(curl ca-certificates) # scripts/kgo-suite.sh: brokers' metrics while a cluster forms
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -2,7 +2,8 @@
 # The project's test command: installs what the tests need, then runs vet,
 # every package's tests (unit, fuzz seeds, integration tests against real
 # broker processes and kcat) and franz-go's own integration suite against
-# `simtel broker`.
+# `simtel broker`, once against one broker and once against a 3-broker
+# cluster with KGO_TEST_RF=3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -18,3 +19,4 @@ go vet ./...
 go test -count=1 -timeout 25m ./...
 go test -count=1 -race -short -timeout 15m ./broker/... ./agent/...
 scripts/kgo-suite.sh
+KGO_SUITE_BROKERS=3 KGO_TEST_RECORDS=20000 scripts/kgo-suite.sh
