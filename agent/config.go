@@ -90,6 +90,13 @@ type Config struct {
 	// sent stays in the spool for the next start.
 	ShutdownTimeout time.Duration
 
+	// ReleaseExecPages makes Run give back, once it serves, the pages of
+	// the executable that only start-up needed (read-only, unmodified
+	// mappings; see execpages.go and docs/agent.md). For a process that
+	// runs the agent alone (simtel agent); off by default, so an embedding
+	// process (simtel dev, tests) keeps its pages.
+	ReleaseExecPages bool
+
 	Logger *slog.Logger
 }
 
