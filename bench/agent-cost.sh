@@ -105,14 +105,22 @@ show() {
 
 # --- broker -----------------------------------------------------------------------
 
+# The broker stands in for one on another machine: it runs from a copy of
+# the binary (the same bytes), so that it shares no page cache with the
+# agent. On a compute node the agent is the only simtel process, and the
+# pages of the executable it keeps resident are its own; sharing them with
+# a broker on the same machine would change what the agent can give back
+# (see "Memory" in docs/agent.md).
+BROKER_BIN=$WORK/simtel-broker
+cp "$SIMTEL" "$BROKER_BIN"
 BPORT=$(free_port 29192)
 BROKER=127.0.0.1:$BPORT
 log "starting simtel broker on $BROKER"
-"$SIMTEL" broker --data-dir "$WORK/broker" --listen "$BROKER" --log-level warn >"$WORK/broker.log" 2>&1 &
+"$BROKER_BIN" broker --data-dir "$WORK/broker" --listen "$BROKER" --log-level warn >"$WORK/broker.log" 2>&1 &
 BROKER_PID=$!
 PIDS+=("$BROKER_PID")
 wait_port "$BPORT" "$BROKER_PID" "$WORK/broker.log"
-BROKER_CMD="$(show "$SIMTEL" broker --data-dir "$WORK/broker" --listen "$BROKER" --log-level warn) &"
+BROKER_CMD="$(show "$BROKER_BIN" broker --data-dir "$WORK/broker" --listen "$BROKER" --log-level warn) &"
 
 # --- agent ------------------------------------------------------------------------
 
