@@ -18,10 +18,10 @@ const DefaultReadBytes = 1 << 20
 const (
 	maxOutstanding = 1024 // batches tracked for reuse; older ones go to the GC
 	// maxFreeBatches released batches are kept for reuse: as many as a
-	// consumer typically has in flight (the agent's shipper: 4), so a
+	// consumer typically has in flight (the agent's shipper: 8), so a
 	// burst of Acks does not drop buffers that the next Reads allocate
 	// again.
-	maxFreeBatches = 4
+	maxFreeBatches = 8
 )
 
 // batch is the memory behind the records of one Read: they alias buf.
