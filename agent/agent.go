@@ -216,6 +216,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.ship(shipCtx)
 	}()
 
+	if a.cfg.ReleaseExecPages {
+		// Everything that runs only at start has run: give its pages of
+		// the executable back (execpages.go).
+		before, after, err := releaseExecPages()
+		if err != nil {
+			a.log.Warn("cannot release the executable's start-up pages; the agent works, with a larger resident size", "err", err)
+		} else {
+			a.log.Debug("released the executable's start-up pages", "resident_kib_before", before, "resident_kib_after", after)
+		}
+	}
 	a.log.Info("agent serving", "listeners", a.Addrs(), "brokers", a.cfg.Brokers, "topic", a.cfg.Topic,
 		"host", a.cfg.Tags.Host, "job", a.cfg.Tags.Job, "run", a.cfg.Tags.Run, "spool", a.cfg.SpoolDir)
 	<-ctx.Done()

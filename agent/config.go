@@ -73,9 +73,9 @@ type Config struct {
 
 	// PacketGather is how long, at most, UDP and StatsD datagrams may wait
 	// in the kernel's receive buffer once the agent has read what was
-	// there, so that at low rates one wake-up spools many datagrams (the
-	// wait is cut short to keep the buffer a quarter full at most at the
-	// current rate). Default 50ms; negative reads every datagram at once.
+	// there, so that one wake-up spools many datagrams (the wait is cut
+	// short to keep the buffer a quarter full at most at the current
+	// rate). Default 200ms; negative reads every datagram at once.
 	PacketGather time.Duration
 
 	// Linger is how long samples gather in the spool, when few arrive,
@@ -89,6 +89,13 @@ type Config struct {
 	// for spooled samples to reach the broker. Default 10s. What is not
 	// sent stays in the spool for the next start.
 	ShutdownTimeout time.Duration
+
+	// ReleaseExecPages makes Run give back, once it serves, the pages of
+	// the executable that only start-up needed (read-only, unmodified
+	// mappings; see execpages.go and docs/agent.md). For a process that
+	// runs the agent alone (simtel agent); off by default, so an embedding
+	// process (simtel dev, tests) keeps its pages.
+	ReleaseExecPages bool
 
 	Logger *slog.Logger
 }
@@ -131,7 +138,7 @@ func (c *Config) Validate() error {
 		c.MaxBodyBytes = 32 << 20
 	}
 	if c.PacketGather == 0 {
-		c.PacketGather = 50 * time.Millisecond
+		c.PacketGather = 200 * time.Millisecond
 	}
 	if c.Linger == 0 {
 		c.Linger = 100 * time.Millisecond

@@ -71,13 +71,15 @@ func isNilCloser(c any) bool {
 // large ones. While a batch is being spooled, new datagrams wait in the
 // socket's receive buffer (udpReadBuffer), not in a ring of our own.
 //
-// At low rates every datagram would wake the agent on its own, and the
-// wake-ups, not the lines, would be most of its CPU time. So after a read
+// At low and medium rates every datagram, or every few, would wake the
+// agent on its own, and the wake-ups, not the lines, would be most of its
+// CPU time (each wakes the Go scheduler's threads too). So after a read
 // that found the socket drained, the reader waits up to PacketGather
-// before reading again, letting datagrams gather in the kernel's buffer;
-// the wait is cut so that, at the rate just seen, no more than one read's
-// worth of datagrams arrive and the buffer stays a quarter full at most
-// (packetGatherWait): gathering must never make the kernel drop.
+// before reading again, letting datagrams gather in the kernel's buffer,
+// and then reads until the socket is drained again, packetsPerRead at a
+// time; the wait is cut so that, at the rate just seen, the buffer stays a
+// quarter full at most (packetGatherWait): gathering must never make the
+// kernel drop.
 //
 // A datagram that cannot be spooled (spool full with the block policy) is
 // dropped and counted: UDP senders cannot be slowed down.
@@ -91,7 +93,10 @@ func (a *Agent) servePackets(ctx context.Context, pc net.PacketConn, name string
 		defer wait.Stop()
 		<-wait.C
 	}
+	// The datagrams and bytes read since the socket was last found
+	// drained, and when: the rate the next wait is sized for.
 	last := time.Now()
+	gotN, gotSize := 0, 0
 	for {
 		n, err := r.read()
 		if err != nil {
@@ -118,12 +123,15 @@ func (a *Agent) servePackets(ctx context.Context, pc net.PacketConn, name string
 			a.metrics.dropped.WithLabelValues("spool_error").Add(float64(n))
 			a.log.Warn("datagrams dropped", "listener", name, "datagrams", n, "err", err)
 		}
+		gotN, gotSize = gotN+n, gotSize+size
 		if wait == nil || n == packetsPerRead {
 			continue // gathering is off, or more is waiting
 		}
+		// The socket is drained: what was read since it was last drained
+		// came in since then.
 		now := time.Now()
-		d := packetGatherWait(a.cfg.PacketGather, rcvbuf, n, size, now.Sub(last))
-		last = now
+		d := packetGatherWait(a.cfg.PacketGather, rcvbuf, gotN, gotSize, now.Sub(last))
+		last, gotN, gotSize = now, 0, 0
 		if d <= 0 {
 			continue
 		}
@@ -138,25 +146,30 @@ func (a *Agent) servePackets(ctx context.Context, pc net.PacketConn, name string
 
 // packetGatherWait is how long the reader may let datagrams gather after
 // it read n datagrams of size bytes that came in over elapsed. It is at
-// most gather; at most the time in which, at that rate, packetsPerRead
-// more datagrams arrive (so one read takes them all, and a busy socket is
-// never left to fill); and at most the time in which the socket's receive
-// buffer (rcvbuf bytes as the kernel counts them, about 1 KiB of
-// bookkeeping per datagram on top of its payload) fills to a quarter.
-// Zero means read again at once.
+// most gather; at most the time in which, at that rate, gatherDatagrams
+// arrive (at high rates the wake-ups no longer matter, and a short wait
+// leaves the buffer room for the agent being descheduled); and at most the
+// time in which the socket's receive buffer (rcvbuf bytes as the kernel
+// counts them, about 1 KiB of bookkeeping per datagram on top of its
+// payload) fills to a quarter. The reader then drains the buffer
+// packetsPerRead at a time. Zero means read again at once.
 func packetGatherWait(gather time.Duration, rcvbuf, n, size int, elapsed time.Duration) time.Duration {
 	if gather <= 0 || rcvbuf <= 0 || elapsed <= 0 || n <= 0 {
 		return 0
 	}
 	sec := elapsed.Seconds()
-	d := min(gather, time.Duration(float64(packetsPerRead)/(float64(n)/sec)*float64(time.Second)))
 	bufRate := float64(size+n*datagramOverhead) / sec // buffer bytes per second
+	d := min(gather, time.Duration(gatherDatagrams/(float64(n)/sec)*float64(time.Second)))
 	d = min(d, time.Duration(float64(rcvbuf/4)/bufRate*float64(time.Second)))
 	if d < time.Millisecond {
 		return 0
 	}
 	return d
 }
+
+// gatherDatagrams bounds the datagrams let gather in the socket between two
+// wake-ups: 16 reads of packetsPerRead.
+const gatherDatagrams = 256
 
 // datagramOverhead is what the kernel charges a socket's receive buffer
 // per datagram beyond its payload (the socket buffer structures).

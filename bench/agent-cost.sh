@@ -105,14 +105,23 @@ show() {
 
 # --- broker -----------------------------------------------------------------------
 
+# The broker stands in for one on another machine and the generator for
+# the simulation's processes: both run from a copy of the binary (the same
+# bytes), so that they share no page cache with the agent. On a compute
+# node the agent is the only simtel process, and the pages of the
+# executable it keeps resident are its own; sharing them with a broker or
+# generator on the same machine would change what the agent can give back
+# (see "Memory" in docs/agent.md).
+PEER_BIN=$WORK/simtel-peer
+cp "$SIMTEL" "$PEER_BIN"
 BPORT=$(free_port 29192)
 BROKER=127.0.0.1:$BPORT
 log "starting simtel broker on $BROKER"
-"$SIMTEL" broker --data-dir "$WORK/broker" --listen "$BROKER" --log-level warn >"$WORK/broker.log" 2>&1 &
+"$PEER_BIN" broker --data-dir "$WORK/broker" --listen "$BROKER" --log-level warn >"$WORK/broker.log" 2>&1 &
 BROKER_PID=$!
 PIDS+=("$BROKER_PID")
 wait_port "$BPORT" "$BROKER_PID" "$WORK/broker.log"
-BROKER_CMD="$(show "$SIMTEL" broker --data-dir "$WORK/broker" --listen "$BROKER" --log-level warn) &"
+BROKER_CMD="$(show "$PEER_BIN" broker --data-dir "$WORK/broker" --listen "$BROKER" --log-level warn) &"
 
 # --- agent ------------------------------------------------------------------------
 
@@ -188,7 +197,7 @@ for t in $TRANSPORTS; do
 			log "the agent is gone; starting another"
 			start_agent "$t" "$restarts"
 		fi
-		cmd=("$SIMTEL" bench agent --transport "$t" --addr "$ADDR" --agent-http "127.0.0.1:$HPORT"
+		cmd=("$PEER_BIN" bench agent --transport "$t" --addr "$ADDR" --agent-http "127.0.0.1:$HPORT"
 			--agent-pid "$AGENT_PID" --brokers "$BROKER" --topic "$TOPIC" --rate "$rate"
 			--duration "$DURATION" --warmup "$WARMUP" --batch "$BATCH" --datagram-bytes "$DATAGRAM_BYTES"
 			--senders "$SENDERS" --json)

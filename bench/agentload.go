@@ -261,6 +261,7 @@ type AgentCost struct {
 	MicrosPerLine  float64 `json:"step_cpu_us_per_line,omitempty"`
 	RSSMiB         float64 `json:"rss_mib"`     // VmRSS at the end of the measured part
 	AnonMiB        float64 `json:"anon_mib"`    // RssAnon then: heap and stacks
+	PSSMiB         float64 `json:"pss_mib"`     // PSS then: RSS with shared pages divided among their processes
 	RSSMaxMiB      float64 `json:"rss_max_mib"` // the largest VmRSS sampled
 	// PeakMiB is VmHWM at the end of the run: the kernel's own peak of
 	// VmRSS since PeakSince ("run": reset at the start of this run
@@ -667,6 +668,7 @@ func (g *agentGen) agentCost(res *AgentLoadResult) *AgentCost {
 	}
 	a.RSSMiB = float64(w.to.Mem.RSS) / mib
 	a.AnonMiB = float64(w.to.Mem.Anon) / mib
+	a.PSSMiB = float64(w.to.Mem.PSS) / mib
 	a.RSSMaxMiB = max(a.RSSMaxMiB, a.RSSMiB)
 	a.Threads = w.to.CPU.Threads
 	if w.haveCtr && el > 0 {

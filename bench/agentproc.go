@@ -59,6 +59,31 @@ type procMem struct {
 	HWM  int64 // VmHWM: the largest VmRSS since start or since clear_refs
 	Anon int64 // RssAnon: heap, stacks (what the Go runtime holds)
 	File int64 // RssFile: mapped files (mostly the binary's text)
+	// PSS is the proportional set size from smaps_rollup (Linux ≥ 4.14):
+	// RSS with every page shared with other processes divided among them.
+	// Zero when it could not be read.
+	PSS int64
+}
+
+// parsePss reads the Pss line of /proc/<pid>/smaps_rollup, in bytes.
+func parsePss(b []byte) (int64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok || key != "Pss" {
+			continue
+		}
+		f := strings.Fields(val)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("Pss: %q is not a size in kB", strings.TrimSpace(val))
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("Pss: %w", err)
+		}
+		return kb << 10, nil
+	}
+	return 0, errors.New("no Pss line")
 }
 
 // parseProcStatus reads VmRSS, VmHWM, RssAnon and RssFile ("kB" lines) of
@@ -258,6 +283,9 @@ func (r *procReader) read() (procSample, error) {
 	if s.Mem, err = parseProcStatus(b); err != nil {
 		// A zombie has a stat file but no memory: it has exited.
 		return s, fmt.Errorf("pid %d: %w (%v)", r.pid, ErrProcessGone, err)
+	}
+	if b, err = os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", r.pid)); err == nil {
+		s.Mem.PSS, _ = parsePss(b)
 	}
 	if b, err = os.ReadFile("/proc/stat"); err == nil {
 		s.Host, _ = parseMachineStat(b)

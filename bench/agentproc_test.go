@@ -169,3 +169,16 @@ func FuzzProcParsers(f *testing.F) {
 		_, _ = parseAuxvClkTck(b)
 	})
 }
+
+func TestParsePss(t *testing.T) {
+	rollup := "00400000-7ffd1000 ---p 00000000 00:00 0 [rollup]\nRss:               52168 kB\nPss:               49854 kB\nPss_Anon:          34004 kB\n"
+	got, err := parsePss([]byte(rollup))
+	if err != nil || got != 49854<<10 {
+		t.Fatalf("got %d, %v; want %d", got, err, 49854<<10)
+	}
+	for _, bad := range []string{"Rss: 1 kB\n", "Pss: lots kB\n", "Pss: 12 MB\n"} {
+		if _, err := parsePss([]byte(bad)); err == nil {
+			t.Errorf("%q: got no error", bad)
+		}
+	}
+}

@@ -119,7 +119,7 @@ func agentVerdict(res *AgentLoadResult) string {
 func RenderAgentResults(latest *AgentRun, resultsDir string, history []*AgentRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Latest run: `%s` (%s), %s, by `%s`.\n\n", latest.ID, latest.Date, latest.Host, latest.Command)
-	b.WriteString("| transport | target lines/s | achieved lines/s | agent CPU, % of one core | CPU % per 10k lines/s | µs CPU per line | RSS MiB (anonymous) | peak RSS MiB | delivered / accepted | received / sent | machine busy | targets |\n")
+	b.WriteString("| transport | target lines/s | achieved lines/s | agent CPU, % of one core | CPU % per 10k lines/s | µs CPU per line | RSS MiB (anonymous, PSS) | peak RSS MiB | delivered / accepted | received / sent | machine busy | targets |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var notes []string
 	for _, st := range latest.Steps {
@@ -133,8 +133,11 @@ func RenderAgentResults(latest *AgentRun, resultsDir string, history []*AgentRun
 		if a := r.Agent; a != nil {
 			cpu, per10k, us = fmt.Sprintf("%.1f", a.CPUPct), fmtPct(a.CPUPctPer10k), fmtPct(a.MicrosPerLine)
 			rss, peak = fmt.Sprintf("%.1f", a.RSSMiB), fmt.Sprintf("%.1f", max(a.PeakMiB, a.RSSMaxMiB))
-			if a.AnonMiB > 0 {
+			switch {
+			case a.AnonMiB > 0 && a.PSSMiB > 0:
 				// The rest of RSS is file-backed: pages of the binary.
+				rss += fmt.Sprintf(" (%.1f, %.1f)", a.AnonMiB, a.PSSMiB)
+			case a.AnonMiB > 0:
 				rss += fmt.Sprintf(" (%.1f)", a.AnonMiB)
 			}
 		}
@@ -157,7 +160,8 @@ func RenderAgentResults(latest *AgentRun, resultsDir string, history []*AgentRun
 		notes = append(notes, agentNotes(st)...)
 	}
 	fmt.Fprintf(&b, "\nTargets: at most %.0f%% of one core per 10,000 lines/s (= %.0f µs of CPU per line) and under %.0f MiB RSS. "+
-		"In brackets: the anonymous part of RSS (heap, stacks); the rest is pages of the simtel binary mapped from the page cache.\n",
+		"In brackets: the anonymous part of RSS (heap, stacks; the rest is pages of the simtel binary mapped from the page cache), "+
+		"and PSS (RSS with pages shared with other processes divided among them).\n",
 		TargetCPUPctPer10k, TargetCPUPctPer10k, TargetRSSMiB)
 	if len(notes) > 0 {
 		b.WriteString("\n")
