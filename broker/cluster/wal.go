@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/simtel/simtel/broker/wal"
+)
+
+// walDirName is the broker-wide raft log of the partition groups, under
+// the data directory.
+const walDirName = "raft-wal"
+
+// walMarker, in a group's directory, says that the group's raft log and
+// stable store are in the broker's WAL. A group directory without it is
+// new (or was deleted by hand): whatever the WAL still holds for that
+// group id belongs to an older incarnation and is dropped first, so that
+// deleting a partition directory resets its replica as it did when the
+// raft log lived inside it.
+const walMarker = "raft-wal-group"
+
+// sharedWAL is the WAL of this broker's partition groups: opened by the
+// first group that starts, closed when the last one closes (the broker
+// closes its partitions after the Node).
+type sharedWAL struct {
+	mu   sync.Mutex
+	w    *wal.WAL
+	refs int
+}
+
+func (s *sharedWAL) acquire(dir string, log *slog.Logger) (*wal.WAL, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w == nil {
+		w, err := wal.Open(dir, wal.Options{Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("cannot open the raft wal of the replicated partitions: %w", err)
+		}
+		s.w = w
+	}
+	s.refs++
+	return s.w, nil
+}
+
+func (s *sharedWAL) release() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refs--
+	if s.refs > 0 || s.w == nil {
+		return nil
+	}
+	err := s.w.Close()
+	s.w = nil
+	return err
+}
+
+// Stats of the WAL, zero when no group runs.
+func (s *sharedWAL) stats() wal.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w == nil {
+		return wal.Stats{}
+	}
+	return s.w.Stats()
+}
+
+// openGroupWAL gives group cfg.Group its stores in the broker's WAL,
+// dropping the state of an older group with the same id when cfg.Dir
+// has no marker yet.
+func (n *Node) openGroupWAL(cfg GroupConfig) (*wal.WAL, error) {
+	w, err := n.wal.acquire(filepath.Join(n.cfg.DataDir, walDirName), n.log.With("part", "raft-wal"))
+	if err != nil {
+		return nil, err
+	}
+	marker := filepath.Join(cfg.Dir, walMarker)
+	if _, err := os.Stat(marker); err == nil {
+		return w, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, errors.Join(fmt.Errorf("cannot check %s: %w", marker, err), n.wal.release())
+	}
+	if err := w.DropGroup(cfg.Group); err != nil {
+		return nil, errors.Join(err, n.wal.release())
+	}
+	if err := writeMarker(marker); err != nil {
+		return nil, errors.Join(err, n.wal.release())
+	}
+	return w, nil
+}
+
+func writeMarker(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("cannot create %s: %w", path, err)
+	}
+	_, err = f.WriteString("this raft group's log is in the broker's " + walDirName + " directory\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("cannot open %s to sync it: %w", filepath.Dir(path), err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("cannot sync %s: %w", filepath.Dir(path), err)
+	}
+	return nil
+}
