@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/simtel/simtel/broker/wal"
 )
 
@@ -30,6 +32,9 @@ type sharedWAL struct {
 	mu   sync.Mutex
 	w    *wal.WAL
 	refs int
+	// closed sums the counters of WALs opened and closed before.
+	closed   wal.Stats
+	register sync.Once
 }
 
 func (s *sharedWAL) acquire(dir string, log *slog.Logger) (*wal.WAL, error) {
@@ -53,25 +58,56 @@ func (s *sharedWAL) release() error {
 	if s.refs > 0 || s.w == nil {
 		return nil
 	}
+	st := s.w.Stats()
+	s.closed.Appends += st.Appends
+	s.closed.Syncs += st.Syncs
+	s.closed.Bytes += st.Bytes
 	err := s.w.Close()
 	s.w = nil
 	return err
 }
 
-// Stats of the WAL, zero when no group runs.
+// stats: counters since the broker started, segments now.
 func (s *sharedWAL) stats() wal.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.w == nil {
-		return wal.Stats{}
+	st := s.closed
+	st.Segments = 0
+	if s.w != nil {
+		now := s.w.Stats()
+		st.Appends += now.Appends
+		st.Syncs += now.Syncs
+		st.Bytes += now.Bytes
+		st.Segments = now.Segments
 	}
-	return s.w.Stats()
+	return st
+}
+
+func (n *Node) registerWALMetrics() {
+	r := n.cfg.Registerer
+	if r == nil {
+		return
+	}
+	stat := func(f func(wal.Stats) uint64) func() float64 {
+		return func() float64 { return float64(f(n.wal.stats())) }
+	}
+	r.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_broker_raft_wal_appends_total", Help: "Writes to the partition groups' raft WAL (one group's entries, a deletion or a vote each)."},
+			stat(func(s wal.Stats) uint64 { return s.Appends })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_broker_raft_wal_syncs_total", Help: "Fsyncs of the raft WAL; appends/syncs is the group-commit factor."},
+			stat(func(s wal.Stats) uint64 { return s.Syncs })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_broker_raft_wal_written_bytes_total", Help: "Bytes written to the raft WAL's segments."},
+			stat(func(s wal.Stats) uint64 { return s.Bytes })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "simtel_broker_raft_wal_segments", Help: "Segment files of the raft WAL on disk."},
+			func() float64 { return float64(n.wal.stats().Segments) }),
+	)
 }
 
 // openGroupWAL gives group cfg.Group its stores in the broker's WAL,
 // dropping the state of an older group with the same id when cfg.Dir
 // has no marker yet.
 func (n *Node) openGroupWAL(cfg GroupConfig) (*wal.WAL, error) {
+	n.wal.register.Do(n.registerWALMetrics)
 	w, err := n.wal.acquire(filepath.Join(n.cfg.DataDir, walDirName), n.log.With("part", "raft-wal"))
 	if err != nil {
 		return nil, err
