@@ -152,3 +152,14 @@ func writeMarker(path string) error {
 	}
 	return nil
 }
+
+// DropGroupLog removes what the broker's WAL holds for a raft group that
+// no longer runs here (a partition deleted while the broker was down), so
+// its segments can be reclaimed. The group must not be running.
+func (n *Node) DropGroupLog(group uint64) error {
+	w, err := n.wal.acquire(filepath.Join(n.cfg.DataDir, walDirName), n.log.With("part", "raft-wal"))
+	if err != nil {
+		return err
+	}
+	return errors.Join(w.DropGroup(group), n.wal.release())
+}
