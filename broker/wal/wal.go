@@ -178,7 +178,7 @@ func (w *WAL) recoverSegment(id uint64, last bool) error {
 		bad := func(err error) error {
 			if !last {
 				return fmt.Errorf("wal segment %s is corrupt at offset %d (it was fsynced when the next one was started, so this is not a torn write): %w; "+
-					"move the wal directory away to start this broker's replicas empty (they catch up from the other replicas)", path, off, err)
+					"the replicated partitions of this broker cannot be recovered from it: stop the broker, move its data directory away and start it empty, so its replicas are rebuilt from the other brokers", path, off, err)
 			}
 			w.log.Warn("truncating a torn write at the end of the wal", "segment", path, "offset", off, "dropped_bytes", size-off, "err", err)
 			if err := f.Truncate(off); err != nil {
