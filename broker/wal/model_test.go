@@ -74,7 +74,7 @@ func diff(w *WAL, m model, groups []uint64) string {
 // last operation (for a multi-entry append: before plus a prefix of its
 // entries), and keep working.
 func TestCrashRecoveryModel(t *testing.T) {
-	for seed := range uint64(6) {
+	for seed := range uint64(10) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { crashModel(t, seed) })
 	}
 }

@@ -20,6 +20,7 @@ import (
 //	   delete: lo (8), hi (8): entries lo..hi (inclusive) of the group are gone
 //	   set:    key length (4), key, value length (4), value (stable store)
 //	   drop:   nothing more: the group and everything it stored are gone
+//	   move:   as entry: a live entry copied out of an old segment
 //
 // All integers are little endian.
 const (
@@ -39,6 +40,9 @@ const (
 	kindDelete kind = 2
 	kindSet    kind = 3
 	kindDrop   kind = 4
+	// kindMove is an entry copied forward out of an old segment; same
+	// body as kindEntry.
+	kindMove kind = 5
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -149,7 +153,7 @@ func decode(b []byte) (record, error) {
 	r.kind = kind(d.u8())
 	r.group = d.u64()
 	switch r.kind {
-	case kindEntry:
+	case kindEntry, kindMove:
 		r.log.Index = d.u64()
 		r.log.Term = d.u64()
 		r.log.Type = raft.LogType(d.u8())

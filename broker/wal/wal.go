@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hashicorp/raft"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,6 +48,7 @@ type WAL struct {
 		sync.Mutex
 		groups map[uint64]*groupState
 		segs   []*segment // by id; the last one is active
+		byID   map[uint64]*segment
 		// written counts write calls; a caller waits until synced
 		// reaches the number of its own write.
 		written uint64
@@ -57,7 +59,7 @@ type WAL struct {
 	}
 
 	stats struct {
-		appends, syncs, bytes, deletedSegs atomic.Uint64
+		appends, syncs, bytes, deletedSegs, relocated atomic.Uint64
 	}
 }
 
@@ -65,6 +67,9 @@ type segment struct {
 	id   uint64
 	f    *os.File
 	size int64
+	// live is the bytes of entry records in this segment that the index
+	// still points at; a segment with none is garbage.
+	live int64
 }
 
 // loc is where a group's entry record is.
@@ -103,6 +108,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 	}
 	w := &WAL{dir: dir, opts: opts, log: opts.Logger}
 	w.mu.groups = map[uint64]*groupState{}
+	w.mu.byID = map[uint64]*segment{}
 	ids, err := listSegments(dir)
 	if err != nil {
 		return nil, err
@@ -117,6 +123,9 @@ func Open(dir string, opts Options) (*WAL, error) {
 		if err := w.recoverSegment(id, i == len(ids)-1); err != nil {
 			return nil, err
 		}
+	}
+	if err := w.checkHolesLocked(); err != nil {
+		return nil, fmt.Errorf("the wal in %s is inconsistent: %w", dir, err)
 	}
 	if len(w.mu.segs) == 0 {
 		if err := w.createSegmentLocked(1); err != nil {
@@ -167,6 +176,7 @@ func (w *WAL) recoverSegment(id uint64, last bool) error {
 	size := fi.Size()
 	seg := &segment{id: id, f: f}
 	w.mu.segs = append(w.mu.segs, seg)
+	w.mu.byID[id] = seg
 	// The loop's returns of bad(...) end the scan; seg.size is set by
 	// this deferred assignment on every path.
 	defer func() { seg.size = size }()
@@ -221,7 +231,7 @@ func (w *WAL) recoverSegment(id uint64, last bool) error {
 }
 
 // applyLocked applies one record to the index. Live calls validated it
-// with checkLocked first; in recovery (replay) a record that does not
+// with their check first; in recovery (replay) a record that does not
 // fit is corruption.
 func (w *WAL) applyLocked(rec record, at loc, replay bool) error {
 	g := w.mu.groups[rec.group]
@@ -232,39 +242,122 @@ func (w *WAL) applyLocked(rec record, at loc, replay bool) error {
 	switch rec.kind {
 	case kindEntry:
 		i := rec.log.Index
-		switch {
-		case len(g.pos) == 0:
-			g.first = i
-		case i != g.last()+1:
-			return fmt.Errorf("group %x: entry %d does not follow entry %d", rec.group, i, g.last())
+		if !replay {
+			// check made sure it follows the last entry.
+			if len(g.pos) == 0 {
+				g.first = i
+			}
+			g.pos = append(g.pos, at)
+			w.mu.byID[at.seg].live += at.n
+			break
 		}
-		g.pos = append(g.pos, at)
+		// In replay the index can differ from the live one before this
+		// point, because the segments deleted since held records that
+		// are gone: entries above i that this log had deleted (the
+		// deletion is gone), or entries below i (dead by the end of the
+		// log, since their segment could be deleted). So an entry
+		// replaces everything from its index on, and a gap below it is
+		// filled with holes, which must all be deleted again by the end
+		// of the replay (checkHoles).
+		w.placeLocked(g, i, at, true)
+	case kindMove:
+		// A live entry copied forward out of an old segment (relocate):
+		// it replaces the old copy, or stands in for it when the old
+		// copy's segment is gone.
+		w.placeLocked(g, rec.log.Index, at, false)
 	case kindDelete:
-		deleteRange(g, rec.lo, rec.hi)
+		w.deleteRangeLocked(g, rec.lo, rec.hi)
 	case kindSet:
 		g.stable[string(rec.key)] = slices.Clone(rec.val)
 	case kindDrop:
+		if g != nil {
+			w.deleteRangeLocked(g, 0, ^uint64(0))
+		}
 		delete(w.mu.groups, rec.group)
 	}
 	return nil
 }
 
-// deleteRange removes lo..hi from g: a prefix (compaction after a
+// hole marks, in replay, an entry whose record is in a deleted segment.
+var hole = loc{}
+
+// placeLocked puts entry i of g at at. truncate: drop everything from i
+// on first (an entry); else replace i in place (a move). Outside the
+// current range the gap is filled with holes.
+func (w *WAL) placeLocked(g *groupState, i uint64, at loc, truncate bool) {
+	switch {
+	case len(g.pos) == 0:
+		g.first = i
+		g.pos = append(g.pos, at)
+	case i < g.first:
+		if truncate {
+			w.deleteRangeLocked(g, 0, ^uint64(0))
+			g.first = i
+			g.pos = append(g.pos, at)
+			break
+		}
+		holes := make([]loc, g.first-i)
+		holes[0] = at
+		g.pos = append(holes, g.pos...)
+		g.first = i
+	case i <= g.last():
+		if truncate {
+			w.deleteRangeLocked(g, i, ^uint64(0))
+			g.pos = append(g.pos, at)
+			break
+		}
+		old := &g.pos[i-g.first]
+		if old.seg != 0 {
+			w.mu.byID[old.seg].live -= old.n
+		}
+		*old = at
+	default:
+		for g.last()+1 < i {
+			g.pos = append(g.pos, hole)
+		}
+		g.pos = append(g.pos, at)
+	}
+	w.mu.byID[at.seg].live += at.n
+}
+
+// checkHolesLocked: after replay, no group may still have a hole.
+func (w *WAL) checkHolesLocked() error {
+	for id, g := range w.mu.groups {
+		for k, l := range g.pos {
+			if l.seg == 0 {
+				return fmt.Errorf("%w: entry %d of raft group %x is in a segment that was deleted", errCorrupt, g.first+uint64(k), id)
+			}
+		}
+	}
+	return nil
+}
+
+// deleteRangeLocked removes lo..hi from g: a prefix (compaction after a
 // snapshot), a suffix (conflicting entries) or everything. Raft never
-// deletes from the middle; checkDelete rejects that.
-func deleteRange(g *groupState, lo, hi uint64) {
+// deletes from the middle; middleDelete rejects that before.
+func (w *WAL) deleteRangeLocked(g *groupState, lo, hi uint64) {
 	if len(g.pos) == 0 || hi < g.first || lo > g.last() {
 		return
 	}
+	gone := func(ls []loc) {
+		for _, l := range ls {
+			if l.seg != 0 {
+				w.mu.byID[l.seg].live -= l.n
+			}
+		}
+	}
 	switch {
 	case lo <= g.first && hi >= g.last():
+		gone(g.pos)
 		g.pos = nil
 		g.first = 0
 	case lo <= g.first:
 		k := hi - g.first + 1
+		gone(g.pos[:k])
 		g.pos = g.pos[k:]
 		g.first = hi + 1
 	default:
+		gone(g.pos[lo-g.first:])
 		g.pos = g.pos[:lo-g.first]
 	}
 }
@@ -285,7 +378,9 @@ func (w *WAL) createSegmentLocked(id uint64) error {
 		f.Close()
 		return err
 	}
-	w.mu.segs = append(w.mu.segs, &segment{id: id, f: f})
+	seg := &segment{id: id, f: f}
+	w.mu.segs = append(w.mu.segs, seg)
+	w.mu.byID[id] = seg
 	return nil
 }
 
@@ -364,7 +459,11 @@ func (w *WAL) write(b []byte, recs []record, check func() error) error {
 		}
 	}
 	if seg := w.activeLocked(); seg.size > 0 && seg.size+int64(len(b)) > w.opts.SegmentBytes {
-		if err := w.rollLocked(); err != nil {
+		err := w.rollLocked()
+		if err == nil {
+			err = w.relocateLocked()
+		}
+		if err != nil {
 			w.failLocked(err)
 			w.mu.Unlock()
 			return err
@@ -443,24 +542,89 @@ func (w *WAL) syncTo(seq uint64) error {
 }
 
 // compactLocked deletes the oldest segments that hold no live entry.
+// Only a prefix of the segments is deleted, so that replay always
+// starts at a checkpoint with everything after it present.
 func (w *WAL) compactLocked() {
-	minSeg := w.activeLocked().id
-	for _, g := range w.mu.groups {
-		if len(g.pos) > 0 {
-			minSeg = min(minSeg, g.pos[0].seg)
-		}
-	}
-	for len(w.mu.segs) > 1 && w.mu.segs[0].id < minSeg {
+	for len(w.mu.segs) > 1 && w.mu.segs[0].live <= 0 {
 		seg := w.mu.segs[0]
 		seg.f.Close()
 		if err := os.Remove(seg.f.Name()); err != nil {
 			// Left behind, it is replayed again on the next start: only
-			// space is lost. Keep it open-able: stop compacting.
+			// space is lost.
 			w.log.Warn("cannot delete a wal segment no group needs; it stays until the next start", "segment", seg.f.Name(), "err", err)
 		}
 		w.mu.segs = w.mu.segs[1:]
+		delete(w.mu.byID, seg.id)
 		w.stats.deletedSegs.Add(1)
 	}
+}
+
+// relocateLocked copies the live entries of the oldest segment to the
+// active one when the WAL holds much more than its live data, so that a
+// group that writes rarely (and so rarely compacts) does not keep every
+// later segment on disk: segments are only deleted oldest first. The
+// copies are fsynced before the oldest segment is deleted.
+func (w *WAL) relocateLocked() error {
+	var total, live int64
+	for _, seg := range w.mu.segs {
+		total += seg.size
+		live += seg.live
+	}
+	if len(w.mu.segs) < 3 || total <= 2*live+2*w.opts.SegmentBytes {
+		return nil
+	}
+	oldest := w.mu.segs[0]
+	type moved struct {
+		group uint64
+		index uint64
+		at    loc
+	}
+	var todo []moved
+	for _, id := range slices.Sorted(mapsKeys(w.mu.groups)) {
+		g := w.mu.groups[id]
+		// Descending index order: see kindMove in applyLocked.
+		for k := len(g.pos) - 1; k >= 0; k-- {
+			if g.pos[k].seg == oldest.id {
+				todo = append(todo, moved{group: id, index: g.first + uint64(k), at: g.pos[k]})
+			}
+		}
+	}
+	if len(todo) == 0 {
+		w.compactLocked()
+		return nil
+	}
+	var b []byte
+	for _, m := range todo {
+		rec := make([]byte, m.at.n)
+		if _, err := oldest.f.ReadAt(rec, m.at.off); err != nil {
+			return fmt.Errorf("cannot read wal entry %d of group %x to relocate it: %w", m.index, m.group, err)
+		}
+		if _, err := decode(rec); err != nil {
+			return fmt.Errorf("cannot relocate wal entry %d of group %x from %s: %w", m.index, m.group, oldest.f.Name(), err)
+		}
+		rec[headerSize] = byte(kindMove)
+		b = append(b, seal(rec, 0)...)
+	}
+	seg := w.activeLocked()
+	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
+		return fmt.Errorf("cannot write relocated entries to wal segment %s: %w", seg.f.Name(), err)
+	}
+	if err := unix.Fdatasync(int(seg.f.Fd())); err != nil {
+		return fmt.Errorf("cannot sync wal segment %s: %w", seg.f.Name(), err)
+	}
+	off := seg.size
+	for _, m := range todo {
+		rec := record{kind: kindMove, group: m.group, log: raft.Log{Index: m.index}}
+		if err := w.applyLocked(rec, loc{seg: seg.id, off: off, n: m.at.n}, false); err != nil {
+			return err
+		}
+		off += m.at.n
+	}
+	seg.size = off
+	w.stats.bytes.Add(uint64(len(b)))
+	w.stats.relocated.Add(uint64(len(b)))
+	w.compactLocked()
+	return nil
 }
 
 // readEntry reads and decodes the entry record at l.
@@ -498,7 +662,7 @@ func (w *WAL) readEntry(group, index uint64) (record, error) {
 		if err != nil {
 			return record{}, fmt.Errorf("wal entry %d of group %x in %s at offset %d: %w", index, group, f.Name(), at.off, err)
 		}
-		if rec.kind != kindEntry || rec.group != group || rec.log.Index != index {
+		if (rec.kind != kindEntry && rec.kind != kindMove) || rec.group != group || rec.log.Index != index {
 			return record{}, fmt.Errorf("wal index points at the wrong record for entry %d of group %x (%s offset %d)", index, group, f.Name(), at.off)
 		}
 		return rec, nil
@@ -515,8 +679,11 @@ type Stats struct {
 	// group), Syncs the fsyncs that made them durable: Appends/Syncs is
 	// the group-commit factor.
 	Appends, Syncs uint64
-	// Bytes written to segments, checkpoints included.
-	Bytes uint64
+	// Bytes written to segments, checkpoints and relocations included;
+	// RelocatedBytes of them are live entries copied out of old segments.
+	Bytes, RelocatedBytes uint64
+	// LiveBytes: entry records the index points at.
+	LiveBytes int64
 	// Segments now on disk; DeletedSegments since Open.
 	Segments, DeletedSegments int
 	// Groups with state in the WAL.
@@ -526,8 +693,13 @@ type Stats struct {
 func (w *WAL) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var live int64
+	for _, seg := range w.mu.segs {
+		live += seg.live
+	}
 	return Stats{
 		Appends: w.stats.appends.Load(), Syncs: w.stats.syncs.Load(), Bytes: w.stats.bytes.Load(),
+		RelocatedBytes: w.stats.relocated.Load(), LiveBytes: live,
 		Segments: len(w.mu.segs), DeletedSegments: int(w.stats.deletedSegs.Load()), Groups: len(w.mu.groups),
 	}
 }

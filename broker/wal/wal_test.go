@@ -251,3 +251,54 @@ func TestCorruptOlderSegment(t *testing.T) {
 		t.Fatalf("open with a corrupt older segment: got %v, want a corruption error", err)
 	}
 }
+
+// TestIdleGroupDoesNotPinSegments: a group that wrote once and never
+// compacts must not keep every later segment on disk while another group
+// writes and compacts: its live entries are relocated forward.
+func TestIdleGroupDoesNotPinSegments(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 8192}
+	w := openT(t, dir, opts)
+	idle, busy := w.Store(1), w.Store(2)
+	mustStore(t, idle, entries(1, 3, 1, "idle"))
+	if err := idle.SetUint64([]byte("CurrentTerm"), 4); err != nil {
+		t.Fatal(err)
+	}
+	big := string(bytes.Repeat([]byte("b"), 1000))
+	for i := uint64(1); i <= 2000; i++ {
+		mustStore(t, busy, []*raft.Log{entry(i, 1, big)})
+		if i%50 == 0 {
+			f, _ := busy.FirstIndex()
+			if err := busy.DeleteRange(f, i-10); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st := w.Stats()
+	if st.Segments > 10 {
+		t.Fatalf("%d segments of 8 KiB for %d live bytes: the idle group pins them", st.Segments, st.LiveBytes)
+	}
+	if st.RelocatedBytes == 0 {
+		t.Fatal("nothing was relocated")
+	}
+	t.Logf("segments %d, live %d bytes, written %d, relocated %d", st.Segments, st.LiveBytes, st.Bytes, st.RelocatedBytes)
+	w.Close()
+	w = openT(t, dir, opts)
+	defer w.Close()
+	idle = w.Store(1)
+	if f, l := bounds(t, idle); f != 1 || l != 3 {
+		t.Fatalf("idle group after reopen: first %d last %d, want 1 3", f, l)
+	}
+	for i := uint64(1); i <= 3; i++ {
+		var got raft.Log
+		if err := idle.GetLog(i, &got); err != nil || string(got.Data) != fmt.Sprintf("idle-%d", i) {
+			t.Fatalf("idle entry %d: got %q (%v)", i, got.Data, err)
+		}
+	}
+	if v, err := idle.GetUint64([]byte("CurrentTerm")); err != nil || v != 4 {
+		t.Fatalf("idle CurrentTerm: got %d (%v), want 4", v, err)
+	}
+	if f, l := bounds(t, w.Store(2)); f != 1991 || l != 2000 {
+		t.Fatalf("busy group after reopen: first %d last %d, want 1991 2000", f, l)
+	}
+}
