@@ -24,7 +24,17 @@
 // and the deletion of everything before its first entry. So once no group
 // has a live entry in the oldest segments they can be deleted whole
 // (checked after every prefix DeleteRange and DropGroup): nothing in them
-// is needed to rebuild the index any more.
+// is needed to rebuild the index any more. Segments go oldest first only,
+// so a group that writes rarely would keep every later segment: when the
+// segments hold more than twice the live entries plus two segments, the
+// live entries of the oldest one are copied forward (move records,
+// fsynced) when a segment is rolled, and it is deleted.
+//
+// Replay after deletions sees records whose context is gone (an entry
+// whose predecessors were in a deleted segment and are dead by the end).
+// It therefore places an entry by its index, truncating what is above
+// and filling a gap below with holes; a hole still live at the end of
+// the replay is reported as corruption.
 //
 // # Recovery
 //
