@@ -65,10 +65,15 @@ func entrySize(l *raft.Log) int {
 	return headerSize + bodyMin + 8 + 8 + 1 + 8 + 4 + len(l.Data) + 4 + len(l.Extensions)
 }
 
-// appendEntry appends an entry record for l to b.
-func appendEntry(b []byte, group uint64, l *raft.Log) []byte {
-	start := len(b)
-	b = append(b, make([]byte, headerSize)...)
+// entryHead is the size of an entry record up to its data: header,
+// kind, group, index, term, type, appended-at and data length.
+const entryHead = headerSize + bodyMin + 8 + 8 + 1 + 8 + 4
+
+// appendEntryHead appends the first entryHead bytes of l's entry record
+// (the CRC still zero; see sealPieces).
+func appendEntryHead(b []byte, group uint64, l *raft.Log) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(entrySize(l)-headerSize))
+	b = append(b, 0, 0, 0, 0)
 	b = append(b, byte(kindEntry))
 	b = binary.LittleEndian.AppendUint64(b, group)
 	b = binary.LittleEndian.AppendUint64(b, l.Index)
@@ -79,7 +84,23 @@ func appendEntry(b []byte, group uint64, l *raft.Log) []byte {
 		at = l.AppendedAt.UnixNano()
 	}
 	b = binary.LittleEndian.AppendUint64(b, uint64(at))
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(l.Data)))
+	return binary.LittleEndian.AppendUint32(b, uint32(len(l.Data)))
+}
+
+// sealPieces sets the CRC in head of the record made of head, then the
+// rest of its body in pieces.
+func sealPieces(head []byte, rest ...[]byte) {
+	c := crc32.Update(0, castagnoli, head[headerSize:])
+	for _, p := range rest {
+		c = crc32.Update(c, castagnoli, p)
+	}
+	binary.LittleEndian.PutUint32(head[4:], c)
+}
+
+// appendEntry appends an entry record for l to b (one piece).
+func appendEntry(b []byte, group uint64, l *raft.Log) []byte {
+	start := len(b)
+	b = appendEntryHead(b, group, l)
 	b = append(b, l.Data...)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(l.Extensions)))
 	b = append(b, l.Extensions...)

@@ -73,14 +73,29 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
-	n := 0
-	for _, l := range logs {
-		n += entrySize(l)
-	}
-	b := make([]byte, 0, n)
+	// Each entry is three pieces written with one pwritev: its header
+	// and fixed fields, its data as raft holds it (not copied), and its
+	// extensions.
+	iov := make([][]byte, 0, 3*len(logs))
+	sizes := make([]int64, len(logs))
 	recs := make([]record, len(logs))
+	heads := make([]byte, 0, len(logs)*(entryHead+4))
 	for i, l := range logs {
-		b = appendEntry(b, s.group, l)
+		start := len(heads)
+		heads = appendEntryHead(heads, s.group, l)
+		head := heads[start:len(heads):len(heads)]
+		tail := binary.LittleEndian.AppendUint32(heads[len(heads):len(heads)], uint32(len(l.Extensions)))
+		heads = heads[:len(heads)+4]
+		sealPieces(head, l.Data, tail, l.Extensions)
+		iov = append(iov, head)
+		if len(l.Data) > 0 {
+			iov = append(iov, l.Data)
+		}
+		iov = append(iov, tail)
+		if len(l.Extensions) > 0 {
+			iov = append(iov, l.Extensions)
+		}
+		sizes[i] = int64(entrySize(l))
 		recs[i] = record{kind: kindEntry, group: s.group, log: raft.Log{Index: l.Index}}
 	}
 	check := func() error {
@@ -96,7 +111,7 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		}
 		return nil
 	}
-	if err := s.w.write(b, recs, check); err != nil {
+	if err := s.w.write(iov, sizes, recs, check); err != nil {
 		return err
 	}
 	return nil
@@ -115,7 +130,7 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 		}
 		return nil
 	}
-	err := s.w.write(appendDelete(nil, s.group, lo, hi), []record{{kind: kindDelete, group: s.group, lo: lo, hi: hi}}, check)
+	err := s.w.writeOne(appendDelete(nil, s.group, lo, hi), record{kind: kindDelete, group: s.group, lo: lo, hi: hi}, check)
 	if err != nil {
 		return err
 	}
@@ -126,7 +141,7 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 }
 
 func (s *Store) Set(key, val []byte) error {
-	return s.w.write(appendSet(nil, s.group, key, val), []record{{kind: kindSet, group: s.group, key: key, val: val}}, nil)
+	return s.w.writeOne(appendSet(nil, s.group, key, val), record{kind: kindSet, group: s.group, key: key, val: val}, nil)
 }
 
 // errKeyNotFound: raft compares the message of Get's error with "not

@@ -443,10 +443,15 @@ func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 	}
 }
 
-// write appends the encoded records b for one call to the active
-// segment, after check accepted them, and applies them to the index;
-// then it waits until they are durable.
-func (w *WAL) write(b []byte, recs []record, check func() error) error {
+// write appends the encoded records of one call to the active segment,
+// after check accepted them, and applies them to the index; then it
+// waits until they are durable. The records' bytes are the
+// concatenation of iov; sizes[i] is the length of record i.
+func (w *WAL) write(iov [][]byte, sizes []int64, recs []record, check func() error) error {
+	var total int64
+	for _, n := range sizes {
+		total += n
+	}
 	w.mu.Lock()
 	if err := w.usableLocked(); err != nil {
 		w.mu.Unlock()
@@ -458,7 +463,7 @@ func (w *WAL) write(b []byte, recs []record, check func() error) error {
 			return err
 		}
 	}
-	if seg := w.activeLocked(); seg.size > 0 && seg.size+int64(len(b)) > w.opts.SegmentBytes {
+	if seg := w.activeLocked(); seg.size > 0 && seg.size+total > w.opts.SegmentBytes {
 		err := w.rollLocked()
 		if err == nil {
 			err = w.relocateLocked()
@@ -470,15 +475,15 @@ func (w *WAL) write(b []byte, recs []record, check func() error) error {
 		}
 	}
 	seg := w.activeLocked()
-	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
+	if err := pwritev(seg.f, iov, seg.size); err != nil {
 		err = fmt.Errorf("cannot write to wal segment %s: %w", seg.f.Name(), err)
 		w.failLocked(err)
 		w.mu.Unlock()
 		return err
 	}
 	off := seg.size
-	for _, rec := range recs {
-		n := int64(headerSize) + int64(binaryLen(b[off-seg.size:]))
+	for i, rec := range recs {
+		n := sizes[i]
 		// Cannot fail: check validated the records against this index.
 		_ = w.applyLocked(rec, loc{seg: seg.id, off: off, n: n}, false)
 		off += n
@@ -488,12 +493,57 @@ func (w *WAL) write(b []byte, recs []record, check func() error) error {
 	seq := w.mu.written
 	w.mu.Unlock()
 	w.stats.appends.Add(1)
-	w.stats.bytes.Add(uint64(len(b)))
+	w.stats.bytes.Add(uint64(total))
 	return w.syncTo(seq)
 }
 
-func binaryLen(b []byte) uint32 {
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+// writeOne is write for a single record in b.
+func (w *WAL) writeOne(b []byte, rec record, check func() error) error {
+	return w.write([][]byte{b}, []int64{int64(len(b))}, []record{rec}, check)
+}
+
+// pwritev writes the concatenation of iov at off in f, in as few system
+// calls as the kernel's iovec limit allows, without copying it into one
+// buffer first.
+func pwritev(f *os.File, iov [][]byte, off int64) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	const maxIov = 1024
+	for len(iov) > 0 {
+		chunk := iov[:min(len(iov), maxIov)]
+		var want int
+		for _, b := range chunk {
+			want += len(b)
+		}
+		var n int
+		var werr error
+		if err := rc.Control(func(fd uintptr) { n, werr = unix.Pwritev(int(fd), chunk, off) }); err != nil {
+			return err
+		}
+		if werr != nil {
+			return werr
+		}
+		off += int64(n)
+		if n == want {
+			iov = iov[len(chunk):]
+			continue
+		}
+		// Short write: go on with the rest.
+		rest := slices.Clone(iov)
+		for n > 0 {
+			if n >= len(rest[0]) {
+				n -= len(rest[0])
+				rest = rest[1:]
+				continue
+			}
+			rest[0] = rest[0][n:]
+			n = 0
+		}
+		iov = rest
+	}
+	return nil
 }
 
 func (w *WAL) usableLocked() error {
@@ -748,7 +798,7 @@ func (w *WAL) DropGroup(group uint64) error {
 	if !known {
 		return nil
 	}
-	err := w.write(appendDrop(nil, group), []record{{kind: kindDrop, group: group}}, nil)
+	err := w.writeOne(appendDrop(nil, group), record{kind: kindDrop, group: group}, nil)
 	if err != nil {
 		return fmt.Errorf("cannot drop raft group %x from the wal: %w", group, err)
 	}
