@@ -112,19 +112,26 @@ func (n *Node) openGroupWAL(cfg GroupConfig) (*wal.WAL, error) {
 	if err != nil {
 		return nil, err
 	}
-	marker := filepath.Join(cfg.Dir, walMarker)
-	if _, err := os.Stat(marker); err == nil {
-		return w, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, errors.Join(fmt.Errorf("cannot check %s: %w", marker, err), n.wal.release())
-	}
-	if err := w.DropGroup(cfg.Group); err != nil {
-		return nil, errors.Join(err, n.wal.release())
-	}
-	if err := writeMarker(marker); err != nil {
+	if err := claimGroupWAL(w, cfg.Dir, cfg.Group); err != nil {
 		return nil, errors.Join(err, n.wal.release())
 	}
 	return w, nil
+}
+
+// claimGroupWAL makes dir the owner of group's state in w: if dir has no
+// marker yet, whatever w holds for the group is an older incarnation's
+// and is dropped before the marker is written.
+func claimGroupWAL(w *wal.WAL, dir string, group uint64) error {
+	marker := filepath.Join(dir, walMarker)
+	if _, err := os.Stat(marker); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cannot check %s: %w", marker, err)
+	}
+	if err := w.DropGroup(group); err != nil {
+		return err
+	}
+	return writeMarker(marker)
 }
 
 func writeMarker(path string) error {
