@@ -45,9 +45,12 @@
 // # Data groups
 //
 // Node.StartGroup starts one more raft instance on the mux for a
-// replicated partition (the broker supplies the state machine): its own
-// bbolt log store and file snapshots in the partition's raft directory,
-// the first replica bootstrapping all replicas as voters.
+// replicated partition (the broker supplies the state machine): its raft
+// log and stable store in the broker's raft WAL (package wal, one per
+// broker in DataDir/raft-wal, opened by the first group and closed with
+// the last, wal.go), behind raft's log cache, and file snapshots in the
+// partition's raft directory, the first replica bootstrapping all
+// replicas as voters.
 //
 // # Storage
 //
@@ -70,5 +73,7 @@
 // # Locks
 //
 // FSM.applyMu serializes Apply and Restore; Mux.mu guards the group table.
-// Neither is held while calling out, so there is no lock order to keep.
+// sharedWAL.mu guards the WAL's reference count; it is taken around
+// wal.Open, wal.Close and Stats only. None of these is held while calling
+// out to raft, so there is no lock order to keep.
 package cluster
