@@ -302,3 +302,74 @@ func TestIdleGroupDoesNotPinSegments(t *testing.T) {
 		t.Fatalf("busy group after reopen: first %d last %d, want 1991 2000", f, l)
 	}
 }
+
+// TestConcurrentReadsDuringCompaction: readers of every group run while
+// writers append, compact and so roll, relocate and delete segments; a
+// read returns the entry's data or ErrLogNotFound (compacted meanwhile),
+// never another error or other data. Run it with -race.
+func TestConcurrentReadsDuringCompaction(t *testing.T) {
+	w := openT(t, t.TempDir(), Options{SegmentBytes: 16 << 10})
+	defer w.Close()
+	const groups, per = 4, 400
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	errs := make(chan error, 2*groups)
+	payload := func(g int, i uint64) string { return fmt.Sprintf("%d/%d/%s", g, i, bytes.Repeat([]byte("p"), 200)) }
+	for g := range groups {
+		wg.Go(func() {
+			s := w.Store(uint64(g + 1))
+			for i := uint64(1); i <= per; i++ {
+				if err := s.StoreLogs([]*raft.Log{entry(i, 1, payload(g, i))}); err != nil {
+					errs <- err
+					return
+				}
+				// The first group keeps everything: relocation has to
+				// move it for segments to go.
+				if g > 0 && i%20 == 0 {
+					f, _ := s.FirstIndex()
+					if err := s.DeleteRange(f, i-5); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	var readers sync.WaitGroup
+	for g := range groups {
+		readers.Go(func() {
+			s := w.Store(uint64(g + 1))
+			for k := uint64(0); ; k++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				f, _ := s.FirstIndex()
+				l, _ := s.LastIndex()
+				if l == 0 {
+					continue
+				}
+				i := f + k%(l-f+1)
+				var got raft.Log
+				err := s.GetLog(i, &got)
+				if errors.Is(err, raft.ErrLogNotFound) {
+					continue
+				}
+				if err != nil || string(got.Data) != payload(g, i) {
+					errs <- fmt.Errorf("group %d entry %d: got %.20q (%v)", g+1, i, got.Data, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	readers.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st := w.Stats()
+	t.Logf("segments %d, deleted %d, relocated %d bytes", st.Segments, st.DeletedSegments, st.RelocatedBytes)
+}
