@@ -43,6 +43,14 @@ if [ -z "${SKIP_IDLE:-}" ]; then
   "$bin" topic delete idle --brokers "$seeds" >/dev/null || true
 fi
 load() { awk '{print $1}' /proc/loadavg; }
+metric_ms() { # NAME (seconds): sum over the brokers, in ms
+  local s=0 v i
+  for i in 0 1 2; do
+    v=$(curl -s "http://127.0.0.1:$(hport "$i")/metrics" | awk -v m="$1" '$1 == m {printf "%.0f", $2 * 1000}')
+    s=$((s + ${v:-0}))
+  done
+  echo "$s"
+}
 metric() { # NAME: sum over the brokers
   local s=0 v i
   for i in 0 1 2; do
@@ -66,15 +74,17 @@ amplification() { # topic, replication factor
   local -a wb
   local i d written=0 p0 p1
   for i in 0 1 2; do wb[$i]=$(wbytes "${pids[$i]}"); done
-  local a0 s0
+  local a0 s0 t0
   p0=$(produced)
   a0=$(metric simtel_broker_raft_wal_appends_total)
   s0=$(metric simtel_broker_raft_wal_syncs_total)
+  t0=$(metric_ms simtel_broker_raft_wal_sync_seconds_total)
   "$bin" bench produce --brokers "$seeds" --topic "$1" --records "$records" --record-size 1024 --producers 2 --partitions 6 --quiet
   sleep 15 # let snapshots and writeback settle
   p1=$(produced)
   if [ "$2" -gt 1 ]; then
-    echo "raft wal RF $2: $(($(metric simtel_broker_raft_wal_appends_total) - a0)) appends in $(($(metric simtel_broker_raft_wal_syncs_total) - s0)) fsyncs (3 brokers)"
+    local syncs=$(($(metric simtel_broker_raft_wal_syncs_total) - s0))
+    echo "raft wal RF $2: $(($(metric simtel_broker_raft_wal_appends_total) - a0)) appends in $syncs fsyncs (3 brokers), mean fsync $(echo "scale=2; ($(metric_ms simtel_broker_raft_wal_sync_seconds_total) - t0) / ($syncs + 0.001)" | bc) ms"
   fi
   for i in 0 1 2; do
     d=$(( $(wbytes "${pids[$i]}") - wb[i] ))

@@ -62,6 +62,7 @@ func (s *sharedWAL) release() error {
 	s.closed.Appends += st.Appends
 	s.closed.Syncs += st.Syncs
 	s.closed.Bytes += st.Bytes
+	s.closed.SyncTime += st.SyncTime
 	err := s.w.Close()
 	s.w = nil
 	return err
@@ -78,6 +79,7 @@ func (s *sharedWAL) stats() wal.Stats {
 		st.Appends += now.Appends
 		st.Syncs += now.Syncs
 		st.Bytes += now.Bytes
+		st.SyncTime += now.SyncTime
 		st.Segments = now.Segments
 	}
 	return st
@@ -96,6 +98,8 @@ func (n *Node) registerWALMetrics() {
 			stat(func(s wal.Stats) uint64 { return s.Appends })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_broker_raft_wal_syncs_total", Help: "Fsyncs of the raft WAL; appends/syncs is the group-commit factor."},
 			stat(func(s wal.Stats) uint64 { return s.Syncs })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_broker_raft_wal_sync_seconds_total", Help: "Time spent in fsyncs of the raft WAL; divided by the syncs, the mean fsync latency."},
+			func() float64 { return n.wal.stats().SyncTime.Seconds() }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_broker_raft_wal_written_bytes_total", Help: "Bytes written to the raft WAL's segments."},
 			stat(func(s wal.Stats) uint64 { return s.Bytes })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "simtel_broker_raft_wal_segments", Help: "Segment files of the raft WAL on disk."},

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"golang.org/x/sys/unix"
@@ -59,7 +60,7 @@ type WAL struct {
 	}
 
 	stats struct {
-		appends, syncs, bytes, deletedSegs, relocated atomic.Uint64
+		appends, syncs, bytes, deletedSegs, relocated, syncNanos atomic.Uint64
 	}
 }
 
@@ -579,7 +580,10 @@ func (w *WAL) syncTo(seq uint64) error {
 	// Writes up to target are in f or in older segments, which were
 	// fsynced when they were rolled. A segment deleted meanwhile was
 	// synced before, so ErrClosed from it is fine.
-	if err := fdatasync(f); err != nil && !errors.Is(err, os.ErrClosed) {
+	start := time.Now()
+	err := fdatasync(f)
+	w.stats.syncNanos.Add(uint64(time.Since(start)))
+	if err != nil && !errors.Is(err, os.ErrClosed) {
 		err = fmt.Errorf("cannot sync wal segment %s: %w", f.Name(), err)
 		w.mu.Lock()
 		w.failLocked(err)
@@ -729,6 +733,8 @@ type Stats struct {
 	// group), Syncs the fsyncs that made them durable: Appends/Syncs is
 	// the group-commit factor.
 	Appends, Syncs uint64
+	// SyncTime is the time spent in those fsyncs.
+	SyncTime time.Duration
 	// Bytes written to segments, checkpoints and relocations included;
 	// RelocatedBytes of them are live entries copied out of old segments.
 	Bytes, RelocatedBytes uint64
@@ -749,6 +755,7 @@ func (w *WAL) Stats() Stats {
 	}
 	return Stats{
 		Appends: w.stats.appends.Load(), Syncs: w.stats.syncs.Load(), Bytes: w.stats.bytes.Load(),
+		SyncTime: time.Duration(w.stats.syncNanos.Load()),
 		RelocatedBytes: w.stats.relocated.Load(), LiveBytes: live,
 		Segments: len(w.mu.segs), DeletedSegments: int(w.stats.deletedSegs.Load()), Groups: len(w.mu.groups),
 	}
