@@ -755,7 +755,7 @@ func (w *WAL) Stats() Stats {
 	}
 	return Stats{
 		Appends: w.stats.appends.Load(), Syncs: w.stats.syncs.Load(), Bytes: w.stats.bytes.Load(),
-		SyncTime: time.Duration(w.stats.syncNanos.Load()),
+		SyncTime:       time.Duration(w.stats.syncNanos.Load()),
 		RelocatedBytes: w.stats.relocated.Load(), LiveBytes: live,
 		Segments: len(w.mu.segs), DeletedSegments: int(w.stats.deletedSegs.Load()), Groups: len(w.mu.groups),
 	}
