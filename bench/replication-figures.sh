@@ -11,23 +11,54 @@
 #     three brokers) divided by the record batch bytes produced
 #     (simtel_broker_produced_bytes_total summed over the brokers) times 3
 #     replicas; then the same for an RF 1 topic (the non-replicated path:
-#     local log fsynced on commit) for comparison.
+#     local log fsynced on commit) for comparison. The RF 3 line also gives
+#     the broker-wide raft WAL's appends and fsyncs (group commit).
+#  3. Throughput and latency, RF 3 against RF 1 in one run: `simtel bench
+#     produce` of --tput-records 1 KiB records (acks=all, idempotent, 2
+#     producers, 6 partitions) to a new RF 3 topic, then to a new RF 1
+#     topic, ROUNDS times alternately; MB/s and p50/p99 produce latency of
+#     each, and the RF 3 rate as a fraction of a third of the RF 1 rate (the
+#     bound when three brokers share one disk; the target is 0.80). The
+#     load average is printed with each figure: on a shared machine only
+#     figures taken at a low load mean much.
 #
 #   bench/replication-figures.sh             # ports 3309x (Kafka), 3319x (raft), 3329x (gossip), 3339x (http)
 #   BASE=3900 RECORDS=100000 bench/replication-figures.sh
 #   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
+#   SKIP_IDLE=1 TPUT_RECORDS=300000 ROUNDS=3 bench/replication-figures.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=${BASE:-3309}
 records=${RECORDS:-50000}
+tput_records=${TPUT_RECORDS:-200000}
+rounds=${ROUNDS:-2}
 heartbeat=${HEARTBEAT:-1s}
 broker_args=(--replica-heartbeat-timeout "$heartbeat")
 source bench/cluster-lib.sh
 start_cluster
-"$bin" topic create idle --partitions 300 --replication-factor 3 --brokers "$seeds"
-sleep 15 # elections and leader reports
-idle_cpu "300 partitions x RF 3, heartbeat timeout $heartbeat"
-
+if [ -z "${SKIP_IDLE:-}" ]; then
+  "$bin" topic create idle --partitions 300 --replication-factor 3 --brokers "$seeds"
+  sleep 15 # elections and leader reports
+  idle_cpu "300 partitions x RF 3, heartbeat timeout $heartbeat"
+  "$bin" topic delete idle --brokers "$seeds" >/dev/null || true
+fi
+load() { awk '{print $1}' /proc/loadavg; }
+metric_ms() { # NAME (seconds): sum over the brokers, in ms
+  local s=0 v i
+  for i in 0 1 2; do
+    v=$(curl -s "http://127.0.0.1:$(hport "$i")/metrics" | awk -v m="$1" '$1 == m {printf "%.0f", $2 * 1000}')
+    s=$((s + ${v:-0}))
+  done
+  echo "$s"
+}
+metric() { # NAME: sum over the brokers
+  local s=0 v i
+  for i in 0 1 2; do
+    v=$(curl -s "http://127.0.0.1:$(hport "$i")/metrics" | awk -v m="$1" '$1 == m {printf "%.0f", $2}')
+    s=$((s + ${v:-0}))
+  done
+  echo "$s"
+}
 wbytes() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
 produced() { # sum of simtel_broker_produced_bytes_total over the brokers
   local s=0 v
@@ -43,10 +74,18 @@ amplification() { # topic, replication factor
   local -a wb
   local i d written=0 p0 p1
   for i in 0 1 2; do wb[$i]=$(wbytes "${pids[$i]}"); done
+  local a0 s0 t0
   p0=$(produced)
+  a0=$(metric simtel_broker_raft_wal_appends_total)
+  s0=$(metric simtel_broker_raft_wal_syncs_total)
+  t0=$(metric_ms simtel_broker_raft_wal_sync_seconds_total)
   "$bin" bench produce --brokers "$seeds" --topic "$1" --records "$records" --record-size 1024 --producers 2 --partitions 6 --quiet
   sleep 15 # let snapshots and writeback settle
   p1=$(produced)
+  if [ "$2" -gt 1 ]; then
+    local syncs=$(($(metric simtel_broker_raft_wal_syncs_total) - s0))
+    echo "raft wal RF $2: $(($(metric simtel_broker_raft_wal_appends_total) - a0)) appends in $syncs fsyncs (3 brokers), mean fsync $(echo "scale=2; ($(metric_ms simtel_broker_raft_wal_sync_seconds_total) - t0) / ($syncs + 0.001)" | bc) ms"
+  fi
   for i in 0 1 2; do
     d=$(( $(wbytes "${pids[$i]}") - wb[i] ))
     written=$((written + d))
@@ -57,3 +96,27 @@ amplification() { # topic, replication factor
 }
 amplification wa 3
 amplification wa1 1 # the non-replicated path, for comparison
+
+# throughput TOPIC RF: one bench produce run; prints MB/s, p50 and p99 and
+# sets tput_mb.
+throughput() {
+  "$bin" topic create "$1" --partitions 6 --replication-factor "$2" --brokers "$seeds" >/dev/null
+  sleep 5
+  local out l
+  l=$(load)
+  out=$("$bin" bench produce --brokers "$seeds" --topic "$1" --records "$tput_records" --record-size 1024 --producers 2 --partitions 6 --quiet)
+  tput_mb=$(echo "$out" | awk '{for (i = 2; i <= NF; i++) if ($i == "MB/s,") print $(i-1)}')
+  local p50 p99
+  p50=$(echo "$out" | awk '/latency/ {for (i = 1; i < NF; i++) if ($i == "p50") print $(i+1)}')
+  p99=$(echo "$out" | awk '/latency/ {for (i = 1; i < NF; i++) if ($i == "p99") print $(i+1)}')
+  echo "throughput RF $2: $tput_mb MB/s, produce latency p50 $p50 ms, p99 $p99 ms ($tput_records x 1 KiB, acks=all, load average $l before, $(load) after)"
+  "$bin" topic delete "$1" --brokers "$seeds" >/dev/null || true
+  sleep 5
+}
+for r in $(seq 1 "$rounds"); do
+  throughput "tput3-$r" 3
+  rf3=$tput_mb
+  throughput "tput1-$r" 1
+  rf1=$tput_mb
+  echo "throughput round $r: RF 3 $rf3 MB/s = $(echo "scale=2; $rf3 * 3 / $rf1" | bc) of a third of RF 1 ($rf1 MB/s); target 0.80"
+done

@@ -204,6 +204,13 @@ func (b *Broker) collectStalePartitions(ctx context.Context) bool {
 			continue
 		}
 		_ = os.Remove(filepath.Join(dataDir, e.Name()))
+		var tid [16]byte
+		part, perr := strconv.ParseInt(marker[i+1:], 10, 32)
+		if n, herr := hex.Decode(tid[:], id); herr == nil && n == len(tid) && perr == nil {
+			if err := b.cluster.DropGroupLog(cluster.PartitionGroupID(tid, int32(part))); err != nil {
+				b.log.Warn("cannot drop a stale partition's raft log from the wal; its space stays in use", "partition", marker, "err", err)
+			}
+		}
 		b.log.Info("removed the partition of a topic deleted while this broker was down", "partition", marker)
 	}
 	return true

@@ -11,8 +11,8 @@ package broker
 //   - replicaFSM.Apply, identical on every replica, runs the idempotent
 //     producer check, assigns the next offsets, stamps the batches with
 //     the entry's raft term as partition leader epoch and appends to the
-//     local storage.Log without an fsync: the raft log (bbolt, fsynced per
-//     write) is the durable copy. The high watermark is the applied end;
+//     local storage.Log without an fsync: the raft log (the broker's raft
+//     WAL, fsynced per write) is the durable copy. The high watermark is the applied end;
 //     applied means committed on a majority.
 //   - Snapshots are the storage.Log itself: Persist fsyncs the log up to
 //     the end offset at the snapshot's raft index and records that offset.

@@ -47,14 +47,17 @@
 // # Data groups
 //
 // Node.StartGroup starts one more raft instance on the mux for a
-// replicated partition (the broker supplies the state machine): its own
-// bbolt log store and file snapshots in the partition's raft directory,
-// the first replica bootstrapping all replicas as voters (unless the
-// group's members changed since: replicas added later never bootstrap).
-// GroupConfig.Snapshots lets the broker wrap the snapshot store so that a
-// snapshot sent to a lagging or new replica carries the partition's data.
-// The broker changes a group's members (reassignment) with raft's
-// AddNonvoter, AddVoter and RemoveServer on the group's leader.
+// replicated partition (the broker supplies the state machine): its raft
+// log and stable store in the broker's raft WAL (package wal, one per
+// broker in DataDir/raft-wal, opened by the first group and closed with
+// the last, wal.go), behind raft's log cache, and file snapshots in the
+// partition's raft directory, the first replica bootstrapping all
+// replicas as voters (unless the group's members changed since: replicas
+// added later never bootstrap). GroupConfig.Snapshots lets the broker wrap
+// the snapshot store so that a snapshot sent to a lagging or new replica
+// carries the partition's data. The broker changes a group's members
+// (reassignment) with raft's AddNonvoter, AddVoter and RemoveServer on the
+// group's leader.
 //
 // # Storage
 //
@@ -77,5 +80,7 @@
 // # Locks
 //
 // FSM.applyMu serializes Apply and Restore; Mux.mu guards the group table.
-// Neither is held while calling out, so there is no lock order to keep.
+// sharedWAL.mu guards the WAL's reference count; it is taken around
+// wal.Open, wal.Close and Stats only. None of these is held while calling
+// out to raft, so there is no lock order to keep.
 package cluster

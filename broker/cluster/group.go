@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/simtel/simtel/broker/wal"
 )
 
 // PartitionGroupID is the raft group id of a partition on the shared mux:
@@ -32,7 +34,9 @@ func PartitionGroupID(topicID [16]byte, partition int32) uint64 {
 type GroupConfig struct {
 	// Group is the id on the mux (PartitionGroupID).
 	Group uint64
-	// Dir holds the group's raft log (raft.db) and snapshots.
+	// Dir holds the group's snapshots. Its raft log and stable store are
+	// in the broker's WAL (DATA/raft-wal, package wal), except for a
+	// group created by an older version, whose raft.db here is kept.
 	Dir string
 	FSM raft.FSM
 	// Peers are the replicas, by node id; their raft addresses come from
@@ -69,9 +73,13 @@ type GroupConfig struct {
 // methods then report a shut-down node), so readers need no lock.
 type Group struct {
 	Raft  *raft.Raft
-	store *boltStore
-	trans *raft.NetworkTransport
-	dir   string
+	id    uint64
+	store groupStore
+	// closeStore closes the bbolt store or releases the shared WAL.
+	closeStore func() error
+	wal        *wal.WAL // nil for a bbolt store
+	trans      *raft.NetworkTransport
+	dir        string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -83,11 +91,21 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create raft directory %s: %w", cfg.Dir, err)
 	}
-	g := &Group{dir: cfg.Dir}
-	var err error
-	if g.store, err = openBoltStore(filepath.Join(cfg.Dir, "raft.db")); err != nil {
-		return nil, err
+	g := &Group{dir: cfg.Dir, id: cfg.Group}
+	if legacy := filepath.Join(cfg.Dir, "raft.db"); fileExists(legacy) {
+		bs, err := openBoltStore(legacy)
+		if err != nil {
+			return nil, err
+		}
+		g.store, g.closeStore = bs, bs.Close
+	} else {
+		w, err := n.openGroupWAL(cfg)
+		if err != nil {
+			return nil, err
+		}
+		g.store, g.closeStore, g.wal = w.Store(cfg.Group), n.wal.release, w
 	}
+	var err error
 	ok := false
 	defer func() {
 		if !ok {
@@ -155,7 +173,14 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 			return nil, fmt.Errorf("cannot bootstrap raft group %d: %w", cfg.Group, err)
 		}
 	}
-	if g.Raft, err = raft.NewRaft(rc, cfg.FSM, g.store, g.store, snaps, g.trans); err != nil {
+	// Several produce requests' entries go to raft in one log write.
+	rc.BatchApplyCh = true
+	// Replication and the followers' FSM read recent entries from memory.
+	logs, err := raft.NewLogCache(groupLogCache, g.store)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the raft log cache of group %d: %w", cfg.Group, err)
+	}
+	if g.Raft, err = raft.NewRaft(rc, cfg.FSM, logs, g.store, snaps, g.trans); err != nil {
 		return nil, fmt.Errorf("cannot start raft group %d: %w", cfg.Group, err)
 	}
 	ok = true
@@ -172,8 +197,8 @@ func (g *Group) Close() error {
 		if g.trans != nil {
 			g.closeErr = errors.Join(g.closeErr, g.trans.Close())
 		}
-		if g.store != nil {
-			g.closeErr = errors.Join(g.closeErr, g.store.Close())
+		if g.closeStore != nil {
+			g.closeErr = errors.Join(g.closeErr, g.closeStore())
 		}
 	})
 	return g.closeErr
@@ -181,5 +206,29 @@ func (g *Group) Close() error {
 
 // Remove closes the group and deletes its files.
 func (g *Group) Remove() error {
-	return errors.Join(g.Close(), os.RemoveAll(g.dir))
+	var err error
+	if g.wal != nil {
+		// Before Close releases it (the broker's other groups keep it
+		// open anyway).
+		if g.Raft != nil {
+			_ = g.Raft.Shutdown().Error()
+		}
+		err = g.wal.DropGroup(g.id)
+	}
+	return errors.Join(err, g.Close(), os.RemoveAll(g.dir))
+}
+
+// groupStore is a group's raft log and stable store.
+type groupStore interface {
+	raft.LogStore
+	raft.StableStore
+}
+
+// groupLogCache is how many recent entries of a group raft keeps in
+// memory (raft.LogCache).
+const groupLogCache = 64
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -152,6 +152,9 @@ type Node struct {
 	runCancel context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+
+	// wal is the raft log of the partition groups (wal.go).
+	wal sharedWAL
 }
 
 // New opens the controller's state and binds the raft and gossip
