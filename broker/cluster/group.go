@@ -67,7 +67,9 @@ type GroupConfig struct {
 type Group struct {
 	Raft  *raft.Raft
 	store *boltStore
-	trans *raft.NetworkTransport
+	trans *groupTransport
+	node  *Node
+	group uint64
 	dir   string
 
 	closeOnce sync.Once
@@ -80,7 +82,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create raft directory %s: %w", cfg.Dir, err)
 	}
-	g := &Group{dir: cfg.Dir}
+	g := &Group{dir: cfg.Dir, node: n, group: cfg.Group}
 	var err error
 	if g.store, err = openBoltStore(filepath.Join(cfg.Dir, "raft.db")); err != nil {
 		return nil, err
@@ -110,9 +112,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 			return nil, err
 		}
 	}
-	g.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: n.mux.Group(cfg.Group), MaxPool: 2, Timeout: 10 * time.Second, Logger: hl,
-	})
+	g.trans = n.newTransport(cfg.Group, 2, hl)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
 	rc.Logger = hl
@@ -151,6 +151,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	if g.Raft, err = raft.NewRaft(rc, cfg.FSM, g.store, g.store, snaps, g.trans); err != nil {
 		return nil, fmt.Errorf("cannot start raft group %d: %w", cfg.Group, err)
 	}
+	n.started(g.trans, g.Raft)
 	ok = true
 	return g, nil
 }
@@ -163,6 +164,7 @@ func (g *Group) Close() error {
 			g.closeErr = errors.Join(g.closeErr, g.Raft.Shutdown().Error())
 		}
 		if g.trans != nil {
+			g.node.unregister(g.group, g.trans)
 			g.closeErr = errors.Join(g.closeErr, g.trans.Close())
 		}
 		if g.store != nil {

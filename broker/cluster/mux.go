@@ -21,6 +21,8 @@ import (
 const (
 	kindRaft    byte = 1 // a hashicorp/raft transport stream for one group
 	kindForward byte = 2 // one forwarded controller command (see forward.go)
+	// kindHeartbeat (3, coalesced heartbeats, transport.go) and kindWatch
+	// (4, failure detection, watch.go) are served by handlers.
 
 	// headerTimeout bounds how long an accepted connection may take to
 	// send its header, so a silent peer cannot pin an accept slot.
@@ -44,6 +46,8 @@ type Mux struct {
 		closed bool
 	}
 	forward func(net.Conn) // handler of kindForward connections; nil: refuse
+	// handlers serve the other connection kinds; set before Serve.
+	handlers map[byte]func(net.Conn)
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -60,7 +64,7 @@ func NewMux(addr, advertise string, log *slog.Logger) (*Mux, error) {
 	if advertise == "" {
 		advertise = ln.Addr().String()
 	}
-	m := &Mux{ln: ln, advertise: raft.ServerAddress(advertise), log: log, done: make(chan struct{})}
+	m := &Mux{ln: ln, advertise: raft.ServerAddress(advertise), log: log, done: make(chan struct{}), handlers: map[byte]func(net.Conn){}}
 	m.mu.groups = map[uint64]*StreamLayer{}
 	return m, nil
 }
@@ -150,6 +154,11 @@ func (m *Mux) route(c net.Conn) {
 		}
 		m.forward(c)
 	default:
+		if h := m.handlers[kind[0]]; h != nil {
+			_ = c.SetReadDeadline(time.Time{})
+			h(c)
+			return
+		}
 		m.log.Warn("raft connection with unknown header", "kind", kind[0], "remote", c.RemoteAddr().String())
 		c.Close()
 	}
