@@ -129,11 +129,14 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = d, d, d/2
 	}
 	// An idle leader sends each follower an AppendEntries every
-	// CommitTimeout (50-100 ms by default) to move its commit index: with
-	// hundreds of groups that, not the heartbeats, is most of the idle
-	// CPU. Followers learn the commit index with the next entry or
-	// heartbeat anyway; a new leader runs a barrier before serving.
-	rc.CommitTimeout = rc.HeartbeatTimeout / 2
+	// CommitTimeout to 2×CommitTimeout (50-100 ms by default) to move its
+	// commit index; with hundreds of groups that was most of the idle CPU
+	// once heartbeats were coalesced (transport.go). Its only use is
+	// telling followers that the last entries are committed: they learn
+	// it with the next entry anyway, a new leader runs a barrier before
+	// serving, and followers serve no reads. So an idle follower applies
+	// the last entries up to 2-4 heartbeat timeouts late.
+	rc.CommitTimeout = 2 * rc.HeartbeatTimeout
 	if !hasState && cfg.Bootstrap {
 		var servers []raft.Server
 		md := n.Metadata()

@@ -384,6 +384,7 @@ func (n *Node) serveHeartbeats(conn net.Conn) {
 	stop := n.closeOnShutdown(conn)
 	defer stop()
 	rd := bufio.NewReader(conn)
+	respCh := make(chan raft.RPCResponse, 1)
 	for {
 		data, err := readFrame(rd)
 		if err != nil {
@@ -394,18 +395,25 @@ func (n *Node) serveHeartbeats(conn net.Conn) {
 			n.log.Warn("bad heartbeat frame; closing the link", "remote", conn.RemoteAddr().String(), "err", err)
 			return
 		}
-		// Each on its own goroutine: a heartbeat that moves a group to a
-		// new term writes the term to disk first, and the others must not
-		// wait for that fsync (they would be late for every group, and
-		// followers would start elections).
+		// A heartbeat that moves a group to a newer term writes the term
+		// to disk first; it runs on its own goroutine so that the others
+		// do not wait for that fsync (they would all be late, and their
+		// followers would start elections). The rest, nearly all, run
+		// here one after the other.
 		answers := make([]heartbeatAnswer, len(reqs))
 		var wg sync.WaitGroup
 		for i, r := range reqs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				answers[i] = n.deliverHeartbeat(r, make(chan raft.RPCResponse, 1))
-			}()
+			if t := n.transport(r.group); t != nil {
+				if rf := t.raft.Load(); rf != nil && r.req.Term > rf.CurrentTerm() {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						answers[i] = n.deliverHeartbeat(r, make(chan raft.RPCResponse, 1))
+					}()
+					continue
+				}
+			}
+			answers[i] = n.deliverHeartbeat(r, respCh)
 		}
 		wg.Wait()
 		_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
