@@ -13,11 +13,33 @@
 #     replicas; then the same for an RF 1 topic (the non-replicated path:
 #     local log fsynced on commit) for comparison.
 #
+#  3. Failover (`bench/replication-figures.sh failover`): SIGKILL of a
+#     partition leader while three idempotent acks=all franz-go producers
+#     (default client settings but for a longer delivery timeout) send,
+#     KILLS times (default 20), and the time from each kill to the next
+#     acknowledged write on that partition: p50, p99 (nearest rank: the
+#     maximum below 100 kills) and max. It runs
+#     TestClusterReplicationFailover (real broker processes, and its
+#     lost/duplicated/reordered check) with SIMTEL_FAILOVER_KILLS; GAP
+#     (default 6s) is the least time between a broker's restart and the
+#     next kill: franz-go refreshes metadata at most every 5 s by default
+#     (MetadataMinAge), so kills closer together also measure that wait
+#     (GAP=1s shows it). LOGS=DIR keeps the broker and producer logs.
+#
 #   bench/replication-figures.sh             # ports 3309x (Kafka), 3319x (raft), 3329x (gossip), 3339x (http)
 #   BASE=3900 RECORDS=100000 bench/replication-figures.sh
 #   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
+#   bench/replication-figures.sh failover       # KILLS=20 GAP=6s LOGS=DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = failover ]; then
+  echo "failover: load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  SIMTEL_FAILOVER_KILLS=${KILLS:-20} SIMTEL_FAILOVER_GAP=${GAP:-6s} SIMTEL_FAILOVER_LOGS=${LOGS:-} \
+    go test -count=1 -v -timeout 30m -run '^TestClusterReplicationFailover$' ./broker/ |
+    grep -E 'kill [0-9]+:|checker:|live consumer|SIGSTOP|old leader|^(ok|FAIL|---)'
+  echo "failover: load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
 base=${BASE:-3309}
 records=${RECORDS:-50000}
 heartbeat=${HEARTBEAT:-1s}
@@ -26,7 +48,9 @@ source bench/cluster-lib.sh
 start_cluster
 "$bin" topic create idle --partitions 300 --replication-factor 3 --brokers "$seeds"
 sleep 15 # elections and leader reports
+echo "idle: load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 idle_cpu "300 partitions x RF 3, heartbeat timeout $heartbeat"
+echo "idle: load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 wbytes() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
 produced() { # sum of simtel_broker_produced_bytes_total over the brokers

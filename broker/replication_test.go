@@ -152,7 +152,20 @@ func TestClusterReplicationFailover(t *testing.T) {
 	}
 	controller := waitCluster(t, bs[0].kafka, 3)
 	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// SIMTEL_FAILOVER_KILLS: see the kills below. SIMTEL_FAILOVER_GAP (a
+	// duration) is the least time between a restart and the next kill
+	// (default 1s; a random 0-2 s more is added). A client refreshes
+	// metadata at most every 5 s by default (franz-go's MetadataMinAge),
+	// so kills closer than that also measure that wait.
+	kills := 4
+	if v, err := strconv.Atoi(os.Getenv("SIMTEL_FAILOVER_KILLS")); err == nil && v > 0 {
+		kills = v
+	}
+	gap := time.Second
+	if d, err := time.ParseDuration(os.Getenv("SIMTEL_FAILOVER_GAP")); err == nil && d > 0 {
+		gap = d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute+time.Duration(kills)*(gap+30*time.Second))
 	defer cancel()
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
@@ -294,10 +307,6 @@ func TestClusterReplicationFailover(t *testing.T) {
 	var failovers []time.Duration
 	var lastKilled *clusterBroker
 	var hwBeforeRestart map[int32]int64
-	kills := 4
-	if v, err := strconv.Atoi(os.Getenv("SIMTEL_FAILOVER_KILLS")); err == nil && v > 0 {
-		kills = v
-	}
 	logsDir := os.Getenv("SIMTEL_FAILOVER_LOGS")
 	var procLogs []string
 	for _, b := range bs {
@@ -312,15 +321,6 @@ func TestClusterReplicationFailover(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(logsDir, fmt.Sprintf("broker-%02d.log", i)), data, 0o644)
 		}
 	}()
-	// SIMTEL_FAILOVER_GAP (a duration) is the least time between a
-	// restart and the next kill (default 1s; a random 0-2 s more is
-	// added). A client refreshes metadata at most every 5 s by default
-	// (franz-go's MetadataMinAge), so kills closer than that also
-	// measure that wait.
-	gap := time.Second
-	if d, err := time.ParseDuration(os.Getenv("SIMTEL_FAILOVER_GAP")); err == nil && d > 0 {
-		gap = d
-	}
 	for k := range kills {
 		time.Sleep(gap + time.Duration(rand.IntN(2000))*time.Millisecond)
 		part := int32(rand.IntN(parts))

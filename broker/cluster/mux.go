@@ -107,7 +107,16 @@ func (m *Mux) Serve() {
 			m.log.Error("raft listener failed", "err", err)
 			return
 		}
+		// Add only while not closed (under the lock Close takes before
+		// it waits), so no Add races with Close's Wait.
+		m.mu.Lock()
+		if m.mu.closed {
+			m.mu.Unlock()
+			c.Close()
+			return
+		}
 		m.wg.Add(1)
+		m.mu.Unlock()
 		go func() {
 			defer m.wg.Done()
 			m.route(c)
