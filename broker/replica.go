@@ -363,6 +363,21 @@ const electionWait = time.Second
 // then wait that long for the next try.
 func (b *Broker) awaitElections(ctx context.Context, topics []*cluster.TopicInfo) {
 	deadline := time.Now().Add(electionWait)
+	// A client whose connection to a leader broke asks for metadata at
+	// once, maybe before this broker has noticed that the leader died:
+	// ask each named leader's raft port once (refused: gone).
+	refused := map[int32]bool{}
+	gone := func(l int32) bool {
+		if b.cluster.PeerDown(l) {
+			return true
+		}
+		v, asked := refused[l]
+		if !asked {
+			v = b.cluster.Refused(l)
+			refused[l] = v
+		}
+		return v
+	}
 	for {
 		md := b.cluster.Metadata()
 		pending := false
@@ -375,7 +390,7 @@ func (b *Broker) awaitElections(ctx context.Context, topics []*cluster.TopicInfo
 				if !replica {
 					continue
 				}
-				if lb, alive := md.Brokers[l]; !ok || !alive || !lb.Alive || b.cluster.PeerDown(l) {
+				if lb, alive := md.Brokers[l]; !ok || !alive || !lb.Alive || gone(l) {
 					pending = true
 				}
 			}

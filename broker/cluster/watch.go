@@ -12,8 +12,9 @@ package cluster
 //     starts an election now (groupTransport.timeoutNow) instead of after
 //     its heartbeat timeout. To avoid split votes the surviving voters of
 //     a group go in turn, by node id: the first at once, the next after
-//     Config.ElectionStagger if the group has no new leader by then, and
-//     so on.
+//     Config.ElectionStagger if the group has no new leader by then and
+//     it did not vote for the first (which it does not when its own log
+//     is newer), and so on.
 //   - the same incarnation answers: the connection broke but the broker
 //     lives (a proxy, a reset connection); nothing happens.
 //   - no answer (timeout, unreachable): inconclusive; raft's own timers
@@ -200,6 +201,7 @@ func (n *Node) peerDown(ctx context.Context, id int32, why string) {
 	n.down.ids[id] = true
 	n.down.Unlock()
 	n.stats.peerDown.Inc()
+	detected := time.Now()
 	dead := raft.ServerID(strconv.Itoa(int(id)))
 	self := raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
 	type turn struct {
@@ -213,7 +215,12 @@ func (n *Node) peerDown(ctx context.Context, id int32, why string) {
 		if r == nil || r.State() != raft.Follower {
 			continue
 		}
-		if _, lid := r.LeaderWithID(); lid != dead {
+		// A group with no leader at all counts too when the dead broker
+		// is one of its voters: another voter's vote request (with a newer
+		// term) made it forget the dead leader a moment before we saw it
+		// die.
+		_, lid := r.LeaderWithID()
+		if lid != dead && lid != "" {
 			continue
 		}
 		f := r.GetConfiguration()
@@ -221,10 +228,15 @@ func (n *Node) peerDown(ctx context.Context, id int32, why string) {
 			continue
 		}
 		var voters []raft.ServerID
+		hadDead := false
 		for _, s := range f.Configuration().Servers {
 			if s.Suffrage == raft.Voter && s.ID != dead {
 				voters = append(voters, s.ID)
 			}
+			hadDead = hadDead || (s.Suffrage == raft.Voter && s.ID == dead)
+		}
+		if !hadDead {
+			continue
 		}
 		slices.SortFunc(voters, func(a, b raft.ServerID) int {
 			x, _ := strconv.Atoi(string(a))
@@ -255,6 +267,15 @@ func (n *Node) peerDown(ctx context.Context, id int32, why string) {
 			if _, lid := r.LeaderWithID(); lid != dead && lid != "" {
 				continue // someone else won meanwhile
 			}
+			// A later voter steps in only if the earlier one's election
+			// could not use it: it granted no vote and heard from no
+			// leader since the death (raft records both as contact). If
+			// it voted, that election is still running (slow disks);
+			// starting another would only undo it. If it refused (its
+			// log is newer), it must run itself.
+			if rank > 0 && r.LastContact().After(detected) {
+				continue
+			}
 			if tr.t.timeoutNow() {
 				started++
 			}
@@ -264,4 +285,28 @@ func (n *Node) peerDown(ctx context.Context, id int32, why string) {
 			n.log.Info("started elections after a broker died", "dead_node_id", id, "groups", started, "turn", rank)
 		}
 	}
+}
+
+// Refused reports whether broker id's raft port refuses connections right
+// now (its process is gone), with one connection attempt. A Metadata
+// answer uses it not to name a leader that died a moment ago, before this
+// broker's watcher has concluded so (the client saw its connection break
+// at the same moment). Any other outcome, including a timeout, is false.
+func (n *Node) Refused(id int32) bool {
+	if id == n.cfg.NodeID {
+		return false
+	}
+	if n.PeerDown(id) {
+		return true
+	}
+	b, ok := n.Metadata().Brokers[id]
+	if !ok || b.RaftAddr == "" {
+		return false
+	}
+	c, err := net.DialTimeout("tcp", b.RaftAddr, 200*time.Millisecond)
+	if err != nil {
+		return isRefused(err)
+	}
+	c.Close() // the mux sees no header and closes its side
+	return false
 }
