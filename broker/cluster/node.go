@@ -158,6 +158,7 @@ type Node struct {
 	down struct {
 		sync.Mutex
 		ids map[int32]bool
+		up  chan struct{} // closed and replaced when one comes back
 	}
 	leaderObs chan raft.Observation
 	// groups are the transports of the running raft groups, by group id.
@@ -199,6 +200,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger, fsm: NewFSM(), events: make(chan struct{}, 1), missing: map[int32]time.Time{}}
 	n.gossip.members = map[string]nodeMeta{}
 	n.down.ids = map[int32]bool{}
+	n.down.up = make(chan struct{})
 	n.leaderObs = make(chan raft.Observation, 256)
 	n.groups.m = map[uint64]*groupTransport{}
 	var inc [8]byte

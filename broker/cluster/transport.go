@@ -66,6 +66,7 @@ type groupTransport struct {
 	*raft.NetworkTransport
 	group uint64
 	hub   *heartbeatHub
+	node  *Node // nil in tests of the transport alone
 
 	consumer chan raft.RPC
 	hbFn     atomic.Pointer[func(raft.RPC)]
@@ -127,6 +128,9 @@ func isHeartbeat(a *raft.AppendEntriesRequest) bool {
 func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if t.hub != nil && isHeartbeat(args) {
 		return t.hub.call(target, t.group, args, resp)
+	}
+	if t.node != nil {
+		t.node.awaitPeerUp(id, t)
 	}
 	return t.NetworkTransport.AppendEntries(id, target, args, resp)
 }
@@ -640,6 +644,7 @@ func (n *Node) newTransport(group uint64, maxPool int, hl hclog.Logger) *groupTr
 		Stream: n.mux.Group(group), MaxPool: maxPool, Timeout: 10 * time.Second, Logger: hl,
 	})
 	t := newGroupTransport(inner, group, n.hub)
+	t.node = n
 	n.groups.Lock()
 	n.groups.m[group] = t
 	n.groups.Unlock()

@@ -190,8 +190,53 @@ func (n *Node) PeerDown(id int32) bool {
 
 func (n *Node) setPeerUp(id int32) {
 	n.down.Lock()
-	delete(n.down.ids, id)
+	if n.down.ids[id] {
+		delete(n.down.ids, id)
+		close(n.down.up)
+		n.down.up = make(chan struct{})
+	}
 	n.down.Unlock()
+}
+
+// peerDownWait bounds how long an AppendEntries to a broker seen dead
+// waits for it to come back.
+const peerDownWait = 30 * time.Second
+
+// awaitPeerUp holds a leader's AppendEntries to a broker seen dead until
+// the broker is back (or peerDownWait, or this replica stops leading or
+// closes). hashicorp/raft counts each failed AppendEntries to a follower
+// and waits exponentially longer before the next (up to about 10 s):
+// failing fast against a dead broker for a few seconds would leave it
+// that far behind for that long after it restarts, and a partition whose
+// quorum then needs it could not commit.
+func (n *Node) awaitPeerUp(id raft.ServerID, t *groupTransport) {
+	v, err := strconv.Atoi(string(id))
+	if err != nil {
+		return
+	}
+	deadline := time.NewTimer(peerDownWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n.down.Lock()
+		down, up := n.down.ids[int32(v)], n.down.up
+		n.down.Unlock()
+		if !down {
+			return
+		}
+		if r := t.raft.Load(); r == nil || r.State() != raft.Leader {
+			return
+		}
+		select {
+		case <-up:
+		case <-tick.C:
+		case <-deadline.C:
+			return
+		case <-t.closed:
+			return
+		}
+	}
 }
 
 // peerDown marks id down and makes the groups that follow it as leader
