@@ -21,20 +21,23 @@
 #     maximum below 100 kills) and max. It runs
 #     TestClusterReplicationFailover (real broker processes, and its
 #     lost/duplicated/reordered check) with SIMTEL_FAILOVER_KILLS; GAP
-#     (default 6s) is the least time between a broker's restart and the
-#     next kill: franz-go refreshes metadata at most every 5 s by default
-#     (MetadataMinAge), so kills closer together also measure that wait
-#     (GAP=1s shows it). LOGS=DIR keeps the broker and producer logs.
+#     (default 12s) is the least time between a broker's restart and the
+#     next kill. franz-go refreshes metadata at most every 5 s by default
+#     (MetadataMinAge), and after a restart it keeps refreshing every 5 s
+#     for a while (each refresh first meets a dead connection to the
+#     broker's old process); a kill in that time waits for the next
+#     refresh, so closer kills measure that wait too (GAP=6s or 1s shows
+#     it). LOGS=DIR keeps the broker and producer logs.
 #
 #   bench/replication-figures.sh             # ports 3309x (Kafka), 3319x (raft), 3329x (gossip), 3339x (http)
 #   BASE=3900 RECORDS=100000 bench/replication-figures.sh
 #   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
-#   bench/replication-figures.sh failover       # KILLS=20 GAP=6s LOGS=DIR
+#   bench/replication-figures.sh failover       # KILLS=20 GAP=12s LOGS=DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = failover ]; then
   echo "failover: load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  SIMTEL_FAILOVER_KILLS=${KILLS:-20} SIMTEL_FAILOVER_GAP=${GAP:-6s} SIMTEL_FAILOVER_LOGS=${LOGS:-} \
+  SIMTEL_FAILOVER_KILLS=${KILLS:-20} SIMTEL_FAILOVER_GAP=${GAP:-12s} SIMTEL_FAILOVER_LOGS=${LOGS:-} \
     go test -count=1 -v -timeout 30m -run '^TestClusterReplicationFailover$' ./broker/ |
     grep -E 'kill [0-9]+:|checker:|live consumer|SIGSTOP|old leader|^(ok|FAIL|---)'
   echo "failover: load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -220,7 +220,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 				f, err := os.Create(filepath.Join(dir, fmt.Sprintf("producer-%d.log", w)))
 				if err == nil {
 					defer f.Close()
-					opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelDebug, func() string {
+					opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, func() string {
 						return time.Now().UTC().Format("15:04:05.000 ")
 					})))
 				}
