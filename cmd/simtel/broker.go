@@ -75,7 +75,7 @@ docs/broker.md, section Cluster.`,
 	f.StringSliceVar(&cfg.Join, "join", nil, "cluster mode: gossip host:port of brokers to join, comma-separated")
 	f.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "cluster mode: form a new cluster once this many brokers see each other (1-5; 0: only join)")
 	f.IntVar(&cfg.ReplicaSnapshotEntries, "replica-snapshot-entries", 8192, "cluster mode: raft entries a replicated partition applies between snapshots (each snapshot fsyncs its log)")
-	f.DurationVar(&cfg.ReplicaHeartbeatTimeout, "replica-heartbeat-timeout", time.Second, "cluster mode: raft heartbeat/election timeout of replicated partitions; longer means less idle CPU and slower failover")
+	f.DurationVar(&cfg.ReplicaHeartbeatTimeout, "replica-heartbeat-timeout", time.Second, "cluster mode: raft heartbeat/election timeout of replicated partitions; longer means less idle CPU and slower failover after a hang or network partition (a crashed broker is noticed at once)")
 	f.StringToStringVar(&cfg.TopicDefaults, "topic-default", nil, "broker default for a topic config, e.g. --topic-default retention.ms=86400000")
 	return cmd
 }
