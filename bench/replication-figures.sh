@@ -22,13 +22,38 @@
 #     load average is printed with each figure: on a shared machine only
 #     figures taken at a low load mean much.
 #
-#   bench/replication-figures.sh             # ports 3309x (Kafka), 3319x (raft), 3329x (gossip), 3339x (http)
-#   BASE=3900 RECORDS=100000 bench/replication-figures.sh
+#  3. Failover (`bench/replication-figures.sh failover`): SIGKILL of a
+#     partition leader while three idempotent acks=all franz-go producers
+#     (default client settings but for a longer delivery timeout) send,
+#     KILLS times (default 20), and the time from each kill to the next
+#     acknowledged write on that partition: p50, p99 (nearest rank: the
+#     maximum below 100 kills) and max. It runs
+#     TestClusterReplicationFailover (real broker processes, and its
+#     lost/duplicated/reordered check) with SIMTEL_FAILOVER_KILLS; GAP
+#     (default 12s) is the least time between a broker's restart and the
+#     next kill. franz-go refreshes metadata at most every 5 s by default
+#     (MetadataMinAge), and after a restart it keeps refreshing every 5 s
+#     for a while (each refresh first meets a dead connection to the
+#     broker's old process); a kill in that time waits for the next
+#     refresh, so closer kills measure that wait too (GAP=6s or 1s shows
+#     it). LOGS=DIR keeps the broker and producer logs.
+#
+#   bench/replication-figures.sh             # ports 2409x (Kafka), 2419x (raft), 2429x (gossip), 2439x (http)
+#   BASE=2600 RECORDS=100000 bench/replication-figures.sh
 #   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
 #   SKIP_IDLE=1 TPUT_RECORDS=300000 ROUNDS=3 bench/replication-figures.sh
+#   bench/replication-figures.sh failover       # KILLS=20 GAP=12s LOGS=DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
-base=${BASE:-3309}
+if [ "${1:-}" = failover ]; then
+  echo "failover: load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  SIMTEL_FAILOVER_KILLS=${KILLS:-20} SIMTEL_FAILOVER_GAP=${GAP:-12s} SIMTEL_FAILOVER_LOGS=${LOGS:-} \
+    go test -count=1 -v -timeout 30m -run '^TestClusterReplicationFailover$' ./broker/ |
+    grep -E 'kill [0-9]+:|checker:|live consumer|SIGSTOP|old leader|^(ok|FAIL|---)'
+  echo "failover: load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
+base=${BASE:-2409}
 records=${RECORDS:-50000}
 tput_records=${TPUT_RECORDS:-200000}
 rounds=${ROUNDS:-2}
@@ -39,7 +64,9 @@ start_cluster
 if [ -z "${SKIP_IDLE:-}" ]; then
   "$bin" topic create idle --partitions 300 --replication-factor 3 --brokers "$seeds"
   sleep 15 # elections and leader reports
+  echo "idle: load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   idle_cpu "300 partitions x RF 3, heartbeat timeout $heartbeat"
+  echo "idle: load after: $(cut -d' ' -f1-3 /proc/loadavg)"
   "$bin" topic delete idle --brokers "$seeds" >/dev/null || true
 fi
 load() { awk '{print $1}' /proc/loadavg; }

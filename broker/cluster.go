@@ -568,6 +568,8 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, r *kmsg.MetadataRequ
 			topics = append(topics, t)
 		}
 	}
+	b.awaitElections(ctx, topics)
+	md = b.cluster.Metadata()
 	for _, t := range topics {
 		mt := kmsg.NewMetadataResponseTopic()
 		name := t.Name
@@ -580,6 +582,12 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, r *kmsg.MetadataRequ
 			mp.Partition = int32(i)
 			mp.Leader = a.Leader
 			mp.LeaderEpoch = a.LeaderEpoch
+			// A replica here knows a newer leader than the controller's
+			// record right after an election; a dead leader is known here
+			// before the controller marks it not alive.
+			if l, e, _, ok := b.localLeader(t.Name, t.ID, i); ok && e >= a.LeaderEpoch {
+				mp.Leader, mp.LeaderEpoch = l, e
+			}
 			mp.Replicas = a.Members()
 			mp.ISR = []int32{}
 			for _, r := range mp.Replicas {
@@ -587,7 +595,7 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, r *kmsg.MetadataRequ
 					mp.ISR = append(mp.ISR, r)
 				}
 			}
-			if lb, ok := md.Brokers[a.Leader]; !ok || !lb.Alive {
+			if lb, ok := md.Brokers[mp.Leader]; !ok || !lb.Alive || b.cluster.PeerDown(mp.Leader) {
 				// The leader is down: with one replica until it returns,
 				// with more until another replica wins the raft election
 				// and reports itself.

@@ -34,6 +34,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -312,6 +313,9 @@ func (b *Broker) reportLeaders(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-b.cluster.LeaderChanges():
+			// A group has a new leader (maybe this broker): make it ready
+			// and report it now rather than at the next tick.
 		}
 		b.readyNewLeaders()
 		md := b.cluster.Metadata()
@@ -339,6 +343,86 @@ func (b *Broker) reportLeaders(ctx context.Context) {
 				}
 				b.log.Info("leading partition", "topic", tp.name, "partition", i, "epoch", epoch)
 			}
+		}
+	}
+}
+
+// localLeader is the leader and epoch (raft term) of a replicated
+// partition as this broker's replica of it sees them. replica is false
+// when this broker has no replica of it; ok is false also when its raft
+// knows no leader (an election is running). It is at least as new as the
+// controller's record, which the leader reports only after it is elected.
+func (b *Broker) localLeader(topicName string, topicID [16]byte, part int) (leader, epoch int32, replica, ok bool) {
+	b.mu.RLock()
+	tp := b.mu.topics[topicName]
+	b.mu.RUnlock()
+	if tp == nil || tp.id != topicID || part >= len(tp.parts) || tp.parts[part] == nil || tp.parts[part].grp == nil {
+		return -1, -1, false, false
+	}
+	r := tp.parts[part].grp.Raft
+	_, id := r.LeaderWithID()
+	if id == "" {
+		return -1, -1, true, false
+	}
+	v, err := strconv.Atoi(string(id))
+	if err != nil {
+		return -1, -1, true, false
+	}
+	return int32(v), int32(min(r.CurrentTerm(), math.MaxInt32)), true, true
+}
+
+// electionWait bounds how long a Metadata answer waits for elections.
+const electionWait = time.Second
+
+// awaitElections holds a Metadata answer (up to electionWait) while a
+// replicated partition it names, with a replica on this broker, has no
+// leader or a leader this broker saw die: an election is running and
+// usually ends within milliseconds (watch.go starts it when the leader's
+// process goes away). Answering at once would send clients
+// LEADER_NOT_AVAILABLE or the dead leader, and a client that refreshes
+// metadata at most every few seconds (franz-go: 5 s by default) would
+// then wait that long for the next try.
+func (b *Broker) awaitElections(ctx context.Context, topics []*cluster.TopicInfo) {
+	deadline := time.Now().Add(electionWait)
+	// A client whose connection to a leader broke asks for metadata at
+	// once, maybe before this broker has noticed that the leader died:
+	// ask each named leader's raft port once (refused: gone).
+	refused := map[int32]bool{}
+	gone := func(l int32) bool {
+		if b.cluster.PeerDown(l) {
+			return true
+		}
+		v, asked := refused[l]
+		if !asked {
+			v = b.cluster.Refused(l)
+			refused[l] = v
+		}
+		return v
+	}
+	for {
+		md := b.cluster.Metadata()
+		pending := false
+		for _, t := range topics {
+			for i, a := range t.Partitions {
+				if len(a.Replicas) < 2 {
+					continue
+				}
+				l, _, replica, ok := b.localLeader(t.Name, t.ID, i)
+				if !replica {
+					continue
+				}
+				if lb, alive := md.Brokers[l]; !ok || !alive || !lb.Alive || gone(l) {
+					pending = true
+				}
+			}
+		}
+		if !pending || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

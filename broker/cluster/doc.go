@@ -38,11 +38,25 @@
 // byte: 1 is a raft stream followed by an 8-byte big-endian group id (the
 // controller is group 0; a replicated partition's group id is
 // PartitionGroupID(topic id, partition), see group.go), 2 is a
-// forwarded controller command. Mux.Group(id) returns a raft.StreamLayer
-// for raft.NewNetworkTransport, so any number of raft instances share one
-// port. A connection naming a group nobody registered is closed. When
-// --raft-listen is a specific IP, Mux dials peers from that IP (see
-// Mux.localAddrFor), so a peer can tell brokers apart by source address.
+// forwarded controller command, 3 a link carrying coalesced heartbeats
+// (transport.go) and 4 an idle watch connection (watch.go). Mux.Group(id)
+// returns a raft.StreamLayer for raft.NewNetworkTransport, so any number
+// of raft instances share one port. A connection naming a group nobody
+// registered is held briefly, then closed. When --raft-listen is a
+// specific IP, Mux dials peers from that IP (see Mux.localAddrFor), so a
+// peer can tell brokers apart by source address.
+//
+// # Transport, heartbeats and failure detection
+//
+// Every raft group (the controller too) runs on a groupTransport: a
+// NetworkTransport whose heartbeats go through the node's heartbeatHub,
+// one link and one goroutine per destination broker, heartbeats gathered
+// for Config.HeartbeatWindow and sent in one frame; the receiving node
+// runs each through its group's raft heartbeat handler. The transport
+// owns raft's RPC channel so that the node can hand a group a
+// TimeoutNow. The node keeps one watch connection to every other broker
+// of the metadata; when a broker's process is seen to go away, the
+// groups that follow it as leader elect a new one at once (watch.go).
 //
 // # Data groups
 //
@@ -73,14 +87,21 @@
 //     waits for all of them.
 //   - Node.loop: gossip join retries, bootstrap, the gossiped InCluster
 //     flag and, on the leader, membership reconciliation.
+//   - Node.watchPeers and one watchPeer goroutine per other broker
+//     (Run waits for them); one heartbeatHub.run goroutine per
+//     destination broker (Close waits for them); one forwarding goroutine
+//     per groupTransport (its Close waits for it). Heartbeat and watch
+//     connections from peers are served on mux goroutines and closed when
+//     the node shuts down.
 //   - hashicorp/raft and memberlist run their own goroutines; Node.Close
 //     shuts them down (gossip leave, raft shutdown, transport close) before
 //     closing the mux and the store.
 //
 // # Locks
 //
-// FSM.applyMu serializes Apply and Restore; Mux.mu guards the group table.
-// sharedWAL.mu guards the WAL's reference count; it is taken around
-// wal.Open, wal.Close and Stats only. None of these is held while calling
-// out to raft, so there is no lock order to keep.
+// FSM.applyMu serializes Apply and Restore; Mux.mu guards the group table;
+// Node.groups, Node.down, heartbeatHub.mu and each heartbeatLink.mu guard
+// their own maps and queues; sharedWAL.mu guards the WAL's reference count
+// (taken around wal.Open, wal.Close and Stats only). None is held while
+// calling out or while taking another, so there is no lock order to keep.
 package cluster

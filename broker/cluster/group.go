@@ -78,7 +78,8 @@ type Group struct {
 	// closeStore closes the bbolt store or releases the shared WAL.
 	closeStore func() error
 	wal        *wal.WAL // nil for a bbolt store
-	trans      *raft.NetworkTransport
+	trans      *groupTransport
+	node       *Node
 	dir        string
 
 	closeOnce sync.Once
@@ -91,7 +92,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create raft directory %s: %w", cfg.Dir, err)
 	}
-	g := &Group{dir: cfg.Dir, id: cfg.Group}
+	g := &Group{dir: cfg.Dir, id: cfg.Group, node: n}
 	if legacy := filepath.Join(cfg.Dir, "raft.db"); fileExists(legacy) {
 		bs, err := openBoltStore(legacy)
 		if err != nil {
@@ -135,9 +136,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 			return nil, err
 		}
 	}
-	g.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: n.mux.Group(cfg.Group), MaxPool: 2, Timeout: 10 * time.Second, Logger: hl,
-	})
+	g.trans = n.newTransport(cfg.Group, 2, hl)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
 	rc.Logger = hl
@@ -154,11 +153,14 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = d, d, d/2
 	}
 	// An idle leader sends each follower an AppendEntries every
-	// CommitTimeout (50-100 ms by default) to move its commit index: with
-	// hundreds of groups that, not the heartbeats, is most of the idle
-	// CPU. Followers learn the commit index with the next entry or
-	// heartbeat anyway; a new leader runs a barrier before serving.
-	rc.CommitTimeout = rc.HeartbeatTimeout / 2
+	// CommitTimeout to 2×CommitTimeout (50-100 ms by default) to move its
+	// commit index; with hundreds of groups that was most of the idle CPU
+	// once heartbeats were coalesced (transport.go). Its only use is
+	// telling followers that the last entries are committed: they learn
+	// it with the next entry anyway, a new leader runs a barrier before
+	// serving, and followers serve no reads. So an idle follower applies
+	// the last entries up to 2-4 heartbeat timeouts late.
+	rc.CommitTimeout = 2 * rc.HeartbeatTimeout
 	if !hasState && cfg.Bootstrap {
 		var servers []raft.Server
 		md := n.Metadata()
@@ -183,6 +185,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	if g.Raft, err = raft.NewRaft(rc, cfg.FSM, logs, g.store, snaps, g.trans); err != nil {
 		return nil, fmt.Errorf("cannot start raft group %d: %w", cfg.Group, err)
 	}
+	n.started(g.trans, g.Raft)
 	ok = true
 	return g, nil
 }
@@ -195,6 +198,7 @@ func (g *Group) Close() error {
 			g.closeErr = errors.Join(g.closeErr, g.Raft.Shutdown().Error())
 		}
 		if g.trans != nil {
+			g.node.unregister(g.id, g.trans)
 			g.closeErr = errors.Join(g.closeErr, g.trans.Close())
 		}
 		if g.closeStore != nil {

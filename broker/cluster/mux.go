@@ -21,6 +21,8 @@ import (
 const (
 	kindRaft    byte = 1 // a hashicorp/raft transport stream for one group
 	kindForward byte = 2 // one forwarded controller command (see forward.go)
+	// kindHeartbeat (3, coalesced heartbeats, transport.go) and kindWatch
+	// (4, failure detection, watch.go) are served by handlers.
 
 	// headerTimeout bounds how long an accepted connection may take to
 	// send its header, so a silent peer cannot pin an accept slot.
@@ -45,8 +47,14 @@ type Mux struct {
 		sync.Mutex
 		groups map[uint64]*StreamLayer
 		closed bool
+		// added is closed (and replaced) when a group is added.
+		added chan struct{}
 	}
 	forward func(net.Conn) // handler of kindForward connections; nil: refuse
+	// handlers serve the other connection kinds; set before Serve.
+	handlers map[byte]func(net.Conn)
+	// unknownGroupWait: see the constant.
+	unknownGroupWait time.Duration
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -63,13 +71,14 @@ func NewMux(addr, advertise string, log *slog.Logger) (*Mux, error) {
 	if advertise == "" {
 		advertise = ln.Addr().String()
 	}
-	m := &Mux{ln: ln, advertise: raft.ServerAddress(advertise), log: log, done: make(chan struct{})}
+	m := &Mux{ln: ln, advertise: raft.ServerAddress(advertise), log: log, done: make(chan struct{}), handlers: map[byte]func(net.Conn){}, unknownGroupWait: unknownGroupWait}
 	if host, _, err := net.SplitHostPort(addr); err == nil {
 		if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
 			m.local = ip
 		}
 	}
 	m.mu.groups = map[uint64]*StreamLayer{}
+	m.mu.added = make(chan struct{})
 	return m, nil
 }
 
@@ -89,6 +98,8 @@ func (m *Mux) Group(id uint64) *StreamLayer {
 	}
 	s := &StreamLayer{mux: m, group: id, accept: make(chan net.Conn, 16), closed: make(chan struct{})}
 	m.mu.groups[id] = s
+	close(m.mu.added)
+	m.mu.added = make(chan struct{})
 	return s
 }
 
@@ -111,7 +122,16 @@ func (m *Mux) Serve() {
 			m.log.Error("raft listener failed", "err", err)
 			return
 		}
+		// Add only while not closed (under the lock Close takes before
+		// it waits), so no Add races with Close's Wait.
+		m.mu.Lock()
+		if m.mu.closed {
+			m.mu.Unlock()
+			c.Close()
+			return
+		}
 		m.wg.Add(1)
+		m.mu.Unlock()
 		go func() {
 			defer m.wg.Done()
 			m.route(c)
@@ -135,9 +155,7 @@ func (m *Mux) route(c net.Conn) {
 		}
 		_ = c.SetReadDeadline(time.Time{})
 		id := binary.BigEndian.Uint64(gid[:])
-		m.mu.Lock()
-		s := m.mu.groups[id]
-		m.mu.Unlock()
+		s := m.waitGroup(id)
 		if s == nil {
 			m.log.Debug("raft connection for unknown group", "group", id, "remote", c.RemoteAddr().String())
 			c.Close()
@@ -158,6 +176,11 @@ func (m *Mux) route(c net.Conn) {
 		}
 		m.forward(c)
 	default:
+		if h := m.handlers[kind[0]]; h != nil {
+			_ = c.SetReadDeadline(time.Time{})
+			h(c)
+			return
+		}
 		m.log.Warn("raft connection with unknown header", "kind", kind[0], "remote", c.RemoteAddr().String())
 		c.Close()
 	}
@@ -183,6 +206,37 @@ func (m *Mux) localAddrFor(addr raft.ServerAddress) *net.TCPAddr {
 		}
 	}
 	return &net.TCPAddr{IP: m.local}
+}
+
+// unknownGroupWait is how long, by default (Mux.unknownGroupWait), a raft
+// connection for a group that is not (yet) registered here is held before
+// it is closed. A restarted broker
+// opens its partitions a few seconds after its listener; a leader whose
+// AppendEntries fail counts each failure and backs off exponentially (to
+// about 10 s in hashicorp/raft), so a connection held until the group
+// exists lets the follower catch up at once.
+const unknownGroupWait = 10 * time.Second
+
+// waitGroup returns group id's stream layer, waiting up to
+// unknownGroupWait for it to be added; nil if it is not.
+func (m *Mux) waitGroup(id uint64) *StreamLayer {
+	timer := time.NewTimer(m.unknownGroupWait)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		s, added := m.mu.groups[id], m.mu.added
+		m.mu.Unlock()
+		if s != nil {
+			return s
+		}
+		select {
+		case <-added:
+		case <-timer.C:
+			return nil
+		case <-m.done:
+			return nil
+		}
+	}
 }
 
 // dial connects to a peer's mux and writes a header.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,6 +73,19 @@ type Config struct {
 	// DeadAfter is how long a registered broker must be missing from
 	// gossip before the leader marks it not alive. Default 3s.
 	DeadAfter time.Duration
+	// HeartbeatWindow is how long raft heartbeats to one broker gather
+	// before they go out together in one frame (see transport.go).
+	// Longer: fewer frames, each heartbeat later. Default 20ms; negative:
+	// no coalescing (one NetworkTransport RPC per heartbeat).
+	HeartbeatWindow time.Duration
+	// ElectionStagger is how long the next surviving voter of a raft
+	// group waits before it starts an election of its own when the group's
+	// leader died and the previous voter's election has not produced a
+	// leader (see watch.go). Default 300ms.
+	ElectionStagger time.Duration
+	// NoFastElection turns off starting elections when a broker is seen
+	// to die; groups then wait for their heartbeat timeout.
+	NoFastElection bool
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -102,6 +116,12 @@ func (c *Config) validate() error {
 	if c.DeadAfter <= 0 {
 		c.DeadAfter = 3 * time.Second
 	}
+	if c.HeartbeatWindow == 0 {
+		c.HeartbeatWindow = 20 * time.Millisecond
+	}
+	if c.ElectionStagger <= 0 {
+		c.ElectionStagger = 300 * time.Millisecond
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -126,9 +146,26 @@ type Node struct {
 	mux   *Mux
 	fsm   *FSM
 	store *boltStore
-	trans *raft.NetworkTransport
+	trans *groupTransport
 	raft  *raft.Raft
 	ml    *memberlist.Memberlist
+	hub   *heartbeatHub // nil without heartbeat coalescing
+	stats *transportStats
+
+	// incarnation identifies this process to watchers (watch.go).
+	incarnation uint64
+	// down: brokers seen to go away and not reached since (watch.go).
+	down struct {
+		sync.Mutex
+		ids map[int32]bool
+		up  chan struct{} // closed and replaced when one comes back
+	}
+	leaderObs chan raft.Observation
+	// groups are the transports of the running raft groups, by group id.
+	groups struct {
+		sync.Mutex
+		m map[uint64]*groupTransport
+	}
 
 	hasState  bool
 	inCluster atomic.Bool
@@ -165,6 +202,14 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, fsm: NewFSM(), events: make(chan struct{}, 1), missing: map[int32]time.Time{}}
 	n.gossip.members = map[string]nodeMeta{}
+	n.down.ids = map[int32]bool{}
+	n.down.up = make(chan struct{})
+	n.leaderObs = make(chan raft.Observation, 256)
+	n.groups.m = map[uint64]*groupTransport{}
+	var inc [8]byte
+	_, _ = rand.Read(inc[:])
+	n.incarnation = binary.BigEndian.Uint64(inc[:]) | 1 // never 0
+	n.stats = newTransportStats()
 	n.runCtx, n.runCancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -184,6 +229,11 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	n.mux.SetForwardHandler(n.serveForward)
+	n.mux.handlers[kindHeartbeat] = n.serveHeartbeats
+	n.mux.handlers[kindWatch] = n.serveWatch
+	if cfg.HeartbeatWindow > 0 {
+		n.hub = newHeartbeatHub(n.mux, cfg.HeartbeatWindow, n.stats)
+	}
 
 	dir := filepath.Join(cfg.DataDir, "controller")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -201,15 +251,14 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cannot read controller state in %s: %w", dir, err)
 	}
 	n.inCluster.Store(n.hasState)
-	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: n.mux.Group(ControllerGroup), MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
-	})
+	n.trans = n.newTransport(ControllerGroup, 3, hl)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
 	rc.Logger = hl
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans); err != nil {
 		return nil, fmt.Errorf("cannot start the controller raft: %w", err)
 	}
+	n.started(n.trans, n.raft)
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = "broker-" + strconv.Itoa(int(cfg.NodeID))
@@ -232,6 +281,7 @@ func New(cfg Config) (*Node, error) {
 	n.commands = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_cluster_commands_total", Help: "Controller commands applied by this node as leader, by op and result."}, []string{"op", "result"})
 	n.forwards = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_forwarded_commands_total", Help: "Controller commands this node forwarded to the leader."})
 	if r := cfg.Registerer; r != nil {
+		n.stats.register(r)
 		r.MustRegister(n.commands, n.forwards,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "simtel_broker_cluster_controller_leader", Help: "1 if this broker is the controller leader."}, func() float64 {
 				if n.IsLeader() {
@@ -297,7 +347,7 @@ func (n *Node) LeaderID() (int32, bool) {
 // controller down. Its goroutines: the mux's accept loop and the
 // membership loop (both waited for before Run returns).
 func (n *Node) Run(ctx context.Context) error {
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go func() {
 		defer n.wg.Done()
 		n.mux.Serve()
@@ -305,6 +355,17 @@ func (n *Node) Run(ctx context.Context) error {
 	go func() {
 		defer n.wg.Done()
 		n.loop(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		if n.cfg.NoFastElection {
+			return
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(n.runCtx, cancel)
+		defer stop()
+		n.watchPeers(wctx)
 	}()
 	<-ctx.Done()
 	return n.Close()
@@ -323,7 +384,11 @@ func (n *Node) Close() error {
 			err = errors.Join(err, n.raft.Shutdown().Error())
 		}
 		if n.trans != nil {
+			n.unregister(ControllerGroup, n.trans)
 			err = errors.Join(err, n.trans.Close())
+		}
+		if n.hub != nil {
+			n.hub.close()
 		}
 		if n.mux != nil {
 			err = errors.Join(err, n.mux.Close())
