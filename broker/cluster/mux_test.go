@@ -2,8 +2,8 @@ package cluster
 
 import (
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"strconv"
