@@ -49,6 +49,13 @@ type Mux struct {
 		closed bool
 		// added is closed (and replaced) when a group is added.
 		added chan struct{}
+		// detached holds the groups closed while the mux runs (a deleted
+		// partition, a replica moved away) until they are added again:
+		// a connection for one of them is closed at once instead of
+		// held for unknownGroupWait, so a peer's raft still running the
+		// group (its broker has not applied the deletion yet) gets an
+		// error at once and its Shutdown is not held up by a blocked RPC.
+		detached map[uint64]struct{}
 	}
 	forward func(net.Conn) // handler of kindForward connections; nil: refuse
 	// handlers serve the other connection kinds; set before Serve.
@@ -78,6 +85,7 @@ func NewMux(addr, advertise string, log *slog.Logger) (*Mux, error) {
 		}
 	}
 	m.mu.groups = map[uint64]*StreamLayer{}
+	m.mu.detached = map[uint64]struct{}{}
 	m.mu.added = make(chan struct{})
 	return m, nil
 }
@@ -98,6 +106,7 @@ func (m *Mux) Group(id uint64) *StreamLayer {
 	}
 	s := &StreamLayer{mux: m, group: id, accept: make(chan net.Conn, 16), closed: make(chan struct{})}
 	m.mu.groups[id] = s
+	delete(m.mu.detached, id)
 	close(m.mu.added)
 	m.mu.added = make(chan struct{})
 	return s
@@ -218,15 +227,17 @@ func (m *Mux) localAddrFor(addr raft.ServerAddress) *net.TCPAddr {
 const unknownGroupWait = 10 * time.Second
 
 // waitGroup returns group id's stream layer, waiting up to
-// unknownGroupWait for it to be added; nil if it is not.
+// unknownGroupWait for it to be added; nil if it is not, and nil at once
+// for a group detached here (see Mux.mu.detached).
 func (m *Mux) waitGroup(id uint64) *StreamLayer {
 	timer := time.NewTimer(m.unknownGroupWait)
 	defer timer.Stop()
 	for {
 		m.mu.Lock()
 		s, added := m.mu.groups[id], m.mu.added
+		_, detached := m.mu.detached[id]
 		m.mu.Unlock()
-		if s != nil {
+		if s != nil || detached {
 			return s
 		}
 		select {
@@ -314,6 +325,7 @@ func (s *StreamLayer) Close() error {
 		s.mux.mu.Lock()
 		if s.mux.mu.groups[s.group] == s {
 			delete(s.mux.mu.groups, s.group)
+			s.mux.mu.detached[s.group] = struct{}{}
 		}
 		s.mux.mu.Unlock()
 	})

@@ -146,3 +146,43 @@ func TestMuxRejectsUnknownHeader(t *testing.T) {
 		t.Fatalf("accept after close: got %v, want ErrMuxClosed", err)
 	}
 }
+
+// TestMuxDetachedGroupClosedAtOnce: a connection for a group that ran
+// here and was closed (a deleted partition) is closed at once, not held
+// for a group that may still come: a peer's raft still running that group
+// must get an error at once, or its shutdown waits for the blocked RPC.
+func TestMuxDetachedGroupClosedAtOnce(t *testing.T) {
+	m, err := NewMux("127.0.0.1:0", "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); m.Serve() }()
+	defer func() { m.Close(); <-done }()
+	m.unknownGroupWait = time.Hour // a held connection would outlive the test
+	if err := m.Group(5).Close(); err != nil {
+		t.Fatal(err)
+	}
+	peer := StreamLayer{mux: m, group: 5}
+	c, err := peer.Dial(m.Addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("connection for a detached group: read gave %v, want EOF (closed by the mux)", err)
+	}
+	// Added again (a replica moved back here): held and delivered.
+	s := m.Group(5)
+	c2, err := peer.Dial(m.Addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	got, err := s.Accept()
+	if err != nil {
+		t.Fatalf("connection for a group added again: %v", err)
+	}
+	got.Close()
+}
