@@ -229,12 +229,16 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.ready.Store(true)
 	b.log.Info("broker serving", "node_id", b.cfg.NodeID, "listen", b.ln.Addr().String(), "advertise", b.cfg.Advertise, "cluster_id", b.clusterID)
 	<-ctx.Done()
+	// Refuse new client connections at once: one accepted now would be
+	// closed before its first answer (its context is cancelled), which a
+	// client may take as a failed request rather than a broker to skip;
+	// a refused dial is retried on another broker.
+	b.ln.Close()
 	if b.cluster != nil {
 		b.handOffLeadership()
 	}
 	stopCluster()
 	b.ready.Store(false)
-	b.ln.Close()
 	b.closeConns()
 	if srv != nil {
 		sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
