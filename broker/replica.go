@@ -129,32 +129,42 @@ func (p *Partition) leaderEpoch() int32 {
 }
 
 // readyNewLeaders runs a raft barrier on every partition this broker
-// leads in a term it is not ready in yet, concurrently, and marks those
-// that went through ready for their term.
+// leads in a term it is not ready in yet (see readyLeaders).
 func (b *Broker) readyNewLeaders() {
-	var wg sync.WaitGroup
+	var parts []*Partition
 	for _, tp := range b.allTopics() {
-		for _, p := range tp.parts {
-			if p == nil || p.grp == nil {
-				continue
-			}
-			r := p.grp.Raft
-			term := r.CurrentTerm()
-			if r.State() != raft.Leader || p.readyTerm.Load() == term {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := r.Barrier(5 * time.Second).Error(); err != nil {
-					b.log.Debug("new partition leader not ready yet", "partition", p.String(), "err", err)
-					return
-				}
-				if r.CurrentTerm() == term {
-					p.readyTerm.Store(term)
-				}
-			}()
+		parts = append(parts, tp.parts...)
+	}
+	b.readyLeaders(parts, "new partition leader not ready yet")
+}
+
+// readyLeaders runs a raft barrier on each of parts this broker leads in
+// a term it is not ready in yet, concurrently, marks those that went
+// through ready for their term, and waits for them all. A barrier that
+// does not go through is logged at debug level with notReady; the next
+// pass tries again.
+func (b *Broker) readyLeaders(parts []*Partition, notReady string) {
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		if p == nil || p.grp == nil {
+			continue
 		}
+		r := p.grp.Raft
+		term := r.CurrentTerm()
+		if r.State() != raft.Leader || p.readyTerm.Load() == term {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Barrier(5 * time.Second).Error(); err != nil {
+				b.log.Debug(notReady, "partition", p.String(), "err", err)
+				return
+			}
+			if r.CurrentTerm() == term {
+				p.readyTerm.Store(term)
+			}
+		}()
 	}
 	wg.Wait()
 }
