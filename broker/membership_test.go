@@ -25,24 +25,6 @@ import (
 	"github.com/simtel/simtel/internal/testutil"
 )
 
-// startClusterOf starts n brokers (ids 0..n-1) forming one cluster, each
-// with extra flags, and returns them and the controller's id.
-func startClusterOf(t *testing.T, n int, extra ...string) ([]*clusterBroker, int32) {
-	t.Helper()
-	var bs []*clusterBroker
-	for i := range n {
-		b := newClusterBroker(t, i)
-		b.extra = extra
-		var join []string
-		if i > 0 {
-			join = []string{bs[0].gossip}
-		}
-		b.startFresh(t, join, n)
-		bs = append(bs, b)
-	}
-	return bs, waitCluster(t, bs[0].kafka, n)
-}
-
 // metricSum adds up every series of a metric (all label sets) on a
 // broker's /metrics.
 func metricSum(addr, name string, match ...string) (float64, error) {
@@ -70,23 +52,6 @@ next:
 		sum += v
 	}
 	return sum, sc.Err()
-}
-
-// waitUntil polls cond every 200 ms until it returns "" or the timeout
-// passes; then the test fails with cond's last answer.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		last := cond()
-		if last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached after %v: %s", what, timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // partitionLog reads a stopped broker's copy of a partition from its
@@ -232,39 +197,6 @@ func TestReplicaCatchUpFromSnapshot(t *testing.T) {
 	end := sameLogs(t, bs, "snap", 0)
 	if end != 520 {
 		t.Errorf("logs end at %d, want 520", end)
-	}
-}
-
-// maxAckGap is the longest time between two acknowledgements on one
-// partition (a write pause seen by the producers), and the partition.
-func (g *chaosLoad) maxAckGap() (time.Duration, int32) {
-	g.chk.mu.Lock()
-	defer g.chk.mu.Unlock()
-	var gap time.Duration
-	var part int32
-	for p, ts := range g.chk.ackTimes {
-		sorted := slices.Clone(ts)
-		slices.SortFunc(sorted, func(a, b time.Time) int { return a.Compare(b) })
-		for i := 1; i < len(sorted); i++ {
-			if d := sorted[i].Sub(sorted[i-1]); d > gap {
-				gap, part = d, p
-			}
-		}
-	}
-	return gap, part
-}
-
-// finishAndCheck stops the producers, then reads the topic back from the
-// start and checks every acknowledged record is there once, in order.
-func (g *chaosLoad) finishAndCheck(ctx context.Context, t *testing.T, seeds []string, topic string) {
-	t.Helper()
-	g.finish(t)
-	want := g.acked()
-	lost, dup, reord, summary := g.chk.verify(readTopic(t, ctx, seeds, topic, want))
-	gap, part := g.maxAckGap()
-	t.Logf("checker: %s; longest pause between acknowledgements on one partition: %v (partition %d, load %s)", summary, gap.Round(time.Millisecond), part, loadAvg())
-	if lost != 0 || dup != 0 || reord != 0 || want == 0 {
-		t.Errorf("checker: %s", summary)
 	}
 }
 
@@ -463,15 +395,6 @@ func TestClusterJoinRebalance(t *testing.T) {
 		t.Logf("%s/%d: replicas %v hold the same %d offsets", topic, p.Partition, p.Replicas, end)
 		break
 	}
-}
-
-// loadAvg is the machine's 1-minute load average, for reports.
-func loadAvg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Fields(string(data))[0]
 }
 
 // TestClusterReplaceGoneBroker: a broker stopped for longer than

@@ -1,14 +1,11 @@
 package broker_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,115 +21,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// replChecker records every acknowledged and every read record and
-// reports lost, duplicated and reordered ones.
-type replChecker struct {
-	mu    sync.Mutex
-	acked map[string]ackedAt // value -> where it was acknowledged
-	// ackTimes per partition, to measure failover.
-	ackTimes map[int32][]time.Time
-}
-
-type ackedAt struct {
-	part int32
-	off  int64
-}
-
-func (c *replChecker) ack(r *kgo.Record) {
-	c.mu.Lock()
-	c.acked[string(r.Value)] = ackedAt{r.Partition, r.Offset}
-	c.ackTimes[r.Partition] = append(c.ackTimes[r.Partition], time.Now())
-	c.mu.Unlock()
-}
-
-// firstAckAfter is the first acknowledgement on part after t.
-func (c *replChecker) firstAckAfter(part int32, t time.Time) (time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, at := range c.ackTimes[part] {
-		if at.After(t) {
-			return at, true
-		}
-	}
-	return time.Time{}, false
-}
-
-// verify compares what was read (per partition, in offset order) with
-// what was acknowledged. Values are "producer-sequence"; one producer's
-// records in one partition must be read in sequence order.
-func (c *replChecker) verify(read map[int32][]*kgo.Record) (lost, dup, reordered int, summary string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	seen := map[string]int{}
-	total := 0
-	for p, recs := range read {
-		lastSeq := map[string]int{}
-		for _, r := range recs {
-			total++
-			v := string(r.Value)
-			seen[v]++
-			if seen[v] == 2 {
-				dup++
-			}
-			prod, seqS, _ := strings.Cut(v, "-")
-			seq, _ := strconv.Atoi(seqS)
-			if last, ok := lastSeq[prod]; ok && seq <= last {
-				reordered++
-			}
-			lastSeq[prod] = seq
-			if a, ok := c.acked[v]; ok && (a.part != p || a.off != r.Offset) && seen[v] == 1 {
-				reordered++ // read somewhere else than acknowledged
-			}
-		}
-	}
-	for v := range c.acked {
-		if seen[v] == 0 {
-			lost++
-		}
-	}
-	summary = fmt.Sprintf("acknowledged %d, read %d, lost %d, duplicated %d, reordered %d", len(c.acked), total, lost, dup, reordered)
-	return
-}
-
-// leaderOf asks live brokers for the leader and epoch of topic/part.
-func leaderOf(ctx context.Context, addrs []string, topic string, part int32) (int32, int32) {
-	for _, a := range addrs {
-		m, err := metadataFrom(ctx, a, topic)
-		if err != nil || len(m.Topics) == 0 || int(part) >= len(m.Topics[0].Partitions) {
-			continue
-		}
-		mp := m.Topics[0].Partitions[part]
-		return mp.Leader, mp.LeaderEpoch
-	}
-	return -1, -1
-}
-
-// hwOf reads a broker's high watermark of every local partition of topic
-// from /metrics (on a follower: its applied end offset).
-func hwOf(addr, topic string) (map[int32]int64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out := map[int32]int64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "simtel_broker_partition_high_watermark{") || !strings.Contains(line, `topic="`+topic+`"`) {
-			continue
-		}
-		i := strings.Index(line, `partition="`)
-		rest := line[i+len(`partition="`):]
-		p, _ := strconv.Atoi(rest[:strings.IndexByte(rest, '"')])
-		f := strings.Fields(line)
-		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-		out[int32(p)] = int64(v)
-	}
-	return out, sc.Err()
-}
 
 func TestClusterReplicationFailover(t *testing.T) {
 	if testing.Short() {
@@ -560,17 +448,4 @@ func TestClusterReplicationFailover(t *testing.T) {
 	if lost != 0 || dup != 0 || reord != 0 || want == 0 {
 		t.Fatalf("checker: %s", summary)
 	}
-}
-
-// plainBatch is a one-record batch without a producer id.
-func plainBatch(v string) []byte {
-	r := kmsg.Record{Value: []byte(v)}
-	r.Length = int32(len(r.AppendTo(nil)) - 1)
-	rb := kmsg.RecordBatch{Magic: 2, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1, PartitionLeaderEpoch: -1, Records: r.AppendTo(nil)}
-	b := rb.AppendTo(nil)
-	l := int32(len(b) - 12)
-	b[8], b[9], b[10], b[11] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
-	crc := crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli))
-	b[17], b[18], b[19], b[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
-	return b
 }
