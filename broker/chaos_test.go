@@ -24,7 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -207,14 +206,7 @@ func partitionsOf(ctx context.Context, addrs []string, topic string) map[int32]p
 func (cc *chaosCluster) createSpread(ctx context.Context, topic string, parts int) map[int32]partInfo {
 	t := cc.t
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cc.seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if r, err := kadm.NewClient(cl).CreateTopic(ctx, int32(parts), 3, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
-	}
+	createTopic(t, ctx, cc.seeds, topic, int32(parts), 3)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ps := partitionsOf(ctx, cc.seeds, topic)

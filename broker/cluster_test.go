@@ -27,17 +27,9 @@ func TestClusterThreeBrokers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs := []*clusterBroker{newClusterBroker(t, 0), newClusterBroker(t, 1), newClusterBroker(t, 2)}
+	bs, controller := startClusterOf(t, 3)
 	defer dumpLogs(t, bs)
-	for i, b := range bs {
-		var join []string
-		if i > 0 {
-			join = []string{bs[0].gossip}
-		}
-		b.startFresh(t, join, 3)
-	}
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
-	controller := waitCluster(t, bs[0].kafka, 3)
+	seeds := kafkaAddrs(bs)
 	for _, b := range bs[1:] {
 		if got := waitCluster(t, b.kafka, 3); got != controller {
 			t.Fatalf("broker %d names controller %d, broker 0 names %d", b.id, got, controller)

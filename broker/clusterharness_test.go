@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -167,10 +168,17 @@ func waitCluster(t *testing.T, addr string, want int) int32 {
 }
 
 // startClusterOf starts n brokers (ids 0..n-1) forming one cluster, each
-// with extra flags, and returns them and the controller's id.
+// with extra flags, and returns them and the controller's id. If they do
+// not come up, the failure carries the started brokers' log tails.
 func startClusterOf(t *testing.T, n int, extra ...string) ([]*clusterBroker, int32) {
 	t.Helper()
 	var bs []*clusterBroker
+	up := false
+	defer func() {
+		if !up {
+			dumpLogs(t, bs)
+		}
+	}()
 	for i := range n {
 		b := newClusterBroker(t, i)
 		b.extra = extra
@@ -181,7 +189,9 @@ func startClusterOf(t *testing.T, n int, extra ...string) ([]*clusterBroker, int
 		b.startFresh(t, join, n)
 		bs = append(bs, b)
 	}
-	return bs, waitCluster(t, bs[0].kafka, n)
+	controller := waitCluster(t, bs[0].kafka, n)
+	up = true
+	return bs, controller
 }
 
 // waitUntil polls cond every 200 ms until it returns "" or the timeout
@@ -546,4 +556,54 @@ func checkRead(t *testing.T, chk *replChecker, who string, read map[int32][]*kgo
 	if lost != 0 || dup != 0 || reord != 0 || len(chk.acked) == 0 {
 		t.Errorf("checker (%s): %s", who, summary)
 	}
+}
+
+// kafkaAddrs is the Kafka address of each of bs.
+func kafkaAddrs(bs []*clusterBroker) []string {
+	var out []string
+	for _, b := range bs {
+		out = append(out, b.kafka)
+	}
+	return out
+}
+
+// createTopic creates topic with parts partitions and replication factor
+// rf through the brokers at seeds (the controller, or any broker that
+// forwards to it) and fails the test if it cannot.
+func createTopic(t *testing.T, ctx context.Context, seeds []string, topic string, parts int32, rf int16) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, rf, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create %s with RF %d: %v %v", topic, rf, err, r.Err)
+	}
+}
+
+// waitLeaders waits up to 60s until every partition of topic has rf
+// replicas and is led by its preferred replica (see spread).
+func waitLeaders(t *testing.T, ctx context.Context, seeds []string, topic string, rf int) {
+	t.Helper()
+	waitUntil(t, 60*time.Second, "every partition has a reported leader", func() string {
+		_, leaders, settled, err := spread(ctx, seeds, topic, rf)
+		if err != nil || !settled {
+			return fmt.Sprintf("leaders %v (%v)", leaders, err)
+		}
+		return ""
+	})
+}
+
+// waitMore waits up to 60s until n more records are acknowledged than
+// when it is called.
+func (l *chaosLoad) waitMore(t *testing.T, what string, n int) {
+	t.Helper()
+	before := l.acked()
+	waitUntil(t, 60*time.Second, what, func() string {
+		if got := l.acked(); got < before+n {
+			return fmt.Sprintf("%d acknowledged, %d before", got, before)
+		}
+		return ""
+	})
 }

@@ -127,7 +127,7 @@ func TestReplicaCatchUpFromSnapshot(t *testing.T) {
 	defer dumpLogs(t, bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	seeds := kafkaAddrs(bs)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("snap"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.AllowAutoTopicCreation())
 	if err != nil {
@@ -246,30 +246,12 @@ func TestClusterJoinRebalance(t *testing.T) {
 	defer func() { dumpLogs(t, bs) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
+	seeds := kafkaAddrs(bs)
 	const topic, parts = "join", 8
-	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
-	}
-	cl.Close()
-	waitUntil(t, 60*time.Second, "every partition has a reported leader", func() string {
-		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
-		if err != nil || !settled {
-			return fmt.Sprintf("leaders %v (%v)", leaders, err)
-		}
-		return ""
-	})
+	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
+	waitLeaders(t, ctx, seeds, topic, 3)
 	load := startLoad(t, ctx, seeds, topic, 3)
-	waitUntil(t, 60*time.Second, "some records acknowledged", func() string {
-		if n := load.acked(); n < 3000 {
-			return fmt.Sprintf("%d acknowledged", n)
-		}
-		return ""
-	})
+	load.waitAcks(t, 3000)
 
 	joined := newClusterBroker(t, 3)
 	joined.extra = extra
@@ -358,13 +340,7 @@ func TestClusterJoinRebalance(t *testing.T) {
 	logData, _ := os.ReadFile(joined.proc.Log)
 	t.Logf("the joined broker holds 6 replicas and leads 2 partitions %v after it started (load %s); %v of its replicas caught up from a snapshot (%d log lines about snapshots)",
 		time.Since(start).Round(time.Second), loadAvg(), moved, strings.Count(string(logData), "snapshot"))
-	before := load.acked()
-	waitUntil(t, 60*time.Second, "writes go on after the rebalance", func() string {
-		if n := load.acked(); n < before+2000 {
-			return fmt.Sprintf("%d acknowledged, %d before", n, before)
-		}
-		return ""
-	})
+	load.waitMore(t, "writes go on after the rebalance", 2000)
 	load.finishAndCheck(ctx, t, all, topic)
 
 	// A partition that moved to the new broker holds the same batches on
@@ -409,33 +385,12 @@ func TestClusterReplaceGoneBroker(t *testing.T) {
 	defer func() { dumpLogs(t, bs) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	var seeds []string
-	for _, b := range bs {
-		seeds = append(seeds, b.kafka)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
+	seeds := kafkaAddrs(bs)
 	const topic, parts = "replace", 4
-	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
-	}
-	cl.Close()
-	waitUntil(t, 60*time.Second, "every partition has a reported leader", func() string {
-		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
-		if err != nil || !settled {
-			return fmt.Sprintf("leaders %v (%v)", leaders, err)
-		}
-		return ""
-	})
+	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
+	waitLeaders(t, ctx, seeds, topic, 3)
 	load := startLoad(t, ctx, seeds, topic, 2)
-	waitUntil(t, 60*time.Second, "some records acknowledged", func() string {
-		if n := load.acked(); n < 2000 {
-			return fmt.Sprintf("%d acknowledged", n)
-		}
-		return ""
-	})
+	load.waitAcks(t, 2000)
 	// Stop a broker that is not the controller, for good.
 	victim := bs[(controller+1)%4]
 	victim.proc.Kill()
@@ -455,13 +410,7 @@ func TestClusterReplaceGoneBroker(t *testing.T) {
 	})
 	t.Logf("broker %d killed; its replicas re-created on the others %v later (replace-after 3s, load %s)",
 		victim.id, time.Since(killed).Round(time.Second), loadAvg())
-	before := load.acked()
-	waitUntil(t, 60*time.Second, "writes go on", func() string {
-		if n := load.acked(); n < before+2000 {
-			return fmt.Sprintf("%d acknowledged, %d before", n, before)
-		}
-		return ""
-	})
+	load.waitMore(t, "writes go on", 2000)
 	load.finishAndCheck(ctx, t, rest, topic)
 }
 
@@ -478,16 +427,9 @@ func TestClusterRollingRestart(t *testing.T) {
 	defer func() { dumpLogs(t, bs) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
+	seeds := kafkaAddrs(bs)
 	const topic, parts = "rolling", 6
-	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
-	}
-	cl.Close()
+	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
 	spreadOut := func() string {
 		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
 		if err != nil || !settled || leaders[0] != 2 || leaders[1] != 2 || leaders[2] != 2 {
@@ -498,12 +440,7 @@ func TestClusterRollingRestart(t *testing.T) {
 	waitUntil(t, 60*time.Second, "leaders spread 2/2/2", spreadOut)
 	load := startLoad(t, ctx, seeds, topic, 3)
 	for _, b := range bs {
-		waitUntil(t, 60*time.Second, "writes go on", func() string {
-			if n := load.acked(); n < 2000 {
-				return fmt.Sprintf("%d acknowledged", n)
-			}
-			return ""
-		})
+		load.waitAcks(t, 2000)
 		if err := b.proc.Stop(30 * time.Second); err != nil {
 			t.Logf("broker %d: stop: %v", b.id, err)
 		}
@@ -573,23 +510,10 @@ func TestClusterRebalanceCommand(t *testing.T) {
 	defer func() { dumpLogs(t, bs) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
+	seeds := kafkaAddrs(bs)
 	const topic, parts = "manual", 6
-	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 2, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 2: %v %v", topic, err, r.Err)
-	}
-	cl.Close()
-	waitUntil(t, 60*time.Second, "every partition has a reported leader", func() string {
-		_, leaders, settled, err := spread(ctx, seeds, topic, 2)
-		if err != nil || !settled {
-			return fmt.Sprintf("leaders %v (%v)", leaders, err)
-		}
-		return ""
-	})
+	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 2)
+	waitLeaders(t, ctx, seeds, topic, 2)
 	load := startLoad(t, ctx, seeds, topic, 2)
 	joined := newClusterBroker(t, 3)
 	joined.extra = extra
@@ -631,13 +555,7 @@ func TestClusterRebalanceCommand(t *testing.T) {
 	if out := simtel("cluster", "rebalance", "--brokers", joined.kafka, "--dry-run"); !strings.Contains(out, "nothing to move") {
 		t.Errorf("a second rebalance still plans moves:\n%s", out)
 	}
-	before := load.acked()
-	waitUntil(t, 60*time.Second, "writes go on", func() string {
-		if n := load.acked(); n < before+1000 {
-			return fmt.Sprintf("%d acknowledged, %d before", n, before)
-		}
-		return ""
-	})
+	load.waitMore(t, "writes go on", 1000)
 	load.finishAndCheck(ctx, t, all, topic)
 }
 

@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,20 +24,11 @@ func TestClusterReplicationFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs := []*clusterBroker{newClusterBroker(t, 0), newClusterBroker(t, 1), newClusterBroker(t, 2)}
+	// Frequent snapshots, so restarts go through snapshot restore
+	// (truncate the log to the snapshot's end, replay the rest).
+	bs, controller := startClusterOf(t, 3, "--replica-snapshot-entries", "100")
 	defer dumpLogs(t, bs)
-	for i, b := range bs {
-		// Frequent snapshots, so restarts go through snapshot restore
-		// (truncate the log to the snapshot's end, replay the rest).
-		b.extra = []string{"--replica-snapshot-entries", "100"}
-		var join []string
-		if i > 0 {
-			join = []string{bs[0].gossip}
-		}
-		b.startFresh(t, join, 3)
-	}
-	controller := waitCluster(t, bs[0].kafka, 3)
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	seeds := kafkaAddrs(bs)
 	// SIMTEL_FAILOVER_KILLS: see the kills below. SIMTEL_FAILOVER_GAP (a
 	// duration) is the least time between a restart and the next kill
 	// (default 1s; a random 0-2 s more is added). A client refreshes
@@ -56,15 +45,8 @@ func TestClusterReplicationFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute+time.Duration(kills)*(gap+30*time.Second))
 	defer cancel()
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
-	adm := kadm.NewClient(cl)
 	const topic, parts = "repl", 6
-	if r, err := adm.CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
-	}
+	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
 	// Leaders spread 2/2/2 and every partition has 3 replicas; wait for
 	// the raft leaders to report themselves (epoch > 0).
 	deadline := time.Now().Add(30 * time.Second)
@@ -89,7 +71,6 @@ func TestClusterReplicationFailover(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	cl.Close()
 
 	// Idempotent producers, acks=all (franz-go's default), send until
 	// told to stop.
@@ -401,37 +382,10 @@ func TestClusterReplicationFailover(t *testing.T) {
 	t.Logf("%d partition snapshots on disk", snaps)
 
 	// Read everything back and check.
-	c, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	read := map[int32][]*kgo.Record{}
-	n := 0
 	chk.mu.Lock()
 	want := len(chk.acked)
 	chk.mu.Unlock()
-	cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
-	defer ccancel()
-	quiet := time.Time{}
-	for cctx.Err() == nil && (n < want || time.Now().Before(quiet)) {
-		if n >= want && quiet.IsZero() {
-			quiet = time.Now().Add(2 * time.Second)
-		}
-		fctx, fcancel := context.WithTimeout(cctx, time.Second)
-		fs := c.PollFetches(fctx)
-		fcancel()
-		fs.EachError(func(tp string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				t.Logf("fetch %s/%d: %v", tp, p, err)
-			}
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			read[r.Partition] = append(read[r.Partition], r)
-			n++
-		})
-	}
-	lost, dup, reord, summary = chk.verify(read)
+	lost, dup, reord, summary = chk.verify(readTopic(t, ctx, seeds, topic, want))
 	slices.Sort(failovers)
 	// Nearest-rank percentiles: with fewer than 100 kills p99 is the
 	// maximum.
