@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -342,8 +343,8 @@ func plainBatch(v string) []byte {
 	return b
 }
 
-// chaosLoad is idempotent acks=all producers sending "pW-N" records
-// round-robin over a topic's partitions until stopped, every
+// chaosLoad is idempotent acks=all producers sending "pW-N" records (see
+// loadConfig) round-robin over a topic's partitions until stopped, every
 // acknowledgement recorded in chk.
 type chaosLoad struct {
 	chk  *replChecker
@@ -384,31 +385,70 @@ func (l *chaosLoad) ackedAt(v string) (time.Time, bool) {
 	return at, ok
 }
 
+// startLoad starts the load of the fault tests: producers clients sending
+// about 2000 records a second each, refreshing metadata every 500 ms.
 func startLoad(t *testing.T, ctx context.Context, seeds []string, topic string, producers int) *chaosLoad {
+	// franz-go refreshes metadata at most every 5 s by default; a refresh
+	// right after a fault often still sees the old leader, so the default
+	// adds up to 5 s to every failover. 500 ms keeps the tests short and
+	// the failover figures closer to the cluster's own.
+	//
+	// About 2000 records a second per producer: enough to have writes in
+	// flight at every fault, few enough to read back quickly on a loaded
+	// machine.
+	return startLoadWith(t, ctx, loadConfig{
+		seeds: seeds, topic: topic, producers: producers, prefix: "p",
+		opts: []kgo.Opt{kgo.MaxBufferedRecords(2000), kgo.MetadataMinAge(500 * time.Millisecond),
+			kgo.RetryTimeout(90 * time.Second), kgo.RecordDeliveryTimeout(120 * time.Second)},
+		pauseEvery: 10, pauseAt: 9, pause: 5 * time.Millisecond,
+	})
+}
+
+// loadConfig is how a chaosLoad produces.
+type loadConfig struct {
+	seeds     []string
+	topic     string
+	producers int
+	prefix    string    // producer w sends "<prefix><w>-<n>"
+	opts      []kgo.Opt // client options besides seeds, topic and round-robin partitioning
+	// A producer sleeps pause after record n when n%pauseEvery == pauseAt.
+	pauseEvery, pauseAt int
+	pause               time.Duration
+	logDir              string // if set, producer w logs to logDir/producer-<w>.log
+}
+
+// startLoadWith starts cfg.producers idempotent acks=all producers that
+// send until stop (see finish).
+func startLoadWith(t *testing.T, ctx context.Context, cfg loadConfig) *chaosLoad {
 	l := &chaosLoad{chk: &replChecker{acked: map[string]ackedAt{}, ackTimes: map[int32][]time.Time{}}}
 	l.mu.watch, l.mu.ackAt = map[int32]bool{}, map[string]time.Time{}
 	pctx, stop := context.WithCancel(ctx)
 	l.stop = stop
-	for w := range producers {
+	for w := range cfg.producers {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			// franz-go refreshes metadata at most every 5 s by default;
-			// a refresh right after a fault often still sees the old
-			// leader, so the default adds up to 5 s to every failover.
-			// 500 ms keeps the tests short and the failover figures
-			// closer to the cluster's own.
-			p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
-				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(2000),
-				kgo.MetadataMinAge(500*time.Millisecond),
-				kgo.RetryTimeout(90*time.Second), kgo.RecordDeliveryTimeout(120*time.Second))
+			opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.seeds...), kgo.DefaultProduceTopic(cfg.topic),
+				kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}, cfg.opts...)
+			if cfg.logDir != "" {
+				f, err := os.Create(filepath.Join(cfg.logDir, fmt.Sprintf("producer-%d.log", w)))
+				if err != nil {
+					t.Logf("producer %d: no client log: %v", w, err)
+				} else {
+					defer f.Close()
+					opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, func() string {
+						return time.Now().UTC().Format("15:04:05.000 ")
+					})))
+				}
+			}
+			p, err := kgo.NewClient(opts...)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			defer p.Close()
 			for i := 0; pctx.Err() == nil; i++ {
-				v := fmt.Sprintf("p%d-%d", w, i)
+				v := fmt.Sprintf("%s%d-%d", cfg.prefix, w, i)
 				p.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
 					if err != nil {
 						l.errs.Store(v, err)
@@ -416,11 +456,8 @@ func startLoad(t *testing.T, ctx context.Context, seeds []string, topic string, 
 					}
 					l.ack(r)
 				})
-				// About 2000 records a second per producer: enough to
-				// have writes in flight at every fault, few enough to read
-				// back quickly on a loaded machine.
-				if i%10 == 9 {
-					time.Sleep(5 * time.Millisecond)
+				if i%cfg.pauseEvery == cfg.pauseAt {
+					time.Sleep(cfg.pause)
 				}
 			}
 			if err := p.Flush(ctx); err != nil {

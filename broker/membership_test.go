@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/broker/storage"
 	"github.com/simtel/simtel/internal/testutil"
 )
@@ -64,18 +65,9 @@ func partitionLog(t *testing.T, b *clusterBroker, topic string, part int32) (sta
 	}
 	t.Cleanup(func() { l.Close() })
 	return l.StartOffset(), l.EndOffset(), func(from int64) []byte {
-		res, err := l.Read(from, 1<<40, l.EndOffset())
+		out, err := broker.ReadLogBytes(l, from)
 		if err != nil {
-			t.Fatalf("broker %d: read %s-%d from %d: %v", b.id, topic, part, from, err)
-		}
-		defer res.Release()
-		var out []byte
-		for _, c := range res.Chunks {
-			buf := make([]byte, c.Size)
-			if _, err := c.File.ReadAt(buf, c.Pos); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, buf...)
+			t.Fatalf("broker %d: %s-%d: %v", b.id, topic, part, err)
 		}
 		return out
 	}

@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -183,41 +182,14 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
 
 	// Idempotent producers, acks=all, until told to stop.
-	chk := &replChecker{acked: map[string]ackedAt{}, ackTimes: map[int32][]time.Time{}}
-	pctx, stopProducing := context.WithCancel(ctx)
-	defer stopProducing()
-	var pwg sync.WaitGroup
-	var produceErrs sync.Map
-	for w := range 2 {
-		pwg.Add(1)
-		go func() {
-			defer pwg.Done()
-			p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
-				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(1000),
-				kgo.RetryTimeout(60*time.Second), kgo.RecordDeliveryTimeout(90*time.Second))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer p.Close()
-			for i := 0; pctx.Err() == nil; i++ {
-				v := fmt.Sprintf("g%d-%d", w, i)
-				p.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
-					if err != nil {
-						produceErrs.Store(v, err)
-						return
-					}
-					chk.ack(r)
-				})
-				if i%20 == 0 {
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-			if err := p.Flush(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
+	load := startLoadWith(t, ctx, loadConfig{
+		seeds: seeds, topic: topic, producers: 2, prefix: "g",
+		opts: []kgo.Opt{kgo.MaxBufferedRecords(1000),
+			kgo.RetryTimeout(60 * time.Second), kgo.RecordDeliveryTimeout(90 * time.Second)},
+		pauseEvery: 20, pauseAt: 0, pause: 10 * time.Millisecond,
+	})
+	defer load.stop()
+	chk := load.chk
 
 	// Member A consumes and commits every poll.
 	tr := &groupTracker{seen: map[string]int{}, acked: map[int32]int64{}, first: map[int32]int64{}, next: map[int32]int64{}}
@@ -329,12 +301,7 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 	}
 	tr.mu.Unlock()
 	t.Logf("member A stopped with %d records read but not committed (committed %v)", uncommitted, committed)
-	stopProducing()
-	pwg.Wait()
-	produceErrs.Range(func(k, v any) bool {
-		t.Errorf("record %v not acknowledged: %v", k, v)
-		return true
-	})
+	load.finish(t)
 
 	// Member B resumes from the committed offsets and reads the rest.
 	b := newMember()

@@ -74,50 +74,14 @@ func TestClusterReplicationFailover(t *testing.T) {
 
 	// Idempotent producers, acks=all (franz-go's default), send until
 	// told to stop.
-	chk := &replChecker{acked: map[string]ackedAt{}, ackTimes: map[int32][]time.Time{}}
-	pctx, stopProducing := context.WithCancel(ctx)
-	var pwg sync.WaitGroup
-	var produceErrs sync.Map
-	for w := range 3 {
-		pwg.Add(1)
-		go func() {
-			defer pwg.Done()
-			opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
-				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(2000),
-				kgo.RetryTimeout(60 * time.Second), kgo.RecordDeliveryTimeout(90 * time.Second)}
-			if dir := os.Getenv("SIMTEL_FAILOVER_LOGS"); dir != "" {
-				f, err := os.Create(filepath.Join(dir, fmt.Sprintf("producer-%d.log", w)))
-				if err == nil {
-					defer f.Close()
-					opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, func() string {
-						return time.Now().UTC().Format("15:04:05.000 ")
-					})))
-				}
-			}
-			p, err := kgo.NewClient(opts...)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer p.Close()
-			for i := 0; pctx.Err() == nil; i++ {
-				v := fmt.Sprintf("p%d-%d", w, i)
-				p.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
-					if err != nil {
-						produceErrs.Store(v, err)
-						return
-					}
-					chk.ack(r)
-				})
-				if i%50 == 0 {
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
-			if err := p.Flush(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
+	load := startLoadWith(t, ctx, loadConfig{
+		seeds: seeds, topic: topic, producers: 3, prefix: "p",
+		opts: []kgo.Opt{kgo.MaxBufferedRecords(2000),
+			kgo.RetryTimeout(60 * time.Second), kgo.RecordDeliveryTimeout(90 * time.Second)},
+		pauseEvery: 50, pauseAt: 0, pause: 5 * time.Millisecond,
+		logDir: os.Getenv("SIMTEL_FAILOVER_LOGS"),
+	})
+	chk := load.chk
 	alive := func(except *clusterBroker) []string {
 		var out []string
 		for _, b := range bs {
@@ -320,12 +284,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 	t.Logf("old leader %d answers Produce and Fetch with NOT_LEADER_OR_FOLLOWER %v after SIGCONT", oldLeader, time.Since(stepDown).Round(time.Millisecond))
 
 	time.Sleep(time.Second)
-	stopProducing()
-	pwg.Wait()
-	produceErrs.Range(func(k, v any) bool {
-		t.Errorf("record %v not acknowledged: %v", k, v)
-		return true
-	})
+	load.finish(t)
 
 	// Every replica of every partition ends at the same offset.
 	deadline = time.Now().Add(30 * time.Second)
