@@ -97,23 +97,14 @@ func (b *Broker) underReplicated() int {
 	}
 	md := b.cluster.Metadata()
 	n := 0
-	for _, tp := range b.allTopics() {
-		ti := md.Topics[tp.name]
-		if ti == nil || ti.ID != tp.id {
-			continue
-		}
-		for i, p := range tp.parts {
-			if p == nil || p.grp == nil || i >= len(ti.Partitions) || !p.isLeader() {
-				continue
-			}
-			for _, r := range ti.Partitions[i].Replicas {
-				if br, ok := md.Brokers[r]; !ok || !br.Alive {
-					n++
-					break
-				}
+	b.eachLed(md, func(_ *topic, _ int, _ *Partition, a cluster.Assignment) {
+		for _, r := range a.Replicas {
+			if br, ok := md.Brokers[r]; !ok || !br.Alive {
+				n++
+				break
 			}
 		}
-	}
+	})
 	return n
 }
 
