@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -25,7 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -208,14 +206,7 @@ func partitionsOf(ctx context.Context, addrs []string, topic string) map[int32]p
 func (cc *chaosCluster) createSpread(ctx context.Context, topic string, parts int) map[int32]partInfo {
 	t := cc.t
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cc.seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if r, err := kadm.NewClient(cl).CreateTopic(ctx, int32(parts), 3, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
-	}
+	createTopic(t, ctx, cc.seeds, topic, int32(parts), 3)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ps := partitionsOf(ctx, cc.seeds, topic)
@@ -235,144 +226,6 @@ func (cc *chaosCluster) createSpread(ctx context.Context, topic string, parts in
 			t.Fatalf("%s: no evenly spread, reported raft leaders after 60s: %+v", topic, ps)
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// chaosLoad is idempotent acks=all producers sending "pW-N" records
-// round-robin over a topic's partitions until stopped, every
-// acknowledgement recorded in chk.
-type chaosLoad struct {
-	chk  *replChecker
-	stop context.CancelFunc
-	wg   sync.WaitGroup
-	errs sync.Map // value -> error of records not acknowledged
-
-	mu struct {
-		sync.Mutex
-		watch map[int32]bool       // partitions whose acknowledgements are timed
-		ackAt map[string]time.Time // value -> when acknowledged, watched partitions
-	}
-}
-
-// watch starts timing each acknowledgement on parts.
-func (l *chaosLoad) watch(parts []int32) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, p := range parts {
-		l.mu.watch[p] = true
-	}
-}
-
-func (l *chaosLoad) ack(r *kgo.Record) {
-	l.chk.ack(r)
-	l.mu.Lock()
-	if l.mu.watch[r.Partition] {
-		l.mu.ackAt[string(r.Value)] = time.Now()
-	}
-	l.mu.Unlock()
-}
-
-// ackedAt is when a record of a watched partition was acknowledged.
-func (l *chaosLoad) ackedAt(v string) (time.Time, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	at, ok := l.mu.ackAt[v]
-	return at, ok
-}
-
-func startLoad(t *testing.T, ctx context.Context, seeds []string, topic string, producers int) *chaosLoad {
-	l := &chaosLoad{chk: &replChecker{acked: map[string]ackedAt{}, ackTimes: map[int32][]time.Time{}}}
-	l.mu.watch, l.mu.ackAt = map[int32]bool{}, map[string]time.Time{}
-	pctx, stop := context.WithCancel(ctx)
-	l.stop = stop
-	for w := range producers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			// franz-go refreshes metadata at most every 5 s by default;
-			// a refresh right after a fault often still sees the old
-			// leader, so the default adds up to 5 s to every failover.
-			// 500 ms keeps the tests short and the failover figures
-			// closer to the cluster's own.
-			p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
-				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(2000),
-				kgo.MetadataMinAge(500*time.Millisecond),
-				kgo.RetryTimeout(90*time.Second), kgo.RecordDeliveryTimeout(120*time.Second))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer p.Close()
-			for i := 0; pctx.Err() == nil; i++ {
-				v := fmt.Sprintf("p%d-%d", w, i)
-				p.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
-					if err != nil {
-						l.errs.Store(v, err)
-						return
-					}
-					l.ack(r)
-				})
-				// About 2000 records a second per producer: enough to
-				// have writes in flight at every fault, few enough to read
-				// back quickly on a loaded machine.
-				if i%10 == 9 {
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
-			if err := p.Flush(ctx); err != nil {
-				t.Errorf("producer %d: flush: %v", w, err)
-			}
-		}()
-	}
-	return l
-}
-
-// acked is the number of acknowledged records so far.
-func (l *chaosLoad) acked() int {
-	l.chk.mu.Lock()
-	defer l.chk.mu.Unlock()
-	return len(l.chk.acked)
-}
-
-// waitAcks waits until n records are acknowledged.
-func (l *chaosLoad) waitAcks(t *testing.T, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); l.acked() < n; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d records acknowledged after 60s", l.acked(), n)
-		}
-	}
-}
-
-// waitAckAfter waits for the first acknowledgement on part after at.
-func (l *chaosLoad) waitAckAfter(t *testing.T, part int32, at time.Time, what string) time.Time {
-	t.Helper()
-	for {
-		if a, ok := l.chk.firstAckAfter(part, at); ok {
-			return a
-		}
-		if time.Since(at) > 90*time.Second {
-			t.Fatalf("%s: no write acknowledged on partition %d within 90s", what, part)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// finish stops the producers, waits for their last records and fails the
-// test for every record that was not acknowledged.
-func (l *chaosLoad) finish(t *testing.T) {
-	t.Helper()
-	l.stop()
-	l.wg.Wait()
-	n := 0
-	l.errs.Range(func(k, v any) bool {
-		if n++; n <= 10 {
-			t.Errorf("record %v not acknowledged: %v", k, v)
-		}
-		return true
-	})
-	if n > 10 {
-		t.Errorf("... %d records not acknowledged in all", n)
 	}
 }
 
@@ -433,51 +286,6 @@ func (lr *liveReader) close() {
 		<-lr.done
 		lr.cl.Close()
 	})
-}
-
-// readTopic reads topic from the start until want records (and 2s more)
-// or 60s.
-func readTopic(t *testing.T, ctx context.Context, seeds []string, topic string, want int) map[int32][]*kgo.Record {
-	t.Helper()
-	c, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	read := map[int32][]*kgo.Record{}
-	n := 0
-	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	quiet := time.Time{}
-	for cctx.Err() == nil && (n < want || time.Now().Before(quiet)) {
-		if n >= want && quiet.IsZero() {
-			quiet = time.Now().Add(2 * time.Second)
-		}
-		fctx, fcancel := context.WithTimeout(cctx, time.Second)
-		fs := c.PollFetches(fctx)
-		fcancel()
-		fs.EachError(func(tp string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				t.Logf("fetch %s/%d: %v", tp, p, err)
-			}
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			read[r.Partition] = append(read[r.Partition], r)
-			n++
-		})
-	}
-	return read
-}
-
-// checkRead runs the checker over what a reader read, logs its summary
-// and fails the test unless nothing was lost, duplicated or reordered.
-func checkRead(t *testing.T, chk *replChecker, who string, read map[int32][]*kgo.Record) {
-	t.Helper()
-	lost, dup, reord, summary := chk.verify(read)
-	t.Logf("checker (%s): %s", who, summary)
-	if lost != 0 || dup != 0 || reord != 0 || len(chk.acked) == 0 {
-		t.Errorf("checker (%s): %s", who, summary)
-	}
 }
 
 // waitConverged waits until every replica of every partition of topic

@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,158 +23,13 @@ import (
 	"github.com/simtel/simtel/internal/testutil"
 )
 
-// clusterBroker is one real `simtel broker` process in cluster mode.
-type clusterBroker struct {
-	id                  int
-	dir                 string
-	kafka, raft, gossip string
-	http                string
-	proc                *testutil.Proc
-	extra               []string // more flags
-}
-
-func (cb *clusterBroker) start(t *testing.T, join []string, expect int) {
-	t.Helper()
-	if err := cb.tryStart(t, join, expect); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// tryStart starts the process and waits for its Kafka port; an error says
-// why it did not come up (with its log).
-func (cb *clusterBroker) tryStart(t *testing.T, join []string, expect int) error {
-	t.Helper()
-	args := []string{"broker", "--node-id", strconv.Itoa(cb.id), "--data-dir", cb.dir,
-		"--listen", cb.kafka, "--raft-listen", cb.raft, "--gossip-listen", cb.gossip,
-		"--group-initial-rebalance-delay", "0s", "--http-listen", cb.http}
-	args = append(args, cb.extra...)
-	for _, j := range join {
-		args = append(args, "--join", j)
-	}
-	if expect > 0 {
-		args = append(args, "--bootstrap-expect", strconv.Itoa(expect))
-	}
-	cb.proc = testutil.Start(t, t.TempDir(), args...)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if cb.proc.Exited() {
-			data, _ := os.ReadFile(cb.proc.Log)
-			return fmt.Errorf("broker %d exited before listening:\n%s", cb.id, data)
-		}
-		if c, err := net.DialTimeout("tcp", cb.kafka, 200*time.Millisecond); err == nil {
-			c.Close()
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("broker %d: nothing listening on %s after 20s", cb.id, cb.kafka)
-}
-
-// startFresh starts a new broker; if one of its random ports was taken in
-// the meantime (an outgoing connection can get it), it retries on others.
-func (cb *clusterBroker) startFresh(t *testing.T, join []string, expect int) {
-	t.Helper()
-	for range 5 {
-		err := cb.tryStart(t, join, expect)
-		if err == nil {
-			return
-		}
-		if !strings.Contains(err.Error(), "address already in use") {
-			t.Fatal(err)
-		}
-		cb.kafka, cb.raft, cb.gossip, cb.http = testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
-	}
-	t.Fatalf("broker %d: no free ports after 5 tries", cb.id)
-}
-
-func newClusterBroker(t *testing.T, id int) *clusterBroker {
-	return &clusterBroker{id: id, dir: t.TempDir(), kafka: testutil.FreePort(t), raft: testutil.FreePort(t), gossip: testutil.FreePort(t), http: testutil.FreePort(t)}
-}
-
-func dumpLogs(t *testing.T, bs []*clusterBroker) {
-	t.Helper()
-	if !t.Failed() {
-		return
-	}
-	for _, b := range bs {
-		if b.proc == nil {
-			continue
-		}
-		data, _ := os.ReadFile(b.proc.Log)
-		if len(data) > 6000 {
-			data = data[len(data)-6000:]
-		}
-		t.Logf("broker %d log tail:\n%s", b.id, data)
-	}
-}
-
-// metadataFrom asks one broker (not the cluster) for its metadata.
-func metadataFrom(ctx context.Context, addr string, topics ...string) (*kmsg.MetadataResponse, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrMetadataRequest()
-	if topics != nil {
-		for _, tp := range topics {
-			rt := kmsg.NewMetadataRequestTopic()
-			rt.Topic = kmsg.StringPtr(tp)
-			req.Topics = append(req.Topics, rt)
-		}
-	}
-	var resp *kmsg.MetadataResponse
-	r, err := cl.SeedBrokers()[0].RetriableRequest(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	resp = r.(*kmsg.MetadataResponse)
-	return resp, nil
-}
-
-// waitCluster polls addr until it reports want alive brokers and a
-// controller among them; it returns the controller's id.
-func waitCluster(t *testing.T, addr string, want int) int32 {
-	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		m, err := metadataFrom(ctx, addr)
-		cancel()
-		if err == nil {
-			ids := []int32{}
-			for _, b := range m.Brokers {
-				ids = append(ids, b.NodeID)
-			}
-			last = fmt.Sprintf("brokers %v controller %d", ids, m.ControllerID)
-			if len(ids) == want && slices.Contains(ids, m.ControllerID) {
-				return m.ControllerID
-			}
-		} else {
-			last = err.Error()
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: no cluster of %d brokers with a controller after 45s (last: %s)", addr, want, last)
-	return -1
-}
-
 func TestClusterThreeBrokers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs := []*clusterBroker{newClusterBroker(t, 0), newClusterBroker(t, 1), newClusterBroker(t, 2)}
+	bs, controller := startClusterOf(t, 3)
 	defer dumpLogs(t, bs)
-	for i, b := range bs {
-		var join []string
-		if i > 0 {
-			join = []string{bs[0].gossip}
-		}
-		b.startFresh(t, join, 3)
-	}
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
-	controller := waitCluster(t, bs[0].kafka, 3)
+	seeds := kafkaAddrs(bs)
 	for _, b := range bs[1:] {
 		if got := waitCluster(t, b.kafka, 3); got != controller {
 			t.Fatalf("broker %d names controller %d, broker 0 names %d", b.id, got, controller)

@@ -344,36 +344,14 @@ func (b *Broker) syncCoordinators(closing *sync.WaitGroup, closed map[int32]chan
 }
 
 // readyOffsetsLeaders runs the raft barrier that makes a new leader ready
-// (see readyNewLeaders) on the offsets partitions this broker has just
+// (see readyLeaders) on the offsets partitions this broker has just
 // become leader of, concurrently, and waits for them. The general pass
 // goes over every partition of the broker one round at a time, which
 // with many partitions on a loaded machine can keep a new coordinator
 // answering COORDINATOR_LOAD_IN_PROGRESS for many seconds; the groups of
 // every consumer of the cluster wait on these few partitions.
 func (b *Broker) readyOffsetsLeaders(parts []*Partition) {
-	var wg sync.WaitGroup
-	for _, p := range parts {
-		if p == nil || p.grp == nil {
-			continue
-		}
-		r := p.grp.Raft
-		term := r.CurrentTerm()
-		if r.State() != raft.Leader || p.readyTerm.Load() == term {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := r.Barrier(5 * time.Second).Error(); err != nil {
-				b.log.Debug("new offsets partition leader not ready yet", "partition", p.index, "err", err)
-				return
-			}
-			if r.CurrentTerm() == term {
-				p.readyTerm.Store(term)
-			}
-		}()
-	}
-	wg.Wait()
+	b.readyLeaders(parts, "new offsets partition leader not ready yet")
 }
 
 // openCoordinator loads the groups of an offsets partition this broker

@@ -21,27 +21,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/broker/storage"
 	"github.com/simtel/simtel/internal/testutil"
 )
-
-// startClusterOf starts n brokers (ids 0..n-1) forming one cluster, each
-// with extra flags, and returns them and the controller's id.
-func startClusterOf(t *testing.T, n int, extra ...string) ([]*clusterBroker, int32) {
-	t.Helper()
-	var bs []*clusterBroker
-	for i := range n {
-		b := newClusterBroker(t, i)
-		b.extra = extra
-		var join []string
-		if i > 0 {
-			join = []string{bs[0].gossip}
-		}
-		b.startFresh(t, join, n)
-		bs = append(bs, b)
-	}
-	return bs, waitCluster(t, bs[0].kafka, n)
-}
 
 // metricSum adds up every series of a metric (all label sets) on a
 // broker's /metrics.
@@ -72,23 +55,6 @@ next:
 	return sum, sc.Err()
 }
 
-// waitUntil polls cond every 200 ms until it returns "" or the timeout
-// passes; then the test fails with cond's last answer.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		last := cond()
-		if last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached after %v: %s", what, timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // partitionLog reads a stopped broker's copy of a partition from its
 // data directory: batch bytes from offset from to the end.
 func partitionLog(t *testing.T, b *clusterBroker, topic string, part int32) (start, end int64, read func(from int64) []byte) {
@@ -99,18 +65,9 @@ func partitionLog(t *testing.T, b *clusterBroker, topic string, part int32) (sta
 	}
 	t.Cleanup(func() { l.Close() })
 	return l.StartOffset(), l.EndOffset(), func(from int64) []byte {
-		res, err := l.Read(from, 1<<40, l.EndOffset())
+		out, err := broker.ReadLogBytes(l, from)
 		if err != nil {
-			t.Fatalf("broker %d: read %s-%d from %d: %v", b.id, topic, part, from, err)
-		}
-		defer res.Release()
-		var out []byte
-		for _, c := range res.Chunks {
-			buf := make([]byte, c.Size)
-			if _, err := c.File.ReadAt(buf, c.Pos); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, buf...)
+			t.Fatalf("broker %d: %s-%d: %v", b.id, topic, part, err)
 		}
 		return out
 	}
@@ -162,7 +119,7 @@ func TestReplicaCatchUpFromSnapshot(t *testing.T) {
 	defer dumpLogs(t, bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	seeds := kafkaAddrs(bs)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("snap"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.AllowAutoTopicCreation())
 	if err != nil {
@@ -235,39 +192,6 @@ func TestReplicaCatchUpFromSnapshot(t *testing.T) {
 	}
 }
 
-// maxAckGap is the longest time between two acknowledgements on one
-// partition (a write pause seen by the producers), and the partition.
-func (g *chaosLoad) maxAckGap() (time.Duration, int32) {
-	g.chk.mu.Lock()
-	defer g.chk.mu.Unlock()
-	var gap time.Duration
-	var part int32
-	for p, ts := range g.chk.ackTimes {
-		sorted := slices.Clone(ts)
-		slices.SortFunc(sorted, func(a, b time.Time) int { return a.Compare(b) })
-		for i := 1; i < len(sorted); i++ {
-			if d := sorted[i].Sub(sorted[i-1]); d > gap {
-				gap, part = d, p
-			}
-		}
-	}
-	return gap, part
-}
-
-// finishAndCheck stops the producers, then reads the topic back from the
-// start and checks every acknowledged record is there once, in order.
-func (g *chaosLoad) finishAndCheck(ctx context.Context, t *testing.T, seeds []string, topic string) {
-	t.Helper()
-	g.finish(t)
-	want := g.acked()
-	lost, dup, reord, summary := g.chk.verify(readTopic(t, ctx, seeds, topic, want))
-	gap, part := g.maxAckGap()
-	t.Logf("checker: %s; longest pause between acknowledgements on one partition: %v (partition %d, load %s)", summary, gap.Round(time.Millisecond), part, loadAvg())
-	if lost != 0 || dup != 0 || reord != 0 || want == 0 {
-		t.Errorf("checker: %s", summary)
-	}
-}
-
 // spread reports how many replicas and leaders each broker has for topic
 // (from one broker's Metadata), and whether the topic is settled: no
 // reassignment visible (more replicas than rf), every partition led by its
@@ -314,30 +238,12 @@ func TestClusterJoinRebalance(t *testing.T) {
 	defer func() { dumpLogs(t, bs) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
+	seeds := kafkaAddrs(bs)
 	const topic, parts = "join", 8
-	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
-	}
-	cl.Close()
-	waitUntil(t, 60*time.Second, "every partition has a reported leader", func() string {
-		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
-		if err != nil || !settled {
-			return fmt.Sprintf("leaders %v (%v)", leaders, err)
-		}
-		return ""
-	})
+	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
+	waitLeaders(t, ctx, seeds, topic, 3)
 	load := startLoad(t, ctx, seeds, topic, 3)
-	waitUntil(t, 60*time.Second, "some records acknowledged", func() string {
-		if n := load.acked(); n < 3000 {
-			return fmt.Sprintf("%d acknowledged", n)
-		}
-		return ""
-	})
+	load.waitAcks(t, 3000)
 
 	joined := newClusterBroker(t, 3)
 	joined.extra = extra
@@ -426,13 +332,7 @@ func TestClusterJoinRebalance(t *testing.T) {
 	logData, _ := os.ReadFile(joined.proc.Log)
 	t.Logf("the joined broker holds 6 replicas and leads 2 partitions %v after it started (load %s); %v of its replicas caught up from a snapshot (%d log lines about snapshots)",
 		time.Since(start).Round(time.Second), loadAvg(), moved, strings.Count(string(logData), "snapshot"))
-	before := load.acked()
-	waitUntil(t, 60*time.Second, "writes go on after the rebalance", func() string {
-		if n := load.acked(); n < before+2000 {
-			return fmt.Sprintf("%d acknowledged, %d before", n, before)
-		}
-		return ""
-	})
+	load.waitMore(t, "writes go on after the rebalance", 2000)
 	load.finishAndCheck(ctx, t, all, topic)
 
 	// A partition that moved to the new broker holds the same batches on
@@ -465,15 +365,6 @@ func TestClusterJoinRebalance(t *testing.T) {
 	}
 }
 
-// loadAvg is the machine's 1-minute load average, for reports.
-func loadAvg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Fields(string(data))[0]
-}
-
 // TestClusterReplaceGoneBroker: a broker stopped for longer than
 // --replica-replace-after has its replicas re-created on the other
 // brokers: every partition is back to three alive replicas, and nothing
@@ -486,33 +377,12 @@ func TestClusterReplaceGoneBroker(t *testing.T) {
 	defer func() { dumpLogs(t, bs) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	var seeds []string
-	for _, b := range bs {
-		seeds = append(seeds, b.kafka)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
+	seeds := kafkaAddrs(bs)
 	const topic, parts = "replace", 4
-	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
-	}
-	cl.Close()
-	waitUntil(t, 60*time.Second, "every partition has a reported leader", func() string {
-		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
-		if err != nil || !settled {
-			return fmt.Sprintf("leaders %v (%v)", leaders, err)
-		}
-		return ""
-	})
+	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
+	waitLeaders(t, ctx, seeds, topic, 3)
 	load := startLoad(t, ctx, seeds, topic, 2)
-	waitUntil(t, 60*time.Second, "some records acknowledged", func() string {
-		if n := load.acked(); n < 2000 {
-			return fmt.Sprintf("%d acknowledged", n)
-		}
-		return ""
-	})
+	load.waitAcks(t, 2000)
 	// Stop a broker that is not the controller, for good.
 	victim := bs[(controller+1)%4]
 	victim.proc.Kill()
@@ -532,13 +402,7 @@ func TestClusterReplaceGoneBroker(t *testing.T) {
 	})
 	t.Logf("broker %d killed; its replicas re-created on the others %v later (replace-after 3s, load %s)",
 		victim.id, time.Since(killed).Round(time.Second), loadAvg())
-	before := load.acked()
-	waitUntil(t, 60*time.Second, "writes go on", func() string {
-		if n := load.acked(); n < before+2000 {
-			return fmt.Sprintf("%d acknowledged, %d before", n, before)
-		}
-		return ""
-	})
+	load.waitMore(t, "writes go on", 2000)
 	load.finishAndCheck(ctx, t, rest, topic)
 }
 
@@ -555,16 +419,9 @@ func TestClusterRollingRestart(t *testing.T) {
 	defer func() { dumpLogs(t, bs) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
+	seeds := kafkaAddrs(bs)
 	const topic, parts = "rolling", 6
-	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
-	}
-	cl.Close()
+	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
 	spreadOut := func() string {
 		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
 		if err != nil || !settled || leaders[0] != 2 || leaders[1] != 2 || leaders[2] != 2 {
@@ -575,12 +432,7 @@ func TestClusterRollingRestart(t *testing.T) {
 	waitUntil(t, 60*time.Second, "leaders spread 2/2/2", spreadOut)
 	load := startLoad(t, ctx, seeds, topic, 3)
 	for _, b := range bs {
-		waitUntil(t, 60*time.Second, "writes go on", func() string {
-			if n := load.acked(); n < 2000 {
-				return fmt.Sprintf("%d acknowledged", n)
-			}
-			return ""
-		})
+		load.waitAcks(t, 2000)
 		if err := b.proc.Stop(30 * time.Second); err != nil {
 			t.Logf("broker %d: stop: %v", b.id, err)
 		}
@@ -650,23 +502,10 @@ func TestClusterRebalanceCommand(t *testing.T) {
 	defer func() { dumpLogs(t, bs) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
+	seeds := kafkaAddrs(bs)
 	const topic, parts = "manual", 6
-	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 2, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 2: %v %v", topic, err, r.Err)
-	}
-	cl.Close()
-	waitUntil(t, 60*time.Second, "every partition has a reported leader", func() string {
-		_, leaders, settled, err := spread(ctx, seeds, topic, 2)
-		if err != nil || !settled {
-			return fmt.Sprintf("leaders %v (%v)", leaders, err)
-		}
-		return ""
-	})
+	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 2)
+	waitLeaders(t, ctx, seeds, topic, 2)
 	load := startLoad(t, ctx, seeds, topic, 2)
 	joined := newClusterBroker(t, 3)
 	joined.extra = extra
@@ -708,13 +547,7 @@ func TestClusterRebalanceCommand(t *testing.T) {
 	if out := simtel("cluster", "rebalance", "--brokers", joined.kafka, "--dry-run"); !strings.Contains(out, "nothing to move") {
 		t.Errorf("a second rebalance still plans moves:\n%s", out)
 	}
-	before := load.acked()
-	waitUntil(t, 60*time.Second, "writes go on", func() string {
-		if n := load.acked(); n < before+1000 {
-			return fmt.Sprintf("%d acknowledged, %d before", n, before)
-		}
-		return ""
-	})
+	load.waitMore(t, "writes go on", 1000)
 	load.finishAndCheck(ctx, t, all, topic)
 }
 

@@ -2,8 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -173,67 +171,25 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs := []*clusterBroker{newClusterBroker(t, 0), newClusterBroker(t, 1), newClusterBroker(t, 2)}
+	bs, controller := startClusterOf(t, 3)
 	defer dumpLogs(t, bs)
-	for i, b := range bs {
-		var join []string
-		if i > 0 {
-			join = []string{bs[0].gossip}
-		}
-		b.startFresh(t, join, 3)
-	}
-	controller := waitCluster(t, bs[0].kafka, 3)
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	seeds := kafkaAddrs(bs)
 	waitCoordinators(t, bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
 	const topic, parts, groupID = "events", 3, "offsets-failover"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
-	}
-	cl.Close()
+	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
 
 	// Idempotent producers, acks=all, until told to stop.
-	chk := &replChecker{acked: map[string]ackedAt{}, ackTimes: map[int32][]time.Time{}}
-	pctx, stopProducing := context.WithCancel(ctx)
-	defer stopProducing()
-	var pwg sync.WaitGroup
-	var produceErrs sync.Map
-	for w := range 2 {
-		pwg.Add(1)
-		go func() {
-			defer pwg.Done()
-			p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
-				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(1000),
-				kgo.RetryTimeout(60*time.Second), kgo.RecordDeliveryTimeout(90*time.Second))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer p.Close()
-			for i := 0; pctx.Err() == nil; i++ {
-				v := fmt.Sprintf("g%d-%d", w, i)
-				p.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
-					if err != nil {
-						produceErrs.Store(v, err)
-						return
-					}
-					chk.ack(r)
-				})
-				if i%20 == 0 {
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-			if err := p.Flush(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
+	load := startLoadWith(t, ctx, loadConfig{
+		seeds: seeds, topic: topic, producers: 2, prefix: "g",
+		opts: []kgo.Opt{kgo.MaxBufferedRecords(1000),
+			kgo.RetryTimeout(60 * time.Second), kgo.RecordDeliveryTimeout(90 * time.Second)},
+		pauseEvery: 20, pauseAt: 0, pause: 10 * time.Millisecond,
+	})
+	defer load.stop()
+	chk := load.chk
 
 	// Member A consumes and commits every poll.
 	tr := &groupTracker{seen: map[string]int{}, acked: map[int32]int64{}, first: map[int32]int64{}, next: map[int32]int64{}}
@@ -345,12 +301,7 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 	}
 	tr.mu.Unlock()
 	t.Logf("member A stopped with %d records read but not committed (committed %v)", uncommitted, committed)
-	stopProducing()
-	pwg.Wait()
-	produceErrs.Range(func(k, v any) bool {
-		t.Errorf("record %v not acknowledged: %v", k, v)
-		return true
-	})
+	load.finish(t)
 
 	// Member B resumes from the committed offsets and reads the rest.
 	b := newMember()
@@ -404,34 +355,9 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 
 	// The log itself: idempotent producers across the partition-leader
 	// kill left no duplicate, no gap and no reordering.
-	c, err := kgo.NewClient(kgo.SeedBrokers(survivors...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	read := map[int32][]*kgo.Record{}
-	n := 0
-	cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
-	defer ccancel()
-	for cctx.Err() == nil && n < len(want) {
-		fctx, fcancel := context.WithTimeout(cctx, time.Second)
-		fs := c.PollFetches(fctx)
-		fcancel()
-		fs.EachError(func(tp string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				t.Logf("fetch %s/%d: %v", tp, p, err)
-			}
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			read[r.Partition] = append(read[r.Partition], r)
-			n++
-		})
-	}
-	// A moment more, so that a duplicate past the expected count shows.
-	fctx, fcancel := context.WithTimeout(ctx, 2*time.Second)
-	c.PollFetches(fctx).EachRecord(func(r *kgo.Record) { read[r.Partition] = append(read[r.Partition], r) })
-	fcancel()
-	lostLog, dupLog, reord, summary := chk.verify(read)
+	// (readTopic reads 2s past the expected count, so that a duplicate
+	// beyond it shows.)
+	lostLog, dupLog, reord, summary := chk.verify(readTopic(t, ctx, survivors, topic, len(want)))
 	t.Logf("log checker: %s", summary)
 	if lostLog != 0 || dupLog != 0 || reord != 0 || len(want) == 0 {
 		t.Errorf("log checker: %s", summary)

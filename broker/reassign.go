@@ -97,23 +97,14 @@ func (b *Broker) underReplicated() int {
 	}
 	md := b.cluster.Metadata()
 	n := 0
-	for _, tp := range b.allTopics() {
-		ti := md.Topics[tp.name]
-		if ti == nil || ti.ID != tp.id {
-			continue
-		}
-		for i, p := range tp.parts {
-			if p == nil || p.grp == nil || i >= len(ti.Partitions) || !p.isLeader() {
-				continue
-			}
-			for _, r := range ti.Partitions[i].Replicas {
-				if br, ok := md.Brokers[r]; !ok || !br.Alive {
-					n++
-					break
-				}
+	b.eachLed(md, func(_ *topic, _ int, _ *Partition, a cluster.Assignment) {
+		for _, r := range a.Replicas {
+			if br, ok := md.Brokers[r]; !ok || !br.Alive {
+				n++
+				break
 			}
 		}
-	}
+	})
 	return n
 }
 
@@ -544,15 +535,7 @@ func planMoves(md *cluster.Metadata, downFor func(int32) time.Duration, replaceA
 	// 2. Replicas: move one from the broker holding the most to the one
 	// holding the fewest while they differ by more than one.
 	for started < budget {
-		most, least := alive[0].ID, alive[0].ID
-		for _, br := range alive {
-			if holds[br.ID] > holds[most] {
-				most = br.ID
-			}
-			if holds[br.ID] < holds[least] {
-				least = br.ID
-			}
-		}
+		most, least := mostAndLeast(alive, holds)
 		if holds[most]-holds[least] <= 1 {
 			break
 		}
@@ -592,15 +575,7 @@ func planMoves(md *cluster.Metadata, downFor func(int32) time.Duration, replaceA
 	// 3. Preferred leaders: reorder a partition's replicas (no data
 	// moves) from the broker preferred most often to one preferred least.
 	for started < budget {
-		most, least := alive[0].ID, alive[0].ID
-		for _, br := range alive {
-			if leads[br.ID] > leads[most] {
-				most = br.ID
-			}
-			if leads[br.ID] < leads[least] {
-				least = br.ID
-			}
-		}
+		most, least := mostAndLeast(alive, leads)
 		if leads[most]-leads[least] <= 1 {
 			break
 		}
@@ -708,4 +683,19 @@ func (b *Broker) handOffLeadership() {
 	if n := moved.Load(); n > 0 {
 		b.log.Info("handed off partition leadership before shutdown", "partitions", n, "took", time.Since(start).Round(time.Millisecond))
 	}
+}
+
+// mostAndLeast returns the alive brokers with the highest and the lowest
+// count (the first in alive's order on a tie). alive is not empty.
+func mostAndLeast(alive []cluster.BrokerInfo, count map[int32]int) (most, least int32) {
+	most, least = alive[0].ID, alive[0].ID
+	for _, br := range alive {
+		if count[br.ID] > count[most] {
+			most = br.ID
+		}
+		if count[br.ID] < count[least] {
+			least = br.ID
+		}
+	}
+	return most, least
 }

@@ -129,32 +129,42 @@ func (p *Partition) leaderEpoch() int32 {
 }
 
 // readyNewLeaders runs a raft barrier on every partition this broker
-// leads in a term it is not ready in yet, concurrently, and marks those
-// that went through ready for their term.
+// leads in a term it is not ready in yet (see readyLeaders).
 func (b *Broker) readyNewLeaders() {
-	var wg sync.WaitGroup
+	var parts []*Partition
 	for _, tp := range b.allTopics() {
-		for _, p := range tp.parts {
-			if p == nil || p.grp == nil {
-				continue
-			}
-			r := p.grp.Raft
-			term := r.CurrentTerm()
-			if r.State() != raft.Leader || p.readyTerm.Load() == term {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := r.Barrier(5 * time.Second).Error(); err != nil {
-					b.log.Debug("new partition leader not ready yet", "partition", p.String(), "err", err)
-					return
-				}
-				if r.CurrentTerm() == term {
-					p.readyTerm.Store(term)
-				}
-			}()
+		parts = append(parts, tp.parts...)
+	}
+	b.readyLeaders(parts, "new partition leader not ready yet")
+}
+
+// readyLeaders runs a raft barrier on each of parts this broker leads in
+// a term it is not ready in yet, concurrently, marks those that went
+// through ready for their term, and waits for them all. A barrier that
+// does not go through is logged at debug level with notReady; the next
+// pass tries again.
+func (b *Broker) readyLeaders(parts []*Partition, notReady string) {
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		if p == nil || p.grp == nil {
+			continue
 		}
+		r := p.grp.Raft
+		term := r.CurrentTerm()
+		if r.State() != raft.Leader || p.readyTerm.Load() == term {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Barrier(5 * time.Second).Error(); err != nil {
+				b.log.Debug(notReady, "partition", p.String(), "err", err)
+				return
+			}
+			if r.CurrentTerm() == term {
+				p.readyTerm.Store(term)
+			}
+		}()
 	}
 	wg.Wait()
 }
@@ -318,31 +328,37 @@ func (b *Broker) reportLeaders(ctx context.Context) {
 			// and report it now rather than at the next tick.
 		}
 		b.readyNewLeaders()
-		md := b.cluster.Metadata()
-		for _, tp := range b.allTopics() {
-			ti := md.Topics[tp.name]
-			if ti == nil || ti.ID != tp.id {
+		b.eachLed(b.cluster.Metadata(), func(tp *topic, i int, p *Partition, a cluster.Assignment) {
+			epoch := p.leaderEpoch()
+			if a.Leader == b.cfg.NodeID && a.LeaderEpoch == epoch {
+				return
+			}
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := b.cluster.Apply(actx, cluster.Command{Op: cluster.OpSetPartitionLeader, Topic: tp.name, TopicID: tp.id,
+				Partition: int32(i), Leader: b.cfg.NodeID, LeaderEpoch: epoch})
+			cancel()
+			if err != nil {
+				b.log.Debug("cannot report partition leadership; retrying", "topic", tp.name, "partition", i, "err", err)
+				return
+			}
+			b.log.Info("leading partition", "topic", tp.name, "partition", i, "epoch", epoch)
+		})
+	}
+}
+
+// eachLed calls fn with every replicated partition this broker leads
+// that md knows (same topic id), and md's assignment of it.
+func (b *Broker) eachLed(md *cluster.Metadata, fn func(tp *topic, i int, p *Partition, a cluster.Assignment)) {
+	for _, tp := range b.allTopics() {
+		ti := md.Topics[tp.name]
+		if ti == nil || ti.ID != tp.id {
+			continue
+		}
+		for i, p := range tp.parts {
+			if p == nil || p.grp == nil || i >= len(ti.Partitions) || !p.isLeader() {
 				continue
 			}
-			for i, p := range tp.parts {
-				if p == nil || p.grp == nil || i >= len(ti.Partitions) || !p.isLeader() {
-					continue
-				}
-				epoch := p.leaderEpoch()
-				a := ti.Partitions[i]
-				if a.Leader == b.cfg.NodeID && a.LeaderEpoch == epoch {
-					continue
-				}
-				actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				_, err := b.cluster.Apply(actx, cluster.Command{Op: cluster.OpSetPartitionLeader, Topic: tp.name, TopicID: tp.id,
-					Partition: int32(i), Leader: b.cfg.NodeID, LeaderEpoch: epoch})
-				cancel()
-				if err != nil {
-					b.log.Debug("cannot report partition leadership; retrying", "topic", tp.name, "partition", i, "err", err)
-					continue
-				}
-				b.log.Info("leading partition", "topic", tp.name, "partition", i, "epoch", epoch)
-			}
+			fn(tp, i, p, ti.Partitions[i])
 		}
 	}
 }

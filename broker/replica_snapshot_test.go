@@ -64,7 +64,7 @@ func TestReplicaSnapshotCarriesData(t *testing.T) {
 		if fp.log.StartOffset() != lp.log.StartOffset() {
 			t.Fatalf("lagging %d: follower starts at %d, leader at %d", lagging, fp.log.StartOffset(), lp.log.StartOffset())
 		}
-		want, got := logBytesFrom(t, lp, lp.log.StartOffset()), logBytesFrom(t, fp, fp.log.StartOffset())
+		want, got := logBytes(t, lp, lp.log.StartOffset()), logBytes(t, fp, fp.log.StartOffset())
 		if !bytes.Equal(got, want) {
 			t.Fatalf("lagging %d: follower log (%d bytes from %d) differs from the leader's (%d bytes from %d)",
 				lagging, len(got), fp.log.StartOffset(), len(want), lp.log.StartOffset())
@@ -77,22 +77,4 @@ func TestReplicaSnapshotCarriesData(t *testing.T) {
 		fb.closePartitions()
 		lb.closePartitions()
 	}
-}
-
-func logBytesFrom(t *testing.T, p *Partition, from int64) []byte {
-	t.Helper()
-	res, err := p.log.Read(from, 1<<30, p.log.EndOffset())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Release()
-	var out []byte
-	for _, c := range res.Chunks {
-		buf := make([]byte, c.Size)
-		if _, err := c.File.ReadAt(buf, c.Pos); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, buf...)
-	}
-	return out
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"log/slog"
@@ -65,22 +66,34 @@ func applyEntry(f *replicaFSM, index, term uint64, data []byte) appendResult {
 	return res
 }
 
-func logBytes(t *testing.T, p *Partition) []byte {
+// logBytes is p's log from from to its end, as stored.
+func logBytes(t *testing.T, p *Partition, from int64) []byte {
 	t.Helper()
-	res, err := p.log.Read(0, 1<<30, p.log.EndOffset())
+	out, err := ReadLogBytes(p.log, from)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", p, err)
+	}
+	return out
+}
+
+// ReadLogBytes reads the batches of l from offset from to its end, as
+// stored. Exported for the cluster tests (package broker_test), which
+// compare the partition logs of stopped brokers.
+func ReadLogBytes(l *storage.Log, from int64) ([]byte, error) {
+	res, err := l.Read(from, 1<<40, l.EndOffset())
+	if err != nil {
+		return nil, fmt.Errorf("read from offset %d: %w", from, err)
 	}
 	defer res.Release()
 	var out []byte
 	for _, c := range res.Chunks {
 		buf := make([]byte, c.Size)
 		if _, err := c.File.ReadAt(buf, c.Pos); err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("read %d bytes at %d of a segment: %w", c.Size, c.Pos, err)
 		}
 		out = append(out, buf...)
 	}
-	return out
+	return out, nil
 }
 
 func TestReplicaFSMApply(t *testing.T) {
@@ -152,7 +165,7 @@ func TestReplicaFSMRestart(t *testing.T) {
 				}
 			}
 		}
-		want := logBytes(t, p)
+		want := logBytes(t, p, 0)
 		b.closePartitions()
 
 		// Restart: the log on disk has everything (applied before the
@@ -173,7 +186,7 @@ func TestReplicaFSMRestart(t *testing.T) {
 				t.Fatalf("snapshot=%v replay of entry %d: %+v", withSnap, i, res)
 			}
 		}
-		if got := logBytes(t, p2); !bytes.Equal(got, want) {
+		if got := logBytes(t, p2, 0); !bytes.Equal(got, want) {
 			t.Fatalf("snapshot=%v: log after replay differs (%d bytes, want %d)", withSnap, len(got), len(want))
 		}
 		if p2.highWatermark() != 9 {

@@ -1,14 +1,10 @@
 package broker_test
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,139 +15,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// replChecker records every acknowledged and every read record and
-// reports lost, duplicated and reordered ones.
-type replChecker struct {
-	mu    sync.Mutex
-	acked map[string]ackedAt // value -> where it was acknowledged
-	// ackTimes per partition, to measure failover.
-	ackTimes map[int32][]time.Time
-}
-
-type ackedAt struct {
-	part int32
-	off  int64
-}
-
-func (c *replChecker) ack(r *kgo.Record) {
-	c.mu.Lock()
-	c.acked[string(r.Value)] = ackedAt{r.Partition, r.Offset}
-	c.ackTimes[r.Partition] = append(c.ackTimes[r.Partition], time.Now())
-	c.mu.Unlock()
-}
-
-// firstAckAfter is the first acknowledgement on part after t.
-func (c *replChecker) firstAckAfter(part int32, t time.Time) (time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, at := range c.ackTimes[part] {
-		if at.After(t) {
-			return at, true
-		}
-	}
-	return time.Time{}, false
-}
-
-// verify compares what was read (per partition, in offset order) with
-// what was acknowledged. Values are "producer-sequence"; one producer's
-// records in one partition must be read in sequence order.
-func (c *replChecker) verify(read map[int32][]*kgo.Record) (lost, dup, reordered int, summary string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	seen := map[string]int{}
-	total := 0
-	for p, recs := range read {
-		lastSeq := map[string]int{}
-		for _, r := range recs {
-			total++
-			v := string(r.Value)
-			seen[v]++
-			if seen[v] == 2 {
-				dup++
-			}
-			prod, seqS, _ := strings.Cut(v, "-")
-			seq, _ := strconv.Atoi(seqS)
-			if last, ok := lastSeq[prod]; ok && seq <= last {
-				reordered++
-			}
-			lastSeq[prod] = seq
-			if a, ok := c.acked[v]; ok && (a.part != p || a.off != r.Offset) && seen[v] == 1 {
-				reordered++ // read somewhere else than acknowledged
-			}
-		}
-	}
-	for v := range c.acked {
-		if seen[v] == 0 {
-			lost++
-		}
-	}
-	summary = fmt.Sprintf("acknowledged %d, read %d, lost %d, duplicated %d, reordered %d", len(c.acked), total, lost, dup, reordered)
-	return
-}
-
-// leaderOf asks live brokers for the leader and epoch of topic/part.
-func leaderOf(ctx context.Context, addrs []string, topic string, part int32) (int32, int32) {
-	for _, a := range addrs {
-		m, err := metadataFrom(ctx, a, topic)
-		if err != nil || len(m.Topics) == 0 || int(part) >= len(m.Topics[0].Partitions) {
-			continue
-		}
-		mp := m.Topics[0].Partitions[part]
-		return mp.Leader, mp.LeaderEpoch
-	}
-	return -1, -1
-}
-
-// hwOf reads a broker's high watermark of every local partition of topic
-// from /metrics (on a follower: its applied end offset).
-func hwOf(addr, topic string) (map[int32]int64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out := map[int32]int64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "simtel_broker_partition_high_watermark{") || !strings.Contains(line, `topic="`+topic+`"`) {
-			continue
-		}
-		i := strings.Index(line, `partition="`)
-		rest := line[i+len(`partition="`):]
-		p, _ := strconv.Atoi(rest[:strings.IndexByte(rest, '"')])
-		f := strings.Fields(line)
-		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-		out[int32(p)] = int64(v)
-	}
-	return out, sc.Err()
-}
-
 func TestClusterReplicationFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs := []*clusterBroker{newClusterBroker(t, 0), newClusterBroker(t, 1), newClusterBroker(t, 2)}
+	// Frequent snapshots, so restarts go through snapshot restore
+	// (truncate the log to the snapshot's end, replay the rest).
+	bs, controller := startClusterOf(t, 3, "--replica-snapshot-entries", "100")
 	defer dumpLogs(t, bs)
-	for i, b := range bs {
-		// Frequent snapshots, so restarts go through snapshot restore
-		// (truncate the log to the snapshot's end, replay the rest).
-		b.extra = []string{"--replica-snapshot-entries", "100"}
-		var join []string
-		if i > 0 {
-			join = []string{bs[0].gossip}
-		}
-		b.startFresh(t, join, 3)
-	}
-	controller := waitCluster(t, bs[0].kafka, 3)
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	seeds := kafkaAddrs(bs)
 	// SIMTEL_FAILOVER_KILLS: see the kills below. SIMTEL_FAILOVER_GAP (a
 	// duration) is the least time between a restart and the next kill
 	// (default 1s; a random 0-2 s more is added). A client refreshes
@@ -168,15 +45,8 @@ func TestClusterReplicationFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute+time.Duration(kills)*(gap+30*time.Second))
 	defer cancel()
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
-	if err != nil {
-		t.Fatal(err)
-	}
-	adm := kadm.NewClient(cl)
 	const topic, parts = "repl", 6
-	if r, err := adm.CreateTopic(ctx, parts, 3, nil, topic); err != nil || r.Err != nil {
-		t.Fatalf("create %s with RF 3: %v %v", topic, err, r.Err)
-	}
+	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
 	// Leaders spread 2/2/2 and every partition has 3 replicas; wait for
 	// the raft leaders to report themselves (epoch > 0).
 	deadline := time.Now().Add(30 * time.Second)
@@ -201,54 +71,17 @@ func TestClusterReplicationFailover(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	cl.Close()
 
 	// Idempotent producers, acks=all (franz-go's default), send until
 	// told to stop.
-	chk := &replChecker{acked: map[string]ackedAt{}, ackTimes: map[int32][]time.Time{}}
-	pctx, stopProducing := context.WithCancel(ctx)
-	var pwg sync.WaitGroup
-	var produceErrs sync.Map
-	for w := range 3 {
-		pwg.Add(1)
-		go func() {
-			defer pwg.Done()
-			opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
-				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(2000),
-				kgo.RetryTimeout(60 * time.Second), kgo.RecordDeliveryTimeout(90 * time.Second)}
-			if dir := os.Getenv("SIMTEL_FAILOVER_LOGS"); dir != "" {
-				f, err := os.Create(filepath.Join(dir, fmt.Sprintf("producer-%d.log", w)))
-				if err == nil {
-					defer f.Close()
-					opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, func() string {
-						return time.Now().UTC().Format("15:04:05.000 ")
-					})))
-				}
-			}
-			p, err := kgo.NewClient(opts...)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer p.Close()
-			for i := 0; pctx.Err() == nil; i++ {
-				v := fmt.Sprintf("p%d-%d", w, i)
-				p.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
-					if err != nil {
-						produceErrs.Store(v, err)
-						return
-					}
-					chk.ack(r)
-				})
-				if i%50 == 0 {
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
-			if err := p.Flush(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
+	load := startLoadWith(t, ctx, loadConfig{
+		seeds: seeds, topic: topic, producers: 3, prefix: "p",
+		opts: []kgo.Opt{kgo.MaxBufferedRecords(2000),
+			kgo.RetryTimeout(60 * time.Second), kgo.RecordDeliveryTimeout(90 * time.Second)},
+		pauseEvery: 50, pauseAt: 0, pause: 5 * time.Millisecond,
+		logDir: os.Getenv("SIMTEL_FAILOVER_LOGS"),
+	})
+	chk := load.chk
 	alive := func(except *clusterBroker) []string {
 		var out []string
 		for _, b := range bs {
@@ -451,12 +284,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 	t.Logf("old leader %d answers Produce and Fetch with NOT_LEADER_OR_FOLLOWER %v after SIGCONT", oldLeader, time.Since(stepDown).Round(time.Millisecond))
 
 	time.Sleep(time.Second)
-	stopProducing()
-	pwg.Wait()
-	produceErrs.Range(func(k, v any) bool {
-		t.Errorf("record %v not acknowledged: %v", k, v)
-		return true
-	})
+	load.finish(t)
 
 	// Every replica of every partition ends at the same offset.
 	deadline = time.Now().Add(30 * time.Second)
@@ -513,37 +341,10 @@ func TestClusterReplicationFailover(t *testing.T) {
 	t.Logf("%d partition snapshots on disk", snaps)
 
 	// Read everything back and check.
-	c, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	read := map[int32][]*kgo.Record{}
-	n := 0
 	chk.mu.Lock()
 	want := len(chk.acked)
 	chk.mu.Unlock()
-	cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
-	defer ccancel()
-	quiet := time.Time{}
-	for cctx.Err() == nil && (n < want || time.Now().Before(quiet)) {
-		if n >= want && quiet.IsZero() {
-			quiet = time.Now().Add(2 * time.Second)
-		}
-		fctx, fcancel := context.WithTimeout(cctx, time.Second)
-		fs := c.PollFetches(fctx)
-		fcancel()
-		fs.EachError(func(tp string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				t.Logf("fetch %s/%d: %v", tp, p, err)
-			}
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			read[r.Partition] = append(read[r.Partition], r)
-			n++
-		})
-	}
-	lost, dup, reord, summary = chk.verify(read)
+	lost, dup, reord, summary = chk.verify(readTopic(t, ctx, seeds, topic, want))
 	slices.Sort(failovers)
 	// Nearest-rank percentiles: with fewer than 100 kills p99 is the
 	// maximum.
@@ -560,17 +361,4 @@ func TestClusterReplicationFailover(t *testing.T) {
 	if lost != 0 || dup != 0 || reord != 0 || want == 0 {
 		t.Fatalf("checker: %s", summary)
 	}
-}
-
-// plainBatch is a one-record batch without a producer id.
-func plainBatch(v string) []byte {
-	r := kmsg.Record{Value: []byte(v)}
-	r.Length = int32(len(r.AppendTo(nil)) - 1)
-	rb := kmsg.RecordBatch{Magic: 2, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1, PartitionLeaderEpoch: -1, Records: r.AppendTo(nil)}
-	b := rb.AppendTo(nil)
-	l := int32(len(b) - 12)
-	b[8], b[9], b[10], b[11] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
-	crc := crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli))
-	b[17], b[18], b[19], b[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
-	return b
 }

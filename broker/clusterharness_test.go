@@ -1,0 +1,646 @@
+package broker_test
+
+// The harness of the tests on real multi-process clusters (cluster_test,
+// replication_test, chaos_test, membership_test, offsets_failover_test):
+// starting and stopping `simtel broker` processes in cluster mode,
+// waiting for a controller and for partition leaders, Metadata and
+// /metrics look-ups, idempotent acks=all load, reading a topic back and
+// the checker of lost, duplicated and reordered records.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/internal/testutil"
+)
+
+// clusterBroker is one real `simtel broker` process in cluster mode.
+type clusterBroker struct {
+	id                  int
+	dir                 string
+	kafka, raft, gossip string
+	http                string
+	proc                *testutil.Proc
+	extra               []string // more flags
+}
+
+func (cb *clusterBroker) start(t *testing.T, join []string, expect int) {
+	t.Helper()
+	if err := cb.tryStart(t, join, expect); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryStart starts the process and waits for its Kafka port; an error says
+// why it did not come up (with its log).
+func (cb *clusterBroker) tryStart(t *testing.T, join []string, expect int) error {
+	t.Helper()
+	args := []string{"broker", "--node-id", strconv.Itoa(cb.id), "--data-dir", cb.dir,
+		"--listen", cb.kafka, "--raft-listen", cb.raft, "--gossip-listen", cb.gossip,
+		"--group-initial-rebalance-delay", "0s", "--http-listen", cb.http}
+	args = append(args, cb.extra...)
+	for _, j := range join {
+		args = append(args, "--join", j)
+	}
+	if expect > 0 {
+		args = append(args, "--bootstrap-expect", strconv.Itoa(expect))
+	}
+	cb.proc = testutil.Start(t, t.TempDir(), args...)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if cb.proc.Exited() {
+			data, _ := os.ReadFile(cb.proc.Log)
+			return fmt.Errorf("broker %d exited before listening:\n%s", cb.id, data)
+		}
+		if c, err := net.DialTimeout("tcp", cb.kafka, 200*time.Millisecond); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("broker %d: nothing listening on %s after 20s", cb.id, cb.kafka)
+}
+
+// startFresh starts a new broker; if one of its random ports was taken in
+// the meantime (an outgoing connection can get it), it retries on others.
+func (cb *clusterBroker) startFresh(t *testing.T, join []string, expect int) {
+	t.Helper()
+	for range 5 {
+		err := cb.tryStart(t, join, expect)
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		cb.kafka, cb.raft, cb.gossip, cb.http = testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
+	}
+	t.Fatalf("broker %d: no free ports after 5 tries", cb.id)
+}
+
+func newClusterBroker(t *testing.T, id int) *clusterBroker {
+	return &clusterBroker{id: id, dir: t.TempDir(), kafka: testutil.FreePort(t), raft: testutil.FreePort(t), gossip: testutil.FreePort(t), http: testutil.FreePort(t)}
+}
+
+func dumpLogs(t *testing.T, bs []*clusterBroker) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	for _, b := range bs {
+		if b.proc == nil {
+			continue
+		}
+		data, _ := os.ReadFile(b.proc.Log)
+		if len(data) > 6000 {
+			data = data[len(data)-6000:]
+		}
+		t.Logf("broker %d log tail:\n%s", b.id, data)
+	}
+}
+
+// metadataFrom asks one broker (not the cluster) for its metadata.
+func metadataFrom(ctx context.Context, addr string, topics ...string) (*kmsg.MetadataResponse, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	if topics != nil {
+		for _, tp := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(tp)
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	var resp *kmsg.MetadataResponse
+	r, err := cl.SeedBrokers()[0].RetriableRequest(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp = r.(*kmsg.MetadataResponse)
+	return resp, nil
+}
+
+// waitCluster polls addr until it reports want alive brokers and a
+// controller among them; it returns the controller's id.
+func waitCluster(t *testing.T, addr string, want int) int32 {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		m, err := metadataFrom(ctx, addr)
+		cancel()
+		if err == nil {
+			ids := []int32{}
+			for _, b := range m.Brokers {
+				ids = append(ids, b.NodeID)
+			}
+			last = fmt.Sprintf("brokers %v controller %d", ids, m.ControllerID)
+			if len(ids) == want && slices.Contains(ids, m.ControllerID) {
+				return m.ControllerID
+			}
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: no cluster of %d brokers with a controller after 45s (last: %s)", addr, want, last)
+	return -1
+}
+
+// startClusterOf starts n brokers (ids 0..n-1) forming one cluster, each
+// with extra flags, and returns them and the controller's id. If they do
+// not come up, the failure carries the started brokers' log tails.
+func startClusterOf(t *testing.T, n int, extra ...string) ([]*clusterBroker, int32) {
+	t.Helper()
+	var bs []*clusterBroker
+	up := false
+	defer func() {
+		if !up {
+			dumpLogs(t, bs)
+		}
+	}()
+	for i := range n {
+		b := newClusterBroker(t, i)
+		b.extra = extra
+		var join []string
+		if i > 0 {
+			join = []string{bs[0].gossip}
+		}
+		b.startFresh(t, join, n)
+		bs = append(bs, b)
+	}
+	controller := waitCluster(t, bs[0].kafka, n)
+	up = true
+	return bs, controller
+}
+
+// waitUntil polls cond every 200 ms until it returns "" or the timeout
+// passes; then the test fails with cond's last answer.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		last := cond()
+		if last == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached after %v: %s", what, timeout, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// loadAvg is the machine's 1-minute load average, for reports.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Fields(string(data))[0]
+}
+
+// replChecker records every acknowledged and every read record and
+// reports lost, duplicated and reordered ones.
+type replChecker struct {
+	mu    sync.Mutex
+	acked map[string]ackedAt // value -> where it was acknowledged
+	// ackTimes per partition, to measure failover.
+	ackTimes map[int32][]time.Time
+}
+
+type ackedAt struct {
+	part int32
+	off  int64
+}
+
+func (c *replChecker) ack(r *kgo.Record) {
+	c.mu.Lock()
+	c.acked[string(r.Value)] = ackedAt{r.Partition, r.Offset}
+	c.ackTimes[r.Partition] = append(c.ackTimes[r.Partition], time.Now())
+	c.mu.Unlock()
+}
+
+// firstAckAfter is the first acknowledgement on part after t.
+func (c *replChecker) firstAckAfter(part int32, t time.Time) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, at := range c.ackTimes[part] {
+		if at.After(t) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// verify compares what was read (per partition, in offset order) with
+// what was acknowledged. Values are "producer-sequence"; one producer's
+// records in one partition must be read in sequence order.
+func (c *replChecker) verify(read map[int32][]*kgo.Record) (lost, dup, reordered int, summary string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[string]int{}
+	total := 0
+	for p, recs := range read {
+		lastSeq := map[string]int{}
+		for _, r := range recs {
+			total++
+			v := string(r.Value)
+			seen[v]++
+			if seen[v] == 2 {
+				dup++
+			}
+			prod, seqS, _ := strings.Cut(v, "-")
+			seq, _ := strconv.Atoi(seqS)
+			if last, ok := lastSeq[prod]; ok && seq <= last {
+				reordered++
+			}
+			lastSeq[prod] = seq
+			if a, ok := c.acked[v]; ok && (a.part != p || a.off != r.Offset) && seen[v] == 1 {
+				reordered++ // read somewhere else than acknowledged
+			}
+		}
+	}
+	for v := range c.acked {
+		if seen[v] == 0 {
+			lost++
+		}
+	}
+	summary = fmt.Sprintf("acknowledged %d, read %d, lost %d, duplicated %d, reordered %d", len(c.acked), total, lost, dup, reordered)
+	return
+}
+
+// leaderOf asks live brokers for the leader and epoch of topic/part.
+func leaderOf(ctx context.Context, addrs []string, topic string, part int32) (int32, int32) {
+	for _, a := range addrs {
+		m, err := metadataFrom(ctx, a, topic)
+		if err != nil || len(m.Topics) == 0 || int(part) >= len(m.Topics[0].Partitions) {
+			continue
+		}
+		mp := m.Topics[0].Partitions[part]
+		return mp.Leader, mp.LeaderEpoch
+	}
+	return -1, -1
+}
+
+// hwOf reads a broker's high watermark of every local partition of topic
+// from /metrics (on a follower: its applied end offset).
+func hwOf(addr, topic string) (map[int32]int64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[int32]int64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "simtel_broker_partition_high_watermark{") || !strings.Contains(line, `topic="`+topic+`"`) {
+			continue
+		}
+		i := strings.Index(line, `partition="`)
+		rest := line[i+len(`partition="`):]
+		p, _ := strconv.Atoi(rest[:strings.IndexByte(rest, '"')])
+		f := strings.Fields(line)
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		out[int32(p)] = int64(v)
+	}
+	return out, sc.Err()
+}
+
+// plainBatch is a one-record batch without a producer id.
+func plainBatch(v string) []byte {
+	r := kmsg.Record{Value: []byte(v)}
+	r.Length = int32(len(r.AppendTo(nil)) - 1)
+	rb := kmsg.RecordBatch{Magic: 2, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1, PartitionLeaderEpoch: -1, Records: r.AppendTo(nil)}
+	b := rb.AppendTo(nil)
+	l := int32(len(b) - 12)
+	b[8], b[9], b[10], b[11] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
+	crc := crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli))
+	b[17], b[18], b[19], b[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
+	return b
+}
+
+// chaosLoad is idempotent acks=all producers sending "pW-N" records (see
+// loadConfig) round-robin over a topic's partitions until stopped, every
+// acknowledgement recorded in chk.
+type chaosLoad struct {
+	chk  *replChecker
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+	errs sync.Map // value -> error of records not acknowledged
+
+	mu struct {
+		sync.Mutex
+		watch map[int32]bool       // partitions whose acknowledgements are timed
+		ackAt map[string]time.Time // value -> when acknowledged, watched partitions
+	}
+}
+
+// watch starts timing each acknowledgement on parts.
+func (l *chaosLoad) watch(parts []int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range parts {
+		l.mu.watch[p] = true
+	}
+}
+
+func (l *chaosLoad) ack(r *kgo.Record) {
+	l.chk.ack(r)
+	l.mu.Lock()
+	if l.mu.watch[r.Partition] {
+		l.mu.ackAt[string(r.Value)] = time.Now()
+	}
+	l.mu.Unlock()
+}
+
+// ackedAt is when a record of a watched partition was acknowledged.
+func (l *chaosLoad) ackedAt(v string) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at, ok := l.mu.ackAt[v]
+	return at, ok
+}
+
+// startLoad starts the load of the fault tests: producers clients sending
+// about 2000 records a second each, refreshing metadata every 500 ms.
+func startLoad(t *testing.T, ctx context.Context, seeds []string, topic string, producers int) *chaosLoad {
+	// franz-go refreshes metadata at most every 5 s by default; a refresh
+	// right after a fault often still sees the old leader, so the default
+	// adds up to 5 s to every failover. 500 ms keeps the tests short and
+	// the failover figures closer to the cluster's own.
+	//
+	// About 2000 records a second per producer: enough to have writes in
+	// flight at every fault, few enough to read back quickly on a loaded
+	// machine.
+	return startLoadWith(t, ctx, loadConfig{
+		seeds: seeds, topic: topic, producers: producers, prefix: "p",
+		opts: []kgo.Opt{kgo.MaxBufferedRecords(2000), kgo.MetadataMinAge(500 * time.Millisecond),
+			kgo.RetryTimeout(90 * time.Second), kgo.RecordDeliveryTimeout(120 * time.Second)},
+		pauseEvery: 10, pauseAt: 9, pause: 5 * time.Millisecond,
+	})
+}
+
+// loadConfig is how a chaosLoad produces.
+type loadConfig struct {
+	seeds     []string
+	topic     string
+	producers int
+	prefix    string    // producer w sends "<prefix><w>-<n>"
+	opts      []kgo.Opt // client options besides seeds, topic and round-robin partitioning
+	// A producer sleeps pause after record n when n%pauseEvery == pauseAt.
+	pauseEvery, pauseAt int
+	pause               time.Duration
+	logDir              string // if set, producer w logs to logDir/producer-<w>.log
+}
+
+// startLoadWith starts cfg.producers idempotent acks=all producers that
+// send until stop (see finish).
+func startLoadWith(t *testing.T, ctx context.Context, cfg loadConfig) *chaosLoad {
+	l := &chaosLoad{chk: &replChecker{acked: map[string]ackedAt{}, ackTimes: map[int32][]time.Time{}}}
+	l.mu.watch, l.mu.ackAt = map[int32]bool{}, map[string]time.Time{}
+	pctx, stop := context.WithCancel(ctx)
+	l.stop = stop
+	for w := range cfg.producers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.seeds...), kgo.DefaultProduceTopic(cfg.topic),
+				kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}, cfg.opts...)
+			if cfg.logDir != "" {
+				f, err := os.Create(filepath.Join(cfg.logDir, fmt.Sprintf("producer-%d.log", w)))
+				if err != nil {
+					t.Logf("producer %d: no client log: %v", w, err)
+				} else {
+					defer f.Close()
+					opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, func() string {
+						return time.Now().UTC().Format("15:04:05.000 ")
+					})))
+				}
+			}
+			p, err := kgo.NewClient(opts...)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer p.Close()
+			for i := 0; pctx.Err() == nil; i++ {
+				v := fmt.Sprintf("%s%d-%d", cfg.prefix, w, i)
+				p.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+					if err != nil {
+						l.errs.Store(v, err)
+						return
+					}
+					l.ack(r)
+				})
+				if i%cfg.pauseEvery == cfg.pauseAt {
+					time.Sleep(cfg.pause)
+				}
+			}
+			if err := p.Flush(ctx); err != nil {
+				t.Errorf("producer %d: flush: %v", w, err)
+			}
+		}()
+	}
+	return l
+}
+
+// acked is the number of acknowledged records so far.
+func (l *chaosLoad) acked() int {
+	l.chk.mu.Lock()
+	defer l.chk.mu.Unlock()
+	return len(l.chk.acked)
+}
+
+// waitAcks waits until n records are acknowledged.
+func (l *chaosLoad) waitAcks(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); l.acked() < n; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d records acknowledged after 60s", l.acked(), n)
+		}
+	}
+}
+
+// waitAckAfter waits for the first acknowledgement on part after at.
+func (l *chaosLoad) waitAckAfter(t *testing.T, part int32, at time.Time, what string) time.Time {
+	t.Helper()
+	for {
+		if a, ok := l.chk.firstAckAfter(part, at); ok {
+			return a
+		}
+		if time.Since(at) > 90*time.Second {
+			t.Fatalf("%s: no write acknowledged on partition %d within 90s", what, part)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// finish stops the producers, waits for their last records and fails the
+// test for every record that was not acknowledged.
+func (l *chaosLoad) finish(t *testing.T) {
+	t.Helper()
+	l.stop()
+	l.wg.Wait()
+	n := 0
+	l.errs.Range(func(k, v any) bool {
+		if n++; n <= 10 {
+			t.Errorf("record %v not acknowledged: %v", k, v)
+		}
+		return true
+	})
+	if n > 10 {
+		t.Errorf("... %d records not acknowledged in all", n)
+	}
+}
+
+// maxAckGap is the longest time between two acknowledgements on one
+// partition (a write pause seen by the producers), and the partition.
+func (g *chaosLoad) maxAckGap() (time.Duration, int32) {
+	g.chk.mu.Lock()
+	defer g.chk.mu.Unlock()
+	var gap time.Duration
+	var part int32
+	for p, ts := range g.chk.ackTimes {
+		sorted := slices.Clone(ts)
+		slices.SortFunc(sorted, func(a, b time.Time) int { return a.Compare(b) })
+		for i := 1; i < len(sorted); i++ {
+			if d := sorted[i].Sub(sorted[i-1]); d > gap {
+				gap, part = d, p
+			}
+		}
+	}
+	return gap, part
+}
+
+// finishAndCheck stops the producers, then reads the topic back from the
+// start and checks every acknowledged record is there once, in order.
+func (g *chaosLoad) finishAndCheck(ctx context.Context, t *testing.T, seeds []string, topic string) {
+	t.Helper()
+	g.finish(t)
+	want := g.acked()
+	lost, dup, reord, summary := g.chk.verify(readTopic(t, ctx, seeds, topic, want))
+	gap, part := g.maxAckGap()
+	t.Logf("checker: %s; longest pause between acknowledgements on one partition: %v (partition %d, load %s)", summary, gap.Round(time.Millisecond), part, loadAvg())
+	if lost != 0 || dup != 0 || reord != 0 || want == 0 {
+		t.Errorf("checker: %s", summary)
+	}
+}
+
+// readTopic reads topic from the start until want records (and 2s more)
+// or 60s.
+func readTopic(t *testing.T, ctx context.Context, seeds []string, topic string, want int) map[int32][]*kgo.Record {
+	t.Helper()
+	c, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	read := map[int32][]*kgo.Record{}
+	n := 0
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	quiet := time.Time{}
+	for cctx.Err() == nil && (n < want || time.Now().Before(quiet)) {
+		if n >= want && quiet.IsZero() {
+			quiet = time.Now().Add(2 * time.Second)
+		}
+		fctx, fcancel := context.WithTimeout(cctx, time.Second)
+		fs := c.PollFetches(fctx)
+		fcancel()
+		fs.EachError(func(tp string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				t.Logf("fetch %s/%d: %v", tp, p, err)
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			read[r.Partition] = append(read[r.Partition], r)
+			n++
+		})
+	}
+	return read
+}
+
+// checkRead runs the checker over what a reader read, logs its summary
+// and fails the test unless nothing was lost, duplicated or reordered.
+func checkRead(t *testing.T, chk *replChecker, who string, read map[int32][]*kgo.Record) {
+	t.Helper()
+	lost, dup, reord, summary := chk.verify(read)
+	t.Logf("checker (%s): %s", who, summary)
+	if lost != 0 || dup != 0 || reord != 0 || len(chk.acked) == 0 {
+		t.Errorf("checker (%s): %s", who, summary)
+	}
+}
+
+// kafkaAddrs is the Kafka address of each of bs.
+func kafkaAddrs(bs []*clusterBroker) []string {
+	var out []string
+	for _, b := range bs {
+		out = append(out, b.kafka)
+	}
+	return out
+}
+
+// createTopic creates topic with parts partitions and replication factor
+// rf through the brokers at seeds (the controller, or any broker that
+// forwards to it) and fails the test if it cannot.
+func createTopic(t *testing.T, ctx context.Context, seeds []string, topic string, parts int32, rf int16) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if r, err := kadm.NewClient(cl).CreateTopic(ctx, parts, rf, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create %s with RF %d: %v %v", topic, rf, err, r.Err)
+	}
+}
+
+// waitLeaders waits up to 60s until every partition of topic has rf
+// replicas and is led by its preferred replica (see spread).
+func waitLeaders(t *testing.T, ctx context.Context, seeds []string, topic string, rf int) {
+	t.Helper()
+	waitUntil(t, 60*time.Second, "every partition has a reported leader", func() string {
+		_, leaders, settled, err := spread(ctx, seeds, topic, rf)
+		if err != nil || !settled {
+			return fmt.Sprintf("leaders %v (%v)", leaders, err)
+		}
+		return ""
+	})
+}
+
+// waitMore waits up to 60s until n more records are acknowledged than
+// when it is called.
+func (l *chaosLoad) waitMore(t *testing.T, what string, n int) {
+	t.Helper()
+	before := l.acked()
+	waitUntil(t, 60*time.Second, what, func() string {
+		if got := l.acked(); got < before+n {
+			return fmt.Sprintf("%d acknowledged, %d before", got, before)
+		}
+		return ""
+	})
+}
