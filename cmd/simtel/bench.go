@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -46,7 +47,9 @@ func (o *benchOutput) progress() io.Writer {
 // emit prints res (if any) as JSON or through human, then returns runErr:
 // a failed run still shows what it measured.
 func (o *benchOutput) emit(res any, runErr error, human func(io.Writer)) error {
-	if res != nil {
+	// A run that failed before measuring returns a nil result pointer,
+	// which is not a nil interface here.
+	if v := reflect.ValueOf(res); res != nil && (v.Kind() != reflect.Pointer || !v.IsNil()) {
 		if o.json {
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
