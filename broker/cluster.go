@@ -256,10 +256,14 @@ func (b *Broker) openClusterPartition(t *topic, i int32, a cluster.Assignment) (
 	if err != nil || len(a.Members()) < 2 {
 		return p, err
 	}
-	// Only the first replica of a group that never changed members
-	// bootstraps it; a replica added by a reassignment waits for the
+	// Every replica of a group that never changed members bootstraps it
+	// with the same configuration (all of them as voters), so the group
+	// can elect a leader even if one replica dies before it ever ran (a
+	// single bootstrapping replica that died first left the others with
+	// no configuration and the partition without a leader for good). A
+	// replica added by a reassignment never bootstraps: it waits for the
 	// leader to contact it.
-	bootstrap := !a.Moved && len(a.Replicas) > 0 && a.Replicas[0] == b.cfg.NodeID
+	bootstrap := !a.Moved && slices.Contains(a.Replicas, b.cfg.NodeID)
 	if err := b.startReplica(p, t.id, a.Replicas, bootstrap); err != nil {
 		_ = p.close()
 		return nil, fmt.Errorf("cannot start the raft group of %s-%d: %w", t.name, i, err)

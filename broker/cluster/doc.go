@@ -65,9 +65,9 @@
 // log and stable store in the broker's raft WAL (package wal, one per
 // broker in DataDir/raft-wal, opened by the first group and closed with
 // the last, wal.go), behind raft's log cache, and file snapshots in the
-// partition's raft directory, the first replica bootstrapping all
-// replicas as voters (unless the group's members changed since: replicas
-// added later never bootstrap). GroupConfig.Snapshots lets the broker wrap
+// partition's raft directory, every initial replica bootstrapping the
+// same configuration of all replicas as voters (unless the group's
+// members changed since: replicas added later never bootstrap). GroupConfig.Snapshots lets the broker wrap
 // the snapshot store so that a snapshot sent to a lagging or new replica
 // carries the partition's data. The broker changes a group's members
 // (reassignment) with raft's AddNonvoter, AddVoter and RemoveServer on the

@@ -43,8 +43,10 @@ type GroupConfig struct {
 	// the controller metadata.
 	Peers []int32
 	// Bootstrap: this replica writes the initial configuration (all
-	// Peers as voters) if the group has no state yet. Exactly one replica
-	// (the first) bootstraps; the others wait to be contacted.
+	// Peers as voters) if the group has no state yet. Every initial
+	// replica bootstraps with the same Peers (safe: identical
+	// configurations), so the group elects even if one of them never
+	// starts; replicas added later do not bootstrap.
 	Bootstrap bool
 	// Prepare runs after the stores are opened and before raft starts;
 	// hasSnapshot says whether raft will restore a snapshot into the FSM
