@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -28,7 +29,7 @@ func Binary(t testing.TB) string {
 	buildOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		dir, err := os.MkdirTemp("", "simtel-bin-")
+		dir, err := binDir()
 		if err != nil {
 			buildErr = err
 			return
@@ -44,6 +45,33 @@ func Binary(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+// binDir returns this test process's directory for the built binary,
+// <tmp>/simtel-test-bin/<pid>, and removes the directories of test
+// processes that are gone. A test binary has no hook that runs when it
+// exits, so without this every package's test run left a 130 MB binary
+// behind and repeated runs filled the disk.
+func binDir() (string, error) {
+	parent := filepath.Join(os.TempDir(), "simtel-test-bin")
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", err
+	}
+	entries, _ := os.ReadDir(parent)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			_ = os.RemoveAll(filepath.Join(parent, e.Name()))
+		}
+	}
+	dir := filepath.Join(parent, strconv.Itoa(os.Getpid()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, nil
 }
 
 // FreePort returns a loopback host:port that was free a moment ago.
