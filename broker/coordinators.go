@@ -264,11 +264,14 @@ func (b *Broker) runCoordinators(ctx context.Context) {
 		for i, s := range slots {
 			b.closeCoordinator(i, s)
 		}
+		b.closeTxnCoordinators()
 		closing.Wait()
 	}()
 	for {
 		b.ensureClusterOffsetsTopic(ctx)
 		b.syncCoordinators(&closing, closed)
+		b.ensureClusterTxnStateTopic(ctx)
+		b.syncTxnCoordinators(ctx, &closing)
 		select {
 		case <-ctx.Done():
 			return
