@@ -151,18 +151,29 @@ func (b *Broker) clusterTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCo
 	fwd.Generation, fwd.MemberID, fwd.InstanceID = -1, "", nil
 	rctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
 	defer cancel()
+	// Marked before the coordinator has them, so there is no moment
+	// when neither broker reports them pending.
+	b.setForwarded(r.TransactionalID, r.Group, r.Topics, true)
 	kr, err := b.peerRequest(rctx, lb.KafkaAddr, &fwd)
 	if err != nil {
 		b.log.Warn("cannot pass transactional offsets to the transaction coordinator", "transactional_id", r.TransactionalID, "broker", lb.KafkaAddr, "err", err)
+		b.setForwarded(r.TransactionalID, r.Group, nil, false)
 		return kerr.CoordinatorNotAvailable.Code
 	}
 	resp := kr.(*kmsg.TxnOffsetCommitResponse)
+	failed := false
 	for i, t := range resp.Topics {
 		for j, p := range t.Partitions {
 			if i < len(codes) && j < len(codes[i]) {
 				codes[i][j] = p.ErrorCode
 			}
+			failed = failed || p.ErrorCode != 0
 		}
+	}
+	if failed {
+		// Not recorded there: nothing will clear the mark (the client
+		// retries, which marks again).
+		b.setForwarded(r.TransactionalID, r.Group, nil, false)
 	}
 	return 0
 }

@@ -111,7 +111,7 @@ func (b *Broker) groupConfig(store group.Store, logger *slog.Logger) group.Confi
 			return p.highWatermark(), true
 		},
 		PendingTxnOffset: func(g, t string, part int32) bool {
-			return b.txns != nil && b.txns.pendingOffset(g, t, part)
+			return b.txnPendingOffset(g, t, part)
 		},
 	}
 	return cfg

@@ -406,6 +406,17 @@ func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error 
 // finishCompleteLocked applies a committed transaction's group offsets
 // once its markers are written, then writes Complete*.
 func (c *txnCoordinator) finishCompleteLocked(ctx context.Context, e *txnEntry, m txnMeta, commit bool) error {
+	if c.clustered && !commit {
+		// Tell the groups' coordinators to forget the offsets they
+		// passed on for this transaction (RequireStable).
+		byGroup := map[string][]group.CommittedOffset{}
+		for _, g := range m.Groups {
+			byGroup[g] = nil
+		}
+		if err := c.b.commitTxnGroupOffsets(ctx, e.id, m.ProducerID, m.Epoch, byGroup); err != nil {
+			return err
+		}
+	}
 	if commit && len(m.Offsets) > 0 {
 		byGroup := map[string][]group.CommittedOffset{}
 		now := c.now().UnixMilli()

@@ -87,6 +87,14 @@ type txnClusterState struct {
 	mu    sync.RWMutex
 	slots map[int32]*txnSlot
 
+	// forwarded maps a group partition to the transactional ids whose
+	// offset for it this broker (the group's coordinator) passed to
+	// another broker's transaction coordinator, until that coordinator
+	// applies or drops them (txnApplyMember); OffsetFetch with
+	// RequireStable answers UNSTABLE_OFFSET_COMMIT meanwhile.
+	fwdMu     sync.Mutex
+	forwarded map[pendingKey]map[string]struct{}
+
 	once    sync.Once
 	ended   *prometheus.CounterVec
 	peersMu sync.Mutex
@@ -437,7 +445,8 @@ func (b *Broker) writeTxnMarkers(ctx context.Context, pid int64, epoch int16, ct
 
 // commitTxnGroupOffsets writes a committed transaction's offsets to their
 // groups: through the local group coordinator, or at the group's
-// coordinator broker.
+// coordinator broker. A group with no offsets (an aborted transaction)
+// only tells the group coordinator to forget the offsets it forwarded.
 func (b *Broker) commitTxnGroupOffsets(ctx context.Context, txnID string, pid int64, epoch int16, byGroup map[string][]group.CommittedOffset) error {
 	if b.cluster == nil {
 		for g, offs := range byGroup {
@@ -449,9 +458,14 @@ func (b *Broker) commitTxnGroupOffsets(ctx context.Context, txnID string, pid in
 	}
 	for g, offs := range byGroup {
 		if c, _ := b.coordinatorFor(g); c != nil {
+			if len(offs) == 0 {
+				b.setForwarded(txnID, g, nil, false)
+				continue
+			}
 			if err := c.CommitTxnOffsets(g, offs); err != nil {
 				return fmt.Errorf("cannot commit the transaction's offsets of group %q: %w", g, err)
 			}
+			b.setForwarded(txnID, g, nil, false)
 			continue
 		}
 		t := b.topic(offsetsTopic)
@@ -497,12 +511,67 @@ func (b *Broker) commitTxnGroupOffsets(ctx context.Context, txnID string, pid in
 	return nil
 }
 
-// applyTxnOffsets is the group coordinator's side of txnApplyMember.
+// txnPendingOffset reports whether a transaction holds an uncommitted
+// offset for the group partition: one recorded by a coordinator here, or
+// one this group coordinator passed to another broker's.
+func (b *Broker) txnPendingOffset(grp, topic string, part int32) bool {
+	for _, c := range b.txnCoordinators() {
+		if c.pendingOffset(grp, topic, part) {
+			return true
+		}
+	}
+	if b.cluster == nil {
+		return false
+	}
+	b.txnc.fwdMu.Lock()
+	defer b.txnc.fwdMu.Unlock()
+	return len(b.txnc.forwarded[pendingKey{grp, topic, part}]) > 0
+}
+
+// setForwarded records (add) or forgets the offsets of a transactional
+// id's TxnOffsetCommit passed on to its coordinator; forgetting with
+// r.Topics empty forgets every partition of the group.
+func (b *Broker) setForwarded(txnID, grp string, topics []kmsg.TxnOffsetCommitRequestTopic, add bool) {
+	b.txnc.fwdMu.Lock()
+	defer b.txnc.fwdMu.Unlock()
+	if b.txnc.forwarded == nil {
+		b.txnc.forwarded = map[pendingKey]map[string]struct{}{}
+	}
+	if !add {
+		for k, ids := range b.txnc.forwarded {
+			if k.group == grp {
+				delete(ids, txnID)
+				if len(ids) == 0 {
+					delete(b.txnc.forwarded, k)
+				}
+			}
+		}
+		return
+	}
+	for _, t := range topics {
+		for _, p := range t.Partitions {
+			k := pendingKey{grp, t.Topic, p.Partition}
+			if b.txnc.forwarded[k] == nil {
+				b.txnc.forwarded[k] = map[string]struct{}{}
+			}
+			b.txnc.forwarded[k][txnID] = struct{}{}
+		}
+	}
+}
+
+// applyTxnOffsets is the group coordinator's side of txnApplyMember: the
+// offsets of a committed transaction (none for an aborted one, which only
+// clears what this broker forwarded).
 func (b *Broker) applyTxnOffsets(r *kmsg.TxnOffsetCommitRequest) int16 {
 	c, code := b.coordinatorFor(r.Group)
 	if code != 0 {
 		return code
 	}
+	if len(r.Topics) == 0 {
+		b.setForwarded(r.TransactionalID, r.Group, nil, false)
+		return 0
+	}
+	defer b.setForwarded(r.TransactionalID, r.Group, nil, false)
 	now := time.Now().UnixMilli()
 	var offs []group.CommittedOffset
 	for _, t := range r.Topics {
