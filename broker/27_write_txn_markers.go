@@ -22,6 +22,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -45,8 +46,11 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, r *kmsg.WriteTxnMark
 		for _, t := range m.Topics {
 			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
 			rt.Topic = t.Topic
-			for _, i := range t.Partitions {
-				sp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+			rt.Partitions = make([]kmsg.WriteTxnMarkersResponseMarkerTopicPartition, len(t.Partitions))
+			var wg sync.WaitGroup
+			for j, i := range t.Partitions {
+				sp := &rt.Partitions[j]
+				sp.Default()
 				sp.Partition = i
 				switch p := b.partition(t.Topic, i); {
 				case b.cluster == nil:
@@ -54,13 +58,18 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, r *kmsg.WriteTxnMark
 				case p == nil:
 					sp.ErrorCode = b.absentPartitionCode(t.Topic, i)
 				default:
-					if err := p.writeMarker(ctx, m.ProducerID, m.ProducerEpoch, ct); err != nil {
-						sp.ErrorCode = kerrCode(err)
-						b.log.Debug("cannot write a transaction marker", "partition", p.String(), "producer_id", m.ProducerID, "err", err)
-					}
+					// Each is a raft round trip: all at once.
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if err := p.writeMarker(ctx, m.ProducerID, m.ProducerEpoch, ct); err != nil {
+							sp.ErrorCode = kerrCode(err)
+							b.log.Debug("cannot write a transaction marker", "partition", p.String(), "producer_id", m.ProducerID, "err", err)
+						}
+					}()
 				}
-				rt.Partitions = append(rt.Partitions, sp)
 			}
+			wg.Wait()
 			rm.Topics = append(rm.Topics, rt)
 		}
 		resp.Markers = append(resp.Markers, rm)

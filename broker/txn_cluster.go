@@ -385,15 +385,21 @@ func (b *Broker) txnPartitionKnown(topic string, i int32) bool {
 }
 
 // writeTxnMarkers writes a marker for every partition of a transaction
-// at the partition's leader, and returns the first failure (the caller
-// retries them all: a second marker is harmless).
+// at the partition's leader, all at once (each is a raft round trip), and
+// returns the first failure (the caller retries them all: a second marker
+// is harmless).
 func (b *Broker) writeTxnMarkers(ctx context.Context, pid int64, epoch int16, ct storage.ControlType, tps []txnTP) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(tps))
+	defer wg.Wait()                // on an early return
 	remote := map[string][]txnTP{} // by leader address
 	for _, tp := range tps {
 		if p := b.partition(tp.Topic, tp.Partition); p != nil {
-			if err := p.writeMarker(ctx, pid, epoch, ct); err != nil {
-				return err
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- p.writeMarker(ctx, pid, epoch, ct)
+			}()
 			continue
 		}
 		if !b.txnPartitionKnown(tp.Topic, tp.Partition) {
@@ -407,35 +413,53 @@ func (b *Broker) writeTxnMarkers(ctx context.Context, pid int64, epoch int16, ct
 		remote[lb.KafkaAddr] = append(remote[lb.KafkaAddr], tp)
 	}
 	for addr, tps := range remote {
-		req := kmsg.NewPtrWriteTxnMarkersRequest()
-		req.Version = 1
-		m := kmsg.NewWriteTxnMarkersRequestMarker()
-		m.ProducerID, m.ProducerEpoch, m.Committed = pid, epoch, ct == storage.ControlCommit
-		byTopic := map[string]int{}
-		for _, tp := range tps {
-			j, ok := byTopic[tp.Topic]
-			if !ok {
-				j = len(m.Topics)
-				byTopic[tp.Topic] = j
-				mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-				mt.Topic = tp.Topic
-				m.Topics = append(m.Topics, mt)
-			}
-			m.Topics[j].Partitions = append(m.Topics[j].Partitions, tp.Partition)
-		}
-		req.Markers = append(req.Markers, m)
-		rctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
-		kr, err := b.peerRequest(rctx, addr, req)
-		cancel()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- b.sendTxnMarkers(ctx, addr, pid, epoch, ct, tps)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
 		if err != nil {
-			return fmt.Errorf("cannot send transaction markers to broker %s: %w", addr, err)
+			return err
 		}
-		for _, rm := range kr.(*kmsg.WriteTxnMarkersResponse).Markers {
-			for _, rt := range rm.Topics {
-				for _, rp := range rt.Partitions {
-					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-						return fmt.Errorf("broker %s cannot write the transaction marker of %s-%d: %w", addr, rt.Topic, rp.Partition, err)
-					}
+	}
+	return nil
+}
+
+// sendTxnMarkers asks the broker at addr, the leader of tps, to write a
+// producer's markers there.
+func (b *Broker) sendTxnMarkers(ctx context.Context, addr string, pid int64, epoch int16, ct storage.ControlType, tps []txnTP) error {
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Version = 1
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed = pid, epoch, ct == storage.ControlCommit
+	byTopic := map[string]int{}
+	for _, tp := range tps {
+		j, ok := byTopic[tp.Topic]
+		if !ok {
+			j = len(m.Topics)
+			byTopic[tp.Topic] = j
+			mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+			mt.Topic = tp.Topic
+			m.Topics = append(m.Topics, mt)
+		}
+		m.Topics[j].Partitions = append(m.Topics[j].Partitions, tp.Partition)
+	}
+	req.Markers = append(req.Markers, m)
+	rctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	kr, err := b.peerRequest(rctx, addr, req)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("cannot send transaction markers to broker %s: %w", addr, err)
+	}
+	for _, rm := range kr.(*kmsg.WriteTxnMarkersResponse).Markers {
+		for _, rt := range rm.Topics {
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return fmt.Errorf("broker %s cannot write the transaction marker of %s-%d: %w", addr, rt.Topic, rp.Partition, err)
 				}
 			}
 		}
