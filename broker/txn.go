@@ -310,9 +310,10 @@ func appendStateRecord(ctx context.Context, p *Partition, key, value []byte, now
 
 // appendState writes one state record: through the state partition's
 // raft group in cluster mode (refused once this coordinator's term is
-// over), else appended and fsynced locally.
+// over), else appended and fsynced locally (also a cluster of one broker,
+// whose internal topics have a single replica).
 func (c *txnCoordinator) appendState(ctx context.Context, p *Partition, key, value []byte, nowMillis int64) error {
-	if !c.clustered {
+	if !c.clustered || !p.replicated() {
 		return appendStateRecord(ctx, p, key, value, nowMillis)
 	}
 	return p.proposeInternal(c.term, appendStateBatch(nil, key, value, nowMillis))()
