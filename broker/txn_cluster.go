@@ -97,8 +97,9 @@ type txnClusterState struct {
 
 	once    sync.Once
 	ended   *prometheus.CounterVec
-	peersMu sync.Mutex
-	peers   map[string]*kgo.Client // by Kafka address
+	peersMu     sync.Mutex
+	peers       map[string]*kgo.Client // by Kafka address
+	peersClosed bool                   // the broker is stopping: no new clients
 }
 
 func (b *Broker) txnClusterMetrics() *prometheus.CounterVec {
@@ -333,12 +334,17 @@ func (b *Broker) closeTxnCoordinators() {
 		cl.Close()
 		delete(b.txnc.peers, addr)
 	}
+	b.txnc.peersClosed = true
 	b.txnc.peersMu.Unlock()
 }
 
 // peerRequest sends req to the broker at addr and returns its response.
 func (b *Broker) peerRequest(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
 	b.txnc.peersMu.Lock()
+	if b.txnc.peersClosed {
+		b.txnc.peersMu.Unlock()
+		return nil, fmt.Errorf("%w: the broker is shutting down", kerr.CoordinatorNotAvailable)
+	}
 	if b.txnc.peers == nil {
 		b.txnc.peers = map[string]*kgo.Client{}
 	}
