@@ -95,8 +95,8 @@ type txnClusterState struct {
 	fwdMu     sync.Mutex
 	forwarded map[pendingKey]map[string]struct{}
 
-	once    sync.Once
-	ended   *prometheus.CounterVec
+	once        sync.Once
+	ended       *prometheus.CounterVec
 	peersMu     sync.Mutex
 	peers       map[string]*kgo.Client // by Kafka address
 	peersClosed bool                   // the broker is stopping: no new clients
