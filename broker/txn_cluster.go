@@ -2,9 +2,9 @@ package broker
 
 // Transaction coordinators in cluster mode.
 //
-// __transaction_state is a replicated internal topic (created by the
-// controller leader next to __consumer_offsets, txnStateTopicPartitions
-// partitions, compacted). A transactional id belongs to partition
+// __transaction_state is a replicated internal topic (created through the
+// controller when the first transactional request finds it missing,
+// txnStateTopicPartitions partitions, compacted). A transactional id belongs to partition
 // hash(id) mod the partition count, and its coordinator is the raft
 // leader of that partition:
 //
@@ -46,6 +46,7 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,6 +95,10 @@ type txnClusterState struct {
 	// RequireStable answers UNSTABLE_OFFSET_COMMIT meanwhile.
 	fwdMu     sync.Mutex
 	forwarded map[pendingKey]map[string]struct{}
+
+	// wanted: a transactional request found no __transaction_state;
+	// the coordinator loop asks the controller to create it.
+	wanted atomic.Bool
 
 	once        sync.Once
 	ended       *prometheus.CounterVec
@@ -152,6 +157,7 @@ func (b *Broker) txnCoordinatorFor(id string) (*txnCoordinator, int16) {
 	}
 	n := b.txnStatePartitions()
 	if n == 0 {
+		b.txnc.wanted.Store(true)
 		return nil, kerr.CoordinatorNotAvailable.Code
 	}
 	i := txnPartitionOf(id, n)
@@ -205,6 +211,7 @@ func (b *Broker) findTxnCoordinator(id string, resp *kmsg.FindCoordinatorRespons
 	resp.NodeID = -1
 	n := b.txnStatePartitions()
 	if n == 0 {
+		b.txnc.wanted.Store(true)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		msg := "the controller has not created " + txnStateTopic + " yet; retry"
 		resp.ErrorMessage = &msg
@@ -226,15 +233,20 @@ func (b *Broker) findTxnCoordinator(id string, resp *kmsg.FindCoordinatorRespons
 	resp.Host, resp.Port = splitHostPort(lb.KafkaAddr)
 }
 
-// ensureClusterTxnStateTopic creates __transaction_state on the
-// controller leader, once __consumer_offsets exists (so it gets the same
-// replication factor).
+// ensureClusterTxnStateTopic has the controller create __transaction_state
+// once a transactional request needed it (a cluster without transactions
+// never gets it, as a single node), after __consumer_offsets exists (so
+// it gets the same replication factor).
 func (b *Broker) ensureClusterTxnStateTopic(ctx context.Context) {
-	if b.cluster == nil || !b.cluster.IsLeader() {
+	if b.cluster == nil || !b.txnc.wanted.Load() {
 		return
 	}
 	md := b.cluster.Metadata()
-	if md.Topics[txnStateTopic] != nil || md.Topics[offsetsTopic] == nil {
+	if md.Topics[txnStateTopic] != nil {
+		b.txnc.wanted.Store(false)
+		return
+	}
+	if md.Topics[offsetsTopic] == nil {
 		return
 	}
 	cmd := cluster.Command{Op: cluster.OpCreateTopic, Topic: txnStateTopic, Partitions: txnStateTopicPartitions,
