@@ -5,6 +5,7 @@ package broker
 // broker settings come from flags).
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -105,6 +106,15 @@ func (b *Broker) alterTopicResource(typ kmsg.ConfigResourceType, name string, va
 	if typ != kmsg.ConfigResourceTypeTopic {
 		msg := "only topic configs can be altered; broker settings are command-line flags"
 		return kerr.InvalidRequest.Code, &msg
+	}
+	if b.cluster != nil && b.topic(name) == nil {
+		// A topic created a moment ago through the controller may not
+		// have reached this broker's copy of the metadata yet.
+		ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+		if err := b.cluster.CatchUp(ctx); err == nil {
+			b.syncClusterTopics()
+		}
+		cancel()
 	}
 	if err := b.setTopicConfigs(name, update, validateOnly); err != nil {
 		msg := err.Error()
