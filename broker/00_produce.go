@@ -56,11 +56,6 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 			case badAcks:
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
 				continue
-			case r.TransactionID != nil && b.txns == nil:
-				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-				msg := "transactions are not supported in cluster mode yet"
-				sp.ErrorMessage = &msg
-				continue
 			case rt.Topic == offsetsTopic || rt.Topic == txnStateTopic:
 				// Only the group coordinator writes it, as in Kafka.
 				sp.ErrorCode = kerr.InvalidTopicException.Code
@@ -74,7 +69,13 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 				continue
 			}
 			if part.replicated() {
-				fut, err := part.replicate(rp.Records)
+				var fut raft.ApplyFuture
+				var err error
+				if r.TransactionID != nil {
+					fut, err = b.replicateTxn(ctx, *r.TransactionID, part, rp.Records)
+				} else {
+					fut, err = part.replicate(rp.Records)
+				}
 				if err != nil {
 					sp.ErrorCode = kerrCode(err)
 					msg := err.Error()
@@ -88,7 +89,9 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 				continue
 			}
 			var res appendResult
-			if r.TransactionID != nil {
+			if r.TransactionID != nil && b.cluster != nil {
+				res = b.produceTxnUnreplicated(ctx, *r.TransactionID, part, rp.Records)
+			} else if r.TransactionID != nil {
 				res = b.txns.produce(*r.TransactionID, part, rp.Records)
 			} else {
 				res = part.appendRecords(rp.Records)

@@ -1,8 +1,10 @@
 package broker
 
 // FindCoordinator, versions 0-3. A single node coordinates every group
-// and every transactional id (key type 1). In cluster mode transaction
-// coordinators are not available yet.
+// and every transactional id (key type 1). In cluster mode a group's
+// coordinator is the raft leader of its __consumer_offsets partition, a
+// transactional id's the raft leader of its __transaction_state partition
+// (txn_cluster.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,14 +19,15 @@ func (b *Broker) handleFindCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.Fin
 		resp.NodeID = -1
 		return resp
 	}
-	if r.CoordinatorType > 1 || (r.CoordinatorType == 1 && b.txns == nil) {
+	if r.CoordinatorType > 1 {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		msg := "transactions are not supported in cluster mode yet"
-		if r.CoordinatorType > 1 {
-			msg = "unknown coordinator type"
-		}
+		msg := "unknown coordinator type"
 		resp.ErrorMessage = &msg
 		resp.NodeID = -1
+		return resp
+	}
+	if b.cluster != nil && r.CoordinatorType == 1 {
+		b.findTxnCoordinator(r.CoordinatorKey, resp)
 		return resp
 	}
 	if b.cluster != nil {

@@ -16,7 +16,7 @@ import (
 
 // clusterOnlyKeys are advertised only in cluster mode; a single-node
 // broker answers them with INVALID_REQUEST.
-var clusterOnlyKeys = map[int16]bool{45: true, 46: true}
+var clusterOnlyKeys = map[int16]bool{27: true, 45: true, 46: true}
 
 func (b *Broker) apiVersionsResponse(version int16, tooNew bool) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
@@ -26,7 +26,7 @@ func (b *Broker) apiVersionsResponse(version int16, tooNew bool) *kmsg.ApiVersio
 	}
 	keys := make([]int16, 0, len(supportedVersions))
 	for k := range supportedVersions {
-		if (b.cluster != nil && txnKeys[k]) || (b.cluster == nil && clusterOnlyKeys[k]) {
+		if b.cluster == nil && clusterOnlyKeys[k] {
 			continue
 		}
 		keys = append(keys, k)

@@ -24,25 +24,27 @@ func (b *Broker) handleInitProducerID(ctx context.Context, r *kmsg.InitProducerI
 	resp.Version = r.Version
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = b.txns.initProducerID(ctx, r)
+		c, code := b.txnCoordinatorFor(*r.TransactionalID)
+		if code != 0 {
+			resp.ErrorCode = code
+			return resp
+		}
+		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = c.initProducerID(ctx, r)
 		return resp
 	}
 	if r.ProducerID >= 0 && r.ProducerEpoch >= 0 && r.ProducerEpoch < math.MaxInt16-1 {
 		resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch+1
 		return resp
 	}
-	id, err := b.pids.next()
+	// In cluster mode every broker allocates from its own counter; the
+	// node id in the low 16 bits keeps ids unique across the cluster, so
+	// producers that got ids from different brokers never share a
+	// partition's sequence state (newProducerID).
+	id, err := b.newProducerID()
 	if err != nil {
 		b.log.Error("cannot allocate producer id", "err", err)
 		resp.ErrorCode = kerr.KafkaStorageError.Code
 		return resp
-	}
-	if b.cluster != nil {
-		// Every broker allocates from its own counter; the node id in the
-		// low 16 bits keeps ids unique across the cluster, so producers
-		// that got ids from different brokers never share a partition's
-		// sequence state.
-		id = id<<16 | int64(b.cfg.NodeID)
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
 	return resp

@@ -28,8 +28,10 @@ func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.AddPartit
 				one.Topics = append(one.Topics, rt)
 			}
 			var sub *kmsg.AddPartitionsToTxnResponse
-			if tx.VerifyOnly {
-				sub = b.txns.verifyPartitions(one)
+			if c, code := b.txnCoordinatorFor(tx.TransactionalID); tx.VerifyOnly && code != 0 {
+				sub = verifyError(one, code)
+			} else if tx.VerifyOnly {
+				sub = c.verifyPartitions(one)
 			} else {
 				sub = b.handleAddPartitionsToTxn(ctx, one)
 			}
@@ -60,7 +62,9 @@ func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.AddPartit
 			}
 		}
 	}
-	if code := b.txns.addPartitions(ctx, r, codes); code != 0 {
+	if c, code := b.txnCoordinatorFor(r.TransactionalID); code != 0 {
+		setAll(code)
+	} else if code := c.addPartitions(ctx, r, codes); code != 0 {
 		setAll(code)
 	}
 	for i, t := range r.Topics {
@@ -91,9 +95,8 @@ func (c *txnCoordinator) addPartitions(ctx context.Context, r *kmsg.AddPartition
 	bad := false
 	for i, t := range r.Topics {
 		for j, p := range t.Partitions {
-			part := c.b.partition(t.Topic, p)
 			switch {
-			case part == nil:
+			case !c.b.txnPartitionKnown(t.Topic, p):
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
 				bad = true
 			case t.Topic == offsetsTopic || t.Topic == txnStateTopic:
@@ -145,6 +148,23 @@ func (c *txnCoordinator) addPartitions(ctx context.Context, r *kmsg.AddPartition
 		return kerr.CoordinatorNotAvailable.Code
 	}
 	return 0
+}
+
+// verifyError answers a VerifyOnly transaction with code for every
+// partition (this broker does not coordinate its id).
+func verifyError(r *kmsg.AddPartitionsToTxnRequest, code int16) *kmsg.AddPartitionsToTxnResponse {
+	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	for _, t := range r.Topics {
+		st := kmsg.NewAddPartitionsToTxnResponseTopic()
+		st.Topic = t.Topic
+		for _, p := range t.Partitions {
+			sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }
 
 // verifyPartitions answers a VerifyOnly transaction of a v4 request in the

@@ -15,7 +15,12 @@ import (
 func (b *Broker) handleAddOffsetsToTxn(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) *kmsg.AddOffsetsToTxnResponse {
 	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	resp.Version = r.Version
-	resp.ErrorCode = b.txns.addOffsets(ctx, r)
+	c, code := b.txnCoordinatorFor(r.TransactionalID)
+	if code != 0 {
+		resp.ErrorCode = code
+		return resp
+	}
+	resp.ErrorCode = c.addOffsets(ctx, r)
 	return resp
 }
 

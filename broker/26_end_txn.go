@@ -17,7 +17,12 @@ import (
 func (b *Broker) handleEndTxn(ctx context.Context, r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
 	resp.Version = r.Version
-	resp.ErrorCode = b.txns.endTxn(ctx, r)
+	c, code := b.txnCoordinatorFor(r.TransactionalID)
+	if code != 0 {
+		resp.ErrorCode = code
+		return resp
+	}
+	resp.ErrorCode = c.endTxn(ctx, r)
 	return resp
 }
 

@@ -23,7 +23,16 @@ func (b *Broker) handleTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCom
 	for i, t := range r.Topics {
 		codes[i] = make([]int16, len(t.Partitions))
 	}
-	if code := b.txns.txnOffsetCommit(ctx, r, codes); code != 0 {
+	var code int16
+	switch {
+	case b.cluster == nil:
+		code = b.txns.txnOffsetCommit(ctx, r, codes)
+	case r.MemberID == txnApplyMember && r.Generation == -1:
+		code = b.applyTxnOffsets(r)
+	default:
+		code = b.clusterTxnOffsetCommit(ctx, r, codes)
+	}
+	if code != 0 {
 		for i := range codes {
 			for j := range codes[i] {
 				codes[i][j] = code
@@ -65,7 +74,7 @@ func (c *txnCoordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetC
 	if e.meta.Status != txnOngoing || !e.meta.hasGroup(r.Group) {
 		return kerr.InvalidTxnState.Code
 	}
-	if r.Version >= 3 {
+	if r.Version >= 3 && !c.clustered { // cluster mode: checked at the group's coordinator
 		if err := c.b.groups.ValidateTxnOffsetCommit(r.Group, r.Generation, r.MemberID, r.InstanceID); err != nil {
 			return err.Code
 		}
@@ -101,6 +110,70 @@ func (c *txnCoordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetC
 	if err := c.persistLocked(ctx, e, next); err != nil {
 		c.log.Error("cannot record transactional offsets", "transactional_id", e.id, "group", r.Group, "err", err)
 		return kerr.CoordinatorNotAvailable.Code
+	}
+	return 0
+}
+
+// clusterTxnOffsetCommit handles TxnOffsetCommit in cluster mode. The
+// client sends it to the group's coordinator, which checks the member's
+// generation (v3) and passes the offsets to the transactional id's
+// coordinator (itself, or a v2 request to that broker), where they join
+// the replicated transaction state.
+func (b *Broker) clusterTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest, codes [][]int16) int16 {
+	if r.Group == "" {
+		return kerr.InvalidGroupID.Code
+	}
+	gc, gcode := b.coordinatorFor(r.Group)
+	if r.Version >= 3 {
+		if gcode != 0 {
+			return gcode
+		}
+		if err := gc.ValidateTxnOffsetCommit(r.Group, r.Generation, r.MemberID, r.InstanceID); err != nil {
+			return err.Code
+		}
+	}
+	c, code := b.txnCoordinatorFor(r.TransactionalID)
+	switch {
+	case c != nil:
+		return c.txnOffsetCommit(ctx, r, codes)
+	case code != kerr.NotCoordinator.Code:
+		return code
+	case gcode != 0:
+		return gcode // neither coordinator is here
+	}
+	n := b.txnStatePartitions()
+	lb, ok := b.partitionLeaderBroker(txnStateTopic, txnPartitionOf(r.TransactionalID, n))
+	if n == 0 || !ok || lb.ID == b.cfg.NodeID {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	fwd := *r
+	fwd.Version = 2
+	fwd.Generation, fwd.MemberID, fwd.InstanceID = -1, "", nil
+	rctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	defer cancel()
+	// Marked before the coordinator has them, so there is no moment
+	// when neither broker reports them pending.
+	b.setForwarded(r.TransactionalID, r.Group, r.Topics, true)
+	kr, err := b.peerRequest(rctx, lb.KafkaAddr, &fwd)
+	if err != nil {
+		b.log.Warn("cannot pass transactional offsets to the transaction coordinator", "transactional_id", r.TransactionalID, "broker", lb.KafkaAddr, "err", err)
+		b.setForwarded(r.TransactionalID, r.Group, nil, false)
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	resp := kr.(*kmsg.TxnOffsetCommitResponse)
+	failed := false
+	for i, t := range resp.Topics {
+		for j, p := range t.Partitions {
+			if i < len(codes) && j < len(codes[i]) {
+				codes[i][j] = p.ErrorCode
+			}
+			failed = failed || p.ErrorCode != 0
+		}
+	}
+	if failed {
+		// Not recorded there: nothing will clear the mark (the client
+		// retries, which marks again).
+		b.setForwarded(r.TransactionalID, r.Group, nil, false)
 	}
 	return 0
 }

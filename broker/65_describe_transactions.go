@@ -6,6 +6,7 @@ package broker
 
 import (
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,11 +20,12 @@ func (b *Broker) handleDescribeTransactions(r *kmsg.DescribeTransactionsRequest)
 		st.TransactionalID = id
 		st.ProducerID, st.ProducerEpoch, st.StartTimestamp = -1, -1, -1
 		var e *txnEntry
-		if b.txns != nil {
-			e = b.txns.lookup(id)
+		c, code := b.txnCoordinatorFor(id)
+		if c != nil {
+			e = c.lookup(id)
 		}
-		if b.txns == nil {
-			st.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		if code != 0 {
+			st.ErrorCode = code
 		} else if e == nil {
 			st.ErrorCode = kerr.TransactionalIDNotFound.Code
 		} else {
@@ -58,7 +60,8 @@ func (b *Broker) handleDescribeTransactions(r *kmsg.DescribeTransactionsRequest)
 func (b *Broker) handleListTransactions(r *kmsg.ListTransactionsRequest) *kmsg.ListTransactionsResponse {
 	resp := r.ResponseKind().(*kmsg.ListTransactionsResponse)
 	resp.Version = r.Version
-	if b.txns == nil {
+	coords := b.txnCoordinators()
+	if b.cluster == nil && len(coords) == 0 {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp
 	}
@@ -71,8 +74,15 @@ func (b *Broker) handleListTransactions(r *kmsg.ListTransactionsRequest) *kmsg.L
 			resp.UnknownStateFilters = append(resp.UnknownStateFilters, f)
 		}
 	}
-	now := b.txns.now().UnixMilli()
-	for _, e := range b.txns.entries() {
+	// In cluster mode each broker lists the transactions it coordinates;
+	// clients ask every broker.
+	now := time.Now().UnixMilli()
+	var entries []*txnEntry
+	for _, c := range coords {
+		now = c.now().UnixMilli()
+		entries = append(entries, c.entries()...)
+	}
+	for _, e := range entries {
 		e.mu.Lock()
 		m := e.meta
 		e.mu.Unlock()

@@ -38,6 +38,9 @@ type Broker struct {
 	// txns is the transaction coordinator (txn.go); nil in cluster mode,
 	// where transactions are not offered yet.
 	txns *txnCoordinator
+	// txnc holds, in cluster mode, the transaction coordinators of the
+	// __transaction_state partitions this broker leads (txn_cluster.go).
+	txnc txnClusterState
 	// coords holds, in cluster mode, the coordinators of the offsets
 	// partitions this broker leads (see coordinators.go); b.groups is
 	// then nil.

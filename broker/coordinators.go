@@ -111,7 +111,7 @@ func (b *Broker) groupConfig(store group.Store, logger *slog.Logger) group.Confi
 			return p.highWatermark(), true
 		},
 		PendingTxnOffset: func(g, t string, part int32) bool {
-			return b.txns != nil && b.txns.pendingOffset(g, t, part)
+			return b.txnPendingOffset(g, t, part)
 		},
 	}
 	return cfg
@@ -264,11 +264,14 @@ func (b *Broker) runCoordinators(ctx context.Context) {
 		for i, s := range slots {
 			b.closeCoordinator(i, s)
 		}
+		b.closeTxnCoordinators()
 		closing.Wait()
 	}()
 	for {
 		b.ensureClusterOffsetsTopic(ctx)
 		b.syncCoordinators(&closing, closed)
+		b.ensureClusterTxnStateTopic(ctx)
+		b.syncTxnCoordinators(ctx, &closing)
 		select {
 		case <-ctx.Done():
 			return

@@ -35,6 +35,7 @@ var supportedVersions = map[int16]versionRange{
 	24: {0, 4},  // AddPartitionsToTxn
 	25: {0, 3},  // AddOffsetsToTxn
 	26: {0, 3},  // EndTxn
+	27: {0, 1},  // WriteTxnMarkers (cluster mode only: broker to broker)
 	28: {0, 3},  // TxnOffsetCommit
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs
@@ -48,10 +49,6 @@ var supportedVersions = map[int16]versionRange{
 	65: {0, 0},  // DescribeTransactions
 	66: {0, 1},  // ListTransactions
 }
-
-// txnKeys are the transaction APIs, not offered in cluster mode until the
-// transaction state is replicated.
-var txnKeys = map[int16]bool{24: true, 25: true, 26: true, 28: true, 65: true, 66: true}
 
 func apiName(key int16) string {
 	if _, ok := supportedVersions[key]; !ok {
@@ -107,6 +104,8 @@ func (b *Broker) dispatch(c *conn, req kmsg.Request, p *pending) {
 		go func() { p.finish(b.handleAddOffsetsToTxn(ctx, r)) }()
 	case *kmsg.EndTxnRequest:
 		go func() { p.finish(b.handleEndTxn(ctx, r)) }()
+	case *kmsg.WriteTxnMarkersRequest:
+		go func() { p.finish(b.handleWriteTxnMarkers(ctx, r)) }()
 	case *kmsg.TxnOffsetCommitRequest:
 		go func() { p.finish(b.handleTxnOffsetCommit(ctx, r)) }()
 	case *kmsg.DescribeTransactionsRequest:

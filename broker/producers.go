@@ -59,7 +59,9 @@ func (p *Partition) checkSequencesLocked(hdrs []storage.BatchHeader) (int64, err
 	// Simulate on copies so a request with several batches is all-or-none.
 	sim := map[int64]producerEntry{}
 	for i, h := range hdrs {
-		if h.ProducerID < 0 {
+		if h.ProducerID < 0 || h.IsControl() {
+			// A transaction marker has no sequence; the coordinator
+			// writes it through raft (observeBatchLocked adopts its epoch).
 			continue
 		}
 		e, ok := sim[h.ProducerID]
@@ -70,11 +72,13 @@ func (p *Partition) checkSequencesLocked(hdrs []storage.BatchHeader) (int64, err
 		}
 		first, last := batchSeqs(h)
 		switch {
+		case ok && h.ProducerEpoch < e.epoch:
+			// Also when the epoch came from a transaction marker only
+			// (e.n == 0): the coordinator fenced this producer.
+			return -1, fmt.Errorf("%w: producer %d epoch %d is older than %d", kerr.InvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
 		case !ok || e.n == 0:
 			// Unknown producer (new, or its state went with retention):
 			// accept whatever sequence it starts at.
-		case h.ProducerEpoch < e.epoch:
-			return -1, fmt.Errorf("%w: producer %d epoch %d is older than %d", kerr.InvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
 		case h.ProducerEpoch > e.epoch:
 			if first != 0 {
 				return -1, fmt.Errorf("%w: producer %d new epoch %d must start at sequence 0, got %d", kerr.OutOfOrderSequenceNumber, h.ProducerID, h.ProducerEpoch, first)

@@ -90,6 +90,11 @@ type txnCoordinator struct {
 	stateMu sync.Mutex // creating the state partition
 	state   *Partition // guarded by stateMu; nil until first needed
 
+	// clustered: a cluster-mode coordinator of one replicated state
+	// partition (txn_cluster.go), led by this broker in raft term term.
+	clustered bool
+	term      uint64
+
 	mu struct {
 		sync.Mutex
 		txns map[string]*txnEntry
@@ -150,6 +155,11 @@ func (c *txnCoordinator) load() error {
 		c.setPending(e.id, nil, e.meta.Offsets)
 	}
 	c.log.Info("loaded transaction state", "records", n, "transactional_ids", len(c.mu.txns))
+	if c.clustered {
+		// Markers may need other brokers: the check loop completes
+		// them, without holding up the caller.
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), txnOpTimeout)
 	defer cancel()
 	for _, e := range c.mu.txns {
@@ -269,7 +279,7 @@ func (c *txnCoordinator) expireLocked(ctx context.Context, e *txnEntry) error {
 	if err != nil {
 		return err
 	}
-	if err := appendStateRecord(ctx, p, []byte(e.id), nil, c.now().UnixMilli()); err != nil {
+	if err := c.appendState(ctx, p, []byte(e.id), nil, c.now().UnixMilli()); err != nil {
 		return fmt.Errorf("cannot expire transactional id %q: %w", e.id, err)
 	}
 	c.log.Info("transactional id expired", "transactional_id", e.id, "producer_id", e.meta.ProducerID)
@@ -298,6 +308,17 @@ func appendStateRecord(ctx context.Context, p *Partition, key, value []byte, now
 	return p.commit(ctx, last)
 }
 
+// appendState writes one state record: through the state partition's
+// raft group in cluster mode (refused once this coordinator's term is
+// over), else appended and fsynced locally (also a cluster of one broker,
+// whose internal topics have a single replica).
+func (c *txnCoordinator) appendState(ctx context.Context, p *Partition, key, value []byte, nowMillis int64) error {
+	if !c.clustered || !p.replicated() {
+		return appendStateRecord(ctx, p, key, value, nowMillis)
+	}
+	return p.proposeInternal(c.term, appendStateBatch(nil, key, value, nowMillis))()
+}
+
 // persistLocked makes next the durable state of e, then adopts it.
 func (c *txnCoordinator) persistLocked(ctx context.Context, e *txnEntry, next txnMeta) error {
 	p, err := c.statePartition()
@@ -305,7 +326,7 @@ func (c *txnCoordinator) persistLocked(ctx context.Context, e *txnEntry, next tx
 		return err
 	}
 	next.UpdateMs = c.now().UnixMilli()
-	if err := appendStateRecord(ctx, p, []byte(e.id), encodeTxnMeta(&next), next.UpdateMs); err != nil {
+	if err := c.appendState(ctx, p, []byte(e.id), encodeTxnMeta(&next), next.UpdateMs); err != nil {
 		return fmt.Errorf("cannot write transaction state of %q: %w", e.id, err)
 	}
 	c.setPending(e.id, e.meta.Offsets, next.Offsets)
@@ -349,6 +370,12 @@ func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error 
 	if commit {
 		ct = storage.ControlCommit
 	}
+	if c.clustered {
+		if err := c.b.writeTxnMarkers(ctx, m.ProducerID, m.Epoch, ct, m.Partitions); err != nil {
+			return err
+		}
+		return c.finishCompleteLocked(ctx, e, m, commit)
+	}
 	// Append every marker first and start their fsyncs together (each
 	// partition has its own flusher), then wait for each.
 	type written struct {
@@ -374,6 +401,23 @@ func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error 
 			return fmt.Errorf("cannot sync the transaction marker of %s: %w", w.p, err)
 		}
 	}
+	return c.finishCompleteLocked(ctx, e, m, commit)
+}
+
+// finishCompleteLocked applies a committed transaction's group offsets
+// once its markers are written, then writes Complete*.
+func (c *txnCoordinator) finishCompleteLocked(ctx context.Context, e *txnEntry, m txnMeta, commit bool) error {
+	if c.clustered && !commit {
+		// Tell the groups' coordinators to forget the offsets they
+		// passed on for this transaction (RequireStable).
+		byGroup := map[string][]group.CommittedOffset{}
+		for _, g := range m.Groups {
+			byGroup[g] = nil
+		}
+		if err := c.b.commitTxnGroupOffsets(ctx, e.id, m.ProducerID, m.Epoch, byGroup); err != nil {
+			return err
+		}
+	}
 	if commit && len(m.Offsets) > 0 {
 		byGroup := map[string][]group.CommittedOffset{}
 		now := c.now().UnixMilli()
@@ -383,10 +427,8 @@ func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error 
 				LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimeMillis: now,
 			})
 		}
-		for g, offs := range byGroup {
-			if err := c.b.groups.CommitTxnOffsets(g, offs); err != nil {
-				return fmt.Errorf("cannot commit the transaction's offsets of group %q: %w", g, err)
-			}
+		if err := c.b.commitTxnGroupOffsets(ctx, e.id, m.ProducerID, m.Epoch, byGroup); err != nil {
+			return err
 		}
 	}
 	next := m.clone()

@@ -40,7 +40,7 @@ func (c *txnCoordinator) initProducerID(ctx context.Context, r *kmsg.InitProduce
 	defer e.mu.Unlock()
 	m := &e.meta
 	if m.ProducerID < 0 {
-		pid, err := c.b.pids.next()
+		pid, err := c.b.newProducerID()
 		if err != nil {
 			c.log.Error("cannot allocate producer id", "err", err)
 			c.dropIfUnwritten(e)
@@ -75,7 +75,7 @@ func (c *txnCoordinator) initProducerID(ctx context.Context, r *kmsg.InitProduce
 	}
 	next := e.meta.clone()
 	if next.Epoch >= math.MaxInt16-1 {
-		pid, err := c.b.pids.next()
+		pid, err := c.b.newProducerID()
 		if err != nil {
 			c.log.Error("cannot allocate producer id", "err", err)
 			return -1, -1, kerr.KafkaStorageError.Code

@@ -31,7 +31,7 @@ func TestTxnWorkerProcess(t *testing.T) {
 		t.Skip("helper process of TestTxnExactlyOnceUnderKills")
 	}
 	sess, err := kgo.NewGroupTransactSession(
-		kgo.SeedBrokers(addr),
+		kgo.SeedBrokers(strings.Split(addr, ",")...), // one broker, or a cluster's
 		kgo.TransactionalID("copier"),
 		kgo.TransactionTimeout(time.Minute),
 		kgo.ConsumerGroup("copier"),

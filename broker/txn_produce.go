@@ -1,7 +1,10 @@
 package broker
 
 import (
+	"context"
 	"fmt"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -39,4 +42,63 @@ func (c *txnCoordinator) produce(txnID string, part *Partition, records []byte) 
 		}
 		return nil
 	})
+}
+
+// checkTxnProduce is the cluster-mode check of a transactional produce
+// at a partition's leader, where the coordinator may be another broker:
+// the batches carry one producer id and epoch, the epoch is not older
+// than the partition's replicated producer state (a coordinator's marker
+// with a bumped epoch fenced it), and the partition is in the producer's
+// ongoing transaction. The last is asked of the coordinator only for the
+// first batch of a transaction in the partition: once it has an open
+// transaction here, a marker must end it before the producer may write
+// outside a transaction again. The replica state machine checks the
+// epoch again when it applies the entry, so a marker committed in
+// between still fences the batch.
+func (b *Broker) checkTxnProduce(ctx context.Context, txnID string, part *Partition, records []byte) error {
+	hdrs, err := part.parseProduce(records, true)
+	if err != nil {
+		return err
+	}
+	pid, epoch := hdrs[0].ProducerID, hdrs[0].ProducerEpoch
+	for _, h := range hdrs[1:] {
+		if h.ProducerID != pid || h.ProducerEpoch != epoch {
+			return fmt.Errorf("%w: one produce request mixes producer ids or epochs", kerr.InvalidRecord)
+		}
+	}
+	part.mu.Lock()
+	cur := part.mu.producers[pid]
+	known := cur != nil
+	var curEpoch int16
+	if known {
+		curEpoch = cur.epoch
+	}
+	part.mu.Unlock()
+	if known && epoch < curEpoch {
+		return fmt.Errorf("%w: producer %d epoch %d, current epoch is %d", kerr.InvalidProducerEpoch, pid, epoch, curEpoch)
+	}
+	if _, open := part.log.OngoingTxn(pid); open && known && epoch == curEpoch {
+		return nil
+	}
+	return b.verifyTxnPartition(ctx, txnID, pid, epoch, txnTP{part.topic, part.index})
+}
+
+// replicateTxn is Partition.replicate for a transactional producer.
+func (b *Broker) replicateTxn(ctx context.Context, txnID string, part *Partition, records []byte) (raft.ApplyFuture, error) {
+	if !part.isLeader() {
+		return nil, fmt.Errorf("%w: this broker is not the raft leader of %s; refresh metadata", kerr.NotLeaderForPartition, part)
+	}
+	if err := b.checkTxnProduce(ctx, txnID, part, records); err != nil {
+		return nil, err
+	}
+	return part.grp.Raft.Apply(records, replicaApplyTimeout), nil
+}
+
+// produceTxnUnreplicated appends a transactional producer's records to a
+// partition with a single replica in cluster mode.
+func (b *Broker) produceTxnUnreplicated(ctx context.Context, txnID string, part *Partition, records []byte) appendResult {
+	if err := b.checkTxnProduce(ctx, txnID, part, records); err != nil {
+		return appendResult{err: err}
+	}
+	return part.appendChecked(records, true, nil)
 }

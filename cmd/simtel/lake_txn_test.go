@@ -346,22 +346,16 @@ func TestLakeTxnCrashWithoutTransactionsDuplicates(t *testing.T) {
 	}
 }
 
-// A broker without transactions (a cluster-mode broker leaves keys 24-28
-// out of ApiVersions) gets a clear error that names --no-transactions;
-// with that flag the backfill works.
-func TestLakeTxnBrokerWithoutTransactions(t *testing.T) {
+// A cluster-mode broker coordinates transactions too (replicated
+// __transaction_state): the backfill uses them there as on a single node,
+// and --no-transactions still works.
+func TestLakeTxnClusterBroker(t *testing.T) {
 	_, url, ss := newQueryTestLake(t)
 	dir := t.TempDir()
 	addr, raft, gossip := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
 	b := testutil.Start(t, dir, "broker", "--node-id", "0", "--data-dir", filepath.Join(dir, "data"), "--listen", addr,
 		"--raft-listen", raft, "--gossip-listen", gossip, "--bootstrap-expect", "1", "--log-level", "warn")
 	testutil.WaitPort(t, addr, b)
-
-	_, errOut, err := simtelLake(t, "backfill", "--run", "r1", "--to-topic", "restored", "--brokers", addr, "--lake", url)
-	if err == nil || !strings.Contains(errOut, "does not support transactions") || !strings.Contains(errOut, "--no-transactions") {
-		t.Fatalf("backfill into a broker without transactions: %v %s", err, errOut)
-	}
-	t.Logf("error without transactions: %s", strings.TrimSpace(errOut))
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -370,17 +364,19 @@ func TestLakeTxnBrokerWithoutTransactions(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	deadline := time.Now().Add(time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		r, err := adm.CreateTopic(ctx, 1, 1, nil, "restored")
-		cancel()
-		if err == nil && r.Err == nil {
-			break
+	for _, topic := range []string{"restored", "restored-plain"} {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			r, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
+			cancel()
+			if err == nil && r.Err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cannot create a topic on the cluster broker: %v %v", err, r.Err)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cannot create a topic on the cluster broker: %v %v", err, r.Err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 	n := 0
 	for _, s := range ss {
@@ -388,7 +384,12 @@ func TestLakeTxnBrokerWithoutTransactions(t *testing.T) {
 			n++
 		}
 	}
-	_, errOut, err = simtelLake(t, "backfill", "--run", "r1", "--to-topic", "restored", "--brokers", addr, "--lake", url, "--no-transactions")
+	_, errOut, err := simtelLake(t, "backfill", "--run", "r1", "--to-topic", "restored", "--brokers", addr, "--lake", url)
+	if err != nil || !strings.Contains(errOut, "backfilled "+lakeItoa(n)+" records") {
+		t.Fatalf("transactional backfill into a cluster broker: %v %s", err, errOut)
+	}
+	t.Logf("transactional backfill: %s", lastLine(errOut))
+	_, errOut, err = simtelLake(t, "backfill", "--run", "r1", "--to-topic", "restored-plain", "--brokers", addr, "--lake", url, "--no-transactions")
 	if err != nil || !strings.Contains(errOut, "backfilled "+lakeItoa(n)+" records") {
 		t.Fatalf("backfill --no-transactions: %v %s", err, errOut)
 	}

@@ -1,0 +1,101 @@
+package broker
+
+// WriteTxnMarkers, versions 0-1 (cluster mode only): the transaction
+// coordinator of one broker asks the leader of a data partition to end a
+// producer's transaction there with a COMMIT or ABORT marker.
+//
+// The leader writes the marker as a control batch through the partition's
+// raft group (Partition.writeMarker), so the transaction index, the last
+// stable offset and the producer epoch are the same on every replica, and
+// answers once the marker is committed on a majority and applied. A
+// partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER; the
+// coordinator looks the leader up again and retries until every marker of
+// the transaction is written. A marker written twice (a retry after a
+// leadership change that had committed the first one) is harmless: a
+// marker ends only a transaction that is open in its partition, and the
+// coordinator holds the transaction's lock until all are written, so the
+// producer cannot have opened the next one in between.
+//
+// A single-node broker writes its markers itself and answers this key
+// with INVALID_REQUEST, like the other cluster-only keys.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/storage"
+)
+
+func (b *Broker) handleWriteTxnMarkers(ctx context.Context, r *kmsg.WriteTxnMarkersRequest) *kmsg.WriteTxnMarkersResponse {
+	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	resp.Version = r.Version
+	ctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	defer cancel()
+	for _, m := range r.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		ct := storage.ControlAbort
+		if m.Committed {
+			ct = storage.ControlCommit
+		}
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			rt.Partitions = make([]kmsg.WriteTxnMarkersResponseMarkerTopicPartition, len(t.Partitions))
+			var wg sync.WaitGroup
+			for j, i := range t.Partitions {
+				sp := &rt.Partitions[j]
+				sp.Default()
+				sp.Partition = i
+				switch p := b.partition(t.Topic, i); {
+				case b.cluster == nil:
+					sp.ErrorCode = kerr.InvalidRequest.Code
+				case p == nil:
+					sp.ErrorCode = b.absentPartitionCode(t.Topic, i)
+				default:
+					// Each is a raft round trip: all at once.
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if err := p.writeMarker(ctx, m.ProducerID, m.ProducerEpoch, ct); err != nil {
+							sp.ErrorCode = kerrCode(err)
+							b.log.Debug("cannot write a transaction marker", "partition", p.String(), "producer_id", m.ProducerID, "err", err)
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	return resp
+}
+
+// writeMarker ends producer pid's transaction in p with a marker of type
+// ct and waits until it is durable: through raft on a replicated
+// partition (this broker must be its ready leader), else appended and
+// fsynced locally.
+func (p *Partition) writeMarker(ctx context.Context, pid int64, epoch int16, ct storage.ControlType) error {
+	if !p.replicated() {
+		last, err := p.appendMarker(pid, epoch, ct)
+		if err != nil {
+			return err
+		}
+		return p.commit(ctx, last)
+	}
+	if !p.isLeader() {
+		return fmt.Errorf("%w: this broker is not the raft leader of %s; the coordinator retries at the current leader", kerr.NotLeaderForPartition, p)
+	}
+	batch := storage.AppendControlBatch(nil, pid, epoch, ct, 0, time.Now().UnixMilli())
+	res := replicaResult(p.grp.Raft.Apply(batch, replicaApplyTimeout))
+	if res.err != nil {
+		return fmt.Errorf("cannot replicate the transaction marker of producer %d to %s: %w", pid, p, res.err)
+	}
+	return nil
+}

@@ -1,0 +1,226 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestClusterTxnExactlyOnceUnderKills is TestTxnExactlyOnceUnderKills on
+// three brokers with replication factor 3: the transactional worker
+// process (GroupTransactSession copying txn-in to txn-out) is SIGKILLed
+// at random points and restarted, and twice (while it copies) the broker that coordinates
+// the worker's transactional id (the raft leader of its partition of
+// __transaction_state) is SIGKILLed and later restarted while the worker
+// runs. Afterwards txn-out read with read_committed holds every input
+// record exactly once.
+func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker and worker processes")
+	}
+	const records = 8000
+	const kills = 6
+	logDir := t.TempDir()
+	if d := os.Getenv("SIMTEL_TEST_LOG_DIR"); d != "" {
+		logDir = d
+	}
+	bs := []*clusterBroker{newClusterBroker(t, 0), newClusterBroker(t, 1), newClusterBroker(t, 2)}
+	defer dumpLogs(t, bs)
+	for i, b := range bs {
+		var join []string
+		if i > 0 {
+			join = []string{bs[0].gossip}
+		}
+		b.startFresh(t, join, 3)
+	}
+	controller := waitCluster(t, bs[0].kafka, 3)
+	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	waitCoordinators(t, bs)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	ctl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{"txn-in", "txn-out"} {
+		if r, err := kadm.NewClient(ctl).CreateTopic(ctx, 3, 3, nil, topic); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, r.Err)
+		}
+	}
+	ctl.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("txn-in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < records; i++ {
+		v := strconv.Itoa(i)
+		prod.Produce(ctx, &kgo.Record{Key: []byte(v), Value: []byte(v)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("input record %s: %v", v, err)
+			}
+		})
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	prod.Close()
+	inEnds, err := adm.ListEndOffsets(ctx, "txn-in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// progress is how many input records the group has committed.
+	progress := func() int64 {
+		offs, err := adm.FetchOffsets(ctx, "copier")
+		if err != nil {
+			return -1
+		}
+		var n int64
+		inEnds.Each(func(e kadm.ListedOffset) {
+			if o, ok := offs.Lookup("txn-in", e.Partition); ok && o.At > 0 {
+				n += o.At
+			}
+		})
+		return n
+	}
+	done := func() bool { return progress() == records }
+	// txnCoordinator finds the broker coordinating the worker's
+	// transactional id.
+	txnCoordinator := func() *clusterBroker {
+		for ctx.Err() == nil {
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorKey, req.CoordinatorType = "copier", 1
+			r, err := req.RequestWith(ctx, admCl)
+			if err == nil && r.ErrorCode == 0 && r.NodeID >= 0 && int(r.NodeID) < len(bs) {
+				return bs[r.NodeID]
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatal("no transaction coordinator found")
+		return nil
+	}
+
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
+	workerSeeds := strings.Join(seeds, ",")
+	started := 0
+	worker := startWorker(t, workerSeeds, logDir, started)
+	started++
+	var down *clusterBroker
+	coordKills := 0
+	for k := 0; k < kills; k++ {
+		time.Sleep(time.Duration(500+rng.IntN(3000)) * time.Millisecond)
+		if down != nil {
+			var join []string
+			for _, b := range bs {
+				if b != down {
+					join = append(join, b.gossip)
+				}
+			}
+			down.start(t, join, 0)
+			t.Logf("restarted broker %d", down.id)
+			down = nil
+		}
+		if k == 1 || k == 4 {
+			down = txnCoordinator()
+			at := progress()
+			down.proc.Kill()
+			t.Logf("kill %d: SIGKILL of broker %d, the transaction coordinator of the worker, at %d of %d input records committed", k, down.id, at, records)
+			if at >= 0 && at < records {
+				coordKills++ // the worker still had work
+			}
+			continue
+		}
+		t.Logf("kill %d: SIGKILL of the worker", k)
+		worker.kill()
+		if worker.exited() {
+			worker = startWorker(t, workerSeeds, logDir, started)
+			started++
+		}
+	}
+	if down != nil {
+		var join []string
+		for _, b := range bs {
+			if b != down {
+				join = append(join, b.gossip)
+			}
+		}
+		down.start(t, join, 0)
+	}
+	for !done() {
+		if ctx.Err() != nil {
+			t.Fatalf("the worker did not finish copying; see %s", logDir)
+		}
+		if worker.exited() {
+			worker = startWorker(t, workerSeeds, logDir, started)
+			started++
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	worker.kill()
+	t.Logf("%d worker processes, %d kills (%d of the transaction coordinator's broker while the worker was copying)", started, kills, coordKills)
+
+	ends, err := adm.ListEndOffsets(ctx, "txn-out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(e kadm.ListedOffset) { want[e.Partition] = e.Offset })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("txn-out"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seen := map[string]int{}
+	total := 0
+	reached := map[int32]bool{}
+	for p, end := range want {
+		if end == 0 {
+			reached[p] = true
+		}
+	}
+	for len(reached) < len(want) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading txn-out: %v", ctx.Err())
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Logf("fetch %s-%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset+1 >= want[r.Partition] {
+				reached[r.Partition] = true
+			}
+			if !r.Attrs.IsControl() {
+				seen[string(r.Value)]++
+				total++
+			}
+		})
+	}
+	var missing, dup []string
+	for i := 0; i < records; i++ {
+		switch c := seen[strconv.Itoa(i)]; {
+		case c == 0:
+			missing = append(missing, strconv.Itoa(i))
+		case c > 1:
+			dup = append(dup, fmt.Sprintf("%d×%d", i, c))
+		}
+	}
+	t.Logf("read_committed: %d records, %d distinct, %d missing, %d duplicated", total, len(seen), len(missing), len(dup))
+	if len(missing) > 0 || len(dup) > 0 || total != records {
+		t.Fatalf("not exactly once: missing %s; duplicated %s (worker logs in %s)", head(missing), head(dup), logDir)
+	}
+}

@@ -1,0 +1,101 @@
+package broker
+
+import (
+	"bytes"
+	"errors"
+	"hash/crc32"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/storage"
+)
+
+// txnBatch is a transactional batch of n records from producer pid at
+// epoch and sequence seq, as a transactional client sends it.
+func txnBatch(pid int64, epoch int16, seq int32, n int, tag string) []byte {
+	rb := kmsg.RecordBatch{Magic: 2, Attributes: 0x10, ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
+		LastOffsetDelta: int32(n - 1), NumRecords: int32(n), FirstTimestamp: 1, MaxTimestamp: 1, PartitionLeaderEpoch: -1}
+	for i := range n {
+		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(tag)}
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		rb.Records = r.AppendTo(rb.Records)
+	}
+	b := rb.AppendTo(nil)
+	l := int32(len(b) - 12)
+	b[8], b[9], b[10], b[11] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
+	crc := crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli))
+	b[17], b[18], b[19], b[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
+	return b
+}
+
+// TestReplicaFSMTransactions applies the same raft entries (transactional
+// batches and the coordinator's markers) on two replicas and checks that
+// both end with the same log, the same open and aborted transactions and
+// the same producer epochs: a marker carrying a bumped epoch fences the
+// old producer on every replica, and a marker needs no sequence.
+func TestReplicaFSMTransactions(t *testing.T) {
+	type replica struct {
+		b *Broker
+		p *Partition
+		f *replicaFSM
+	}
+	var rs []replica
+	for range 2 {
+		b, p := newTestPartition(t, t.TempDir())
+		defer b.closePartitions()
+		rs = append(rs, replica{b, p, &replicaFSM{p: p}})
+	}
+	entries := []struct {
+		data    []byte
+		wantErr error
+	}{
+		{txnBatch(5, 0, 0, 2, "a"), nil},                                          // 0-1: pid 5 opens a transaction
+		{idemBatch(6, 0, 1, "plain"), nil},                                        // 2
+		{txnBatch(5, 0, 2, 1, "b"), nil},                                          // 3
+		{storage.AppendControlBatch(nil, 5, 0, storage.ControlCommit, 0, 1), nil}, // 4: commit
+		{txnBatch(5, 0, 3, 1, "c"), nil},                                          // 5: next transaction
+		// The coordinator aborts it with the epoch bumped (a timeout).
+		{storage.AppendControlBatch(nil, 5, 1, storage.ControlAbort, 0, 1), nil}, // 6
+		// The fenced producer's late batch is refused on every replica.
+		{txnBatch(5, 0, 4, 1, "late"), kerr.InvalidProducerEpoch},
+		{txnBatch(7, 0, 0, 1, "open"), nil}, // 7: left open
+	}
+	for _, r := range rs {
+		for i, e := range entries {
+			res := applyEntry(r.f, uint64(i+1), 2, e.data)
+			if !errors.Is(res.err, e.wantErr) || (e.wantErr == nil && res.err != nil) {
+				t.Fatalf("entry %d: err %v, want %v", i, res.err, e.wantErr)
+			}
+		}
+	}
+	for i, r := range rs {
+		p := r.p
+		if got := p.log.EndOffset(); got != 8 {
+			t.Fatalf("replica %d: end offset %d, want 8", i, got)
+		}
+		if first, ok := p.log.FirstUnstableOffset(); !ok || first != 7 {
+			t.Fatalf("replica %d: first unstable offset %d (%v), want 7", i, first, ok)
+		}
+		if got := p.lastStableOffset(p.highWatermark()); got != 7 {
+			t.Fatalf("replica %d: last stable offset %d, want 7", i, got)
+		}
+		if _, open := p.log.OngoingTxn(5); open {
+			t.Fatalf("replica %d: producer 5 still has an open transaction after its markers", i)
+		}
+		ab := p.log.AbortedTxns(0, 8)
+		if len(ab) != 1 || ab[0].ProducerID != 5 || ab[0].FirstOffset != 5 {
+			t.Fatalf("replica %d: aborted transactions %+v, want producer 5 from offset 5", i, ab)
+		}
+		p.mu.Lock()
+		epoch := p.mu.producers[5].epoch
+		p.mu.Unlock()
+		if epoch != 1 {
+			t.Fatalf("replica %d: producer 5 epoch %d, want 1 (the abort marker's)", i, epoch)
+		}
+	}
+	if !bytes.Equal(logBytes(t, rs[0].p, 0), logBytes(t, rs[1].p, 0)) {
+		t.Fatal("the two replicas' logs differ")
+	}
+}
