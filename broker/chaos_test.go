@@ -202,28 +202,35 @@ func partitionsOf(ctx context.Context, addrs []string, topic string) map[int32]p
 
 // createSpread creates topic with parts partitions, RF 3, and waits until
 // every partition has 3 replicas and a raft leader that reported itself
-// (epoch > 0), the leaders spread evenly.
+// (epoch > 0). It waits up to a minute for the leaders to spread evenly;
+// on a loaded machine an election can move a leadership that the
+// preferred-leader hand-back returns only later (its retries back off),
+// so after that minute an uneven spread is accepted and logged.
 func (cc *chaosCluster) createSpread(ctx context.Context, topic string, parts int) map[int32]partInfo {
 	t := cc.t
 	t.Helper()
 	createTopic(t, ctx, cc.seeds, topic, int32(parts), 3)
-	deadline := time.Now().Add(60 * time.Second)
+	start := time.Now()
 	for {
 		ps := partitionsOf(ctx, cc.seeds, topic)
 		leads := map[int32]int{}
-		ok := len(ps) == parts
+		led := len(ps) == parts
 		for _, p := range ps {
 			leads[p.leader]++
-			ok = ok && len(p.replicas) == 3 && p.epoch > 0
+			led = led && len(p.replicas) == 3 && p.epoch > 0
 		}
+		even := led
 		for i := range cc.bs {
-			ok = ok && leads[int32(i)] == parts/len(cc.bs)
+			even = even && leads[int32(i)] == parts/len(cc.bs)
 		}
-		if ok {
+		switch {
+		case even:
 			return ps
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no evenly spread, reported raft leaders after 60s: %+v", topic, ps)
+		case led && time.Since(start) > 60*time.Second:
+			t.Logf("%s: leaders not evenly spread after 60s, going on with %+v", topic, ps)
+			return ps
+		case time.Since(start) > 3*time.Minute:
+			t.Fatalf("%s: not every partition has 3 replicas and a reported raft leader after 3m: %+v", topic, ps)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -544,17 +551,35 @@ func testPartitionIsolatedLeader(t *testing.T, pc partitionCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ledBy := func(v int) []int32 {
+		var led []int32
+		for p, pi := range before {
+			if int(pi.leader) == v {
+				led = append(led, p)
+			}
+		}
+		slices.Sort(led)
+		return led
+	}
 	v := int(m.ControllerID)
 	if !pc.controller {
-		v = (v + 1 + cc.rng.IntN(n-1)) % n
-	}
-	var led []int32
-	for p, pi := range before {
-		if int(pi.leader) == v {
-			led = append(led, p)
+		// A broker other than the controller that leads a partition
+		// (with an uneven spread, not every broker does).
+		var cands []int
+		for o := range n {
+			if o != v && len(ledBy(o)) > 0 {
+				cands = append(cands, o)
+			}
 		}
+		if len(cands) == 0 {
+			t.Fatalf("no broker other than the controller %d leads a partition of %s: %+v", v, topic, before)
+		}
+		v = cands[cc.rng.IntN(len(cands))]
 	}
-	slices.Sort(led)
+	led := ledBy(v)
+	if len(led) == 0 {
+		t.Fatalf("the controller %d leads no partition of %s: %+v", v, topic, before)
+	}
 	part := led[cc.rng.IntN(len(led))]
 	dir := "to and from"
 	if pc.oneWay {
