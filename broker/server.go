@@ -208,6 +208,7 @@ func (c *conn) writeLoop() {
 			<-p.done // handlers observe ctx and finish promptly
 		}
 		c.b.metrics.observeRequest(p)
+		c.logSlow(p)
 		if p.closeConn || (!p.noResponse && p.resp == nil && p.fetch == nil) {
 			// The handler refused the request (or acks=0 failed): drop the
 			// connection without answering, as Kafka does.
@@ -350,4 +351,22 @@ func decodeRequest(frame []byte) (kmsg.Request, requestHeader, error) {
 		return nil, h, protoErrorf("%s v%d request body is malformed: %v", apiName(h.key), h.version, err)
 	}
 	return req, h, nil
+}
+
+// slowRequest is how long a request other than the ones that wait by
+// design (Fetch, JoinGroup, SyncGroup) may take before it is logged.
+const slowRequest = 3 * time.Second
+
+// logSlow logs a request answered after slowRequest. Responses go out in
+// request order, so the time includes waiting behind earlier requests of
+// the same connection; those are logged too.
+func (c *conn) logSlow(p *pending) {
+	switch p.key {
+	case 1, 11, 14:
+		return
+	}
+	if d := time.Since(p.start); d > slowRequest {
+		c.b.log.Warn("slow request", "api", apiName(p.key), "version", p.version,
+			"seconds", d.Round(time.Millisecond).Seconds(), "client", c.clientID, "remote", c.remoteHost())
+	}
 }
