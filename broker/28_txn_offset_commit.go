@@ -29,6 +29,8 @@ func (b *Broker) handleTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCom
 		code = b.txns.txnOffsetCommit(ctx, r, codes)
 	case r.MemberID == txnApplyMember && r.Generation == -1:
 		code = b.applyTxnOffsets(r)
+	case r.MemberID == txnForwardMember && r.Generation == -1:
+		code = b.forwardedTxnOffsetCommit(ctx, r, codes)
 	default:
 		code = b.clusterTxnOffsetCommit(ctx, r, codes)
 	}
@@ -114,6 +116,22 @@ func (c *txnCoordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetC
 	return 0
 }
 
+// txnForwardMember is the member id of a TxnOffsetCommit a group
+// coordinator passes on to the transaction coordinator after checking the
+// member there. The member, not the request version, marks it: the peer
+// client sends every request at the highest version both sides support.
+const txnForwardMember = "\x00simtel-txn-forward"
+
+// forwardedTxnOffsetCommit is the transaction coordinator's side of
+// txnForwardMember: the group's coordinator checked the member already.
+func (b *Broker) forwardedTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest, codes [][]int16) int16 {
+	c, code := b.txnCoordinatorFor(r.TransactionalID)
+	if c == nil {
+		return code
+	}
+	return c.txnOffsetCommit(ctx, r, codes)
+}
+
 // clusterTxnOffsetCommit handles TxnOffsetCommit in cluster mode. The
 // client sends it to the group's coordinator, which checks the member's
 // generation (v3) and passes the offsets to the transactional id's
@@ -147,8 +165,7 @@ func (b *Broker) clusterTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCo
 		return kerr.CoordinatorNotAvailable.Code
 	}
 	fwd := *r
-	fwd.Version = 2
-	fwd.Generation, fwd.MemberID, fwd.InstanceID = -1, "", nil
+	fwd.Generation, fwd.MemberID, fwd.InstanceID = -1, txnForwardMember, nil
 	rctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
 	defer cancel()
 	// Marked before the coordinator has them, so there is no moment

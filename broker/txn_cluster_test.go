@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -223,4 +224,115 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 	if len(missing) > 0 || len(dup) > 0 || total != records {
 		t.Fatalf("not exactly once: missing %s; duplicated %s (worker logs in %s)", head(missing), head(dup), logDir)
 	}
+}
+
+// TestClusterTxnOffsetsAcrossCoordinators commits transactional offsets
+// for a group whose coordinator is another broker than the transactional
+// id's: the group's coordinator passes the offsets on to the transaction
+// coordinator. That hop once went out at the peer client's highest
+// version, was taken for a client's request there and refused with
+// NOT_COORDINATOR, so such transactions could only abort.
+func TestClusterTxnOffsetsAcrossCoordinators(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker processes")
+	}
+	bs, _ := startClusterOf(t, 3)
+	defer dumpLogs(t, bs)
+	seeds := kafkaAddrs(bs)
+	waitCoordinators(t, bs)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	createTopic(t, ctx, seeds, "xc-in", 1, 3)
+	createTopic(t, ctx, seeds, "xc-out", 1, 3)
+
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	coordinator := func(typ int8, key string) int32 {
+		for ctx.Err() == nil {
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorType, req.CoordinatorKey = typ, key
+			resp, err := req.RequestWith(ctx, admCl)
+			if err == nil && resp.ErrorCode == 0 && resp.NodeID >= 0 {
+				return resp.NodeID
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatalf("no coordinator for %q (type %d): %v", key, typ, ctx.Err())
+		return -1
+	}
+	// A transactional id and a group coordinated by different brokers.
+	txnID, grp := "", ""
+	for i := 0; txnID == "" && i < 200; i++ {
+		id, g := fmt.Sprintf("xc-txn-%d", i), fmt.Sprintf("xc-group-%d", i)
+		if tc, gc := coordinator(1, id), coordinator(0, g); tc != gc {
+			txnID, grp = id, g
+			t.Logf("transactional id %s coordinated by broker %d, group %s by broker %d", id, tc, g, gc)
+		}
+	}
+	if txnID == "" {
+		t.Fatal("every transactional id and group tried had the same coordinator")
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID(txnID),
+		kgo.DefaultProduceTopic("xc-out"), kgo.RequestRetries(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, kgo.StringRecord("copied")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, grp
+	addResp, err := add.RequestWith(ctx, cl)
+	if err != nil || addResp.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %v, code %d", err, addResp.ErrorCode)
+	}
+	commit := kmsg.NewPtrTxnOffsetCommitRequest()
+	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch = txnID, grp, pid, epoch
+	commit.Generation = -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "xc-in"
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, 42, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	commit.Topics = append(commit.Topics, rt)
+	start := time.Now()
+	commitResp, err := commit.RequestWith(ctx, cl) // kgo sends it to the group's coordinator
+	if err != nil {
+		t.Fatalf("TxnOffsetCommit: %v", err)
+	}
+	for _, t2 := range commitResp.Topics {
+		for _, p := range t2.Partitions {
+			if p.ErrorCode != 0 {
+				t.Fatalf("TxnOffsetCommit v%d for %s-%d answered %v after %v", commitResp.Version, t2.Topic, p.Partition,
+					kerr.ErrorForCode(p.ErrorCode), time.Since(start).Round(time.Millisecond))
+			}
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	adm := kadm.NewClient(admCl)
+	waitUntil(t, time.Minute, "the committed transaction's offset in the group", func() string {
+		offs, err := adm.FetchOffsets(ctx, grp)
+		if err != nil {
+			return err.Error()
+		}
+		o, ok := offs.Lookup("xc-in", 0)
+		if !ok || o.At != 42 {
+			return fmt.Sprintf("group %s offsets %+v", grp, offs)
+		}
+		return ""
+	})
 }
