@@ -163,7 +163,9 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	// serving, and followers serve no reads. So an idle follower applies
 	// the last entries up to 2-4 heartbeat timeouts late.
 	rc.CommitTimeout = 2 * rc.HeartbeatTimeout
+	bootstrapped := false
 	if !hasState && cfg.Bootstrap {
+		bootstrapped = true
 		var servers []raft.Server
 		md := n.Metadata()
 		for _, id := range cfg.Peers {
@@ -188,6 +190,14 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 		return nil, fmt.Errorf("cannot start raft group %d: %w", cfg.Group, err)
 	}
 	n.started(g.trans, g.Raft)
+	if bootstrapped && len(cfg.Peers) > 1 && cfg.Peers[0] == n.cfg.NodeID {
+		// The first replica is the preferred leader: it starts the first
+		// election at once rather than after a randomized timeout that
+		// another replica may reach first, so a new group starts with
+		// the leader placement chose and is not handed back to it a
+		// little later (a leadership change clients notice).
+		g.trans.timeoutNow()
+	}
 	ok = true
 	return g, nil
 }
