@@ -14,7 +14,11 @@ package broker
 // leadership change that had committed the first one) is harmless: a
 // marker ends only a transaction that is open in its partition, and the
 // coordinator holds the transaction's lock until all are written, so the
-// producer cannot have opened the next one in between.
+// producer cannot have opened the next one in between. A marker from a
+// coordinator that was deposed meanwhile cannot end the next one either:
+// each marker carries its coordinator's epoch (the raft term of its
+// __transaction_state partition) and the replicas refuse one older than
+// a marker already written for the producer (TRANSACTION_COORDINATOR_FENCED).
 //
 // A single-node broker writes its markers itself and answers this key
 // with INVALID_REQUEST, like the other cluster-only keys.
@@ -62,7 +66,7 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, r *kmsg.WriteTxnMark
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						if err := p.writeMarker(ctx, m.ProducerID, m.ProducerEpoch, ct); err != nil {
+						if err := p.writeMarker(ctx, m.ProducerID, m.ProducerEpoch, ct, m.CoordinatorEpoch); err != nil {
 							sp.ErrorCode = kerrCode(err)
 							b.log.Debug("cannot write a transaction marker", "partition", p.String(), "producer_id", m.ProducerID, "err", err)
 						}
@@ -80,8 +84,10 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, r *kmsg.WriteTxnMark
 // writeMarker ends producer pid's transaction in p with a marker of type
 // ct and waits until it is durable: through raft on a replicated
 // partition (this broker must be its ready leader), else appended and
-// fsynced locally.
-func (p *Partition) writeMarker(ctx context.Context, pid int64, epoch int16, ct storage.ControlType) error {
+// fsynced locally. coordEpoch is the coordinator's epoch (the raft term
+// of its state partition); the replicas refuse the marker if one from a
+// newer coordinator of the producer is already there.
+func (p *Partition) writeMarker(ctx context.Context, pid int64, epoch int16, ct storage.ControlType, coordEpoch int32) error {
 	if !p.replicated() {
 		last, err := p.appendMarker(pid, epoch, ct)
 		if err != nil {
@@ -92,7 +98,7 @@ func (p *Partition) writeMarker(ctx context.Context, pid int64, epoch int16, ct 
 	if !p.isLeader() {
 		return fmt.Errorf("%w: this broker is not the raft leader of %s; the coordinator retries at the current leader", kerr.NotLeaderForPartition, p)
 	}
-	batch := storage.AppendControlBatch(nil, pid, epoch, ct, 0, time.Now().UnixMilli())
+	batch := storage.AppendControlBatch(nil, pid, epoch, ct, coordEpoch, time.Now().UnixMilli())
 	res := replicaResult(p.grp.Raft.Apply(batch, replicaApplyTimeout))
 	if res.err != nil {
 		return fmt.Errorf("cannot replicate the transaction marker of producer %d to %s: %w", pid, p, res.err)

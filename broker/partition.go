@@ -246,7 +246,7 @@ func (p *Partition) appendChecked(records []byte, txn bool, check func([]storage
 	if err != nil {
 		return appendResult{err: storageToKerr(err)}
 	}
-	p.recordSequencesLocked(hdrs, base)
+	p.recordSequencesLocked(records, hdrs, base)
 	return appendResult{base: base, last: last}
 }
 

@@ -26,8 +26,13 @@ type seqBatch struct {
 }
 
 type producerEntry struct {
-	epoch  int16
-	recent [producerWindow]seqBatch
+	epoch int16
+	// coordEpoch is the highest transaction coordinator epoch among the
+	// producer's markers here (in a cluster, the raft term of the
+	// coordinator's state partition): a marker with a lower one comes
+	// from a coordinator that was deposed meanwhile and is refused.
+	coordEpoch int32
+	recent     [producerWindow]seqBatch
 	n      int // batches recorded; recent[(n-1)%5] is the newest
 }
 
@@ -105,33 +110,68 @@ func (p *Partition) checkSequencesLocked(hdrs []storage.BatchHeader) (int64, err
 	return -1, nil
 }
 
-// recordSequencesLocked remembers the batches just appended at base.
-func (p *Partition) recordSequencesLocked(hdrs []storage.BatchHeader, base int64) {
-	off := base
+// recordSequencesLocked remembers the batches of data (parsed as hdrs)
+// just appended at base.
+func (p *Partition) recordSequencesLocked(data []byte, hdrs []storage.BatchHeader, base int64) {
+	off, pos := base, 0
 	for _, h := range hdrs {
-		p.observeBatchLocked(h, off)
+		var control []byte
+		if h.IsControl() && pos+int(h.Length) <= len(data) {
+			control = data[pos : pos+int(h.Length)]
+		}
+		p.observeBatchLocked(h, off, control)
 		off += int64(h.LastOffsetDelta) + 1
+		pos += int(h.Length)
 	}
 }
 
-func (p *Partition) observeBatchLocked(h storage.BatchHeader, base int64) {
-	if h.ProducerID < 0 {
-		return
-	}
-	if h.IsControl() {
-		// A transaction marker carries no sequence. Written with a newer
-		// epoch (the coordinator fenced the producer), it makes that
-		// epoch current here, so the fenced producer's batches are
-		// refused; the new producer starts its sequences afresh.
-		if e := p.mu.producers[h.ProducerID]; e == nil || h.ProducerEpoch > e.epoch {
-			p.mu.producers[h.ProducerID] = &producerEntry{epoch: h.ProducerEpoch}
+// checkMarkersLocked refuses data if it holds a transaction marker from a
+// coordinator older than one whose marker for the same producer is
+// already here (TRANSACTION_COORDINATOR_FENCED). Applied entries are
+// checked on every replica against the same state, so all refuse alike.
+func (p *Partition) checkMarkersLocked(data []byte, hdrs []storage.BatchHeader) error {
+	pos := 0
+	for _, h := range hdrs {
+		end := pos + int(h.Length)
+		if h.IsControl() && h.ProducerID >= 0 && end <= len(data) {
+			if _, ce, ok := storage.ParseControlMarker(data[pos:end]); ok && ce >= 0 {
+				if e := p.mu.producers[h.ProducerID]; e != nil && ce < e.coordEpoch {
+					return fmt.Errorf("%w: marker of producer %d from coordinator epoch %d, but epoch %d already wrote one", kerr.TransactionCoordinatorFenced, h.ProducerID, ce, e.coordEpoch)
+				}
+			}
 		}
+		pos = end
+	}
+	return nil
+}
+
+// observeBatchLocked updates the producer state with one batch at base;
+// control is the whole batch if it is a control batch (nil otherwise, or
+// if unknown).
+func (p *Partition) observeBatchLocked(h storage.BatchHeader, base int64, control []byte) {
+	if h.ProducerID < 0 {
 		return
 	}
 	e := p.mu.producers[h.ProducerID]
 	if e == nil || h.ProducerEpoch > e.epoch {
-		e = &producerEntry{epoch: h.ProducerEpoch}
+		// A newer epoch starts the sequences afresh; the coordinator
+		// epoch carries over.
+		ne := &producerEntry{epoch: h.ProducerEpoch}
+		if e != nil {
+			ne.coordEpoch = e.coordEpoch
+		}
+		e = ne
 		p.mu.producers[h.ProducerID] = e
+	}
+	if h.IsControl() {
+		// A transaction marker carries no sequence. Written with a newer
+		// epoch (the coordinator fenced the producer), it made that
+		// epoch current above, so the fenced producer's batches are
+		// refused.
+		if _, ce, ok := storage.ParseControlMarker(control); ok && ce > e.coordEpoch {
+			e.coordEpoch = ce
+		}
+		return
 	}
 	first, last := batchSeqs(h)
 	e.push(seqBatch{firstSeq: first, lastSeq: last, baseOffset: base})
@@ -140,8 +180,8 @@ func (p *Partition) observeBatchLocked(h storage.BatchHeader, base int64) {
 func (p *Partition) rebuildProducers() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.log.ScanBatches(p.log.StartOffset(), func(h storage.BatchHeader) error {
-		p.observeBatchLocked(h, h.BaseOffset)
+	return p.log.ScanBatchesControl(p.log.StartOffset(), func(h storage.BatchHeader, control []byte) error {
+		p.observeBatchLocked(h, h.BaseOffset, control)
 		return nil
 	})
 }

@@ -94,8 +94,8 @@ func (p *Partition) resetReplicaLog(end int64) error {
 		}
 	}
 	p.mu.producers = map[int64]*producerEntry{}
-	err := p.log.ScanBatches(p.log.StartOffset(), func(h storage.BatchHeader) error {
-		p.observeBatchLocked(h, h.BaseOffset)
+	err := p.log.ScanBatchesControl(p.log.StartOffset(), func(h storage.BatchHeader, control []byte) error {
+		p.observeBatchLocked(h, h.BaseOffset, control)
 		return nil
 	})
 	if err != nil {
@@ -217,6 +217,10 @@ func (f *replicaFSM) Apply(l *raft.Log) any {
 		return appendResult{err: storageToKerr(err)}
 	}
 	p.mu.Lock()
+	if err := p.checkMarkersLocked(l.Data, hdrs); err != nil {
+		p.mu.Unlock()
+		return appendResult{err: err}
+	}
 	dup, err := p.checkSequencesLocked(hdrs)
 	if err != nil {
 		p.mu.Unlock()
@@ -235,7 +239,7 @@ func (f *replicaFSM) Apply(l *raft.Log) any {
 		p.b.log.Error("replica cannot append a committed entry; this replica now differs from the others", "partition", p.String(), "index", l.Index, "err", err)
 		return appendResult{err: storageToKerr(err)}
 	}
-	p.recordSequencesLocked(hdrs, base)
+	p.recordSequencesLocked(data, hdrs, base)
 	p.hw.Store(last + 1)
 	p.mu.Unlock()
 	p.wakeWaiters()

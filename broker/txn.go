@@ -361,6 +361,13 @@ func (c *txnCoordinator) pendingOffset(grp, topic string, partition int32) bool 
 	return len(c.pending[pendingKey{grp, topic, partition}]) > 0
 }
 
+// coordEpoch is the epoch this coordinator writes into its markers: the
+// raft term of its state partition in a cluster (a later coordinator of
+// the same transactional ids has a higher one), 0 on a single node.
+func (c *txnCoordinator) coordEpoch() int32 {
+	return int32(min(c.term, math.MaxInt32))
+}
+
 // completeLocked finishes a transaction in Prepare*: markers, group
 // offsets on commit, then Complete*.
 func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error {
@@ -371,7 +378,7 @@ func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error 
 		ct = storage.ControlCommit
 	}
 	if c.clustered {
-		if err := c.b.writeTxnMarkers(ctx, m.ProducerID, m.Epoch, ct, m.Partitions); err != nil {
+		if err := c.b.writeTxnMarkers(ctx, c.coordEpoch(), m.ProducerID, m.Epoch, ct, m.Partitions); err != nil {
 			return err
 		}
 		return c.finishCompleteLocked(ctx, e, m, commit)
@@ -512,7 +519,7 @@ func (p *Partition) appendMarker(pid int64, epoch int16, ct storage.ControlType)
 	if err != nil {
 		return 0, storageToKerr(err)
 	}
-	p.observeBatchLocked(hdrs[0], base)
+	p.observeBatchLocked(hdrs[0], base, batch)
 	return last, nil
 }
 

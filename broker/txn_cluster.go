@@ -406,7 +406,7 @@ func (b *Broker) txnPartitionKnown(topic string, i int32) bool {
 // at the partition's leader, all at once (each is a raft round trip), and
 // returns the first failure (the caller retries them all: a second marker
 // is harmless).
-func (b *Broker) writeTxnMarkers(ctx context.Context, pid int64, epoch int16, ct storage.ControlType, tps []txnTP) error {
+func (b *Broker) writeTxnMarkers(ctx context.Context, coordEpoch int32, pid int64, epoch int16, ct storage.ControlType, tps []txnTP) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(tps))
 	defer wg.Wait()                // on an early return
@@ -416,7 +416,7 @@ func (b *Broker) writeTxnMarkers(ctx context.Context, pid int64, epoch int16, ct
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs <- p.writeMarker(ctx, pid, epoch, ct)
+				errs <- p.writeMarker(ctx, pid, epoch, ct, coordEpoch)
 			}()
 			continue
 		}
@@ -434,7 +434,7 @@ func (b *Broker) writeTxnMarkers(ctx context.Context, pid int64, epoch int16, ct
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- b.sendTxnMarkers(ctx, addr, pid, epoch, ct, tps)
+			errs <- b.sendTxnMarkers(ctx, addr, coordEpoch, pid, epoch, ct, tps)
 		}()
 	}
 	wg.Wait()
@@ -449,11 +449,11 @@ func (b *Broker) writeTxnMarkers(ctx context.Context, pid int64, epoch int16, ct
 
 // sendTxnMarkers asks the broker at addr, the leader of tps, to write a
 // producer's markers there.
-func (b *Broker) sendTxnMarkers(ctx context.Context, addr string, pid int64, epoch int16, ct storage.ControlType, tps []txnTP) error {
+func (b *Broker) sendTxnMarkers(ctx context.Context, addr string, coordEpoch int32, pid int64, epoch int16, ct storage.ControlType, tps []txnTP) error {
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	req.Version = 1
 	m := kmsg.NewWriteTxnMarkersRequestMarker()
-	m.ProducerID, m.ProducerEpoch, m.Committed = pid, epoch, ct == storage.ControlCommit
+	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = pid, epoch, ct == storage.ControlCommit, coordEpoch
 	byTopic := map[string]int{}
 	for _, tp := range tps {
 		j, ok := byTopic[tp.Topic]

@@ -99,3 +99,58 @@ func TestReplicaFSMTransactions(t *testing.T) {
 		t.Fatal("the two replicas' logs differ")
 	}
 }
+
+// TestReplicaFSMMarkerCoordinatorEpoch: a marker from a deposed
+// transaction coordinator (a lower coordinator epoch than a marker
+// already written for the producer) arriving late must not end the
+// producer's next transaction. It is refused with
+// TRANSACTION_COORDINATOR_FENCED, also after the producer state was
+// rebuilt from the log (a restart or a snapshot install).
+func TestReplicaFSMMarkerCoordinatorEpoch(t *testing.T) {
+	b, p := newTestPartition(t, t.TempDir())
+	defer b.closePartitions()
+	f := &replicaFSM{p: p}
+	idx := uint64(0)
+	apply := func(data []byte, want error) {
+		t.Helper()
+		idx++
+		res := applyEntry(f, idx, 2, data)
+		if !errors.Is(res.err, want) || (want == nil && res.err != nil) {
+			t.Fatalf("entry %d: err %v, want %v", idx, res.err, want)
+		}
+	}
+	open := func() bool {
+		_, ok := p.log.OngoingTxn(5)
+		return ok
+	}
+	apply(txnBatch(5, 0, 0, 1, "a"), nil)                                          // 0
+	apply(storage.AppendControlBatch(nil, 5, 0, storage.ControlCommit, 3, 1), nil) // 1: coordinator epoch 3 commits
+	apply(txnBatch(5, 0, 1, 1, "b"), nil)                                          // 2: the next transaction
+	// The coordinator of epoch 2 (deposed) sends its abort late.
+	apply(storage.AppendControlBatch(nil, 5, 0, storage.ControlAbort, 2, 1), kerr.TransactionCoordinatorFenced)
+	if !open() {
+		t.Fatal("a stale coordinator's marker ended the producer's next transaction")
+	}
+	// From the log again, as after a restart.
+	if err := p.resetReplicaLog(p.log.EndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	ce := p.mu.producers[5].coordEpoch
+	p.mu.Unlock()
+	if ce != 3 {
+		t.Fatalf("rebuilt coordinator epoch %d, want 3", ce)
+	}
+	apply(storage.AppendControlBatch(nil, 5, 0, storage.ControlAbort, 2, 1), kerr.TransactionCoordinatorFenced)
+	if !open() {
+		t.Fatal("after the rebuild, a stale coordinator's marker ended the transaction")
+	}
+	// The current coordinator (same or newer epoch) ends it.
+	apply(storage.AppendControlBatch(nil, 5, 0, storage.ControlCommit, 4, 1), nil) // 3
+	if open() {
+		t.Fatal("the current coordinator's marker did not end the transaction")
+	}
+	if got := p.log.EndOffset(); got != 4 {
+		t.Fatalf("end offset %d, want 4 (refused markers are not written)", got)
+	}
+}

@@ -201,6 +201,52 @@ func (l *Log) ScanBatches(from int64, fn func(h BatchHeader) error) error {
 	}
 }
 
+// ScanBatchesControl is ScanBatches that also hands fn the whole batch of
+// each control batch (transaction markers, whose record the producer
+// state needs); control is nil for other batches and only valid during
+// the call.
+func (l *Log) ScanBatchesControl(from int64, fn func(h BatchHeader, control []byte) error) error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	s := l.mu.segs[l.segmentIndexLocked(from)]
+	v := l.viewLocked(s, s.idx.lookup(from-s.base))
+	l.mu.Unlock()
+
+	bp := l.headerBuf()
+	defer l.hdrBufs.Put(bp)
+	var body []byte
+	for {
+		err := scanView(v, *bp, func(h BatchHeader, pos int64) (bool, error) {
+			if h.LastOffset() < from {
+				return true, nil
+			}
+			if !h.IsControl() {
+				return true, fn(h, nil)
+			}
+			if int(h.Length) > cap(body) {
+				body = make([]byte, h.Length)
+			}
+			body = body[:h.Length]
+			if _, err := v.file.f.ReadAt(body, pos); err != nil {
+				return false, fmt.Errorf("cannot read control batch at offset %d: %w", h.BaseOffset, err)
+			}
+			return true, fn(h, body)
+		})
+		v.file.release()
+		if err != nil {
+			return err
+		}
+		next, ok := l.nextView(v.base)
+		if !ok {
+			return nil
+		}
+		v = next
+	}
+}
+
 // scanView walks the headers of a pinned segment from v.pos. fn returns
 // false to stop. A damaged header ends the walk silently: it can only be
 // a segment concurrently truncated or replaced.

@@ -16,6 +16,7 @@ type record struct {
 	timestampDelta int64
 	offsetDelta    int32
 	key            []byte // nil for a null key
+	value          []byte // nil for a null value
 	valueNull      bool   // tombstone
 }
 
@@ -56,11 +57,14 @@ func nextRecord(b []byte) (record, int, error) {
 		r.key = key
 	}
 	p += k
-	_, isNull, k, ok = varBytes(body[p:])
+	val, isNull, k, ok := varBytes(body[p:])
 	if !ok {
 		return record{}, 0, errBadRecord
 	}
 	r.valueNull = isNull
+	if !isNull {
+		r.value = val
+	}
 	p += k
 	hc, k := binary.Varint(body[p:])
 	if k <= 0 || hc < 0 || hc > int64(len(body)) {

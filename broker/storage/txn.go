@@ -120,23 +120,36 @@ func (x *txnIndex) observe(h BatchHeader, base int64, batch []byte) {
 // ParseControlBatch returns the control type of a whole control batch
 // (header included), or false if its record cannot be read.
 func ParseControlBatch(batch []byte) (ControlType, bool) {
+	t, _, ok := ParseControlMarker(batch)
+	return t, ok
+}
+
+// ParseControlMarker returns the control type of a whole control batch
+// (header included) and the coordinator epoch its marker carries (-1 if
+// the value is too short to hold one), or false if its record cannot be
+// read.
+func ParseControlMarker(batch []byte) (ControlType, int32, bool) {
 	if len(batch) < batchHeaderSize {
-		return 0, false
+		return 0, -1, false
 	}
 	h := decodeHeader(batch, int32(binary.BigEndian.Uint32(batch[offBatchLength:])))
 	if !h.IsControl() || h.Compression() != CompressionNone || h.NumRecords < 1 {
-		return 0, false
+		return 0, -1, false
 	}
 	end := min(int(h.Length), len(batch))
 	r, _, err := nextRecord(batch[batchHeaderSize:end])
 	if err != nil || len(r.key) < 4 {
-		return 0, false
+		return 0, -1, false
 	}
 	t := ControlType(binary.BigEndian.Uint16(r.key[2:4]))
 	if t != ControlAbort && t != ControlCommit {
-		return 0, false
+		return 0, -1, false
 	}
-	return t, true
+	epoch := int32(-1)
+	if len(r.value) >= 6 {
+		epoch = int32(binary.BigEndian.Uint32(r.value[2:6]))
+	}
+	return t, epoch, true
 }
 
 // AppendControlBatch appends to dst a control batch ending producerID's
