@@ -12,12 +12,8 @@
 # --bootstrap-expect 3), all three passed as seeds. KGO_SUITE_PORT (default
 # 19092) is the first Kafka port; a cluster also uses the next two, and
 # +100 and +200 for raft and gossip. KGO_TEST_RECORDS (default here
-# 100000) sets how many records the long tests produce. TestTxnEtl runs
-# against a single broker; on a cluster it works (transactions are
-# replicated) but its consumer chains rebalance often and every rebalance
-# aborts the open transactions, so it does not finish within the suite's
-# 15 minutes here: it is skipped unless KGO_SUITE_TXN_ETL=1 (then give it
-# a small KGO_TEST_RECORDS).
+# 100000) sets how many records the long tests produce. Every test runs on
+# both, including the transactional ones (TestTxnEtl).
 # Exit status is go test's (1 also when a broker died during the suite).
 # KGO_SUITE_LOG_LEVEL (default warn) is the brokers' --log-level;
 # KGO_SUITE_KEEP=1 keeps the work directory (broker logs, suite output).
@@ -104,13 +100,11 @@ fi
 IFS=, seedlist="${seeds[*]}"
 unset IFS
 
-skip=()
-if [ "$brokers" != 1 ] && [ "${KGO_SUITE_TXN_ETL:-0}" != 1 ]; then skip=(-skip '^TestTxnEtl$'); fi
 status=0
 start=$(date +%s)
 ( cd "$work/franz-go/pkg/kgo" && \
   KGO_SEEDS=$seedlist KGO_TEST_RF=$rf KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-100000} \
-  go test -count=1 -timeout 15m -v "${skip[@]}" . "$@" ) >"$work/suite.log" 2>&1 || status=$?
+  go test -count=1 -timeout 15m -v . "$@" ) >"$work/suite.log" 2>&1 || status=$?
 elapsed=$(( $(date +%s) - start ))
 
 grep -E '^(=== RUN|--- (PASS|FAIL|SKIP)|PASS|FAIL|ok )' "$work/suite.log" | grep -v '=== RUN' | sed 's/^/  /' || true
