@@ -171,34 +171,7 @@ func (l *Log) readView(res *ReadResult, v segView, buf []byte, offset, maxBytes,
 // appended before it reached their segment. An error from fn stops the
 // scan and is returned.
 func (l *Log) ScanBatches(from int64, fn func(h BatchHeader) error) error {
-	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return ErrClosed
-	}
-	s := l.mu.segs[l.segmentIndexLocked(from)]
-	v := l.viewLocked(s, s.idx.lookup(from-s.base))
-	l.mu.Unlock()
-
-	bp := l.headerBuf()
-	defer l.hdrBufs.Put(bp)
-	for {
-		err := scanView(v, *bp, func(h BatchHeader, _ int64) (bool, error) {
-			if h.LastOffset() < from {
-				return true, nil
-			}
-			return true, fn(h)
-		})
-		v.file.release()
-		if err != nil {
-			return err
-		}
-		next, ok := l.nextView(v.base)
-		if !ok {
-			return nil
-		}
-		v = next
-	}
+	return l.scanBatches(from, false, func(h BatchHeader, _ []byte) error { return fn(h) })
 }
 
 // ScanBatchesControl is ScanBatches that also hands fn the whole batch of
@@ -206,6 +179,10 @@ func (l *Log) ScanBatches(from int64, fn func(h BatchHeader) error) error {
 // state needs); control is nil for other batches and only valid during
 // the call.
 func (l *Log) ScanBatchesControl(from int64, fn func(h BatchHeader, control []byte) error) error {
+	return l.scanBatches(from, true, fn)
+}
+
+func (l *Log) scanBatches(from int64, withControl bool, fn func(h BatchHeader, control []byte) error) error {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
@@ -223,7 +200,7 @@ func (l *Log) ScanBatchesControl(from int64, fn func(h BatchHeader, control []by
 			if h.LastOffset() < from {
 				return true, nil
 			}
-			if !h.IsControl() {
+			if !withControl || !h.IsControl() {
 				return true, fn(h, nil)
 			}
 			if int(h.Length) > cap(body) {
