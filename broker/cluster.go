@@ -652,23 +652,8 @@ func (b *Broker) findClusterCoordinator(key string, resp *kmsg.FindCoordinatorRe
 		resp.Host, resp.Port = b.advertised()
 		return
 	}
-	i := groupPartition(key, len(ti.Partitions))
-	// A replica here knows the raft leader as soon as it hears from it,
-	// before that leader has reported itself to the controller.
-	if p := b.localPartition(offsetsTopic, i); p != nil && p.grp != nil {
-		if _, id := p.grp.Raft.LeaderWithID(); id != "" {
-			if n, err := strconv.Atoi(string(id)); err == nil {
-				if lb, ok := md.Brokers[int32(n)]; ok && lb.Alive {
-					resp.NodeID = lb.ID
-					resp.Host, resp.Port = splitHostPort(lb.KafkaAddr)
-					return
-				}
-			}
-		}
-	}
-	a := ti.Partitions[i]
-	lb, ok := md.Brokers[a.Leader]
-	if !ok || !lb.Alive {
+	lb, ok := b.partitionLeaderBroker(offsetsTopic, groupPartition(key, len(ti.Partitions)))
+	if !ok {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		msg := "the group's partition of " + offsetsTopic + " is electing a leader; retry"
 		resp.ErrorMessage = &msg

@@ -87,6 +87,36 @@ func groupPartition(group string, n int) int32 {
 
 // groupConfig is the coordinator configuration shared by the single-node
 // coordinator and the cluster ones.
+// topicPartitionCount is the partition count of topic t for the group
+// coordinator's checks. In a cluster it is the controller's record, and a
+// topic not there yet is looked up again after catching up with the
+// controller: a consumer may commit offsets for a topic created a moment
+// ago that its partitions' leaders know but this broker's copy of the
+// metadata does not yet.
+func (b *Broker) topicPartitionCount(t string) (int32, bool) {
+	if b.cluster == nil {
+		tp := b.topic(t)
+		if tp == nil {
+			return 0, false
+		}
+		return int32(len(tp.parts)), true
+	}
+	for try := 0; ; try++ {
+		if ti := b.cluster.Metadata().Topics[t]; ti != nil {
+			return int32(len(ti.Partitions)), true
+		}
+		if try > 0 {
+			return 0, false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := b.cluster.CatchUp(ctx)
+		cancel()
+		if err != nil {
+			return 0, false
+		}
+	}
+}
+
 func (b *Broker) groupConfig(store group.Store, logger *slog.Logger) group.Config {
 	delay := b.cfg.GroupInitialRebalanceDelay
 	if delay == 0 {
@@ -96,13 +126,7 @@ func (b *Broker) groupConfig(store group.Store, logger *slog.Logger) group.Confi
 		Logger:                logger,
 		Store:                 store,
 		InitialRebalanceDelay: delay,
-		TopicPartitions: func(t string) (int32, bool) {
-			tp := b.topic(t)
-			if tp == nil {
-				return 0, false
-			}
-			return int32(len(tp.parts)), true
-		},
+		TopicPartitions: b.topicPartitionCount,
 		EndOffset: func(t string, part int32) (int64, bool) {
 			p := b.partition(t, part)
 			if p == nil {

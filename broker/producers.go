@@ -33,7 +33,7 @@ type producerEntry struct {
 	// from a coordinator that was deposed meanwhile and is refused.
 	coordEpoch int32
 	recent     [producerWindow]seqBatch
-	n      int // batches recorded; recent[(n-1)%5] is the newest
+	n          int // batches recorded; recent[(n-1)%5] is the newest
 }
 
 func (e *producerEntry) last() seqBatch { return e.recent[(e.n-1)%producerWindow] }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,22 +64,7 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 		}
 	}
 	ctl.Close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("txn-in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < records; i++ {
-		v := strconv.Itoa(i)
-		prod.Produce(ctx, &kgo.Record{Key: []byte(v), Value: []byte(v)}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				t.Errorf("input record %s: %v", v, err)
-			}
-		})
-	}
-	if err := prod.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	prod.Close()
+	produceNumbered(t, ctx, seeds, "txn-in", records)
 	inEnds, err := adm.ListEndOffsets(ctx, "txn-in")
 	if err != nil {
 		t.Fatal(err)
@@ -175,55 +159,8 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 	worker.kill()
 	t.Logf("%d worker processes, %d kills (%d of the transaction coordinator's broker while the worker was copying)", started, kills, coordKills)
 
-	ends, err := adm.ListEndOffsets(ctx, "txn-out")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[int32]int64{}
-	ends.Each(func(e kadm.ListedOffset) { want[e.Partition] = e.Offset })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("txn-out"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	seen := map[string]int{}
-	total := 0
-	reached := map[int32]bool{}
-	for p, end := range want {
-		if end == 0 {
-			reached[p] = true
-		}
-	}
-	for len(reached) < len(want) {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading txn-out: %v", ctx.Err())
-		}
-		fs.EachError(func(tp string, p int32, err error) { t.Logf("fetch %s-%d: %v", tp, p, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset+1 >= want[r.Partition] {
-				reached[r.Partition] = true
-			}
-			if !r.Attrs.IsControl() {
-				seen[string(r.Value)]++
-				total++
-			}
-		})
-	}
-	var missing, dup []string
-	for i := 0; i < records; i++ {
-		switch c := seen[strconv.Itoa(i)]; {
-		case c == 0:
-			missing = append(missing, strconv.Itoa(i))
-		case c > 1:
-			dup = append(dup, fmt.Sprintf("%d×%d", i, c))
-		}
-	}
-	t.Logf("read_committed: %d records, %d distinct, %d missing, %d duplicated", total, len(seen), len(missing), len(dup))
-	if len(missing) > 0 || len(dup) > 0 || total != records {
-		t.Fatalf("not exactly once: missing %s; duplicated %s (worker logs in %s)", head(missing), head(dup), logDir)
-	}
+	seen, total := readOutput(t, ctx, seeds, "txn-out", true)
+	checkExactlyOnce(t, seen, total, records, logDir)
 }
 
 // TestClusterTxnOffsetsAcrossCoordinators commits transactional offsets

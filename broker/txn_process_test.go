@@ -157,22 +157,7 @@ func TestTxnExactlyOnceUnderKills(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "txn-out"); err != nil {
 		t.Fatal(err)
 	}
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("txn-in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < records; i++ {
-		v := strconv.Itoa(i)
-		prod.Produce(ctx, &kgo.Record{Key: []byte(v), Value: []byte(v)}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				t.Errorf("input record %s: %v", v, err)
-			}
-		})
-	}
-	if err := prod.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	prod.Close()
+	produceNumbered(t, ctx, []string{addr}, "txn-in", records)
 	inEnds, err := adm.ListEndOffsets(ctx, "txn-in")
 	if err != nil {
 		t.Fatal(err)
@@ -229,71 +214,108 @@ func TestTxnExactlyOnceUnderKills(t *testing.T) {
 	worker.kill()
 	t.Logf("%d worker processes, %d kills (one of the broker)", started, kills)
 
-	count := func(committed bool) (map[string]int, int) {
-		ends, err := adm.ListEndOffsets(ctx, "txn-out")
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := map[int32]int64{}
-		ends.Each(func(e kadm.ListedOffset) { want[e.Partition] = e.Offset })
-		iso := kgo.ReadUncommitted()
-		if committed {
-			iso = kgo.ReadCommitted()
-		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("txn-out"),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		seen := map[string]int{}
-		total := 0
-		reached := map[int32]bool{}
-		for len(reached) < len(want) {
-			fs := cl.PollFetches(ctx)
-			if ctx.Err() != nil {
-				t.Fatalf("reading txn-out: %v", ctx.Err())
-			}
-			fs.EachError(func(tp string, p int32, err error) { t.Errorf("fetch %s-%d: %v", tp, p, err) })
-			fs.EachRecord(func(r *kgo.Record) {
-				if r.Offset+1 >= want[r.Partition] {
-					reached[r.Partition] = true
-				}
-				if r.Attrs.IsControl() {
-					return
-				}
-				seen[string(r.Value)]++
-				total++
-			})
-			for p, end := range want {
-				if end == 0 {
-					reached[p] = true
-				}
-			}
-		}
-		return seen, total
-	}
-	committed, n := count(true)
-	var missing, dup []string
-	for i := 0; i < records; i++ {
-		switch c := committed[strconv.Itoa(i)]; {
-		case c == 0:
-			missing = append(missing, strconv.Itoa(i))
-		case c > 1:
-			dup = append(dup, fmt.Sprintf("%d×%d", i, c))
-		}
-	}
-	t.Logf("read_committed: %d records, %d distinct, %d missing, %d duplicated", n, len(committed), len(missing), len(dup))
-	if len(missing) > 0 || len(dup) > 0 || n != records {
-		t.Fatalf("not exactly once: missing %s; duplicated %s (worker logs in %s)", head(missing), head(dup), logDir)
-	}
-	_, all := count(false)
+	committed, n := readOutput(t, ctx, []string{addr}, "txn-out", true)
+	checkExactlyOnce(t, committed, n, records, logDir)
+	_, all := readOutput(t, ctx, []string{addr}, "txn-out", false)
 	t.Logf("read_uncommitted: %d records (%d from aborted transactions)", all, all-records)
 	if all < records {
 		t.Fatalf("read_uncommitted sees %d records, fewer than the %d committed", all, records)
 	}
 	if err := brokerProc.Stop(30 * time.Second); err != nil {
 		t.Errorf("broker did not stop cleanly: %v", err)
+	}
+}
+
+// produceNumbered writes records "0" to "n-1" (key and value) to topic.
+func produceNumbered(t *testing.T, ctx context.Context, seeds []string, topic string, n int) {
+	t.Helper()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for i := 0; i < n; i++ {
+		v := strconv.Itoa(i)
+		prod.Produce(ctx, &kgo.Record{Key: []byte(v), Value: []byte(v)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("input record %s: %v", v, err)
+			}
+		})
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readOutput reads topic from the start to its current end with
+// read_committed (committed) or read_uncommitted and counts each value
+// and all data records.
+func readOutput(t *testing.T, ctx context.Context, seeds []string, topic string, committed bool) (map[string]int, int) {
+	t.Helper()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := kadm.NewClient(admCl).ListEndOffsets(ctx, topic)
+	admCl.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(e kadm.ListedOffset) { want[e.Partition] = e.Offset })
+	iso := kgo.ReadUncommitted()
+	if committed {
+		iso = kgo.ReadCommitted()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seen := map[string]int{}
+	total := 0
+	reached := map[int32]bool{}
+	for p, end := range want {
+		if end == 0 {
+			reached[p] = true
+		}
+	}
+	for len(reached) < len(want) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: %v", topic, ctx.Err())
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Logf("fetch %s-%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset+1 >= want[r.Partition] {
+				reached[r.Partition] = true
+			}
+			if !r.Attrs.IsControl() {
+				seen[string(r.Value)]++
+				total++
+			}
+		})
+	}
+	return seen, total
+}
+
+// checkExactlyOnce fails the test unless seen (total records in all)
+// holds each of "0" to "records-1" exactly once.
+func checkExactlyOnce(t *testing.T, seen map[string]int, total, records int, logDir string) {
+	t.Helper()
+	var missing, dup []string
+	for i := 0; i < records; i++ {
+		switch c := seen[strconv.Itoa(i)]; {
+		case c == 0:
+			missing = append(missing, strconv.Itoa(i))
+		case c > 1:
+			dup = append(dup, fmt.Sprintf("%d×%d", i, c))
+		}
+	}
+	t.Logf("read_committed: %d records, %d distinct, %d missing, %d duplicated", total, len(seen), len(missing), len(dup))
+	if len(missing) > 0 || len(dup) > 0 || total != records {
+		t.Fatalf("not exactly once: missing %s; duplicated %s (worker logs in %s)", head(missing), head(dup), logDir)
 	}
 }
 

@@ -111,7 +111,8 @@ grep -E '^(=== RUN|--- (PASS|FAIL|SKIP)|PASS|FAIL|ok )' "$work/suite.log" | grep
 echo "summary ($brokers broker(s), KGO_TEST_RF=$rf, ${elapsed}s): $(grep -c -- '^--- PASS' "$work/suite.log" || true) passed, $(grep -c -- '^--- FAIL' "$work/suite.log" || true) failed, $(grep -c -- '^--- SKIP' "$work/suite.log" || true) skipped (top-level and subtests)"
 if [ $status -ne 0 ]; then
   echo "--- why tests failed ---"
-  grep -E '^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$work/suite.log" | grep -v 'deleting topic' | tail -n 40 || true
+  grep -E '^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$work/suite.log" |
+    grep -Ev 'deleting (topic|group)|completed in|does not support|not set, skipping' | tail -n 40 || true
   echo "--- suite output (tail) ---"; tail -n 80 "$work/suite.log"
   for i in "${!pids[@]}"; do echo "--- broker $i log (tail) ---"; tail -n 40 "$work/broker$i.log"; done
 fi
