@@ -310,7 +310,8 @@ func fetch(ctx context.Context, cl *kgo.Client, m Manifest, w io.Writer, maxByte
 // nearly every chunk cost a handoff and thread switches. Hashing each
 // piece right after writing it also reads it while it is still in cache.
 // Measured with `simtel bench fanout --nodes 50 --workers-per-node 20`:
-// 20–45% fewer context switches and about 5% less CPU than 1 MiB writes.
+// in three alternating pairs against 1 MiB writes, 53k → 32k context
+// switches and 4.4 → 3.9 CPU s for the bench process.
 const writePiece = 32 << 10
 
 // assembler takes the chunks of one version in order, writes them and
