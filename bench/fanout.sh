@@ -17,7 +17,10 @@
 #   4. diagnostic step (NODE1=1, the default): node mode with one worker
 #      per node, to separate the broker-to-node fan-out from the emulated
 #      workers' local reads, which share this machine's cores
-#   5. publishes bench/results/fanout/<id>.json and the fan-out results in
+#   5. read step (READ=1, the default): node mode again, but every worker
+#      reads the whole file into a buffer of its own instead of mapping the
+#      node's copy; the local copies' cost, shown apart from the fan-out
+#   6. publishes bench/results/fanout/<id>.json and the fan-out results in
 #      bench/README.md
 #
 # Takes about 2 minutes with the defaults.
@@ -25,7 +28,8 @@
 # Knobs (environment): NODES (50), WORKERS (20), SIZE (64MiB), DIRECT_NODES
 # and DIRECT_WORKERS (default NODES and WORKERS; direct mode runs their
 # product of subscribers), POLL (direct subscribers' Latest interval,
-# 500ms), NODE1 (1: run the diagnostic step; empty: skip it), PROFILE=1 (a
+# 500ms), NODE1 (1: run the diagnostic step; empty: skip it), READ (1: run
+# the step whose workers read their own copy; empty: skip it), PROFILE=1 (a
 # CPU profile of the bench process per step, kept in
 # bench/results/fanout/<id>-<step>.pprof, or the temporary directory with
 # NO_PUBLISH), KEEP=1 keeps the temporary directory, NO_PUBLISH=1 leaves
@@ -42,6 +46,7 @@ DIRECT_NODES=${DIRECT_NODES:-$NODES}
 DIRECT_WORKERS=${DIRECT_WORKERS:-$WORKERS}
 POLL=${POLL:-500ms}
 NODE1=${NODE1-1}
+READ=${READ-1}
 
 source "$REPO/bench/lib.sh"
 
@@ -108,14 +113,15 @@ BROKER_CMD="$(show "$SIMTEL" "${BROKER_ARGS[@]}") &"
 NL=$'\n'
 FAILED=()
 STEP=0
-# step LABEL MODE NODES WORKERS: one `simtel bench fanout` run, added to the
-# run file whatever its outcome.
+# step LABEL MODE NODES WORKERS [FLAG...]: one `simtel bench fanout` run,
+# added to the run file whatever its outcome.
 step() {
 	local label=$1 mode=$2 nodes=$3 workers=$4
+	shift 4
 	STEP=$((STEP + 1))
 	local cmd=("$SIMTEL" bench fanout --brokers "$BROKER" --broker-metrics "$METRICS" --broker-pid "$BROKER_PID"
 		--mode "$mode" --nodes "$nodes" --workers-per-node "$workers" --size "$SIZE"
-		--policy "fanout-$STEP-$mode-${nodes}x$workers" --log-level warn --json)
+		--policy "fanout-$STEP-$mode-${nodes}x$workers" --log-level warn --json "$@")
 	if [[ $mode == direct ]]; then
 		cmd+=(--poll-interval "$POLL")
 	fi
@@ -143,6 +149,9 @@ step "direct $((DIRECT_NODES * DIRECT_WORKERS))" direct "$DIRECT_NODES" "$DIRECT
 if [[ -n $NODE1 ]]; then
 	step "node ${NODES}×1 (diagnostic)" node "$NODES" 1
 fi
+if [[ -n $READ ]]; then
+	step "node ${NODES}×${WORKERS}, workers read their own copy" node "$NODES" "$WORKERS" --worker-load read
+fi
 
 if ! kill -0 "$BROKER_PID" 2>/dev/null; then
 	echo "simtel broker died:" >&2
@@ -153,7 +162,7 @@ fi
 # --- report -----------------------------------------------------------------------
 
 log "publishing run $ID"
-ENVDESC="NODES=$NODES WORKERS=$WORKERS SIZE=$SIZE DIRECT_NODES=$DIRECT_NODES DIRECT_WORKERS=$DIRECT_WORKERS POLL=$POLL NODE1=$NODE1${PROFILE:+ PROFILE=1}"
+ENVDESC="NODES=$NODES WORKERS=$WORKERS SIZE=$SIZE DIRECT_NODES=$DIRECT_NODES DIRECT_WORKERS=$DIRECT_WORKERS POLL=$POLL NODE1=$NODE1 READ=$READ${PROFILE:+ PROFILE=1}"
 "$SIMTEL" bench fanout-report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
 	--id "$ID" --host "$HOST" --command "$ENVDESC bench/fanout.sh"
 if (( ${#FAILED[@]} > 0 )); then

@@ -78,8 +78,9 @@ type subscriberHooks struct {
 	// beforeObtain runs before a version is verified and installed
 	// (streamed or fetched).
 	beforeObtain func(ctx context.Context, m Manifest)
-	// onWrite runs after each chunk of a version is written to its
-	// temporary file, with the bytes written so far.
+	// onWrite runs after each write into a version's temporary file
+	// (a chunk is written in pieces of writePiece), with the bytes
+	// written so far.
 	onWrite func(version, written int64)
 }
 

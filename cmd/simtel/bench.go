@@ -498,8 +498,10 @@ return) until the worker holds the version: p50, p99 and max.
 
 --mode node emulates --nodes nodes in this process, each a learner.Subscriber
 (its own kafka clients and cache directory under --dir, tmpfs by default)
-with --workers-per-node workers that long-poll Subscriber.Wait and then read
-the installed file to the end. --mode direct runs nodes × workers-per-node
+with --workers-per-node workers that long-poll Subscriber.Wait and then hold
+the installed file: open it, check its size and map it read-only (--worker-load
+map, the default), or read all of it into a buffer of their own (--worker-load
+read, a private copy per worker). --mode direct runs nodes × workers-per-node
 direct subscribers, each its own client polling learner.Latest every
 --poll-interval and reading the version with learner.Fetch.
 
