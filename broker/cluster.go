@@ -647,18 +647,6 @@ func (b *Broker) findClusterCoordinator(key string, resp *kmsg.FindCoordinatorRe
 		resp.ErrorMessage = &msg
 		return
 	}
-	if c, _ := b.coordinatorFor(key); c != nil {
-		resp.NodeID = b.cfg.NodeID
-		resp.Host, resp.Port = b.advertised()
-		return
-	}
-	lb, ok := b.partitionLeaderBroker(offsetsTopic, groupPartition(key, len(ti.Partitions)))
-	if !ok {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		msg := "the group's partition of " + offsetsTopic + " is electing a leader; retry"
-		resp.ErrorMessage = &msg
-		return
-	}
-	resp.NodeID = lb.ID
-	resp.Host, resp.Port = splitHostPort(lb.KafkaAddr)
+	c, _ := b.coordinatorFor(key)
+	b.answerCoordinator(resp, c != nil, offsetsTopic, groupPartition(key, len(ti.Partitions)), "the group's")
 }

@@ -644,3 +644,32 @@ func (l *chaosLoad) waitMore(t *testing.T, what string, n int) {
 		return ""
 	})
 }
+
+// findCoordinator asks the cluster, until it answers, which broker
+// coordinates key: a group (typ 0) or a transactional id (typ 1).
+func findCoordinator(t *testing.T, ctx context.Context, cl *kgo.Client, typ int8, key string) int32 {
+	t.Helper()
+	for ctx.Err() == nil {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType, req.CoordinatorKey = typ, key
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil && resp.ErrorCode == 0 && resp.NodeID >= 0 {
+			return resp.NodeID
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no coordinator for %q (type %d): %v", key, typ, ctx.Err())
+	return -1
+}
+
+// restartWithJoin starts a stopped broker again, joining the others.
+func restartWithJoin(t *testing.T, down *clusterBroker, bs []*clusterBroker) {
+	t.Helper()
+	var join []string
+	for _, b := range bs {
+		if b != down {
+			join = append(join, b.gossip)
+		}
+	}
+	down.start(t, join, 0)
+}

@@ -126,7 +126,7 @@ func (b *Broker) groupConfig(store group.Store, logger *slog.Logger) group.Confi
 		Logger:                logger,
 		Store:                 store,
 		InitialRebalanceDelay: delay,
-		TopicPartitions: b.topicPartitionCount,
+		TopicPartitions:       b.topicPartitionCount,
 		EndOffset: func(t string, part int32) (int64, bool) {
 			p := b.partition(t, part)
 			if p == nil {

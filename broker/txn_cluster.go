@@ -217,15 +217,23 @@ func (b *Broker) findTxnCoordinator(id string, resp *kmsg.FindCoordinatorRespons
 		resp.ErrorMessage = &msg
 		return
 	}
-	if c, _ := b.txnCoordinatorFor(id); c != nil {
+	c, _ := b.txnCoordinatorFor(id)
+	b.answerCoordinator(resp, c != nil, txnStateTopic, txnPartitionOf(id, n), "the transactional id's")
+}
+
+// answerCoordinator fills a FindCoordinator answer in cluster mode: this
+// broker if it coordinates the key (local), else the leader of the key's
+// partition i of the internal topic; whose names the key in the error.
+func (b *Broker) answerCoordinator(resp *kmsg.FindCoordinatorResponse, local bool, topic string, i int32, whose string) {
+	if local {
 		resp.NodeID = b.cfg.NodeID
 		resp.Host, resp.Port = b.advertised()
 		return
 	}
-	lb, ok := b.partitionLeaderBroker(txnStateTopic, txnPartitionOf(id, n))
+	lb, ok := b.partitionLeaderBroker(topic, i)
 	if !ok {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		msg := "the transactional id's partition of " + txnStateTopic + " is electing a leader; retry"
+		msg := whose + " partition of " + topic + " is electing a leader; retry"
 		resp.ErrorMessage = &msg
 		return
 	}

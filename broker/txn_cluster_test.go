@@ -87,17 +87,11 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 	// txnCoordinator finds the broker coordinating the worker's
 	// transactional id.
 	txnCoordinator := func() *clusterBroker {
-		for ctx.Err() == nil {
-			req := kmsg.NewPtrFindCoordinatorRequest()
-			req.CoordinatorKey, req.CoordinatorType = "copier", 1
-			r, err := req.RequestWith(ctx, admCl)
-			if err == nil && r.ErrorCode == 0 && r.NodeID >= 0 && int(r.NodeID) < len(bs) {
-				return bs[r.NodeID]
-			}
-			time.Sleep(100 * time.Millisecond)
+		id := findCoordinator(t, ctx, admCl, 1, "copier")
+		if int(id) >= len(bs) {
+			t.Fatalf("coordinator %d is not one of the %d brokers", id, len(bs))
 		}
-		t.Fatal("no transaction coordinator found")
-		return nil
+		return bs[id]
 	}
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
@@ -110,13 +104,7 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(500+rng.IntN(3000)) * time.Millisecond)
 		if down != nil {
-			var join []string
-			for _, b := range bs {
-				if b != down {
-					join = append(join, b.gossip)
-				}
-			}
-			down.start(t, join, 0)
+			restartWithJoin(t, down, bs)
 			t.Logf("restarted broker %d", down.id)
 			down = nil
 		}
@@ -138,13 +126,7 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 		}
 	}
 	if down != nil {
-		var join []string
-		for _, b := range bs {
-			if b != down {
-				join = append(join, b.gossip)
-			}
-		}
-		down.start(t, join, 0)
+		restartWithJoin(t, down, bs)
 	}
 	for !done() {
 		if ctx.Err() != nil {
@@ -187,19 +169,7 @@ func TestClusterTxnOffsetsAcrossCoordinators(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admCl.Close()
-	coordinator := func(typ int8, key string) int32 {
-		for ctx.Err() == nil {
-			req := kmsg.NewPtrFindCoordinatorRequest()
-			req.CoordinatorType, req.CoordinatorKey = typ, key
-			resp, err := req.RequestWith(ctx, admCl)
-			if err == nil && resp.ErrorCode == 0 && resp.NodeID >= 0 {
-				return resp.NodeID
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		t.Fatalf("no coordinator for %q (type %d): %v", key, typ, ctx.Err())
-		return -1
-	}
+	coordinator := func(typ int8, key string) int32 { return findCoordinator(t, ctx, admCl, typ, key) }
 	// A transactional id and a group coordinated by different brokers.
 	txnID, grp := "", ""
 	for i := 0; txnID == "" && i < 200; i++ {

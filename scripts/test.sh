@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command: installs what the tests need, then runs vet,
-# every package's tests (unit, fuzz seeds, integration tests against real
-# broker processes and kcat) and franz-go's own integration suite against
-# `simtel broker`, once against one broker and once against a 3-broker
-# cluster with KGO_TEST_RF=3.
+# a gofmt check, every package's tests (unit, fuzz seeds, integration tests
+# against real broker processes and kcat) and franz-go's own integration
+# suite against `simtel broker`, once against one broker and once against a
+# 3-broker cluster with KGO_TEST_RF=3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -16,6 +16,12 @@ else
   echo "not root: no Slurm test cluster (slurm/'s end-to-end test will skip)" >&2
 fi
 go vet ./...
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './tests/*'))
+if [ -n "$unformatted" ]; then
+  echo "not gofmt-formatted (run gofmt -w on them):" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
 go test -count=1 -timeout 25m ./...
 go test -count=1 -race -short -timeout 15m ./broker/... ./agent/...
 scripts/kgo-suite.sh
