@@ -32,7 +32,7 @@ type Agent struct {
 	bodies      sync.Pool // *bytes.Buffer for HTTP bodies
 	promise     func(*kgo.Record, error)
 
-	udp, statsd net.PacketConn
+	udp, statsd packetSource
 	tcp, unix   net.Listener
 	httpLn      net.Listener
 	httpSrv     *http.Server
