@@ -31,6 +31,7 @@ type Agent struct {
 	normalizers sync.Pool // *ingestBatch
 	bodies      sync.Pool // *bytes.Buffer for HTTP bodies
 	promise     func(*kgo.Record, error)
+	ended       context.Context // already ended (sendNow)
 
 	udp, statsd packetSource
 	tcp, unix   net.Listener
@@ -47,6 +48,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger}
 	a.promise = a.onRecord
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	a.ended = ended
 	a.metrics = newMetrics(a)
 	if _, err := lineproto.NewNormalizer(cfg.Tags); err != nil {
 		return nil, fmt.Errorf("cannot use the agent's tags: %w", err)
