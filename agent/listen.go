@@ -108,7 +108,6 @@ type packetSource interface {
 // A datagram that cannot be spooled (spool full with the block policy) is
 // dropped and counted: UDP senders cannot be slowed down.
 func (a *Agent) servePackets(ctx context.Context, r packetSource, name string, statsd bool) {
-	bodies := make([][]byte, 0, packetsPerRead)
 	rcvbuf := r.receiveBuffer()
 	var wait *time.Timer
 	if a.cfg.PacketGather > 0 {
@@ -116,12 +115,36 @@ func (a *Agent) servePackets(ctx context.Context, r packetSource, name string, s
 		defer wait.Stop()
 		<-wait.C
 	}
+	// Line protocol datagrams are normalized as they are read (which
+	// copies them out of the read buffers) and spooled together once the
+	// socket is drained, or once packetBatchBytes of lines are waiting:
+	// one append, and one wake-up of the shipper, for everything that
+	// gathered.
+	b := a.normalizers.Get().(*ingestBatch)
+	defer a.normalizers.Put(b)
+	b.reset()
+	held := 0 // datagrams in b
+	spool := func() {
+		if held == 0 {
+			return
+		}
+		if _, err := a.spoolBatch(ctx, name, b); err != nil && ctx.Err() == nil {
+			a.metrics.dropped.WithLabelValues("spool_error").Add(float64(held))
+			a.log.Warn("datagrams dropped", "listener", name, "datagrams", held, "err", err)
+		}
+		b.reset()
+		held = 0
+	}
+	defer spool()
 	// The datagrams and bytes read since the socket was last found
 	// drained, and when: the rate the next wait is sized for.
 	last := time.Now()
 	gotN, gotSize := 0, 0
 	block := true
 	for {
+		if block {
+			spool() // nothing waits in the socket: do not hold lines back
+		}
 		n, err := r.read(block)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
@@ -137,35 +160,37 @@ func (a *Agent) servePackets(ctx context.Context, r packetSource, name string, s
 			block, last, gotN, gotSize = true, time.Now(), 0, 0
 			continue
 		}
-		bodies = bodies[:0]
 		size := 0
+		now := time.Now()
 		for i := range n {
-			bodies = append(bodies, r.datagram(i))
-			size += len(bodies[i])
-		}
-		if statsd {
-			for _, b := range bodies {
-				err = errors.Join(err, a.ingestStatsD(ctx, b))
+			d := r.datagram(i)
+			size += len(d)
+			if statsd {
+				if err := a.ingestStatsD(ctx, d); err != nil && ctx.Err() == nil {
+					a.metrics.dropped.WithLabelValues("spool_error").Inc()
+					a.log.Warn("datagrams dropped", "listener", name, "datagrams", 1, "err", err)
+				}
+				continue
 			}
-		} else {
-			_, err = a.ingestBodies(ctx, name, bodies, lineproto.Nanosecond)
+			b.add(d, lineproto.Nanosecond, now)
+			held++
 		}
-		if err != nil && ctx.Err() == nil {
-			a.metrics.dropped.WithLabelValues("spool_error").Add(float64(n))
-			a.log.Warn("datagrams dropped", "listener", name, "datagrams", n, "err", err)
+		if len(b.lines) >= packetBatchBytes {
+			spool()
 		}
 		gotN, gotSize = gotN+n, gotSize+size
-		if wait == nil {
-			block = n < packetsPerRead
-			continue
-		}
 		if n == packetsPerRead {
 			block = false // more is waiting
 			continue
 		}
-		// The socket is drained: what was read since it was last drained
-		// came in since then.
-		now := time.Now()
+		if wait == nil {
+			block = true
+			continue
+		}
+		// The socket is drained: spool what was read, then size the wait
+		// from what was read since it was last drained, which came in
+		// since then.
+		spool()
 		d := packetGatherWait(a.cfg.PacketGather, rcvbuf, gotN, gotSize, now.Sub(last))
 		last, gotN, gotSize = now, 0, 0
 		if d <= 0 {
@@ -181,6 +206,10 @@ func (a *Agent) servePackets(ctx context.Context, r packetSource, name string, s
 		block = false
 	}
 }
+
+// packetBatchBytes bounds the normalized lines of datagrams the reader
+// holds before it spools them.
+const packetBatchBytes = 1 << 20
 
 // packetGatherWait is how long the reader may let datagrams gather after
 // it read n datagrams of size bytes that came in over elapsed. It is at
