@@ -150,6 +150,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(a.cfg.Brokers...),
 		kgo.DefaultProduceTopic(a.cfg.Topic),
+		kgo.RecordPartitioner(newKeyPartitioner()),
 		kgo.AllowAutoTopicCreation(),
 		// The shipper gathers samples for up to Linger before it hands
 		// them over (see readLoop), all at once: the producer's own
