@@ -171,10 +171,11 @@ func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight, pool *batc
 			a.client.Produce(context.Background(), r, a.promise)
 		}
 		queue <- b // never blocks past ackLoop, which drains until close
-		if len(recs) < readBatchRecords {
+		if a.spool.AppendedAfter(pos) == 0 {
 			// The spool is drained: nothing will join these records
 			// within the producer's linger, so send them now rather
-			// than wake again when the linger ends.
+			// than wake again when the linger ends. (While more is
+			// spooled, the next reads join them in the producer.)
 			a.sendNow()
 		}
 		// At low rates every datagram would otherwise become its own spool

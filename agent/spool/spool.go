@@ -249,6 +249,17 @@ func (s *Spool) Stats() Stats {
 	return st
 }
 
+// AppendedAfter returns how many records were appended after pos (a
+// position returned by Read): 0 means a Read from there would wait.
+func (s *Spool) AppendedAfter(pos Pos) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.end.Seq <= pos.Seq {
+		return 0
+	}
+	return s.mu.end.Seq - pos.Seq
+}
+
 // Close stops the flusher, syncs every segment (unless SyncInterval is
 // NoSync), persists the ack cursor and closes the files. Appends and Reads waiting are woken and return
 // ErrClosed; an Append in progress finishes first. Close is idempotent.
