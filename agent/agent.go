@@ -31,8 +31,9 @@ type Agent struct {
 	normalizers sync.Pool // *ingestBatch
 	bodies      sync.Pool // *bytes.Buffer for HTTP bodies
 	promise     func(*kgo.Record, error)
+	ended       context.Context // already ended (sendNow)
 
-	udp, statsd net.PacketConn
+	udp, statsd packetSource
 	tcp, unix   net.Listener
 	httpLn      net.Listener
 	httpSrv     *http.Server
@@ -47,6 +48,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger}
 	a.promise = a.onRecord
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	a.ended = ended
 	a.metrics = newMetrics(a)
 	if _, err := lineproto.NewNormalizer(cfg.Tags); err != nil {
 		return nil, fmt.Errorf("cannot use the agent's tags: %w", err)
@@ -146,6 +150,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(a.cfg.Brokers...),
 		kgo.DefaultProduceTopic(a.cfg.Topic),
+		kgo.RecordPartitioner(newKeyPartitioner()),
 		kgo.AllowAutoTopicCreation(),
 		// The shipper gathers samples for up to Linger before it hands
 		// them over (see readLoop), all at once: the producer's own

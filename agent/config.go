@@ -75,7 +75,7 @@ type Config struct {
 	// in the kernel's receive buffer once the agent has read what was
 	// there, so that one wake-up spools many datagrams (the wait is cut
 	// short to keep the buffer a quarter full at most at the current
-	// rate). Default 200ms; negative reads every datagram at once.
+	// rate). Default 500ms; negative reads every datagram at once.
 	PacketGather time.Duration
 
 	// Linger is how long samples gather in the spool, when few arrive,
@@ -138,7 +138,7 @@ func (c *Config) Validate() error {
 		c.MaxBodyBytes = 32 << 20
 	}
 	if c.PacketGather == 0 {
-		c.PacketGather = 200 * time.Millisecond
+		c.PacketGather = 500 * time.Millisecond
 	}
 	if c.Linger == 0 {
 		c.Linger = 100 * time.Millisecond

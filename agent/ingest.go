@@ -49,21 +49,6 @@ func (a *Agent) ingest(ctx context.Context, listener string, body []byte, prec l
 	return n, firstErr, err
 }
 
-// ingestBodies is ingest for several bodies (datagrams) at once: each is
-// split into lines on its own (a datagram's last line needs no newline),
-// and all their samples go to the spool in one append, so one write
-// system call and one wake-up of the shipper serve many datagrams.
-func (a *Agent) ingestBodies(ctx context.Context, listener string, bodies [][]byte, prec lineproto.Precision) (int, error) {
-	b := a.normalizers.Get().(*ingestBatch)
-	defer a.normalizers.Put(b)
-	b.reset()
-	now := time.Now()
-	for _, body := range bodies {
-		b.add(body, prec, now)
-	}
-	return a.spoolBatch(ctx, listener, b)
-}
-
 func (b *ingestBatch) reset() {
 	b.lines, b.keys, b.spans, b.bad, b.lastKey = b.lines[:0], b.keys[:0], b.spans[:0], 0, -1
 }

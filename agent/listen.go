@@ -22,7 +22,7 @@ import (
 // overflows whenever the agent is descheduled for a moment.
 const udpReadBuffer = 16 << 20
 
-func listenPacket(addr string) (net.PacketConn, error) {
+func listenPacket(addr string) (packetSource, error) {
 	pc, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		return nil, err
@@ -37,7 +37,12 @@ func listenPacket(addr string) (net.PacketConn, error) {
 			})
 		}
 	}
-	return pc, nil
+	src, err := newPacketSource(pc, packetsPerRead)
+	if err != nil {
+		pc.Close()
+		return nil, err
+	}
+	return src, nil
 }
 
 // listenUnix binds a stream socket, replacing a stale socket file left by
@@ -63,6 +68,24 @@ func isNilCloser(c any) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil() || v.Kind() == reflect.Interface && v.IsNil()
 }
 
+// packetSource is a datagram socket read several datagrams at a time:
+// packetSocket on Linux (outside Go's network poller, see
+// packets_linux.go), batchReader elsewhere.
+type packetSource interface {
+	// read takes the datagrams waiting, up to packetsPerRead. With block
+	// it waits for at least one; without, it may return 0 (a source that
+	// cannot tell waits anyway).
+	read(block bool) (int, error)
+	// datagram returns the i-th datagram of the last read, valid until
+	// the next read.
+	datagram(i int) []byte
+	// receiveBuffer is the socket's receive buffer as the kernel counts
+	// it (SO_RCVBUF), or 0 if unknown.
+	receiveBuffer() int
+	LocalAddr() net.Addr
+	Close() error
+}
+
 // servePackets reads datagrams, each holding one or more lines, and
 // spools them. One goroutine does both: it takes every datagram already
 // waiting in the socket (up to packetsPerRead, with one recvmmsg system
@@ -74,65 +97,104 @@ func isNilCloser(c any) bool {
 // At low and medium rates every datagram, or every few, would wake the
 // agent on its own, and the wake-ups, not the lines, would be most of its
 // CPU time (each wakes the Go scheduler's threads too). So after a read
-// that found the socket drained, the reader waits up to PacketGather
-// before reading again, letting datagrams gather in the kernel's buffer,
-// and then reads until the socket is drained again, packetsPerRead at a
-// time; the wait is cut so that, at the rate just seen, the buffer stays a
-// quarter full at most (packetGatherWait): gathering must never make the
-// kernel drop.
+// that found the socket drained, the reader sleeps up to PacketGather,
+// letting datagrams gather in the kernel's buffer, and then reads until
+// the socket is drained again, packetsPerRead at a time; the wait is cut
+// so that, at the rate just seen, the buffer stays a quarter full at most
+// (packetGatherWait): gathering must never make the kernel drop. A read
+// after the wait that finds nothing means the senders went quiet: the
+// next read blocks until a datagram comes, so an idle agent does not wake.
 //
 // A datagram that cannot be spooled (spool full with the block policy) is
 // dropped and counted: UDP senders cannot be slowed down.
-func (a *Agent) servePackets(ctx context.Context, pc net.PacketConn, name string, statsd bool) {
-	r := newBatchReader(pc, packetsPerRead)
-	bodies := make([][]byte, 0, packetsPerRead)
-	rcvbuf := socketReceiveBuffer(pc)
+func (a *Agent) servePackets(ctx context.Context, r packetSource, name string, statsd bool) {
+	rcvbuf := r.receiveBuffer()
 	var wait *time.Timer
 	if a.cfg.PacketGather > 0 {
 		wait = time.NewTimer(0)
 		defer wait.Stop()
 		<-wait.C
 	}
+	// Line protocol datagrams are normalized as they are read (which
+	// copies them out of the read buffers) and spooled together once the
+	// socket is drained, or once packetBatchBytes of lines are waiting:
+	// one append, and one wake-up of the shipper, for everything that
+	// gathered.
+	b := a.normalizers.Get().(*ingestBatch)
+	defer a.normalizers.Put(b)
+	b.reset()
+	held := 0 // datagrams in b
+	spool := func() {
+		if held == 0 {
+			return
+		}
+		if _, err := a.spoolBatch(ctx, name, b); err != nil && ctx.Err() == nil {
+			a.metrics.dropped.WithLabelValues("spool_error").Add(float64(held))
+			a.log.Warn("datagrams dropped", "listener", name, "datagrams", held, "err", err)
+		}
+		b.reset()
+		held = 0
+	}
+	defer spool()
 	// The datagrams and bytes read since the socket was last found
 	// drained, and when: the rate the next wait is sized for.
 	last := time.Now()
 	gotN, gotSize := 0, 0
+	block := true
 	for {
-		n, err := r.read()
+		if block {
+			spool() // nothing waits in the socket: do not hold lines back
+		}
+		n, err := r.read(block)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			a.log.Warn("datagram read failed", "listener", name, "err", err)
+			block = true
 			continue
 		}
-		bodies = bodies[:0]
+		if n == 0 {
+			// Nothing came while the reader waited: block until
+			// something does, and size the next wait afresh.
+			block, last, gotN, gotSize = true, time.Now(), 0, 0
+			continue
+		}
 		size := 0
+		now := time.Now()
 		for i := range n {
-			bodies = append(bodies, r.datagram(i))
-			size += len(bodies[i])
-		}
-		if statsd {
-			for _, b := range bodies {
-				err = errors.Join(err, a.ingestStatsD(ctx, b))
+			d := r.datagram(i)
+			size += len(d)
+			if statsd {
+				if err := a.ingestStatsD(ctx, d); err != nil && ctx.Err() == nil {
+					a.metrics.dropped.WithLabelValues("spool_error").Inc()
+					a.log.Warn("datagrams dropped", "listener", name, "datagrams", 1, "err", err)
+				}
+				continue
 			}
-		} else {
-			_, err = a.ingestBodies(ctx, name, bodies, lineproto.Nanosecond)
+			b.add(d, lineproto.Nanosecond, now)
+			held++
 		}
-		if err != nil && ctx.Err() == nil {
-			a.metrics.dropped.WithLabelValues("spool_error").Add(float64(n))
-			a.log.Warn("datagrams dropped", "listener", name, "datagrams", n, "err", err)
+		if len(b.lines) >= packetBatchBytes {
+			spool()
 		}
 		gotN, gotSize = gotN+n, gotSize+size
-		if wait == nil || n == packetsPerRead {
-			continue // gathering is off, or more is waiting
+		if n == packetsPerRead {
+			block = false // more is waiting
+			continue
 		}
-		// The socket is drained: what was read since it was last drained
-		// came in since then.
-		now := time.Now()
+		if wait == nil {
+			block = true
+			continue
+		}
+		// The socket is drained: spool what was read, then size the wait
+		// from what was read since it was last drained, which came in
+		// since then.
+		spool()
 		d := packetGatherWait(a.cfg.PacketGather, rcvbuf, gotN, gotSize, now.Sub(last))
 		last, gotN, gotSize = now, 0, 0
 		if d <= 0 {
+			block = true
 			continue
 		}
 		wait.Reset(d)
@@ -141,8 +203,13 @@ func (a *Agent) servePackets(ctx context.Context, pc net.PacketConn, name string
 			return
 		case <-wait.C:
 		}
+		block = false
 	}
 }
+
+// packetBatchBytes bounds the normalized lines of datagrams the reader
+// holds before it spools them.
+const packetBatchBytes = 1 << 20
 
 // packetGatherWait is how long the reader may let datagrams gather after
 // it read n datagrams of size bytes that came in over elapsed. It is at
@@ -175,10 +242,10 @@ const gatherDatagrams = 256
 // per datagram beyond its payload (the socket buffer structures).
 const datagramOverhead = 1024
 
-// socketReceiveBuffer returns the receive buffer size the kernel reports
-// for pc (SO_RCVBUF, which counts bookkeeping too), or 0 if unknown.
-func socketReceiveBuffer(pc net.PacketConn) int {
-	sc, ok := pc.(syscall.Conn)
+// receiveBuffer returns the receive buffer size the kernel reports for
+// the socket (SO_RCVBUF, which counts bookkeeping too), or 0 if unknown.
+func (r *batchReader) receiveBuffer() int {
+	sc, ok := r.pc.(syscall.Conn)
 	if !ok {
 		return 0
 	}
@@ -199,8 +266,9 @@ func socketReceiveBuffer(pc net.PacketConn) int {
 // largest size are 1 MiB of buffers.
 const packetsPerRead = 16
 
-// batchReader reads several datagrams per system call where the platform
-// can (recvmmsg), and one at a time elsewhere.
+// batchReader reads datagrams through Go's network poller, several per
+// system call where the platform can (recvmmsg), one at a time elsewhere.
+// It always blocks until a datagram comes.
 type batchReader struct {
 	pc   net.PacketConn
 	bufs [][]byte
@@ -237,7 +305,7 @@ func newBatchReader(pc net.PacketConn, n int) *batchReader {
 }
 
 // read waits for at least one datagram and returns how many it read.
-func (r *batchReader) read() (int, error) {
+func (r *batchReader) read(bool) (int, error) {
 	if r.msgs == nil {
 		n, _, err := r.pc.ReadFrom(r.bufs[0])
 		if err != nil {
@@ -251,6 +319,10 @@ func (r *batchReader) read() (int, error) {
 	}
 	return r.v6.ReadBatch(r.msgs, 0)
 }
+
+func (r *batchReader) LocalAddr() net.Addr { return r.pc.LocalAddr() }
+
+func (r *batchReader) Close() error { return r.pc.Close() }
 
 // datagram returns the i-th datagram of the last read; it stays valid
 // until the next read.

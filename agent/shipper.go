@@ -171,6 +171,13 @@ func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight, pool *batc
 			a.client.Produce(context.Background(), r, a.promise)
 		}
 		queue <- b // never blocks past ackLoop, which drains until close
+		if a.spool.AppendedAfter(pos) == 0 {
+			// The spool is drained: nothing will join these records
+			// within the producer's linger, so send them now rather
+			// than wake again when the linger ends. (While more is
+			// spooled, the next reads join them in the producer.)
+			a.sendNow()
+		}
 		// At low rates every datagram would otherwise become its own spool
 		// read, batch, produce request and ack, each waking several
 		// goroutines. Gathering for Linger instead makes one of each per
@@ -185,6 +192,14 @@ func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight, pool *batc
 			}
 		}
 	}
+}
+
+// sendNow makes the producer send what it holds without waiting for its
+// linger to end. Flush with a context that has already ended does just
+// that: it ends every linger, starts the sends and returns at once
+// instead of waiting for the acknowledgements (the ack loop does).
+func (a *Agent) sendNow() {
+	_ = a.client.Flush(a.ended)
 }
 
 // producerLinger is the producer's linger for the agent's Linger: short,

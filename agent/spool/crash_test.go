@@ -345,8 +345,9 @@ func TestCrashCursorBound(t *testing.T) {
 	checkSeq(t, got, 0, 150)
 }
 
-// TestCursorCheckpointTicks: the flusher persists the cursor on its own
-// every CheckpointInterval, and only then (virtual time, synctest).
+// TestCursorCheckpointTicks: the cursor is persisted at most every
+// CheckpointInterval: by the flusher when acknowledgements come faster, by
+// Ack itself when the last write is older (virtual time, synctest).
 func TestCursorCheckpointTicks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
@@ -379,6 +380,34 @@ func TestCursorCheckpointTicks(t *testing.T) {
 		synctest.Wait()
 		if got, ok := cursor(); !ok || got != p {
 			t.Fatalf("cursor after one interval = %+v (valid %v), want %+v", got, ok, p)
+		}
+
+		// An Ack after a quiet interval writes the cursor at once.
+		time.Sleep(2 * time.Second)
+		_, p = readUnacked(t, s, 2)
+		if err := s.Ack(p); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := cursor(); !ok || got != p {
+			t.Fatalf("cursor right after an Ack that followed a quiet interval = %+v (valid %v), want %+v", got, ok, p)
+		}
+		// One soon after it waits for the interval to pass since that
+		// write.
+		time.Sleep(300 * time.Millisecond)
+		first := p
+		_, p = readUnacked(t, s, 1)
+		if err := s.Ack(p); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(699 * time.Millisecond)
+		synctest.Wait()
+		if got, _ := cursor(); got != first {
+			t.Fatalf("cursor 0.999 s after the last write = %+v, want the one written then, %+v", got, first)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if got, ok := cursor(); !ok || got != p {
+			t.Fatalf("cursor one interval after the last write = %+v (valid %v), want %+v", got, ok, p)
 		}
 	})
 }

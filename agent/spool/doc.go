@@ -78,16 +78,16 @@
 // and waited for by Close. It does every fdatasync (head and cursor file
 // every SyncInterval; sealed segments as soon as they are sealed; the
 // directory after files came or went), closes the write descriptors of
-// sealed and deleted segments and writes the cursor checkpoint (one
-// pwrite every CheckpointInterval if the ack moved). Append and Read
-// never wait for it. Read waits for data, and Append for space, on
-// channels that the other side closes; both also wake on their context
-// and on Close.
+// sealed and deleted segments and writes the cursor checkpoint when Ack
+// leaves it to it (one pwrite, at most every CheckpointInterval; an Ack
+// that comes after a quiet CheckpointInterval writes the cursor itself,
+// see checkpointAfterAck). Append and Read never wait for it. Read
+// waits for data, and Append for space, on channels that the other side
+// closes; both also wake on their context and on Close.
 //
 // # Locks
 //
-// Lock order: wlock -> readMu -> mu (ckptMu is a leaf, taken without
-// the others).
+// Lock order: wlock -> readMu -> ckptMu -> mu.
 //
 //   - wlock (a channel, so waiting honours the context) serializes
 //     appenders: space checks, drops, rotation and the write itself. The
@@ -95,6 +95,8 @@
 //   - readMu serializes Read, Ack and Rewind and guards the reader state
 //     (read cursor, reader fd, batch buffers). Read releases it while it
 //     waits for data so Ack and Rewind never wait for new appends.
+//   - ckptMu serializes writers of the cursor file (Ack, the flusher,
+//     Close) and guards it.
 //   - mu guards the segment list, end, ack and checkpoint positions, byte
 //     and record counters and the wake-up channels. It is held only for
 //     short sections without I/O.

@@ -19,8 +19,12 @@ import (
 //     close deleted ones, sync the directory;
 //   - every SyncInterval: the same, plus fdatasync of the head and of the
 //     cursor file if it was written since its last sync;
-//   - every CheckpointInterval: write the ack cursor if it moved (one
-//     pwrite in place; see writeCursor).
+//   - when Ack asks (checkpointAfterAck): write the ack cursor once
+//     CheckpointInterval has passed since its last write (one pwrite in
+//     place; see writeCursor). A timer is armed only while an
+//     acknowledgement waits to be written, so an agent at a low rate,
+//     whose acks come further apart than CheckpointInterval and are
+//     written by Ack itself, or an idle one, is not woken for nothing.
 //
 // Errors are logged and counted in Stats.SyncErrors; they do not stop the
 // spool (data already in the page cache still survives a process crash).
@@ -32,8 +36,10 @@ func (s *Spool) flushLoop() {
 		defer t.Stop()
 		syncC = t.C
 	}
-	ck := time.NewTicker(s.cfg.CheckpointInterval)
+	ck := time.NewTimer(time.Hour)
+	ck.Stop()
 	defer ck.Stop()
+	var ckC <-chan time.Time
 	for {
 		select {
 		case <-s.stop:
@@ -43,10 +49,59 @@ func (s *Spool) flushLoop() {
 		case <-syncC:
 			s.flush(true)
 			s.syncCursor()
-		case <-ck.C:
-			s.checkpointNoSync()
+		case <-s.ckptKick:
+			s.mu.Lock()
+			d := s.cfg.CheckpointInterval - time.Since(s.mu.ckptAt)
+			s.mu.Unlock()
+			if d > 0 {
+				ck.Reset(d)
+				ckC = ck.C
+				continue
+			}
+			s.checkpointArmed()
+		case <-ckC:
+			ckC = nil
+			s.checkpointArmed()
 		}
 	}
+}
+
+// checkpointAfterAck persists the ack cursor after an Ack moved it: at
+// once, with one pwrite in the caller's goroutine, if the last write is
+// CheckpointInterval old; otherwise the flusher writes it when it is (a
+// wake-up only while acknowledgements come faster than that). The first
+// write of a life creates the file and syncs it, which the flusher does
+// too, so that Ack never waits for the disk.
+func (s *Spool) checkpointAfterAck() {
+	s.ckptMu.Lock()
+	s.mu.Lock()
+	if s.mu.ckptArmed {
+		s.mu.Unlock()
+		s.ckptMu.Unlock()
+		return
+	}
+	if s.cur.f == nil || time.Since(s.mu.ckptAt) < s.cfg.CheckpointInterval {
+		s.mu.ckptArmed = true
+		s.mu.Unlock()
+		s.ckptMu.Unlock()
+		select {
+		case s.ckptKick <- struct{}{}:
+		default:
+		}
+		return
+	}
+	s.mu.Unlock()
+	_ = s.checkpointLocked() // errors are logged and counted
+	s.ckptMu.Unlock()
+}
+
+// checkpointArmed writes the cursor for an Ack that left it to the
+// flusher.
+func (s *Spool) checkpointArmed() {
+	s.mu.Lock()
+	s.mu.ckptArmed = false
+	s.mu.Unlock()
+	s.checkpointNoSync()
 }
 
 // flush syncs and closes sealed segment files, closes deleted ones, syncs
@@ -119,8 +174,8 @@ func (s *Spool) checkpoint() error {
 // checkpointNoSync writes the ack cursor if it moved, without waiting for
 // the disk: the write survives a crash of the process at once, and a
 // power loss once the next SyncInterval synced it. Losing it only means
-// more records delivered twice, so the flusher writes it often (the agent
-// every 200 ms) and syncs it with the head.
+// more records delivered twice, so it is written often (the agent: at
+// most every 200 ms while acknowledgements come) and synced with the head.
 func (s *Spool) checkpointNoSync() error {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
@@ -148,6 +203,7 @@ func (s *Spool) checkpointLocked() error {
 	}
 	s.mu.Lock()
 	s.mu.ckpt = ack
+	s.mu.ckptAt = time.Now()
 	s.mu.Unlock()
 	return nil
 }

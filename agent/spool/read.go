@@ -278,9 +278,11 @@ func (s *Spool) putBatch(b *batch) {
 // Ack acknowledges every record before pos (a position returned by Read):
 // they are delivered and need not be kept. Segments holding only
 // acknowledged records are deleted at once, which frees space for a
-// blocked Append. The cursor itself is persisted every
-// Config.CheckpointInterval and by Close, so after a crash the records
-// acknowledged since the last checkpoint are delivered again. Ack with a
+// blocked Append. The cursor itself is persisted at most every
+// Config.CheckpointInterval (by Ack itself when the last write is that
+// old, otherwise by the flusher once it is) and by Close, so after a
+// crash the records acknowledged since the last checkpoint are delivered
+// again. Ack with a
 // position at or before the current one does nothing but release read
 // buffers; it returns ErrBadPos for a position past the appended data.
 //
@@ -319,6 +321,7 @@ func (s *Spool) Ack(pos Pos) error {
 	dead := s.takeAckedLocked()
 	s.mu.Unlock()
 	s.deleteSegments(dead)
+	s.checkpointAfterAck()
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -121,22 +122,29 @@ type Spool struct {
 	}
 
 	kick chan struct{} // wakes the flusher (capacity 1)
-	stop chan struct{} // closed by Close to stop the flusher
-	done chan struct{} // closed by the flusher when it exits
+	// ckptKick asks the flusher to write the cursor once
+	// CheckpointInterval has passed since the last write (capacity 1).
+	ckptKick chan struct{}
+	stop     chan struct{} // closed by Close to stop the flusher
+	done     chan struct{} // closed by the flusher when it exits
 
 	closeOnce sync.Once
 	closeErr  error
 
 	mu struct {
 		sync.Mutex
-		segs    []*segment // ordered by base; the last one is the head
-		end     Pos        // end of the appended records
-		ack     Pos        // acknowledged up to here
-		ckpt    Pos        // last persisted cursor
-		bytes   int64      // bytes of all segment files
-		closed  bool
-		dataCh  chan struct{} // made by a waiting reader, closed by Append
-		spaceCh chan struct{} // made by a waiting appender, closed on delete
+		segs []*segment // ordered by base; the last one is the head
+		end  Pos        // end of the appended records
+		ack  Pos        // acknowledged up to here
+		ckpt Pos        // last persisted cursor
+		// ckptAt is when the cursor was last written; ckptArmed means
+		// the flusher holds a timer to write it (checkpointAfterAck).
+		ckptAt    time.Time
+		ckptArmed bool
+		bytes     int64 // bytes of all segment files
+		closed    bool
+		dataCh    chan struct{} // made by a waiting reader, closed by Append
+		spaceCh   chan struct{} // made by a waiting appender, closed on delete
 		// retired segments were deleted; the flusher closes their write fd.
 		retired  []*segment
 		dirDirty bool // a segment file was created or removed since the last dir fsync
@@ -190,10 +198,14 @@ func Open(cfg Config) (*Spool, error) {
 		wlock:    make(chan struct{}, 1),
 		closing:  make(chan struct{}),
 		kick:     make(chan struct{}, 1),
+		ckptKick: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
 	s.encoders.New = func() any { return &encoder{buf: make([]byte, 0, 64<<10)} }
+	// The first checkpoint comes CheckpointInterval after Open at the
+	// earliest, like every later one.
+	s.mu.ckptAt = time.Now()
 	if err := s.recover(); err != nil {
 		s.mu.Lock()
 		for _, g := range s.mu.segs {
@@ -235,6 +247,17 @@ func (s *Spool) Stats() Stats {
 	st.Pending = s.mu.end.Seq - s.mu.ack.Seq
 	st.PendingBytes = s.mu.end.Offset - s.mu.ack.Offset
 	return st
+}
+
+// AppendedAfter returns how many records were appended after pos (a
+// position returned by Read): 0 means a Read from there would wait.
+func (s *Spool) AppendedAfter(pos Pos) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.end.Seq <= pos.Seq {
+		return 0
+	}
+	return s.mu.end.Seq - pos.Seq
 }
 
 // Close stops the flusher, syncs every segment (unless SyncInterval is

@@ -82,7 +82,7 @@ SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id).`,
 	f.DurationVar(&cfg.CollectInterval, "collect-interval", 10*time.Second, "node metrics interval (negative: off)")
 	f.IntVar(&cfg.MaxLineBytes, "max-line-bytes", 64<<10, "longest line accepted")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest HTTP body accepted (after gzip)")
-	f.DurationVar(&cfg.PacketGather, "packet-gather", 200*time.Millisecond, "how long UDP and StatsD datagrams may wait in the socket buffer so that one wake-up stores many (cut short as the buffer fills; negative: read each at once)")
+	f.DurationVar(&cfg.PacketGather, "packet-gather", 500*time.Millisecond, "how long UDP and StatsD datagrams may wait in the socket buffer so that one wake-up stores many (cut short as the buffer fills; negative: read each at once)")
 	f.DurationVar(&cfg.Linger, "linger", 100*time.Millisecond, "how long the producer waits to fill a batch")
 	f.Int64Var(&memLimit, "memory-limit", 40<<20, "soft limit for the Go heap in bytes (0: none); keeps the agent small on compute nodes")
 	f.BoolVar(&cfg.ReleaseExecPages, "release-exec-pages", true, "once serving, give back the pages of the simtel executable that only start-up used (read-only, unmodified mappings; see docs/agent.md)")
