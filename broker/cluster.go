@@ -33,6 +33,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -223,15 +224,27 @@ func (b *Broker) dropClusterTopic(t *topic) {
 		delete(b.mu.topics, t.name)
 	}
 	b.mu.Unlock()
+	// All at once: stopping a raft group waits for its RPCs in flight,
+	// and a peer holds those of a group it has not opened yet for up to
+	// its mux's hold time (a topic deleted right after its creation). One
+	// after the other, a topic with many partitions kept the broker's
+	// admin lock, and so every topic creation and deletion here, for
+	// minutes.
+	var wg sync.WaitGroup
 	for _, p := range t.parts {
 		if p == nil {
 			continue
 		}
-		if err := p.remove(); err != nil {
-			b.log.Warn("cannot remove a deleted partition's files", "topic", t.name, "partition", p.index, "err", err)
-		}
-		_ = os.Remove(b.partitionIDFile(t.name, p.index))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.remove(); err != nil {
+				b.log.Warn("cannot remove a deleted partition's files", "topic", t.name, "partition", p.index, "err", err)
+			}
+			_ = os.Remove(b.partitionIDFile(t.name, p.index))
+		}()
 	}
+	wg.Wait()
 }
 
 // partitionIDFile records which topic id a partition directory belongs to,

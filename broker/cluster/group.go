@@ -207,6 +207,9 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
 		if g.Raft != nil {
+			if g.trans != nil {
+				g.trans.detach()
+			}
 			g.closeErr = errors.Join(g.closeErr, g.Raft.Shutdown().Error())
 		}
 		if g.trans != nil {
@@ -227,6 +230,9 @@ func (g *Group) Remove() error {
 		// Before Close releases it (the broker's other groups keep it
 		// open anyway).
 		if g.Raft != nil {
+			if g.trans != nil {
+				g.trans.detach()
+			}
 			_ = g.Raft.Shutdown().Error()
 		}
 		err = g.wal.DropGroup(g.id)

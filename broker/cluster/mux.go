@@ -293,6 +293,29 @@ type StreamLayer struct {
 	accept    chan net.Conn
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	// dialed are the connections this group opened and has not closed:
+	// Close closes them, so RPCs in flight (a vote request a peer holds
+	// while it has not opened the group yet) fail at once instead of
+	// keeping the group's raft from shutting down.
+	dialedMu sync.Mutex
+	dialed   map[*dialedConn]struct{}
+}
+
+// dialedConn forgets itself in its stream layer when closed.
+type dialedConn struct {
+	net.Conn
+	s    *StreamLayer
+	once sync.Once
+}
+
+func (c *dialedConn) Close() error {
+	c.once.Do(func() {
+		c.s.dialedMu.Lock()
+		delete(c.s.dialed, c)
+		c.s.dialedMu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 var _ raft.StreamLayer = (*StreamLayer)(nil)
@@ -302,7 +325,25 @@ func (s *StreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	var h [9]byte
 	h[0] = kindRaft
 	binary.BigEndian.PutUint64(h[1:], s.group)
-	return s.mux.dial(addr, timeout, h[:])
+	c, err := s.mux.dial(addr, timeout, h[:])
+	if err != nil {
+		return nil, err
+	}
+	dc := &dialedConn{Conn: c, s: s}
+	s.dialedMu.Lock()
+	select {
+	case <-s.closed:
+		s.dialedMu.Unlock()
+		c.Close()
+		return nil, ErrMuxClosed
+	default:
+	}
+	if s.dialed == nil {
+		s.dialed = map[*dialedConn]struct{}{}
+	}
+	s.dialed[dc] = struct{}{}
+	s.dialedMu.Unlock()
+	return dc, nil
 }
 
 // Accept returns the next connection routed to this group.
@@ -328,6 +369,13 @@ func (s *StreamLayer) Close() error {
 			s.mux.mu.detached[s.group] = struct{}{}
 		}
 		s.mux.mu.Unlock()
+		s.dialedMu.Lock()
+		conns := s.dialed
+		s.dialed = nil
+		s.dialedMu.Unlock()
+		for c := range conns {
+			c.Conn.Close()
+		}
 	})
 	return nil
 }

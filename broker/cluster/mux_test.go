@@ -186,3 +186,43 @@ func TestMuxDetachedGroupClosedAtOnce(t *testing.T) {
 	}
 	got.Close()
 }
+
+// TestMuxCloseAbortsDialedConns: closing a group's stream layer closes the
+// connections it dialed, so an RPC a peer holds (the peer has not opened
+// the group) fails at once and does not keep the group's raft from
+// shutting down.
+func TestMuxCloseAbortsDialedConns(t *testing.T) {
+	m, err := NewMux("127.0.0.1:0", "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); m.Serve() }()
+	defer func() { m.Close(); <-done }()
+	m.unknownGroupWait = time.Hour // only the dialer's Close can end the read
+	s := &StreamLayer{mux: m, group: 42, closed: make(chan struct{})}
+	c, err := s.Dial(m.Addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 1))
+		readErr <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the read is blocked on the held stream
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-readErr:
+		if err == nil {
+			t.Fatal("read on a closed stream layer's connection succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("closing the stream layer left its dialed connection open")
+	}
+	if _, err := s.Dial(m.Addr(), time.Second); err == nil {
+		t.Fatal("a closed stream layer dialed a new connection")
+	}
+}

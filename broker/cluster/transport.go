@@ -75,6 +75,17 @@ type groupTransport struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	wg        sync.WaitGroup
+
+	stream *StreamLayer // nil in tests of the transport alone
+}
+
+// detach closes the group's stream layer: RPCs in flight fail at once and
+// no new ones start. Called before raft shuts down, which waits for its
+// RPCs (a peer may hold one for up to its mux's hold time).
+func (t *groupTransport) detach() {
+	if t.stream != nil {
+		_ = t.stream.Close()
+	}
 }
 
 // newGroupTransport wraps a NetworkTransport for group; hub may be nil
@@ -640,11 +651,13 @@ func decodeHeartbeatResponses(b []byte) ([]heartbeatAnswer, error) {
 
 // newTransport makes group's transport on the mux and registers it.
 func (n *Node) newTransport(group uint64, maxPool int, hl hclog.Logger) *groupTransport {
+	stream := n.mux.Group(group)
 	inner := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: n.mux.Group(group), MaxPool: maxPool, Timeout: 10 * time.Second, Logger: hl,
+		Stream: stream, MaxPool: maxPool, Timeout: 10 * time.Second, Logger: hl,
 	})
 	t := newGroupTransport(inner, group, n.hub)
 	t.node = n
+	t.stream = stream
 	n.groups.Lock()
 	n.groups.m[group] = t
 	n.groups.Unlock()
