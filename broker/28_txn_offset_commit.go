@@ -19,6 +19,10 @@ const maxTxnOffsetMetadataBytes = 4096
 func (b *Broker) handleTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
 	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	resp.Version = r.Version
+	if b.cluster != nil && r.MemberID == txnPendingMember && r.Generation == -1 {
+		resp.Topics = b.pendingForGroup(r.Group)
+		return resp
+	}
 	codes := make([][]int16, len(r.Topics))
 	for i, t := range r.Topics {
 		codes[i] = make([]int16, len(t.Partitions))

@@ -62,6 +62,8 @@ type coordSlot struct {
 	term  uint64
 	store *group.LogStore
 	c     *group.Coordinator
+	// since is when this broker took the partition's groups over.
+	since time.Time
 }
 
 // valid: the slot may serve requests: same partition object, still its
@@ -407,7 +409,7 @@ func (b *Broker) openCoordinator(p *Partition) (*coordSlot, error) {
 		_ = store.Close()
 		return nil, err
 	}
-	return &coordSlot{part: p, term: term, store: store, c: c}, nil
+	return &coordSlot{part: p, term: term, store: store, c: c, since: time.Now()}, nil
 }
 
 func (b *Broker) closeCoordinator(i int32, s *coordSlot) {

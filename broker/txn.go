@@ -368,6 +368,20 @@ func (c *txnCoordinator) coordEpoch() int32 {
 	return int32(min(c.term, math.MaxInt32))
 }
 
+// pendingOf lists the group partitions for which a transaction here holds
+// offsets of grp.
+func (c *txnCoordinator) pendingOf(grp string) []pendingKey {
+	c.pendingMu.Lock()
+	defer c.pendingMu.Unlock()
+	var out []pendingKey
+	for k, ids := range c.pending {
+		if k.group == grp && len(ids) > 0 {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // completeLocked finishes a transaction in Prepare*: markers, group
 // offsets on commit, then Complete*.
 func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error {

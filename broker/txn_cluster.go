@@ -70,6 +70,13 @@ const txnStateTopicPartitions = 3
 // leading NUL.
 const txnApplyMember = "\x00simtel-txn-commit"
 
+// txnPendingMember is the member id of a TxnOffsetCommit that asks a
+// broker's transaction coordinators which partitions of the group they
+// hold offsets for in open transactions (no topics; the answer lists
+// them). A group coordinator that took the group over recently asks it
+// for RequireStable OffsetFetches (txnPendingOffset).
+const txnPendingMember = "\x00simtel-txn-pending"
+
 // txnSlot is the coordinator of one state partition this broker leads.
 type txnSlot struct {
 	part   *Partition
@@ -95,6 +102,8 @@ type txnClusterState struct {
 	// RequireStable answers UNSTABLE_OFFSET_COMMIT meanwhile.
 	fwdMu     sync.Mutex
 	forwarded map[pendingKey]map[string]struct{}
+	// remote caches remotePending's answers by group (under fwdMu).
+	remote map[string]remotePendingAnswer
 
 	// wanted: a transactional request found no __transaction_state;
 	// the coordinator loop asks the controller to create it.
@@ -562,8 +571,12 @@ func (b *Broker) commitTxnGroupOffsets(ctx context.Context, txnID string, pid in
 }
 
 // txnPendingOffset reports whether a transaction holds an uncommitted
-// offset for the group partition: one recorded by a coordinator here, or
-// one this group coordinator passed to another broker's.
+// offset for the group partition: one recorded by a coordinator here, one
+// this group coordinator passed to another broker's, or, while this
+// broker has coordinated the group for less than the longest transaction
+// timeout, one a previous coordinator of the group passed on (asked of
+// the other brokers' transaction coordinators: the marks of passed-on
+// offsets are in the memory of the broker that passed them).
 func (b *Broker) txnPendingOffset(grp, topic string, part int32) bool {
 	for _, c := range b.txnCoordinators() {
 		if c.pendingOffset(grp, topic, part) {
@@ -574,8 +587,124 @@ func (b *Broker) txnPendingOffset(grp, topic string, part int32) bool {
 		return false
 	}
 	b.txnc.fwdMu.Lock()
-	defer b.txnc.fwdMu.Unlock()
-	return len(b.txnc.forwarded[pendingKey{grp, topic, part}]) > 0
+	marked := len(b.txnc.forwarded[pendingKey{grp, topic, part}]) > 0
+	b.txnc.fwdMu.Unlock()
+	if marked || !b.recentGroupCoordinator(grp) {
+		return marked
+	}
+	return b.remotePending(grp)[pendingKey{grp, topic, part}]
+}
+
+// recentGroupCoordinator reports whether this broker took over grp's
+// offsets partition less than maxTxnTimeout ago: a transaction opened
+// under the previous coordinator may still hold offsets for it.
+func (b *Broker) recentGroupCoordinator(grp string) bool {
+	t := b.topic(offsetsTopic)
+	if t == nil || len(t.parts) == 0 {
+		return false
+	}
+	b.coords.RLock()
+	s := b.coords.slots[groupPartition(grp, len(t.parts))]
+	b.coords.RUnlock()
+	return s != nil && time.Since(s.since) < maxTxnTimeout
+}
+
+// remotePendingTTL is how long an answer of the other brokers' transaction
+// coordinators is reused: one OffsetFetch asks per partition.
+const remotePendingTTL = 250 * time.Millisecond
+
+// remotePending returns the group partitions for which a transaction
+// coordinator on another broker holds offsets of grp. An unreachable
+// coordinator makes every partition of the group count as pending (the
+// client retries UNSTABLE_OFFSET_COMMIT) rather than risk handing out an
+// offset a transaction is about to replace.
+func (b *Broker) remotePending(grp string) map[pendingKey]bool {
+	b.txnc.fwdMu.Lock()
+	if c, ok := b.txnc.remote[grp]; ok && time.Since(c.at) < remotePendingTTL {
+		b.txnc.fwdMu.Unlock()
+		return c.keys
+	}
+	b.txnc.fwdMu.Unlock()
+
+	keys := map[pendingKey]bool{}
+	addrs := map[string]bool{}
+	n := b.txnStatePartitions()
+	for i := range n {
+		if lb, ok := b.partitionLeaderBroker(txnStateTopic, int32(i)); ok && lb.ID != b.cfg.NodeID {
+			addrs[lb.KafkaAddr] = true
+		} else if !ok {
+			b.log.Warn("a transaction state partition has no leader; the group's offsets count as unstable", "group", grp, "state_partition", i)
+			return b.allPending(grp)
+		}
+	}
+	for addr := range addrs {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.Group, req.Generation, req.MemberID, req.ProducerID, req.ProducerEpoch = grp, -1, txnPendingMember, -1, -1
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		kr, err := b.peerRequest(ctx, addr, req)
+		cancel()
+		if err != nil {
+			b.log.Warn("cannot ask a transaction coordinator for a group's pending offsets; they count as unstable", "group", grp, "broker", addr, "err", err)
+			return b.allPending(grp)
+		}
+		for _, t := range kr.(*kmsg.TxnOffsetCommitResponse).Topics {
+			for _, p := range t.Partitions {
+				keys[pendingKey{grp, t.Topic, p.Partition}] = true
+			}
+		}
+	}
+	b.txnc.fwdMu.Lock()
+	if b.txnc.remote == nil {
+		b.txnc.remote = map[string]remotePendingAnswer{}
+	}
+	for g, c := range b.txnc.remote { // keep the cache small
+		if time.Since(c.at) >= remotePendingTTL {
+			delete(b.txnc.remote, g)
+		}
+	}
+	b.txnc.remote[grp] = remotePendingAnswer{at: time.Now(), keys: keys}
+	b.txnc.fwdMu.Unlock()
+	return keys
+}
+
+// allPending marks every partition of every topic as pending for grp.
+func (b *Broker) allPending(grp string) map[pendingKey]bool {
+	keys := map[pendingKey]bool{}
+	for name, ti := range b.cluster.Metadata().Topics {
+		for i := range ti.Partitions {
+			keys[pendingKey{grp, name, int32(i)}] = true
+		}
+	}
+	return keys
+}
+
+// remotePendingAnswer is a cached answer of remotePending.
+type remotePendingAnswer struct {
+	at   time.Time
+	keys map[pendingKey]bool
+}
+
+// pendingForGroup answers txnPendingMember: the group partitions for
+// which a coordinator here holds offsets of an open transaction.
+func (b *Broker) pendingForGroup(grp string) []kmsg.TxnOffsetCommitResponseTopic {
+	byTopic := map[string][]int32{}
+	for _, c := range b.txnCoordinators() {
+		for _, k := range c.pendingOf(grp) {
+			byTopic[k.topic] = append(byTopic[k.topic], k.partition)
+		}
+	}
+	var out []kmsg.TxnOffsetCommitResponseTopic
+	for topic, parts := range byTopic {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = topic
+		for _, p := range parts {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition = p
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out = append(out, rt)
+	}
+	return out
 }
 
 // setForwarded records (add) or forgets the offsets of a transactional

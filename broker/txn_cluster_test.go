@@ -155,40 +155,87 @@ func TestClusterTxnOffsetsAcrossCoordinators(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
+	x := startCrossTxn(t)
+	if err := x.cl.EndTransaction(x.ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	x.waitCommitted(t, 42)
+}
+
+// TestClusterTxnPendingOffsetsAfterGroupCoordinatorFailover: a
+// transaction holds offsets of a group whose coordinator (another broker
+// than the transaction's) is SIGKILLed. The group's new coordinator must
+// still answer a RequireStable OffsetFetch with UNSTABLE_OFFSET_COMMIT
+// until the transaction ends (the mark of the passed-on offsets died with
+// the old coordinator; the new one asks the transaction coordinators),
+// then the committed offset.
+func TestClusterTxnPendingOffsetsAfterGroupCoordinatorFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker processes")
+	}
+	x := startCrossTxn(t)
+	x.waitStable(t, "UNSTABLE_OFFSET_COMMIT before the failover", kerr.UnstableOffsetCommit.Code)
+	old := x.bs[x.groupCoord]
+	old.proc.Kill()
+	t.Logf("SIGKILL of broker %d, the group's coordinator", old.id)
+	waitUntil(t, 2*time.Minute, "a new coordinator for the group", func() string {
+		if id := findCoordinator(t, x.ctx, x.adm, 0, x.grp); id == x.groupCoord {
+			return fmt.Sprintf("still broker %d", id)
+		}
+		return ""
+	})
+	x.waitStable(t, "UNSTABLE_OFFSET_COMMIT from the new coordinator", kerr.UnstableOffsetCommit.Code)
+	if err := x.cl.EndTransaction(x.ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	x.waitCommitted(t, 42)
+	x.waitStable(t, "a stable offset after the commit", 0)
+}
+
+// crossTxn is an open transaction that holds offset 42 of xc-in/0 for a
+// group coordinated by another broker than the transaction.
+type crossTxn struct {
+	ctx        context.Context
+	seeds      []string
+	bs         []*clusterBroker
+	adm, cl    *kgo.Client
+	grp        string
+	groupCoord int32
+}
+
+func startCrossTxn(t *testing.T) *crossTxn {
+	t.Helper()
 	bs, _ := startClusterOf(t, 3)
-	defer dumpLogs(t, bs)
+	t.Cleanup(func() { dumpLogs(t, bs) })
 	seeds := kafkaAddrs(bs)
 	waitCoordinators(t, bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
 	createTopic(t, ctx, seeds, "xc-in", 1, 3)
 	createTopic(t, ctx, seeds, "xc-out", 1, 3)
-
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admCl.Close()
-	coordinator := func(typ int8, key string) int32 { return findCoordinator(t, ctx, admCl, typ, key) }
+	t.Cleanup(admCl.Close)
 	// A transactional id and a group coordinated by different brokers.
-	txnID, grp := "", ""
+	txnID, grp, gc := "", "", int32(-1)
 	for i := 0; txnID == "" && i < 200; i++ {
 		id, g := fmt.Sprintf("xc-txn-%d", i), fmt.Sprintf("xc-group-%d", i)
-		if tc, gc := coordinator(1, id), coordinator(0, g); tc != gc {
-			txnID, grp = id, g
-			t.Logf("transactional id %s coordinated by broker %d, group %s by broker %d", id, tc, g, gc)
+		if tc, c := findCoordinator(t, ctx, admCl, 1, id), findCoordinator(t, ctx, admCl, 0, g); tc != c {
+			txnID, grp, gc = id, g, c
+			t.Logf("transactional id %s coordinated by broker %d, group %s by broker %d", id, tc, g, c)
 		}
 	}
 	if txnID == "" {
 		t.Fatal("every transactional id and group tried had the same coordinator")
 	}
-
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID(txnID),
 		kgo.DefaultProduceTopic("xc-out"), kgo.RequestRetries(3))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
@@ -227,18 +274,75 @@ func TestClusterTxnOffsetsAcrossCoordinators(t *testing.T) {
 			}
 		}
 	}
-	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		t.Fatalf("commit: %v", err)
+	return &crossTxn{ctx: ctx, seeds: seeds, bs: bs, adm: admCl, cl: cl, grp: grp, groupCoord: gc}
+}
+
+// fresh is a new client (one that has not cached a dead coordinator).
+func (x *crossTxn) fresh(t *testing.T) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(x.seeds...))
+	if err != nil {
+		t.Fatal(err)
 	}
-	adm := kadm.NewClient(admCl)
+	return cl
+}
+
+// stableFetch asks the group's coordinator for xc-in/0 with RequireStable
+// and returns the partition's error code, or the request's error (a
+// coordinator that just died).
+func (x *crossTxn) stableFetch(t *testing.T) (int16, error) {
+	t.Helper()
+	cl := x.fresh(t)
+	defer cl.Close()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group, req.RequireStable = x.grp, true
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic, rt.Partitions = "xc-in", []int32{0}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(x.ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	if resp.ErrorCode != 0 {
+		return resp.ErrorCode, nil
+	}
+	for _, t2 := range resp.Topics {
+		for _, p := range t2.Partitions {
+			return p.ErrorCode, nil
+		}
+	}
+	return 0, fmt.Errorf("OffsetFetch answered no partition: %+v", resp)
+}
+
+// waitStable waits until stableFetch answers want.
+func (x *crossTxn) waitStable(t *testing.T, what string, want int16) {
+	t.Helper()
+	waitUntil(t, 2*time.Minute, what, func() string {
+		got, err := x.stableFetch(t)
+		switch {
+		case err != nil:
+			return err.Error()
+		case got != want:
+			return fmt.Sprintf("answered %v", kerr.ErrorForCode(got))
+		}
+		return ""
+	})
+}
+
+// waitCommitted waits until the group's committed offset of xc-in/0 is at.
+func (x *crossTxn) waitCommitted(t *testing.T, at int64) {
+	t.Helper()
+	cl := x.fresh(t)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
 	waitUntil(t, time.Minute, "the committed transaction's offset in the group", func() string {
-		offs, err := adm.FetchOffsets(ctx, grp)
+		offs, err := adm.FetchOffsets(x.ctx, x.grp)
 		if err != nil {
 			return err.Error()
 		}
 		o, ok := offs.Lookup("xc-in", 0)
-		if !ok || o.At != 42 {
-			return fmt.Sprintf("group %s offsets %+v", grp, offs)
+		if !ok || o.At != at {
+			return fmt.Sprintf("group %s offsets %+v", x.grp, offs)
 		}
 		return ""
 	})
