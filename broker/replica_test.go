@@ -19,7 +19,14 @@ import (
 // idemBatch is a valid magic-2 batch of n records from producer pid at
 // sequence seq, as a client sends it (base offset 0).
 func idemBatch(pid int64, seq int32, n int, tag string) []byte {
-	rb := kmsg.RecordBatch{Magic: 2, ProducerID: pid, ProducerEpoch: 0, FirstSequence: seq,
+	return testBatch(pid, 0, seq, n, tag, 0)
+}
+
+// testBatch encodes a record batch of n records valued tag from producer
+// pid at epoch and sequence seq with the given attributes, as a client
+// sends it (base offset 0).
+func testBatch(pid int64, epoch int16, seq int32, n int, tag string, attrs int16) []byte {
+	rb := kmsg.RecordBatch{Magic: 2, Attributes: attrs, ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
 		LastOffsetDelta: int32(n - 1), NumRecords: int32(n), FirstTimestamp: 1, MaxTimestamp: 1, PartitionLeaderEpoch: -1}
 	var recs []byte
 	for i := range n {

@@ -3,11 +3,9 @@ package broker
 import (
 	"bytes"
 	"errors"
-	"hash/crc32"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/storage"
 )
@@ -15,19 +13,7 @@ import (
 // txnBatch is a transactional batch of n records from producer pid at
 // epoch and sequence seq, as a transactional client sends it.
 func txnBatch(pid int64, epoch int16, seq int32, n int, tag string) []byte {
-	rb := kmsg.RecordBatch{Magic: 2, Attributes: 0x10, ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
-		LastOffsetDelta: int32(n - 1), NumRecords: int32(n), FirstTimestamp: 1, MaxTimestamp: 1, PartitionLeaderEpoch: -1}
-	for i := range n {
-		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(tag)}
-		r.Length = int32(len(r.AppendTo(nil)) - 1)
-		rb.Records = r.AppendTo(rb.Records)
-	}
-	b := rb.AppendTo(nil)
-	l := int32(len(b) - 12)
-	b[8], b[9], b[10], b[11] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
-	crc := crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli))
-	b[17], b[18], b[19], b[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
-	return b
+	return testBatch(pid, epoch, seq, n, tag, 0x10)
 }
 
 // TestReplicaFSMTransactions applies the same raft entries (transactional

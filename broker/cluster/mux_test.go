@@ -98,13 +98,7 @@ func TestMuxManyGroups(t *testing.T) {
 }
 
 func TestMuxRejectsUnknownHeader(t *testing.T) {
-	m, err := NewMux("127.0.0.1:0", "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); m.Serve() }()
-	defer func() { m.Close(); <-done }()
+	m := serveTestMux(t)
 	m.unknownGroupWait = 300 * time.Millisecond
 	// A stream for a group that is registered after the dial is held
 	// and delivered; one for a group nobody registers is closed.
@@ -152,13 +146,7 @@ func TestMuxRejectsUnknownHeader(t *testing.T) {
 // for a group that may still come: a peer's raft still running that group
 // must get an error at once, or its shutdown waits for the blocked RPC.
 func TestMuxDetachedGroupClosedAtOnce(t *testing.T) {
-	m, err := NewMux("127.0.0.1:0", "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); m.Serve() }()
-	defer func() { m.Close(); <-done }()
+	m := serveTestMux(t)
 	m.unknownGroupWait = time.Hour // a held connection would outlive the test
 	if err := m.Group(5).Close(); err != nil {
 		t.Fatal(err)
@@ -192,13 +180,7 @@ func TestMuxDetachedGroupClosedAtOnce(t *testing.T) {
 // the group) fails at once and does not keep the group's raft from
 // shutting down.
 func TestMuxCloseAbortsDialedConns(t *testing.T) {
-	m, err := NewMux("127.0.0.1:0", "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); m.Serve() }()
-	defer func() { m.Close(); <-done }()
+	m := serveTestMux(t)
 	m.unknownGroupWait = time.Hour // only the dialer's Close can end the read
 	s := &StreamLayer{mux: m, group: 42, closed: make(chan struct{})}
 	c, err := s.Dial(m.Addr(), time.Second)
@@ -225,4 +207,18 @@ func TestMuxCloseAbortsDialedConns(t *testing.T) {
 	if _, err := s.Dial(m.Addr(), time.Second); err == nil {
 		t.Fatal("a closed stream layer dialed a new connection")
 	}
+}
+
+// serveTestMux starts a mux on a loopback port, serving until the test
+// ends.
+func serveTestMux(t *testing.T) *Mux {
+	t.Helper()
+	m, err := NewMux("127.0.0.1:0", "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); m.Serve() }()
+	t.Cleanup(func() { m.Close(); <-done })
+	return m
 }
