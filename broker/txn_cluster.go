@@ -592,7 +592,8 @@ func (b *Broker) txnPendingOffset(grp, topic string, part int32) bool {
 	if marked || !b.recentGroupCoordinator(grp) {
 		return marked
 	}
-	return b.remotePending(grp)[pendingKey{grp, topic, part}]
+	ans := b.remotePending(grp)
+	return ans.all || ans.keys[pendingKey{grp, topic, part}]
 }
 
 // recentGroupCoordinator reports whether this broker took over grp's
@@ -613,31 +614,38 @@ func (b *Broker) recentGroupCoordinator(grp string) bool {
 // coordinators is reused: one OffsetFetch asks per partition.
 const remotePendingTTL = 250 * time.Millisecond
 
-// remotePending returns the group partitions for which a transaction
-// coordinator on another broker holds offsets of grp. An unreachable
-// coordinator makes every partition of the group count as pending (the
-// client retries UNSTABLE_OFFSET_COMMIT) rather than risk handing out an
-// offset a transaction is about to replace.
-func (b *Broker) remotePending(grp string) map[pendingKey]bool {
+// remotePending returns which group partitions a transaction coordinator
+// on another broker holds offsets of grp for. An unreachable coordinator
+// makes every partition of the group count as pending (all: the client
+// retries UNSTABLE_OFFSET_COMMIT) rather than risk handing out an offset
+// a transaction is about to replace. Answers, failures included, are
+// reused for remotePendingTTL, so an OffsetFetch of many partitions asks
+// once.
+func (b *Broker) remotePending(grp string) remotePendingAnswer {
 	b.txnc.fwdMu.Lock()
 	if c, ok := b.txnc.remote[grp]; ok && time.Since(c.at) < remotePendingTTL {
 		b.txnc.fwdMu.Unlock()
-		return c.keys
+		return c
 	}
 	b.txnc.fwdMu.Unlock()
 
-	keys := map[pendingKey]bool{}
+	ans := remotePendingAnswer{keys: map[pendingKey]bool{}}
 	addrs := map[string]bool{}
-	n := b.txnStatePartitions()
-	for i := range n {
-		if lb, ok := b.partitionLeaderBroker(txnStateTopic, int32(i)); ok && lb.ID != b.cfg.NodeID {
-			addrs[lb.KafkaAddr] = true
-		} else if !ok {
+	for i := range b.txnStatePartitions() {
+		lb, ok := b.partitionLeaderBroker(txnStateTopic, int32(i))
+		if !ok {
 			b.log.Warn("a transaction state partition has no leader; the group's offsets count as unstable", "group", grp, "state_partition", i)
-			return b.allPending(grp)
+			ans.all = true
+			break
+		}
+		if lb.ID != b.cfg.NodeID {
+			addrs[lb.KafkaAddr] = true
 		}
 	}
 	for addr := range addrs {
+		if ans.all {
+			break
+		}
 		req := kmsg.NewPtrTxnOffsetCommitRequest()
 		req.Group, req.Generation, req.MemberID, req.ProducerID, req.ProducerEpoch = grp, -1, txnPendingMember, -1, -1
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -645,14 +653,16 @@ func (b *Broker) remotePending(grp string) map[pendingKey]bool {
 		cancel()
 		if err != nil {
 			b.log.Warn("cannot ask a transaction coordinator for a group's pending offsets; they count as unstable", "group", grp, "broker", addr, "err", err)
-			return b.allPending(grp)
+			ans.all = true
+			break
 		}
 		for _, t := range kr.(*kmsg.TxnOffsetCommitResponse).Topics {
 			for _, p := range t.Partitions {
-				keys[pendingKey{grp, t.Topic, p.Partition}] = true
+				ans.keys[pendingKey{grp, t.Topic, p.Partition}] = true
 			}
 		}
 	}
+	ans.at = time.Now()
 	b.txnc.fwdMu.Lock()
 	if b.txnc.remote == nil {
 		b.txnc.remote = map[string]remotePendingAnswer{}
@@ -662,25 +672,15 @@ func (b *Broker) remotePending(grp string) map[pendingKey]bool {
 			delete(b.txnc.remote, g)
 		}
 	}
-	b.txnc.remote[grp] = remotePendingAnswer{at: time.Now(), keys: keys}
+	b.txnc.remote[grp] = ans
 	b.txnc.fwdMu.Unlock()
-	return keys
+	return ans
 }
 
-// allPending marks every partition of every topic as pending for grp.
-func (b *Broker) allPending(grp string) map[pendingKey]bool {
-	keys := map[pendingKey]bool{}
-	for name, ti := range b.cluster.Metadata().Topics {
-		for i := range ti.Partitions {
-			keys[pendingKey{grp, name, int32(i)}] = true
-		}
-	}
-	return keys
-}
-
-// remotePendingAnswer is a cached answer of remotePending.
+// remotePendingAnswer is an answer of remotePending.
 type remotePendingAnswer struct {
 	at   time.Time
+	all  bool // a coordinator could not be asked: everything counts
 	keys map[pendingKey]bool
 }
 
