@@ -452,6 +452,11 @@ func (t *TxnProducer) commitOrAbort(ctx context.Context) error {
 	}
 	if err := t.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.open = false
+		if fenced(err) {
+			// A newer run fenced this one between its last write and
+			// the commit: the transaction is aborted by the broker.
+			return t.fencedErr(err)
+		}
 		return fmt.Errorf("cannot commit the transaction of %s (its %d records are not visible to read_committed consumers; run again to resume): %w", t.cfg.TransactionalID, t.inTxn, err)
 	}
 	return nil
