@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // Names inside a policy's cache directory.
@@ -230,7 +232,7 @@ func (c *cache) link(v int64) error {
 		os.Remove(tmp)
 		return fmt.Errorf("cannot swap link %s: %w", filepath.Join(c.dir, latestLink), err)
 	}
-	return syncDir(c.dir)
+	return fsutil.SyncDir(c.dir)
 }
 
 // prune removes all but the keep newest versions; held always stays.
@@ -298,18 +300,6 @@ func writeFileAtomic(path string, b []byte) error {
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("cannot write %s: %w", path, err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("cannot open %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("cannot sync %s: %w", dir, err)
 	}
 	return nil
 }

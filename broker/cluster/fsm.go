@@ -340,12 +340,9 @@ func (m *Metadata) apply(c Command) Result {
 		nt.Configs = maps.Clone(c.Configs)
 		m.Topics[c.Topic] = &nt
 	case OpSetPartitionLeader:
-		t, ok := m.Topics[c.Topic]
-		if !ok || t.ID != c.TopicID {
-			return failure(ErrUnknownTopic, "topic %q does not exist", c.Topic)
-		}
-		if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
-			return failure(ErrInvalidPartitions, "topic %q has no partition %d", c.Topic, c.Partition)
+		t, res := m.commandPartition(c)
+		if t == nil {
+			return res
 		}
 		a := t.Partitions[c.Partition]
 		if !slices.Contains(a.Members(), c.Leader) || c.LeaderEpoch < a.LeaderEpoch ||
@@ -365,14 +362,24 @@ func (m *Metadata) apply(c Command) Result {
 	return Result{}
 }
 
-// applyReassignment applies the three reassignment commands.
-func (m *Metadata) applyReassignment(c Command) Result {
+// commandPartition returns the topic of a partition command (same name and
+// id, partition in range), or nil and the failure.
+func (m *Metadata) commandPartition(c Command) (*TopicInfo, Result) {
 	t, ok := m.Topics[c.Topic]
 	if !ok || t.ID != c.TopicID {
-		return failure(ErrUnknownTopic, "topic %q does not exist", c.Topic)
+		return nil, failure(ErrUnknownTopic, "topic %q does not exist", c.Topic)
 	}
 	if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
-		return failure(ErrInvalidPartitions, "topic %q has no partition %d", c.Topic, c.Partition)
+		return nil, failure(ErrInvalidPartitions, "topic %q has no partition %d", c.Topic, c.Partition)
+	}
+	return t, Result{}
+}
+
+// applyReassignment applies the three reassignment commands.
+func (m *Metadata) applyReassignment(c Command) Result {
+	t, res := m.commandPartition(c)
+	if t == nil {
+		return res
 	}
 	a := t.Partitions[c.Partition]
 	a.Progress = maps.Clone(a.Progress)

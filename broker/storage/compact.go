@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // CompactStats describes one Compact run.
@@ -423,7 +425,7 @@ func (cl *cleaner) cleanSegment(seg *segment, v segView, dropTombstones bool, st
 	l.mu.Unlock()
 	seg.file.release()
 	l.fsyncs.Add(1)
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		return hasTomb, err
 	}
 	st.SegmentsCleaned++

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 const (
@@ -89,20 +91,6 @@ func fdatasync(f *os.File) error {
 	return serr
 }
 
-// syncDir makes directory entries (created, renamed, removed files)
-// durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("cannot open directory %q: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("cannot fsync directory %q: %w", dir, err)
-	}
-	return nil
-}
-
 // writeFileAtomic replaces path with data so that a crash leaves either
 // the old or the new content: write a temp file, fsync, rename, fsync dir.
 func writeFileAtomic(path string, data []byte, syncParent bool) error {
@@ -130,7 +118,7 @@ func writeFileAtomic(path string, data []byte, syncParent bool) error {
 		return fmt.Errorf("cannot rename %q: %w", tmp, err)
 	}
 	if syncParent {
-		return syncDir(filepath.Dir(path))
+		return fsutil.SyncDir(filepath.Dir(path))
 	}
 	return nil
 }

@@ -368,18 +368,11 @@ func checkAppend(b []byte, batches []BatchHeader) (int64, error) {
 // fsynced here: the flusher is woken to sync it and the directory, so a
 // roll never stalls the append path behind a large fsync.
 func (l *Log) rollLocked(old *segment, now time.Time) (*segment, error) {
-	base := old.next
-	seg, err := createSegment(segmentPath(l.dir, base), base, now)
-	if err != nil {
-		return nil, err
+	seg, err := l.rollAtLocked(old, old.next, now)
+	if err == nil {
+		l.logger.Debug("rolled segment", "base", old.next, "previous_bytes", old.size)
 	}
-	l.mu.Lock()
-	l.mu.segs = append(l.mu.segs, seg)
-	l.mu.dirDirty = true
-	l.mu.Unlock()
-	l.kickFlusher()
-	l.logger.Debug("rolled segment", "base", base, "previous_bytes", old.size)
-	return seg, nil
+	return seg, err
 }
 
 // createSegment creates a new, empty segment file. O_EXCL guards against

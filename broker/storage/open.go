@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // Open opens (creating if needed) the partition log in cfg.Dir and
@@ -146,7 +148,7 @@ func (l *Log) load() error {
 		}
 		return err
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		for _, s := range segs {
 			s.file.release()
 		}

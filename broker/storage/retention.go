@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // EnforceRetention rolls the active segment if it is older than
@@ -250,7 +252,7 @@ func (l *Log) Truncate(offset int64) error {
 		return err
 	}
 	l.fsyncs.Add(1)
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		return err
 	}
 
@@ -300,7 +302,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return err
 	}
 	l.fsyncs.Add(1)
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		seg.file.release()
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // Sync blocks until every offset up to and including upTo is durable.
@@ -117,7 +119,7 @@ func (l *Log) flushOnce() error {
 	}
 	if err == nil && dirDirty {
 		l.fsyncs.Add(1)
-		err = syncDir(l.dir)
+		err = fsutil.SyncDir(l.dir)
 	}
 
 	l.mu.Lock()
@@ -198,7 +200,7 @@ func (l *Log) persistIndexesLocked() error {
 			return fmt.Errorf("cannot write offset index of segment %q: %w", j.seg.path, err)
 		}
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		return err
 	}
 	l.mu.Lock()

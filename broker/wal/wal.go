@@ -17,6 +17,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"golang.org/x/sys/unix"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // Options configure a WAL. The zero value is usable.
@@ -375,25 +377,13 @@ func (w *WAL) createSegmentLocked(id uint64) error {
 	if err != nil {
 		return fmt.Errorf("cannot create wal segment %s: %w", path, err)
 	}
-	if err := syncDir(w.dir); err != nil {
+	if err := fsutil.SyncDir(w.dir); err != nil {
 		f.Close()
 		return err
 	}
 	seg := &segment{id: id, f: f}
 	w.mu.segs = append(w.mu.segs, seg)
 	w.mu.byID[id] = seg
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("cannot open wal directory %s to sync it: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("cannot sync wal directory %s: %w", dir, err)
-	}
 	return nil
 }
 

@@ -29,15 +29,22 @@ func (a *adminFlags) register(cmd *cobra.Command) {
 }
 
 func (a *adminFlags) client(ctx context.Context) (*kadm.Client, context.Context, func(), error) {
+	_, adm, ctx, done, err := a.clients(ctx)
+	return adm, ctx, done, err
+}
+
+// clients is client that also returns the underlying Kafka client, for
+// requests the admin client has no method for.
+func (a *adminFlags) clients(ctx context.Context) (*kgo.Client, *kadm.Client, context.Context, func(), error) {
 	if a.output != "table" && a.output != "json" {
-		return nil, nil, nil, fmt.Errorf("--output %q is not table or json", a.output)
+		return nil, nil, nil, nil, fmt.Errorf("--output %q is not table or json", a.output)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(a.brokers, ",")...))
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("cannot create client for %s: %w", a.brokers, err)
+		return nil, nil, nil, nil, fmt.Errorf("cannot create client for %s: %w", a.brokers, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
-	return kadm.NewClient(cl), ctx, func() { cancel(); cl.Close() }, nil
+	return cl, kadm.NewClient(cl), ctx, func() { cancel(); cl.Close() }, nil
 }
 
 // reachErr turns a context deadline into advice.

@@ -170,16 +170,11 @@ replicas is not alive.`,
   simtel cluster rebalance --brokers 127.0.0.1:9092 --wait --timeout 10m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			adm, ctx, done, err := a.client(cmd.Context())
+			raw, adm, ctx, done, err := a.clients(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			raw, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(a.brokers, ",")...))
-			if err != nil {
-				return fmt.Errorf("cannot create client for %s: %w", a.brokers, err)
-			}
-			defer raw.Close()
 			moving, err := listMoving(ctx, raw)
 			if err != nil {
 				return a.reachErr(err)

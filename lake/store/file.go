@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // tmpPrefix starts the name of every file a Put has not finished yet; List
@@ -84,21 +86,12 @@ func (s *fileStore) Put(ctx context.Context, key string, r io.Reader, size int64
 	if err = os.Rename(f.Name(), p); err != nil {
 		return fmt.Errorf("cannot rename %s into place: %w", key, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		// The object is in place; only its durability across a power loss
 		// is in doubt, which the caller must hear about.
 		return fmt.Errorf("cannot sync directory of %s: %w", key, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func (s *fileStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
