@@ -4,61 +4,50 @@ import (
 	"bytes"
 	"sync"
 
-	"github.com/klauspost/compress/zstd"
+	"github.com/DataDog/zstd"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // zstdCompressor compresses produce batches with zstd for the producer
-// (kgo.WithCompressor). It differs from the client's default compressor in
-// two ways that matter for the agent's own CPU cost:
+// (kgo.WithCompressor). Compression is the agent's largest CPU cost per
+// sample, so it differs from the client's default compressor:
 //
-//   - Encoders are kept in a small free list rather than a sync.Pool. A
-//     sync.Pool is emptied by every other garbage collection, and a fresh
-//     encoder allocates and clears its tables and history again (about
-//     1 MiB) on its first batch; under the agent's memory limit the GC
-//     runs often enough at high rates that this showed in profiles.
-//   - The frame checksum is off. Kafka protects every record batch with
-//     its own CRC-32C, computed over the compressed bytes, so zstd's
-//     xxhash over the uncompressed bytes checks nothing new.
-//
-// The level is zstd's fastest: telemetry lines compress well at it, and
-// compression is the agent's largest CPU cost at higher levels.
+//   - It uses the reference zstd library (through cgo) at level 1. On
+//     record batches of telemetry lines that takes 30–40% less CPU per
+//     byte than the pure-Go encoder at its fastest setting, for the same
+//     ratio (BenchmarkZstdCompressor). The frames are ordinary zstd frames
+//     without a content checksum: Kafka protects every record batch with
+//     its own CRC-32C over the compressed bytes, so zstd's checksum over
+//     the uncompressed bytes would check nothing new.
+//   - Compression contexts are kept in a small free list rather than a
+//     sync.Pool, which every other garbage collection empties: a fresh
+//     context allocates its tables again on its first batch.
 type zstdCompressor struct {
 	mu   sync.Mutex
-	free []*zstd.Encoder
+	free []zstd.Ctx
 }
 
-// maxIdleEncoders bounds the encoders kept: the producer compresses one
+// zstdLevel is zstd's level 1, its fastest with entropy coding: telemetry
+// lines compress about 7× at it. Negative levels save another 20% of the
+// time but give up a quarter of the ratio.
+const zstdLevel = 1
+
+// maxIdleEncoders bounds the contexts kept: the producer compresses one
 // batch at a time per broker connection.
 const maxIdleEncoders = 4
 
-func newZstdEncoder() (*zstd.Encoder, error) {
-	return zstd.NewWriter(nil,
-		zstd.WithEncoderLevel(zstd.SpeedFastest),
-		zstd.WithWindowSize(64<<10),
-		zstd.WithEncoderConcurrency(1),
-		zstd.WithEncoderCRC(false),
-		zstd.WithZeroFrames(true),
-	)
-}
-
-func (c *zstdCompressor) get() *zstd.Encoder {
+func (c *zstdCompressor) get() zstd.Ctx {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if n := len(c.free); n > 0 {
 		e := c.free[n-1]
 		c.free = c.free[:n-1]
-		c.mu.Unlock()
 		return e
 	}
-	c.mu.Unlock()
-	e, err := newZstdEncoder()
-	if err != nil {
-		return nil // cannot happen with constant options; sent uncompressed
-	}
-	return e
+	return zstd.NewCtx()
 }
 
-func (c *zstdCompressor) put(e *zstd.Encoder) {
+func (c *zstdCompressor) put(e zstd.Ctx) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.free) < maxIdleEncoders {
@@ -67,7 +56,8 @@ func (c *zstdCompressor) put(e *zstd.Encoder) {
 }
 
 // Compress implements kgo.Compressor. Brokers too old for zstd (produce
-// requests before v7) get the batch uncompressed.
+// requests before v7) get the batch uncompressed, and so does a batch the
+// library refuses (it does not, for valid sizes).
 func (c *zstdCompressor) Compress(dst *bytes.Buffer, src []byte, flags ...kgo.CompressFlag) ([]byte, kgo.CompressionCodecType) {
 	for _, f := range flags {
 		if f == kgo.CompressDisableZstd {
@@ -75,12 +65,13 @@ func (c *zstdCompressor) Compress(dst *bytes.Buffer, src []byte, flags ...kgo.Co
 		}
 	}
 	e := c.get()
-	if e == nil {
-		return src, kgo.CodecNone
-	}
 	defer c.put(e)
-	if l := e.MaxEncodedSize(len(src)); l > dst.Cap() {
+	if l := zstd.CompressBound(len(src)); l > dst.Cap() {
 		dst.Grow(l)
 	}
-	return e.EncodeAll(src, dst.Bytes()[:0]), kgo.CodecZstd
+	out, err := e.CompressLevel(dst.Bytes()[:0], src, zstdLevel)
+	if err != nil {
+		return src, kgo.CodecNone
+	}
+	return out, kgo.CodecZstd
 }

@@ -66,16 +66,33 @@ func TestZstdCompressorRoundTrip(t *testing.T) {
 	}
 }
 
+// BenchmarkZstdCompressor compresses batches of the sizes the producer
+// sends (the shipper hands over up to 256 KiB at a time; a batch holds
+// up to 1 MiB), next to the pure-Go encoder at its fastest setting.
 func BenchmarkZstdCompressor(b *testing.B) {
-	src := sampleBatch(1 << 20)
-	c := &zstdCompressor{}
-	var dst bytes.Buffer
-	b.SetBytes(int64(len(src)))
-	var n int
-	for b.Loop() {
-		dst.Reset()
-		out, _ := c.Compress(&dst, src)
-		n = len(out)
+	for _, size := range []int{64 << 10, 256 << 10, 1 << 20} {
+		src := sampleBatch(size)
+		var dst bytes.Buffer
+		run := func(b *testing.B, compress func() []byte) {
+			b.SetBytes(int64(len(src)))
+			var n int
+			for b.Loop() {
+				dst.Reset()
+				n = len(compress())
+			}
+			b.ReportMetric(float64(len(src))/float64(n), "ratio")
+		}
+		b.Run(fmt.Sprintf("cgo-level1/%dKiB", size>>10), func(b *testing.B) {
+			c := &zstdCompressor{}
+			run(b, func() []byte { out, _ := c.Compress(&dst, src); return out })
+		})
+		b.Run(fmt.Sprintf("go-fastest/%dKiB", size>>10), func(b *testing.B) {
+			e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithWindowSize(64<<10),
+				zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false))
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, func() []byte { return e.EncodeAll(src, dst.Bytes()[:0]) })
+		})
 	}
-	b.ReportMetric(float64(len(src))/float64(n), "ratio")
 }

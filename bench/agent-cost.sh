@@ -23,6 +23,11 @@
 # NO_PUBLISH), KEEP=1 keeps the temporary directory, NO_PUBLISH=1 leaves
 # bench/results and the README alone.
 #
+# AGENT_BIN=PATH measures that simtel binary as the agent instead of the one
+# built from the working tree (the broker and the generator still run the
+# working tree's): build two revisions and run the script once with each
+# for an A/B comparison on the same machine.
+#
 # UDP_RMEM=BYTES raises the kernel's default socket receive buffer
 # (net.core.rmem_default, and rmem_max if it is lower) before the UDP agent
 # starts, and restores both on exit; it needs root. The agent itself asks for
@@ -82,6 +87,11 @@ ID=$(date -u +%Y-%m-%d-%H%M%S)
 REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [[ -n $(git -C "$REPO" status --porcelain -- agent 2>/dev/null) ]]; then
 	REV="$REV with uncommitted changes in agent/"
+fi
+AGENT_SIMTEL=$SIMTEL
+if [[ -n ${AGENT_BIN:-} ]]; then
+	AGENT_SIMTEL=$AGENT_BIN
+	REV="$AGENT_BIN (AGENT_BIN)"
 fi
 HOST="$(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg) at start, agent at $REV, $(go version | cut -d' ' -f3)"
 if [[ -n ${NO_PUBLISH:-} ]]; then
@@ -152,12 +162,12 @@ start_agent() {
 		--listen-http "127.0.0.1:$HPORT" --listen-udp "$udp" --listen-tcp "$tcp" --collect-interval -1s
 		--host bench --run bench --log-level warn)
 	log "starting simtel agent for $t on $ADDR"
-	"$SIMTEL" "${args[@]}" >"$WORK/agent-$t-$n.log" 2>&1 &
+	"$AGENT_SIMTEL" "${args[@]}" >"$WORK/agent-$t-$n.log" 2>&1 &
 	AGENT_PID=$!
 	PIDS+=("$AGENT_PID")
 	AGENT_LOG=$WORK/agent-$t-$n.log
 	wait_port "$HPORT" "$AGENT_PID" "$AGENT_LOG"
-	AGENT_CMD="$(show "$SIMTEL" "${args[@]}") &"
+	AGENT_CMD="$(show "$AGENT_SIMTEL" "${args[@]}") &"
 }
 
 if [[ -n ${UDP_RMEM:-} ]]; then
