@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -142,8 +143,11 @@ func TestProcReaderSelf(t *testing.T) {
 	if a.Mem.RSS <= 0 || a.Mem.HWM < a.Mem.RSS || a.CPU.Threads < 1 {
 		t.Errorf("implausible sample %+v", a)
 	}
-	if s := r.cpuSeconds(a, b); s < 0 {
-		t.Errorf("CPU time went back: %g s", s)
+	if s := r.cpuSeconds(a, b); s < 0.01 {
+		t.Errorf("a busy loop of 50M iterations measured %g s of CPU", s)
+	}
+	if a.CPU.RunNs <= 0 || b.CPU.RunNs <= a.CPU.RunNs {
+		t.Errorf("threads' run time: %d ns, then %d ns", a.CPU.RunNs, b.CPU.RunNs)
 	}
 	if b.Host.Total <= 0 {
 		t.Errorf("no machine CPU time: %+v", b.Host)
@@ -151,6 +155,36 @@ func TestProcReaderSelf(t *testing.T) {
 	gone := newProcReader(1 << 30)
 	if _, err := gone.read(); !errors.Is(err, ErrProcessGone) {
 		t.Errorf("a pid that does not exist: got %v, want ErrProcessGone", err)
+	}
+}
+
+// TestCPUSecondsFallsBack checks when the threads' run time is used and
+// when utime + stime is.
+func TestCPUSecondsFallsBack(t *testing.T) {
+	r := &procReader{hz: 100}
+	at := func(ticks, ns int64) procSample { return procSample{CPU: procCPU{UserTicks: ticks, RunNs: ns}} }
+	for _, c := range []struct {
+		name string
+		a, b procSample
+		want float64
+	}{
+		{"agree: run time", at(10, 100_000_000), at(25, 253_000_000), 0.153},
+		{"within two ticks: run time", at(10, 100_000_000), at(11, 125_000_000), 0.025},
+		{"thread exited: ticks", at(10, 100_000_000), at(60, 120_000_000), 0.5},
+		{"run time went back: ticks", at(10, 100_000_000), at(20, 50_000_000), 0.1},
+		{"no run time: ticks", at(10, -1), at(20, 200_000_000), 0.1},
+	} {
+		if got := r.cpuSeconds(c.a, c.b); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: %g s, want %g", c.name, got, c.want)
+		}
+	}
+	if v, err := parseSchedstat([]byte("123456789 2345 17\n")); err != nil || v != 123456789 {
+		t.Errorf("parseSchedstat: %d, %v", v, err)
+	}
+	for _, bad := range []string{"", "x 1 2", "-5 1 2"} {
+		if _, err := parseSchedstat([]byte(bad)); err == nil {
+			t.Errorf("parseSchedstat(%q): no error", bad)
+		}
 	}
 }
 
