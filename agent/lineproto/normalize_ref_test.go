@@ -546,3 +546,27 @@ func FuzzNormalizeReference(f *testing.F) {
 		compareWithRef(t, n, newRefNormalizer(defs, 4096), line, prec)
 	})
 }
+
+// canonicalNanos must agree with strconv on every spelling it accepts, and
+// refuse a non-digit in any position of the eight-byte groups.
+func TestCanonicalNanos(t *testing.T) {
+	var in []string
+	for _, base := range []string{"1764460000000000000", "9223372036854775806", "9223372036854775807", "12345678", "123456789", "1234567890123456"} {
+		in = append(in, base)
+		for i := range len(base) {
+			for _, c := range []byte{'/', ':', '?', ' ', '-', '0', 'a', 0x80 | '1', '1' - 0x10, '1' + 0x10} {
+				b := []byte(base)
+				b[i] = c
+				in = append(in, string(b))
+			}
+		}
+	}
+	for _, s := range in {
+		got, ok := canonicalNanos([]byte(s))
+		want, err := strconv.ParseInt(s, 10, 64)
+		wantOK := err == nil && want >= 0 && want <= maxNanoTime && strconv.FormatInt(want, 10) == s
+		if ok != wantOK || (ok && got != want) {
+			t.Errorf("canonicalNanos(%q) = %d, %v; want %d, %v", s, got, ok, want, wantOK)
+		}
+	}
+}

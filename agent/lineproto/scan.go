@@ -2,6 +2,7 @@ package lineproto
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strconv"
 	"unsafe"
 )
@@ -325,6 +326,14 @@ func canonicalNanos(v []byte) (int64, bool) {
 		return 0, false
 	}
 	var x uint64 // below 1e19: no overflow
+	for len(v) >= 8 {
+		d, ok := eightDigits(binary.LittleEndian.Uint64(v))
+		if !ok {
+			return 0, false
+		}
+		x = x*1e8 + d
+		v = v[8:]
+	}
 	for _, c := range v {
 		if c-'0' >= 10 {
 			return 0, false
@@ -335,6 +344,22 @@ func canonicalNanos(v []byte) (int64, bool) {
 		return 0, false
 	}
 	return int64(x), true
+}
+
+// eightDigits returns the value of x, eight bytes of text in little-endian
+// order (the first digit lowest), if they are all decimal digits.
+func eightDigits(x uint64) (uint64, bool) {
+	const ones = 0x0101010101010101
+	// Each byte 0x30-0x39: its high nibble is 3, and adding 6 keeps it so
+	// (no carry leaves a byte below 0x40).
+	if x&(0xf0*ones) != 0x30*ones || (x+0x06*ones)&(0xf0*ones) != 0x30*ones {
+		return 0, false
+	}
+	x &= 0x0f * ones
+	x = (x * (10<<8 + 1)) >> 8 // pairs of digits in the low byte of each 16 bits
+	x = ((x & 0x00ff00ff00ff00ff) * (100<<16 + 1)) >> 16
+	x = ((x & 0x0000ffff0000ffff) * (10000<<32 + 1)) >> 32
+	return x, true
 }
 
 // canonicalInt reports whether v is the way strconv.AppendInt writes its
