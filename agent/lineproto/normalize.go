@@ -101,6 +101,11 @@ type Normalizer struct {
 	defOff  [numDefaults + 1]int
 	tags    []tag
 	scratch []byte
+	// lastTimeText is lastTime as the last line that had to format its
+	// timestamp wrote it, if lastTimeOK.
+	lastTime     int64
+	lastTimeText []byte
+	lastTimeOK   bool
 	// alwaysSort makes Normalize sort the tags even when the line has them
 	// in order, so that tests can compare both ways on the same lines.
 	alwaysSort bool
@@ -410,10 +415,17 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	dst = append(dst, ' ')
 	dst = append(dst, fields...)
 	dst = append(dst, ' ')
-	if tsText != nil {
+	switch {
+	case tsText != nil:
 		dst = append(dst, tsText...)
-	} else {
+	case n.lastTimeOK && ns == n.lastTime:
+		dst = append(dst, n.lastTimeText...)
+	default:
+		// Formatting costs more than the rest of a short line; the lines
+		// of a body without timestamps all get the same one.
+		k := len(dst)
 		dst = strconv.AppendInt(dst, ns, 10)
+		n.lastTime, n.lastTimeText, n.lastTimeOK = ns, append(n.lastTimeText[:0], dst[k:]...), true
 	}
 
 	measAt := span{src: srcDst, off: start, end: start + len(meas)}

@@ -570,3 +570,38 @@ func TestCanonicalNanos(t *testing.T) {
 		}
 	}
 }
+
+// Normalize keeps the last timestamp it formatted; lines that get the same
+// time, or another, in any sequence must still give what the reference
+// gives.
+func TestNormalizeTimeCache(t *testing.T) {
+	n := newTestNormalizer(t, testDefaults)
+	ref := newRefNormalizer(testDefaults, DefaultMaxLineBytes)
+	steps := []struct {
+		line string
+		prec Precision
+		now  time.Time
+	}{
+		{"m f=1", Nanosecond, testNow},
+		{"m f=2", Nanosecond, testNow},
+		{"m f=3", Nanosecond, testNow.Add(1)},
+		{"m f=4", Millisecond, testNow.Add(1)},
+		{"m f=5 1700000000123", Millisecond, testNow},
+		{"m f=6", Millisecond, testNow},
+		{"m f=7 0001700000000123000000", Nanosecond, testNow},
+		{"m f=8", Nanosecond, time.Unix(0, 5)},
+		{"m f=9 0005", Nanosecond, testNow},
+		{"m f=10 5", Nanosecond, testNow},
+		{"m f=11", Nanosecond, time.Unix(0, 5)},
+		{"m f=12 -1", Second, testNow},
+		{"m f=13", Nanosecond, time.Unix(-1, 0)},
+		{"m f=14", Nanosecond, testNow},
+	}
+	for _, st := range steps {
+		got, gs, gerr := n.Normalize(nil, []byte(st.line), st.prec, st.now)
+		want, ws, werr := ref.normalize(nil, []byte(st.line), st.prec, st.now)
+		if gerr != nil || werr != nil || !bytes.Equal(got, want) || gs.Time != ws.Time {
+			t.Fatalf("Normalize(%q, %v, %v) = %q, %d, %v; want %q, %d, %v", st.line, st.prec, st.now, got, gs.Time, gerr, want, ws.Time, werr)
+		}
+	}
+}
