@@ -50,12 +50,16 @@ var class = func() (t [256]uint8) {
 // class; otherwise the backslash is an ordinary byte (so `a\\ b` is `a\`
 // followed by an escaped space), exactly as in lineprotocol/v2.
 func scanEsc(b []byte, i int, stop uint8) (end int, esc, high bool, bad int) {
-	for i < len(b) {
-		k := class[b[i]]
-		if k == 0 {
+	for {
+		// The ordinary bytes, in a loop of their own that compiles tight
+		// (uint: i is known not to be negative, so no bounds check).
+		for uint(i) < uint(len(b)) && class[b[i]] == 0 {
 			i++
-			continue
 		}
+		if uint(i) >= uint(len(b)) {
+			return i, esc, high, -1
+		}
+		k := class[b[i]]
 		if k&stop != 0 {
 			return i, esc, high, -1
 		}
@@ -70,7 +74,6 @@ func scanEsc(b []byte, i int, stop uint8) (end int, esc, high bool, bad int) {
 		high = high || k&clsHigh != 0
 		i++
 	}
-	return i, esc, high, -1
 }
 
 // appendUnescaped appends tok, an escaped token of the given stop class,
