@@ -386,7 +386,8 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	var runAt, hostAt span
 	scratch := n.scratch[:0]
 	next := 0 // the first default tag not yet merged
-	for _, t := range tags {
+	for j := range tags {
+		t := &tags[j]
 		if int(t.rank) > next {
 			dst = n.appendDefaults(dst, next, int(t.rank), have)
 			next = int(t.rank)
@@ -461,15 +462,20 @@ func badLine(b []byte, from int, err error) error {
 	return err
 }
 
-// appendDefaults appends the default tags k..l-1 that the line lacks.
+// appendDefaults appends the default tags k..l-1 that the line lacks, in
+// as few pieces as the tags it has leave.
 func (n *Normalizer) appendDefaults(dst []byte, k, l int, have uint8) []byte {
-	if have == 0 {
-		return append(dst, n.defText[n.defOff[k]:n.defOff[l]]...)
-	}
-	for ; k < l; k++ {
-		if have&(1<<k) == 0 {
-			dst = append(dst, n.defText[n.defOff[k]:n.defOff[k+1]]...)
+	for k < l {
+		if have&(1<<k) != 0 {
+			k++
+			continue
 		}
+		e := k + 1
+		for e < l && have&(1<<e) == 0 {
+			e++
+		}
+		dst = append(dst, n.defText[n.defOff[k]:n.defOff[e]]...)
+		k = e
 	}
 	return dst
 }
