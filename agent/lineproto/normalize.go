@@ -221,8 +221,9 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 
 	// Tags.
 	tags := n.tags[:0]
-	var have uint8 // bit k: the line sets default tag k
-	sorted := true // keys strictly increasing so far: no sort, no duplicates
+	var have uint8  // bit k: the line sets default tag k
+	sorted := true  // keys strictly increasing so far: no sort, no duplicates
+	var prev []byte // the key of the previous tag
 	for i < len(b) && b[i] == ',' {
 		i++
 		ks := i
@@ -255,10 +256,10 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 			t.which = int8(t.rank)
 			have |= 1 << t.rank
 		}
-		if sorted && len(tags) > 0 {
-			p := tags[len(tags)-1]
-			sorted = keyLess(b[p.ks:p.ke], key)
+		if sorted && prev != nil {
+			sorted = keyLess(prev, key)
 		}
+		prev = key
 		tags = append(tags, t)
 		i = ve
 	}
@@ -481,22 +482,36 @@ func (n *Normalizer) appendDefaults(dst []byte, k, l int, have uint8) []byte {
 }
 
 // defaultRank returns how many of the default keys sort before key (a
-// key equal to one of them has that one's index). Most keys differ from
-// all of them in the first byte.
+// key equal to one of them has that one's index). The default keys start
+// with different bytes, so the first byte of key decides, except against
+// the default key that starts with the same byte.
 func defaultRank(key []byte) uint8 {
-	r := uint8(0)
-	for _, d := range defaultKeys {
-		if key[0] != d[0] {
-			if key[0] < d[0] {
-				return r
-			}
-		} else if string(key) <= d {
-			return r
+	r := rankBefore[key[0]]
+	if r&rankSame != 0 {
+		r &^= rankSame
+		if string(key) > defaultKeys[r] {
+			r++
 		}
-		r++
 	}
 	return r
 }
+
+// rankBefore[c] is the number of default keys whose first byte is below
+// c, plus rankSame if one starts with c.
+var rankBefore = func() (t [256]uint8) {
+	for c := range t {
+		for _, d := range defaultKeys {
+			if d[0] < byte(c) {
+				t[c]++
+			} else if d[0] == byte(c) {
+				t[c] |= rankSame
+			}
+		}
+	}
+	return t
+}()
+
+const rankSame = 0x80
 
 // keyLess reports whether tag key a sorts before b (escaped bytes, as
 // InfluxDB orders them). Keys are not empty.
