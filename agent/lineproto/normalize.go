@@ -169,10 +169,11 @@ func NewNormalizer(tags DefaultTags, opts ...Option) (*Normalizer, error) {
 // of its own is folded into the scans: UTF-8 is checked only when a scan
 // meets a byte above 0x7f (and in string values), and on the error path,
 // where invalid UTF-8 takes precedence over every other error; tags that
-// arrive sorted (nearly all: clients and Telegraf sort them) are not
-// sorted again, and the default tags are merged in while copying; numbers
-// and timestamps in their usual spellings are checked as they are
-// scanned.
+// arrive sorted are not sorted again, and the default tags are merged in
+// while copying rather than sorted with them; numbers and timestamps in
+// their usual spellings are checked as they are scanned, and a timestamp
+// that must be formatted is formatted once for all the lines that share
+// it.
 func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) ([]byte, Sample, error) {
 	if len(line) > n.maxLine {
 		return dst, Sample{}, &SyntaxError{Err: ErrLineTooLong, Column: n.maxLine + 1,
