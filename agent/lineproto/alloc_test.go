@@ -2,7 +2,11 @@
 
 package lineproto
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // The race detector allocates on its own, so these run without it.
 
@@ -11,6 +15,8 @@ func TestNormalizeDoesNotAllocate(t *testing.T) {
 	for _, l := range []string{
 		"cpu,host=a,cpu=cpu0 usage_user=1.5,usage_system=0.3 1700000000000000000",
 		`me\ as,run=r\ x,host=h\,1,z=1,y=2,x=3 f=1i,s="a \"b\" c",b=t`,
+		"gpu,rank=3,device=3 util=0.41,mem_used=12345678901i,temp_c=61,power_w=210.5",
+		manyTags(40),
 	} {
 		line := []byte(l)
 		dst := make([]byte, 0, 1024)
@@ -46,4 +52,16 @@ func TestAppendStatsDDoesNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("AppendStatsD: got %v allocations, want 0", allocs)
 	}
+}
+
+// manyTags is a line with n tags in reverse order, enough to take the
+// general sort.
+func manyTags(n int) string {
+	var b strings.Builder
+	b.WriteString("m")
+	for i := n; i > 0; i-- {
+		fmt.Fprintf(&b, ",k%02d=v", i)
+	}
+	b.WriteString(" f=1 1")
+	return b.String()
 }

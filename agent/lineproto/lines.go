@@ -18,11 +18,11 @@ import "bytes"
 func Lines(body []byte, fn func(n int, line []byte) error) error {
 	n := 1
 	for pos := 0; pos < len(body); {
-		end := lineEnd(body, pos)
+		end, multiRow := lineEnd(body, pos)
 		next := end + 1
 		line := body[pos:end]
 		rows := 1
-		if end > pos && bytes.IndexByte(line, '\n') >= 0 {
+		if multiRow {
 			rows += bytes.Count(line, []byte{'\n'})
 		}
 		if k := len(line); k > 0 && line[k-1] == '\r' {
@@ -55,21 +55,28 @@ func blankOrComment(line []byte) bool {
 }
 
 // lineEnd returns the index of the newline that ends the line starting at
-// b[start], or len(b).
+// b[start], or len(b), and whether the line may hold newlines (in strings:
+// only when its first row has a quote).
 //
 // A string that is never closed ends its line at the next newline. That can
 // only happen to the last string opened in b: an opening quote follows '='
 // and so would close any string opened before it. Hence at most one search
 // for a closing quote runs to the end of b, and the cost stays linear.
-func lineEnd(b []byte, start int) int {
+func lineEnd(b []byte, start int) (int, bool) {
 	nl := bytes.IndexByte(b[start:], '\n')
 	if nl < 0 {
-		return len(b)
+		return len(b), false // the last line: no newline in it
 	}
 	nl += start
 	if bytes.IndexByte(b[start:nl], '"') < 0 {
-		return nl // no string can start on this row: the fast path
+		return nl, false // no string can start on this row: the fast path
 	}
+	return lineEndQuoted(b, start, nl), true
+}
+
+// lineEndQuoted is lineEnd for a line whose first row, b[start:nl], has a
+// quote.
+func lineEndQuoted(b []byte, start, nl int) int {
 	// Only a quote right after a field's '=' opens a string. Walk the line
 	// as lineprotocol/v2 does; on anything malformed, give up and end the
 	// line at the next newline, as its error recovery does.

@@ -25,9 +25,10 @@ type DefaultTags struct {
 // character, invalid UTF-8, or a trailing backslash (which line protocol
 // cannot represent before a separator).
 func (t DefaultTags) Validate() error {
-	for i, v := range [numDefaults]string{t.Host, t.Job, t.Step, t.Run} {
-		if err := checkTagText(v); err != nil {
-			return fmt.Errorf("invalid default %s tag %q: %w", defaultKeys[i], v, err)
+	vals := [numDefaults]string{tagHost: t.Host, tagJob: t.Job, tagRun: t.Run, tagStep: t.Step}
+	for _, k := range [numDefaults]int{tagHost, tagJob, tagStep, tagRun} { // the order of the fields
+		if err := checkTagText(vals[k]); err != nil {
+			return fmt.Errorf("invalid default %s tag %q: %w", defaultKeys[k], vals[k], err)
 		}
 	}
 	return nil
@@ -50,16 +51,17 @@ func checkTagText(s string) error {
 	return nil
 }
 
-// Indexes of the default tags.
+// Indexes of the default tags, in the order of their keys: the order in
+// which the canonical line has them.
 const (
 	tagHost = iota
 	tagJob
-	tagStep
 	tagRun
+	tagStep
 	numDefaults
 )
 
-var defaultKeys = [numDefaults]string{"host", "job", "step", "run"}
+var defaultKeys = [numDefaults]string{"host", "job", "run", "step"}
 
 // Option configures a Normalizer.
 type Option func(*Normalizer)
@@ -90,19 +92,34 @@ type Sample struct {
 // goroutine.
 type Normalizer struct {
 	maxLine int
-	defKey  [numDefaults][]byte // "host", "job", "step", "run"
-	defVal  [numDefaults][]byte // escaped default value; nil: do not add
-	defRaw  [numDefaults][]byte // unescaped default value
+	defRaw  [numDefaults][]byte // unescaped default value; nil: none
+	// defText is ",key=value" (escaped) of each default tag that has a
+	// value, in key order; the defaults k up to l-1 are
+	// defText[defOff[k]:defOff[l]], so those the line lacks are copied in
+	// one piece when it sets none of them.
+	defText []byte
+	defOff  [numDefaults + 1]int
 	tags    []tag
 	scratch []byte
+	// lastTimeText is lastTime as the last line that had to format its
+	// timestamp wrote it, if lastTimeOK.
+	lastTime     int64
+	lastTimeText []byte
+	lastTimeOK   bool
+	// alwaysSort makes Normalize sort the tags even when the line has them
+	// in order, so that tests can compare both ways on the same lines.
+	alwaysSort bool
 }
 
-// tag is one tag of the line being normalized, escaped as in the input.
+// tag is one tag of the line being normalized, as offsets into the trimmed
+// line b: ",key=value" is b[ks-1:ve], the key b[ks:ke], the value
+// b[ke+1:ve], all escaped as sent. It holds no pointer into the caller's
+// line, so the buffer of tags can be kept between calls as it is.
 type tag struct {
-	key, val []byte
-	raw      []byte // the unescaped value, if known (defaults)
-	esc      bool   // val holds an escape sequence
-	which    int8   // tagHost…tagRun, or -1
+	ks, ke, ve int
+	rank       uint8 // how many default keys sort before the key
+	esc        bool  // the value holds an escape sequence
+	which      int8  // tagHost…tagStep if the key is a default key, or -1
 }
 
 // NewNormalizer returns a Normalizer that adds the given tags. It fails if
@@ -112,13 +129,17 @@ func NewNormalizer(tags DefaultTags, opts ...Option) (*Normalizer, error) {
 		return nil, err
 	}
 	n := &Normalizer{maxLine: DefaultMaxLineBytes}
-	for i, v := range [numDefaults]string{tags.Host, tags.Job, tags.Step, tags.Run} {
-		n.defKey[i] = []byte(defaultKeys[i])
+	for k, v := range [numDefaults]string{tagHost: tags.Host, tagJob: tags.Job, tagRun: tags.Run, tagStep: tags.Step} {
+		n.defOff[k] = len(n.defText)
 		if v != "" {
-			n.defVal[i] = appendEscaped(nil, v, clsKeyStop)
-			n.defRaw[i] = []byte(v)
+			n.defText = append(n.defText, ',')
+			n.defText = append(n.defText, defaultKeys[k]...)
+			n.defText = append(n.defText, '=')
+			n.defText = appendEscaped(n.defText, v, clsKeyStop)
+			n.defRaw[k] = []byte(v)
 		}
 	}
+	n.defOff[numDefaults] = len(n.defText)
 	for _, o := range opts {
 		o(n)
 	}
@@ -143,6 +164,16 @@ func NewNormalizer(tags DefaultTags, opts ...Option) (*Normalizer, error) {
 // On error, dst is returned unchanged with a *SyntaxError (see the Err*
 // classes); valid lines cause no allocation once dst and the Normalizer's
 // buffers have grown to fit.
+//
+// The work is one pass over the line and one copy. What would cost a pass
+// of its own is folded into the scans: UTF-8 is checked only when a scan
+// meets a byte above 0x7f (and in string values), and on the error path,
+// where invalid UTF-8 takes precedence over every other error; tags that
+// arrive sorted are not sorted again, and the default tags are merged in
+// while copying rather than sorted with them; numbers and timestamps in
+// their usual spellings are checked as they are scanned, and a timestamp
+// that must be formatted is formatted once for all the lines that share
+// it.
 func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) ([]byte, Sample, error) {
 	if len(line) > n.maxLine {
 		return dst, Sample{}, &SyntaxError{Err: ErrLineTooLong, Column: n.maxLine + 1,
@@ -169,77 +200,73 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	for i < len(b) && b[i] == ' ' {
 		i++
 	}
-	if !utf8.Valid(b[i:]) {
-		return dst, Sample{}, syntaxErr(ErrInvalidUTF8, i+invalidUTF8At(b[i:]), "")
-	}
+	// From here on every error goes through badLine, which reports invalid
+	// UTF-8 first, wherever it is in the line.
+	from := i
+	high := false // a byte above 0x7f was seen outside string values
 
 	// Measurement.
 	if i == len(b) || b[i] == ',' {
-		return dst, Sample{}, syntaxErr(ErrInvalidMeasurement, i, "missing measurement")
+		return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidMeasurement, i, "missing measurement"))
 	}
 	if b[i] == '#' {
-		return dst, Sample{}, syntaxErr(ErrInvalidMeasurement, i, "a line starting with '#' is a comment")
+		return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidMeasurement, i, "a line starting with '#' is a comment"))
 	}
 	mStart := i
-	i, mEsc, bad := scanEsc(b, i, clsMeasStop)
+	i, mEsc, hi, bad := scanEsc(b, i, clsMeasStop)
 	if bad >= 0 {
-		return dst, Sample{}, syntaxErr(ErrInvalidMeasurement, bad, "control character %q", b[bad])
+		return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidMeasurement, bad, "control character %q", b[bad]))
 	}
+	high = high || hi
 	meas := b[mStart:i]
 
-	// Tags. From here on, failures go through fail, which drops the tag
-	// buffer's references to line.
+	// Tags.
 	tags := n.tags[:0]
-	fail := func(err error) ([]byte, Sample, error) {
-		n.keep(tags)
-		return dst, Sample{}, err
-	}
-	var have [numDefaults]bool
+	var have uint8  // bit k: the line sets default tag k
+	sorted := true  // keys strictly increasing so far: no sort, no duplicates
+	var prev []byte // the key of the previous tag
 	for i < len(b) && b[i] == ',' {
 		i++
 		ks := i
-		ke, kEsc, bad := scanEsc(b, i, clsKeyStop)
+		ke, kEsc, hi, bad := scanEsc(b, i, clsKeyStop)
 		if bad >= 0 {
-			return fail(syntaxErr(ErrInvalidTagKey, bad, "control character %q", b[bad]))
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTagKey, bad, "control character %q", b[bad]))
 		}
 		if ke == ks {
-			return fail(syntaxErr(ErrInvalidTagKey, ks, "missing tag key"))
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTagKey, ks, "missing tag key"))
 		}
 		if ke == len(b) || b[ke] != '=' {
-			return fail(syntaxErr(ErrInvalidTagKey, ke, "missing '=' after tag key %q", b[ks:ke]))
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTagKey, ke, "missing '=' after tag key %q", b[ks:ke]))
 		}
 		vs := ke + 1
-		ve, vEsc, bad := scanEsc(b, vs, clsKeyStop)
+		ve, vEsc, hi2, bad := scanEsc(b, vs, clsKeyStop)
 		if bad >= 0 {
-			return fail(syntaxErr(ErrInvalidTagValue, bad, "control character %q", b[bad]))
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTagValue, bad, "control character %q", b[bad]))
 		}
 		if ve == vs {
-			return fail(syntaxErr(ErrInvalidTagValue, vs, "missing value of tag %q", b[ks:ke]))
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTagValue, vs, "missing value of tag %q", b[ks:ke]))
 		}
 		if ve < len(b) && b[ve] == '=' {
-			return fail(syntaxErr(ErrInvalidTagValue, ve, "unescaped '=' in value of tag %q", b[ks:ke]))
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTagValue, ve, "unescaped '=' in value of tag %q", b[ks:ke]))
 		}
-		t := tag{key: b[ks:ke], val: b[vs:ve], esc: vEsc, which: -1}
-		if !kEsc { // an escaped key cannot spell a default key
-			switch string(t.key) {
-			case "host":
-				t.which = tagHost
-			case "job":
-				t.which = tagJob
-			case "step":
-				t.which = tagStep
-			case "run":
-				t.which = tagRun
-			}
-			if t.which >= 0 {
-				have[t.which] = true
-			}
+		high = high || hi || hi2
+		key := b[ks:ke]
+		t := tag{ks: ks, ke: ke, ve: ve, rank: defaultRank(key), esc: vEsc, which: -1}
+		if !kEsc && int(t.rank) < numDefaults && string(key) == defaultKeys[t.rank] {
+			// An escaped key cannot spell a default key.
+			t.which = int8(t.rank)
+			have |= 1 << t.rank
 		}
+		if sorted && prev != nil {
+			sorted = keyLess(prev, key)
+		}
+		prev = key
 		tags = append(tags, t)
 		i = ve
 	}
+	n.tags = tags
 	if i == len(b) {
-		return fail(syntaxErr(ErrMissingFields, i, ""))
+		return dst, Sample{}, badLine(b, from, syntaxErr(ErrMissingFields, i, ""))
 	}
 	for b[i] == ' ' { // b has no trailing spaces, so this stops before len(b)
 		i++
@@ -249,51 +276,59 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	fStart := i
 	for {
 		ks := i
-		ke, _, bad := scanEsc(b, i, clsKeyStop)
+		ke, _, hi, bad := scanEsc(b, i, clsKeyStop)
 		if bad >= 0 {
-			return fail(syntaxErr(ErrInvalidField, bad, "control character %q in field key", b[bad]))
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, bad, "control character %q in field key", b[bad]))
 		}
 		if ke == ks {
-			return fail(syntaxErr(ErrInvalidField, ks, "missing field key"))
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, ks, "missing field key"))
 		}
 		key := b[ks:ke]
 		if ke == len(b) || b[ke] != '=' {
-			return fail(syntaxErr(ErrInvalidField, ke, "missing '=' after field key %q", key))
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, ke, "missing '=' after field key %q", key))
 		}
+		high = high || hi
 		i = ke + 1
 		if i == len(b) {
-			return fail(syntaxErr(ErrInvalidField, i, "missing value of field %q", key))
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, i, "missing value of field %q", key))
 		}
 		switch c := b[i]; {
+		case c == '-' || c == '.' || (c >= '0' && c <= '9'):
+			if e := numberEnd(b, i); e >= 0 {
+				i = e
+				break
+			}
+			ve := valueEnd(b, i)
+			if msg := numberError(b[i:ve]); msg != "" {
+				return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidNumber, i, "field %q: %q: %s", key, b[i:ve], msg))
+			}
+			i = ve
 		case c == '"':
 			e := stringEnd(b, i)
 			if e < 0 {
-				return fail(syntaxErr(ErrUnterminatedString, i, "value of field %q", key))
+				return dst, Sample{}, badLine(b, from, syntaxErr(ErrUnterminatedString, i, "value of field %q", key))
+			}
+			if !utf8.Valid(b[i+1 : e]) {
+				return dst, Sample{}, badLine(b, from, nil)
 			}
 			i = e + 1
 		case c == 't' || c == 'T' || c == 'f' || c == 'F':
 			ve := valueEnd(b, i)
 			if !validBool(b[i:ve]) {
-				return fail(syntaxErr(ErrInvalidBoolean, i, "field %q: %q", key, b[i:ve]))
-			}
-			i = ve
-		case c == '-' || c == '.' || (c >= '0' && c <= '9'):
-			ve := valueEnd(b, i)
-			if msg := numberError(b[i:ve]); msg != "" {
-				return fail(syntaxErr(ErrInvalidNumber, i, "field %q: %q: %s", key, b[i:ve], msg))
+				return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidBoolean, i, "field %q: %q", key, b[i:ve]))
 			}
 			i = ve
 		case c == ',' || c == ' ':
-			return fail(syntaxErr(ErrInvalidField, i, "missing value of field %q", key))
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, i, "missing value of field %q", key))
 		default:
-			return fail(syntaxErr(ErrInvalidField, i,
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, i,
 				"value of field %q is not a number, boolean or quoted string", key))
 		}
 		if i == len(b) || b[i] == ' ' {
 			break
 		}
 		if b[i] != ',' {
-			return fail(syntaxErr(ErrInvalidField, i, "unexpected %q after value of field %q", b[i], key))
+			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, i, "unexpected %q after value of field %q", b[i], key))
 		}
 		i++
 	}
@@ -308,51 +343,67 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 		for b[i] == ' ' {
 			i++
 		}
-		ts, ok := parseTimestamp(b[i:])
-		if !ok {
-			return fail(syntaxErr(ErrInvalidTimestamp, i, "%q is not an integer", b[i:]))
+		var ok bool
+		if unit == 1 {
+			ns, ok = canonicalNanos(b[i:])
 		}
-		if ns, ok = toNanos(ts, unit); !ok {
-			return fail(syntaxErr(ErrInvalidTimestamp, i, "%d%s is out of range", ts, prec))
-		}
-		if unit == 1 && canonicalInt(b[i:]) {
+		if ok {
 			tsText = b[i:]
+		} else {
+			ts, ok := parseTimestamp(b[i:])
+			if !ok {
+				return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTimestamp, i, "%q is not an integer", b[i:]))
+			}
+			if ns, ok = toNanos(ts, unit); !ok {
+				return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTimestamp, i, "%d%s is out of range", ts, prec))
+			}
+			if unit == 1 && canonicalInt(b[i:]) {
+				tsText = b[i:]
+			}
 		}
 	}
 
-	// Default tags, then canonical order.
-	for k := range numDefaults {
-		if !have[k] && n.defVal[k] != nil {
-			tags = append(tags, tag{key: n.defKey[k], val: n.defVal[k], raw: n.defRaw[k], which: int8(k)})
-		}
+	// The scans met a byte above 0x7f: check the line as a whole.
+	if high && !utf8.Valid(b[from:]) {
+		return dst, Sample{}, badLine(b, from, nil)
 	}
-	sortTags(tags)
-	for j := 1; j < len(tags); j++ {
-		if bytes.Equal(tags[j-1].key, tags[j].key) {
-			return fail(syntaxErr(ErrDuplicateTags, mStart+len(meas), "tag %q", tags[j].key))
+
+	// Canonical order. Duplicates of the line's keys among themselves
+	// sort next to each other; a default tag cannot be one, as it is
+	// added only when the line lacks its key.
+	if !sorted || n.alwaysSort {
+		sortTags(b, tags)
+		for j := 1; j < len(tags); j++ {
+			if k := b[tags[j].ks:tags[j].ke]; bytes.Equal(b[tags[j-1].ks:tags[j-1].ke], k) {
+				return dst, Sample{}, syntaxErr(ErrDuplicateTags, mStart+len(meas), "tag %q", k)
+			}
 		}
 	}
 
-	// Output. Positions are recorded as offsets because dst and scratch
-	// may move while growing.
+	// Output: the line's tags in order, with the default tags it lacks
+	// merged in before the first tag whose rank passes them. Positions are
+	// recorded as offsets because dst and scratch may move while growing.
 	start := len(dst)
 	dst = append(dst, meas...)
 	var runAt, hostAt span
 	scratch := n.scratch[:0]
-	for _, t := range tags {
-		dst = append(dst, ',')
-		dst = append(dst, t.key...)
-		dst = append(dst, '=')
-		at := span{src: srcDst, off: len(dst), end: len(dst) + len(t.val)}
-		dst = append(dst, t.val...)
-		switch {
-		case t.which != tagRun && t.which != tagHost:
+	next := 0 // the first default tag not yet merged
+	for j := range tags {
+		t := &tags[j]
+		if int(t.rank) > next {
+			dst = n.appendDefaults(dst, next, int(t.rank), have)
+			next = int(t.rank)
+		}
+		off := len(dst)
+		dst = append(dst, b[t.ks-1:t.ve]...)
+		if t.which != tagRun && t.which != tagHost {
 			continue
-		case t.raw != nil:
-			at = span{src: srcRaw, raw: t.raw}
-		case t.esc:
-			at.src, at.off = srcScratch, len(scratch)
-			scratch = appendUnescaped(scratch, t.val, clsKeyStop)
+		}
+		vs := off + (t.ke + 2 - t.ks)
+		at := span{src: srcDst, off: vs, end: len(dst)}
+		if t.esc {
+			at = span{src: srcScratch, off: len(scratch)}
+			scratch = appendUnescaped(scratch, b[t.ke+1:t.ve], clsKeyStop)
 			at.end = len(scratch)
 		}
 		if t.which == tagRun {
@@ -361,13 +412,23 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 			hostAt = at
 		}
 	}
+	if next < numDefaults {
+		dst = n.appendDefaults(dst, next, numDefaults, have)
+	}
 	dst = append(dst, ' ')
 	dst = append(dst, fields...)
 	dst = append(dst, ' ')
-	if tsText != nil {
+	switch {
+	case tsText != nil:
 		dst = append(dst, tsText...)
-	} else {
+	case n.lastTimeOK && ns == n.lastTime:
+		dst = append(dst, n.lastTimeText...)
+	default:
+		// Formatting costs more than the rest of a short line; the lines
+		// of a body without timestamps all get the same one.
+		k := len(dst)
 		dst = strconv.AppendInt(dst, ns, 10)
+		n.lastTime, n.lastTimeText, n.lastTimeOK = ns, append(n.lastTimeText[:0], dst[k:]...), true
 	}
 
 	measAt := span{src: srcDst, off: start, end: start + len(meas)}
@@ -377,35 +438,101 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 		measAt.end = len(scratch)
 	}
 	n.scratch = scratch
-	n.keep(tags)
-	return dst, Sample{
+	s := Sample{
 		Line:        dst[start:len(dst):len(dst)],
 		Measurement: measAt.get(dst, scratch),
 		Run:         runAt.get(dst, scratch),
 		Host:        hostAt.get(dst, scratch),
 		Time:        ns,
-	}, nil
+	}
+	if have&(1<<tagRun) == 0 {
+		s.Run = n.defRaw[tagRun]
+	}
+	if have&(1<<tagHost) == 0 {
+		s.Host = n.defRaw[tagHost]
+	}
+	return dst, s, nil
 }
 
-// keep stores the (possibly grown) tag buffer for the next call, dropping
-// its references to the caller's line.
-func (n *Normalizer) keep(tags []tag) {
-	clear(tags)
-	n.tags = tags[:0]
+// badLine returns the error for a line refused with err (nil: the line has
+// invalid UTF-8 somewhere): invalid UTF-8 anywhere in b[from:] is reported
+// rather than err, as the check of the whole line came first.
+func badLine(b []byte, from int, err error) error {
+	if err == nil || !utf8.Valid(b[from:]) {
+		return syntaxErr(ErrInvalidUTF8, from+invalidUTF8At(b[from:]), "")
+	}
+	return err
 }
 
-// span locates a value in dst, in the scratch buffer, or in a default.
+// appendDefaults appends the default tags k..l-1 that the line lacks, in
+// as few pieces as the tags it has leave.
+func (n *Normalizer) appendDefaults(dst []byte, k, l int, have uint8) []byte {
+	for k < l {
+		if have&(1<<k) != 0 {
+			k++
+			continue
+		}
+		e := k + 1
+		for e < l && have&(1<<e) == 0 {
+			e++
+		}
+		dst = append(dst, n.defText[n.defOff[k]:n.defOff[e]]...)
+		k = e
+	}
+	return dst
+}
+
+// defaultRank returns how many of the default keys sort before key (a
+// key equal to one of them has that one's index). The default keys start
+// with different bytes, so the first byte of key decides, except against
+// the default key that starts with the same byte.
+func defaultRank(key []byte) uint8 {
+	r := rankBefore[key[0]]
+	if r&rankSame != 0 {
+		r &^= rankSame
+		if string(key) > defaultKeys[r] {
+			r++
+		}
+	}
+	return r
+}
+
+// rankBefore[c] is the number of default keys whose first byte is below
+// c, plus rankSame if one starts with c.
+var rankBefore = func() (t [256]uint8) {
+	for c := range t {
+		for _, d := range defaultKeys {
+			if d[0] < byte(c) {
+				t[c]++
+			} else if d[0] == byte(c) {
+				t[c] |= rankSame
+			}
+		}
+	}
+	return t
+}()
+
+const rankSame = 0x80
+
+// keyLess reports whether tag key a sorts before b (escaped bytes, as
+// InfluxDB orders them). Keys are not empty.
+func keyLess(a, b []byte) bool {
+	if a[0] != b[0] {
+		return a[0] < b[0]
+	}
+	return string(a) < string(b)
+}
+
+// span locates a value in dst or in the scratch buffer.
 type span struct {
 	src      uint8
 	off, end int
-	raw      []byte
 }
 
 const (
 	srcNone = iota
 	srcDst
 	srcScratch
-	srcRaw
 )
 
 func (s span) get(dst, scratch []byte) []byte {
@@ -414,8 +541,6 @@ func (s span) get(dst, scratch []byte) []byte {
 		return dst[s.off:s.end:s.end]
 	case srcScratch:
 		return scratch[s.off:s.end:s.end]
-	case srcRaw:
-		return s.raw
 	}
 	return nil
 }
@@ -429,15 +554,15 @@ func valueEnd(b []byte, i int) int {
 }
 
 // sortTags sorts by key (escaped bytes, as InfluxDB does). Lines usually
-// come with few tags, often sorted already, where insertion sort is fastest;
-// the general sort bounds the cost of lines with thousands of tags.
-func sortTags(tags []tag) {
+// come with few tags, where insertion sort is fastest; the general sort
+// bounds the cost of lines with thousands of tags.
+func sortTags(b []byte, tags []tag) {
 	if len(tags) > 16 {
-		slices.SortFunc(tags, func(a, b tag) int { return bytes.Compare(a.key, b.key) })
+		slices.SortFunc(tags, func(x, y tag) int { return bytes.Compare(b[x.ks:x.ke], b[y.ks:y.ke]) })
 		return
 	}
 	for i := 1; i < len(tags); i++ {
-		for j := i; j > 0 && bytes.Compare(tags[j].key, tags[j-1].key) < 0; j-- {
+		for j := i; j > 0 && keyLess(b[tags[j].ks:tags[j].ke], b[tags[j-1].ks:tags[j-1].ke]); j-- {
 			tags[j], tags[j-1] = tags[j-1], tags[j]
 		}
 	}

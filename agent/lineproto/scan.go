@@ -2,6 +2,7 @@ package lineproto
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strconv"
 	"unsafe"
 )
@@ -15,6 +16,7 @@ const (
 	clsBackslash             // '\'
 	clsValStop               // ',' ' ' '\r' '\n': end an unquoted field value
 	clsNumber                // 0-9 . e E + -: the only bytes of a float (no hex, inf, nan, '_')
+	clsHigh                  // 0x80-0xff: part of a multi-byte UTF-8 sequence, or invalid
 )
 
 var class = func() (t [256]uint8) {
@@ -31,39 +33,47 @@ var class = func() (t [256]uint8) {
 	for _, c := range []byte("0123456789.eE+-") {
 		t[c] |= clsNumber
 	}
+	for c := 0x80; c < 0x100; c++ {
+		t[c] |= clsHigh
+	}
 	return t
 }()
 
 // scanEsc scans an escaped token (measurement: stop = clsMeasStop; tag key,
 // tag value, field key: stop = clsKeyStop) from b[i:]. It returns the index
 // of the first unescaped stop byte (or len(b)), whether the token holds an
-// escape sequence, and the index of the first control character that ended
-// it (or -1).
+// escape sequence, whether it holds a byte above 0x7f (whose UTF-8 the
+// caller must check), and the index of the first control character that
+// ended it (or -1).
 //
 // A backslash escapes the following byte only when that byte is of the stop
 // class; otherwise the backslash is an ordinary byte (so `a\\ b` is `a\`
 // followed by an escaped space), exactly as in lineprotocol/v2.
-func scanEsc(b []byte, i int, stop uint8) (end int, esc bool, bad int) {
-	for i < len(b) {
-		k := class[b[i]]
-		if k == 0 {
+func scanEsc(b []byte, i int, stop uint8) (end int, esc, high bool, bad int) {
+	for {
+		// The ordinary bytes, in a loop of their own that compiles tight
+		// (uint: i is known not to be negative, so no bounds check).
+		for uint(i) < uint(len(b)) && class[b[i]] == 0 {
 			i++
-			continue
 		}
+		if uint(i) >= uint(len(b)) {
+			return i, esc, high, -1
+		}
+		k := class[b[i]]
 		if k&stop != 0 {
-			return i, esc, -1
+			return i, esc, high, -1
 		}
 		if k&clsNonPrint != 0 {
-			return i, esc, i
+			return i, esc, high, i
 		}
 		if k&clsBackslash != 0 && i+1 < len(b) && class[b[i+1]]&stop != 0 {
 			esc = true
 			i += 2
 			continue
 		}
+		high = high || k&clsHigh != 0
 		i++
 	}
-	return i, esc, -1
 }
 
 // appendUnescaped appends tok, an escaped token of the given stop class,
@@ -231,6 +241,52 @@ func numErrText(err error, kind string) string {
 	return "invalid " + kind + " syntax"
 }
 
+// numberEnd returns the end of the unquoted field value at b[i] if it is a
+// number in one of the usual spellings, which are valid whatever the
+// digits: -?d+(.d*)? and -?.d+ with at most 300 digits (surely finite),
+// -?d{1,18}i and d{1,19}u (surely in range); the value must end at ',',
+// ' ' or the end of b. Otherwise it returns -1, and valueEnd and
+// numberError decide, as for any other value.
+func numberEnd(b []byte, i int) int {
+	j := i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	d := j
+	for j < len(b) && b[j]-'0' < 10 {
+		j++
+	}
+	digits := j - d
+	if j < len(b) {
+		switch b[j] {
+		case '.':
+			j++
+			d = j
+			for j < len(b) && b[j]-'0' < 10 {
+				j++
+			}
+			digits += j - d
+		case 'i':
+			if digits > 18 {
+				return -1
+			}
+			j++
+		case 'u':
+			if digits > 19 || b[i] == '-' {
+				return -1
+			}
+			j++
+		}
+	}
+	if digits == 0 || digits > 300 {
+		return -1
+	}
+	if j == len(b) || b[j] == ',' || b[j] == ' ' {
+		return j
+	}
+	return -1
+}
+
 // parseTimestamp parses a decimal int64 with an optional leading '-'.
 func parseTimestamp(v []byte) (int64, bool) {
 	d := v
@@ -263,6 +319,50 @@ func parseTimestamp(v []byte) (int64, bool) {
 		return 0, false
 	}
 	return int64(x), true
+}
+
+// canonicalNanos parses v if it is a timestamp as strconv.AppendInt writes
+// it (1 to 19 digits, no leading zero, no sign) within InfluxDB's range;
+// otherwise it reports false, and parseTimestamp and toNanos decide.
+func canonicalNanos(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 19 || (v[0] == '0' && len(v) > 1) {
+		return 0, false
+	}
+	var x uint64 // below 1e19: no overflow
+	for len(v) >= 8 {
+		d, ok := eightDigits(binary.LittleEndian.Uint64(v))
+		if !ok {
+			return 0, false
+		}
+		x = x*1e8 + d
+		v = v[8:]
+	}
+	for _, c := range v {
+		if c-'0' >= 10 {
+			return 0, false
+		}
+		x = x*10 + uint64(c-'0')
+	}
+	if x > maxNanoTime {
+		return 0, false
+	}
+	return int64(x), true
+}
+
+// eightDigits returns the value of x, eight bytes of text in little-endian
+// order (the first digit lowest), if they are all decimal digits.
+func eightDigits(x uint64) (uint64, bool) {
+	const ones = 0x0101010101010101
+	// Each byte 0x30-0x39: its high nibble is 3, and adding 6 keeps it so
+	// (no carry leaves a byte below 0x40).
+	if x&(0xf0*ones) != 0x30*ones || (x+0x06*ones)&(0xf0*ones) != 0x30*ones {
+		return 0, false
+	}
+	x &= 0x0f * ones
+	x = (x * (10<<8 + 1)) >> 8 // pairs of digits in the low byte of each 16 bits
+	x = ((x & 0x00ff00ff00ff00ff) * (100<<16 + 1)) >> 16
+	x = ((x & 0x0000ffff0000ffff) * (10000<<32 + 1)) >> 32
+	return x, true
 }
 
 // canonicalInt reports whether v is the way strconv.AppendInt writes its
