@@ -75,13 +75,14 @@ type Config struct {
 	// in the kernel's receive buffer once the agent has read what was
 	// there, so that one wake-up spools many datagrams (the wait is cut
 	// short to keep the buffer a quarter full at most at the current
-	// rate). Default 500ms; negative reads every datagram at once.
+	// rate). Default 1s; negative reads every datagram at once.
 	PacketGather time.Duration
 
-	// Linger is how long samples gather in the spool, when few arrive,
-	// before they are handed to the producer in one go; BatchMaxBytes
-	// bounds a produce batch. Defaults 100ms, 1 MiB: larger batches and
-	// fewer hand-overs cost the node less CPU per sample.
+	// Linger is how long samples gather in the spool, when few arrive
+	// (fewer than a Linger's worth of the shipper's pipeline, 16,384
+	// samples), before they are handed to the producer in one go;
+	// BatchMaxBytes bounds a produce batch. Defaults 1s, 1 MiB: larger
+	// batches and fewer hand-overs cost the node less CPU per sample.
 	Linger        time.Duration
 	BatchMaxBytes int32
 
@@ -138,10 +139,10 @@ func (c *Config) Validate() error {
 		c.MaxBodyBytes = 32 << 20
 	}
 	if c.PacketGather == 0 {
-		c.PacketGather = 500 * time.Millisecond
+		c.PacketGather = time.Second
 	}
 	if c.Linger == 0 {
-		c.Linger = 100 * time.Millisecond
+		c.Linger = time.Second
 	}
 	if c.BatchMaxBytes <= 0 {
 		c.BatchMaxBytes = 1 << 20

@@ -55,13 +55,14 @@ type inflight struct {
 // at once). Batches of 4096 samples held 5 MiB more of heap at that rate
 // for no gain in CPU.
 //
-// A read of fewer than gatherBelow records means samples arrive slowly:
-// the reader then lets them gather in the spool for Linger (readLoop).
+// When the reader has read everything spooled and samples arrived at a
+// rate at which Linger gathers fewer than gatherRecords (one pipeline
+// full), it lets them gather in the spool for Linger (readLoop).
 const (
 	inflightBatches  = 8
 	readBatchRecords = 2048
 	readBatchBytes   = 256 << 10
-	gatherBelow      = 1024
+	gatherRecords    = inflightBatches * readBatchRecords
 )
 
 // batchPool recycles inflight batches and their kgo.Records once acked:
@@ -139,6 +140,7 @@ func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight, pool *batc
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
+	rate := newRateWindow(time.Now(), a.cfg.Linger)
 	for {
 		recs, pos, err := a.spool.Read(ctx, readBatchRecords, readBatchBytes)
 		if err != nil {
@@ -171,19 +173,23 @@ func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight, pool *batc
 			a.client.Produce(context.Background(), r, a.promise)
 		}
 		queue <- b // never blocks past ackLoop, which drains until close
-		if a.spool.AppendedAfter(pos) == 0 {
-			// The spool is drained: nothing will join these records
-			// within the producer's linger, so send them now rather
-			// than wake again when the linger ends. (While more is
-			// spooled, the next reads join them in the producer.)
-			a.sendNow()
+		now := time.Now()
+		rate.add(now, len(recs))
+		if a.spool.AppendedAfter(pos) != 0 {
+			continue // more is spooled: the next reads join these in the producer
 		}
-		// At low rates every datagram would otherwise become its own spool
-		// read, batch, produce request and ack, each waking several
-		// goroutines. Gathering for Linger instead makes one of each per
-		// Linger; the producer lingers only briefly after the hand-over
-		// (producerLinger), so a sample still waits about Linger in all.
-		if len(recs) < gatherBelow {
+		// The spool is drained: nothing will join these records within
+		// the producer's linger, so send them now rather than wake again
+		// when the linger ends.
+		a.sendNow()
+		// At low rates every HTTP write or gathered bunch of datagrams
+		// would otherwise become its own spool read, produce request and
+		// ack, each a burst of work that wakes several goroutines and
+		// threads (a burst costs the agent about a millisecond of CPU
+		// whatever its size, docs/agent.md "CPU"). Gathering for Linger
+		// instead makes one of each per Linger. At higher rates bursts
+		// follow each other anyway, and waiting would only delay.
+		if rate.perSecond(now)*a.cfg.Linger.Seconds() < gatherRecords {
 			t.Reset(a.cfg.Linger)
 			select {
 			case <-ctx.Done():
@@ -192,6 +198,39 @@ func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight, pool *batc
 			}
 		}
 	}
+}
+
+// rateWindow estimates the rate at which the shipper reads samples over
+// the last one to two spans: the count and length of the last complete
+// span plus the current one.
+type rateWindow struct {
+	span    time.Duration
+	start   time.Time
+	n       int
+	prevN   int
+	prevDur time.Duration
+}
+
+func newRateWindow(now time.Time, span time.Duration) *rateWindow {
+	return &rateWindow{span: max(span, time.Millisecond), start: now}
+}
+
+// add counts n samples read at now.
+func (w *rateWindow) add(now time.Time, n int) {
+	w.n += n
+	if d := now.Sub(w.start); d >= w.span {
+		w.prevN, w.prevDur = w.n, d
+		w.n, w.start = 0, now
+	}
+}
+
+// perSecond is the rate over the window up to now.
+func (w *rateWindow) perSecond(now time.Time) float64 {
+	d := w.prevDur + now.Sub(w.start)
+	if d <= 0 {
+		return 0
+	}
+	return float64(w.prevN+w.n) / d.Seconds()
 }
 
 // sendNow makes the producer send what it holds without waiting for its
