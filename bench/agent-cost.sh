@@ -16,7 +16,8 @@
 # Takes about 2 minutes with the defaults.
 #
 # Knobs (environment): TRANSPORTS ("udp http"; tcp works too), RATES
-# ("10000 100000 1000000"), DURATION (10s), WARMUP (2s), BATCH (lines per
+# ("10000 100000 1000000"), DURATION (10s), WARMUP (2s; FIRST_WARMUP, 6s, for
+# the first step of each fresh agent: see bench/README.md), BATCH (lines per
 # HTTP POST, 5000), DATAGRAM_BYTES (8192), SENDERS (HTTP requests in flight,
 # 2), PROFILE=1 (CPU profile of the agent for every step, kept in
 # bench/results/agent-cost/<id>-<step>.pprof, or the temporary directory with
@@ -42,6 +43,7 @@ TRANSPORTS=${TRANSPORTS:-udp http}
 RATES=${RATES:-10000 100000 1000000}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
+FIRST_WARMUP=${FIRST_WARMUP:-6s}
 BATCH=${BATCH:-5000}
 DATAGRAM_BYTES=${DATAGRAM_BYTES:-8192}
 SENDERS=${SENDERS:-2}
@@ -199,6 +201,7 @@ STEP=0
 for t in $TRANSPORTS; do
 	start_agent "$t" 0
 	restarts=0
+	warmup=$FIRST_WARMUP # a fresh agent's first step
 	for rate in $RATES; do
 		STEP=$((STEP + 1))
 		label="$t $(short_rate "$rate") lines/s"
@@ -206,14 +209,16 @@ for t in $TRANSPORTS; do
 			restarts=$((restarts + 1))
 			log "the agent is gone; starting another"
 			start_agent "$t" "$restarts"
+			warmup=$FIRST_WARMUP
 		fi
 		cmd=("$PEER_BIN" bench agent --transport "$t" --addr "$ADDR" --agent-http "127.0.0.1:$HPORT"
 			--agent-pid "$AGENT_PID" --brokers "$BROKER" --topic "$TOPIC" --rate "$rate"
-			--duration "$DURATION" --warmup "$WARMUP" --batch "$BATCH" --datagram-bytes "$DATAGRAM_BYTES"
+			--duration "$DURATION" --warmup "$warmup" --batch "$BATCH" --datagram-bytes "$DATAGRAM_BYTES"
 			--senders "$SENDERS" --json)
 		if [[ -n ${PROFILE:-} ]]; then
 			cmd+=(--agent-profile "$RESULTS/$ID-$t-$rate.pprof")
 		fi
+		warmup=$WARMUP
 		log "$label: $(show "${cmd[@]}")"
 		out=$WORK/step-$STEP.json err=$WORK/step-$STEP.err failed=""
 		"${cmd[@]}" 2>&1 >"$out" | tee "$err" >&2 || failed="exit status ${PIPESTATUS[0]}: $(grep -v '^agent ' "$err" | tail -n1)"
@@ -247,7 +252,7 @@ fi
 # --- report -----------------------------------------------------------------------
 
 log "publishing run $ID"
-ENVDESC="TRANSPORTS=\"$TRANSPORTS\" RATES=\"$RATES\" DURATION=$DURATION WARMUP=$WARMUP BATCH=$BATCH DATAGRAM_BYTES=$DATAGRAM_BYTES SENDERS=$SENDERS${UDP_RMEM:+ UDP_RMEM=$UDP_RMEM}${PROFILE:+ PROFILE=1}"
+ENVDESC="TRANSPORTS=\"$TRANSPORTS\" RATES=\"$RATES\" DURATION=$DURATION WARMUP=$WARMUP FIRST_WARMUP=$FIRST_WARMUP BATCH=$BATCH DATAGRAM_BYTES=$DATAGRAM_BYTES SENDERS=$SENDERS${UDP_RMEM:+ UDP_RMEM=$UDP_RMEM}${PROFILE:+ PROFILE=1}"
 "$SIMTEL" bench agent-report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
 	--id "$ID" --host "$HOST" --command "$ENVDESC bench/agent-cost.sh"
 if (( ${#FAILED[@]} > 0 )); then
