@@ -78,9 +78,9 @@ type Config struct {
 	// rate). Default 1s; negative reads every datagram at once.
 	PacketGather time.Duration
 
-	// Linger is how long samples gather in the spool, when few arrive
-	// (fewer than a Linger's worth of the shipper's pipeline, 16,384
-	// samples), before they are handed to the producer in one go;
+	// Linger is how long samples gather in the spool while few arrive
+	// (fewer than 16,384, the shipper's pipeline, per Linger) before they
+	// are handed to the producer in one go;
 	// BatchMaxBytes bounds a produce batch. Defaults 1s, 1 MiB: larger
 	// batches and fewer hand-overs cost the node less CPU per sample.
 	Linger        time.Duration

@@ -23,7 +23,8 @@ func TestRateWindow(t *testing.T) {
 	if r := w.perSecond(at(3000)); math.Abs(r-100_000) > 2_000 {
 		t.Fatalf("steady 100k/s: estimated %g/s", r)
 	}
-	if gather := w.perSecond(at(3000))*1 < gatherRecords; gather {
+	const linger = 1.0 // seconds
+	if w.perSecond(at(3000))*linger < gatherRecords {
 		t.Fatalf("at 100k/s with a 1 s linger the shipper would gather")
 	}
 	// Then 5k a second, one read of 2,500 every 500 ms: within two spans
