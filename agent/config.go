@@ -98,6 +98,11 @@ type Config struct {
 	// process (simtel dev, tests) keeps its pages.
 	ReleaseExecPages bool
 
+	// MonitorSlack is the timer slack Run gives the Go runtime's monitor
+	// thread (monitorslack.go); 0 leaves it alone. Like ReleaseExecPages,
+	// for a process that runs the agent alone; 0 by default.
+	MonitorSlack time.Duration
+
 	Logger *slog.Logger
 }
 
