@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -28,8 +29,9 @@ type Agent struct {
 	client  *kgo.Client
 	metrics *metrics
 
-	normalizers sync.Pool // *ingestBatch
-	bodies      sync.Pool // *bytes.Buffer for HTTP bodies
+	procs       *procsGovernor // nil: GOMAXPROCS left alone
+	normalizers sync.Pool      // *ingestBatch
+	bodies      sync.Pool      // *bytes.Buffer for HTTP bodies
 	promise     func(*kgo.Record, error)
 	ended       context.Context // already ended (sendNow)
 
@@ -170,6 +172,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("cannot create producer for %v: %w", a.cfg.Brokers, err)
 	}
 	a.client = cl
+
+	if a.cfg.MaxProcs > 0 {
+		if os.Getenv("GOMAXPROCS") != "" {
+			a.log.Info("GOMAXPROCS is set in the environment: the agent keeps it instead of adapting its Go processors to the rate (--max-procs)")
+		} else {
+			a.procs = newProcsGovernor(a.cfg.MaxProcs, a.log, time.Now())
+		}
+	}
 
 	ingestCtx, stopIngest := context.WithCancel(ctx)
 	defer stopIngest()

@@ -103,6 +103,12 @@ type Config struct {
 	// for a process that runs the agent alone; 0 by default.
 	MonitorSlack time.Duration
 
+	// MaxProcs, if above 0, makes Run use one Go processor (GOMAXPROCS)
+	// while samples arrive slowly and up to MaxProcs when they arrive fast
+	// (procs.go). GOMAXPROCS is the whole process's, so 0 (the default)
+	// leaves it alone, for embedding processes.
+	MaxProcs int
+
 	Logger *slog.Logger
 }
 
