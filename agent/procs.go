@@ -59,10 +59,7 @@ func (g *procsGovernor) add(now time.Time, n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.rate.add(now, n)
-	r := g.rate.perSecond(now)
-	if span := now.Sub(g.rate.start); span >= procsMinSpan {
-		r = max(r, float64(g.rate.n)/span.Seconds())
-	}
+	r := max(g.rate.perSecond(now), g.rate.recentPerSecond(now, procsMinSpan))
 	want := g.cur
 	switch {
 	case g.cur == 1 && r >= procsUpRate:

@@ -224,6 +224,16 @@ func (w *rateWindow) add(now time.Time, n int) {
 	}
 }
 
+// recentPerSecond is the rate of the current span alone once it has
+// lasted minSpan (0 before): it sees a step up sooner than perSecond.
+func (w *rateWindow) recentPerSecond(now time.Time, minSpan time.Duration) float64 {
+	d := now.Sub(w.start)
+	if d < minSpan || d <= 0 {
+		return 0
+	}
+	return float64(w.n) / d.Seconds()
+}
+
 // perSecond is the rate over the window up to now.
 func (w *rateWindow) perSecond(now time.Time) float64 {
 	d := w.prevDur + now.Sub(w.start)
