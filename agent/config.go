@@ -37,7 +37,7 @@ type Config struct {
 	// counted) or "drop-oldest" (the oldest unsent samples are dropped and
 	// counted).
 	SpoolPolicy string
-	// SpoolSync is how often the spool is fdatasynced. Default 1s.
+	// SpoolSync is the spool's sync tick (spool.Config.SyncInterval). Default 1s.
 	SpoolSync time.Duration
 
 	// Tags added to samples that do not carry them (the sender's win).

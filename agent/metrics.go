@@ -38,6 +38,8 @@ var (
 	descSpoolBytes   = prometheus.NewDesc("simtel_agent_spool_bytes", "Bytes of spool files on disk.", nil, nil)
 	descSpoolPending = prometheus.NewDesc("simtel_agent_spool_pending_samples", "Samples spooled and not yet acknowledged by the broker.", nil, nil)
 	descSpoolDropped = prometheus.NewDesc("simtel_agent_spool_dropped_samples_total", "Samples dropped by the drop-oldest policy.", nil, nil)
+	descSpoolSyncs   = prometheus.NewDesc("simtel_agent_spool_syncs_total", "fdatasyncs of spool segments: ticks that found samples unacknowledged by the broker for a tick, and shutdown.", nil, nil)
+	descSpoolSyncErr = prometheus.NewDesc("simtel_agent_spool_sync_errors_total", "Failed spool fdatasyncs and cursor writes.", nil, nil)
 )
 
 type spoolCollector struct{ a *Agent }
@@ -46,6 +48,8 @@ func (c *spoolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descSpoolBytes
 	ch <- descSpoolPending
 	ch <- descSpoolDropped
+	ch <- descSpoolSyncs
+	ch <- descSpoolSyncErr
 }
 
 func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
@@ -56,6 +60,8 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSpoolBytes, prometheus.GaugeValue, float64(st.Bytes))
 	ch <- prometheus.MustNewConstMetric(descSpoolPending, prometheus.GaugeValue, float64(st.Pending))
 	ch <- prometheus.MustNewConstMetric(descSpoolDropped, prometheus.CounterValue, float64(st.Dropped))
+	ch <- prometheus.MustNewConstMetric(descSpoolSyncs, prometheus.CounterValue, float64(st.DataSyncs))
+	ch <- prometheus.MustNewConstMetric(descSpoolSyncErr, prometheus.CounterValue, float64(st.SyncErrors))
 }
 
 // Gatherer exposes the agent's metrics to an embedding process (simtel

@@ -72,13 +72,16 @@ type Config struct {
 	// Policy says what Append does when MaxBytes is reached. Default Block.
 	Policy Policy
 
-	// SyncInterval is the period of the background fdatasync of the head
-	// segment. Sealed segments are synced right after they are sealed.
-	// Default 1 s; NoSync (any negative value) never syncs, leaving
-	// durability to the kernel's writeback. Appended records survive a
-	// crash of the agent process (even SIGKILL) as soon as Append returns,
-	// whatever this value: they are in the page cache. A power loss or
-	// kernel crash can lose what was appended in the last SyncInterval.
+	// SyncInterval is the period of the flusher's ticks. A tick
+	// fdatasyncs the segments holding records that were appended before
+	// the previous tick and are still not acknowledged; records the
+	// broker acknowledged are never synced (they need not survive a power
+	// loss here). Default 1 s; NoSync (any negative value) never syncs,
+	// leaving durability to the kernel's writeback. Appended records
+	// survive a crash of the agent process (even SIGKILL) as soon as
+	// Append returns, whatever this value: they are in the page cache. A
+	// power loss or kernel crash can lose unacknowledged records appended
+	// in the last two SyncIntervals.
 	SyncInterval time.Duration
 
 	// CheckpointInterval is how often the ack cursor is written, if it

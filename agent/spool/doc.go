@@ -11,8 +11,9 @@
 //  2. Append from any number of goroutines. When Append returns nil the
 //     records are in the page cache: they survive a crash of the agent
 //     (SIGKILL, panic, OOM kill). They survive a power loss or kernel crash
-//     once the flusher has synced them, at most Config.SyncInterval later
-//     (never, with NoSync). Records of one goroutine keep their order;
+//     once the broker has acknowledged them or the flusher has synced
+//     them, at most two Config.SyncIntervals later (never, with NoSync).
+//     Records of one goroutine keep their order;
 //     those of one call stay together.
 //  3. From one consumer goroutine, Read batches and hand them to the
 //     producer. When the broker has acknowledged everything up to a batch's
@@ -75,9 +76,12 @@
 // # Goroutines
 //
 // The Spool owns one goroutine, the flusher, started by Open and stopped
-// and waited for by Close. It does every fdatasync (head and cursor file
-// every SyncInterval; sealed segments as soon as they are sealed; the
-// directory after files came or went), closes the write descriptors of
+// and waited for by Close. It does every fdatasync (every SyncInterval: the
+// cursor file, and the segments, sealed or head, holding records that a
+// tick ago were already appended and are still unacknowledged, then the
+// directory if files came or went; while the broker keeps up nothing but
+// the cursor is synced, and segments deleted within the kernel's
+// writeback delay never reach the disk), closes the write descriptors of
 // sealed and deleted segments and writes the cursor checkpoint when Ack
 // leaves it to it (one pwrite, at most every CheckpointInterval; an Ack
 // that comes after a quiet CheckpointInterval writes the cursor itself,

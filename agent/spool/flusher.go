@@ -15,10 +15,12 @@ import (
 // files and the cursor checkpoints, so that neither Append nor the reader
 // ever waits for the disk:
 //
-//   - on a kick (segment sealed or deleted): sync and close sealed files,
-//     close deleted ones, sync the directory;
-//   - every SyncInterval: the same, plus fdatasync of the head and of the
-//     cursor file if it was written since its last sync;
+//   - on a kick (segment sealed or deleted): close the files of deleted
+//     segments and of sealed ones acknowledged whole;
+//   - every SyncInterval: fdatasync the segments (sealed or head) whose
+//     records were appended a tick ago and are still unacknowledged, and
+//     then the directory, and close those sealed files; fdatasync the
+//     cursor file if it was written since its last sync (see flush);
 //   - when Ack asks (checkpointAfterAck): write the ack cursor once
 //     CheckpointInterval has passed since its last write (one pwrite in
 //     place; see writeCursor). A timer is armed only while an
@@ -45,9 +47,9 @@ func (s *Spool) flushLoop() {
 		case <-s.stop:
 			return
 		case <-s.kick:
-			s.flush(false)
+			s.flush(flushKick)
 		case <-syncC:
-			s.flush(true)
+			s.flush(flushTick)
 			s.syncCursor()
 		case <-s.ckptKick:
 			s.mu.Lock()
@@ -104,27 +106,71 @@ func (s *Spool) checkpointArmed() {
 	s.checkpointNoSync()
 }
 
-// flush syncs and closes sealed segment files, closes deleted ones, syncs
-// the directory if files came or went and, if head is set, fdatasyncs the
-// head segment. Nothing is synced with NoSync. Only the flusher calls it,
-// or Close after the flusher stopped.
-func (s *Spool) flush(head bool) error {
+// flushMode says how much a flush makes durable.
+type flushMode int
+
+const (
+	// flushKick closes the files of deleted segments and of sealed ones
+	// the broker has acknowledged whole; it syncs nothing.
+	flushKick flushMode = iota
+	// flushTick also syncs what the broker has still not acknowledged a
+	// whole SyncInterval after it was appended (see flush).
+	flushTick
+	// flushAll syncs everything not acknowledged (Close).
+	flushAll
+)
+
+// flush closes the write descriptors of deleted segments and syncs and
+// closes sealed ones, fdatasyncs the head and syncs the directory as mode
+// asks. Nothing is synced with NoSync. Only the flusher calls it, or Close
+// after the flusher stopped.
+//
+// A sync makes records survive a power loss; records the broker has
+// acknowledged need not survive one, so only unacknowledged records are
+// worth a sync. A tick syncs a segment only if it holds records that were
+// appended before the previous tick and are still unacknowledged: while
+// the broker keeps up (it acknowledges within the shipper's linger, a
+// second or less), nothing is synced at all, and segments that are
+// acknowledged and deleted before the kernel's own writeback (about 30 s)
+// never reach the disk. While the broker is away every tick syncs, as
+// before. The price: a power loss can take unacknowledged records of the
+// last two SyncIntervals instead of one.
+func (s *Spool) flush(mode flushMode) error {
 	syncing := s.cfg.SyncInterval > 0
 	s.mu.Lock()
 	retired := s.mu.retired
 	s.mu.retired = nil
-	var sealed []*segment
+	ack := s.mu.ack.Offset
+	// Unacknowledged records before due must be synced now.
+	var due uint64
+	switch mode {
+	case flushTick:
+		due = s.syncMark
+		s.syncMark = s.mu.end.Offset
+	case flushAll:
+		due = s.mu.end.Offset
+	}
+	type open struct {
+		g   *segment
+		end uint64 // stream offset after the segment's last record
+	}
+	var sealed []open
 	for _, g := range s.mu.segs {
 		if g.sealed && g.f != nil {
-			sealed = append(sealed, g)
+			sealed = append(sealed, open{g, g.base + g.payload()})
 		}
 	}
 	h := s.head
 	hsize := h.size
-	dir := s.mu.dirDirty
-	s.mu.dirDirty = false
+	hend := h.base + h.payload()
 	s.mu.Unlock()
 
+	// needs reports whether a segment holding the records of [base, end)
+	// has unacknowledged ones that are due.
+	needs := func(base, end uint64) bool {
+		from := max(base, ack)
+		return syncing && from < end && from < due
+	}
 	var errs []error
 	for _, g := range retired {
 		if g.f != nil {
@@ -132,30 +178,59 @@ func (s *Spool) flush(head bool) error {
 			g.f = nil
 		}
 	}
-	for _, g := range sealed {
-		if syncing {
-			if err := fdatasync(g.f); err != nil {
+	synced := false
+	for _, o := range sealed {
+		switch {
+		case needs(o.g.base, o.end):
+			if err := s.syncData(o.g.f); err != nil {
 				errs = append(errs, err)
+				continue // kept open: the next tick tries again
 			}
+			synced = true
+		case syncing && ack < o.end && mode != flushAll:
+			continue // not acknowledged, not due yet: kept open for a later tick
 		}
-		g.f.Close()
-		g.f = nil
+		o.g.f.Close()
+		o.g.f = nil
 	}
-	if head && syncing && hsize > h.synced {
-		if err := fdatasync(h.f); err != nil {
+	if hsize > h.synced && needs(h.base, hend) {
+		if err := s.syncData(h.f); err != nil {
 			errs = append(errs, err)
 		} else {
 			h.synced = hsize
+			synced = true
 		}
 	}
-	if dir && syncing {
+	s.mu.Lock()
+	dir := s.mu.dirDirty && syncing && (synced || mode == flushAll)
+	if dir {
+		s.mu.dirDirty = false
+	}
+	s.mu.Unlock()
+	if dir {
+		// New segment files must be found after a power loss along with
+		// their synced records.
 		if err := s.syncDir(); err != nil {
 			errs = append(errs, err)
+			s.mu.Lock()
+			s.mu.dirDirty = true
+			s.mu.Unlock()
 		}
 	}
 	err := errors.Join(errs...)
 	if err != nil {
 		s.syncFailed(err)
+	}
+	return err
+}
+
+// syncData fdatasyncs a segment file and counts it.
+func (s *Spool) syncData(f *os.File) error {
+	err := fdatasync(f)
+	if err == nil {
+		s.mu.Lock()
+		s.mu.stats.DataSyncs++
+		s.mu.Unlock()
 	}
 	return err
 }

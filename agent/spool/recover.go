@@ -22,8 +22,9 @@ import (
 //     was torn while being created and holds nothing; otherwise it is
 //     corruption, logged and counted.
 //  3. Scan the last segment (the head) frame by frame and truncate it at
-//     the first torn or corrupt frame. Earlier segments were sealed and
-//     synced when the next one was created; Read checks their CRCs anyway.
+//     the first torn or corrupt frame. Earlier segments were sealed; their
+//     unacknowledged records were synced within two SyncIntervals, and
+//     Read checks their CRCs anyway.
 //  4. Load the cursor and clamp it into [first segment, end]; delete
 //     segments it wholly covers.
 func (s *Spool) recover() error {

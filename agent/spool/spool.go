@@ -74,6 +74,9 @@ type Stats struct {
 	BlockedTotal  uint64 // Append calls that had to wait for space
 	WriteErrors   uint64 // failed Append writes (e.g. ENOSPC)
 	SyncErrors    uint64 // failed fdatasync / cursor writes
+	// DataSyncs counts fdatasyncs of segment files: ticks that found
+	// records unacknowledged for a SyncInterval, and Close.
+	DataSyncs uint64
 }
 
 // Spool is a bounded, crash-safe, disk-backed FIFO of records. Append may
@@ -127,6 +130,10 @@ type Spool struct {
 	ckptKick chan struct{}
 	stop     chan struct{} // closed by Close to stop the flusher
 	done     chan struct{} // closed by the flusher when it exits
+
+	// syncMark is the end of the appended records at the flusher's
+	// previous tick (flusher only; see flush).
+	syncMark uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -282,7 +289,7 @@ func (s *Spool) close() error {
 	<-s.done
 
 	var errs []error
-	if err := s.flush(true); err != nil {
+	if err := s.flush(flushAll); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.checkpoint(); err != nil {

@@ -69,7 +69,7 @@ SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id).`,
 	f.StringVar(&cfg.SpoolDir, "spool-dir", "", "directory where accepted samples wait for the broker (required)")
 	f.Int64Var(&cfg.SpoolMaxBytes, "spool-max-bytes", 1<<30, "largest spool on disk")
 	f.StringVar(&cfg.SpoolPolicy, "spool-policy", "block", "when the spool is full: block (senders wait) or drop-oldest")
-	f.DurationVar(&cfg.SpoolSync, "spool-sync", time.Second, "how often the spool is fsynced (negative: never)")
+	f.DurationVar(&cfg.SpoolSync, "spool-sync", time.Second, "how often the spool fdatasyncs samples the broker has not acknowledged since the previous tick (negative: never)")
 	f.StringVar(&policies, "policies", "", "comma-separated policies to keep the newest version of, for this node's workers")
 	f.StringVar(&cfg.PolicyDir, "policy-dir", "/dev/shm/simtel/policy", "where policy versions are kept (<dir>/<policy>/<version>, latest link)")
 	f.IntVar(&cfg.PolicyKeep, "policy-keep", 3, "policy versions kept on disk")
