@@ -63,7 +63,9 @@
 //
 // Read finds the segment of the read cursor, preads up to maxBytes from
 // its own file descriptor into a pooled batch buffer, checks each frame's
-// length and CRC and returns records aliasing the buffer. It never reads
+// length (and its CRC if an earlier life wrote it outside the head that
+// Open scanned: frames this process wrote come back as written) and
+// returns records aliasing the buffer. It never reads
 // past the published end, so it never sees a half-written batch. Ack moves
 // the ack cursor, releases batch buffers and deletes the sealed segments
 // it wholly covers, which wakes appenders blocked on space.

@@ -89,10 +89,10 @@ func frameLen(p []byte) int {
 }
 
 // decodeFrame decodes f, which must be exactly one frame (frameLen bytes).
-// The record's Key and Value alias f. It reports false if the CRC or the
-// key length is wrong.
-func decodeFrame(f []byte) (Record, bool) {
-	if len(f) < frameHeaderSize || binary.LittleEndian.Uint32(f[4:]) != checksum(f) {
+// The record's Key and Value alias f. It reports false if the key length
+// is wrong, or, if check is set, the CRC.
+func decodeFrame(f []byte, check bool) (Record, bool) {
+	if len(f) < frameHeaderSize || check && binary.LittleEndian.Uint32(f[4:]) != checksum(f) {
 		return Record{}, false
 	}
 	kl := binary.LittleEndian.Uint32(f[16:])

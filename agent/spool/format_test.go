@@ -20,7 +20,7 @@ func TestFrameRoundTrip(t *testing.T) {
 		if len(f) != frameSize(len(r.Key), len(r.Value)) || frameLen(f) != len(f) {
 			t.Fatalf("frame of %d bytes, frameSize %d, frameLen %d", len(f), frameSize(len(r.Key), len(r.Value)), frameLen(f))
 		}
-		got, ok := decodeFrame(f)
+		got, ok := decodeFrame(f, true)
 		if !ok || !bytes.Equal(got.Key, r.Key) || !bytes.Equal(got.Value, r.Value) || got.Time != r.Time {
 			t.Fatalf("decode(encode(%+v)) = %+v, %v", r, got, ok)
 		}
@@ -30,7 +30,7 @@ func TestFrameRoundTrip(t *testing.T) {
 				c := bytes.Clone(f)
 				c[i] ^= 1 << bit
 				if fl := frameLen(c); fl == len(c) {
-					if _, ok := decodeFrame(c); ok {
+					if _, ok := decodeFrame(c, true); ok {
 						t.Fatalf("flip of bit %d in byte %d not detected", bit, i)
 					}
 				}

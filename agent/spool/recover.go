@@ -117,6 +117,7 @@ func (s *Spool) recover() error {
 	s.mu.Lock()
 	s.mu.segs = segs
 	s.head = segs[len(segs)-1]
+	s.trustFrom = s.head.base
 	s.mu.end = end
 	s.mu.ack = ack
 	s.mu.ckpt = cursor
@@ -189,7 +190,7 @@ func scanSegment(g *segment) (valid int64, n uint64, err error) {
 		if _, err := io.ReadFull(r, buf[framePrefixSize:]); err != nil {
 			return 0, 0, fmt.Errorf("cannot scan segment %q: %w", g.path, err)
 		}
-		if _, ok := decodeFrame(buf); !ok {
+		if _, ok := decodeFrame(buf, true); !ok {
 			break
 		}
 		valid += int64(fl)

@@ -103,6 +103,12 @@ type Spool struct {
 
 	encoders sync.Pool // *encoder: frame buffers for Append
 
+	// trustFrom is the base of the head segment at Open: recovery checked
+	// its frames, and every later frame was written by this process
+	// (a failed write is never published). Read checks the CRCs of the
+	// segments before it only. Set by Open.
+	trustFrom uint64
+
 	// readMu serializes the consumer's calls (Read, Ack, Rewind) and
 	// guards rd. Read releases it while it waits for data.
 	readMu sync.Mutex
