@@ -86,8 +86,9 @@ type Config struct {
 
 	// CheckpointInterval is how often the ack cursor is written, if it
 	// moved: one pwrite in place, which survives a crash of the process
-	// at once and a power loss after the next SyncInterval sync. Default
-	// 1 s. After a crash, records acknowledged after the
+	// at once and a power loss once a tick syncs it (a tick that syncs
+	// records, or every tenth). Default 1 s. After a crash, records
+	// acknowledged after the
 	// last checkpoint are delivered again (unless their whole segment had
 	// already been deleted).
 	CheckpointInterval time.Duration

@@ -295,7 +295,7 @@ func (s *Spool) close() error {
 	<-s.done
 
 	var errs []error
-	if err := s.flush(flushAll); err != nil {
+	if _, err := s.flush(flushAll); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.checkpoint(); err != nil {
