@@ -53,7 +53,11 @@ func scanEsc(b []byte, i int, stop uint8) (end int, esc, high bool, bad int) {
 	for {
 		// The ordinary bytes, in a loop of their own that compiles tight
 		// (uint: i is known not to be negative, so no bounds check).
-		for uint(i) < uint(len(b)) && class[b[i]] == 0 {
+		// Digits, '.', 'e', 'E', '+' and '-' are ordinary here: when the
+		// loop stopped at their class bit, most keys and values went
+		// through the slow path below for each digit and 'e' in them
+		// (BenchmarkNormalize/typical and agent-step: 8-15% slower).
+		for uint(i) < uint(len(b)) && class[b[i]]&^clsNumber == 0 {
 			i++
 		}
 		if uint(i) >= uint(len(b)) {
