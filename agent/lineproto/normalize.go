@@ -213,7 +213,11 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 		return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidMeasurement, i, "a line starting with '#' is a comment"))
 	}
 	mStart := i
-	i, mEsc, hi, bad := scanEsc(b, i, clsMeasStop)
+	i, plain := plainEnd(b, i, clsMeasStop)
+	mEsc, hi, bad := false, false, -1
+	if !plain {
+		i, mEsc, hi, bad = scanEsc(b, i, clsMeasStop)
+	}
 	if bad >= 0 {
 		return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidMeasurement, bad, "control character %q", b[bad]))
 	}
@@ -228,7 +232,11 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	for i < len(b) && b[i] == ',' {
 		i++
 		ks := i
-		ke, kEsc, hi, bad := scanEsc(b, i, clsKeyStop)
+		ke, plain := plainEnd(b, i, clsKeyStop)
+		kEsc, hi, bad := false, false, -1
+		if !plain {
+			ke, kEsc, hi, bad = scanEsc(b, ke, clsKeyStop)
+		}
 		if bad >= 0 {
 			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTagKey, bad, "control character %q", b[bad]))
 		}
@@ -239,7 +247,11 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTagKey, ke, "missing '=' after tag key %q", b[ks:ke]))
 		}
 		vs := ke + 1
-		ve, vEsc, hi2, bad := scanEsc(b, vs, clsKeyStop)
+		ve, plain := plainEnd(b, vs, clsKeyStop)
+		vEsc, hi2 := false, false
+		if !plain {
+			ve, vEsc, hi2, bad = scanEsc(b, ve, clsKeyStop)
+		}
 		if bad >= 0 {
 			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTagValue, bad, "control character %q", b[bad]))
 		}
@@ -282,7 +294,11 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	fStart := i
 	for {
 		ks := i
-		ke, _, hi, bad := scanEsc(b, i, clsKeyStop)
+		ke, plain := plainEnd(b, i, clsKeyStop)
+		hi, bad := false, -1
+		if !plain {
+			ke, _, hi, bad = scanEsc(b, ke, clsKeyStop)
+		}
 		if bad >= 0 {
 			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, bad, "control character %q in field key", b[bad]))
 		}
