@@ -394,7 +394,15 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	// Canonical order. Duplicates of the line's keys among themselves
 	// sort next to each other; a default tag cannot be one, as it is
 	// added only when the line lacks its key.
-	if !sorted || n.alwaysSort {
+	switch {
+	case len(tags) == 2 && !sorted && !n.alwaysSort:
+		// Two tags out of order, as in "cpu,host=a,cpu=cpu0": the second
+		// key sorts before the first or equals it, so a swap sorts them.
+		if k := b[tags[1].ks:tags[1].ke]; bytes.Equal(b[tags[0].ks:tags[0].ke], k) {
+			return dst, Sample{}, syntaxErr(ErrDuplicateTags, mStart+len(meas), "tag %q", k)
+		}
+		tags[0], tags[1] = tags[1], tags[0]
+	case !sorted || n.alwaysSort:
 		sortTags(b, tags)
 		for j := 1; j < len(tags); j++ {
 			if k := b[tags[j].ks:tags[j].ke]; bytes.Equal(b[tags[j-1].ks:tags[j-1].ke], k) {
@@ -438,20 +446,27 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	if next < numDefaults {
 		dst = n.appendDefaults(dst, next, numDefaults, have)
 	}
-	dst = append(dst, ' ')
-	dst = append(dst, fields...)
-	dst = append(dst, ' ')
-	switch {
-	case tsText != nil:
-		dst = append(dst, tsText...)
-	case n.lastTimeOK && ns == n.lastTime:
-		dst = append(dst, n.lastTimeText...)
-	default:
-		// Formatting costs more than the rest of a short line; the lines
-		// of a body without timestamps all get the same one.
-		k := len(dst)
-		dst = strconv.AppendInt(dst, ns, 10)
-		n.lastTime, n.lastTimeText, n.lastTimeOK = ns, append(n.lastTimeText[:0], dst[k:]...), true
+	if tsText != nil && len(b)-len(tsText) == fStart+len(fields)+1 && b[fStart-1] == ' ' {
+		// Single spaces around the fields and a timestamp kept as sent,
+		// as nearly every sender writes: " fields timestamp" is the end
+		// of b, copied in one piece rather than four.
+		dst = append(dst, b[fStart-1:]...)
+	} else {
+		dst = append(dst, ' ')
+		dst = append(dst, fields...)
+		dst = append(dst, ' ')
+		switch {
+		case tsText != nil:
+			dst = append(dst, tsText...)
+		case n.lastTimeOK && ns == n.lastTime:
+			dst = append(dst, n.lastTimeText...)
+		default:
+			// Formatting costs more than the rest of a short line; the
+			// lines of a body without timestamps all get the same one.
+			k := len(dst)
+			dst = strconv.AppendInt(dst, ns, 10)
+			n.lastTime, n.lastTimeText, n.lastTimeOK = ns, append(n.lastTimeText[:0], dst[k:]...), true
+		}
 	}
 
 	measAt := span{src: srcDst, off: start, end: start + len(meas)}
