@@ -17,8 +17,18 @@ import "bytes"
 // Lines does not allocate, and its cost is linear in len(body).
 func Lines(body []byte, fn func(n int, line []byte) error) error {
 	n := 1
+	// quote is the first '"' at or after pos (len(body): none), found once
+	// for all the lines before it rather than once per line: a body of
+	// lines without strings is searched for quotes once in all.
+	quote := -1
 	for pos := 0; pos < len(body); {
-		end, multiRow := lineEnd(body, pos)
+		if quote < pos {
+			quote = len(body)
+			if q := bytes.IndexByte(body[pos:], '"'); q >= 0 {
+				quote = pos + q
+			}
+		}
+		end, multiRow := lineEnd(body, pos, quote)
 		next := end + 1
 		line := body[pos:end]
 		rows := 1
@@ -56,19 +66,20 @@ func blankOrComment(line []byte) bool {
 
 // lineEnd returns the index of the newline that ends the line starting at
 // b[start], or len(b), and whether the line may hold newlines (in strings:
-// only when its first row has a quote).
+// only when its first row has a quote). quote is the index of the first
+// quote at or after start, or len(b).
 //
 // A string that is never closed ends its line at the next newline. That can
 // only happen to the last string opened in b: an opening quote follows '='
 // and so would close any string opened before it. Hence at most one search
 // for a closing quote runs to the end of b, and the cost stays linear.
-func lineEnd(b []byte, start int) (int, bool) {
+func lineEnd(b []byte, start, quote int) (int, bool) {
 	nl := bytes.IndexByte(b[start:], '\n')
 	if nl < 0 {
 		return len(b), false // the last line: no newline in it
 	}
 	nl += start
-	if bytes.IndexByte(b[start:nl], '"') < 0 {
+	if quote > nl {
 		return nl, false // no string can start on this row: the fast path
 	}
 	return lineEndQuoted(b, start, nl), true

@@ -437,3 +437,23 @@ func TestLineError(t *testing.T) {
 		t.Errorf("got text %q, want %q (cut before the 2-byte rune)", le.Text, want)
 	}
 }
+
+// TestDefaultRank compares defaultRank with string comparisons against
+// every default key.
+func TestDefaultRank(t *testing.T) {
+	keys := []string{"a", "h", "ho", "hos", "host", "hosts", "hosu", "hosa", "hz", "i", "j", "jo", "job",
+		"job_", "jobs", "joa", "k", "r", "ra", "rank", "ru", "run", "runa", "rz", "s", "st", "ste", "step",
+		"step_time", "stea", "steq", "t", "z", "\xff", "!", "Host"}
+	for _, k := range keys {
+		want, wantDef := uint8(0), false
+		for _, d := range defaultKeys {
+			if d < k {
+				want++
+			}
+			wantDef = wantDef || d == k
+		}
+		if got, def := defaultRank([]byte(k)); got != want || def != wantDef {
+			t.Errorf("defaultRank(%q) = %d, %v; want %d, %v", k, got, def, want, wantDef)
+		}
+	}
+}
