@@ -292,34 +292,81 @@ func permanentlyRefused(err error) bool {
 // ackLoop acknowledges batches in spool order. After a failure it keeps
 // draining (waiting for the producer to finish every record in flight) but
 // acks nothing more, and returns the failure.
+//
+// The batches of one hand-over are usually acknowledged by one produce
+// response; the ones already finished when the first is are acknowledged
+// in the spool together, with one Ack. One Ack writes the cursor at once;
+// the later Acks of the same round came within the spool's checkpoint
+// interval and made its flusher wake once more to write it.
 func (a *Agent) ackLoop(queue <-chan *inflight, pool *batchPool, stopReading context.CancelFunc) error {
 	var failure error
-	for b := range queue {
+	var next *inflight // received from queue, not finished yet
+	var group []*inflight
+	for {
+		b := next
+		next = nil
+		if b == nil {
+			var ok bool
+			if b, ok = <-queue; !ok {
+				return failure
+			}
+		}
 		<-b.done
-		b.mu.Lock()
-		failed, rejected := b.failed, b.rejected
-		b.mu.Unlock()
 		if failure != nil {
 			pool.put(b)
 			continue
 		}
-		if failed != nil {
-			failure = failed
+		if err := b.err(); err != nil {
+			failure = err
 			stopReading()
 			pool.put(b)
 			continue
 		}
-		if err := a.spool.Ack(b.pos); err != nil {
+		group = append(group[:0], b)
+	more:
+		for {
+			select {
+			case n, ok := <-queue:
+				if !ok {
+					break more
+				}
+				select {
+				case <-n.done:
+					if n.err() == nil {
+						group = append(group, n)
+						continue
+					}
+				default:
+				}
+				next = n // unfinished or failed: the outer loop handles it
+				break more
+			default:
+				break more
+			}
+		}
+		if err := a.spool.Ack(group[len(group)-1].pos); err != nil {
 			a.log.Error("cannot acknowledge spool position", "err", err)
 		}
-		a.metrics.sent.Add(float64(len(b.recs) - rejected))
-		if rejected > 0 {
-			a.metrics.dropped.WithLabelValues("rejected_by_broker").Add(float64(rejected))
+		for _, g := range group {
+			g.mu.Lock()
+			rejected := g.rejected
+			g.mu.Unlock()
+			a.metrics.sent.Add(float64(len(g.recs) - rejected))
+			if rejected > 0 {
+				a.metrics.dropped.WithLabelValues("rejected_by_broker").Add(float64(rejected))
+			}
+			a.metrics.batchLatency.Observe(time.Since(g.started).Seconds())
+			pool.put(g)
 		}
-		a.metrics.batchLatency.Observe(time.Since(b.started).Seconds())
-		pool.put(b)
+		clear(group)
 	}
-	return failure
+}
+
+// err is the failure of a finished batch that must be sent again, if any.
+func (b *inflight) err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failed
 }
 
 // kgoLogger sends franz-go's warnings and errors to slog.
