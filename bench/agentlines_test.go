@@ -1,12 +1,11 @@
 package bench
 
 import (
-	"bytes"
 	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/influxdata/line-protocol/v2/lineprotocol"
+	"github.com/simtel/simtel/internal/linegen"
 )
 
 func TestPacerSchedule(t *testing.T) {
@@ -78,83 +77,6 @@ func TestPacerBurst(t *testing.T) {
 	}
 }
 
-// TestLineSet checks the pre-rendered lines with a line protocol parser
-// other than the agent's: every line valid, with its timestamp, the
-// lengths nextLen promises, and the mix and size the README describes.
-func TestLineSet(t *testing.T) {
-	s := newLineSet(4096, 64, 1)
-	var body []byte
-	const n = 10_000
-	ts := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano()
-	for i := range n {
-		want := s.nextLen()
-		l := len(body)
-		body = s.appendLine(body, ts+int64(i))
-		if got := len(body) - l; got != want {
-			t.Fatalf("line %d: %d bytes, nextLen said %d", i, got, want)
-		}
-	}
-	if mean := float64(len(body)) / n; mean < 85 || mean > 115 {
-		t.Errorf("mean line is %.1f bytes, want about 100", mean)
-	}
-	dec := lineprotocol.NewDecoderWithBytes(body)
-	kinds := map[string]int{}
-	ranks := map[string]bool{}
-	for i := 0; dec.Next(); i++ {
-		m, err := dec.Measurement()
-		if err != nil {
-			t.Fatalf("line %d: %v", i, err)
-		}
-		kinds[string(m)]++
-		for {
-			k, v, err := dec.NextTag()
-			if err != nil {
-				t.Fatalf("line %d: %v", i, err)
-			}
-			if k == nil {
-				break
-			}
-			if string(k) == "rank" {
-				ranks[string(v)] = true
-			}
-		}
-		fields := 0
-		for {
-			k, _, err := dec.NextField()
-			if err != nil {
-				t.Fatalf("line %d: %v", i, err)
-			}
-			if k == nil {
-				break
-			}
-			fields++
-		}
-		if fields < 3 {
-			t.Errorf("line %d has %d fields", i, fields)
-		}
-		tm, err := dec.Time(lineprotocol.Nanosecond, time.Time{})
-		if err != nil {
-			t.Fatalf("line %d: %v", i, err)
-		}
-		if tm.UnixNano() != ts+int64(i) {
-			t.Fatalf("line %d: time %d, want %d", i, tm.UnixNano(), ts+int64(i))
-		}
-	}
-	if err := dec.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if kinds["sim_step"] != n*3/4 || kinds["gpu"] != n/4 {
-		t.Errorf("got %v, want three sim_step lines to each gpu line", kinds)
-	}
-	if len(ranks) != 64 {
-		t.Errorf("got %d ranks, want 64", len(ranks))
-	}
-	// The same seed renders the same lines.
-	if a, b := newLineSet(16, 8, 7), newLineSet(16, 8, 7); !bytes.Equal(bytes.Join(a.prefixes, nil), bytes.Join(b.prefixes, nil)) {
-		t.Error("two line sets with one seed differ")
-	}
-}
-
 // TestBatchBounds checks the batching rule: datagrams of whole lines no
 // larger than DatagramBytes, HTTP bodies of exactly Batch lines.
 func TestBatchBounds(t *testing.T) {
@@ -163,11 +85,11 @@ func TestBatchBounds(t *testing.T) {
 		dgram     int
 	}{{"udp", 8192}, {"udp", 512}, {"tcp", 1400}, {"http", 0}} {
 		g := &agentGen{cfg: AgentLoadConfig{Transport: c.transport, DatagramBytes: c.dgram, Batch: 100}.withDefaults(),
-			lines: newLineSet(4096, 64, 1)}
+			lines: linegen.New(4096, 64, 1)}
 		b := &lineBatch{}
 		var sizes, counts []int
 		for i := range 20_000 {
-			b.buf = g.lines.appendLine(b.buf, int64(1e18)+int64(i))
+			b.buf = g.lines.AppendLine(b.buf, int64(1e18)+int64(i))
 			b.lines++
 			if g.full(b) {
 				sizes, counts = append(sizes, len(b.buf)), append(counts, b.lines)

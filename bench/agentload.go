@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/simtel/simtel/internal/linegen"
 )
 
 // AgentLoadConfig configures AgentLoad. Zero values take the defaults
@@ -297,7 +299,7 @@ func AgentLoad(ctx context.Context, cfg AgentLoadConfig) (*AgentLoadResult, erro
 		return nil, fmt.Errorf("invalid agent load configuration: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	g := &agentGen{cfg: cfg, lines: newLineSet(cfg.Variants, cfg.Ranks, 1)}
+	g := &agentGen{cfg: cfg, lines: linegen.New(cfg.Variants, cfg.Ranks, 1)}
 	res := &AgentLoadResult{Kind: "agent", Settings: cfg.settings(), CPUs: runtime.NumCPU()}
 
 	var udpPort int
@@ -424,7 +426,7 @@ func AgentLoad(ctx context.Context, cfg AgentLoadConfig) (*AgentLoadResult, erro
 // agentGen is one run of the generator.
 type agentGen struct {
 	cfg   AgentLoadConfig
-	lines *lineSet
+	lines *linegen.Set
 	snd   lineSender
 	proc  *procReader // nil: the agent is not measured
 	probe *agentProbe // nil: no delivery check
@@ -532,7 +534,7 @@ loop:
 				b.first = now
 			}
 			l := len(b.buf)
-			b.buf = g.lines.appendLine(b.buf, ts+i)
+			b.buf = g.lines.AppendLine(b.buf, ts+i)
 			b.lines++
 			g.made.Add(1)
 			g.bytes.Add(int64(len(b.buf) - l))
@@ -602,7 +604,7 @@ func (g *agentGen) full(b *lineBatch) bool {
 	if g.cfg.Transport == "http" {
 		return b.lines >= g.cfg.Batch
 	}
-	return len(b.buf)+g.lines.nextLen() > g.cfg.DatagramBytes
+	return len(b.buf)+g.lines.NextLen() > g.cfg.DatagramBytes
 }
 
 func (g *agentGen) flush(ctx context.Context, b *lineBatch) (*lineBatch, error) {

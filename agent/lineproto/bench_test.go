@@ -16,7 +16,7 @@ var benchLines = []struct{ name, line string }{
 	{"telegraf-wide", "mem,host=node017,region=eu-west,rack=r12,cluster=hpc1 total=68719476736i,available=41231686041i," +
 		"used=27487790695i,free=30923764531i,cached=8589934592i,buffered=1073741824i,used_percent=40.0,available_percent=60.0 1700000000000000000"},
 	{"escaped", `my\ meas,run=r\ 1,tag\,key=v\=1 f\ x=1.5 1700000000000000000`},
-	// What bench/agentlines.go sends to the agent.
+	// What the agent benchmark's generator sends (internal/linegen).
 	{"agent-step", "sim_step,env=cartpole,rank=3 reward=101.234,episode_len=517i,step_time=0.00412 1764460000000000000"},
 	{"agent-gpu", "gpu,rank=3,device=3 util=0.41,mem_used=12345678901i,temp_c=61,power_w=210.5 1764460000000000000"},
 }

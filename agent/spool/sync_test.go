@@ -30,14 +30,7 @@ func TestSyncSkipsAcknowledged(t *testing.T) {
 	// seal and deletion; wait for the last one).
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		s.mu.Lock()
-		open := 0
-		for _, g := range s.mu.segs {
-			if g.sealed && g.f != nil {
-				open++
-			}
-		}
-		s.mu.Unlock()
+		open, _ := openSealed(s)
 		if open == 0 {
 			break
 		}
@@ -57,15 +50,7 @@ func TestSyncUnacknowledged(t *testing.T) {
 	mustAppend(t, s, recs(0, 0, 100)) // several sealed segments and a head
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s.mu.Lock()
-		open := 0
-		for _, g := range s.mu.segs {
-			if g.sealed && g.f != nil {
-				open++
-			}
-		}
-		segs := len(s.mu.segs)
-		s.mu.Unlock()
+		open, segs := openSealed(s)
 		// Each sealed segment and the head once (the head is not synced
 		// again until it grows).
 		if open == 0 && s.Stats().DataSyncs == uint64(segs) {
@@ -88,4 +73,17 @@ func TestSyncUnacknowledged(t *testing.T) {
 	if st := s2.Stats(); st.DataSyncs != 1 {
 		t.Errorf("Close with unacknowledged records in the head: %d data syncs, want 1", st.DataSyncs)
 	}
+}
+
+// openSealed returns how many sealed segments still have their write file
+// open, and how many segments there are.
+func openSealed(s *Spool) (open, segs int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.mu.segs {
+		if g.sealed && g.f != nil {
+			open++
+		}
+	}
+	return open, len(s.mu.segs)
 }
