@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // flushLoop is the flusher goroutine, started by Open and stopped by
@@ -378,28 +376,6 @@ func (s *Spool) syncDir() error {
 	defer d.Close()
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("cannot sync spool directory %q: %w", s.dir, err)
-	}
-	return nil
-}
-
-// fdatasync flushes f's data (not its timestamps) to the device.
-func fdatasync(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("cannot sync %q: %w", f.Name(), err)
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			if serr = unix.Fdatasync(int(fd)); serr != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return fmt.Errorf("cannot sync %q: %w", f.Name(), err)
-	}
-	if serr != nil {
-		return fmt.Errorf("cannot sync %q: %w", f.Name(), serr)
 	}
 	return nil
 }
