@@ -1,9 +1,14 @@
 package agent
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/simtel/simtel/agent/spool"
 )
 
 // TestRateWindow checks the shipper's rate estimate, which decides
@@ -36,5 +41,52 @@ func TestRateWindow(t *testing.T) {
 	}
 	if r := w.perSecond(at(ms)); r >= gatherRecords || r < 1000 {
 		t.Fatalf("two seconds after falling to 5k/s: estimated %g/s, want under %d", r, gatherRecords)
+	}
+}
+
+// ackLoop acknowledges finished batches in spool order, those already
+// finished together, and never acknowledges past a batch that failed.
+func TestAckLoopGroupsAndStopsAtFailure(t *testing.T) {
+	sp, err := spool.Open(spool.Config{Dir: t.TempDir(), SyncInterval: spool.NoSync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	a := &Agent{log: slog.New(slog.DiscardHandler), spool: sp}
+	a.metrics = newMetrics(a)
+	for i := range 4 {
+		if err := sp.Append(context.Background(), []spool.Record{{Key: []byte("k"), Value: []byte{byte(i)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batches := make([]*inflight, 4)
+	for i := range batches {
+		recs, pos, err := sp.Read(context.Background(), 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches[i] = &inflight{Context: context.Background(), recs: recs, pos: pos, done: make(chan struct{})}
+	}
+	batches[2].failed = errors.New("connection closed")
+
+	// All four finished before the loop looks at them, so the ones after
+	// the first are taken as a group: the group must end before batch 2.
+	queue := make(chan *inflight, len(batches))
+	for _, b := range batches {
+		close(b.done)
+		queue <- b
+	}
+	close(queue)
+	stopped := make(chan struct{})
+	if err := a.ackLoop(queue, newBatchPool(), func() { close(stopped) }); err == nil || err.Error() != "connection closed" {
+		t.Fatalf("ackLoop returned %v, want the batch's failure", err)
+	}
+	select {
+	case <-stopped:
+	default:
+		t.Error("reading was not stopped after the failure")
+	}
+	if st := sp.Stats(); st.AckedTotal != 2 || st.Pending != 2 {
+		t.Errorf("acked %d, pending %d; want 2 and 2 (nothing past the failed batch)", st.AckedTotal, st.Pending)
 	}
 }
