@@ -13,7 +13,8 @@
 # broker and the generators run the working tree's build.
 #
 # Knobs (environment): TRANSPORT (http; udp, tcp), RATE (10000 lines/s
-# for each agent), BATCH (lines per HTTP POST, 5000), ROUNDS (3; each
+# for each agent), BATCH (lines per HTTP POST, 5000; BATCH_B for B's
+# generator alone, to compare POST sizes with one build), ROUNDS (3; each
 # starts two fresh agents), MEASURE (25 s, after 8 s of load).
 #
 # Prints per round the ms of CPU a second and the context switches a second
@@ -34,6 +35,7 @@ B=$(realpath "$2")
 TRANSPORT=${TRANSPORT:-http}
 RATE=${RATE:-10000}
 BATCH=${BATCH:-5000}
+BATCH_B=${BATCH_B:-$BATCH}
 ROUNDS=${ROUNDS:-3}
 MEASURE=${MEASURE:-25}
 
@@ -91,9 +93,11 @@ for r in $(seq "$ROUNDS"); do
 		addrs+=("$addr")
 	done
 	for i in 0 1; do
+		batch=$BATCH
+		((i == 1)) && batch=$BATCH_B
 		"$PEER" bench agent --transport "$TRANSPORT" --addr "${addrs[$i]}" --agent-http "${https[$i]}" \
 			--agent-pid "${agents[$i]}" --brokers "127.0.0.1:$BPORT" --topic "ab$i" --rate "$RATE" \
-			--duration "$((MEASURE + 4))s" --warmup 6s --batch "$BATCH" --json >"$WORK/gen-$r-$i.json" 2>"$WORK/gen-$r-$i.err" &
+			--duration "$((MEASURE + 4))s" --warmup 6s --batch "$batch" --json >"$WORK/gen-$r-$i.json" 2>"$WORK/gen-$r-$i.err" &
 		gens+=($!)
 	done
 	sleep 8
