@@ -13,10 +13,11 @@
 #   3. publishes bench/results/agent-cost/<id>.json and the agent results in
 #      bench/README.md.
 #
-# Takes about 2 minutes with the defaults.
+# Takes about 4 minutes with the defaults. Windows of 30 s: with 10 s ones
+# every step scattered by ±15% from run to run on a 2-core shared machine.
 #
 # Knobs (environment): TRANSPORTS ("udp http"; tcp works too), RATES
-# ("10000 100000 1000000"), DURATION (10s), WARMUP (2s; FIRST_WARMUP, 6s, for
+# ("10000 100000 1000000"), DURATION (30s), WARMUP (2s; FIRST_WARMUP, 6s, for
 # the first step of each fresh agent: see bench/README.md), BATCH (lines per
 # HTTP POST, 5000), DATAGRAM_BYTES (8192), SENDERS (HTTP requests in flight,
 # 2), PROFILE=1 (CPU profile of the agent for every step, kept in
@@ -41,7 +42,7 @@ BIN=$REPO/.bin
 
 TRANSPORTS=${TRANSPORTS:-udp http}
 RATES=${RATES:-10000 100000 1000000}
-DURATION=${DURATION:-10s}
+DURATION=${DURATION:-30s}
 WARMUP=${WARMUP:-2s}
 FIRST_WARMUP=${FIRST_WARMUP:-6s}
 BATCH=${BATCH:-5000}
