@@ -213,9 +213,14 @@ func (p *agentProbe) snapshot(ctx context.Context, proc *procReader, udpPort int
 
 // waitIdle polls the agent until nothing it accepted waits to be shipped
 // (its spool has nothing pending, and it has shipped or dropped at least
-// what it spooled since since) and its received count stopped moving, or
-// until timeout. It returns the last reading and whether the agent was idle.
-func (p *agentProbe) waitIdle(ctx context.Context, since agentCounters, timeout time.Duration) (agentCounters, bool, error) {
+// what it spooled since since), its received count stopped moving and, if
+// socketEmpty is not nil, nothing waits in its UDP socket; or until
+// timeout. It returns the last reading and whether the agent was idle.
+//
+// The socket matters: the agent lets datagrams gather in it for up to its
+// --packet-gather (1 s), longer than the received count stands still
+// between two polls.
+func (p *agentProbe) waitIdle(ctx context.Context, since agentCounters, timeout time.Duration, socketEmpty func() bool) (agentCounters, bool, error) {
 	deadline := time.Now().Add(timeout)
 	var last agentCounters
 	for first := true; ; first = false {
@@ -225,7 +230,8 @@ func (p *agentProbe) waitIdle(ctx context.Context, since agentCounters, timeout 
 		}
 		accepted := c.Spooled - since.Spooled
 		done := c.Sent - since.Sent + c.Dropped - since.Dropped
-		if !first && c.Pending == 0 && done >= accepted && sumCounts(c.Received) == sumCounts(last.Received) {
+		if !first && c.Pending == 0 && done >= accepted && sumCounts(c.Received) == sumCounts(last.Received) &&
+			(socketEmpty == nil || socketEmpty()) {
 			return c, true, nil
 		}
 		last = c

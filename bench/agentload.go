@@ -328,12 +328,19 @@ func AgentLoad(ctx context.Context, cfg AgentLoadConfig) (*AgentLoadResult, erro
 	// 1. Before the first line: what an earlier run left is shipped, then
 	// the counters and offsets to compare with, and the peak RSS reset.
 	var before agentSnapshot
+	var socketEmpty func() bool
+	if g.proc != nil && udpPort > 0 {
+		socketEmpty = func() bool {
+			s, err := g.proc.udp(udpPort)
+			return err != nil || !s.Found || s.RxQueue == 0
+		}
+	}
 	if g.probe != nil {
 		since, err := g.probe.counters(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if _, idle, err := g.probe.waitIdle(ctx, since, cfg.DrainTimeout); err != nil {
+		if _, idle, err := g.probe.waitIdle(ctx, since, cfg.DrainTimeout, socketEmpty); err != nil {
 			return nil, err
 		} else if !idle {
 			res.Notes = append(res.Notes, "the agent was still shipping an earlier run's samples when this run started")
@@ -386,7 +393,7 @@ func AgentLoad(ctx context.Context, cfg AgentLoadConfig) (*AgentLoadResult, erro
 	var after agentSnapshot
 	if g.probe != nil && !errors.Is(runErr, ErrProcessGone) {
 		dctx := context.WithoutCancel(ctx) // report even an interrupted run
-		c, idle, err := g.probe.waitIdle(dctx, before.Counters, cfg.DrainTimeout)
+		c, idle, err := g.probe.waitIdle(dctx, before.Counters, cfg.DrainTimeout, socketEmpty)
 		drained := time.Since(lastLine)
 		if err == nil {
 			after, err = g.probe.snapshot(dctx, g.proc, udpPort)
