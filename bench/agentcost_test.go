@@ -1,10 +1,15 @@
 package bench
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseAgentMetrics(t *testing.T) {
@@ -77,5 +82,28 @@ func TestAgentDelivery(t *testing.T) {
 	after.UDP.Found = false
 	if d := newAgentDelivery(before, after, "udp", 1000, 0, true, true); d.UDPSocketDrops != -1 {
 		t.Errorf("socket not found: drops %d, want -1", d.UDPSocketDrops)
+	}
+}
+
+// TestWaitIdleWaitsForSocket: an agent whose counters stand still while
+// datagrams wait in its UDP socket is not idle until the socket is empty.
+func TestWaitIdleWaitsForSocket(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "%s 10\n%s 10\n%s 0\n%s{listener=\"udp\"} 10\n", metricSpooled, metricSent, metricPending, metricReceived)
+	}))
+	defer srv.Close()
+	p := &agentProbe{metricsURL: srv.URL, http: srv.Client()}
+	ctx := context.Background()
+
+	if _, idle, err := p.waitIdle(ctx, agentCounters{}, 5*time.Second, nil); err != nil || !idle {
+		t.Fatalf("without a socket to check: idle %v, err %v", idle, err)
+	}
+	checks := 0
+	queued := func() bool { checks++; return checks > 3 } // three polls with datagrams waiting
+	if _, idle, err := p.waitIdle(ctx, agentCounters{}, 10*time.Second, queued); err != nil || !idle || checks != 4 {
+		t.Fatalf("idle %v after %d socket checks (err %v), want idle once the fourth finds it empty", idle, checks, err)
+	}
+	if _, idle, err := p.waitIdle(ctx, agentCounters{}, 600*time.Millisecond, func() bool { return false }); err != nil || idle {
+		t.Fatalf("datagrams never read: idle %v, err %v; want not idle at the timeout", idle, err)
 	}
 }
