@@ -119,7 +119,7 @@ func agentVerdict(res *AgentLoadResult) string {
 func RenderAgentResults(latest *AgentRun, resultsDir string, history []*AgentRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Latest run: `%s` (%s), %s, by `%s`.\n\n", latest.ID, latest.Date, latest.Host, latest.Command)
-	b.WriteString("| transport | target lines/s | achieved lines/s | agent CPU, % of one core | CPU % per 10k lines/s | µs CPU per line | RSS MiB (anonymous, PSS) | peak RSS MiB | delivered / accepted | received / sent | machine busy | targets |\n")
+	b.WriteString("| transport | target lines/s | achieved lines/s | agent CPU, % of one core | CPU % per 10k lines/s | µs CPU per line | RSS MiB (anonymous, PSS) | peak RSS MiB | delivered / accepted | received / sent | machine busy (generator CPU) | targets |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var notes []string
 	for _, st := range latest.Steps {
@@ -154,14 +154,20 @@ func RenderAgentResults(latest *AgentRun, resultsDir string, history []*AgentRun
 		if st.Error != "" {
 			verdict = "✗ failed"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f%% | %s |\n",
+		busy := fmt.Sprintf("%.0f%%", r.MachineBusyPct)
+		if r.GeneratorCPUPct > 0 {
+			busy += fmt.Sprintf(" (%.1f%%)", r.GeneratorCPUPct)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Settings.Transport, fmtCount(r.Settings.Rate), fmtCount(r.LinesPerS), cpu, per10k, us, rss, peak,
-			delivered, received, r.MachineBusyPct, verdict)
+			delivered, received, busy, verdict)
 		notes = append(notes, agentNotes(st)...)
 	}
 	fmt.Fprintf(&b, "\nTargets: at most %.0f%% of one core per 10,000 lines/s (= %.0f µs of CPU per line) and under %.0f MiB RSS. "+
 		"In brackets: the anonymous part of RSS (heap, stacks; the rest is pages of the simtel binary mapped from the page cache), "+
-		"and PSS (RSS with pages shared with other processes divided among them).\n",
+		"and PSS (RSS with pages shared with other processes divided among them). "+
+		"Machine busy is all CPUs; in brackets the generator's own CPU, %% of one core: it does the same work in every run, "+
+		"so when it is higher than usual the machine was slower for the agent too.\n",
 		TargetCPUPctPer10k, TargetCPUPctPer10k, TargetRSSMiB)
 	if len(notes) > 0 {
 		b.WriteString("\n")

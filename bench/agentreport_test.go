@@ -51,6 +51,7 @@ func sampleAgentRun() *AgentRun {
 		Delivered: 3_081_558, UDPSocketDrops: 35_190, Idle: true, DrainS: 0.3}
 	http := sampleAgentResult("http", 1e6, 1_000_121, 89, 0.89, 212.4, complete(5_980_456))
 	http.HTTPStatus = map[string]int64{"204": 1190, "503": 7}
+	http.GeneratorCPUPct = 18.25
 	http.FirstErr = "http://127.0.0.1:8186/write?db=bench: 503 Service Unavailable cannot store the samples now"
 	return &AgentRun{ID: "2026-11-29-150000", Date: "2026-11-29T15:00:00Z", Host: "2 CPUs", Command: "bench/agent-cost.sh",
 		Steps: []AgentStep{
@@ -70,7 +71,7 @@ func TestRenderAgentResults(t *testing.T) {
 		"Latest run: `2026-11-29-150000` (2026-11-29T15:00:00Z), 2 CPUs, by `bench/agent-cost.sh`.",
 		"| udp | 10,000 | 10,000 | 4.6 | 4.60 | 4.69 | 26.3 (14.2) | 28.3 | 59,998 / 59,998 | 100% | 70% | ✗ CPU |",
 		"| udp | 1,000,000 | 1,000,101 | 74.6 | 1.45 | 1.48 | 103.4 (52.7) | 105.4 | 3,081,558 / 3,081,558 | 51.3% | 70% | ✗ CPU, RSS, lines lost before the agent |",
-		"| http | 1,000,000 | 1,000,121 | 89.0 | 0.89 | 0.91 | 210.4 (106.2) | 212.4 | 5,980,456 / 5,980,456 | 100% | 70% | ✗ RSS |",
+		"| http | 1,000,000 | 1,000,121 | 89.0 | 0.89 | 0.91 | 210.4 (106.2) | 212.4 | 5,980,456 / 5,980,456 | 100% | 70% (18.2%) | ✗ RSS |",
 		"| tcp 10k lines/s | | | | | | | | | | | ✗ failed |",
 		"udp 1M lines/s: the agent received 3,081,558 of 6,000,000 lines sent (48.6% lost); the kernel dropped 35,190 datagrams",
 		"http 1M lines/s: 7 requests answered 503",
