@@ -32,8 +32,6 @@ type Agent struct {
 	procs       *procsGovernor // nil: GOMAXPROCS left alone
 	normalizers sync.Pool      // *ingestBatch
 	bodies      sync.Pool      // *bytes.Buffer for HTTP bodies
-	promise     func(*kgo.Record, error)
-	ended       context.Context // already ended (sendNow)
 
 	udp, statsd packetSource
 	tcp, unix   net.Listener
@@ -49,10 +47,6 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger}
-	a.promise = a.onRecord
-	ended, cancel := context.WithCancel(context.Background())
-	cancel()
-	a.ended = ended
 	a.metrics = newMetrics(a)
 	if _, err := lineproto.NewNormalizer(cfg.Tags); err != nil {
 		return nil, fmt.Errorf("cannot use the agent's tags: %w", err)
@@ -149,23 +143,11 @@ func (a *Agent) closeListeners() {
 // shipper send what is spooled for up to ShutdownTimeout, close the
 // producer and the spool.
 func (a *Agent) Run(ctx context.Context) error {
+	// The client keeps the connections to the brokers, their versions and
+	// metadata; the shipper builds and sends the record batches itself
+	// (shipper.go).
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(a.cfg.Brokers...),
-		kgo.DefaultProduceTopic(a.cfg.Topic),
-		kgo.RecordPartitioner(newKeyPartitioner()),
-		kgo.AllowAutoTopicCreation(),
-		// The shipper gathers samples for up to Linger before it hands
-		// them over (see readLoop), all at once: the producer's own
-		// linger only has to catch one hand-over, and a short one keeps
-		// the two waits from adding up.
-		kgo.ProducerLinger(producerLinger(a.cfg.Linger)),
-		kgo.ProducerBatchMaxBytes(a.cfg.BatchMaxBytes),
-		// zstd at its fastest level, with encoders that survive garbage
-		// collections (see zstdCompressor).
-		kgo.WithCompressor(&zstdCompressor{}),
-		kgo.MaxBufferedRecords(100_000),
-		kgo.MaxBufferedBytes(32<<20),
-		kgo.UnknownTopicRetries(-1),
 		kgo.WithLogger(kgoLogger{a.log.With("part", "producer")}),
 	)
 	if err != nil {
@@ -272,8 +254,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if n := a.spool.Stats().Pending; n > 0 {
 		a.log.Warn("samples left in the spool for the next start", "samples", n)
 	}
-	// Closing the producer fails whatever it still holds (not acked, so
-	// it stays spooled); only then can the shipper's ack loop finish.
+	// Stopping the shipper abandons the batch in flight (not acked, so it
+	// stays spooled).
 	stopShip()
 	cl.Close()
 	<-shipDone

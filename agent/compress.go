@@ -1,16 +1,15 @@
 package agent
 
 import (
-	"bytes"
+	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/DataDog/zstd"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// zstdCompressor compresses produce batches with zstd for the producer
-// (kgo.WithCompressor). Compression is the agent's largest CPU cost per
-// sample, so it differs from the client's default compressor:
+// zstdCompressor compresses record batches with zstd for the shipper.
+// Compression is the agent's largest CPU cost per sample, so:
 //
 //   - It uses the reference zstd library (through cgo) at level 1. On
 //     record batches of telemetry lines that takes 30–40% less CPU per
@@ -32,9 +31,9 @@ type zstdCompressor struct {
 // time but give up a quarter of the ratio.
 const zstdLevel = 1
 
-// maxIdleEncoders bounds the contexts kept: the producer compresses one
-// batch at a time per broker connection.
-const maxIdleEncoders = 4
+// maxIdleEncoders bounds the contexts kept: the shipper compresses one
+// batch at a time, and splits a refused one rarely.
+const maxIdleEncoders = 2
 
 func (c *zstdCompressor) get() zstd.Ctx {
 	c.mu.Lock()
@@ -55,23 +54,20 @@ func (c *zstdCompressor) put(e zstd.Ctx) {
 	}
 }
 
-// Compress implements kgo.Compressor. Brokers too old for zstd (produce
-// requests before v7) get the batch uncompressed, and so does a batch the
-// library refuses (it does not, for valid sizes).
-func (c *zstdCompressor) Compress(dst *bytes.Buffer, src []byte, flags ...kgo.CompressFlag) ([]byte, kgo.CompressionCodecType) {
-	for _, f := range flags {
-		if f == kgo.CompressDisableZstd {
-			return src, kgo.CodecNone
-		}
-	}
+// compress appends src compressed as one zstd frame to dst.
+func (c *zstdCompressor) compress(dst, src []byte) []byte {
 	e := c.get()
 	defer c.put(e)
-	if l := zstd.CompressBound(len(src)); l > dst.Cap() {
-		dst.Grow(l)
-	}
-	out, err := e.CompressLevel(dst.Bytes()[:0], src, zstdLevel)
+	n := len(dst)
+	dst = slices.Grow(dst, zstd.CompressBound(len(src)))
+	out, err := e.CompressLevel(dst[n:cap(dst)], src, zstdLevel)
 	if err != nil {
-		return src, kgo.CodecNone
+		// Only a destination too small or a level out of range fail;
+		// neither can happen here.
+		panic(fmt.Sprintf("zstd: cannot compress %d bytes: %v", len(src), err))
 	}
-	return out, kgo.CodecZstd
+	if len(out) > 0 && &out[0] != &dst[n:cap(dst)][0] {
+		return append(dst, out...)
+	}
+	return dst[:n+len(out)]
 }

@@ -3,200 +3,588 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/agent/spool"
 )
 
-// The shipper moves records from the spool to the broker:
+// The shipper moves records from the spool to the broker as Kafka record
+// batches it builds itself, and sends them with franz-go's client (which
+// keeps the connections, negotiates versions and routes metadata and
+// producer-id requests):
 //
-//  1. the reader takes a batch from the spool and hands every record to the
-//     idempotent producer (which batches, compresses and retries forever);
-//  2. the batch goes on the inflight queue (bounded, so at most a few
-//     batches are read ahead of the acknowledgements);
-//  3. the acker takes batches in order, waits until all their records are
-//     acknowledged, and acks the batch's spool position.
+//  1. the reader takes up to one batch's worth of records from the spool,
+//     lays them out as a record batch per partition and compresses it
+//     (recordbatch.go), while
+//  2. the sender sends the previous batch to its partition's leader as an
+//     idempotent producer, waits for the acknowledgement, and acks the
+//     spool up to the batch's end.
+//
+// The spool is the producer's buffer: a sample is on disk until the broker
+// has it, so nothing needs holding in memory a second time, record by
+// record, with a promise each (what a general-purpose producer does, and
+// a fifth of the agent's CPU when it did: docs/agent.md "CPU").
+//
+// One batch per partition is in flight at a time, so batches reach the
+// broker in spool order without any reordering to undo after an error.
+// Retriable errors (no leader, broker down, timeouts) are retried forever
+// with the same sequence number: the broker answers a batch it already
+// wrote with its original offset instead of writing it twice. A broker
+// that lost the producer id (OUT_OF_ORDER_SEQUENCE_NUMBER,
+// UNKNOWN_PRODUCER_ID) gets the batch again under a new id: the only
+// case in which one agent life can duplicate samples. A batch the broker
+// refuses as too large or malformed is halved until the refused samples
+// are alone; those are dropped and counted.
 //
 // Acks happen in spool order, so after a crash the spool resends from the
-// last acked position: at-least-once. Within one agent life the producer's
-// idempotence keeps retries from duplicating records.
+// last acked position: at-least-once.
 
-type inflight struct {
-	// The batch is the Context of its kgo.Records, so one promise function
-	// finds its batch without a closure per record. Background never ends,
-	// so the producer never cancels a record through it.
-	context.Context
+// Reads take at most shipBatchRecords samples and a byte budget of
+// records before compression (batchBudget).
+const shipBatchRecords = 32768
 
-	recs    []spool.Record
-	krecs   []kgo.Record
-	pos     spool.Pos
-	pending atomic.Int64
-	done    chan struct{}
-	started time.Time
+// gatherRecords: when the reader has read everything spooled and samples
+// arrive at a rate at which fewer than this many gather in one Linger, it
+// lets them gather in the spool for Linger (readLoop).
+const gatherRecords = 16384
 
-	mu       sync.Mutex
-	rejected int   // records the broker refused for good (e.g. too large)
-	failed   error // any other failure: the batch must be sent again
-}
-
-// At most inflightBatches spool batches of up to readBatchRecords /
-// readBatchBytes are read ahead of the broker's acknowledgements: this
-// bounds the shipper's memory at 2 MiB of samples plus their kgo.Records
-// (about 170 bytes each, more than a sample). 16k samples in flight keep
-// the producer busy at a million samples a second as long as a batch
-// takes under 16 ms from hand-over to acknowledgement (a few ms on an idle
-// machine; on a loaded one the spool absorbs what the broker cannot take
-// at once). Batches of 4096 samples held 5 MiB more of heap at that rate
-// for no gain in CPU.
-//
-// When the reader has read everything spooled and samples arrived at a
-// rate at which Linger gathers fewer than gatherRecords (one pipeline
-// full), it lets them gather in the spool for Linger (readLoop).
+// produceTimeout is how long the broker may wait for its replicas before
+// it answers a produce request; metadataMaxAge how long the partitions'
+// leaders are used before they are asked for again (a new partition count
+// is seen then).
 const (
-	inflightBatches  = 8
-	readBatchRecords = 2048
-	readBatchBytes   = 256 << 10
-	gatherRecords    = inflightBatches * readBatchRecords
+	produceTimeout = 10 * time.Second
+	metadataMaxAge = time.Minute
 )
 
-// batchPool recycles inflight batches and their kgo.Records once acked:
-// a batch's records are 4096 structs of pointers, and allocating them per
-// batch made the GC scan and clear megabytes per second at high rates.
-// The producer does not touch a record after its promise returned, and a
-// batch is only recycled after its last promise (done is closed).
-type batchPool struct {
-	free chan *inflight
+// outBatch is one encoded record batch on its way to the broker.
+type outBatch struct {
+	part  int32
+	recs  []spool.Record // its samples, to halve it if the broker refuses it
+	buf   []byte
+	plain int // bytes of records before compression
+
+	// last marks the final batch of a spool read: once it is delivered
+	// the spool is acked up to pos, and read counts the read's samples.
+	last    bool
+	pos     spool.Pos
+	read    int
+	started time.Time
 }
 
-func newBatchPool() *batchPool {
-	return &batchPool{free: make(chan *inflight, inflightBatches+2)}
+type shipper struct {
+	a     *Agent
+	cl    *kgo.Client
+	log   *slog.Logger
+	meta  *topicMeta
+	parts *keyPartitioner // reader's
+	enc   batchEncoder    // reader's
+	split batchEncoder    // sender's, for halving refused batches
+	free  chan *outBatch
+
+	// The idempotent producer: its id and epoch (-1 when the broker does
+	// not grant one) and the next sequence number per partition.
+	pid     int64
+	epoch   int16
+	haveID  bool
+	seqs    map[int32]int32
+	dropped int // samples of the current spool read refused for good
 }
 
-func (p *batchPool) get() *inflight {
-	select {
-	case b := <-p.free:
-		return b
-	default:
-		return &inflight{Context: context.Background()}
+func (a *Agent) newShipper() *shipper {
+	z := &zstdCompressor{}
+	return &shipper{
+		a:     a,
+		cl:    a.client,
+		log:   a.log.With("part", "shipper"),
+		meta:  &topicMeta{cl: a.client, topic: a.cfg.Topic, log: a.log.With("part", "shipper")},
+		parts: newKeyPartitioner(a.cfg.Topic),
+		enc:   batchEncoder{zstd: z},
+		split: batchEncoder{zstd: z},
+		free:  make(chan *outBatch, 4),
+		seqs:  map[int32]int32{},
 	}
 }
 
-func (p *batchPool) put(b *inflight) {
-	b.recs = nil
-	clear(b.krecs) // drop references to spool buffers and contexts
-	b.rejected, b.failed = 0, nil
-	select {
-	case p.free <- b:
-	default:
-	}
-}
-
-// ship runs the pipeline until ctx ends. If a batch fails in a way that
-// is not the broker refusing a record for good (the producer retries
-// everything retriable forever, so this means the client is closing or
-// something unexpected), the pipeline stops, waits for what is in flight,
-// rewinds the spool to the last acked position and starts again: nothing
-// unacknowledged is skipped.
+// ship runs the reader and the sender until ctx ends. What was not
+// acknowledged by then stays in the spool.
 func (a *Agent) ship(ctx context.Context) {
-	for {
-		err := a.shipOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		a.log.Warn("restarting shipping from the last acknowledged sample", "err", err)
-		a.spool.Rewind()
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (a *Agent) shipOnce(parent context.Context) error {
-	ctx, cancel := context.WithCancel(parent)
+	s := a.newShipper()
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	queue := make(chan *inflight, inflightBatches)
-	pool := newBatchPool()
-	ackErr := make(chan error, 1)
-	go func() { ackErr <- a.ackLoop(queue, pool, cancel) }()
-	readErr := a.readLoop(ctx, queue, pool)
-	close(queue)
-	err := <-ackErr
-	if err == nil {
-		err = readErr
-	}
-	return err
+	queue := make(chan *outBatch, 1) // one batch encoded ahead of the one in flight
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.sendLoop(ctx, queue)
+		cancel()
+	}()
+	s.readLoop(ctx, queue)
+	<-done
 }
 
-// readLoop hands spool batches to the producer until ctx ends.
-func (a *Agent) readLoop(ctx context.Context, queue chan<- *inflight, pool *batchPool) error {
+// batchBudget is how many bytes of records, before compression, a read
+// may take: the batch limit (which Kafka applies to the compressed batch),
+// or twice that once the last batch compressed more than 3×, so that
+// high rates need half the round trips to the broker. A batch that still
+// comes out too large is halved before it is sent (encodeFitting).
+func (s *shipper) batchBudget(ratio float64) int {
+	limit := int(s.a.cfg.BatchMaxBytes)
+	if ratio > 3 {
+		return 2 * limit
+	}
+	return limit
+}
+
+// readLoop encodes spool reads into batches for the sender until ctx ends.
+func (s *shipper) readLoop(ctx context.Context, queue chan<- *outBatch) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
-	rate := newRateWindow(time.Now(), a.cfg.Linger)
+	rate := newRateWindow(time.Now(), s.a.cfg.Linger)
+	ratio := 1.0
 	for {
-		recs, pos, err := a.spool.Read(ctx, readBatchRecords, readBatchBytes)
+		recs, pos, err := s.a.spool.Read(ctx, shipBatchRecords, s.batchBudget(ratio))
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if ctx.Err() != nil || errors.Is(err, spool.ErrClosed) {
+				return
 			}
-			if errors.Is(err, spool.ErrClosed) {
-				return err
-			}
-			a.log.Error("cannot read spool", "err", err)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
+			s.log.Error("cannot read spool", "err", err)
+			if !sleepCtx(ctx, time.Second) {
+				return
 			}
 			continue
 		}
-		b := pool.get()
-		b.recs, b.pos, b.done, b.started = recs, pos, make(chan struct{}), time.Now()
-		b.pending.Store(int64(len(recs)))
-		if cap(b.krecs) < len(recs) {
-			b.krecs = make([]kgo.Record, len(recs))
+		started := time.Now()
+		n, err := s.meta.partitionCount(ctx)
+		if err != nil {
+			return // ctx ended
 		}
-		b.krecs = b.krecs[:len(recs)]
-		for i := range recs {
-			r := &b.krecs[i]
-			r.Key, r.Value, r.Timestamp, r.Context = recs[i].Key, recs[i].Value, time.Unix(0, recs[i].Time), b
-			// Produce with the long-lived context: a record once handed
-			// over is finished by the producer even when this loop stops.
-			a.client.Produce(context.Background(), r, a.promise)
+		var batches []*outBatch
+		plain, packed := 0, 0
+		for _, g := range s.groupByPartition(recs, n) {
+			for _, b := range s.encodeFitting(&s.enc, g.part, g.recs) {
+				plain += b.plain
+				packed += len(b.buf)
+				batches = append(batches, b)
+			}
 		}
-		queue <- b // never blocks past ackLoop, which drains until close
+		if packed > 0 {
+			ratio = float64(plain) / float64(packed)
+		}
+		last := batches[len(batches)-1]
+		last.last, last.pos, last.read, last.started = true, pos, len(recs), started
+		for _, b := range batches {
+			select {
+			case queue <- b:
+			case <-ctx.Done():
+				return
+			}
+		}
 		now := time.Now()
 		rate.add(now, len(recs))
-		if a.spool.AppendedAfter(pos) != 0 {
-			continue // more is spooled: the next reads join these in the producer
+		if s.a.spool.AppendedAfter(pos) != 0 {
+			continue // more is spooled: read it while this batch is sent
 		}
-		// The spool is drained: nothing will join these records within
-		// the producer's linger, so send them now rather than wake again
-		// when the linger ends.
-		a.sendNow()
 		// At low rates every HTTP write or gathered bunch of datagrams
-		// would otherwise become its own spool read, produce request and
-		// ack, each a burst of work that wakes several goroutines and
-		// threads (a burst costs the agent about a millisecond of CPU
-		// whatever its size, docs/agent.md "CPU"). Gathering for Linger
-		// instead makes one of each per Linger. At higher rates bursts
-		// follow each other anyway, and waiting would only delay.
-		if rate.perSecond(now)*a.cfg.Linger.Seconds() < gatherRecords {
-			t.Reset(a.cfg.Linger)
+		// would otherwise become its own spool read, batch, produce
+		// request and ack, each a burst of work that wakes several
+		// goroutines and threads (a burst costs the agent about a
+		// millisecond of CPU whatever its size, docs/agent.md "CPU").
+		// Gathering for Linger instead makes one of each per Linger. At
+		// higher rates bursts follow each other anyway, and waiting
+		// would only delay.
+		if rate.perSecond(now)*s.a.cfg.Linger.Seconds() < gatherRecords {
+			t.Reset(s.a.cfg.Linger)
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return
 			case <-t.C:
 			}
 		}
+	}
+}
+
+type partGroup struct {
+	part int32
+	recs []spool.Record
+}
+
+// groupByPartition splits recs by partition, keeping their order within
+// each. Nearly always every record has the same key: one group, no copy.
+func (s *shipper) groupByPartition(recs []spool.Record, n int) []partGroup {
+	first := s.parts.partition(recs[0].Key, n)
+	same := true
+	for i := 1; i < len(recs) && same; i++ {
+		same = s.parts.partition(recs[i].Key, n) == first
+	}
+	if same {
+		return []partGroup{{first, recs}}
+	}
+	var groups []partGroup
+	index := map[int32]int{}
+	for _, r := range recs {
+		p := s.parts.partition(r.Key, n)
+		i, ok := index[p]
+		if !ok {
+			i = len(groups)
+			index[p] = i
+			groups = append(groups, partGroup{part: p})
+		}
+		groups[i].recs = append(groups[i].recs, r)
+	}
+	return groups
+}
+
+// encodeFitting encodes recs as one batch, or as several if the batch
+// comes out larger than BatchMaxBytes after compression.
+func (s *shipper) encodeFitting(enc *batchEncoder, part int32, recs []spool.Record) []*outBatch {
+	b := s.getBatch()
+	b.part, b.recs = part, recs
+	b.buf = enc.encode(b.buf, recs)
+	b.plain = len(enc.plain)
+	if len(b.buf) <= int(s.a.cfg.BatchMaxBytes) || len(recs) == 1 {
+		return []*outBatch{b}
+	}
+	s.putBatch(b)
+	h := len(recs) / 2
+	return append(s.encodeFitting(enc, part, recs[:h]), s.encodeFitting(enc, part, recs[h:])...)
+}
+
+func (s *shipper) getBatch() *outBatch {
+	select {
+	case b := <-s.free:
+		return b
+	default:
+		return &outBatch{}
+	}
+}
+
+func (s *shipper) putBatch(b *outBatch) {
+	buf := b.buf[:0]
+	*b = outBatch{buf: buf}
+	select {
+	case s.free <- b:
+	default:
+	}
+}
+
+// sendLoop delivers batches in order and acks the spool after the last
+// batch of each read. It returns when ctx ends.
+func (s *shipper) sendLoop(ctx context.Context, queue <-chan *outBatch) {
+	for {
+		var b *outBatch
+		select {
+		case b = <-queue:
+		case <-ctx.Done():
+			return
+		}
+		if err := s.deliver(ctx, b); err != nil {
+			return // ctx ended: the batch stays spooled
+		}
+		if b.last {
+			if err := s.a.spool.Ack(b.pos); err != nil {
+				s.log.Error("cannot acknowledge spool position", "err", err)
+			}
+			s.a.metrics.sent.Add(float64(b.read - s.dropped))
+			if s.dropped > 0 {
+				s.a.metrics.dropped.WithLabelValues("rejected_by_broker").Add(float64(s.dropped))
+				s.dropped = 0
+			}
+			s.a.metrics.batchLatency.Observe(time.Since(b.started).Seconds())
+		}
+		s.putBatch(b)
+	}
+}
+
+// deliver sends b until the broker has it (or refused its samples for
+// good), or ctx ends.
+func (s *shipper) deliver(ctx context.Context, b *outBatch) error {
+	failures := 0
+	var firstFailure time.Time
+	for {
+		if err := s.ensureProducer(ctx); err != nil {
+			return err
+		}
+		seq := int32(-1)
+		if s.pid >= 0 {
+			seq = s.seqs[b.part]
+		}
+		stamp(b.buf, s.pid, s.epoch, seq)
+		err := s.produce(ctx, b.part, b.buf)
+		switch {
+		case err == nil || errors.Is(err, kerr.DuplicateSequenceNumber):
+			if s.pid >= 0 {
+				s.seqs[b.part] = nextSequence(seq, len(b.recs))
+			}
+			if failures > 0 {
+				s.log.Info("broker reachable again; sending", "partition", b.part, "failed_attempts", failures, "after", time.Since(firstFailure).Round(time.Millisecond))
+			}
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case producerLost(err):
+			s.log.Warn("the broker no longer knows the agent's producer id; sending again under a new one (samples it wrote before it lost the id may arrive twice)", "partition", b.part, "err", err)
+			s.haveID = false
+			clear(s.seqs)
+		case batchRefused(err):
+			return s.deliverHalves(ctx, b, err)
+		case errors.Is(err, kerr.InvalidTopicException):
+			s.refused(len(b.recs), err)
+			return nil
+		default:
+			failures++
+			if failures == 1 {
+				firstFailure = time.Now()
+			}
+			// The first failure, then one line a minute or so: the
+			// broker may be away for hours while the spool holds.
+			if failures == 1 || failures%60 == 0 {
+				s.log.Warn("cannot send to the broker; samples stay spooled and are sent again", "partition", b.part, "err", err, "attempts", failures)
+			}
+			s.meta.invalidate()
+			if !sleepCtx(ctx, retryBackoff(failures)) {
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// deliverHalves delivers a refused batch as two, down to single samples,
+// which are dropped if the broker refuses them too.
+func (s *shipper) deliverHalves(ctx context.Context, b *outBatch, err error) error {
+	if len(b.recs) == 1 {
+		s.refused(1, err)
+		return nil
+	}
+	h := len(b.recs) / 2
+	for _, half := range [][]spool.Record{b.recs[:h], b.recs[h:]} {
+		hb := &outBatch{part: b.part, recs: half}
+		hb.buf = s.split.encode(nil, half)
+		if err := s.deliver(ctx, hb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *shipper) refused(n int, err error) {
+	if s.dropped == 0 {
+		s.log.Error("broker refused samples for good; they are dropped", "samples", n, "err", err)
+	}
+	s.dropped += n
+}
+
+// retryBackoff grows from 100 ms to 2 s.
+func retryBackoff(failures int) time.Duration {
+	return min(100*time.Millisecond<<min(failures-1, 5), 2*time.Second)
+}
+
+// producerLost reports errors after which the producer id must be
+// replaced: the broker lost its state for the id, or a newer producer
+// took it over.
+func producerLost(err error) bool {
+	for _, e := range []error{kerr.OutOfOrderSequenceNumber, kerr.UnknownProducerID, kerr.InvalidProducerEpoch, kerr.InvalidProducerIDMapping, kerr.ProducerFenced} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// batchRefused reports errors that sending the same batch again cannot
+// fix, but sending part of it may.
+func batchRefused(err error) bool {
+	for _, e := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.CorruptMessage, kerr.InvalidRecord} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// ensureProducer gets an idempotent producer id once, and after the
+// broker lost the last one.
+func (s *shipper) ensureProducer(ctx context.Context) error {
+	if s.haveID {
+		return nil
+	}
+	for failures := 1; ; failures++ {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionTimeoutMillis = 60_000
+		resp, err := req.RequestWith(ctx, s.cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		switch {
+		case err == nil:
+			s.pid, s.epoch, s.haveID = resp.ProducerID, resp.ProducerEpoch, true
+			clear(s.seqs)
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, kerr.ClusterAuthorizationFailed):
+			s.log.Warn("the broker does not grant the agent a producer id (idempotent write needs IDEMPOTENT_WRITE on the cluster); sending without one, so a retried batch may arrive twice", "err", err)
+			s.pid, s.epoch, s.haveID = -1, -1, true
+			return nil
+		}
+		if failures == 1 || failures%60 == 0 {
+			s.log.Warn("cannot get a producer id from the broker; samples stay spooled", "err", err, "attempts", failures)
+		}
+		if !sleepCtx(ctx, retryBackoff(failures)) {
+			return ctx.Err()
+		}
+	}
+}
+
+// produce sends one batch to its partition's leader and returns the
+// partition's error, if any.
+func (s *shipper) produce(ctx context.Context, part int32, batch []byte) error {
+	leader, err := s.meta.leader(ctx, part)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = int32(produceTimeout / time.Millisecond)
+	t := kmsg.NewProduceRequestTopic()
+	t.Topic = s.meta.topic
+	p := kmsg.NewProduceRequestTopicPartition()
+	p.Partition = part
+	p.Records = batch
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, s.cl.Broker(int(leader)))
+	if err != nil {
+		return err
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.Partition == part {
+				return kerr.ErrorForCode(rp.ErrorCode)
+			}
+		}
+	}
+	return fmt.Errorf("produce response for %s has no partition %d", s.meta.topic, part)
+}
+
+// topicMeta caches the shipped topic's partition leaders. The topic is
+// created if the broker allows it.
+type topicMeta struct {
+	cl    *kgo.Client
+	topic string
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	leaders []int32 // by partition; -1 while a partition has none
+	fetched time.Time
+	stale   bool
+}
+
+// partitionCount is the topic's partition count; it waits until the
+// topic is known or ctx ends.
+func (m *topicMeta) partitionCount(ctx context.Context) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for failures := 1; ; failures++ {
+		err := m.refreshLocked(ctx)
+		if err == nil {
+			return len(m.leaders), nil
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if failures == 1 || failures%60 == 0 {
+			m.log.Warn("cannot learn the topic's partitions from the broker; samples stay spooled", "topic", m.topic, "err", err, "attempts", failures)
+		}
+		m.mu.Unlock()
+		ok := sleepCtx(ctx, retryBackoff(failures))
+		m.mu.Lock()
+		if !ok {
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// leader is part's leader, asking the broker if the cache is stale.
+func (m *topicMeta) leader(ctx context.Context, part int32) (int32, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.refreshLocked(ctx); err != nil {
+		return -1, err
+	}
+	if int(part) >= len(m.leaders) || m.leaders[part] < 0 {
+		m.stale = true
+		return -1, fmt.Errorf("partition %d of %s: %w", part, m.topic, kerr.LeaderNotAvailable)
+	}
+	return m.leaders[part], nil
+}
+
+// invalidate makes the next use ask the broker again.
+func (m *topicMeta) invalidate() {
+	m.mu.Lock()
+	m.stale = true
+	m.mu.Unlock()
+}
+
+func (m *topicMeta) refreshLocked(ctx context.Context) error {
+	if !m.stale && len(m.leaders) > 0 && time.Since(m.fetched) < metadataMaxAge {
+		return nil
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(m.topic)
+	req.Topics = append(req.Topics, t)
+	req.AllowAutoTopicCreation = true
+	resp, err := req.RequestWith(ctx, m.cl)
+	if err != nil {
+		return err
+	}
+	for _, rt := range resp.Topics {
+		if rt.Topic == nil || *rt.Topic != m.topic {
+			continue
+		}
+		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+			return fmt.Errorf("topic %s: %w", m.topic, err)
+		}
+		if len(rt.Partitions) == 0 {
+			return fmt.Errorf("topic %s has no partitions yet", m.topic)
+		}
+		n := int32(0)
+		for _, p := range rt.Partitions {
+			n = max(n, p.Partition+1)
+		}
+		leaders := make([]int32, n)
+		for i := range leaders {
+			leaders[i] = -1
+		}
+		for _, p := range rt.Partitions {
+			if kerr.ErrorForCode(p.ErrorCode) == nil || errors.Is(kerr.ErrorForCode(p.ErrorCode), kerr.ReplicaNotAvailable) {
+				leaders[p.Partition] = p.Leader
+			}
+		}
+		m.leaders, m.fetched, m.stale = leaders, time.Now(), false
+		return nil
+	}
+	return fmt.Errorf("metadata response has no topic %s", m.topic)
+}
+
+// sleepCtx sleeps for d and reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -241,132 +629,6 @@ func (w *rateWindow) perSecond(now time.Time) float64 {
 		return 0
 	}
 	return float64(w.prevN+w.n) / d.Seconds()
-}
-
-// sendNow makes the producer send what it holds without waiting for its
-// linger to end. Flush with a context that has already ended does just
-// that: it ends every linger, starts the sends and returns at once
-// instead of waiting for the acknowledgements (the ack loop does).
-func (a *Agent) sendNow() {
-	_ = a.client.Flush(a.ended)
-}
-
-// producerLinger is the producer's linger for the agent's Linger: short,
-// because the shipper has gathered already (readLoop), but long enough
-// that the records of one hand-over, and at high rates of several, go out
-// in one batch.
-func producerLinger(linger time.Duration) time.Duration {
-	return min(linger, 5*time.Millisecond)
-}
-
-// promise is called by the producer once per record.
-func (a *Agent) onRecord(r *kgo.Record, err error) {
-	b := r.Context.(*inflight)
-	if err != nil {
-		b.mu.Lock()
-		if permanentlyRefused(err) {
-			b.rejected++
-			if b.rejected == 1 {
-				a.log.Error("broker refused a sample for good; it is dropped", "err", err, "bytes", len(r.Value))
-			}
-		} else if b.failed == nil {
-			b.failed = err
-		}
-		b.mu.Unlock()
-	}
-	if b.pending.Add(-1) == 0 {
-		close(b.done)
-	}
-}
-
-// permanentlyRefused reports errors that sending again cannot fix.
-func permanentlyRefused(err error) bool {
-	for _, e := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.CorruptMessage, kerr.InvalidRecord, kerr.InvalidTopicException} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
-// ackLoop acknowledges batches in spool order. After a failure it keeps
-// draining (waiting for the producer to finish every record in flight) but
-// acks nothing more, and returns the failure.
-//
-// The batches of one hand-over are usually acknowledged by one produce
-// response; the ones already finished when the first is are acknowledged
-// in the spool together, with one Ack. One Ack writes the cursor at once;
-// the later Acks of the same round came within the spool's checkpoint
-// interval and made its flusher wake once more to write it.
-func (a *Agent) ackLoop(queue <-chan *inflight, pool *batchPool, stopReading context.CancelFunc) error {
-	var failure error
-	var next *inflight // received from queue, not finished yet
-	var group []*inflight
-	for {
-		b := next
-		next = nil
-		if b == nil {
-			var ok bool
-			if b, ok = <-queue; !ok {
-				return failure
-			}
-		}
-		<-b.done
-		if failure != nil {
-			pool.put(b)
-			continue
-		}
-		if err := b.err(); err != nil {
-			failure = err
-			stopReading()
-			pool.put(b)
-			continue
-		}
-		group = append(group[:0], b)
-	more:
-		for {
-			select {
-			case n, ok := <-queue:
-				if !ok {
-					break more
-				}
-				select {
-				case <-n.done:
-					if n.err() == nil {
-						group = append(group, n)
-						continue
-					}
-				default:
-				}
-				next = n // unfinished or failed: the outer loop handles it
-				break more
-			default:
-				break more
-			}
-		}
-		if err := a.spool.Ack(group[len(group)-1].pos); err != nil {
-			a.log.Error("cannot acknowledge spool position", "err", err)
-		}
-		for _, g := range group {
-			g.mu.Lock()
-			rejected := g.rejected
-			g.mu.Unlock()
-			a.metrics.sent.Add(float64(len(g.recs) - rejected))
-			if rejected > 0 {
-				a.metrics.dropped.WithLabelValues("rejected_by_broker").Add(float64(rejected))
-			}
-			a.metrics.batchLatency.Observe(time.Since(g.started).Seconds())
-			pool.put(g)
-		}
-		clear(group)
-	}
-}
-
-// err is the failure of a finished batch that must be sent again, if any.
-func (b *inflight) err() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.failed
 }
 
 // kgoLogger sends franz-go's warnings and errors to slog.

@@ -1,12 +1,15 @@
 package agent
 
 import (
-	"context"
-	"errors"
-	"log/slog"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/agent/spool"
 )
@@ -44,49 +47,77 @@ func TestRateWindow(t *testing.T) {
 	}
 }
 
-// ackLoop acknowledges finished batches in spool order, those already
-// finished together, and never acknowledges past a batch that failed.
-func TestAckLoopGroupsAndStopsAtFailure(t *testing.T) {
-	sp, err := spool.Open(spool.Config{Dir: t.TempDir(), SyncInterval: spool.NoSync})
+// TestRecordBatchLayout: an encoded, stamped batch reads back with
+// franz-go's own message types: header fields, CRC, and every record's
+// key, value, timestamp and offset.
+func TestRecordBatchLayout(t *testing.T) {
+	base := int64(1_764_000_000_123_000_000)
+	var recs []spool.Record
+	for i := range 300 {
+		recs = append(recs, spool.Record{
+			Key:   []byte("run-a/node7"),
+			Value: fmt.Appendf(nil, "m,host=node7 v=%di %d", i, base+int64(i%7)*1e6),
+			Time:  base + int64(i%7)*1e6,
+		})
+	}
+	recs[5].Time = base - 3e6 // an earlier sample: a negative delta
+	enc := batchEncoder{zstd: &zstdCompressor{}}
+	buf := enc.encode([]byte("old contents"), recs)
+	stamp(buf, 4711, 3, math.MaxInt32-10)
+
+	var rb kmsg.RecordBatch
+	if err := rb.ReadFrom(buf); err != nil {
+		t.Fatal(err)
+	}
+	if rb.Magic != 2 || rb.Length != int32(len(buf)-12) || rb.Attributes != 4 || rb.PartitionLeaderEpoch != -1 {
+		t.Errorf("header: magic %d, length %d of %d bytes, attributes %d, leader epoch %d", rb.Magic, rb.Length, len(buf), rb.Attributes, rb.PartitionLeaderEpoch)
+	}
+	if rb.ProducerID != 4711 || rb.ProducerEpoch != 3 || rb.FirstSequence != math.MaxInt32-10 {
+		t.Errorf("producer %d epoch %d sequence %d, want 4711, 3, %d", rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence, math.MaxInt32-10)
+	}
+	if got := crc32.Checksum(buf[21:], crc32.MakeTable(crc32.Castagnoli)); uint32(rb.CRC) != got {
+		t.Errorf("CRC %08x, want %08x", uint32(rb.CRC), got)
+	}
+	if rb.NumRecords != 300 || rb.LastOffsetDelta != 299 || rb.FirstTimestamp != base/1e6 || rb.MaxTimestamp != base/1e6+6 {
+		t.Errorf("records %d, last offset delta %d, first time %d, max time %d", rb.NumRecords, rb.LastOffsetDelta, rb.FirstTimestamp, rb.MaxTimestamp)
+	}
+	dec, err := zstd.NewReader(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sp.Close()
-	a := &Agent{log: slog.New(slog.DiscardHandler), spool: sp}
-	a.metrics = newMetrics(a)
-	for i := range 4 {
-		if err := sp.Append(context.Background(), []spool.Record{{Key: []byte("k"), Value: []byte{byte(i)}}}); err != nil {
-			t.Fatal(err)
+	defer dec.Close()
+	plain, err := dec.DecodeAll(rb.Records, nil)
+	if err != nil {
+		t.Fatalf("records are not one zstd frame: %v", err)
+	}
+	for i := range recs {
+		l, n := binary.Varint(plain)
+		if n <= 0 || int(l)+n > len(plain) {
+			t.Fatalf("record %d: bad length", i)
+		}
+		var r kmsg.Record
+		if err := r.ReadFrom(plain[:n+int(l)]); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		plain = plain[n+int(l):]
+		if string(r.Key) != string(recs[i].Key) || string(r.Value) != string(recs[i].Value) ||
+			int(r.OffsetDelta) != i || rb.FirstTimestamp+r.TimestampDelta64 != recs[i].Time/1e6 || len(r.Headers) != 0 {
+			t.Fatalf("record %d: key %q value %q offset delta %d time %d", i, r.Key, r.Value, r.OffsetDelta, rb.FirstTimestamp+r.TimestampDelta64)
 		}
 	}
-	batches := make([]*inflight, 4)
-	for i := range batches {
-		recs, pos, err := sp.Read(context.Background(), 1, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		batches[i] = &inflight{Context: context.Background(), recs: recs, pos: pos, done: make(chan struct{})}
+	if len(plain) != 0 {
+		t.Errorf("%d bytes after the last record", len(plain))
 	}
-	batches[2].failed = errors.New("connection closed")
+}
 
-	// All four finished before the loop looks at them, so the ones after
-	// the first are taken as a group: the group must end before batch 2.
-	queue := make(chan *inflight, len(batches))
-	for _, b := range batches {
-		close(b.done)
-		queue <- b
-	}
-	close(queue)
-	stopped := make(chan struct{})
-	if err := a.ackLoop(queue, newBatchPool(), func() { close(stopped) }); err == nil || err.Error() != "connection closed" {
-		t.Fatalf("ackLoop returned %v, want the batch's failure", err)
-	}
-	select {
-	case <-stopped:
-	default:
-		t.Error("reading was not stopped after the failure")
-	}
-	if st := sp.Stats(); st.AckedTotal != 2 || st.Pending != 2 {
-		t.Errorf("acked %d, pending %d; want 2 and 2 (nothing past the failed batch)", st.AckedTotal, st.Pending)
+func TestNextSequenceWraps(t *testing.T) {
+	for _, c := range []struct {
+		seq  int32
+		n    int
+		want int32
+	}{{0, 5, 5}, {math.MaxInt32 - 2, 3, 0}, {math.MaxInt32 - 2, 10, 7}, {math.MaxInt32, 1, 0}} {
+		if got := nextSequence(c.seq, c.n); got != c.want {
+			t.Errorf("nextSequence(%d, %d) = %d, want %d", c.seq, c.n, got, c.want)
+		}
 	}
 }
