@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/agent"
@@ -267,5 +269,61 @@ func TestHTTPAnswersLikeInfluxDB(t *testing.T) {
 		if !bytes.Contains(m, []byte(series)) {
 			t.Errorf("/metrics lacks %s", series)
 		}
+	}
+}
+
+// TestRefusedSamplesAreDroppedAlone: a topic whose batches may not exceed
+// 2,000 bytes refuses the agent's batch; the shipper halves it until the
+// one line too large for the topic is alone, drops and counts that line,
+// and delivers every other one.
+func TestRefusedSamplesAreDroppedAlone(t *testing.T) {
+	br := startBroker(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": kadm.StringPtr("2000")}, "telemetry"); err != nil {
+		t.Fatal(err)
+	}
+	ta := startAgent(t, br, nil)
+
+	rng := rand.New(rand.NewPCG(7, 8))
+	noise := make([]byte, 8000) // does not compress below 2,000 bytes
+	for i := range noise {
+		noise[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[rng.IntN(36)]
+	}
+	var body strings.Builder
+	for i := range 400 {
+		if i == 250 {
+			fmt.Fprintf(&body, "big,rank=%d blob=\"%s\"\n", i, noise)
+		}
+		fmt.Fprintf(&body, "small,rank=%d v=%di\n", i, i)
+	}
+	post(t, "http://"+ta.addrs["http"]+"/write?db=sim", body.String(), http.StatusNoContent)
+
+	counts, _ := readTopic(t, br, "telemetry", 400, 20*time.Second)
+	for i := range 400 {
+		if _, ok := find(counts, fmt.Sprintf("small,host=node7,job=4242,rank=%d,run=run-a v=%di ", i, i)); !ok {
+			t.Fatalf("line %d did not arrive (%d lines arrived)", i, len(counts))
+		}
+	}
+	if _, ok := find(counts, "big,"); ok {
+		t.Fatal("the line the topic cannot take arrived")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := metrics(t, ta.addrs["http"])
+		dropped := grepLines(m, `simtel_agent_samples_dropped_total{reason="rejected_by_broker"}`)
+		sent := grepLines(m, "simtel_agent_samples_sent_total")
+		if strings.HasSuffix(dropped, " 1") && strings.HasSuffix(sent, " 400") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics: %q and %q, want 1 dropped and 400 sent", dropped, sent)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

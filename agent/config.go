@@ -79,10 +79,10 @@ type Config struct {
 	PacketGather time.Duration
 
 	// Linger is how long samples gather in the spool while few arrive
-	// (fewer than 16,384, the shipper's pipeline, per Linger) before they
-	// are handed to the producer in one go;
-	// BatchMaxBytes bounds a produce batch. Defaults 1s, 1 MiB: larger
-	// batches and fewer hand-overs cost the node less CPU per sample.
+	// (fewer than 16,384 per Linger) before they are sent in one go;
+	// BatchMaxBytes bounds a record batch after compression (a spool read
+	// takes up to twice as much before). Defaults 1s, 1 MiB: larger
+	// batches and fewer sends cost the node less CPU per sample.
 	Linger        time.Duration
 	BatchMaxBytes int32
 
