@@ -1,13 +1,20 @@
 package agent_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/testutil"
 )
@@ -100,7 +107,14 @@ func (s *sender) halt() []string {
 // check reads the topic and reports lost and duplicated accepted samples.
 func (p *procs) check(accepted []string) (dups int) {
 	p.t.Helper()
-	counts, _ := readTopic(p.t, p.brokerAddr, "telemetry", len(accepted), 60*time.Second)
+	return checkDelivered(p.t, p.brokerAddr, accepted)
+}
+
+// checkDelivered reads the telemetry topic from broker and fails the test
+// if an accepted sample is missing; it returns the duplicates.
+func checkDelivered(t *testing.T, broker string, accepted []string) (dups int) {
+	t.Helper()
+	counts, _ := readTopic(t, broker, "telemetry", len(accepted), 60*time.Second)
 	byID := map[string]int{}
 	for v, n := range counts {
 		if i := strings.Index(v, "id=\""); i >= 0 {
@@ -115,14 +129,14 @@ func (p *procs) check(accepted []string) (dups int) {
 		case n == 0:
 			lost++
 			if lost <= 5 {
-				p.t.Errorf("accepted sample %s never reached the topic", id)
+				t.Errorf("accepted sample %s never reached the topic", id)
 			}
 		case n > 1:
 			dups += n - 1
 		}
 	}
 	if lost > 0 {
-		p.t.Fatalf("%d of %d accepted samples lost", lost, len(accepted))
+		t.Fatalf("%d of %d accepted samples lost", lost, len(accepted))
 	}
 	return dups
 }
@@ -169,4 +183,92 @@ func TestAgentKilledWithSpoolRedelivers(t *testing.T) {
 	p.startAgent()
 	dups = p.check(append(accepted, more...))
 	t.Logf("second SIGKILL while shipping: %d more accepted, all delivered, %d duplicates (at-least-once across crashes)", len(more), dups)
+}
+
+// TestLeaderFailoverLosesNothing: three broker processes, the telemetry
+// topic replicated three times; the broker that leads its partition is
+// killed while the agent ships. The agent finds the new leader and
+// delivers every accepted sample, without duplicates: the new leader
+// knows the agent's producer id and sequence numbers from the replicated
+// log, so a batch sent again is recognised.
+func TestLeaderFailoverLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	type node struct {
+		kafka string
+		proc  *testutil.Proc
+	}
+	var nodes []node
+	var seeds []string
+	var firstGossip string
+	for i := range 3 {
+		kafka, gossip := testutil.FreePort(t), testutil.FreePort(t)
+		args := []string{"broker", "--node-id", strconv.Itoa(i), "--data-dir", t.TempDir(), "--listen", kafka,
+			"--raft-listen", testutil.FreePort(t), "--gossip-listen", gossip, "--http-listen", testutil.FreePort(t),
+			"--bootstrap-expect", "3", "--log-level", "warn"}
+		if i == 0 {
+			firstGossip = gossip
+		} else {
+			args = append(args, "--join", firstGossip)
+		}
+		n := node{kafka: kafka, proc: testutil.Start(t, t.TempDir(), args...)}
+		testutil.WaitPort(t, kafka, n.proc)
+		nodes = append(nodes, n)
+		seeds = append(seeds, kafka)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	leader := func() int32 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		m, err := adm.Metadata(ctx, "telemetry")
+		if err != nil {
+			return -1
+		}
+		if p, ok := m.Topics["telemetry"].Partitions[0]; ok && p.Err == nil {
+			return p.Leader
+		}
+		return -1
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r, err := adm.CreateTopic(ctx, 1, 3, nil, "telemetry")
+		cancel()
+		if err == nil && (r.Err == nil || errors.Is(r.Err, kerr.TopicAlreadyExists)) && leader() >= 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no replicated telemetry topic with a leader after 60s: %v %v", err, r.Err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	httpAddr := testutil.FreePort(t)
+	ag := testutil.Start(t, t.TempDir(), "agent", "--brokers", strings.Join(seeds, ","), "--spool-dir", t.TempDir(),
+		"--listen-http", httpAddr, "--listen-udp", "", "--listen-tcp", "", "--collect-interval", "-1s",
+		"--run", "failover", "--host", "n1", "--linger", "2ms", "--log-level", "warn")
+	testutil.WaitPort(t, httpAddr, ag)
+	s := startSender("http://"+httpAddr+"/write?db=x", "f", 50, 10*time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
+	old := leader()
+	if old < 0 {
+		s.halt()
+		t.Fatal("the topic lost its leader before the test killed it")
+	}
+	nodes[old].proc.Kill()
+	// Until a new leader is elected, accepted samples wait in the spool.
+	time.Sleep(4 * time.Second)
+	accepted := s.halt()
+	survivor := nodes[(old+1)%3].kafka
+	dups := checkDelivered(t, survivor, accepted)
+	t.Logf("%d samples accepted while broker %d, the partition's leader, was killed: all delivered, %d duplicates", len(accepted), old, dups)
+	if dups > 0 {
+		t.Errorf("%d duplicates within one agent life: the new leader should recognise batches sent again", dups)
+	}
 }
