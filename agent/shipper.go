@@ -502,7 +502,11 @@ func (m *topicMeta) partitionCount(ctx context.Context) (int, error) {
 			return 0, ctx.Err()
 		}
 		if failures == 1 || failures%60 == 0 {
-			m.log.Warn("cannot learn the topic's partitions from the broker; samples stay spooled", "topic", m.topic, "err", err, "attempts", failures)
+			msg := "cannot learn the topic's partitions from the broker; samples stay spooled"
+			if errors.Is(err, kerr.UnknownTopicOrPartition) {
+				msg += " (create the topic, or let the broker create topics on first use)"
+			}
+			m.log.Warn(msg, "topic", m.topic, "err", err, "attempts", failures)
 		}
 		m.mu.Unlock()
 		ok := sleepCtx(ctx, retryBackoff(failures))
