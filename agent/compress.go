@@ -54,20 +54,20 @@ func (c *zstdCompressor) put(e zstd.Ctx) {
 	}
 }
 
-// compress appends src compressed as one zstd frame to dst.
-func (c *zstdCompressor) compress(dst, src []byte) []byte {
+// compress appends src compressed as one zstd frame to dst. It fails
+// only if the library does (a destination too small or a level out of
+// range, neither of which can happen here); dst is returned unchanged then.
+func (c *zstdCompressor) compress(dst, src []byte) ([]byte, error) {
 	e := c.get()
 	defer c.put(e)
 	n := len(dst)
 	dst = slices.Grow(dst, zstd.CompressBound(len(src)))
 	out, err := e.CompressLevel(dst[n:cap(dst)], src, zstdLevel)
 	if err != nil {
-		// Only a destination too small or a level out of range fail;
-		// neither can happen here.
-		panic(fmt.Sprintf("zstd: cannot compress %d bytes: %v", len(src), err))
+		return dst[:n], fmt.Errorf("zstd: cannot compress %d bytes: %w", len(src), err)
 	}
 	if len(out) > 0 && &out[0] != &dst[n:cap(dst)][0] {
-		return append(dst, out...)
+		return append(dst, out...), nil
 	}
-	return dst[:n+len(out)]
+	return dst[:n+len(out)], nil
 }

@@ -67,9 +67,14 @@ func (e *batchEncoder) encode(dst []byte, recs []spool.Record) []byte {
 	binary.BigEndian.PutUint64(h[offBaseTime:], uint64(base))
 	binary.BigEndian.PutUint64(h[offMaxTime:], uint64(maxTime))
 	binary.BigEndian.PutUint32(h[offCount:], uint32(len(recs)))
-	dst = e.zstd.compress(dst, p)
-	binary.BigEndian.PutUint32(dst[offLength:], uint32(len(dst)-offLeaderEpoch))
-	return dst
+	out, err := e.zstd.compress(dst, p)
+	if err != nil {
+		// Never seen; an uncompressed batch is still a valid one.
+		out = append(dst, p...)
+		binary.BigEndian.PutUint16(out[offAttributes:], 0)
+	}
+	binary.BigEndian.PutUint32(out[offLength:], uint32(len(out)-offLeaderEpoch))
+	return out
 }
 
 // appendRecord appends one record: its length, then attributes (0), the

@@ -347,7 +347,11 @@ func (s *shipper) deliver(ctx context.Context, b *outBatch) error {
 			// The first failure, then one line a minute or so: the
 			// broker may be away for hours while the spool holds.
 			if failures == 1 || failures%60 == 0 {
-				s.log.Warn("cannot send to the broker; samples stay spooled and are sent again", "partition", b.part, "err", err, "attempts", failures)
+				msg := "cannot send to the broker; samples stay spooled and are sent again"
+				if errors.Is(err, kerr.UnsupportedCompressionType) {
+					msg += " (the broker does not take zstd: it needs Kafka 2.1 or later)"
+				}
+				s.log.Warn(msg, "partition", b.part, "err", err, "attempts", failures)
 			}
 			s.meta.invalidate()
 			if !sleepCtx(ctx, retryBackoff(failures)) {
