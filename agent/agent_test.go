@@ -327,3 +327,58 @@ func TestRefusedSamplesAreDroppedAlone(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestSamplesOfSeveralRunsGoToTheirPartitions: lines whose own run tag
+// differs (the sender's tags win) carry different keys; one spool read
+// holding them all is split per partition, and every record lands in the
+// partition Kafka's default partitioner picks for its key, in order.
+func TestSamplesOfSeveralRunsGoToTheirPartitions(t *testing.T) {
+	br := startBroker(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br), kgo.ConsumeTopics("telemetry"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 4, 1, nil, "telemetry"); err != nil {
+		t.Fatal(err)
+	}
+	ta := startAgent(t, br, func(c *agent.Config) { c.Linger = 200 * time.Millisecond })
+	const n = 600
+	var body strings.Builder
+	for i := range n {
+		fmt.Fprintf(&body, "m,run=r%d seq=%di\n", i%6, i)
+	}
+	post(t, "http://"+ta.addrs["http"]+"/write?db=sim", body.String(), http.StatusNoContent)
+
+	hash := kgo.StickyKeyPartitioner(nil).ForTopic("telemetry")
+	last := map[string]int{} // key → last seq seen
+	parts := map[int32]bool{}
+	got := 0
+	for got < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d records arrived", got, n)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got++
+			parts[r.Partition] = true
+			if want := int32(hash.Partition(&kgo.Record{Key: r.Key}, 4)); r.Partition != want {
+				t.Errorf("key %q in partition %d, Kafka's partitioner picks %d", r.Key, r.Partition, want)
+			}
+			var seq int
+			if _, err := fmt.Sscanf(string(r.Value[strings.Index(string(r.Value), "seq="):]), "seq=%di", &seq); err != nil {
+				t.Fatalf("record %q: %v", r.Value, err)
+			}
+			k := string(r.Key)
+			if prev, ok := last[k]; ok && seq <= prev {
+				t.Errorf("key %q: seq %d after %d", k, seq, prev)
+			}
+			last[k] = seq
+		})
+	}
+	if len(last) != 6 || len(parts) < 2 {
+		t.Errorf("%d keys in %d partitions, want 6 keys in more than one", len(last), len(parts))
+	}
+}
