@@ -148,7 +148,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// (shipper.go).
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(a.cfg.Brokers...),
-		kgo.WithLogger(kgoLogger{a.log.With("part", "producer")}),
+		kgo.WithLogger(kgoLogger{a.log.With("part", "kafka-client")}),
 	)
 	if err != nil {
 		return fmt.Errorf("cannot create producer for %v: %w", a.cfg.Brokers, err)

@@ -344,15 +344,7 @@ func (s *shipper) deliver(ctx context.Context, b *outBatch) error {
 			if failures == 1 {
 				firstFailure = time.Now()
 			}
-			// The first failure, then one line a minute or so: the
-			// broker may be away for hours while the spool holds.
-			if failures == 1 || failures%60 == 0 {
-				msg := "cannot send to the broker; samples stay spooled and are sent again"
-				if errors.Is(err, kerr.UnsupportedCompressionType) {
-					msg += " (the broker does not take zstd: it needs Kafka 2.1 or later)"
-				}
-				s.log.Warn(msg, "partition", b.part, "err", err, "attempts", failures)
-			}
+			warnRetry(s.log, failures, err, "cannot send to the broker; samples stay spooled and are sent again", "partition", b.part)
 			s.meta.invalidate()
 			if !sleepCtx(ctx, retryBackoff(failures)) {
 				return ctx.Err()
@@ -384,6 +376,23 @@ func (s *shipper) refused(n int, err error) {
 		s.log.Error("broker refused samples for good; they are dropped", "samples", n, "err", err)
 	}
 	s.dropped += n
+}
+
+// warnRetry logs the first failure of a retry loop, then every 60th (one
+// line every two minutes at the longest back-off): the broker may be away
+// for hours while the spool holds. It adds what to do for the errors that
+// need the operator.
+func warnRetry(l *slog.Logger, failures int, err error, msg string, args ...any) {
+	if failures != 1 && failures%60 != 0 {
+		return
+	}
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		msg += " (create the topic, or let the broker create topics on first use)"
+	case errors.Is(err, kerr.UnsupportedCompressionType):
+		msg += " (the broker does not take zstd: it needs Kafka 2.1 or later)"
+	}
+	l.Warn(msg, append(args, "err", err, "attempts", failures)...)
 }
 
 // retryBackoff grows from 100 ms to 2 s.
@@ -439,9 +448,7 @@ func (s *shipper) ensureProducer(ctx context.Context) error {
 			s.pid, s.epoch, s.haveID = -1, -1, true
 			return nil
 		}
-		if failures == 1 || failures%60 == 0 {
-			s.log.Warn("cannot get a producer id from the broker; samples stay spooled", "err", err, "attempts", failures)
-		}
+		warnRetry(s.log, failures, err, "cannot get a producer id from the broker; samples stay spooled")
 		if !sleepCtx(ctx, retryBackoff(failures)) {
 			return ctx.Err()
 		}
@@ -505,13 +512,7 @@ func (m *topicMeta) partitionCount(ctx context.Context) (int, error) {
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		if failures == 1 || failures%60 == 0 {
-			msg := "cannot learn the topic's partitions from the broker; samples stay spooled"
-			if errors.Is(err, kerr.UnknownTopicOrPartition) {
-				msg += " (create the topic, or let the broker create topics on first use)"
-			}
-			m.log.Warn(msg, "topic", m.topic, "err", err, "attempts", failures)
-		}
+		warnRetry(m.log, failures, err, "cannot learn the topic's partitions from the broker; samples stay spooled", "topic", m.topic)
 		m.mu.Unlock()
 		ok := sleepCtx(ctx, retryBackoff(failures))
 		m.mu.Lock()
@@ -639,10 +640,18 @@ func (w *rateWindow) perSecond(now time.Time) float64 {
 	return float64(w.prevN+w.n) / d.Seconds()
 }
 
-// kgoLogger sends franz-go's warnings and errors to slog.
+// kgoLogger sends franz-go's errors to slog. Its warnings are left out:
+// they are mostly one line per failed connection attempt, every back-off
+// for as long as a broker is away, and the shipper reports those failures
+// itself (warnRetry); with --log-level debug they are kept.
 type kgoLogger struct{ l *slog.Logger }
 
-func (k kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+func (k kgoLogger) Level() kgo.LogLevel {
+	if k.l.Enabled(context.Background(), slog.LevelDebug) {
+		return kgo.LogLevelWarn
+	}
+	return kgo.LogLevelError
+}
 
 func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	switch level {
