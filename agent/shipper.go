@@ -307,7 +307,7 @@ func (s *shipper) sendLoop(ctx context.Context, queue <-chan *outBatch) {
 // deliver sends b until the broker has it (or refused its samples for
 // good), or ctx ends.
 func (s *shipper) deliver(ctx context.Context, b *outBatch) error {
-	failures := 0
+	failures, resets := 0, 0
 	var firstFailure time.Time
 	for {
 		if err := s.ensureProducer(ctx); err != nil {
@@ -331,9 +331,15 @@ func (s *shipper) deliver(ctx context.Context, b *outBatch) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case producerLost(err):
-			s.log.Warn("the broker no longer knows the agent's producer id; sending again under a new one (samples it wrote before it lost the id may arrive twice)", "partition", b.part, "err", err)
+			// Once is expected after a broker lost the id; again under
+			// the new id means something else is wrong: back off.
+			resets++
+			warnRetry(s.log, resets, err, "the broker no longer knows the agent's producer id; sending again under a new one (samples it wrote before it lost the id may arrive twice)", "partition", b.part)
 			s.haveID = false
 			clear(s.seqs)
+			if resets > 1 && !sleepCtx(ctx, retryBackoff(resets-1)) {
+				return ctx.Err()
+			}
 		case batchRefused(err):
 			return s.deliverHalves(ctx, b, err)
 		case errors.Is(err, kerr.InvalidTopicException):
