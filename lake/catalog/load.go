@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -371,11 +372,18 @@ func (b *builder) build() *Snapshot {
 		}
 	}
 	// Apply compactions oldest first, so a compaction of compacted objects
-	// inherits the topics of the originals.
+	// inherits the topics of the originals. Two compactors that raced over
+	// the same objects each recorded a replacement; only the older one is
+	// applied: a compaction that replaces an object an applied one already
+	// replaced is skipped whole, so no row is visible twice.
 	sort.Slice(b.compactions, func(i, j int) bool { return b.compactions[i].ID < b.compactions[j].ID })
-	s.Compactions = b.compactions
 	replaced := map[string]bool{}
 	for _, cp := range b.compactions {
+		if slices.ContainsFunc(cp.Replaced, func(k string) bool { return replaced[k] }) {
+			s.Skipped = append(s.Skipped, cp)
+			continue
+		}
+		s.Compactions = append(s.Compactions, cp)
 		var topics []string
 		for _, k := range cp.Replaced {
 			if v, ok := visible[k]; ok {

@@ -16,6 +16,10 @@ type Snapshot struct {
 	Entries []Entry
 	// Compactions applied, oldest first.
 	Compactions []Compaction
+	// Skipped holds compactions not applied because an older one already
+	// replaced one of their objects (two compactors raced); their new
+	// objects are invisible garbage.
+	Skipped []Compaction
 	// RunStates by run name, for runs marked complete.
 	RunStates map[string]RunState
 	// Problems lists catalog files that could not be read and were skipped.
