@@ -30,7 +30,12 @@ type BrokerInfo struct {
 	ID        int32  `json:"id"`
 	KafkaAddr string `json:"kafka_addr"`
 	RaftAddr  string `json:"raft_addr"`
-	Alive     bool   `json:"alive"`
+	// GossipAddr is the broker's gossip address (host:port) as its peers'
+	// memberlist sees it: where the others look for it after it dropped
+	// out of the gossip (see rejoin.go). Empty in metadata written before
+	// it existed, until the broker is registered again.
+	GossipAddr string `json:"gossip_addr,omitempty"`
+	Alive      bool   `json:"alive"`
 }
 
 // TopicInfo is one topic: its id, config overrides and the assignment of

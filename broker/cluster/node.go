@@ -59,6 +59,8 @@ type Config struct {
 	// GossipListen is memberlist's TCP+UDP address (host:port). Required.
 	GossipListen string
 	// Join lists gossip addresses of brokers to join; empty for the first.
+	// Only a broker's first start needs it: a broker rejoins the brokers
+	// it has known (saved in DataDir, see rejoin.go) whatever Join says.
 	Join []string
 	// BootstrapExpect is how many brokers form a new cluster: once this
 	// many are seen through gossip and none is part of a cluster yet, the
@@ -73,6 +75,10 @@ type Config struct {
 	// DeadAfter is how long a registered broker must be missing from
 	// gossip before the leader marks it not alive. Default 3s.
 	DeadAfter time.Duration
+	// RejoinInterval is how soon a known broker missing from gossip is
+	// tried again after a gossip join of it failed; the wait doubles
+	// after each try, up to 8 times this (see rejoin.go). Default 1s.
+	RejoinInterval time.Duration
 	// HeartbeatWindow is how long raft heartbeats to one broker gather
 	// before they go out together in one frame (see transport.go).
 	// Longer: fewer frames, each heartbeat later. Default 20ms; negative:
@@ -116,6 +122,9 @@ func (c *Config) validate() error {
 	if c.DeadAfter <= 0 {
 		c.DeadAfter = 3 * time.Second
 	}
+	if c.RejoinInterval <= 0 {
+		c.RejoinInterval = time.Second
+	}
 	if c.HeartbeatWindow == 0 {
 		c.HeartbeatWindow = 20 * time.Millisecond
 	}
@@ -136,6 +145,9 @@ type nodeMeta struct {
 	// InCluster: this broker is part of a controller configuration, so
 	// nobody seeing it may bootstrap a new cluster.
 	InCluster bool `json:"in_cluster,omitempty"`
+	// Gossip is the member's gossip address as memberlist knows it (not
+	// gossiped in the meta: memberlist carries it).
+	Gossip string `json:"-"`
 }
 
 // Node is one broker's membership in the cluster: its raft mux, its
@@ -177,9 +189,22 @@ type Node struct {
 		sync.Mutex
 		members map[string]nodeMeta
 	}
+	// gossipAddr is this node's own gossip address as memberlist
+	// advertises it (set once in New).
+	gossipAddr string
+	// peers are the gossip addresses of the other brokers known, by node
+	// id, saved in path (rejoin.go). The loop goroutine writes m (under
+	// the lock) and dirty; rejoinLoop reads copies of m.
+	peers struct {
+		sync.Mutex
+		m     map[int32]string
+		path  string
+		dirty bool // the last save failed
+	}
 
 	commands *prometheus.CounterVec
 	forwards prometheus.Counter
+	rejoins  *prometheus.CounterVec // gossip joins of known brokers, by result
 
 	// missing counts consecutive leader ticks a registered broker was
 	// absent from gossip; only the loop goroutine touches it.
@@ -250,6 +275,13 @@ func New(cfg Config) (*Node, error) {
 	if n.hasState, err = raft.HasExistingState(n.store, n.store, snaps); err != nil {
 		return nil, fmt.Errorf("cannot read controller state in %s: %w", dir, err)
 	}
+	n.peers.path = filepath.Join(dir, peersFileName)
+	if n.peers.m, err = readPeers(n.peers.path); err != nil {
+		// Not fatal: the brokers we knew keep trying us, and --join works.
+		n.log.Warn("ignoring the saved gossip addresses of known brokers", "err", err)
+		n.peers.m = map[int32]string{}
+	}
+	delete(n.peers.m, cfg.NodeID)
 	n.inCluster.Store(n.hasState)
 	n.trans = n.newTransport(ControllerGroup, 3, hl)
 	rc := raft.DefaultConfig()
@@ -271,18 +303,24 @@ func New(cfg Config) (*Node, error) {
 		mc.AdvertiseAddr = host
 	}
 	mc.AdvertisePort = mc.BindPort
+	// A broker that died and comes back at another address (a pod's new
+	// IP) takes its name back once it has been dead this long, instead
+	// of being refused as a conflicting member.
+	mc.DeadNodeReclaimTime = cfg.DeadAfter
 	mc.Delegate = &gossipDelegate{n: n}
 	mc.Events = &gossipEvents{n: n}
 	mc.Logger = stdLoggerFor(n.log.With("part", "gossip"))
 	if n.ml, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("cannot start gossip on %s: %w", cfg.GossipListen, err)
 	}
+	n.gossipAddr = n.ml.LocalNode().Address()
 
 	n.commands = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_cluster_commands_total", Help: "Controller commands applied by this node as leader, by op and result."}, []string{"op", "result"})
 	n.forwards = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_forwarded_commands_total", Help: "Controller commands this node forwarded to the leader."})
+	n.rejoins = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_cluster_gossip_rejoins_total", Help: "Gossip joins this broker tried of known brokers missing from its gossip view, by result (ok, error)."}, []string{"result"})
 	if r := cfg.Registerer; r != nil {
 		n.stats.register(r)
-		r.MustRegister(n.commands, n.forwards,
+		r.MustRegister(n.commands, n.forwards, n.rejoins,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "simtel_broker_cluster_controller_leader", Help: "1 if this broker is the controller leader."}, func() float64 {
 				if n.IsLeader() {
 					return 1
@@ -347,7 +385,7 @@ func (n *Node) LeaderID() (int32, bool) {
 // controller down. Its goroutines: the mux's accept loop and the
 // membership loop (both waited for before Run returns).
 func (n *Node) Run(ctx context.Context) error {
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go func() {
 		defer n.wg.Done()
 		n.mux.Serve()
@@ -355,6 +393,14 @@ func (n *Node) Run(ctx context.Context) error {
 	go func() {
 		defer n.wg.Done()
 		n.loop(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(n.runCtx, cancel)
+		defer stop()
+		n.rejoinLoop(rctx)
 	}()
 	go func() {
 		defer n.wg.Done()
@@ -418,6 +464,7 @@ func (n *Node) loop(ctx context.Context) {
 		}
 		n.maybeBootstrap()
 		n.refreshInCluster()
+		n.savePeers(n.Metadata(), n.members())
 		if n.IsLeader() {
 			n.reconcile(ctx)
 		} else {
@@ -445,7 +492,9 @@ func (n *Node) members() map[int32]nodeMeta {
 		out[m.ID] = m
 	}
 	n.gossip.Unlock()
-	out[n.cfg.NodeID] = n.selfMeta()
+	self := n.selfMeta()
+	self.Gossip = n.gossipAddr
+	out[n.cfg.NodeID] = self
 	return out
 }
 
@@ -536,8 +585,8 @@ func (n *Node) reconcile(ctx context.Context) {
 	}
 	for id, m := range members {
 		b, ok := md.Brokers[id]
-		if !ok || !b.Alive || b.KafkaAddr != m.KafkaAddr || b.RaftAddr != m.RaftAddr {
-			n.applyLogged(ctx, Command{Op: OpRegisterBroker, Broker: &BrokerInfo{ID: id, KafkaAddr: m.KafkaAddr, RaftAddr: m.RaftAddr, Alive: true}})
+		if !ok || !b.Alive || b.KafkaAddr != m.KafkaAddr || b.RaftAddr != m.RaftAddr || b.GossipAddr != m.Gossip {
+			n.applyLogged(ctx, Command{Op: OpRegisterBroker, Broker: &BrokerInfo{ID: id, KafkaAddr: m.KafkaAddr, RaftAddr: m.RaftAddr, GossipAddr: m.Gossip, Alive: true}})
 		}
 		sid := raft.ServerID(strconv.Itoa(int(id)))
 		s, ok := inConfig[sid]
@@ -778,6 +827,7 @@ func (e *gossipEvents) put(m *memberlist.Node) {
 		e.n.log.Warn("gossip member without valid meta", "member", m.Name, "err", err)
 		return
 	}
+	meta.Gossip = m.Address()
 	e.n.gossip.Lock()
 	e.n.gossip.members[m.Name] = meta
 	e.n.gossip.Unlock()
