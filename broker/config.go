@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/simtel/simtel/broker/cluster"
 )
 
 // Config configures one broker. Zero values take the documented defaults;
@@ -65,7 +67,9 @@ type Config struct {
 	// GossipListen is the memberlist address (TCP and UDP). Required in
 	// cluster mode.
 	GossipListen string
-	// Join lists gossip addresses (host:port) of brokers to join.
+	// Join lists gossip addresses (host:port) of brokers to join. Needed
+	// at a broker's first start only: later starts rejoin the brokers
+	// remembered in DataDir (cluster.RemembersPeers).
 	Join []string
 	// BootstrapExpect is how many brokers form a new cluster (see
 	// cluster.Config.BootstrapExpect). 0: join an existing cluster.
@@ -181,8 +185,8 @@ func (c *Config) Validate() error {
 		if c.ReplicaHeartbeatTimeout < 100*time.Millisecond {
 			return fmt.Errorf("--replica-heartbeat-timeout %v is too short: use 100ms or more (default 1s)", c.ReplicaHeartbeatTimeout)
 		}
-		if c.BootstrapExpect == 0 && len(c.Join) == 0 {
-			return errors.New("cluster mode needs --bootstrap-expect N (a new cluster) or --join HOST:PORT (an existing one)")
+		if c.BootstrapExpect == 0 && len(c.Join) == 0 && !cluster.RemembersPeers(c.DataDir) {
+			return errors.New("cluster mode needs --bootstrap-expect N (a new cluster) or --join HOST:PORT (an existing one); a broker that has met its cluster before rejoins without either")
 		}
 	}
 	for k, v := range c.TopicDefaults {

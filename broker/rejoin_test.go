@@ -1,0 +1,150 @@
+package broker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simtel/simtel/broker"
+	"github.com/simtel/simtel/internal/testutil"
+)
+
+// TestClusterSeedRestartRejoins: the first broker of a cluster is started
+// without --join (docs/broker.md's example). It is SIGKILLed while
+// producers write and restarted with exactly the same flags, still
+// without --join. Within 15 s every broker, the restarted one included,
+// lists all three in Metadata (the restarted broker joined the gossip of
+// the peers its data directory remembers, and the others kept trying
+// it); then leadership goes back to it as the preferred leader of its
+// partitions, `simtel cluster status` shows no problem, and nothing
+// acknowledged is lost, duplicated or reordered.
+func TestClusterSeedRestartRejoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real broker processes")
+	}
+	bs, controller := startClusterOf(t, 3)
+	defer func() { dumpLogs(t, bs) }()
+	seed := bs[0] // started with --bootstrap-expect 3 and no --join
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	seeds := kafkaAddrs(bs)
+	const topic, parts = "rejoin", 6
+	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
+	spreadOut := func() string {
+		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
+		if err != nil || !settled || leaders[0] != 2 || leaders[1] != 2 || leaders[2] != 2 {
+			return fmt.Sprintf("leaders %v settled %v (%v)", leaders, settled, err)
+		}
+		return ""
+	}
+	waitUntil(t, 60*time.Second, "leaders spread 2/2/2", spreadOut)
+	load := startLoad(t, ctx, seeds, topic, 2)
+	load.waitAcks(t, 2000)
+
+	seed.proc.Kill()
+	killed := time.Now()
+	others := kafkaAddrs(bs[1:])
+	// The others see it gone and mark it not alive, as users saw.
+	waitUntil(t, 60*time.Second, "the others mark the killed broker not alive", func() string {
+		for _, a := range others {
+			ids, err := brokerIDs(ctx, a)
+			if err != nil || slices.Contains(ids, int32(seed.id)) {
+				return fmt.Sprintf("%s lists %v (%v)", a, ids, err)
+			}
+		}
+		return ""
+	})
+	t.Logf("broker %d marked not alive %v after the kill", seed.id, time.Since(killed).Round(time.Millisecond))
+
+	restarted := time.Now()
+	seed.start(t, nil, 3) // the same flags as its first start
+	waitUntil(t, 15*time.Second, "every broker lists all three in Metadata after the restart", func() string {
+		for _, b := range bs {
+			ids, err := brokerIDs(ctx, b.kafka)
+			if err != nil || len(ids) != 3 {
+				return fmt.Sprintf("broker %d lists %v (%v)", b.id, ids, err)
+			}
+		}
+		return ""
+	})
+	rejoin := time.Since(restarted)
+	n, err := metricSum(seed.http, "simtel_broker_cluster_gossip_members")
+	if err != nil || n != 3 {
+		t.Errorf("restarted broker sees %v gossip members (%v), want 3", n, err)
+	}
+	waitUntil(t, 2*time.Minute, "leaders spread 2/2/2 again (preferred leaders)", spreadOut)
+	lead := time.Since(restarted)
+	waitUntil(t, 60*time.Second, "simtel cluster status shows three brokers and no problem", func() string {
+		out, err := exec.Command(testutil.Binary(t), "cluster", "status", "--brokers", seed.kafka, "--topic", topic, "-o", "json").CombinedOutput()
+		if err != nil {
+			return fmt.Sprintf("simtel cluster status: %v\n%s", err, out)
+		}
+		var st struct {
+			Brokers []struct {
+				ID      int32  `json:"id"`
+				Address string `json:"address"`
+				Leaders int    `json:"leaders"`
+			} `json:"brokers"`
+			Problems []any `json:"problems"`
+		}
+		if err := json.Unmarshal(out, &st); err != nil {
+			t.Fatalf("simtel cluster status -o json: %v\n%s", err, out)
+		}
+		if len(st.Brokers) != 3 || len(st.Problems) != 0 {
+			return fmt.Sprintf("want 3 brokers and no problems:\n%s", out)
+		}
+		for _, b := range st.Brokers {
+			if b.Address == "(not alive)" || b.Leaders != 2 {
+				return fmt.Sprintf("broker %d at %s leads %d:\n%s", b.ID, b.Address, b.Leaders, out)
+			}
+		}
+		return ""
+	})
+	t.Logf("broker %d restarted without --join: in every broker's Metadata after %v, leading its 2 preferred partitions after %v (load %s)",
+		seed.id, rejoin.Round(time.Millisecond), lead.Round(time.Millisecond), loadAvg())
+	load.waitMore(t, "writes go on", 2000)
+	load.finishAndCheck(ctx, t, seeds, topic)
+}
+
+// TestConfigRestartNeedsNoJoin: a cluster broker without --join and
+// --bootstrap-expect is refused on its first start, accepted once its data
+// directory remembers the brokers it met.
+func TestConfigRestartNeedsNoJoin(t *testing.T) {
+	dir := t.TempDir()
+	cfg := broker.Config{DataDir: dir, RaftListen: "127.0.0.1:1", GossipListen: "127.0.0.1:2"}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--join") {
+		t.Fatalf("first start: got %v, want an error asking for --join", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "controller"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "controller", "peers.json"), []byte(`{"brokers":{"1":"127.0.0.1:3"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("restart: got %v, want no error", err)
+	}
+}
+
+// brokerIDs is the sorted ids of the brokers one broker's Metadata lists.
+func brokerIDs(ctx context.Context, addr string) ([]int32, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	m, err := metadataFrom(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int32
+	for _, b := range m.Brokers {
+		ids = append(ids, b.NodeID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
