@@ -16,17 +16,31 @@
 //  2. catalog.CommitCompaction records that the merged object replaces the
 //     originals; it refuses unless the merged object is durable. From now
 //     on readers see the merged object only.
-//  3. The originals are deleted. A crash here leaves hidden garbage; the
-//     next run deletes what recent compaction records replaced.
+//  3. The catalog is loaded again to check the compaction applies: of two
+//     compactors that raced over the same objects, the catalog applies the
+//     older record only (see catalog.Snapshot.Skipped). A compaction that
+//     lost deletes nothing but its own merged object.
+//  4. The originals are deleted — at once, or with Config.DeleteDelay only
+//     once the compaction is that old (a later run deletes them). A crash
+//     here leaves hidden garbage; the next run deletes what recent
+//     compaction records replaced. An original is never deleted while the
+//     catalog shows it.
 //
 // A reader that loaded the catalog before step 2 may find an original gone
-// in step 3; it fails with an error saying the object is missing and can
-// simply be rerun.
+// in step 4; it fails with an error saying the object is missing and can
+// simply be rerun. DeleteDelay gives such readers time to finish.
+//
+// Objects whose files disagree on a column's type (a field written as an
+// integer by one flush and as a float by another) are never merged into
+// one object: DuckDB would cast them to a common type and change what
+// readers see. A batch is split where the types change.
 package compact
 
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -56,12 +70,27 @@ type Config struct {
 	// deleted again on every run, to finish a compaction that crashed
 	// between commit and delete (default 24h).
 	CleanupAge time.Duration
+	// Settle leaves alone objects committed less than this long ago, so a
+	// compactor running beside a sink merges only objects that stopped
+	// arriving in bulk (default 0: every committed object qualifies).
+	Settle time.Duration
+	// DeleteDelay keeps the replaced objects until the compaction is this
+	// old, for readers that loaded the catalog before it (default 0: they
+	// are deleted right after the commit). A later Run deletes them.
+	DeleteDelay time.Duration
+	// Partitions, when set, restricts compaction to objects of the topic
+	// partitions it accepts (a sink compacts only the partitions it owns).
+	Partitions func(topic string, partition int32) bool
 	// DryRun plans and reports without writing anything.
 	DryRun bool
 	// Logger receives one line per merged group; nil discards.
 	Logger *slog.Logger
 	// Engine options for the DuckDB engine that rewrites objects.
 	Engine query.Options
+	// BeforeCommit and AfterCommit, when set, run around the catalog
+	// commit of each merge with the merged object's key; an error stops
+	// Run there as a crash would. For crash tests.
+	BeforeCommit, AfterCommit func(key string) error
 }
 
 // Validate checks the configuration and fills defaults.
@@ -81,6 +110,9 @@ func (c *Config) Validate() error {
 	if c.CleanupAge == 0 {
 		c.CleanupAge = 24 * time.Hour
 	}
+	if c.Settle < 0 || c.DeleteDelay < 0 {
+		return fmt.Errorf("settle %v and delete delay %v may not be negative", c.Settle, c.DeleteDelay)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -95,6 +127,12 @@ type Result struct {
 	BytesAfter  int64 // size of the merged objects
 	Rows        int64 // rows rewritten
 	Cleaned     int   // leftovers of earlier compactions deleted
+	// TypeSplits counts batches split (or left alone) because their
+	// objects disagree on a column's type.
+	TypeSplits int
+	// Lost counts compactions committed but not applied: another
+	// compactor's older record replaced some of the same objects first.
+	Lost int
 }
 
 // Batch is a set of objects to merge into one.
@@ -141,15 +179,30 @@ func Plan(snap *catalog.Snapshot, cfg Config) ([]Batch, error) {
 	type item struct {
 		o           catalog.Object
 		first, last int64
+		fresh       bool // committed less than Settle ago
 	}
 	groups := map[groupKey][]item{}
+	var written map[string]time.Time
+	if cfg.Settle > 0 {
+		written = committedAt(snap)
+	}
+	now := time.Now()
 	for _, o := range snap.Objects(catalog.Filter{Kind: lake.KindTelemetry, Run: cfg.Run}) {
 		topic, p, f, l, err := ParseName(o.Key)
 		if err != nil {
 			return nil, err
 		}
+		if cfg.Partitions != nil && !cfg.Partitions(topic, p) {
+			continue
+		}
 		k := groupKey{o.Measurement, o.Run, o.Date, topic, p}
-		groups[k] = append(groups[k], item{o, f, l})
+		if cfg.Settle > 0 && now.Sub(written[o.Key]) < cfg.Settle {
+			// Too fresh: it ends the run of settled objects before it
+			// (objects are merged only with their neighbours in offsets).
+			groups[k] = append(groups[k], item{o: o, first: f, last: l, fresh: true})
+			continue
+		}
+		groups[k] = append(groups[k], item{o: o, first: f, last: l})
 	}
 	keys := slices.SortedFunc(func(yield func(groupKey) bool) {
 		for k := range groups {
@@ -180,8 +233,8 @@ func Plan(snap *catalog.Snapshot, cfg Config) ([]Batch, error) {
 			if i > 0 && it.first <= items[i-1].last {
 				return nil, fmt.Errorf("objects %s and %s overlap in offsets: the catalog is inconsistent, not compacting", items[i-1].o.Key, it.o.Key)
 			}
-			if it.o.Bytes >= cfg.TargetSize {
-				emit() // a big object ends the run of small ones before it
+			if it.o.Bytes >= cfg.TargetSize || it.fresh {
+				emit() // a big or fresh object ends the run of small ones before it
 				continue
 			}
 			if size+it.o.Bytes > cfg.TargetSize {
@@ -195,8 +248,26 @@ func Plan(snap *catalog.Snapshot, cfg Config) ([]Batch, error) {
 	return out, nil
 }
 
+// committedAt maps each visible object's key to the time its flush or
+// compaction was committed.
+func committedAt(snap *catalog.Snapshot) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, e := range snap.Entries {
+		for _, o := range e.Objects {
+			out[o.Key] = e.Written
+		}
+	}
+	for _, cp := range snap.Compactions {
+		for _, o := range cp.Objects {
+			out[o.Key] = cp.Written
+		}
+	}
+	return out
+}
+
 // Run compacts the lake: it plans from the catalog, merges each batch with
-// DuckDB, commits each merge and deletes the originals.
+// DuckDB, commits each merge and deletes the originals. It stops between
+// batches when ctx ends; what it committed stays committed.
 func Run(ctx context.Context, st store.Store, cat *catalog.Catalog, cache query.Fetcher, cfg Config) (Result, error) {
 	var res Result
 	if err := cfg.Validate(); err != nil {
@@ -222,13 +293,16 @@ func Run(ctx context.Context, st store.Store, cat *catalog.Catalog, cache query.
 	}
 	defer os.RemoveAll(tmp)
 	for i := range batches {
-		b := &batches[i]
-		var before, rows int64
-		for _, o := range b.Objects {
-			before += o.Bytes
-			rows += o.Rows
+		if err := ctx.Err(); err != nil {
+			return res, err
 		}
+		b := &batches[i]
 		if cfg.DryRun {
+			var before, rows int64
+			for _, o := range b.Objects {
+				before += o.Bytes
+				rows += o.Rows
+			}
 			cfg.Logger.Info("would merge", "objects", len(b.Objects), "into", b.Key(), "bytes", before)
 			res.Groups++
 			res.Replaced += len(b.Objects)
@@ -236,41 +310,157 @@ func Run(ctx context.Context, st store.Store, cat *catalog.Catalog, cache query.
 			res.Rows += rows
 			continue
 		}
-		obj, err := merge(ctx, st, cat, cache, b, filepath.Join(tmp, fmt.Sprintf("merged-%d.parquet", i)), cfg)
-		if err != nil {
+		if err := mergeBatch(ctx, st, cat, cache, b, filepath.Join(tmp, fmt.Sprintf("merged-%d", i)), cfg, &res); err != nil {
 			return res, err
 		}
-		res.Groups++
-		res.Replaced += len(b.Objects)
-		res.BytesBefore += before
-		res.BytesAfter += obj.Bytes
-		res.Rows += obj.Rows
-		cfg.Logger.Info("merged objects", "objects", len(b.Objects), "into", obj.Key, "rows", obj.Rows, "bytes_before", before, "bytes_after", obj.Bytes)
 	}
 	return res, nil
 }
 
-// merge rewrites one batch as one object and commits the replacement.
-func merge(ctx context.Context, st store.Store, cat *catalog.Catalog, cache query.Fetcher, b *Batch, tmpFile string, cfg Config) (catalog.Object, error) {
-	key := b.Key()
+// mergeBatch fetches a batch's objects, splits it where the objects'
+// column types differ, and merges each part of at least MinFiles objects.
+func mergeBatch(ctx context.Context, st store.Store, cat *catalog.Catalog, cache query.Fetcher, b *Batch, tmpFile string, cfg Config, res *Result) error {
 	eo := cfg.Engine
 	eo.NoHivePartitioning = true
 	eng, err := query.OpenObjects(ctx, b.Objects, cache, query.Filter{}, eo)
 	if err != nil {
-		return catalog.Object{}, fmt.Errorf("cannot compact into %s: %w", key, err)
+		return fmt.Errorf("cannot compact into %s: %w", b.Key(), err)
 	}
 	defer eng.Close()
 	if len(eng.Views()) != 1 {
-		return catalog.Object{}, fmt.Errorf("cannot compact into %s: objects span %d measurements", key, len(eng.Views()))
+		return fmt.Errorf("cannot compact into %s: objects span %d measurements", b.Key(), len(eng.Views()))
 	}
 	v := eng.Views()[0]
+	parts, err := splitByTypes(ctx, eng, v)
+	if err != nil {
+		return fmt.Errorf("cannot compact into %s: %w", b.Key(), err)
+	}
+	if len(parts) > 1 {
+		res.TypeSplits++
+		cfg.Logger.Warn("objects disagree on a column's type; merging only runs of objects that agree",
+			"objects", len(b.Objects), "first", b.Objects[0].Key, "runs", len(parts))
+	}
+	for j, idx := range parts {
+		if len(idx) < cfg.MinFiles {
+			continue
+		}
+		sub := Batch{Topic: b.Topic, Part: b.Part}
+		sv := query.View{Name: v.Name, Kind: v.Kind, Measurement: v.Measurement}
+		for _, i := range idx {
+			sub.Objects = append(sub.Objects, v.Objects[i])
+			sv.Paths = append(sv.Paths, v.Paths[i])
+		}
+		sub.First, _ = offsetsOf(sub.Objects[0].Key)
+		_, sub.Last = offsetsOf(sub.Objects[len(sub.Objects)-1].Key)
+		start := time.Now()
+		obj, applied, err := merge(ctx, st, cat, eng, &sub, sv, fmt.Sprintf("%s-%d.parquet", tmpFile, j), cfg)
+		if err != nil {
+			return err
+		}
+		if !applied {
+			res.Lost++
+			continue
+		}
+		var before int64
+		for _, o := range sub.Objects {
+			before += o.Bytes
+		}
+		res.Groups++
+		res.Replaced += len(sub.Objects)
+		res.BytesBefore += before
+		res.BytesAfter += obj.Bytes
+		res.Rows += obj.Rows
+		cfg.Logger.Info("merged objects", "objects", len(sub.Objects), "into", obj.Key, "rows", obj.Rows,
+			"bytes_before", before, "bytes_after", obj.Bytes, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+func offsetsOf(key string) (first, last int64) {
+	_, _, first, last, _ = ParseName(key)
+	return first, last
+}
+
+// splitByTypes cuts a view's objects (in offset order) into runs whose
+// files agree on the type of every column they share, as DuckDB reads
+// each file on its own. It returns the objects' indexes, run by run.
+func splitByTypes(ctx context.Context, eng *query.Engine, v query.View) ([][]int, error) {
+	var out [][]int
+	var cur []int
+	types := map[string]string{} // column → type in the current run
+	for i, p := range v.Paths {
+		rows, err := eng.Query(ctx, "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet("+query.Literal(p)+", hive_partitioning=false))")
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the schema of %s: %w", v.Objects[i].Key, err)
+		}
+		mine := map[string]string{}
+		for rows.Next() {
+			var name, typ string
+			if err := rows.Scan(&name, &typ); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			mine[name] = typ
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the schema of %s: %w", v.Objects[i].Key, err)
+		}
+		for name, typ := range mine {
+			if t, ok := types[name]; ok && t != typ {
+				out = append(out, cur)
+				cur, types = nil, map[string]string{}
+				break
+			}
+		}
+		cur = append(cur, i)
+		for name, typ := range mine {
+			types[name] = typ
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out, nil
+}
+
+// newCompactionID sorts by time of creation and is unique across
+// processes, like the ids catalog.CommitCompaction makes itself; the
+// compactor makes its own to be able to withdraw a late record.
+func newCompactionID(now time.Time) string {
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%020d-%s", now.UnixNano(), hex.EncodeToString(r[:]))
+}
+
+// merge rewrites one batch as one object, commits the replacement and
+// checks it applies. applied is false when another compactor's older
+// record replaced some of the same objects first.
+func merge(ctx context.Context, st store.Store, cat *catalog.Catalog, eng *query.Engine, b *Batch, v query.View, tmpFile string, cfg Config) (obj catalog.Object, applied bool, err error) {
+	key := b.Key()
+	src := query.ReadParquet(v.Paths, false)
+	var cols []string
+	rows, err := eng.Query(ctx, "SELECT column_name FROM (DESCRIBE SELECT * FROM "+src+")")
+	if err != nil {
+		return obj, false, fmt.Errorf("cannot compact into %s: %w", key, err)
+	}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return obj, false, err
+		}
+		cols = append(cols, c)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return obj, false, fmt.Errorf("cannot compact into %s: %w", key, err)
+	}
 	tags, err := query.TagColumns(ctx, eng, v)
 	if err != nil {
-		return catalog.Object{}, fmt.Errorf("cannot compact into %s: %w", key, err)
-	}
-	cols := make([]string, 0, len(v.Columns))
-	for _, c := range v.Columns {
-		cols = append(cols, c.Name)
+		return obj, false, fmt.Errorf("cannot compact into %s: %w", key, err)
 	}
 	slices.Sort(cols) // deterministic, like the sink's objects
 	sel := make([]string, len(cols))
@@ -284,20 +474,20 @@ func merge(ctx context.Context, st store.Store, cat *catalog.Catalog, cache quer
 			}
 		}
 	})
-	copySQL := "COPY (SELECT " + strings.Join(sel, ", ") + " FROM " + query.Ident(v.Name) + " ORDER BY time, _offset) TO " +
+	copySQL := "COPY (SELECT " + strings.Join(sel, ", ") + " FROM " + src + " ORDER BY time, _offset) TO " +
 		query.Literal(tmpFile) + " (FORMAT parquet, COMPRESSION zstd, KV_METADATA {'simtel.tags': " + query.Literal(strings.Join(tagList, ",")) +
 		", 'simtel.topic': " + query.Literal(b.Topic) + ", 'simtel.partition': " + query.Literal(strconv.Itoa(int(b.Part))) +
 		", 'simtel.first_offset': " + query.Literal(strconv.FormatInt(b.First, 10)) + ", 'simtel.last_offset': " + query.Literal(strconv.FormatInt(b.Last, 10)) + "})"
 	if err := eng.Exec(ctx, copySQL); err != nil {
-		return catalog.Object{}, fmt.Errorf("cannot compact into %s: %w", key, err)
+		return obj, false, fmt.Errorf("cannot compact into %s: %w", key, err)
 	}
 	// Check the merged file before it replaces anything.
-	var rows int64
-	if err := eng.DB().QueryRowContext(ctx, "SELECT count(*) FROM read_parquet("+query.Literal(tmpFile)+")").Scan(&rows); err != nil {
-		return catalog.Object{}, fmt.Errorf("cannot read back the merged object for %s: %w", key, err)
+	var n int64
+	if err := eng.DB().QueryRowContext(ctx, "SELECT count(*) FROM read_parquet("+query.Literal(tmpFile)+")").Scan(&n); err != nil {
+		return obj, false, fmt.Errorf("cannot read back the merged object for %s: %w", key, err)
 	}
-	obj := catalog.Object{Key: key, Kind: lake.KindTelemetry, Measurement: b.Objects[0].Measurement, Run: b.Objects[0].Run,
-		Date: b.Objects[0].Date, Rows: rows, Columns: cols}
+	obj = catalog.Object{Key: key, Kind: lake.KindTelemetry, Measurement: b.Objects[0].Measurement, Run: b.Objects[0].Run,
+		Date: b.Objects[0].Date, Rows: n, Columns: cols}
 	var want int64
 	for i, o := range b.Objects {
 		want += o.Rows
@@ -308,61 +498,137 @@ func merge(ctx context.Context, st store.Store, cat *catalog.Catalog, cache quer
 			obj.MaxTime = o.MaxTime
 		}
 	}
-	if rows != want {
-		return catalog.Object{}, fmt.Errorf("cannot compact into %s: merged %d rows, the catalog lists %d for the %d objects; nothing changed", key, rows, want, len(b.Objects))
+	if n != want {
+		return obj, false, fmt.Errorf("cannot compact into %s: merged %d rows, the catalog lists %d for the %d objects; nothing changed", key, n, want, len(b.Objects))
 	}
 	f, err := os.Open(tmpFile)
 	if err != nil {
-		return catalog.Object{}, err
+		return obj, false, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return catalog.Object{}, err
+		return obj, false, err
 	}
 	obj.Bytes = fi.Size()
 	if err := st.Put(ctx, key, f, obj.Bytes); err != nil {
-		return catalog.Object{}, fmt.Errorf("cannot upload merged object %s: %w", key, err)
+		return obj, false, fmt.Errorf("cannot upload merged object %s: %w", key, err)
+	}
+	if cfg.BeforeCommit != nil {
+		if err := cfg.BeforeCommit(key); err != nil {
+			return obj, false, err
+		}
+	}
+	if cfg.Partitions != nil && !cfg.Partitions(b.Topic, b.Part) {
+		// The partition moved to another compactor while this one merged;
+		// the merged object stays an orphan nobody reads.
+		cfg.Logger.Info("partition no longer ours; dropping this merge", "into", key)
+		return obj, false, nil
 	}
 	replaced := make([]string, len(b.Objects))
 	for i, o := range b.Objects {
 		replaced[i] = o.Key
 	}
-	if err := cat.CommitCompaction(ctx, catalog.Compaction{Replaced: replaced, Objects: []catalog.Object{obj}}); err != nil {
-		return catalog.Object{}, err
+	written := time.Now().UTC()
+	cp := catalog.Compaction{ID: newCompactionID(written), Replaced: replaced, Objects: []catalog.Object{obj}, Written: written}
+	if err := cat.CommitCompaction(ctx, cp); err != nil {
+		return obj, false, err
+	}
+	if cfg.DeleteDelay > 0 && time.Since(written) >= cfg.DeleteDelay {
+		// The record landed late: another compactor whose younger record
+		// replaced some of the same objects may have found its own record
+		// applied DeleteDelay after writing it, and deleted objects that
+		// this older record would now show again. Withdraw it; the
+		// originals stay authoritative and a later run tries again.
+		cfg.Logger.Warn("compaction record landed late; withdrawing it", "into", key, "took", time.Since(written))
+		if err := st.Delete(ctx, catalog.CompactionKey(cp.ID)); err != nil {
+			return obj, false, fmt.Errorf("cannot withdraw the late compaction record %s: %w", cp.ID, err)
+		}
+		return obj, false, nil
+	}
+	if cfg.AfterCommit != nil {
+		if err := cfg.AfterCommit(key); err != nil {
+			return obj, false, err
+		}
+	}
+	// Check the record applies, and delete only what the catalog no
+	// longer shows.
+	snap, err := cat.Load(ctx)
+	if err != nil {
+		return obj, false, fmt.Errorf("cannot check compaction %s: %w", key, err)
+	}
+	visible := visibleKeys(snap)
+	if !slices.ContainsFunc(snap.Compactions, func(c catalog.Compaction) bool { return c.ID == cp.ID }) {
+		cfg.Logger.Warn("another compactor replaced some of these objects first; dropping this merge", "into", key, "objects", len(replaced))
+		if !visible[key] {
+			if err := st.Delete(ctx, key); err != nil {
+				cfg.Logger.Warn("cannot delete an unused merged object", "key", key, "err", err)
+			}
+		}
+		return obj, false, nil
+	}
+	if cfg.DeleteDelay > 0 {
+		return obj, true, nil // a later run deletes the originals
 	}
 	for _, k := range replaced {
+		if visible[k] {
+			continue
+		}
 		if err := st.Delete(ctx, k); err != nil {
 			cfg.Logger.Warn("cannot delete a replaced object; the next compaction retries", "key", k, "err", err)
 		}
 	}
-	return obj, nil
+	return obj, true, nil
 }
 
-// cleanup deletes the replaced objects of recent compactions again, in
-// case a compaction crashed between its commit and its deletes.
-func cleanup(ctx context.Context, st store.Store, snap *catalog.Snapshot, cfg Config) int {
-	n := 0
+func visibleKeys(snap *catalog.Snapshot) map[string]bool {
 	visible := map[string]bool{}
 	for _, o := range snap.Objects(catalog.Filter{}) {
 		visible[o.Key] = true
 	}
+	return visible
+}
+
+// cleanup deletes the replaced objects of recent compactions older than
+// DeleteDelay (again, in case a compaction crashed between its commit and
+// its deletes), and the merged objects of compactions that lost a race.
+func cleanup(ctx context.Context, st store.Store, snap *catalog.Snapshot, cfg Config) int {
+	n := 0
+	visible := visibleKeys(snap)
+	del := func(k string) {
+		if visible[k] {
+			return // never delete what a reader may be told to read
+		}
+		if _, err := st.Stat(ctx, k); err != nil {
+			return
+		}
+		if err := st.Delete(ctx, k); err != nil {
+			cfg.Logger.Warn("cannot delete a replaced object", "key", k, "err", err)
+			return
+		}
+		n++
+	}
 	for _, cp := range snap.Compactions {
-		if time.Since(cp.Written) > cfg.CleanupAge {
+		age := time.Since(cp.Written)
+		if age > cfg.CleanupAge || age < cfg.DeleteDelay {
+			continue
+		}
+		if cfg.Partitions != nil && !slices.ContainsFunc(cp.Objects, func(o catalog.Object) bool {
+			topic, p, _, _, err := ParseName(o.Key)
+			return err == nil && cfg.Partitions(topic, p)
+		}) {
 			continue
 		}
 		for _, k := range cp.Replaced {
-			if visible[k] {
-				continue // never delete what a reader may be told to read
-			}
-			if _, err := st.Stat(ctx, k); err != nil {
-				continue
-			}
-			if err := st.Delete(ctx, k); err != nil {
-				cfg.Logger.Warn("cannot delete a replaced object", "key", k, "err", err)
-				continue
-			}
-			n++
+			del(k)
+		}
+	}
+	for _, cp := range snap.Skipped {
+		if age := time.Since(cp.Written); age > cfg.CleanupAge || age < cfg.DeleteDelay {
+			continue
+		}
+		for _, o := range cp.Objects {
+			del(o.Key)
 		}
 	}
 	return n
