@@ -10,8 +10,9 @@
 //	_catalog/runs/<run>.json                                  RunState: a run marked complete
 //	_catalog/compact/<id>.json                                a Compaction: new objects replace old ones
 //	_catalog/snap/<topic>/<partition>/<first>-<last>.json     many flush entries merged (CompactEntries)
+//	_catalog/types/<measurement>/<field>.json                 a FieldType: fixed at first sight, never rewritten
 //
-// Topic and run segments are escaped with lake.EscapeSegment. Readers use
+// Topic, run, measurement and field segments are escaped with lake.EscapeSegment. Readers use
 // Load and the Snapshot it returns; see docs/lake.md for the protocol.
 package catalog
 

@@ -285,6 +285,7 @@ type builder struct {
 	entries     map[entryID]Entry
 	compactions []Compaction
 	runStates   map[string]RunState
+	fieldTypes  map[string]map[string]string
 	problems    []string
 }
 
@@ -295,7 +296,7 @@ type entryID struct {
 }
 
 func newBuilder() *builder {
-	return &builder{entries: map[entryID]Entry{}, runStates: map[string]RunState{}}
+	return &builder{entries: map[entryID]Entry{}, runStates: map[string]RunState{}, fieldTypes: map[string]map[string]string{}}
 }
 
 // decode adds one catalog file to the snapshot being built.
@@ -326,6 +327,16 @@ func (b *builder) decode(key string, data []byte) error {
 		if err = json.Unmarshal(data, &cp); err == nil {
 			b.compactions = append(b.compactions, cp)
 		}
+	case strings.HasPrefix(key, typesPrefix):
+		var ft FieldType
+		if err = json.Unmarshal(data, &ft); err == nil && ft.Field != "" && ft.Type != "" {
+			m := b.fieldTypes[ft.Measurement]
+			if m == nil {
+				m = map[string]string{}
+				b.fieldTypes[ft.Measurement] = m
+			}
+			m[ft.Field] = ft.Type
+		}
 	case strings.HasPrefix(key, runsPrefix):
 		var rs RunState
 		if err = json.Unmarshal(data, &rs); err == nil && rs.Run != "" {
@@ -347,7 +358,7 @@ func (b *builder) addEntry(e Entry) {
 }
 
 func (b *builder) build() *Snapshot {
-	s := &Snapshot{RunStates: b.runStates, Problems: b.problems}
+	s := &Snapshot{RunStates: b.runStates, FieldTypes: b.fieldTypes, Problems: b.problems}
 	for _, e := range b.entries {
 		s.Entries = append(s.Entries, e)
 	}

@@ -22,6 +22,10 @@ type Snapshot struct {
 	Skipped []Compaction
 	// RunStates by run name, for runs marked complete.
 	RunStates map[string]RunState
+	// FieldTypes holds the fixed type of every field seen so far, by
+	// measurement then field (see FieldType). Objects of a lake written
+	// before types were fixed may hold a field in other types too.
+	FieldTypes map[string]map[string]string
 	// Problems lists catalog files that could not be read and were skipped.
 	Problems []string
 

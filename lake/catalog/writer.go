@@ -23,6 +23,7 @@ const (
 	runsPrefix    = Prefix + "runs/"
 	compactPrefix = Prefix + "compact/"
 	snapPrefix    = Prefix + "snap/"
+	typesPrefix   = Prefix + "types/"
 )
 
 // Catalog reads and writes the catalog of one lake. It keeps no state
