@@ -20,6 +20,12 @@
 //     are fewer than Config.MaxVoters, else a non-voter). A registered
 //     broker missing from gossip for Config.DeadAfter is marked not alive;
 //     it stays in the raft configuration so that a restart rejoins.
+//     Rejoining (rejoin.go): the leader also registers each broker's
+//     gossip address; every broker saves the addresses it knows in
+//     DataDir/controller/peers.json and keeps trying a gossip join of each
+//     known broker missing from its gossip view (Config.RejoinInterval,
+//     backing off). So a restarted broker finds the cluster without
+//     Config.Join, and the others find a broker that comes back.
 //  4. Commands. Node.Apply applies a Command on the leader (raft.Apply, the
 //     FSM's Result comes back); on a follower it forwards the command to
 //     the leader over the raft mux (connection kind 2, one length-prefixed
@@ -85,8 +91,12 @@
 //     goroutine per accepted connection reads the header and hands the
 //     connection to a group's Accept or serves a forwarded command. Mux.Close
 //     waits for all of them.
-//   - Node.loop: gossip join retries, bootstrap, the gossiped InCluster
-//     flag and, on the leader, membership reconciliation.
+//   - Node.loop: gossip join retries (Config.Join), bootstrap, the
+//     gossiped InCluster flag, saving the known peers and, on the leader,
+//     membership reconciliation.
+//   - Node.rejoinLoop: joins of known brokers missing from gossip, one
+//     short-lived goroutine per try (it waits for them before returning;
+//     Run waits for it).
 //   - Node.watchPeers and one watchPeer goroutine per other broker
 //     (Run waits for them); one heartbeatHub.run goroutine per
 //     destination broker (Close waits for them); one forwarding goroutine
@@ -100,7 +110,7 @@
 // # Locks
 //
 // FSM.applyMu serializes Apply and Restore; Mux.mu guards the group table;
-// Node.groups, Node.down, heartbeatHub.mu and each heartbeatLink.mu guard
+// Node.groups, Node.down, Node.peers, heartbeatHub.mu and each heartbeatLink.mu guard
 // their own maps and queues; sharedWAL.mu guards the WAL's reference count
 // (taken around wal.Open, wal.Close and Stats only). None is held while
 // calling out or while taking another, so there is no lock order to keep.
