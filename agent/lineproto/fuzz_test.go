@@ -24,7 +24,14 @@ type entry struct {
 	meas   string
 	tags   map[string]string
 	fields []string // key=value, values in lineprotocol's encoding
+	types  []string // key:type, types as FieldType names them
 	time   int64
+}
+
+// oracleTypes names lineprotocol's value kinds as FieldType does.
+var oracleTypes = map[lineprotocol.ValueKind]FieldType{
+	lineprotocol.Float: Float, lineprotocol.Int: Integer, lineprotocol.Uint: Unsigned,
+	lineprotocol.String: String, lineprotocol.Bool: Boolean,
 }
 
 // oracleDecode decodes body with lineprotocol/v2, giving lines without a
@@ -57,6 +64,7 @@ func oracleDecode(body []byte, now time.Time) ([]entry, error) {
 				break
 			}
 			e.fields = append(e.fields, string(k)+"="+v.String())
+			e.types = append(e.types, string(k)+":"+oracleTypes[v.Kind()].String())
 		}
 		t, err := d.Time(lineprotocol.Nanosecond, now)
 		if err != nil {
@@ -95,6 +103,13 @@ func checkSame(t *testing.T, what string, got, in entry, s Sample) {
 	}
 	if !slices.Equal(got.fields, in.fields) {
 		t.Fatalf("%s: fields: output %q, input %q", what, got.fields, in.fields)
+	}
+	var types []string
+	for _, f := range s.Fields {
+		types = append(types, string(f.AppendKey(nil))+":"+f.Type.String())
+	}
+	if !slices.Equal(types, in.types) {
+		t.Fatalf("%s: Sample fields %q, lineprotocol reads %q", what, types, in.types)
 	}
 	if got.time != in.time || got.time != s.Time {
 		t.Fatalf("%s: time: output %d, input %d, Sample %d", what, got.time, in.time, s.Time)
@@ -227,6 +242,7 @@ func FuzzLines(f *testing.F) {
 			}
 			mine = append(mine, es[0])
 			s.Measurement, s.Run, s.Host = bytes.Clone(s.Measurement), bytes.Clone(s.Run), bytes.Clone(s.Host)
+			s.Fields = slices.Clone(s.Fields) // the keys point into body
 			samples = append(samples, s)
 			return nil
 		})

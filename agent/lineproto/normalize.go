@@ -85,6 +85,10 @@ type Sample struct {
 	Measurement []byte
 	Run, Host   []byte // final values of the run and host tags; empty if neither the line nor the defaults set them
 	Time        int64  // unix nanoseconds
+	// Fields are the line's fields in the order sent (duplicate keys
+	// included). Their keys point into the input line, not into dst; the
+	// slice is the Normalizer's, valid until its next call.
+	Fields []Field
 }
 
 // Normalizer turns input lines into canonical lines. It keeps buffers
@@ -100,6 +104,7 @@ type Normalizer struct {
 	defText []byte
 	defOff  [numDefaults + 1]int
 	tags    []tag
+	fields  []Field
 	scratch []byte
 	// lastTimeText is lastTime as the last line that had to format its
 	// timestamp wrote it, if lastTimeOK.
@@ -291,14 +296,16 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 		i++
 	}
 
-	// Fields, kept verbatim once checked.
+	// Fields, kept verbatim once checked; their keys and types are
+	// recorded for the Sample.
 	fStart := i
+	fields := n.fields[:0]
 	for {
 		ks := i
 		ke, plain := plainEnd(b, i, clsKeyStop)
-		hi, bad := false, -1
+		kEsc, hi, bad := false, false, -1
 		if !plain {
-			ke, _, hi, bad = scanEsc(b, ke, clsKeyStop)
+			ke, kEsc, hi, bad = scanEsc(b, ke, clsKeyStop)
 		}
 		if bad >= 0 {
 			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, bad, "control character %q in field key", b[bad]))
@@ -315,10 +322,12 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 		if i == len(b) {
 			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, i, "missing value of field %q", key))
 		}
+		var typ FieldType
 		switch c := b[i]; {
 		case c == '-' || c == '.' || (c >= '0' && c <= '9'):
 			if e := numberEnd(b, i); e >= 0 {
 				i = e
+				typ = numberType(b[e-1])
 				break
 			}
 			ve := valueEnd(b, i)
@@ -326,6 +335,7 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 				return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidNumber, i, "field %q: %q: %s", key, b[i:ve], msg))
 			}
 			i = ve
+			typ = numberType(b[ve-1])
 		case c == '"':
 			e := stringEnd(b, i)
 			if e < 0 {
@@ -335,18 +345,24 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 				return dst, Sample{}, badLine(b, from, nil)
 			}
 			i = e + 1
+			typ = String
 		case c == 't' || c == 'T' || c == 'f' || c == 'F':
 			ve := valueEnd(b, i)
 			if !validBool(b[i:ve]) {
 				return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidBoolean, i, "field %q: %q", key, b[i:ve]))
 			}
 			i = ve
+			typ = Boolean
 		case c == ',' || c == ' ':
 			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, i, "missing value of field %q", key))
 		default:
 			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, i,
 				"value of field %q is not a number, boolean or quoted string", key))
 		}
+		// Stored in place, like the tags, rather than built and copied.
+		fields = slices.Grow(fields, 1)[:len(fields)+1]
+		f := &fields[len(fields)-1]
+		f.Key, f.Type, f.Escaped = key, typ, kEsc
 		if i == len(b) || b[i] == ' ' {
 			break
 		}
@@ -355,7 +371,8 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 		}
 		i++
 	}
-	fields := b[fStart:i]
+	n.fields = fields
+	fieldText := b[fStart:i]
 
 	// Timestamp.
 	var ns int64
@@ -446,14 +463,14 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	if next < numDefaults {
 		dst = n.appendDefaults(dst, next, numDefaults, have)
 	}
-	if tsText != nil && len(b)-len(tsText) == fStart+len(fields)+1 && b[fStart-1] == ' ' {
+	if tsText != nil && len(b)-len(tsText) == fStart+len(fieldText)+1 && b[fStart-1] == ' ' {
 		// Single spaces around the fields and a timestamp kept as sent,
 		// as nearly every sender writes: " fields timestamp" is the end
 		// of b, copied in one piece rather than four.
 		dst = append(dst, b[fStart-1:]...)
 	} else {
 		dst = append(dst, ' ')
-		dst = append(dst, fields...)
+		dst = append(dst, fieldText...)
 		dst = append(dst, ' ')
 		switch {
 		case tsText != nil:
@@ -484,6 +501,7 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	s.Run = runAt.get(dst, scratch)
 	s.Host = hostAt.get(dst, scratch)
 	s.Time = ns
+	s.Fields = fields
 	if have&(1<<tagRun) == 0 {
 		s.Run = n.defRaw[tagRun]
 	}
