@@ -17,8 +17,10 @@
 //     keep going (InfluxDB keeps the valid lines of a body) and remember
 //     NewLineError(lineNo, line, err) for the first bad line: the HTTP layer
 //     answers 400 with it. On success s.Line is the record value, s.Run and
-//     s.Host make the key, s.Time the record timestamp. Copy s.Line (or
-//     append to a batch buffer as dst) before the next call.
+//     s.Host make the key, s.Time the record timestamp, and s.Fields lists
+//     each field's key and FieldType (the agent refuses a field whose type
+//     changes within a run, as InfluxDB does). Copy s.Line (or append to a
+//     batch buffer as dst) before the next call.
 //
 // For StatsD, each line of a datagram goes through AppendStatsD, and the
 // lines it produces go through Lines and Normalize with Nanosecond
