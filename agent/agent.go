@@ -32,6 +32,8 @@ type Agent struct {
 	procs       *procsGovernor // nil: GOMAXPROCS left alone
 	normalizers sync.Pool      // *ingestBatch
 	bodies      sync.Pool      // *bytes.Buffer for HTTP bodies
+	types       *fieldTypes    // nil: field types not checked
+	refusalLog  refusalLog
 
 	udp, statsd packetSource
 	tcp, unix   net.Listener
@@ -47,13 +49,16 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger}
+	if cfg.FieldTypesMemory > 0 {
+		a.types = newFieldTypes(cfg.FieldTypesMemory)
+	}
 	a.metrics = newMetrics(a)
 	if _, err := lineproto.NewNormalizer(cfg.Tags); err != nil {
 		return nil, fmt.Errorf("cannot use the agent's tags: %w", err)
 	}
 	a.normalizers.New = func() any {
 		n, _ := lineproto.NewNormalizer(cfg.Tags, lineproto.WithMaxLineBytes(cfg.MaxLineBytes))
-		return &ingestBatch{norm: n}
+		return &ingestBatch{norm: n, types: a.types}
 	}
 	sp, err := spool.Open(spool.Config{
 		Dir:          cfg.SpoolDir,

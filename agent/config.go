@@ -71,6 +71,14 @@ type Config struct {
 	MaxLineBytes int
 	MaxBodyBytes int64
 
+	// FieldTypesMemory bounds, in bytes, the agent's memory of the field
+	// types it accepted per run and measurement, against which a line
+	// giving a field another type is refused (fieldtypes.go). A field
+	// counts as its measurement and key plus 48 bytes; when full, the run
+	// checked least recently is forgotten. Default 4 MiB (some 40,000
+	// fields); negative turns the check off.
+	FieldTypesMemory int64
+
 	// PacketGather is how long, at most, UDP and StatsD datagrams may wait
 	// in the kernel's receive buffer once the agent has read what was
 	// there, so that one wake-up spools many datagrams (the wait is cut
@@ -148,6 +156,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 32 << 20
+	}
+	if c.FieldTypesMemory == 0 {
+		c.FieldTypesMemory = 4 << 20
 	}
 	if c.PacketGather == 0 {
 		c.PacketGather = time.Second

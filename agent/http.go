@@ -23,8 +23,9 @@ import (
 // /write) and outputs.influxdb_v2 (/api/v2/write), the influx client
 // libraries and curl. Status codes and error bodies follow InfluxDB:
 // 204 when every line was stored, 400 naming the first bad line (the good
-// lines of the body are kept), 413 for a body over the limit, 503 when the
-// spool cannot take the samples in time.
+// lines of the body are kept), for a field type conflict 400 (/write) or 422
+// (/api/v2/write), 413 for a body over the limit, 503 when the spool cannot
+// take the samples in time.
 
 const influxVersion = "1.8.10"
 
@@ -151,30 +152,48 @@ func (a *Agent) serveWrite(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	wctx, cancel := context.WithTimeout(ctx, spoolWait)
 	defer cancel()
-	n, lerr, err := a.ingest(wctx, "http", data, prec)
+	n, ref, err := a.ingest(wctx, "http", data, prec)
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
 		writeError(w, v2, http.StatusServiceUnavailable, "unavailable", "cannot store the samples now ("+err.Error()+"); retry later")
 		return http.StatusServiceUnavailable
 	}
-	if lerr != nil {
-		var msg string
-		if v2 {
-			msg = fmt.Sprintf("partial write error (%d written): %v", n, lerr)
-		} else {
-			msg = fmt.Sprintf("partial write: %v dropped=%d", lerr, countLines(data)-n)
-		}
-		writeError(w, v2, http.StatusBadRequest, "invalid", msg)
-		return http.StatusBadRequest
+	if ref.count() > 0 {
+		code, v2code, msg := refusedAnswer(v2, n, ref)
+		writeError(w, v2, code, v2code, msg)
+		return code
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
 }
 
-func countLines(body []byte) int {
-	n := 0
-	_ = lineproto.Lines(body, func(int, []byte) error { n++; return nil })
-	return n
+// refusedAnswer words the answer to a body some lines of which were refused
+// (the others are stored), as InfluxDB words it: malformed lines get 400;
+// field type conflicts get 400 on /write (1.x) and 422 "unprocessable
+// entity" on /api/v2/write (2.x), with InfluxDB's text, which clients look
+// for ("partial write: field type conflict: input field ..."). A body with
+// both gets 400, which names the first malformed line and then the first
+// conflict: a malformed body is the sender's error whatever the types.
+// dropped counts every refused line.
+func refusedAnswer(v2 bool, written int, r refusals) (code int, v2code, msg string) {
+	var reason string
+	switch {
+	case r.firstBad != nil && r.firstConflict != nil:
+		reason = r.firstBad.Error() + "; " + r.firstConflict.Error()
+	case r.firstBad != nil:
+		reason = r.firstBad.Error()
+	default:
+		reason = r.firstConflict.Error()
+	}
+	switch {
+	case !v2:
+		return http.StatusBadRequest, "invalid", fmt.Sprintf("partial write: %s dropped=%d", reason, r.count())
+	case r.bad == 0:
+		return http.StatusUnprocessableEntity, "unprocessable entity",
+			fmt.Sprintf("failure writing points to database: partial write: %s dropped=%d", reason, r.count())
+	default:
+		return http.StatusBadRequest, "invalid", fmt.Sprintf("partial write error (%d written): %s", written, reason)
+	}
 }
 
 // bodyBuffer returns a pooled buffer with room for a body of the announced

@@ -21,8 +21,9 @@ func agentBody(n int) []byte {
 }
 
 // BenchmarkIngestAdd is the agent's per-line parse cost end to end: split
-// a 5000-line HTTP body, normalize each line with the agent's tags and
-// record its span and key, as ingest does before spooling.
+// a 5000-line HTTP body, normalize each line with the agent's tags, check
+// its field types and record its span and key, as ingest does before
+// spooling.
 func BenchmarkIngestAdd(b *testing.B) {
 	const lines = 5000
 	body := agentBody(lines)
@@ -30,7 +31,7 @@ func BenchmarkIngestAdd(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	batch := &ingestBatch{norm: norm}
+	batch := &ingestBatch{norm: norm, types: newFieldTypes(4 << 20)}
 	now := time.Now()
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()

@@ -408,10 +408,13 @@ func (a *Agent) serveStreamConn(ctx context.Context, c net.Conn, name string) {
 		if len(chunk) == 0 {
 			return true
 		}
-		_, lerr, err := a.ingest(ctx, name, chunk, lineproto.Nanosecond)
+		_, ref, err := a.ingest(ctx, name, chunk, lineproto.Nanosecond)
 		chunk = chunk[:0]
-		if lerr != nil {
-			a.log.Debug("bad line", "listener", name, "remote", c.RemoteAddr().String(), "err", lerr)
+		if ref.firstBad != nil {
+			a.log.Debug("bad line", "listener", name, "remote", c.RemoteAddr().String(), "err", ref.firstBad)
+		}
+		if ref.firstConflict != nil {
+			a.log.Debug("field type conflict", "listener", name, "remote", c.RemoteAddr().String(), "line", ref.firstConflict.line, "err", ref.firstConflict)
 		}
 		if err != nil {
 			a.log.Warn("closing stream: cannot spool", "listener", name, "err", err)

@@ -24,11 +24,14 @@ func newMetrics(a *Agent) *metrics {
 	m.spooled = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_agent_samples_spooled_total", Help: "Samples accepted and written to the spool."})
 	m.spoolErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_agent_spool_errors_total", Help: "Spool appends that failed (disk full, timeout waiting for space)."})
 	m.sent = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_agent_samples_sent_total", Help: "Samples acknowledged by the broker."})
-	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_agent_samples_dropped_total", Help: "Samples lost, by reason (spool_full_drop_oldest, spool_error, rejected_by_broker)."}, []string{"reason"})
+	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_agent_samples_dropped_total", Help: "Samples lost, by reason (spool_full_drop_oldest, spool_error, rejected_by_broker, field_type_conflict: lines refused because a field had another type before in the run)."}, []string{"reason"})
 	m.batchLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "simtel_agent_broker_latency_seconds", Help: "Time from reading a spool batch to the broker acknowledging all of it.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
 	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_agent_http_requests_total", Help: "HTTP write requests by path and status code."}, []string{"path", "code"})
 	for _, c := range []prometheus.Collector{m.received, m.parseErrors, m.spooled, m.spoolErrors, m.sent, m.dropped, m.batchLatency, m.httpRequests} {
 		m.reg.MustRegister(c)
+	}
+	if a.types != nil {
+		m.reg.MustRegister(&fieldTypesCollector{ft: a.types})
 	}
 	m.reg.MustRegister(&spoolCollector{a: a}, &policyCollector{a: a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -67,3 +70,27 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 // Gatherer exposes the agent's metrics to an embedding process (simtel
 // dev's summary line) without going through HTTP.
 func (a *Agent) Gatherer() prometheus.Gatherer { return a.metrics.reg }
+
+var (
+	descFieldTypes             = prometheus.NewDesc("simtel_agent_field_types", "Fields whose type the agent remembers (per run and measurement) to refuse type conflicts.", nil, nil)
+	descFieldTypesBytes        = prometheus.NewDesc("simtel_agent_field_types_bytes", "Memory counted for the remembered field types, bounded by --field-types-memory.", nil, nil)
+	descFieldTypesForgotten    = prometheus.NewDesc("simtel_agent_field_types_forgotten_runs_total", "Runs whose field types were forgotten to make room for another run's.", nil, nil)
+	descFieldTypesUnremembered = prometheus.NewDesc("simtel_agent_field_types_unremembered_total", "New fields not remembered because their run alone fills the memory (their lines are accepted unchecked).", nil, nil)
+)
+
+type fieldTypesCollector struct{ ft *fieldTypes }
+
+func (c *fieldTypesCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descFieldTypes
+	ch <- descFieldTypesBytes
+	ch <- descFieldTypesForgotten
+	ch <- descFieldTypesUnremembered
+}
+
+func (c *fieldTypesCollector) Collect(ch chan<- prometheus.Metric) {
+	fields, bytes := c.ft.stats()
+	ch <- prometheus.MustNewConstMetric(descFieldTypes, prometheus.GaugeValue, float64(fields))
+	ch <- prometheus.MustNewConstMetric(descFieldTypesBytes, prometheus.GaugeValue, float64(bytes))
+	ch <- prometheus.MustNewConstMetric(descFieldTypesForgotten, prometheus.CounterValue, float64(c.ft.forgottenRuns.Load()))
+	ch <- prometheus.MustNewConstMetric(descFieldTypesUnremembered, prometheus.CounterValue, float64(c.ft.unremembered.Load()))
+}

@@ -82,6 +82,7 @@ SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id).`,
 	f.DurationVar(&cfg.CollectInterval, "collect-interval", 10*time.Second, "node metrics interval (negative: off)")
 	f.IntVar(&cfg.MaxLineBytes, "max-line-bytes", 64<<10, "longest line accepted")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest HTTP body accepted (after gzip)")
+	f.Int64Var(&cfg.FieldTypesMemory, "field-types-memory", 4<<20, "bytes for remembering each run's field types, to refuse lines that change a field's type as InfluxDB does (when full the least recently active run is forgotten; negative: no check)")
 	f.DurationVar(&cfg.PacketGather, "packet-gather", time.Second, "how long UDP and StatsD datagrams may wait in the socket buffer so that one wake-up stores many (cut short as the buffer fills; negative: read each at once)")
 	f.DurationVar(&cfg.Linger, "linger", time.Second, "how long samples gather in the spool before they are sent, while few arrive (under 16,384 per linger); longer means fewer wake-ups, later delivery")
 	f.Int64Var(&memLimit, "memory-limit", 40<<20, "soft limit for the Go heap in bytes (0: none); keeps the agent small on compute nodes")
