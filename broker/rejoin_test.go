@@ -20,15 +20,26 @@ import (
 // without --join (docs/broker.md's example). It is SIGKILLed while
 // producers write and restarted with exactly the same flags, still
 // without --join. Within 15 s every broker, the restarted one included,
-// lists all three in Metadata (the restarted broker joined the gossip of
-// the peers its data directory remembers, and the others kept trying
-// it); then leadership goes back to it as the preferred leader of its
-// partitions, `simtel cluster status` shows no problem, and nothing
-// acknowledged is lost, duplicated or reordered.
+// lists all three in Metadata; then leadership goes back to it as the
+// preferred leader of its partitions, `simtel cluster status` shows no
+// problem, and nothing acknowledged is lost, duplicated or reordered.
+//
+// In "remembered peers" the restarted broker joins the gossip of the
+// brokers its data directory remembers; in "peers file lost" that file is
+// deleted before the restart: then the others, which keep trying the
+// killed broker's gossip address from the metadata, find it, unless it
+// finds them first from the metadata raft replays to it (the counts of
+// successful rejoins in the log say which; TestRejoinKeepsTryingKnownBroker
+// in broker/cluster checks the others' side alone).
 func TestClusterSeedRestartRejoins(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
+	t.Run("remembered peers", func(t *testing.T) { testSeedRestart(t, false) })
+	t.Run("peers file lost", func(t *testing.T) { testSeedRestart(t, true) })
+}
+
+func testSeedRestart(t *testing.T, losePeers bool) {
 	bs, controller := startClusterOf(t, 3)
 	defer func() { dumpLogs(t, bs) }()
 	seed := bs[0] // started with --bootstrap-expect 3 and no --join
@@ -63,6 +74,11 @@ func TestClusterSeedRestartRejoins(t *testing.T) {
 	})
 	t.Logf("broker %d marked not alive %v after the kill", seed.id, time.Since(killed).Round(time.Millisecond))
 
+	if losePeers {
+		if err := os.Remove(filepath.Join(seed.dir, "controller", "peers.json")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	restarted := time.Now()
 	seed.start(t, nil, 3) // the same flags as its first start
 	waitUntil(t, 15*time.Second, "every broker lists all three in Metadata after the restart", func() string {
@@ -107,8 +123,16 @@ func TestClusterSeedRestartRejoins(t *testing.T) {
 		}
 		return ""
 	})
-	t.Logf("broker %d restarted without --join: in every broker's Metadata after %v, leading its 2 preferred partitions after %v (load %s)",
-		seed.id, rejoin.Round(time.Millisecond), lead.Round(time.Millisecond), loadAvg())
+	var rejoins []float64 // successful gossip joins of known brokers, per broker
+	for _, b := range bs {
+		n, err := metricSum(b.http, "simtel_broker_cluster_gossip_rejoins_total", `result="ok"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rejoins = append(rejoins, n)
+	}
+	t.Logf("broker %d restarted without --join: in every broker's Metadata after %v, leading its 2 preferred partitions after %v (load %s); successful gossip rejoins by broker: %v",
+		seed.id, rejoin.Round(time.Millisecond), lead.Round(time.Millisecond), loadAvg(), rejoins)
 	load.waitMore(t, "writes go on", 2000)
 	load.finishAndCheck(ctx, t, seeds, topic)
 }
