@@ -44,6 +44,9 @@ type buffer struct {
 	dead   []DeadLetterRow
 	raw    []RawRow
 	runs   map[string]bool // runs with rows in the buffer
+	// types gives fields their lake-wide types; nil lets each object's
+	// first line decide (encoder tests and benchmarks).
+	types fieldTyper
 
 	p       lineParser
 	dc      dateCache
@@ -121,9 +124,13 @@ func (b *buffer) empty() bool { return b.first < 0 }
 
 func (b *buffer) rows() int64 { return b.records }
 
-// add buffers one record. It never fails: what cannot be decoded becomes a
-// dead letter. now is called only for the first record of a flush.
-func (b *buffer) add(r *Record, now func() time.Time) {
+// add buffers one record: what cannot be decoded, or conflicts with a
+// field type fixed in the lake, becomes a dead letter. It fails only when
+// a field's type cannot be learnt (errFieldType; only with types set):
+// then the record is not buffered at all and may be added again. now is
+// called only for the first record of a flush.
+func (b *buffer) add(r *Record, now func() time.Time) error {
+	prevFirst, prevLast, prevSince := b.first, b.last, b.since
 	if b.first < 0 {
 		b.first = r.Offset
 		b.since = now()
@@ -136,7 +143,7 @@ func (b *buffer) add(r *Record, now func() time.Time) {
 			Partition: b.partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(),
 			Key: clone(r.Key), Value: clone(r.Value), Headers: r.Headers,
 		})
-		return
+		return nil
 	}
 	line := r.Value
 	p := &b.p
@@ -149,18 +156,18 @@ func (b *buffer) add(r *Record, now func() time.Time) {
 			p.begin(line)
 			if !utf8.Valid(line[k:]) {
 				b.deadLetter(r, "line protocol: "+errUTF8.Error())
-				return
+				return nil
 			}
 			if err := p.parseFields(line, k); err != nil {
 				b.deadLetter(r, "line protocol: "+err.Error())
-				return
+				return nil
 			}
 		}
 	}
 	if s == nil {
 		if err := p.parse(line); err != nil {
 			b.deadLetter(r, "line protocol: "+err.Error())
-			return
+			return nil
 		}
 		s = newSeries(p)
 		if k := p.tagsEnd; len(b.series) < maxSeries && k > 0 && k == seriesEnd(line) {
@@ -178,13 +185,22 @@ func (b *buffer) add(r *Record, now func() time.Time) {
 	}
 	if reason := t.bindTags(s.tags, &s.bind); reason != "" {
 		b.deadLetter(r, reason)
-		return
+		return nil
 	}
-	if reason := t.resolveFields(p, s.tags); reason != "" {
+	reason, err := t.resolveFields(p, s.tags, b.types, origin{b.topic, b.partition, r.Offset})
+	if err != nil {
+		// Not buffered after all: it is added again later.
+		b.first, b.last, b.since = prevFirst, prevLast, prevSince
+		b.records--
+		b.bytes -= int64(len(r.Key)+len(r.Value)) + recordOverhead
+		return err
+	}
+	if reason != "" {
 		b.deadLetter(r, reason)
-		return
+		return nil
 	}
 	t.add(p, s.tags, &s.bind, tns, r.Offset, &b.arena)
+	return nil
 }
 
 // table returns the table of (measurement, run, date), making it if new.

@@ -53,6 +53,7 @@ type sinker struct {
 	cl        *kgo.Client
 	runs      chan runDone
 	closing   atomic.Bool
+	types     *fieldTypeBook // the lake's fixed field types
 
 	mu struct {
 		sync.Mutex
@@ -78,6 +79,11 @@ func (s *sinker) sortedParts() []*partState {
 
 // loop polls until ctx ends or a fatal error.
 func (s *sinker) loop(ctx context.Context) error {
+	// Only the loop's goroutine reads it (add).
+	s.types = newFieldTypeBook(ctx, s.cat, s.id, func(ctx context.Context, what, key string, op func() error) error {
+		bo := backoff{log: s.log, m: s.m}
+		return bo.retry(ctx, what, key, op)
+	})
 	tick := min(s.cfg.FlushAge/4, time.Second)
 	for ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, tick)
@@ -131,7 +137,9 @@ func (s *sinker) handle(ctx context.Context, fetches kgo.Fetches) error {
 					return
 				}
 			}
-			s.add(ps, r)
+			if ferr = s.add(ps, r); ferr != nil {
+				return
+			}
 			switch {
 			case ps.redo != nil:
 				if r.Offset >= ps.redo.LastOffset {
@@ -153,7 +161,9 @@ func (s *sinker) handle(ctx context.Context, fetches kgo.Fetches) error {
 	return ferr
 }
 
-func (s *sinker) add(ps *partState, r *kgo.Record) {
+// add buffers r. It fails only when a field type cannot be learnt from
+// the catalog before ctx ends; r is then not consumed.
+func (s *sinker) add(ps *partState, r *kgo.Record) error {
 	rec := Record{Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
 	if !ps.buf.telemetry && len(r.Headers) > 0 {
 		rec.Headers = make([]Header, len(r.Headers))
@@ -162,13 +172,17 @@ func (s *sinker) add(ps *partState, r *kgo.Record) {
 		}
 	}
 	dead := len(ps.buf.dead)
-	ps.buf.add(&rec, time.Now)
+	ps.buf.types = s.types
+	if err := ps.buf.add(&rec, time.Now); err != nil {
+		return fmt.Errorf("sink: cannot buffer %s/%d offset %d: %w", ps.topic, ps.partition, r.Offset, err)
+	}
 	if len(ps.buf.dead) > dead {
 		s.m.deadLetters.WithLabelValues(ps.topic).Inc()
 	}
 	ps.next = r.Offset + 1
 	s.m.consumed.WithLabelValues(ps.topic).Inc()
 	s.m.buffered.Inc()
+	return nil
 }
 
 // checkTriggers flushes partitions whose oldest record is FlushAge old

@@ -206,40 +206,63 @@ func (t *table) bindTags(tags []parsedTag, b *binding) string {
 
 // resolveFields finds the columns of the parsed line's fields (into
 // t.slots, -1 for a new column) and reports why the line cannot join this
-// table, or "". tags are the line's tags.
-func (t *table) resolveFields(p *lineParser, tags []parsedTag) string {
+// table, or "". tags are the line's tags. With types, a new column takes
+// the field's lake-wide type (fixed at first sight, see fieldTypeBook), so
+// every column of the table already has its field's fixed type; without
+// (encoder tests, benchmarks), the first line of the table decides. The
+// error is errFieldType's: the type could not be learnt, the line is not
+// judged.
+func (t *table) resolveFields(p *lineParser, tags []parsedTag, types fieldTyper, at origin) (string, error) {
 	t.slots = t.slots[:0]
 	for i := range p.fields {
 		f := &p.fields[i]
 		if reservedColumn(f.key) {
-			return fmt.Sprintf("field %q uses a reserved column name", f.key)
+			return fmt.Sprintf("field %q uses a reserved column name", f.key), nil
 		}
 		ci := t.lookup(len(t.slots), f.key)
 		if ci >= 0 {
 			c := t.cols[ci]
 			if c.tag {
-				return fmt.Sprintf("field %q has the name of a tag column", f.key)
+				return fmt.Sprintf("field %q has the name of a tag column", f.key), nil
 			}
 			if c.kind != f.kind {
-				return fmt.Sprintf("field %q is %s but its column in this object is %s", f.key, f.kind, c.kind)
+				if types != nil {
+					return typeConflict(t.measurement, f, c.kind), nil
+				}
+				return fmt.Sprintf("field %q is %s but its column in this object is %s", f.key, f.kind, c.kind), nil
 			}
 		} else {
 			// A new column: the line must not use the name twice with
 			// different meanings.
 			for j := range i {
 				if string(p.fields[j].key) == string(f.key) && p.fields[j].kind != f.kind {
-					return fmt.Sprintf("field %q appears twice with types %s and %s", f.key, p.fields[j].kind, f.kind)
+					return fmt.Sprintf("field %q appears twice with types %s and %s", f.key, p.fields[j].kind, f.kind), nil
 				}
 			}
 			for j := range tags {
 				if string(tags[j].key) == string(f.key) {
-					return fmt.Sprintf("field %q has the name of a tag", f.key)
+					return fmt.Sprintf("field %q has the name of a tag", f.key), nil
+				}
+			}
+			if types != nil {
+				k, err := types.fieldType(t.measurement, f.key, f.kind, at)
+				if err != nil {
+					return "", err
+				}
+				if k != f.kind {
+					return typeConflict(t.measurement, f, k), nil
 				}
 			}
 		}
 		t.slots = append(t.slots, ci)
 	}
-	return ""
+	return "", nil
+}
+
+// typeConflict is the dead-letter reason of a sample whose field has
+// another type than the one fixed for the measurement.
+func typeConflict(measurement string, f *parsedField, fixed fieldKind) string {
+	return fmt.Sprintf("field type conflict: field %q is %s, but %q fixed it as %s (the lake keeps the first type seen)", f.key, f.kind, measurement, fixed)
 }
 
 // newColumn adds a column with n null rows.
