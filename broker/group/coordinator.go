@@ -111,7 +111,10 @@ type Coordinator struct {
 	mu struct {
 		sync.Mutex
 		closed bool
-		groups map[string]*group
+		// paused (since pausedAt) stops the janitor: see Pause.
+		paused   bool
+		pausedAt time.Time
+		groups   map[string]*group
 		// unsaved holds, per group, the metadata snapshot the
 		// persister has yet to save. Snapshots are taken when a group
 		// reaches a consistent point (Stable with its assignment,
@@ -285,11 +288,91 @@ func (c *Coordinator) janitor(tick time.Duration) {
 		case <-t.C:
 		}
 		c.mu.Lock()
-		now := c.now()
-		for _, g := range c.mu.groups {
-			c.expireLocked(g, now)
+		if !c.mu.paused {
+			now := c.now()
+			for _, g := range c.mu.groups {
+				c.expireLocked(g, now)
+			}
 		}
 		c.mu.Unlock()
+	}
+}
+
+// Pause stops enforcing deadlines: no session expires, no join or sync
+// phase completes, until Resume. The broker pauses the coordinator of an
+// offsets partition whose raft leadership this broker lost for a moment
+// (a leader that could not reach its followers for the lease timeout
+// steps down; on a loaded machine it is usually elected again a second
+// later, nobody else having led in between). Members cannot reach a
+// paused coordinator, so it must not hold that against them, and what it
+// would decide could not be stored. JoinGroup and SyncGroup calls
+// blocked in it stay blocked: they complete after Resume, instead of
+// failing and sending every member back to a rebalance that starts over
+// from the last stored generation.
+func (c *Coordinator) Pause() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.mu.paused {
+		c.mu.paused, c.mu.pausedAt = true, c.now()
+	}
+}
+
+// Resume ends a Pause. st is the store's state as committed now (the
+// broker has made sure that the log holds every write this coordinator
+// proposed that may have been committed): offsets come from it, since a
+// commit that failed when the leadership was lost may have been committed
+// all the same. Every deadline moves by the length of the pause and every
+// member's session starts again, as when a coordinator loads its groups.
+// Group metadata that could not be saved is saved again.
+func (c *Coordinator) Resume(st State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.mu.paused {
+		return
+	}
+	now := c.now()
+	d := max(0, now.Sub(c.mu.pausedAt))
+	c.mu.paused = false
+	stored := make(map[string]*GroupState, len(st.Groups))
+	for i := range st.Groups {
+		stored[st.Groups[i].Meta.Group] = &st.Groups[i]
+	}
+	for name, g := range c.mu.groups {
+		for id, deadline := range g.pending {
+			g.pending[id] = deadline.Add(d)
+		}
+		g.delayDeadline = g.delayDeadline.Add(d)
+		g.rebalanceDeadline = g.rebalanceDeadline.Add(d)
+		g.syncDeadline = g.syncDeadline.Add(d)
+		for _, m := range g.members {
+			m.lastSeen = now
+		}
+		if g.inflightAll {
+			continue
+		}
+		gs := stored[name]
+		if gs != nil {
+			g.savedGeneration = max(g.savedGeneration, gs.Meta.Generation)
+		}
+		for tp := range g.offsets {
+			if _, busy := g.inflight[tp]; !busy {
+				delete(g.offsets, tp)
+			}
+		}
+		if gs == nil {
+			continue
+		}
+		for _, o := range gs.Offsets {
+			tp := TopicPartition{o.Topic, o.Partition}
+			if _, busy := g.inflight[tp]; !busy {
+				g.offsets[tp] = o
+			}
+		}
+	}
+	c.logger.Info("group coordinator resumed", "paused", d.Round(time.Millisecond), "groups", len(c.mu.groups))
+	select {
+	case c.persistKick <- struct{}{}:
+	default:
 	}
 }
 
@@ -328,10 +411,11 @@ func (c *Coordinator) saveDirty() {
 	}
 	clear(c.mu.unsaved)
 	c.mu.Unlock()
-	var stored []GroupMeta
+	var stored, failed []GroupMeta
 	for _, meta := range metas {
 		if err := c.store.SaveGroup(meta); err != nil {
 			c.logger.Warn("save group metadata failed", "group", meta.Group, "err", err)
+			failed = append(failed, meta)
 			continue
 		}
 		stored = append(stored, meta)
@@ -340,6 +424,15 @@ func (c *Coordinator) saveDirty() {
 	for _, meta := range stored {
 		if g := c.mu.groups[meta.Group]; g != nil {
 			g.savedGeneration = max(g.savedGeneration, meta.Generation)
+		}
+	}
+	// A snapshot that could not be saved is tried again with the next
+	// pass (after Resume, or the next change), unless a newer one took
+	// its place: a SyncGroup waiting for its generation to be stored
+	// (DurableSync) must not wait for a save nobody makes.
+	for _, meta := range failed {
+		if _, newer := c.mu.unsaved[meta.Group]; !newer {
+			c.mu.unsaved[meta.Group] = meta
 		}
 	}
 	close(c.mu.saved)

@@ -335,6 +335,33 @@ func (s *LogStore) appendLocked(recs []kv, nowMillis int64) (int64, error) {
 	return last, nil
 }
 
+// Recover makes a failed replicated store usable again. The caller must
+// know that the log now holds exactly the committed writes, including
+// every write this store proposed that may have been committed: the
+// proposals failed because this broker lost the raft leadership of the
+// partition, and it has become leader again with nobody else having led
+// in between and its barrier applied (raft then commits this leader's own
+// uncommitted entries; those it never appended are not in the log). The
+// key index is rebuilt from the log. It returns the state the log holds.
+func (s *LogStore) Recover() (State, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return State{}, ErrStoreClosed
+	}
+	// Calls past the lock wait for their proposals, which ended when the
+	// leadership was lost; new ones wait for mu.
+	s.inflight.Wait()
+	st, keys, _, err := s.replay()
+	if err != nil {
+		return State{}, fmt.Errorf("cannot read group store log: %w", err)
+	}
+	s.mu.keys = keys
+	s.mu.fresh = nil
+	s.failed.Store(false)
+	return st.snapshot(), nil
+}
+
 // Load implements Store: it reads the whole log and applies its records
 // in order (last write wins, tombstones delete).
 func (s *LogStore) Load() (State, error) {

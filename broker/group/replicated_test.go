@@ -98,6 +98,20 @@ func TestReplicatedLogStore(t *testing.T) {
 	if err := next.SaveGroup(GroupMeta{Group: "g9"}); !errors.Is(err, ErrStoreFailed) {
 		t.Fatalf("write after a failed proposal: %v, want ErrStoreFailed", err)
 	}
+
+	// Recover (the broker is leader again, nobody else having led): the
+	// key index is rebuilt from the log, which lacks the refused commit,
+	// and writes go through again.
+	st, err := next.Recover()
+	if err != nil || next.Failed() {
+		t.Fatalf("Recover: %v (failed %v)", err, next.Failed())
+	}
+	if !reflect.DeepEqual(st, want) {
+		t.Fatalf("state recovered:\n%+v\nwant\n%+v", st, want)
+	}
+	if err := next.SaveGroup(GroupMeta{Group: "g9"}); err != nil {
+		t.Fatalf("write after Recover: %v", err)
+	}
 	if _, err := OpenReplicatedLogStore(l, nil, nil); err == nil {
 		t.Fatal("replicated store without propose opened")
 	}
