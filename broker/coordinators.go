@@ -12,7 +12,10 @@ package broker
 //     barrier went through, so the local log holds every committed entry:
 //     the coordinator loads the groups from it), and closes the ones of
 //     partitions it no longer leads, or whose term changed, or whose
-//     store failed.
+//     store failed. Except: a coordinator whose partition's leadership
+//     this broker lost without any other leader being seen is paused
+//     (group.Coordinator.Pause), and resumes where it stopped if this
+//     broker is elected again within pauseLimit (see coordSlot.resumable).
 //   - The coordinator's store proposes each write as one raft entry of the
 //     partition (Partition.proposeInternal); the replica state machine
 //     appends it on every replica like produced records, and the write
@@ -36,7 +39,9 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -56,20 +61,81 @@ const offsetsTopicPartitions = 6
 // the offsets partitions.
 const coordinatorTick = 50 * time.Millisecond
 
+// pauseLimit bounds how long the coordinator of an offsets partition whose
+// leadership this broker lost, with no other leader seen, waits paused for
+// this broker to be elected again before it is closed.
+const pauseLimit = 10 * time.Second
+
 // coordSlot is the coordinator of one offsets partition this broker leads.
 type coordSlot struct {
-	part  *Partition
-	term  uint64
+	part *Partition
+	// term is the raft term the coordinator serves in: its store's
+	// proposals are refused in any other (another leader may have
+	// written in between). It changes when the coordinator resumes in a
+	// later term (see syncCoordinators).
+	term  atomic.Uint64
 	store *group.LogStore
 	c     *group.Coordinator
 	// since is when this broker took the partition's groups over.
 	since time.Time
+	// foreign counts the leaders other than this broker that the
+	// partition's raft has heard of since the slot was opened; obs is
+	// the raft observer counting them.
+	foreign atomic.Uint64
+	obs     *raft.Observer
+	// pausedAt is when the coordinator was paused because this broker
+	// lost the leadership; zero while it serves. Only runCoordinators
+	// uses it.
+	pausedAt time.Time
 }
 
 // valid: the slot may serve requests: same partition object, still its
 // ready raft leader in the same term, store usable.
 func (s *coordSlot) valid(p *Partition) bool {
-	return s.part == p && p.isLeader() && partitionTerm(p) == s.term && !s.store.Failed()
+	return s.part == p && p.isLeader() && partitionTerm(p) == s.term.Load() && !s.store.Failed()
+}
+
+// resumable: this broker lost the partition's leadership (or is leader in
+// a later term) and no other broker has led it since the slot opened, so
+// the coordinator's groups are still exactly what the log and the
+// members know: if this broker leads again, the coordinator can go on
+// where it stopped. A leader that can not reach its followers for the
+// raft lease timeout steps down even though the followers still follow
+// it; on a loaded machine that happens every few seconds, and this broker
+// is then elected again about a second later. Closing the coordinator
+// each time fails every JoinGroup and SyncGroup waiting in it and sends
+// the groups back to their last stored generation, so that rebalances
+// start over and never finish. Another leader may have served the
+// groups (in memory too: join phases are not stored), so once one is
+// seen the coordinator is closed; and it can only have served after its
+// barrier was committed on a majority, which would have kept this broker
+// from being elected without learning of it.
+func (s *coordSlot) resumable(p *Partition) bool {
+	if s.part != p || s.foreign.Load() != 0 || p.grp == nil {
+		return false
+	}
+	if partitionTerm(p) == s.term.Load() {
+		// Still leader in the same term: a failed store means a write
+		// failed for another reason and may yet be committed, so
+		// reload. Once this broker is leader again in a later term,
+		// its barrier has committed what it had appended and the rest
+		// was never in the log: the store can recover exactly.
+		return p.grp.Raft.State() != raft.Leader
+	}
+	return true
+}
+
+// watchForeignLeaders counts, in s.foreign, every leader other than this
+// broker that the partition's raft hears of from now on.
+func (b *Broker) watchForeignLeaders(s *coordSlot) {
+	self := raft.ServerID(strconv.Itoa(int(b.cfg.NodeID)))
+	s.obs = raft.NewObserver(nil, false, func(o *raft.Observation) bool {
+		if lo, ok := o.Data.(raft.LeaderObservation); ok && lo.LeaderID != "" && lo.LeaderID != self {
+			s.foreign.Add(1)
+		}
+		return false
+	})
+	s.part.grp.Raft.RegisterObserver(s.obs)
 }
 
 // partitionTerm is the raft term of a replicated partition, 0 otherwise.
@@ -320,9 +386,26 @@ func (b *Broker) syncCoordinators(closing *sync.WaitGroup, closed map[int32]chan
 	b.coords.RLock()
 	slots := maps.Clone(b.coords.slots)
 	b.coords.RUnlock()
+	now := time.Now()
 	for i, s := range slots {
-		if int(i) < len(parts) && parts[i] != nil && s.valid(parts[i]) {
+		if int(i) >= len(parts) || parts[i] == nil {
+			continue
+		}
+		p := parts[i]
+		if s.valid(p) {
 			delete(slots, i)
+			continue
+		}
+		if !s.resumable(p) || (!s.pausedAt.IsZero() && now.Sub(s.pausedAt) > pauseLimit) {
+			continue
+		}
+		// Keep it, paused: members cannot reach it meanwhile (requests
+		// get NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS).
+		delete(slots, i)
+		if s.pausedAt.IsZero() {
+			s.pausedAt = now
+			s.c.Pause()
+			b.log.Info("lost the leadership of an offsets partition; its group coordinator waits to be elected again", "partition", i, "term", s.term.Load())
 		}
 	}
 	b.coords.Lock()
@@ -355,9 +438,12 @@ func (b *Broker) syncCoordinators(closing *sync.WaitGroup, closed map[int32]chan
 			}
 		}
 		b.coords.RLock()
-		have := b.coords.slots[int32(i)] != nil
+		have := b.coords.slots[int32(i)]
 		b.coords.RUnlock()
-		if have {
+		if have != nil {
+			if !have.valid(p) && have.resumable(p) {
+				b.resumeCoordinator(int32(i), have, p, closing, closed)
+			}
 			continue
 		}
 		s, err := b.openCoordinator(p)
@@ -368,8 +454,46 @@ func (b *Broker) syncCoordinators(closing *sync.WaitGroup, closed map[int32]chan
 		b.coords.Lock()
 		b.coords.slots[int32(i)] = s
 		b.coords.Unlock()
-		b.log.Info("coordinating the groups of an offsets partition", "partition", i, "term", s.term)
+		b.log.Info("coordinating the groups of an offsets partition", "partition", i, "term", s.term.Load())
 	}
+}
+
+// resumeCoordinator lets a paused coordinator serve again in p's current
+// term, this broker being p's ready leader again with no other leader
+// seen: the barrier made the log hold every entry of the earlier terms,
+// those the coordinator proposed included. If its store cannot recover,
+// the slot is closed and the next pass opens a new coordinator.
+func (b *Broker) resumeCoordinator(i int32, s *coordSlot, p *Partition, closing *sync.WaitGroup, closed map[int32]chan struct{}) {
+	term := partitionTerm(p)
+	st, err := s.store.Recover()
+	if err != nil || s.foreign.Load() != 0 || partitionTerm(p) != term || !p.isLeader() {
+		if err != nil {
+			b.log.Warn("cannot resume the group coordinator of an offsets partition; reloading it", "partition", i, "err", err)
+		}
+		b.coords.Lock()
+		if b.coords.slots[i] == s {
+			delete(b.coords.slots, i)
+			done := make(chan struct{})
+			closed[i] = done
+			closing.Add(1)
+			go func() {
+				defer closing.Done()
+				defer close(done)
+				b.closeCoordinator(i, s)
+			}()
+		}
+		b.coords.Unlock()
+		return
+	}
+	old := s.term.Swap(term)
+	s.c.Resume(st)
+	paused := time.Duration(0)
+	if !s.pausedAt.IsZero() {
+		paused = time.Since(s.pausedAt)
+	}
+	s.pausedAt = time.Time{}
+	b.log.Info("coordinating the groups of an offsets partition again, elected again with no other leader in between",
+		"partition", i, "term", term, "previous_term", old, "paused", paused.Round(time.Millisecond))
 }
 
 // readyOffsetsLeaders runs the raft barrier that makes a new leader ready
@@ -386,13 +510,14 @@ func (b *Broker) readyOffsetsLeaders(parts []*Partition) {
 // openCoordinator loads the groups of an offsets partition this broker
 // leads from its log and starts their coordinator.
 func (b *Broker) openCoordinator(p *Partition) (*coordSlot, error) {
-	term := partitionTerm(p)
+	s := &coordSlot{part: p, since: time.Now()}
+	s.term.Store(partitionTerm(p))
 	logger := b.log.With("part", "groups", "offsets_partition", p.index)
 	var store *group.LogStore
 	var err error
 	if p.replicated() {
 		store, err = group.OpenReplicatedLogStore(p.log, logger, func(batch []byte) func() error {
-			return p.proposeInternal(term, batch)
+			return p.proposeInternal(s.term.Load(), batch)
 		})
 	} else {
 		store, err = group.OpenLogStore(p.log, logger, func(int64) { p.advanceHW() })
@@ -409,14 +534,21 @@ func (b *Broker) openCoordinator(p *Partition) (*coordSlot, error) {
 		_ = store.Close()
 		return nil, err
 	}
-	return &coordSlot{part: p, term: term, store: store, c: c, since: time.Now()}, nil
+	s.store, s.c = store, c
+	if p.grp != nil {
+		b.watchForeignLeaders(s)
+	}
+	return s, nil
 }
 
 func (b *Broker) closeCoordinator(i int32, s *coordSlot) {
+	if s.obs != nil {
+		s.part.grp.Raft.DeregisterObserver(s.obs)
+	}
 	if err := s.c.Close(); err != nil {
 		b.log.Warn("cannot close a group coordinator", "offsets_partition", i, "err", err)
 	}
-	b.log.Info("stopped coordinating the groups of an offsets partition", "partition", i, "term", s.term)
+	b.log.Info("stopped coordinating the groups of an offsets partition", "partition", i, "term", s.term.Load())
 }
 
 // offsetsTopicBrokers is how many alive brokers the controller waits for
