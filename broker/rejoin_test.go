@@ -95,7 +95,18 @@ func testSeedRestart(t *testing.T, losePeers bool) {
 	if err != nil || n != 3 {
 		t.Errorf("restarted broker sees %v gossip members (%v), want 3", n, err)
 	}
-	waitUntil(t, 2*time.Minute, "leaders spread 2/2/2 again (preferred leaders)", spreadOut)
+	// The leaders' moves back, for the log: leaders per broker, as they
+	// change, with the time since the restart.
+	var moves []string
+	last := ""
+	waitUntil(t, 2*time.Minute, "leaders spread 2/2/2 again (preferred leaders)", func() string {
+		if _, leaders, _, err := spread(ctx, seeds, topic, 3); err == nil && fmt.Sprint(leaders) != last {
+			last = fmt.Sprint(leaders)
+			moves = append(moves, fmt.Sprintf("%v %s", time.Since(restarted).Round(100*time.Millisecond), last))
+		}
+		return spreadOut()
+	})
+	t.Logf("leaders by broker after the restart: %s", strings.Join(moves, ", "))
 	lead := time.Since(restarted)
 	waitUntil(t, 60*time.Second, "simtel cluster status shows three brokers and no problem", func() string {
 		out, err := exec.Command(testutil.Binary(t), "cluster", "status", "--brokers", seed.kafka, "--topic", topic, "-o", "json").CombinedOutput()
