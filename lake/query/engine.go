@@ -91,6 +91,12 @@ type Options struct {
 	// files' own columns are read as written: replay and compaction need
 	// that.
 	NoHivePartitioning bool
+	// FieldTypes are the fixed field types by measurement then field
+	// (catalog.Snapshot.FieldTypes; Open fills it in). A telemetry column
+	// whose objects disagree on its type is read in this type, or, for a
+	// field without one, in the type of its oldest object; see
+	// View.Conflicts.
+	FieldTypes map[string]map[string]string
 }
 
 // View is one table the engine defines.
@@ -102,6 +108,10 @@ type View struct {
 	Objects     []catalog.Object
 	Paths       []string // local files of Objects, in the same order
 	Columns     []Column
+	// Conflicts lists the columns whose objects hold them in more than one
+	// type (a lake written before field types were fixed): the view reads
+	// them in one type and shows NULL where an object has another.
+	Conflicts []TypeConflict
 }
 
 // Column is one column of a view, with DuckDB's type name.
@@ -130,6 +140,9 @@ func Open(ctx context.Context, st store.Store, cat *catalog.Catalog, cache Fetch
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
+	}
+	if o.FieldTypes == nil {
+		o.FieldTypes = snap.FieldTypes
 	}
 	return OpenObjects(ctx, Select(snap, f), cache, f, o)
 }
@@ -235,7 +248,20 @@ func OpenObjects(ctx context.Context, objs []catalog.Object, cache Fetcher, f Fi
 			ps = append(ps, pathOf[obj.Key])
 		}
 		v.Paths = ps
-		q := "CREATE VIEW " + Ident(name) + " AS SELECT * FROM " + ReadParquet(ps, !o.NoHivePartitioning) + timeWhere(timeCol, f.From, f.To)
+		from := ReadParquet(ps, !o.NoHivePartitioning)
+		if v.Kind == lake.KindTelemetry {
+			var err error
+			from, v.Conflicts, err = typedSource(ctx, db, v, o.FieldTypes[v.Measurement], !o.NoHivePartitioning)
+			if err != nil {
+				e.Close()
+				return nil, e.explain(fmt.Errorf("cannot read the column types of %s", Ident(name)), err)
+			}
+			for _, c := range v.Conflicts {
+				log.Warn("column holds several types; values of other types read as NULL",
+					"view", name, "column", c.Column, "type", c.Type, "objects_with_other_types", len(c.Hidden))
+			}
+		}
+		q := "CREATE VIEW " + Ident(name) + " AS SELECT * FROM " + from + timeWhere(timeCol, f.From, f.To)
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			e.Close()
 			return nil, e.explain(fmt.Errorf("cannot define view %s over %d objects", Ident(name), len(ps)), err)
