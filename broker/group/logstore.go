@@ -335,6 +335,9 @@ func (s *LogStore) appendLocked(recs []kv, nowMillis int64) (int64, error) {
 	return last, nil
 }
 
+// recoverWait bounds how long Recover waits for writes in flight.
+const recoverWait = 5 * time.Second
+
 // Recover makes a failed replicated store usable again. The caller must
 // know that the log now holds exactly the committed writes, including
 // every write this store proposed that may have been committed: the
@@ -349,9 +352,20 @@ func (s *LogStore) Recover() (State, error) {
 	if s.mu.closed {
 		return State{}, ErrStoreClosed
 	}
-	// Calls past the lock wait for their proposals, which ended when the
-	// leadership was lost; new ones wait for mu.
-	s.inflight.Wait()
+	// Calls past the lock wait for their proposals, which raft ended
+	// when the leadership was lost; new ones wait for mu. Bounded, so
+	// that a proposal raft never answered cannot stall the caller (the
+	// broker then reloads the coordinator instead).
+	done := make(chan struct{})
+	go func() {
+		s.inflight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(recoverWait):
+		return State{}, fmt.Errorf("group store writes still in flight after %v", recoverWait)
+	}
 	st, keys, _, err := s.replay()
 	if err != nil {
 		return State{}, fmt.Errorf("cannot read group store log: %w", err)
