@@ -74,6 +74,12 @@ type Config struct {
 	UploadDelay time.Duration
 	// Store, when set, is used instead of opening Lake (tests, simtel dev).
 	Store store.Store
+	// Compact merges the small objects of the partitions this sink owns in
+	// the background (see CompactConfig; zero: off).
+	Compact CompactConfig
+	// CompactPause pauses before and after each compaction commit. For
+	// crash tests only (it opens a window for a kill at those points).
+	CompactPause time.Duration
 }
 
 // Validate fills in defaults and checks the configuration.
@@ -119,6 +125,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := c.Compact.validate(); err != nil {
+		return err
 	}
 	for _, t := range slices.Concat(c.Topics, c.TelemetryTopics) {
 		if t == "" || strings.ContainsAny(t, " /") {
@@ -200,6 +209,11 @@ func Run(ctx context.Context, cfg Config) error {
 	s.cl = cl
 	if cfg.JobsTopic != "-" {
 		wg.Go(func() { s.watchJobs(bg) })
+	}
+	if cfg.Compact.Interval > 0 {
+		c := newCompactor(s, cfg.Compact, reg)
+		c.pauseAroundCommit(cfg.CompactPause)
+		wg.Go(func() { c.run(bg) })
 	}
 	log.Info("sink started", "lake", st.String(), "group", cfg.Group, "topics", cfg.Topics,
 		"flush_bytes", cfg.FlushBytes, "flush_rows", cfg.FlushRows, "flush_age", cfg.FlushAge)

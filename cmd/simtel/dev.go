@@ -26,7 +26,7 @@ import (
 // devConfig holds simtel dev's flags.
 type devConfig struct {
 	dataDir, brokerAddr, brokerHTTP, agentHTTP, agentUDP, agentTCP, sinkHTTP string
-	flushAge                                                                 time.Duration
+	flushAge, compactInterval                                                time.Duration
 	summary                                                                  bool
 }
 
@@ -67,6 +67,7 @@ sink's group, so retention never deletes what the lake does not hold yet.`,
 	f.StringVar(&c.agentTCP, "agent-tcp", "127.0.0.1:8094", "agent TCP line-protocol listener")
 	f.StringVar(&c.sinkHTTP, "sink-http", "127.0.0.1:9645", "sink /metrics and /healthz")
 	f.DurationVar(&c.flushAge, "flush-age", 2*time.Second, "the sink writes buffered samples to the lake at least this often")
+	f.DurationVar(&c.compactInterval, "compact-interval", sink.DefaultCompactInterval, "the sink merges the lake's small objects this often (0: off; see simtel sink --help)")
 	f.BoolVar(&c.summary, "summary", true, "print a live one-line summary (samples/s, sink lag, lake rows) on stderr")
 	return cmd
 }
@@ -125,6 +126,7 @@ func runDev(ctx context.Context, c devConfig, log *slog.Logger) error {
 		HTTPListen: c.sinkHTTP,
 		Logger:     log.With("part", "sink"),
 		Registry:   sinkReg,
+		Compact:    sink.CompactConfig{Interval: c.compactInterval},
 	}
 	fmt.Fprintf(os.Stderr, `simtel dev is running (data in %s)
   send samples:  curl -XPOST 'http://%s/write?db=sim' --data-binary 'reward,env=cartpole value=1.5'

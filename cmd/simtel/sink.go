@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -10,7 +11,7 @@ import (
 
 func newSinkCmd(g *globalFlags) *cobra.Command {
 	var cfg sink.Config
-	var brokers, topics, telemetryTopics string
+	var brokers, topics, telemetryTopics, compactTarget string
 	cmd := &cobra.Command{
 		Use:   "sink",
 		Short: "Write topics into the Parquet lake (local directory or S3), exactly once",
@@ -30,6 +31,12 @@ mid-flush rewrites the same objects: every record lands in the lake exactly
 once. While the store is unreachable the sink retries (100 ms up to 30 s
 between attempts) and stops consuming.
 
+Every --compact-interval the sink merges the small telemetry objects of the
+partitions it owns (same measurement, run, day and partition; flushed more
+than --compact-settle ago) into objects of up to --compact-target-size, once
+a group has --compact-min-files of them. Readers see every row exactly once
+throughout; replaced objects are deleted --compact-delete-delay later.
+
 Start several sinks with the same --group to share the partitions. S3
 credentials come from the usual AWS environment (AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
@@ -46,6 +53,9 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 			cfg.Brokers = splitList(brokers)
 			cfg.Topics = splitList(topics)
 			cfg.TelemetryTopics = splitList(telemetryTopics)
+			if cfg.Compact.TargetSize, err = parseSize(compactTarget); err != nil {
+				return fmt.Errorf("--compact-target-size: %w", err)
+			}
 			if cfg.TelemetryTopics == nil {
 				cfg.TelemetryTopics = []string{}
 			}
@@ -67,5 +77,12 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long the final flush may take after SIGTERM")
 	f.DurationVar(&cfg.UploadDelay, "upload-delay", 0, "pause before each object upload (crash tests only)")
 	_ = f.MarkHidden("upload-delay")
+	f.DurationVar(&cfg.Compact.Interval, "compact-interval", sink.DefaultCompactInterval, "merge the small telemetry objects of the owned partitions this often (0: off)")
+	f.StringVar(&compactTarget, "compact-target-size", "128MiB", "largest merged object (input bytes); bigger objects are left alone")
+	f.IntVar(&cfg.Compact.MinFiles, "compact-min-files", sink.DefaultCompactMinFiles, "merge a group once it has this many small objects")
+	f.DurationVar(&cfg.Compact.Settle, "compact-settle", sink.DefaultCompactSettle, "leave objects alone until their flush is this old")
+	f.DurationVar(&cfg.Compact.DeleteDelay, "compact-delete-delay", sink.DefaultCompactDeleteDelay, "delete replaced objects this long after their compaction (running queries may still read them)")
+	f.DurationVar(&cfg.CompactPause, "compact-pause", 0, "pause before and after each compaction commit (crash tests only)")
+	_ = f.MarkHidden("compact-pause")
 	return cmd
 }
