@@ -26,6 +26,9 @@ Cluster mode (--raft-listen): brokers find each other by gossip
 (--gossip-listen, --join) and keep topics, configs and partition placement in
 a raft controller quorum. A new cluster forms once --bootstrap-expect brokers
 see each other; a broker started later with --join is added automatically.
+--join is needed at a broker's first start only: restarted with the same
+--data-dir, a broker rejoins the brokers it knew (the first broker of the
+cluster, started without --join, too).
 Each partition with more than one replica (replication factor: default 3, at
 most the alive brokers) is its own raft group over the same --raft-listen
 port: produce answers once a majority has the batch, and when a leader dies
@@ -72,7 +75,7 @@ docs/broker.md, section Cluster.`,
 	f.StringVar(&cfg.RaftListen, "raft-listen", "", "cluster mode: host:port of the raft listener (controller; empty: single node)")
 	f.StringVar(&cfg.RaftAdvertise, "raft-advertise", "", "host:port other brokers dial for raft (default: --raft-listen)")
 	f.StringVar(&cfg.GossipListen, "gossip-listen", "", "cluster mode: host:port for gossip (TCP and UDP)")
-	f.StringSliceVar(&cfg.Join, "join", nil, "cluster mode: gossip host:port of brokers to join, comma-separated")
+	f.StringSliceVar(&cfg.Join, "join", nil, "cluster mode: gossip host:port of brokers to join, comma-separated (needed at a broker's first start only)")
 	f.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "cluster mode: form a new cluster once this many brokers see each other (1-5; 0: only join)")
 	f.IntVar(&cfg.ReplicaSnapshotEntries, "replica-snapshot-entries", 8192, "cluster mode: raft entries a replicated partition applies between snapshots (each snapshot fsyncs its log)")
 	f.IntVar(&cfg.ReplicaTrailingLogs, "replica-trailing-logs", 10240, "cluster mode: raft entries a replicated partition keeps behind each snapshot; a replica lagging by more catches up from a snapshot carrying the partition's data")
