@@ -167,7 +167,7 @@ func (c *compactor) run(ctx context.Context) {
 // pass is one compaction pass.
 func (c *compactor) pass(ctx context.Context) {
 	start := time.Now()
-	log := c.s.log.With("part", "compact")
+	log := c.s.log
 	cfg := compact.Config{
 		MinFiles: c.cfg.MinFiles, TargetSize: c.cfg.TargetSize, Settle: c.cfg.Settle,
 		DeleteDelay: c.cfg.DeleteDelay, Partitions: c.owns, Logger: log,
