@@ -206,11 +206,12 @@ type deadLetter struct {
 	partition int32
 	offset    int64
 	reason    string
+	line      string
 }
 
 func deadLetters(t *testing.T, db *sql.DB, view string) []deadLetter {
 	t.Helper()
-	rows, err := db.Query(`SELECT _partition, _offset, reason FROM ` + query.Ident(view) + ` ORDER BY _offset`)
+	rows, err := db.Query(`SELECT _partition, _offset, reason, decode(value) AS line FROM ` + query.Ident(view) + ` ORDER BY _offset`)
 	if err != nil {
 		t.Fatalf("dead letters from %s: %v", view, err)
 	}
@@ -218,7 +219,7 @@ func deadLetters(t *testing.T, db *sql.DB, view string) []deadLetter {
 	var out []deadLetter
 	for rows.Next() {
 		var d deadLetter
-		if err := rows.Scan(&d.partition, &d.offset, &d.reason); err != nil {
+		if err := rows.Scan(&d.partition, &d.offset, &d.reason, &d.line); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, d)
@@ -234,7 +235,7 @@ func checkDead(t *testing.T, via string, got []deadLetter, want []int64) {
 	var offs []int64
 	for _, d := range got {
 		offs = append(offs, d.offset)
-		if d.partition != 0 || !strings.Contains(d.reason, "field type conflict") {
+		if d.partition != 0 || !strings.Contains(d.reason, "field type conflict") || !strings.HasPrefix(d.line, "gpu,host=n1,run=r ") {
 			t.Errorf("%s: dead letter %+v: want partition 0 and a field type conflict", via, d)
 		}
 	}

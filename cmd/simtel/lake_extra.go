@@ -185,6 +185,12 @@ pyarrow.ipc.open_stream or polars; write it to --output or a pipe).`,
 				return err
 			}
 			defer eng.Close()
+			for _, v := range eng.Views() {
+				for _, c := range v.Conflicts {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s.%s reads as %s; %d objects written before field types were fixed hold it in another type, read as NULL (first: %s)\n",
+						v.Name, c.Column, c.Type, len(c.Hidden), c.Hidden[0])
+				}
+			}
 			bw := bufio.NewWriterSize(out, 256<<10)
 			if tables {
 				if err := writeTables(bw, eng.Views(), format); err != nil {
