@@ -7,6 +7,11 @@ package broker
 // ongoing transaction (txn_produce.go); the check and the append happen
 // under the transaction's lock, so no batch lands after its marker.
 //
+// A topic with message.timestamp.type=LogAppendTime has its batches
+// stamped with the broker's clock before anything else sees them (see
+// storage.StampLogAppendTime); the response's LogAppendTime carries that
+// time, -1 for CreateTime topics.
+//
 // Appends happen on the connection's read loop, in request order, so an
 // idempotent producer's pipelined batches reach the log in sequence order.
 // acks=all then waits for the commit (fsync, shared with every other
@@ -20,6 +25,8 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/storage"
 )
 
 type produceWait struct {
@@ -67,6 +74,23 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 			if part == nil {
 				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
 				continue
+			}
+			if part.logAppendTime.Load() {
+				// Stamped here, once, before the append or the raft
+				// entry: every replica stores the same bytes, and a
+				// follower never consults its own clock.
+				now := time.Now().UnixMilli()
+				stamped, err := storage.StampLogAppendTime(rp.Records, 0, now)
+				if err != nil {
+					err = storageToKerr(err)
+					sp.ErrorCode = kerrCode(err)
+					msg := err.Error()
+					sp.ErrorMessage = &msg
+					b.metrics.produceErrors.WithLabelValues(kerr.ErrorForCode(sp.ErrorCode).Error()).Inc()
+					continue
+				}
+				rp.Records = stamped
+				sp.LogAppendTime = now
 			}
 			if part.replicated() {
 				var fut raft.ApplyFuture

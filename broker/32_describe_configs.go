@@ -155,7 +155,12 @@ func (b *Broker) handleIncrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRe
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		sr.ErrorCode, sr.ErrorMessage = b.alterTopicResource(rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
 			for _, c := range rr.Configs {
-				if err := validateTopicConfig(c.Name, c.Value); err != nil {
+				v := c.Value
+				if c.Op == kmsg.IncrementalAlterConfigOpDelete {
+					// DELETE ignores the value (librdkafka sends "").
+					v = nil
+				}
+				if err := validateTopicConfig(c.Name, v); err != nil {
 					return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
 				}
 				def := topicConfigDefs[c.Name]

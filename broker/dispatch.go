@@ -25,7 +25,7 @@ var supportedVersions = map[int16]versionRange{
 	13: {0, 4},  // LeaveGroup
 	14: {0, 5},  // SyncGroup
 	15: {0, 5},  // DescribeGroups
-	16: {0, 4},  // ListGroups
+	16: {0, 5},  // ListGroups (v4 state filter, v5 type filter and GroupType)
 	18: {0, 4},  // ApiVersions (v4 only relaxes feature-version rules)
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics

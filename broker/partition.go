@@ -42,6 +42,7 @@ type Partition struct {
 
 	maxMessageBytes atomic.Int64
 	compacted       atomic.Bool
+	logAppendTime   atomic.Bool              // message.timestamp.type=LogAppendTime
 	holdGroups      atomic.Pointer[[]string] // simtel.retention.hold.groups
 
 	mu struct {
@@ -88,6 +89,8 @@ func (p *Partition) setConfigs(overrides map[string]string) {
 	p.maxMessageBytes.Store(p.b.configInt(overrides, "max.message.bytes"))
 	policy, _ := p.b.effectiveTopicConfig(overrides, "cleanup.policy")
 	p.compacted.Store(strings.Contains(policy, "compact"))
+	tsType, _ := p.b.effectiveTopicConfig(overrides, "message.timestamp.type")
+	p.logAppendTime.Store(tsType == "LogAppendTime")
 	hold, _ := p.b.effectiveTopicConfig(overrides, holdGroupsConfig)
 	var groups []string
 	for _, g := range strings.Split(hold, ",") {

@@ -68,7 +68,7 @@ var topicConfigDefs = map[string]topicConfigDef{
 	"min.insync.replicas":                 {def: "1", typ: kmsg.ConfigTypeInt, doc: "acks=all needs this many replicas (single node: 1)", check: intCheck(1)},
 	"unclean.leader.election.enable":      {def: "false", typ: kmsg.ConfigTypeBoolean, doc: "accepted for compatibility", check: oneOf("true", "false")},
 	"compression.type":                    {def: "producer", typ: kmsg.ConfigTypeString, doc: "batches are stored as the producer compressed them", check: oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
-	"message.timestamp.type":              {def: "CreateTime", typ: kmsg.ConfigTypeString, doc: "only CreateTime is supported", check: oneOf("CreateTime")},
+	"message.timestamp.type":              {def: "CreateTime", typ: kmsg.ConfigTypeString, doc: "CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch with the broker's clock when it is appended", check: oneOf("CreateTime", "LogAppendTime")},
 	"message.timestamp.difference.max.ms": {def: "9223372036854775807", typ: kmsg.ConfigTypeLong, doc: "accepted for compatibility", check: intCheck(0)},
 	"file.delete.delay.ms":                {def: "60000", typ: kmsg.ConfigTypeLong, doc: "accepted for compatibility", check: intCheck(0)},
 	"flush.messages":                      {def: "9223372036854775807", typ: kmsg.ConfigTypeLong, doc: "accepted for compatibility; acks=all always fsyncs", check: intCheck(1)},
