@@ -30,6 +30,12 @@ else
   echo "node/npm not found: tests/kafkajs not installed (TestKafkaJS will skip)" >&2
 fi
 
+# confluent-kafka-go (static librdkafka 2.11, cgo) for the librdkafka
+# compatibility checks (tests/librdkafka, run by broker/librdkafka_test.go):
+# a module of its own, fetched from the Go module proxy; needs gcc.
+command -v gcc >/dev/null 2>&1 || echo "gcc not found: TestLibrdkafka cannot build tests/librdkafka" >&2
+(cd "$root/tests/librdkafka" && go mod download)
+
 # versitygw, a real S3-compatible server, for the sink and lake tests
 # (internal/testutil.StartS3). Built once from the Go module proxy into the
 # user's cache directory, so clean clones reuse it.
