@@ -70,9 +70,10 @@ type Config struct {
 	// deleted again on every run, to finish a compaction that crashed
 	// between commit and delete (default 24h).
 	CleanupAge time.Duration
-	// Settle leaves alone objects committed less than this long ago, so a
-	// compactor running beside a sink merges only objects that stopped
-	// arriving in bulk (default 0: every committed object qualifies).
+	// Settle leaves alone objects flushed less than this long ago, so a
+	// compactor running beside a sink does not rewrite the current window
+	// again and again (default 0: every committed object qualifies).
+	// Merged objects are never fresh.
 	Settle time.Duration
 	// DeleteDelay keeps the replaced objects until the compaction is this
 	// old, for readers that loaded the catalog before it (default 0: they
@@ -248,18 +249,15 @@ func Plan(snap *catalog.Snapshot, cfg Config) ([]Batch, error) {
 	return out, nil
 }
 
-// committedAt maps each visible object's key to the time its flush or
-// compaction was committed.
+// committedAt maps the key of each object a flush wrote to the time the
+// flush was committed. Merged objects are not in it: they are settled from
+// the start, so the next merge of the group takes the last merged object
+// along instead of leaving one merged object per pass.
 func committedAt(snap *catalog.Snapshot) map[string]time.Time {
 	out := map[string]time.Time{}
 	for _, e := range snap.Entries {
 		for _, o := range e.Objects {
 			out[o.Key] = e.Written
-		}
-	}
-	for _, cp := range snap.Compactions {
-		for _, o := range cp.Objects {
-			out[o.Key] = cp.Written
 		}
 	}
 	return out
