@@ -89,7 +89,8 @@ type Options struct {
 	// NoHivePartitioning leaves out the run and date columns DuckDB derives
 	// from object paths (which win over a file's own run column), so the
 	// files' own columns are read as written: replay and compaction need
-	// that.
+	// that. Such an engine does not unify a column's types either (see
+	// FieldTypes): every value is read as its object holds it.
 	NoHivePartitioning bool
 	// FieldTypes are the fixed field types by measurement then field
 	// (catalog.Snapshot.FieldTypes; Open fills it in). A telemetry column
@@ -249,9 +250,9 @@ func OpenObjects(ctx context.Context, objs []catalog.Object, cache Fetcher, f Fi
 		}
 		v.Paths = ps
 		from := ReadParquet(ps, !o.NoHivePartitioning)
-		if v.Kind == lake.KindTelemetry {
+		if v.Kind == lake.KindTelemetry && !o.NoHivePartitioning {
 			var err error
-			from, v.Conflicts, err = typedSource(ctx, db, v, o.FieldTypes[v.Measurement], !o.NoHivePartitioning)
+			from, v.Conflicts, err = typedSource(ctx, db, v, o.FieldTypes[v.Measurement], true)
 			if err != nil {
 				e.Close()
 				return nil, e.explain(fmt.Errorf("cannot read the column types of %s", Ident(name)), err)
