@@ -226,3 +226,68 @@ func TestRefusalLogIsRateLimited(t *testing.T) {
 		}
 	})
 }
+
+// TestFieldTypesConcurrent: batches on several goroutines race to give
+// fields their first type; for each field exactly one type is ever
+// accepted, whichever comes first. With a memory too small for all runs,
+// the bound holds while runs are forgotten under the same race.
+func TestFieldTypesConcurrent(t *testing.T) {
+	types := []string{"1.5", "1i", "1u", `"s"`, "t"}
+	for _, limit := range []int64{1 << 20, 2000} {
+		ft := newFieldTypes(limit)
+		var mu sync.Mutex
+		accepted := map[string]map[string]bool{} // run/measurement/field → value spellings accepted
+		var wg sync.WaitGroup
+		for g := range len(types) {
+			wg.Go(func() {
+				b := newTestBatch(t, 0)
+				b.types = ft
+				now := time.Unix(1_800_000_000, 0)
+				for round := range 200 {
+					var body strings.Builder
+					for i := range 20 {
+						// The goroutines meet on the same runs and
+						// fields, each with its own type, in other orders.
+						k := (round*20 + i*(g+1)) % 60
+						fmt.Fprintf(&body, "m%d,run=r%d f%d=%s\n", k%3, k%7, k%5, types[g])
+					}
+					b.reset()
+					b.add([]byte(body.String()), lineproto.Nanosecond, now.Add(time.Duration(round)*time.Second))
+					mu.Lock()
+					for _, sp := range b.spans {
+						l := string(b.lines[sp.line:sp.lineEnd])
+						meas, rest, _ := strings.Cut(l, ",")
+						run := rest[strings.Index(rest, "run=")+4:]
+						run = run[:strings.IndexAny(run, ", ")]
+						field := strings.Fields(rest)[1]
+						k, v, _ := strings.Cut(field, "=")
+						key := run + "/" + meas + "/" + k
+						if accepted[key] == nil {
+							accepted[key] = map[string]bool{}
+						}
+						accepted[key][v] = true
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if _, bytes := ft.stats(); bytes > limit {
+			t.Errorf("limit %d: %d bytes counted", limit, bytes)
+		}
+		if limit < 1<<20 {
+			if ft.forgottenRuns.Load() == 0 {
+				t.Errorf("limit %d: no run forgotten", limit)
+			}
+			continue // a forgotten run may take another type
+		}
+		for key, vs := range accepted {
+			if len(vs) != 1 {
+				t.Errorf("%s: values of %d types accepted: %v", key, len(vs), vs)
+			}
+		}
+		if len(accepted) == 0 {
+			t.Fatal("nothing accepted")
+		}
+	}
+}
