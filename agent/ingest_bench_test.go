@@ -22,16 +22,29 @@ func agentBody(n int) []byte {
 
 // BenchmarkIngestAdd is the agent's per-line parse cost end to end: split
 // a 5000-line HTTP body, normalize each line with the agent's tags, check
-// its field types and record its span and key, as ingest does before
-// spooling.
+// its field types (types=on; off as with --field-types-memory -1) and
+// record its span and key, as ingest does before spooling.
 func BenchmarkIngestAdd(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "types=off"
+		if on {
+			name = "types=on"
+		}
+		b.Run(name, func(b *testing.B) { benchIngestAdd(b, on) })
+	}
+}
+
+func benchIngestAdd(b *testing.B, checkTypes bool) {
 	const lines = 5000
 	body := agentBody(lines)
 	norm, err := lineproto.NewNormalizer(lineproto.DefaultTags{Host: "node017", Job: "123456", Step: "0", Run: "run-2026-12-03"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	batch := &ingestBatch{norm: norm, types: newFieldTypes(4 << 20)}
+	batch := &ingestBatch{norm: norm}
+	if checkTypes {
+		batch.types = newFieldTypes(4 << 20)
+	}
 	now := time.Now()
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
