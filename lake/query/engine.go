@@ -113,6 +113,10 @@ type View struct {
 	// type (a lake written before field types were fixed): the view reads
 	// them in one type and shows NULL where an object has another.
 	Conflicts []TypeConflict
+	// TypeConflictLetters, in a dead-letter view, is how many (object,
+	// column) pairs of telemetry views it also reads: the values those
+	// views show as NULL (see TypeConflict), one row per value.
+	TypeConflictLetters int
 }
 
 // Column is one column of a view, with DuckDB's type name.
@@ -179,10 +183,19 @@ func OpenObjects(ctx context.Context, objs []catalog.Object, cache Fetcher, f Fi
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// Values a telemetry view hides because a legacy object holds their
+	// column in another type are dead letters of the object's topic; only
+	// engines with dead letters and unified types show them.
+	conflictLetters := !f.NoRaw && f.Run == "" && !o.NoHivePartitioning
 	if f.SQL != "" {
 		var keep []catalog.Object
 		for _, obj := range objs {
-			if name, _ := viewFor(obj); Mentions(f.SQL, name) {
+			name, _ := viewFor(obj)
+			// A query of deadletter_<topic> reads the topic's telemetry
+			// too: which of its values are dead letters depends on the
+			// types of every object of their measurement.
+			if Mentions(f.SQL, name) || conflictLetters && obj.Kind == lake.KindTelemetry &&
+				Mentions(f.SQL, lake.KindDeadLetter+"_"+topicOfTelemetry(obj.Key)) {
 				keep = append(keep, obj)
 			}
 		}
@@ -238,30 +251,67 @@ func OpenObjects(ctx context.Context, objs []catalog.Object, cache Fetcher, f Fi
 		pathOf[obj.Key] = paths[i]
 	}
 	slices.Sort(order)
+	// Telemetry views first: the values they hide go to the dead-letter
+	// views, which may not exist yet.
+	froms := map[string]string{}
+	hiddenBy := map[string][]hiddenValues{} // dead-letter view → values
+	for _, name := range order {
+		v := byView[name]
+		var ps []string
+		for _, obj := range v.Objects {
+			ps = append(ps, pathOf[obj.Key])
+		}
+		v.Paths = ps
+		froms[name] = ReadParquet(ps, !o.NoHivePartitioning)
+		if v.Kind != lake.KindTelemetry || o.NoHivePartitioning {
+			continue
+		}
+		from, conflicts, hidden, err := typedSource(ctx, db, v, o.FieldTypes[v.Measurement], true)
+		if err != nil {
+			e.Close()
+			return nil, e.explain(fmt.Errorf("cannot read the column types of %s", Ident(name)), err)
+		}
+		froms[name], v.Conflicts = from, conflicts
+		for _, c := range v.Conflicts {
+			log.Warn("column holds several types; values of other types read as NULL and are dead letters",
+				"view", name, "column", c.Column, "type", c.Type, "objects_with_other_types", len(c.Hidden))
+		}
+		if !conflictLetters {
+			continue
+		}
+		for _, h := range hidden {
+			dl := lake.KindDeadLetter + "_" + topicOfTelemetry(h.key)
+			hiddenBy[dl] = append(hiddenBy[dl], h)
+		}
+	}
+	for dl, hs := range hiddenBy {
+		cur, ok := byView[dl]
+		if !ok {
+			cur = &View{Name: dl, Kind: lake.KindDeadLetter, Topic: strings.TrimPrefix(dl, lake.KindDeadLetter+"_")}
+			byView[dl] = cur
+			order = append(order, dl)
+		} else if cur.Kind != lake.KindDeadLetter {
+			e.Close()
+			return nil, fmt.Errorf("two kinds of objects want the view name %q (%s and %s): rename the measurement or filter with --topic", dl, cur.Kind, lake.KindDeadLetter)
+		}
+		parts := make([]string, 0, len(hs)+1)
+		if len(cur.Paths) > 0 {
+			parts = append(parts, "(SELECT * FROM "+froms[dl]+")")
+		}
+		for _, h := range hs {
+			parts = append(parts, deadLetterSelect(h, true))
+		}
+		froms[dl] = "(" + strings.Join(parts, " UNION ALL BY NAME ") + ")"
+		cur.TypeConflictLetters = len(hs)
+	}
+	slices.Sort(order)
 	for _, name := range order {
 		v := byView[name]
 		timeCol := "time"
 		if v.Kind != lake.KindTelemetry {
 			timeCol = "timestamp"
 		}
-		var ps []string
-		for _, obj := range v.Objects {
-			ps = append(ps, pathOf[obj.Key])
-		}
-		v.Paths = ps
-		from := ReadParquet(ps, !o.NoHivePartitioning)
-		if v.Kind == lake.KindTelemetry && !o.NoHivePartitioning {
-			var err error
-			from, v.Conflicts, err = typedSource(ctx, db, v, o.FieldTypes[v.Measurement], true)
-			if err != nil {
-				e.Close()
-				return nil, e.explain(fmt.Errorf("cannot read the column types of %s", Ident(name)), err)
-			}
-			for _, c := range v.Conflicts {
-				log.Warn("column holds several types; values of other types read as NULL",
-					"view", name, "column", c.Column, "type", c.Type, "objects_with_other_types", len(c.Hidden))
-			}
-		}
+		ps, from := v.Paths, froms[name]
 		q := "CREATE VIEW " + Ident(name) + " AS SELECT * FROM " + from + timeWhere(timeCol, f.From, f.To)
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			e.Close()

@@ -3,6 +3,8 @@ package query
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -16,11 +18,59 @@ import (
 // views read each such column in one type, so that numeric functions work:
 // the fixed type when the catalog records one, else the type of the oldest
 // object holding the column. Objects that hold the column in another type
-// show NULL there; `simtel lake query` says so.
+// show NULL there; their values are rows of the topic's dead-letter view
+// (see hiddenValues), and `simtel lake query` says so.
 type TypeConflict struct {
 	Column string
 	Type   string   // the type read: catalog.TypeFloat, …
 	Hidden []string // keys of the objects whose values of the column read as NULL
+}
+
+// hiddenValues is one column of one object that a telemetry view reads as
+// NULL because the object holds it in another type than the view's.
+type hiddenValues struct {
+	measurement, column string
+	kind, chosen        string // the object's type and the view's, as catalog type names
+	key, path           string // the object and its local file
+}
+
+// reason is the dead-letter reason of the values: the words of the sink's
+// own type-conflict dead letters, plus where the value lies.
+func (h hiddenValues) reason() string {
+	return fmt.Sprintf("field type conflict: field %q is %s in %s, but measurement %q reads it as %s (a lake written before field types were fixed)",
+		h.column, h.kind, h.key, h.measurement, h.chosen)
+}
+
+// deadLetterSelect reads the values of h as dead-letter rows: one row per
+// row of the object holding a value in the column, with its partition,
+// offset and time, the value as text in value, and the reason; measurement
+// and field tell where it comes from (NULL in the sink's own dead letters).
+func deadLetterSelect(h hiddenValues, hive bool) string {
+	c := Ident(h.column)
+	sel := "SELECT _partition, _offset, CAST(\"time\" AS TIMESTAMPTZ) AS \"timestamp\", CAST(NULL AS BLOB) AS \"key\", " +
+		"encode(CAST(" + c + " AS VARCHAR)) AS \"value\", " + Literal(h.reason()) + " AS reason, " +
+		Literal(h.measurement) + " AS measurement, " + Literal(h.column) + " AS field"
+	if hive {
+		// The sink's dead-letter objects have a date= directory, as
+		// telemetry objects do: the view keeps one date column.
+		sel += ", \"date\""
+	}
+	return "(" + sel + " FROM " + ReadParquet([]string{h.path}, hive) + " WHERE " + c + " IS NOT NULL)"
+}
+
+// topicOfTelemetry reads the topic from a telemetry key, whose file name is
+// <escaped topic>-<partition>-<first>-<last>.parquet (the topic may hold
+// dashes, the numbers do not).
+func topicOfTelemetry(key string) string {
+	name := strings.TrimSuffix(path.Base(key), ".parquet")
+	for range 3 {
+		i := strings.LastIndexByte(name, '-')
+		if i < 0 {
+			return ""
+		}
+		name = name[:i]
+	}
+	return Unescape(name)
 }
 
 // fileType is a column's type in one Parquet file, as catalog type names.
@@ -70,15 +120,17 @@ var fixedColumns = []string{"time", "_partition", "_offset", "_time_ns"}
 // its files when they agree on every column's type, else a UNION ALL BY
 // NAME of groups of files, each reading the columns it holds in another
 // type than the chosen one as NULL of the chosen type.
-func typedSource(ctx context.Context, db *sql.DB, v *View, fixed map[string]string, hive bool) (string, []TypeConflict, error) {
+//
+// It also returns the columns of objects that read as NULL that way.
+func typedSource(ctx context.Context, db *sql.DB, v *View, fixed map[string]string, hive bool) (string, []TypeConflict, []hiddenValues, error) {
 	plain := ReadParquet(v.Paths, hive)
 	if len(v.Paths) < 2 {
-		return plain, nil, nil
+		return plain, nil, nil, nil
 	}
 	rows, err := db.QueryContext(ctx, `SELECT file_name, name, type, coalesce(converted_type, ''), coalesce(logical_type, '')
 FROM parquet_schema(`+ReadList(v.Paths)+`) WHERE num_children IS NULL OR num_children = 0`)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	defer rows.Close()
 	var fts []fileType
@@ -86,7 +138,7 @@ FROM parquet_schema(`+ReadList(v.Paths)+`) WHERE num_children IS NULL OR num_chi
 	for rows.Next() {
 		var path, name, physical, converted, logical string
 		if err := rows.Scan(&path, &name, &physical, &converted, &logical); err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		if slices.Contains(fixedColumns, name) {
 			continue
@@ -99,7 +151,7 @@ FROM parquet_schema(`+ReadList(v.Paths)+`) WHERE num_children IS NULL OR num_chi
 		kinds[name][ft.kind] = true
 	}
 	if err := rows.Err(); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	var mixed []string
 	for col, ks := range kinds {
@@ -108,7 +160,7 @@ FROM parquet_schema(`+ReadList(v.Paths)+`) WHERE num_children IS NULL OR num_chi
 		}
 	}
 	if len(mixed) == 0 {
-		return plain, nil, nil
+		return plain, nil, nil, nil
 	}
 	sort.Strings(mixed)
 	// The oldest object holding a column decides its type when the catalog
@@ -147,9 +199,12 @@ FROM parquet_schema(`+ReadList(v.Paths)+`) WHERE num_children IS NULL OR num_chi
 	// Group the files by the set of columns they hold in another type.
 	nullCols := map[string][]string{} // path → columns read as NULL
 	conflicts := map[string]*TypeConflict{}
+	var hidden []hiddenValues
 	for _, ft := range fts {
 		if t, ok := chosen[ft.column]; ok && ft.kind != t {
 			nullCols[ft.path] = append(nullCols[ft.path], ft.column)
+			hidden = append(hidden, hiddenValues{measurement: v.Measurement, column: ft.column,
+				kind: ft.kind, chosen: t, key: keyOf[ft.path], path: ft.path})
 			c := conflicts[ft.column]
 			if c == nil {
 				c = &TypeConflict{Column: ft.column, Type: t}
@@ -188,5 +243,11 @@ FROM parquet_schema(`+ReadList(v.Paths)+`) WHERE num_children IS NULL OR num_chi
 		sort.Strings(c.Hidden)
 		out = append(out, *c)
 	}
-	return "(" + strings.Join(parts, " UNION ALL BY NAME ") + ")", out, nil
+	sort.Slice(hidden, func(i, j int) bool {
+		if hidden[i].key != hidden[j].key {
+			return hidden[i].key < hidden[j].key
+		}
+		return hidden[i].column < hidden[j].column
+	})
+	return "(" + strings.Join(parts, " UNION ALL BY NAME ") + ")", out, hidden, nil
 }

@@ -3,9 +3,15 @@ package query_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"maps"
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query"
@@ -124,4 +130,142 @@ func TestQueryMixedTypesPlainDuckDBFails(t *testing.T) {
 		t.Fatalf("plain DuckDB averaged a float/integer/string column (%v, %v): the mixed lake is not mixed", avg, err)
 	}
 	t.Logf("plain DuckDB over the mixed objects: %v", err)
+}
+
+// legacyLake writes field value of measurement sensor as a float, then an
+// integer, then a string, then a float again, as sinks did before field
+// types were fixed, with one real dead letter; it returns the values of
+// other types than float that it wrote, by offset, as text.
+func legacyLake(t *testing.T) (store.Store, *catalog.Catalog, map[int64]string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := catalog.New(st)
+	l := &querytest.Lake{Store: st, Catalog: cat}
+	others := map[int64]string{}
+	var off int64
+	flush := func(values ...any) {
+		var ss []replay.Sample
+		for _, v := range values {
+			fields := map[string]any{"count": off}
+			if v != nil {
+				fields["value"] = v
+				switch v := v.(type) {
+				case int64:
+					others[off] = fmt.Sprint(v)
+				case string:
+					others[off] = v
+				}
+			}
+			ss = append(ss, sample("sensor", "r1", 0, off, time.Duration(off)*time.Second, fields))
+			off++
+		}
+		if _, err := l.Flush(ctx, "telemetry", 0, ss[0].Offset, ss[len(ss)-1].Offset, ss); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(1.5, 2.5, nil)
+	flush(int64(10), nil, int64(-20), int64(30))
+	flush("warm", "it's \\x41 hot")
+	flush(4.0)
+	flush(int64(50))
+	bad := &kgo.Record{Value: []byte("sensor value=?"), Partition: 0, Offset: off, Timestamp: t0.Add(time.Hour)}
+	if _, err := l.DeadLetterFlush(ctx, "telemetry", 0, off, off, []*kgo.Record{bad}, []string{"line protocol: bad value"}); err != nil {
+		t.Fatal(err)
+	}
+	return st, cat, others
+}
+
+// The values a legacy lake holds in another type than the one its view
+// reads are not lost: each is a row of the topic's dead-letter view, with
+// its partition, offset, value and a reason naming the object, next to the
+// sink's own dead letters; also when the query names only that view.
+func TestQueryMixedTypesDeadLetters(t *testing.T) {
+	ctx := context.Background()
+	st, cat, others := legacyLake(t)
+	for _, f := range []query.Filter{{}, {SQL: "SELECT * FROM deadletter_telemetry"}} {
+		eng, err := query.Open(ctx, st, cat, &querytest.LocalFetcher{Store: st}, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		var n int
+		var avg float64
+		if err := eng.DB().QueryRowContext(ctx, `SELECT count(value), avg(value) FROM sensor`).Scan(&n, &avg); err != nil {
+			t.Fatalf("avg(value) over a legacy lake: %v", err)
+		}
+		if n != 3 || avg != (1.5+2.5+4.0)/3 {
+			t.Fatalf("got %d values, avg %v; want the 3 floats, avg %v", n, avg, (1.5+2.5+4.0)/3)
+		}
+		rows, err := eng.Query(ctx, `SELECT _partition, _offset, decode(value), reason, measurement, field, timestamp FROM deadletter_telemetry ORDER BY _offset`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[int64]string{}
+		real := 0
+		for rows.Next() {
+			var p int32
+			var off int64
+			var val, reason string
+			var m, field sql.NullString
+			var ts time.Time
+			if err := rows.Scan(&p, &off, &val, &reason, &m, &field, &ts); err != nil {
+				t.Fatal(err)
+			}
+			if !m.Valid {
+				if reason != "line protocol: bad value" || val != "sensor value=?" {
+					t.Errorf("the sink's dead letter reads %q, %q", reason, val)
+				}
+				real++
+				continue
+			}
+			kind := catalog.TypeInteger
+			if _, err := strconv.ParseInt(others[off], 10, 64); err != nil {
+				kind = catalog.TypeString
+			}
+			want := fmt.Sprintf(`field type conflict: field "value" is %s in telemetry/sensor/run=r1/`, kind)
+			if p != 0 || m.String != "sensor" || field.String != "value" || !strings.HasPrefix(reason, want) ||
+				!strings.Contains(reason, `but measurement "sensor" reads it as float`) || !ts.Equal(t0.Add(time.Duration(off)*time.Second)) {
+				t.Errorf("dead letter at offset %d: partition %d, %s.%s, %q at %v", off, p, m.String, field.String, reason, ts)
+			}
+			if _, dup := got[off]; dup {
+				t.Errorf("offset %d is a dead letter twice", off)
+			}
+			got[off] = val
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		if real != 1 || !maps.Equal(got, others) {
+			t.Fatalf("filter %+v: dead letters %v and %d of the sink's; want %v and 1", f, got, real, others)
+		}
+		t.Logf("filter %+v: avg(value) = %v over %d floats; %d values of other types are dead letters, with the sink's 1", f, avg, n, len(got))
+	}
+}
+
+// A run's query has no dead-letter views, and engines that read files as
+// written (replay, compaction) hide nothing, so neither adds them.
+func TestQueryMixedTypesDeadLettersOnlyInUnifiedViews(t *testing.T) {
+	ctx := context.Background()
+	st, cat, _ := legacyLake(t)
+	for _, tc := range []struct {
+		f query.Filter
+		o query.Options
+	}{{query.Filter{Run: "r1"}, query.Options{}}, {query.Filter{NoRaw: true}, query.Options{}}, {query.Filter{}, query.Options{NoHivePartitioning: true}}} {
+		eng, err := query.Open(ctx, st, cat, &querytest.LocalFetcher{Store: st}, tc.f, tc.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadLetters := tc.f.Run == "" && !tc.f.NoRaw // the sink's own
+		for _, v := range eng.Views() {
+			if v.TypeConflictLetters > 0 || v.Kind == "deadletter" && !deadLetters {
+				t.Errorf("filter %+v options %+v: view %s with %d conflict letters", tc.f, tc.o, v.Name, v.TypeConflictLetters)
+			}
+		}
+		eng.Close()
+	}
 }
