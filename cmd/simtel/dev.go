@@ -126,7 +126,11 @@ func runDev(ctx context.Context, c devConfig, log *slog.Logger) error {
 		HTTPListen: c.sinkHTTP,
 		Logger:     log.With("part", "sink"),
 		Registry:   sinkReg,
-		Compact:    sink.CompactConfig{Interval: c.compactInterval},
+		// Queries on one machine load the catalog and read its objects
+		// within seconds, so replaced objects need not wait the sink's
+		// default 10 minutes: the lake directory stays a few dozen
+		// objects per measurement.
+		Compact: sink.CompactConfig{Interval: c.compactInterval, DeleteDelay: 2 * time.Minute},
 	}
 	fmt.Fprintf(os.Stderr, `simtel dev is running (data in %s)
   send samples:  curl -XPOST 'http://%s/write?db=sim' --data-binary 'reward,env=cartpole value=1.5'
