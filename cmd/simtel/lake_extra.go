@@ -185,10 +185,22 @@ pyarrow.ipc.open_stream or polars; write it to --output or a pipe).`,
 				return err
 			}
 			defer eng.Close()
+			// Values a view reads as NULL for their type are rows of the
+			// dead-letter views (not in a run's query, which has none).
+			var letters []string
+			for _, v := range eng.Views() {
+				if v.TypeConflictLetters > 0 {
+					letters = append(letters, v.Name)
+				}
+			}
+			where := "query deadletter_<topic> without --run to see those values"
+			if len(letters) > 0 {
+				where = "those values are rows of " + strings.Join(letters, ", ") + ` (reason "field type conflict: …")`
+			}
 			for _, v := range eng.Views() {
 				for _, c := range v.Conflicts {
-					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s.%s reads as %s; %d objects written before field types were fixed hold it in another type, read as NULL (first: %s)\n",
-						v.Name, c.Column, c.Type, len(c.Hidden), c.Hidden[0])
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s.%s reads as %s; %d objects written before field types were fixed hold it in another type, read as NULL here (first: %s); %s\n",
+						v.Name, c.Column, c.Type, len(c.Hidden), c.Hidden[0], where)
 				}
 			}
 			bw := bufio.NewWriterSize(out, 256<<10)
