@@ -413,15 +413,7 @@ func (b *Broker) syncCoordinators(closing *sync.WaitGroup, closed map[int32]chan
 		if b.coords.slots[i] != s {
 			continue
 		}
-		delete(b.coords.slots, i)
-		done := make(chan struct{})
-		closed[i] = done
-		closing.Add(1)
-		go func() {
-			defer closing.Done()
-			defer close(done)
-			b.closeCoordinator(i, s)
-		}()
+		b.startClosingLocked(i, s, closing, closed)
 	}
 	b.coords.Unlock()
 	b.readyOffsetsLeaders(parts)
@@ -458,6 +450,22 @@ func (b *Broker) syncCoordinators(closing *sync.WaitGroup, closed map[int32]chan
 	}
 }
 
+// startClosingLocked removes slot i (which holds s) and closes s in the
+// background; closed[i] is closed once it is gone, so a new coordinator of
+// the partition is opened only after the old one's last writes. b.coords
+// must be locked.
+func (b *Broker) startClosingLocked(i int32, s *coordSlot, closing *sync.WaitGroup, closed map[int32]chan struct{}) {
+	delete(b.coords.slots, i)
+	done := make(chan struct{})
+	closed[i] = done
+	closing.Add(1)
+	go func() {
+		defer closing.Done()
+		defer close(done)
+		b.closeCoordinator(i, s)
+	}()
+}
+
 // resumeCoordinator lets a paused coordinator serve again in p's current
 // term, this broker being p's ready leader again with no other leader
 // seen: the barrier made the log hold every entry of the earlier terms,
@@ -472,15 +480,7 @@ func (b *Broker) resumeCoordinator(i int32, s *coordSlot, p *Partition, closing 
 		}
 		b.coords.Lock()
 		if b.coords.slots[i] == s {
-			delete(b.coords.slots, i)
-			done := make(chan struct{})
-			closed[i] = done
-			closing.Add(1)
-			go func() {
-				defer closing.Done()
-				defer close(done)
-				b.closeCoordinator(i, s)
-			}()
+			b.startClosingLocked(i, s, closing, closed)
 		}
 		b.coords.Unlock()
 		return

@@ -39,39 +39,19 @@ type Creator interface {
 // its key: link(2) fails with EEXIST when the name is taken, which makes
 // the creation atomic among all processes sharing the directory (a rename
 // would replace the existing object instead).
-func (s *fileStore) Create(ctx context.Context, key string, r io.Reader) (err error) {
-	p, err := s.path(key)
+func (s *fileStore) Create(ctx context.Context, key string, r io.Reader) error {
+	p, tmp, err := s.writeTemp(ctx, "create", key, r, -1)
 	if err != nil {
-		return fmt.Errorf("cannot create %q in %s: %w", key, s, err)
+		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("create %s: %w", key, err)
-	}
-	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("cannot create directory for %s: %w", key, err)
-	}
-	f, err := os.CreateTemp(dir, tmpPrefix+"*")
-	if err != nil {
-		return fmt.Errorf("cannot create temporary file for %s: %w", key, err)
-	}
-	defer func() {
-		f.Close()
-		os.Remove(f.Name()) // after the link the object lives on under key
-	}()
-	if _, err := io.Copy(f, ctxReader{ctx, r}); err != nil {
-		return fmt.Errorf("cannot write %s: %w", key, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("cannot sync %s: %w", key, err)
-	}
-	if err := os.Link(f.Name(), p); err != nil {
+	defer os.Remove(tmp) // after the link the object lives on under key
+	if err := os.Link(tmp, p); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("cannot create %s in %s: %w", key, s, ErrExists)
 		}
 		return fmt.Errorf("cannot link %s into place: %w", key, err)
 	}
-	if err := fsutil.SyncDir(dir); err != nil {
+	if err := fsutil.SyncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("cannot sync directory of %s: %w", key, err)
 	}
 	return nil

@@ -48,21 +48,41 @@ func (s *fileStore) path(key string) (string, error) {
 	return filepath.Join(s.root, filepath.FromSlash(key)), nil
 }
 
-func (s *fileStore) Put(ctx context.Context, key string, r io.Reader, size int64) (err error) {
+func (s *fileStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	p, tmp, err := s.writeTemp(ctx, "put", key, r, size)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("cannot rename %s into place: %w", key, err)
+	}
+	if err := fsutil.SyncDir(filepath.Dir(p)); err != nil {
+		// The object is in place; only its durability across a power loss
+		// is in doubt, which the caller must hear about.
+		return fmt.Errorf("cannot sync directory of %s: %w", key, err)
+	}
+	return nil
+}
+
+// writeTemp writes r durably into a temporary file beside key's path
+// (size < 0: any length) and returns both paths; on error nothing is left
+// behind. Put renames the file into place, Create links it.
+func (s *fileStore) writeTemp(ctx context.Context, op, key string, r io.Reader, size int64) (path, tmp string, err error) {
 	p, err := s.path(key)
 	if err != nil {
-		return fmt.Errorf("cannot put %q in %s: %w", key, s, err)
+		return "", "", fmt.Errorf("cannot %s %q in %s: %w", op, key, s, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("put %s: %w", key, err)
+		return "", "", fmt.Errorf("%s %s: %w", op, key, err)
 	}
 	dir := filepath.Dir(p)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("cannot create directory for %s: %w", key, err)
+		return "", "", fmt.Errorf("cannot create directory for %s: %w", key, err)
 	}
 	f, err := os.CreateTemp(dir, tmpPrefix+"*")
 	if err != nil {
-		return fmt.Errorf("cannot create temporary file for %s: %w", key, err)
+		return "", "", fmt.Errorf("cannot create temporary file for %s: %w", key, err)
 	}
 	defer func() {
 		if err != nil {
@@ -72,26 +92,18 @@ func (s *fileStore) Put(ctx context.Context, key string, r io.Reader, size int64
 	}()
 	n, err := io.Copy(f, ctxReader{ctx, r})
 	if err != nil {
-		return fmt.Errorf("cannot write %s: %w", key, err)
+		return "", "", fmt.Errorf("cannot write %s: %w", key, err)
 	}
 	if size >= 0 && n != size {
-		return fmt.Errorf("cannot write %s: reader gave %d bytes, want %d", key, n, size)
+		return "", "", fmt.Errorf("cannot write %s: reader gave %d bytes, want %d", key, n, size)
 	}
 	if err = f.Sync(); err != nil {
-		return fmt.Errorf("cannot sync %s: %w", key, err)
+		return "", "", fmt.Errorf("cannot sync %s: %w", key, err)
 	}
 	if err = f.Close(); err != nil {
-		return fmt.Errorf("cannot close %s: %w", key, err)
+		return "", "", fmt.Errorf("cannot close %s: %w", key, err)
 	}
-	if err = os.Rename(f.Name(), p); err != nil {
-		return fmt.Errorf("cannot rename %s into place: %w", key, err)
-	}
-	if err := fsutil.SyncDir(dir); err != nil {
-		// The object is in place; only its durability across a power loss
-		// is in doubt, which the caller must hear about.
-		return fmt.Errorf("cannot sync directory of %s: %w", key, err)
-	}
-	return nil
+	return p, f.Name(), nil
 }
 
 func (s *fileStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
