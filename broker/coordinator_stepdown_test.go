@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
+	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -89,6 +92,10 @@ func TestClusterGroupJoinSurvivesCoordinatorStepDown(t *testing.T) {
 				stop = append(stop, b)
 			}
 		}
+		// On a loaded machine another broker may win the partition for a
+		// while (and hand it back) at any point of the trial, also before
+		// the stop; the coordinator rightly closes then. Their logs tell.
+		othersLed := leaderStatesOf(t, stop, part)
 
 		// Member B gets into the group, then withholds its rejoin
 		// (rebalances wait for the application to allow them).
@@ -215,6 +222,13 @@ func TestClusterGroupJoinSurvivesCoordinatorStepDown(t *testing.T) {
 			t.Logf("trial %d: broker %d took the partition over, not the case under test (member C: %v)", trial, leader, errors.Join(errs...))
 			continue
 		}
+		if leaderStatesOf(t, bs, part) == 0 {
+			t.Fatalf("no broker's log shows it leading offsets partition %d: leaderStatesOf no longer matches the log", part)
+		}
+		if n := leaderStatesOf(t, stop, part); n > othersLed {
+			t.Logf("trial %d: another broker led the partition during the trial (%d leader terms), not the case under test (member C: %v)", trial, n-othersLed, errors.Join(errs...))
+			continue
+		}
 		reelected++
 		if len(errs) > 0 {
 			t.Fatalf("trial %d: member C's group session ended while its JoinGroup waited in the coordinator, which stepped down and was elected again: %v",
@@ -225,4 +239,28 @@ func TestClusterGroupJoinSurvivesCoordinatorStepDown(t *testing.T) {
 	if reelected == 0 {
 		t.Fatal("in 4 trials the coordinator's broker was never elected again after its followers came back")
 	}
+}
+
+// leaderStatesOf counts the brokers' log lines that show them leading the
+// offsets partition part: reporting its leadership, coordinating its
+// groups, or handing it back to its preferred leader (a broker that led
+// it only briefly may log just one of them).
+func leaderStatesOf(t *testing.T, bs []*clusterBroker, part int32) int {
+	t.Helper()
+	re := regexp.MustCompile(fmt.Sprintf(`msg="leading partition" topic=__consumer_offsets partition=%[1]d( |$)|`+
+		`msg="coordinating the groups of an offsets partition[^"]*" partition=%[1]d( |$)|`+
+		`msg="leadership handed back to the preferred leader" partition=__consumer_offsets-%[1]d( |$)`, part))
+	n := 0
+	for _, b := range bs {
+		data, err := os.ReadFile(b.proc.Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if re.MatchString(line) {
+				n++
+			}
+		}
+	}
+	return n
 }
