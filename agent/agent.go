@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/agent/collector"
-	"github.com/simtel/simtel/agent/lineproto"
 	"github.com/simtel/simtel/agent/spool"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 // Agent is a running node agent. New opens the spool and binds every

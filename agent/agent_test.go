@@ -20,8 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/agent"
-	"github.com/simtel/simtel/agent/lineproto"
 	"github.com/simtel/simtel/broker"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 func logger() *slog.Logger {

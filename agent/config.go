@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/simtel/simtel/agent/lineproto"
 	"github.com/simtel/simtel/agent/spool"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 // Config configures a node agent. Zero values take the documented

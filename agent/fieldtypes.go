@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/simtel/simtel/agent/lineproto"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 // fieldTypes remembers the type of every field the agent has accepted, per

@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/simtel/simtel/agent/lineproto"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 func newTestBatch(t *testing.T, limit int64) *ingestBatch {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/simtel/simtel/agent/lineproto"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 // The agent speaks enough of InfluxDB's HTTP API for unchanged clients:

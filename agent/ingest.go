@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/simtel/simtel/agent/lineproto"
 	"github.com/simtel/simtel/agent/spool"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 // ingestBatch holds one goroutine's reusable buffers for turning a body of

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/agent/lineproto"
 	"github.com/simtel/simtel/internal/linegen"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 // agentBody is n lines as the agent benchmark's generator sends them

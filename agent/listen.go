@@ -14,7 +14,7 @@ import (
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 
-	"github.com/simtel/simtel/agent/lineproto"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 // udpReadBuffer is the receive buffer asked for UDP listeners: at high

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/agent/lineproto"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 // The generated lines must be what the agent ships: canonical, so
