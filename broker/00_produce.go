@@ -27,7 +27,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/storage"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.AddServe(kapi.API{Key: 0, Min: 3, Max: 9},
+	func(b *Broker, r *kapi.Request) {
+		b.handleProduce(r.Ctx, r.Msg.(*kmsg.ProduceRequest), r.Slot.(*pending))
+	})
 
 type produceWait struct {
 	part *Partition

@@ -25,7 +25,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/storage"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.AddServe(kapi.API{Key: 1, Min: 4, Max: 12, Blocking: true},
+	func(b *Broker, r *kapi.Request) { b.handleFetch(r.Ctx, r.Msg.(*kmsg.FetchRequest), r.Slot.(*pending)) })
 
 const defaultFetchMaxBytes = 50 << 20
 

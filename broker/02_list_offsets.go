@@ -8,7 +8,14 @@ package broker
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 2, Min: 1, Max: 6},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleListOffsets(r.Msg.(*kmsg.ListOffsetsRequest))
+	})
 
 func (b *Broker) handleListOffsets(r *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)

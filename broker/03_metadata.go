@@ -13,7 +13,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 3, Min: 0, Max: 11},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleMetadata(r.Ctx, r.Msg.(*kmsg.MetadataRequest))
+	})
 
 func (b *Broker) advertised() (string, int32) {
 	host, port, _ := net.SplitHostPort(b.cfg.Advertise)

@@ -9,7 +9,14 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 10, Min: 0, Max: 3},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleFindCoordinator(r.Msg.(*kmsg.FindCoordinatorRequest))
+	})
 
 func (b *Broker) handleFindCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)

@@ -8,15 +8,16 @@ package broker
 // response header is always v0, even for the flexible v3 body.
 
 import (
-	"sort"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
 
-// clusterOnlyKeys are advertised only in cluster mode; a single-node
-// broker answers them with INVALID_REQUEST.
-var clusterOnlyKeys = map[int16]bool{27: true, 45: true, 46: true}
+var _ = apis.Add(kapi.API{Key: 18, Min: 0, Max: 4},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.apiVersionsResponse(r.Msg.GetVersion(), false)
+	})
 
 func (b *Broker) apiVersionsResponse(version int16, tooNew bool) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
@@ -24,19 +25,6 @@ func (b *Broker) apiVersionsResponse(version int16, tooNew bool) *kmsg.ApiVersio
 	if tooNew {
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
 	}
-	keys := make([]int16, 0, len(supportedVersions))
-	for k := range supportedVersions {
-		if b.cluster == nil && clusterOnlyKeys[k] {
-			continue
-		}
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	for _, k := range keys {
-		vr := supportedVersions[k]
-		ak := kmsg.NewApiVersionsResponseApiKey()
-		ak.ApiKey, ak.MinVersion, ak.MaxVersion = k, vr.min, vr.max
-		resp.ApiKeys = append(resp.ApiKeys, ak)
-	}
+	resp.ApiKeys = b.apis.Versions()
 	return resp
 }

@@ -10,7 +10,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 19, Min: 0, Max: 7},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleCreateTopics(r.Msg.(*kmsg.CreateTopicsRequest))
+	})
 
 func (b *Broker) handleCreateTopics(r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)

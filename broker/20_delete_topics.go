@@ -7,7 +7,14 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 20, Min: 0, Max: 6},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleDeleteTopics(r.Msg.(*kmsg.DeleteTopicsRequest))
+	})
 
 func (b *Broker) handleDeleteTopics(r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)

@@ -9,7 +9,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 21, Min: 0, Max: 2, Blocking: true},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleDeleteRecords(r.Ctx, r.Msg.(*kmsg.DeleteRecordsRequest))
+	})
 
 func (b *Broker) handleDeleteRecords(ctx context.Context, r *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {
 	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)

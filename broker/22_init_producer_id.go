@@ -17,7 +17,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 22, Min: 0, Max: 4, Blocking: true},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleInitProducerID(r.Ctx, r.Msg.(*kmsg.InitProducerIDRequest))
+	})
 
 func (b *Broker) handleInitProducerID(ctx context.Context, r *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)

@@ -6,7 +6,14 @@ package broker
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 23, Min: 0, Max: 4},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleOffsetForLeaderEpoch(r.Msg.(*kmsg.OffsetForLeaderEpochRequest))
+	})
 
 func (b *Broker) handleOffsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse {
 	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)

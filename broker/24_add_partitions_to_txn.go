@@ -12,7 +12,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 24, Min: 0, Max: 4, Blocking: true},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleAddPartitionsToTxn(r.Ctx, r.Msg.(*kmsg.AddPartitionsToTxnRequest))
+	})
 
 func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)

@@ -10,7 +10,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 25, Min: 0, Max: 3, Blocking: true},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleAddOffsetsToTxn(r.Ctx, r.Msg.(*kmsg.AddOffsetsToTxnRequest))
+	})
 
 func (b *Broker) handleAddOffsetsToTxn(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) *kmsg.AddOffsetsToTxnResponse {
 	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)

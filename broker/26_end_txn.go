@@ -12,7 +12,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 26, Min: 0, Max: 3, Blocking: true},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleEndTxn(r.Ctx, r.Msg.(*kmsg.EndTxnRequest))
+	})
 
 func (b *Broker) handleEndTxn(ctx context.Context, r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)

@@ -33,7 +33,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/storage"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 27, Min: 0, Max: 1, ClusterOnly: true, Blocking: true},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleWriteTxnMarkers(r.Ctx, r.Msg.(*kmsg.WriteTxnMarkersRequest))
+	})
 
 func (b *Broker) handleWriteTxnMarkers(ctx context.Context, r *kmsg.WriteTxnMarkersRequest) *kmsg.WriteTxnMarkersResponse {
 	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)

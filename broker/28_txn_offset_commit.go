@@ -12,7 +12,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 28, Min: 0, Max: 3, Blocking: true},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleTxnOffsetCommit(r.Ctx, r.Msg.(*kmsg.TxnOffsetCommitRequest))
+	})
 
 const maxTxnOffsetMetadataBytes = 4096
 

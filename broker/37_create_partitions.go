@@ -4,7 +4,14 @@ package broker
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 37, Min: 0, Max: 3},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleCreatePartitions(r.Msg.(*kmsg.CreatePartitionsRequest))
+	})
 
 func (b *Broker) handleCreatePartitions(r *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)

@@ -21,7 +21,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/cluster"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 45, Min: 0, Max: 0, ClusterOnly: true, Blocking: true},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleAlterPartitionAssignments(r.Ctx, r.Msg.(*kmsg.AlterPartitionAssignmentsRequest))
+	})
 
 func (b *Broker) handleAlterPartitionAssignments(ctx context.Context, r *kmsg.AlterPartitionAssignmentsRequest) *kmsg.AlterPartitionAssignmentsResponse {
 	resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)

@@ -12,7 +12,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
+
+var _ = apis.Add(kapi.API{Key: 46, Min: 0, Max: 0, ClusterOnly: true},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleListPartitionReassignments(r.Msg.(*kmsg.ListPartitionReassignmentsRequest))
+	})
 
 func (b *Broker) handleListPartitionReassignments(r *kmsg.ListPartitionReassignmentsRequest) *kmsg.ListPartitionReassignmentsResponse {
 	resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)

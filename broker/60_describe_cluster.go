@@ -2,7 +2,16 @@ package broker
 
 // DescribeCluster, version 0.
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
+)
+
+var _ = apis.Add(kapi.API{Key: 60, Min: 0, Max: 0},
+	func(b *Broker, r *kapi.Request) kmsg.Response {
+		return b.handleDescribeCluster(r.Msg.(*kmsg.DescribeClusterRequest))
+	})
 
 func (b *Broker) handleDescribeCluster(r *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)

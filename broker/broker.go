@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/simtel/simtel/broker/kapi"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,6 +33,7 @@ type Broker struct {
 	groups    *group.Coordinator
 	pids      *pidAllocator
 	reqBytes  *semaphore.Weighted // request bytes in flight, all connections
+	apis      *kapi.Registry      // the APIs served, from their NN_ files
 	// cluster is the controller membership in cluster mode, nil on a
 	// single node. Topics then come from its metadata (see cluster.go).
 	cluster *cluster.Node
@@ -79,6 +81,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger, conns: make(map[net.Conn]struct{}), reqBytes: semaphore.NewWeighted(cfg.MaxInflightRequestBytes)}
 	b.mu.topics = make(map[string]*topic)
+	b.apis = b.newRegistry()
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "data"), 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create data directory %q: %w", cfg.DataDir, err)
 	}

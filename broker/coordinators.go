@@ -31,14 +31,12 @@ package broker
 // its local __consumer_offsets, as before.
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"hash/fnv"
 	"log/slog"
 	"maps"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,7 +44,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/group"
@@ -266,75 +263,6 @@ func (b *Broker) deleteTopicOffsets(topic string) {
 	for _, c := range b.servedCoordinators() {
 		c.DeleteTopicOffsets(topic)
 	}
-}
-
-// handleGroupRequest routes a group request to the coordinator of its
-// group(s) and returns the response.
-func (b *Broker) handleGroupRequest(ctx context.Context, req kmsg.Request) kmsg.Response {
-	one := func(groupID string, f func(c *group.Coordinator) kmsg.Response) kmsg.Response {
-		c, code := b.coordinatorFor(groupID)
-		if code != 0 {
-			return group.ErrorResponse(req, code)
-		}
-		return f(c)
-	}
-	switch r := req.(type) {
-	case *kmsg.JoinGroupRequest:
-		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.JoinGroup(ctx, r) })
-	case *kmsg.SyncGroupRequest:
-		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.SyncGroup(ctx, r) })
-	case *kmsg.HeartbeatRequest:
-		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.Heartbeat(r) })
-	case *kmsg.LeaveGroupRequest:
-		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.LeaveGroup(r) })
-	case *kmsg.OffsetCommitRequest:
-		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.OffsetCommit(r) })
-	case *kmsg.OffsetFetchRequest:
-		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.OffsetFetch(r) })
-	case *kmsg.OffsetDeleteRequest:
-		return one(r.Group, func(c *group.Coordinator) kmsg.Response { return c.OffsetDelete(r) })
-	case *kmsg.DescribeGroupsRequest:
-		if b.cluster == nil {
-			return b.groups.DescribeGroups(r)
-		}
-		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
-		for _, name := range r.Groups {
-			sub := *r
-			sub.Groups = []string{name}
-			out := one(name, func(c *group.Coordinator) kmsg.Response { return c.DescribeGroups(&sub) })
-			resp.Groups = append(resp.Groups, out.(*kmsg.DescribeGroupsResponse).Groups...)
-		}
-		return resp
-	case *kmsg.DeleteGroupsRequest:
-		if b.cluster == nil {
-			return b.groups.DeleteGroups(r)
-		}
-		resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
-		for _, name := range r.Groups {
-			sub := *r
-			sub.Groups = []string{name}
-			out := one(name, func(c *group.Coordinator) kmsg.Response { return c.DeleteGroups(&sub) })
-			resp.Groups = append(resp.Groups, out.(*kmsg.DeleteGroupsResponse).Groups...)
-		}
-		return resp
-	case *kmsg.ListGroupsRequest:
-		if b.cluster == nil {
-			return b.groups.ListGroups(r)
-		}
-		// Each broker lists the groups it coordinates; clients ask
-		// every broker.
-		resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
-		for _, c := range b.servedCoordinators() {
-			out := c.ListGroups(r)
-			if out.ErrorCode != 0 {
-				continue // closing: its groups are being handed over
-			}
-			resp.Groups = append(resp.Groups, out.Groups...)
-		}
-		slices.SortFunc(resp.Groups, func(x, y kmsg.ListGroupsResponseGroup) int { return cmp.Compare(x.Group, y.Group) })
-		return resp
-	}
-	return nil
 }
 
 // runCoordinators follows the leadership of the offsets partitions until

@@ -23,10 +23,14 @@ func encodeRequest(req kmsg.Request, corr int32) []byte {
 	return req.AppendTo(b)
 }
 
+// testAPIs is the table a broker serves, for decoding without a broker.
+var testAPIs = (&Broker{}).newRegistry()
+
 func seedRequests() [][]byte {
 	var out [][]byte
-	for key, vr := range supportedVersions {
-		for v := vr.min; v <= vr.max; v++ {
+	for _, key := range testAPIs.Keys() {
+		api, _ := testAPIs.Get(key)
+		for v := api.Min; v <= api.Max; v++ {
 			req := kmsg.RequestForKey(key)
 			req.SetVersion(v)
 			if p, ok := req.(*kmsg.ProduceRequest); ok {
@@ -45,7 +49,7 @@ func seedRequests() [][]byte {
 
 func TestDecodeRequestRoundTrip(t *testing.T) {
 	for _, frame := range seedRequests() {
-		req, h, err := decodeRequest(frame)
+		req, h, err := decodeRequest(testAPIs, frame)
 		if err != nil {
 			t.Fatalf("key %d v%d: decode of a well-formed request failed: %v", h.key, h.version, err)
 		}
@@ -61,7 +65,7 @@ func TestDecodeRequestRejects(t *testing.T) {
 	good := encodeRequest(api, 7)
 	tooNew := append([]byte(nil), good...)
 	binary.BigEndian.PutUint16(tooNew[2:], 99)
-	if _, _, err := decodeRequest(tooNew); !errors.Is(err, errTooNewAPIVersions) {
+	if _, _, err := decodeRequest(testAPIs, tooNew); !errors.Is(err, errTooNewAPIVersions) {
 		t.Fatalf("ApiVersions v99: got %v, want errTooNewAPIVersions", err)
 	}
 	unknownKey := append([]byte(nil), good...)
@@ -78,7 +82,7 @@ func TestDecodeRequestRejects(t *testing.T) {
 		"garbage":        []byte{0, 3, 0, 11, 1, 2, 3, 4, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
 	} {
 		var pe *protocolError
-		if _, _, err := decodeRequest(frame); !errors.As(err, &pe) {
+		if _, _, err := decodeRequest(testAPIs, frame); !errors.As(err, &pe) {
 			t.Errorf("%s: got %v, want a protocol error", name, err)
 		}
 	}
@@ -91,7 +95,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		req, _, err := decodeRequest(frame)
+		req, _, err := decodeRequest(testAPIs, frame)
 		if err == nil {
 			_ = req.AppendTo(nil)
 		}

@@ -64,8 +64,7 @@ func newMetrics(b *Broker) *metrics {
 	return m
 }
 
-func (m *metrics) observeRequest(p *pending) {
-	api := apiName(p.key)
+func (m *metrics) observeRequest(p *pending, api string) {
 	m.requests.WithLabelValues(api).Inc()
 	m.latency.WithLabelValues(api).Observe(time.Since(p.start).Seconds())
 	if p.resp != nil && p.key != 0 && p.key != 1 {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/simtel/simtel/broker/kapi"
 	"io"
 	"net"
 	"sync"
@@ -33,6 +34,7 @@ type conn struct {
 	b        *Broker
 	nc       net.Conn
 	remote   string
+	host     string // remote without the port, as Kafka reports it in DescribeGroups
 	out      chan *pending
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -80,6 +82,7 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 		b:      b,
 		nc:     nc,
 		remote: nc.RemoteAddr().String(),
+		host:   remoteHost(nc.RemoteAddr().String()),
 		out:    make(chan *pending, b.cfg.MaxInflightPerConn),
 		ctx:    cctx,
 		cancel: cancel,
@@ -163,7 +166,7 @@ func (c *conn) readLoop() error {
 		if err != nil {
 			return err
 		}
-		req, hdr, err := decodeRequest(frame)
+		req, hdr, err := decodeRequest(c.b.apis, frame)
 		if hdr.clientID != nil {
 			c.clientID = *hdr.clientID
 		}
@@ -182,7 +185,7 @@ func (c *conn) readLoop() error {
 			c.b.metrics.badFrames.Inc()
 			return err
 		}
-		c.b.metrics.bytesIn.WithLabelValues(apiName(hdr.key)).Add(float64(len(frame) + 4))
+		c.b.metrics.bytesIn.WithLabelValues(c.b.apis.Name(hdr.key)).Add(float64(len(frame) + 4))
 		select {
 		case c.out <- p:
 		case <-c.ctx.Done():
@@ -192,7 +195,7 @@ func (c *conn) readLoop() error {
 		c.b.dispatch(c, req, p)
 		if p.closeConn {
 			<-p.done
-			return protoErrorf("%s v%d request was refused", apiName(hdr.key), hdr.version)
+			return protoErrorf("%s v%d request was refused", c.b.apis.Name(hdr.key), hdr.version)
 		}
 	}
 }
@@ -207,7 +210,7 @@ func (c *conn) writeLoop() {
 		case <-c.ctx.Done():
 			<-p.done // handlers observe ctx and finish promptly
 		}
-		c.b.metrics.observeRequest(p)
+		c.b.metrics.observeRequest(p, c.b.apis.Name(p.key))
 		c.logSlow(p)
 		if p.closeConn || (!p.noResponse && p.resp == nil && p.fetch == nil) {
 			// The handler refused the request (or acks=0 failed): drop the
@@ -230,7 +233,7 @@ func (c *conn) writeLoop() {
 			err = p.fetch.writeTo(c, w)
 		} else {
 			buf = appendResponse(buf[:0], p)
-			c.b.metrics.bytesOut.WithLabelValues(apiName(p.key)).Add(float64(len(buf)))
+			c.b.metrics.bytesOut.WithLabelValues(c.b.apis.Name(p.key)).Add(float64(len(buf)))
 			_, err = w.Write(buf)
 		}
 		p.release()
@@ -249,13 +252,13 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// remoteHost is the client's address without the port, as Kafka reports
-// it in DescribeGroups.
-func (c *conn) remoteHost() string {
-	if host, _, err := net.SplitHostPort(c.remote); err == nil {
+// remoteHost is a client's address without the port, as Kafka reports it
+// in DescribeGroups.
+func remoteHost(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
 		return "/" + host
 	}
-	return c.remote
+	return remote
 }
 
 // release returns what the request held: its fetch file ranges and its
@@ -319,7 +322,7 @@ var errTooNewAPIVersions = errors.New("ApiVersions request newer than supported"
 // error but errTooNewAPIVersions is a *protocolError: the connection closes.
 // kmsg bounds every allocation by the bytes actually present, so a forged
 // array length cannot make it allocate more than the frame holds.
-func decodeRequest(frame []byte) (kmsg.Request, requestHeader, error) {
+func decodeRequest(reg *kapi.Registry, frame []byte) (kmsg.Request, requestHeader, error) {
 	var h requestHeader
 	rd := kbin.Reader{Src: frame}
 	h.key = rd.Int16()
@@ -330,25 +333,25 @@ func decodeRequest(frame []byte) (kmsg.Request, requestHeader, error) {
 		return nil, h, protoErrorf("request header is truncated")
 	}
 	req := kmsg.RequestForKey(h.key)
-	vr, supported := supportedVersions[h.key]
+	api, supported := reg.Get(h.key)
 	if req == nil || !supported {
 		return nil, h, protoErrorf("unsupported api key %d", h.key)
 	}
-	if h.key == 18 && h.version > vr.max {
+	if h.key == 18 && h.version > api.Max {
 		return nil, h, errTooNewAPIVersions
 	}
-	if h.version < vr.min || h.version > vr.max {
-		return nil, h, protoErrorf("%s v%d is not supported (supported v%d-v%d)", apiName(h.key), h.version, vr.min, vr.max)
+	if h.version < api.Min || h.version > api.Max {
+		return nil, h, protoErrorf("%s v%d is not supported (supported v%d-v%d)", api.Name(), h.version, api.Min, api.Max)
 	}
 	req.SetVersion(h.version)
 	if req.IsFlexible() {
 		kmsg.SkipTags(&rd)
 	}
 	if !rd.Ok() {
-		return nil, h, protoErrorf("%s v%d request header tags are malformed", apiName(h.key), h.version)
+		return nil, h, protoErrorf("%s v%d request header tags are malformed", api.Name(), h.version)
 	}
 	if err := req.ReadFrom(rd.Src); err != nil {
-		return nil, h, protoErrorf("%s v%d request body is malformed: %v", apiName(h.key), h.version, err)
+		return nil, h, protoErrorf("%s v%d request body is malformed: %v", api.Name(), h.version, err)
 	}
 	return req, h, nil
 }
@@ -366,7 +369,7 @@ func (c *conn) logSlow(p *pending) {
 		return
 	}
 	if d := time.Since(p.start); d > slowRequest {
-		c.b.log.Warn("slow request", "api", apiName(p.key), "version", p.version,
-			"seconds", d.Round(time.Millisecond).Seconds(), "client", c.clientID, "remote", c.remoteHost())
+		c.b.log.Warn("slow request", "api", c.b.apis.Name(p.key), "version", p.version,
+			"seconds", d.Round(time.Millisecond).Seconds(), "client", c.clientID, "remote", c.host)
 	}
 }

@@ -1,0 +1,15 @@
+package group
+
+// Heartbeat, versions 0-4.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
+)
+
+var _ = APIs.Add(kapi.API{Key: 12, Min: 0, Max: 4},
+	func(rt Router, r *kapi.Request) kmsg.Response {
+		q := r.Msg.(*kmsg.HeartbeatRequest)
+		return routeOne(rt, q, q.Group, func(c *Coordinator) kmsg.Response { return c.Heartbeat(q) })
+	})

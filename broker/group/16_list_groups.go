@@ -1,0 +1,32 @@
+package group
+
+// ListGroups, versions 0-5 (v4 filters by state, v5 by type and reports
+// GroupType). In a cluster each broker lists the groups it coordinates;
+// clients ask every broker.
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
+)
+
+var _ = APIs.Add(kapi.API{Key: 16, Min: 0, Max: 5},
+	func(rt Router, r *kapi.Request) kmsg.Response {
+		q := r.Msg.(*kmsg.ListGroupsRequest)
+		if c := rt.Single(); c != nil {
+			return c.ListGroups(q)
+		}
+		resp := q.ResponseKind().(*kmsg.ListGroupsResponse)
+		for _, c := range rt.Served() {
+			out := c.ListGroups(q)
+			if out.ErrorCode != 0 {
+				continue // closing: its groups are being handed over
+			}
+			resp.Groups = append(resp.Groups, out.Groups...)
+		}
+		slices.SortFunc(resp.Groups, func(x, y kmsg.ListGroupsResponseGroup) int { return cmp.Compare(x.Group, y.Group) })
+		return resp
+	})
