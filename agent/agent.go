@@ -11,9 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/simtel/simtel/agent/collector"
+	"github.com/simtel/simtel/agent/producer"
 	"github.com/simtel/simtel/agent/spool"
 	"github.com/simtel/simtel/internal/lineproto"
 )
@@ -26,7 +25,6 @@ type Agent struct {
 	cfg     Config
 	log     *slog.Logger
 	spool   *spool.Spool
-	client  *kgo.Client
 	metrics *metrics
 
 	procs       *procsGovernor // nil: GOMAXPROCS left alone
@@ -145,20 +143,20 @@ func (a *Agent) closeListeners() {
 
 // Run serves until ctx ends. Shutdown order: stop accepting (listeners
 // close, in-flight HTTP requests finish), stop the collector, let the
-// shipper send what is spooled for up to ShutdownTimeout, close the
+// producer send what is spooled for up to ShutdownTimeout, close the
 // producer and the spool.
 func (a *Agent) Run(ctx context.Context) error {
-	// The client keeps the connections to the brokers, their versions and
-	// metadata; the shipper builds and sends the record batches itself
-	// (shipper.go).
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(a.cfg.Brokers...),
-		kgo.WithLogger(kgoLogger{a.log.With("part", "kafka-client")}),
-	)
+	prod, err := producer.New(producer.Config{
+		Brokers:       a.cfg.Brokers,
+		Topic:         a.cfg.Topic,
+		Linger:        a.cfg.Linger,
+		BatchMaxBytes: a.cfg.BatchMaxBytes,
+		Logger:        a.log,
+		OnDelivery:    a.metrics.delivered,
+	})
 	if err != nil {
-		return fmt.Errorf("cannot create producer for %v: %w", a.cfg.Brokers, err)
+		return err
 	}
-	a.client = cl
 
 	if a.cfg.MaxProcs > 0 {
 		if os.Getenv("GOMAXPROCS") != "" {
@@ -182,7 +180,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		stopIngest()
 		ingestWG.Wait()
 		a.stopPolicies()
-		cl.Close()
+		prod.Close()
 		a.closeListeners()
 		a.spool.Close()
 		return err
@@ -215,7 +213,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	shipDone := make(chan struct{})
 	go func() {
 		defer close(shipDone)
-		a.ship(shipCtx)
+		prod.Run(shipCtx, a.spool)
 	}()
 
 	if a.cfg.ReleaseExecPages {
@@ -251,7 +249,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	ingestWG.Wait()
 	a.stopPolicies()
 
-	// 2. Drain: give the shipper time to send what is spooled.
+	// 2. Drain: give the producer time to send what is spooled.
 	deadline := time.Now().Add(a.cfg.ShutdownTimeout)
 	for a.spool.Stats().Pending > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -259,10 +257,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	if n := a.spool.Stats().Pending; n > 0 {
 		a.log.Warn("samples left in the spool for the next start", "samples", n)
 	}
-	// Stopping the shipper abandons the batch in flight (not acked, so it
-	// stays spooled).
+	// Stopping the producer abandons the batch in flight (not acked, so
+	// it stays spooled).
 	stopShip()
-	cl.Close()
+	prod.Close()
 	<-shipDone
 	return a.spool.Close()
 }

@@ -3,6 +3,8 @@ package agent
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/simtel/simtel/agent/producer"
 )
 
 type metrics struct {
@@ -35,6 +37,15 @@ func newMetrics(a *Agent) *metrics {
 	}
 	m.reg.MustRegister(&spoolCollector{a: a}, &policyCollector{a: a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// delivered counts a spool read the broker has (producer.Config.OnDelivery).
+func (m *metrics) delivered(d producer.Delivery) {
+	m.sent.Add(float64(d.Sent))
+	if d.Dropped > 0 {
+		m.dropped.WithLabelValues("rejected_by_broker").Add(float64(d.Dropped))
+	}
+	m.batchLatency.Observe(d.Latency.Seconds())
 }
 
 var (

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/simtel/simtel/agent/rate"
 )
 
 // The agent runs its goroutines on one Go processor (GOMAXPROCS 1) while
@@ -37,7 +39,7 @@ type procsGovernor struct {
 
 	mu   sync.Mutex
 	cur  int
-	rate *rateWindow
+	rate *rate.Window
 }
 
 // newProcsGovernor sets GOMAXPROCS to 1 and returns the governor that
@@ -45,7 +47,7 @@ type procsGovernor struct {
 // arrive fast.
 func newProcsGovernor(max int, log *slog.Logger, now time.Time) *procsGovernor {
 	max = min(max, runtime.GOMAXPROCS(0))
-	g := &procsGovernor{max: max, log: log, cur: 1, rate: newRateWindow(now, time.Second)}
+	g := &procsGovernor{max: max, log: log, cur: 1, rate: rate.NewWindow(now, time.Second)}
 	runtime.GOMAXPROCS(1)
 	return g
 }
@@ -58,8 +60,8 @@ func (g *procsGovernor) add(now time.Time, n int) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.rate.add(now, n)
-	r := max(g.rate.perSecond(now), g.rate.recentPerSecond(now, procsMinSpan))
+	g.rate.Add(now, n)
+	r := max(g.rate.PerSecond(now), g.rate.RecentPerSecond(now, procsMinSpan))
 	want := g.cur
 	switch {
 	case g.cur == 1 && r >= procsUpRate:

@@ -1,24 +1,7 @@
-package agent
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"sync"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/simtel/simtel/agent/spool"
-)
-
-// The shipper moves records from the spool to the broker as Kafka record
-// batches it builds itself, and sends them with franz-go's client (which
-// keeps the connections, negotiates versions and routes metadata and
-// producer-id requests):
+// Package producer moves records from the agent's spool to the broker as
+// Kafka record batches it builds itself, and sends them with franz-go's
+// client (which keeps the connections, negotiates versions and routes
+// metadata and producer-id requests):
 //
 //  1. the reader takes up to one batch's worth of records from the spool,
 //     lays them out as a record batch per partition and compresses it
@@ -45,6 +28,23 @@ import (
 //
 // Acks happen in spool order, so after a crash the spool resends from the
 // last acked position: at-least-once.
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/agent/rate"
+	"github.com/simtel/simtel/agent/spool"
+)
 
 // Reads take at most shipBatchRecords samples and a byte budget of
 // records before compression (batchBudget).
@@ -64,6 +64,83 @@ const (
 	metadataMaxAge = time.Minute
 )
 
+// Spool is where the producer takes records from and acknowledges them:
+// the agent's *spool.Spool.
+type Spool interface {
+	// Read waits for records and returns up to maxRecords of them, about
+	// maxBytes at most, and the position after them.
+	Read(ctx context.Context, maxRecords, maxBytes int) ([]spool.Record, spool.Pos, error)
+	// AppendedAfter reports how many records were appended after pos.
+	AppendedAfter(pos spool.Pos) uint64
+	// Ack marks everything before pos delivered.
+	Ack(pos spool.Pos) error
+}
+
+// Delivery is one spool read that the broker has: the spool was
+// acknowledged up to its end.
+type Delivery struct {
+	Sent    int           // samples the broker acknowledged
+	Dropped int           // samples the broker refused for good
+	Latency time.Duration // from reading the spool to the last acknowledgement
+}
+
+// Config configures a Producer.
+type Config struct {
+	// Brokers are the seed brokers, host:port. Required.
+	Brokers []string
+	// Topic receives the records; it is created if the broker allows it.
+	// Required.
+	Topic string
+	// Linger is how long samples gather in the spool while fewer than
+	// 16,384 arrive per Linger; 0 or negative sends at once.
+	Linger time.Duration
+	// BatchMaxBytes bounds a record batch after compression, in bytes (a
+	// spool read takes up to twice as much before). Required, above 0.
+	BatchMaxBytes int32
+	// Logger receives the producer's lines (part=shipper) and its Kafka
+	// client's (part=kafka-client). Default slog.Default().
+	Logger *slog.Logger
+	// OnDelivery, if set, is called by the sender after each spool read
+	// is delivered and acknowledged, in spool order.
+	OnDelivery func(Delivery)
+}
+
+// Producer sends spooled records to one topic. Create it with New, run it
+// with Run, and Close it once Run's context has ended.
+type Producer struct {
+	cfg Config
+	cl  *kgo.Client
+}
+
+// New creates the producer's Kafka client; it connects on first use.
+func New(cfg Config) (*Producer, error) {
+	switch {
+	case len(cfg.Brokers) == 0:
+		return nil, errors.New("producer: no brokers")
+	case cfg.Topic == "":
+		return nil, errors.New("producer: no topic")
+	case cfg.BatchMaxBytes <= 0:
+		return nil, fmt.Errorf("producer: batch limit %d bytes is not positive", cfg.BatchMaxBytes)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	// The client keeps the connections to the brokers, their versions and
+	// metadata; the producer builds and sends the record batches itself.
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.WithLogger(kgoLogger{cfg.Logger.With("part", "kafka-client")}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create producer for %v: %w", cfg.Brokers, err)
+	}
+	return &Producer{cfg: cfg, cl: cl}, nil
+}
+
+// Close closes the Kafka client. Call it once Run's context has ended:
+// a request Run still has in flight then fails at once.
+func (p *Producer) Close() { p.cl.Close() }
+
 // outBatch is one encoded record batch on its way to the broker.
 type outBatch struct {
 	part  int32
@@ -79,8 +156,10 @@ type outBatch struct {
 	started time.Time
 }
 
+// shipper is one Run: the reader's and the sender's state.
 type shipper struct {
-	a     *Agent
+	cfg   Config
+	sp    Spool
 	cl    *kgo.Client
 	log   *slog.Logger
 	meta  *topicMeta
@@ -98,14 +177,16 @@ type shipper struct {
 	dropped int // samples of the current spool read refused for good
 }
 
-func (a *Agent) newShipper() *shipper {
+func (p *Producer) newShipper(sp Spool) *shipper {
 	z := &zstdCompressor{}
+	log := p.cfg.Logger.With("part", "shipper")
 	return &shipper{
-		a:     a,
-		cl:    a.client,
-		log:   a.log.With("part", "shipper"),
-		meta:  &topicMeta{cl: a.client, topic: a.cfg.Topic, log: a.log.With("part", "shipper")},
-		parts: newKeyPartitioner(a.cfg.Topic),
+		cfg:   p.cfg,
+		sp:    sp,
+		cl:    p.cl,
+		log:   log,
+		meta:  &topicMeta{cl: p.cl, topic: p.cfg.Topic, log: log},
+		parts: newKeyPartitioner(p.cfg.Topic),
 		enc:   batchEncoder{zstd: z},
 		split: batchEncoder{zstd: z},
 		free:  make(chan *outBatch, 4),
@@ -113,10 +194,10 @@ func (a *Agent) newShipper() *shipper {
 	}
 }
 
-// ship runs the reader and the sender until ctx ends. What was not
-// acknowledged by then stays in the spool.
-func (a *Agent) ship(ctx context.Context) {
-	s := a.newShipper()
+// Run reads sp and sends what it reads until ctx ends. What was not
+// acknowledged by then stays in the spool. Run a Producer once.
+func (p *Producer) Run(ctx context.Context, sp Spool) {
+	s := p.newShipper(sp)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	queue := make(chan *outBatch, 1) // one batch encoded ahead of the one in flight
@@ -136,7 +217,7 @@ func (a *Agent) ship(ctx context.Context) {
 // high rates need half the round trips to the broker. A batch that still
 // comes out too large is halved before it is sent (encodeFitting).
 func (s *shipper) batchBudget(ratio float64) int {
-	limit := int(s.a.cfg.BatchMaxBytes)
+	limit := int(s.cfg.BatchMaxBytes)
 	if ratio > 3 {
 		return 2 * limit
 	}
@@ -148,10 +229,10 @@ func (s *shipper) readLoop(ctx context.Context, queue chan<- *outBatch) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
-	rate := newRateWindow(time.Now(), s.a.cfg.Linger)
+	win := rate.NewWindow(time.Now(), s.cfg.Linger)
 	ratio := 1.0
 	for {
-		recs, pos, err := s.a.spool.Read(ctx, shipBatchRecords, s.batchBudget(ratio))
+		recs, pos, err := s.sp.Read(ctx, shipBatchRecords, s.batchBudget(ratio))
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, spool.ErrClosed) {
 				return
@@ -189,8 +270,8 @@ func (s *shipper) readLoop(ctx context.Context, queue chan<- *outBatch) {
 			}
 		}
 		now := time.Now()
-		rate.add(now, len(recs))
-		if s.a.spool.AppendedAfter(pos) != 0 {
+		win.Add(now, len(recs))
+		if s.sp.AppendedAfter(pos) != 0 {
 			continue // more is spooled: read it while this batch is sent
 		}
 		// At low rates every HTTP write or gathered bunch of datagrams
@@ -201,8 +282,8 @@ func (s *shipper) readLoop(ctx context.Context, queue chan<- *outBatch) {
 		// Gathering for Linger instead makes one of each per Linger. At
 		// higher rates bursts follow each other anyway, and waiting
 		// would only delay.
-		if rate.perSecond(now)*s.a.cfg.Linger.Seconds() < gatherRecords {
-			t.Reset(s.a.cfg.Linger)
+		if win.PerSecond(now)*s.cfg.Linger.Seconds() < gatherRecords {
+			t.Reset(s.cfg.Linger)
 			select {
 			case <-ctx.Done():
 				return
@@ -250,7 +331,7 @@ func (s *shipper) encodeFitting(enc *batchEncoder, part int32, recs []spool.Reco
 	b.part, b.recs = part, recs
 	b.buf = enc.encode(b.buf, recs)
 	b.plain = len(enc.plain)
-	if len(b.buf) <= int(s.a.cfg.BatchMaxBytes) || len(recs) == 1 {
+	if len(b.buf) <= int(s.cfg.BatchMaxBytes) || len(recs) == 1 {
 		return []*outBatch{b}
 	}
 	s.putBatch(b)
@@ -290,15 +371,14 @@ func (s *shipper) sendLoop(ctx context.Context, queue <-chan *outBatch) {
 			return // ctx ended: the batch stays spooled
 		}
 		if b.last {
-			if err := s.a.spool.Ack(b.pos); err != nil {
+			if err := s.sp.Ack(b.pos); err != nil {
 				s.log.Error("cannot acknowledge spool position", "err", err)
 			}
-			s.a.metrics.sent.Add(float64(b.read - s.dropped))
-			if s.dropped > 0 {
-				s.a.metrics.dropped.WithLabelValues("rejected_by_broker").Add(float64(s.dropped))
-				s.dropped = 0
+			d := Delivery{Sent: b.read - s.dropped, Dropped: s.dropped, Latency: time.Since(b.started)}
+			s.dropped = 0
+			if s.cfg.OnDelivery != nil {
+				s.cfg.OnDelivery(d)
 			}
-			s.a.metrics.batchLatency.Observe(time.Since(b.started).Seconds())
 		}
 		s.putBatch(b)
 	}
@@ -601,49 +681,6 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// rateWindow estimates the rate at which the shipper reads samples over
-// the last one to two spans: the count and length of the last complete
-// span plus the current one.
-type rateWindow struct {
-	span    time.Duration
-	start   time.Time
-	n       int
-	prevN   int
-	prevDur time.Duration
-}
-
-func newRateWindow(now time.Time, span time.Duration) *rateWindow {
-	return &rateWindow{span: max(span, time.Millisecond), start: now}
-}
-
-// add counts n samples read at now.
-func (w *rateWindow) add(now time.Time, n int) {
-	w.n += n
-	if d := now.Sub(w.start); d >= w.span {
-		w.prevN, w.prevDur = w.n, d
-		w.n, w.start = 0, now
-	}
-}
-
-// recentPerSecond is the rate of the current span alone once it has
-// lasted minSpan (0 before): it sees a step up sooner than perSecond.
-func (w *rateWindow) recentPerSecond(now time.Time, minSpan time.Duration) float64 {
-	d := now.Sub(w.start)
-	if d < minSpan || d <= 0 {
-		return 0
-	}
-	return float64(w.n) / d.Seconds()
-}
-
-// perSecond is the rate over the window up to now.
-func (w *rateWindow) perSecond(now time.Time) float64 {
-	d := w.prevDur + now.Sub(w.start)
-	if d <= 0 {
-		return 0
-	}
-	return float64(w.prevN+w.n) / d.Seconds()
 }
 
 // kgoLogger sends franz-go's errors to slog. Its warnings are left out:
