@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/simtel/simtel/agent/collector"
 	"github.com/simtel/simtel/agent/producer"
 	"github.com/simtel/simtel/agent/spool"
+	"github.com/simtel/simtel/agent/tune"
 	"github.com/simtel/simtel/internal/lineproto"
 )
 
@@ -27,10 +27,10 @@ type Agent struct {
 	spool   *spool.Spool
 	metrics *metrics
 
-	procs       *procsGovernor // nil: GOMAXPROCS left alone
-	normalizers sync.Pool      // *ingestBatch
-	bodies      sync.Pool      // *bytes.Buffer for HTTP bodies
-	types       *fieldTypes    // nil: field types not checked
+	procs       *tune.Procs // nil: GOMAXPROCS left alone
+	normalizers sync.Pool   // *ingestBatch
+	bodies      sync.Pool   // *bytes.Buffer for HTTP bodies
+	types       *fieldTypes // nil: field types not checked
 	refusalLog  refusalLog
 
 	udp, statsd packetSource
@@ -158,13 +158,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 
-	if a.cfg.MaxProcs > 0 {
-		if os.Getenv("GOMAXPROCS") != "" {
-			a.log.Info("GOMAXPROCS is set in the environment: the agent keeps it instead of adapting its Go processors to the rate (--max-procs)")
-		} else {
-			a.procs = newProcsGovernor(a.cfg.MaxProcs, a.log, time.Now())
-		}
-	}
+	tuning := tune.Config{MaxProcs: a.cfg.MaxProcs, ReleaseExecPages: a.cfg.ReleaseExecPages, MonitorSlack: a.cfg.MonitorSlack, Logger: a.log}
+	a.procs = tune.StartProcs(tuning)
 
 	ingestCtx, stopIngest := context.WithCancel(ctx)
 	defer stopIngest()
@@ -216,23 +211,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		prod.Run(shipCtx, a.spool)
 	}()
 
-	if a.cfg.ReleaseExecPages {
-		// Everything that runs only at start has run: give its pages of
-		// the executable back (execpages.go).
-		before, after, err := releaseExecPages()
-		if err != nil {
-			a.log.Warn("cannot release the executable's start-up pages; the agent works, with a larger resident size", "err", err)
-		} else {
-			a.log.Debug("released the executable's start-up pages", "resident_kib_before", before, "resident_kib_after", after)
-		}
-	}
-	if a.cfg.MonitorSlack > 0 {
-		if tid, err := setMonitorSlack(a.cfg.MonitorSlack); err != nil {
-			a.log.Info("the runtime's monitor thread keeps its default timer slack (raising it needs CAP_SYS_NICE; the agent then costs a little more CPU)", "err", err)
-		} else {
-			a.log.Debug("raised the timer slack of the runtime's monitor thread", "tid", tid, "slack", a.cfg.MonitorSlack)
-		}
-	}
+	tune.AfterStart(tuning)
 	a.log.Info("agent serving", "listeners", a.Addrs(), "brokers", a.cfg.Brokers, "topic", a.cfg.Topic,
 		"host", a.cfg.Tags.Host, "job", a.cfg.Tags.Job, "run", a.cfg.Tags.Run, "spool", a.cfg.SpoolDir)
 	<-ctx.Done()

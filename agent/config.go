@@ -101,19 +101,19 @@ type Config struct {
 
 	// ReleaseExecPages makes Run give back, once it serves, the pages of
 	// the executable that only start-up needed (read-only, unmodified
-	// mappings; see execpages.go and docs/agent.md). For a process that
+	// mappings; see agent/tune and docs/agent.md). For a process that
 	// runs the agent alone (simtel agent); off by default, so an embedding
 	// process (simtel dev, tests) keeps its pages.
 	ReleaseExecPages bool
 
 	// MonitorSlack is the timer slack Run gives the Go runtime's monitor
-	// thread (monitorslack.go); 0 leaves it alone. Like ReleaseExecPages,
+	// thread (agent/tune); 0 leaves it alone. Like ReleaseExecPages,
 	// for a process that runs the agent alone; 0 by default.
 	MonitorSlack time.Duration
 
 	// MaxProcs, if above 0, makes Run use one Go processor (GOMAXPROCS)
 	// while samples arrive slowly and up to MaxProcs when they arrive fast
-	// (procs.go). GOMAXPROCS is the whole process's, so 0 (the default)
+	// (agent/tune). GOMAXPROCS is the whole process's, so 0 (the default)
 	// leaves it alone, for embedding processes.
 	MaxProcs int
 

@@ -155,7 +155,7 @@ func keyIs(key, run, host []byte) bool {
 // spoolBatch counts b's lines and appends its samples to the spool.
 func (a *Agent) spoolBatch(ctx context.Context, listener string, b *ingestBatch) (int, error) {
 	a.metrics.received.WithLabelValues(listener).Add(float64(len(b.spans) + b.bad + b.conflicts))
-	a.procs.add(time.Now(), len(b.spans)+b.bad+b.conflicts)
+	a.procs.Add(time.Now(), len(b.spans)+b.bad+b.conflicts)
 	if b.bad > 0 {
 		a.metrics.parseErrors.WithLabelValues(listener).Add(float64(b.bad))
 	}

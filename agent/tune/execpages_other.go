@@ -1,9 +1,9 @@
 //go:build !linux
 
-package agent
+package tune
 
 import "errors"
 
-func releaseExecPages() (before, after int64, err error) {
+func ReleaseExecPages() (before, after int64, err error) {
 	return 0, 0, errors.New("releasing the executable's pages is implemented for Linux only")
 }

@@ -1,4 +1,4 @@
-package agent
+package tune
 
 import (
 	"errors"
@@ -8,10 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// releaseExecPages drops the executable's start-up pages (see
+// ReleaseExecPages drops the executable's start-up pages (see
 // execpages.go) and returns the kibibytes of the executable that were
 // resident before and after.
-func releaseExecPages() (before, after int64, err error) {
+func ReleaseExecPages() (before, after int64, err error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return 0, 0, fmt.Errorf("cannot find the executable: %w", err)

@@ -1,4 +1,4 @@
-package agent
+package tune
 
 import (
 	"fmt"
@@ -8,9 +8,10 @@ import (
 	"time"
 )
 
-// setMonitorSlack sets the timer slack of the runtime's monitor thread
-// (monitorslack.go) and returns that thread's id.
-func setMonitorSlack(slack time.Duration) (int, error) {
+// SetMonitorSlack sets the timer slack of the runtime's monitor thread
+// (monitorslack.go) and returns that thread's id. Without CAP_SYS_NICE it
+// fails with an error that wraps fs.ErrPermission.
+func SetMonitorSlack(slack time.Duration) (int, error) {
 	tid, err := monitorThread()
 	if err != nil {
 		return 0, err

@@ -1,4 +1,4 @@
-package agent
+package tune
 
 import (
 	"bufio"
@@ -12,16 +12,17 @@ import (
 // and the lake tools as well as the agent. Starting any simtel process
 // touches far more of the executable than the agent ever runs again: the
 // dynamic loader reads the dynamic symbol table (DuckDB exports tens of
-// thousands of C++ symbols, about 6 MiB), DuckDB's C++ static
-// initialisers run, and the Go runtime runs the init functions of every
-// linked package (arrow's compute registry, the AWS SDK's endpoint tables,
-// ...). The kernel reads the executable ahead in large chunks and, since
-// it caches files in large folios, maps a whole folio (up to 2 MiB) into
-// the process when any byte of it is touched. An idle agent therefore had
-// about 55 MiB of the executable resident, most of it needed only at
-// start. See docs/agent.md, "Memory".
+// thousands of C++ symbols), DuckDB's C++ static initialisers run, and the
+// Go runtime runs the init functions of every linked package (arrow's
+// compute registry, the AWS SDK's endpoint tables, ...). The kernel reads
+// the executable ahead in large chunks and, since it caches files in large
+// folios, maps a whole folio (up to 2 MiB) into the process when any byte
+// of it is touched. So an idle agent has tens of MiB of the executable
+// resident, most of it needed only at start (docs/agent.md, "Memory";
+// bench/agent-cost.sh reports it, with an AGENT_BIN that adds
+// --release-exec-pages=false for the figure without the release).
 //
-// releaseExecPages gives those pages back once the agent serves. For each
+// ReleaseExecPages gives those pages back once the agent serves. For each
 // mapping of the executable that is read-only and has no anonymous pages
 // (so its contents are exactly the file's; a private mapping of the file
 // that was ever written, like the relocated RELRO segment, has anonymous

@@ -1,4 +1,4 @@
-package agent
+package tune
 
 import (
 	"runtime"
@@ -76,7 +76,7 @@ func TestReleaseExecPages(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("linux only")
 	}
-	before, after, err := releaseExecPages()
+	before, after, err := ReleaseExecPages()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package tune
 
 import (
 	"errors"
@@ -51,7 +51,7 @@ func TestSetMonitorSlack(t *testing.T) {
 		t.Errorf("thread %d was never seen in nanosleep: not the runtime's monitor", tid)
 	}
 
-	got, err := setMonitorSlack(2 * time.Millisecond)
+	got, err := SetMonitorSlack(2 * time.Millisecond)
 	if errors.Is(err, fs.ErrPermission) {
 		t.Skipf("setting another thread's timer slack needs CAP_SYS_NICE: %v", err)
 	}

@@ -1,12 +1,12 @@
 //go:build !linux
 
-package agent
+package tune
 
 import (
 	"errors"
 	"time"
 )
 
-func setMonitorSlack(time.Duration) (int, error) {
+func SetMonitorSlack(time.Duration) (int, error) {
 	return 0, errors.New("timer slack is a Linux setting")
 }
