@@ -2,46 +2,19 @@ package bench
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/broker"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
-
-// startInProcessBroker runs the real broker code in this process on
-// 127.0.0.1:0, with its HTTP listener for /metrics, and returns the Kafka
-// address and the metrics URL.
-func startInProcessBroker(t *testing.T) (addr, metrics string) {
-	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	if os.Getenv("SIMTEL_TEST_LOG") != "" {
-		log = testLogger(t)
-	}
-	b, err := broker.New(broker.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		b.Run(ctx)
-		close(done)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return b.Addr().String(), "http://" + b.HTTPAddr().String() + "/metrics"
-}
 
 // TestFanoutEndToEnd publishes 2 MiB to 3 nodes × 2 workers and to 6
 // direct subscribers through a real broker; every worker must compare
 // every byte it read with the published version (VerifyReads), and the
 // egress must account for one copy per fetcher.
 func TestFanoutEndToEnd(t *testing.T) {
-	addr, metrics := startInProcessBroker(t)
+	b := brokertest.Start(t, brokertest.HTTP())
+	addr, metrics := b.Addr, b.MetricsURL()
 	const size = 2 << 20
 	for _, run := range []struct{ mode, load string }{{FanoutNode, WorkerMap}, {FanoutNode, WorkerRead}, {FanoutDirect, ""}} {
 		mode := run.mode

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,23 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
-
-// startBroker runs a real `simtel broker` in a temporary directory and
-// returns its address.
-func startBroker(t *testing.T) (string, *testutil.Proc) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a broker process")
-	}
-	dir := t.TempDir()
-	addr := testutil.FreePort(t)
-	p := testutil.Start(t, dir, "broker", "--data-dir", filepath.Join(dir, "data"), "--listen", addr,
-		"--group-initial-rebalance-delay", "0s")
-	testutil.WaitPort(t, addr, p)
-	return addr, p
-}
 
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -45,7 +29,7 @@ func (w testWriter) Write(b []byte) (int, error) {
 // every one back in each consume mode: nothing acknowledged may be missing
 // and nothing may be counted twice.
 func TestProduceConsumeCounts(t *testing.T) {
-	addr, _ := startBroker(t)
+	addr := brokertest.Start(t, brokertest.Process(), brokertest.GroupDelay(0)).Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const n, size = 30000, 100
@@ -118,7 +102,7 @@ func TestProduceConsumeCounts(t *testing.T) {
 }
 
 func TestProduceAcks(t *testing.T) {
-	addr, _ := startBroker(t)
+	addr := brokertest.Start(t, brokertest.Process(), brokertest.GroupDelay(0)).Addr
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, acks := range []string{"1", "0"} {
@@ -152,7 +136,8 @@ func TestProduceAcks(t *testing.T) {
 // TestProduceStalledBroker pauses the broker mid-run: the run must end on
 // its own with an error instead of hanging.
 func TestProduceStalledBroker(t *testing.T) {
-	addr, p := startBroker(t)
+	b := brokertest.Start(t, brokertest.Process(), brokertest.GroupDelay(0))
+	addr, p := b.Addr, b.Proc
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	done := make(chan error, 1)

@@ -22,7 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/simtel/simtel/broker"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 func testLogger() *slog.Logger {
@@ -30,21 +30,6 @@ func testLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// startBroker runs an in-process broker (the real broker code) on a random
-// port and returns its address.
-func startBroker(t *testing.T) string {
-	t.Helper()
-	b, err := broker.New(broker.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { b.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return b.Addr().String()
 }
 
 func testClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
@@ -152,7 +137,7 @@ func checkLatest(t *testing.T, dir, policy string, v int64) {
 }
 
 func TestPublishLatestFetch(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	ctx := context.Background()
@@ -231,7 +216,7 @@ func TestPublishLatestFetch(t *testing.T) {
 }
 
 func TestPublishFromStreamRaisesRetention(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), KeepVersions(2))
 	ctx := context.Background()
@@ -270,7 +255,7 @@ func TestPublishFromStreamRaisesRetention(t *testing.T) {
 }
 
 func TestSubscriberStartsAtNewest(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	var data []byte
@@ -306,7 +291,7 @@ func TestSlowSubscriberJumpsToNewest(t *testing.T) {
 		"shrinking sizes": {900_000, 10, 10},
 	} {
 		t.Run(name, func(t *testing.T) {
-			addr := startBroker(t)
+			addr := brokertest.Start(t).Addr
 			cl := testClient(t, addr)
 			p := NewPublisher(cl, testLogger(), ChunkSize(100_000))
 			publish(t, p, "slow", blob(1))
@@ -349,7 +334,7 @@ func TestSlowSubscriberJumpsToNewest(t *testing.T) {
 }
 
 func TestRestartMidTransfer(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), ChunkSize(64<<10))
 	v1 := blob(1000)
@@ -454,7 +439,7 @@ func produceVersion(t *testing.T, cl *kgo.Client, policy string, v int64, data [
 }
 
 func TestCorruptVersionRejected(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	v1 := blob(5000)
@@ -511,7 +496,7 @@ func TestCorruptVersionRejected(t *testing.T) {
 }
 
 func TestWaitIsPrompt(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	// The subscriber starts before the topic exists.
@@ -554,7 +539,7 @@ func TestWaitIsPrompt(t *testing.T) {
 }
 
 func TestKeepDeletesOldVersions(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	dir := t.TempDir()
@@ -580,7 +565,7 @@ func TestKeepDeletesOldVersions(t *testing.T) {
 }
 
 func TestUnfinishedVersionIgnored(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	v1 := blob(2000)
@@ -613,7 +598,7 @@ func TestUnfinishedVersionIgnored(t *testing.T) {
 }
 
 func TestConcurrentPublishers(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), ChunkSize(10_000))
 	publish(t, p, "cc", blob(10))
@@ -688,7 +673,7 @@ func TestConcurrentPublishers(t *testing.T) {
 // take only its chunks, by publish id, whether they fetch by range or
 // assemble from the stream.
 func TestInterleavedSameVersion(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	publish(t, p, "il", blob(100))
@@ -730,7 +715,7 @@ func TestInterleavedSameVersion(t *testing.T) {
 
 // Two agents of different jobs on one node share the policy directory.
 func TestSharedCacheDir(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), ChunkSize(50_000))
 	dir := t.TempDir()

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
@@ -12,27 +11,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
-
-func startBroker(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a real broker")
-	}
-	dir := t.TempDir()
-	addr := testutil.FreePort(t)
-	p := testutil.Start(t, dir, "broker", "--node-id", "0", "--data-dir", filepath.Join(dir, "data"), "--listen", addr,
-		"--http-listen", testutil.FreePort(t))
-	testutil.WaitPort(t, addr, p)
-	return addr
-}
 
 // TestRegistryConcurrentEpilogs publishes a job's events the way its
 // nodes do, concurrently, and checks that the cache on the runs topic, the
 // fold of the jobs topic and the expected Run agree.
 func TestRegistryConcurrentEpilogs(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	g, err := Open(Config{Brokers: []string{addr}})

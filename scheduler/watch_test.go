@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // TestWatcherRepairsTheCache: events published without a cache refresh,
@@ -20,7 +21,7 @@ import (
 // the right fold on the runs topic.
 func TestWatcherRepairsTheCache(t *testing.T) {
 	t0 := time.Now()
-	addr := startBroker(t)
+	addr := brokertest.Start(t).Addr
 	t.Logf("broker up in %v", time.Since(t0))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -3,16 +3,14 @@ package replay_test
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query/querytest"
 	"github.com/simtel/simtel/lake/replay"
@@ -139,26 +137,6 @@ func TestReplayFromLakeInOrder(t *testing.T) {
 	compare(t, runReplay(t, l, replay.Config{Run: "r1", From: lo, To: hi, Measurements: []string{"mem"}}), wantRange)
 }
 
-// startBroker runs a real simtel broker and creates the telemetry topic.
-func startBroker(t *testing.T, parts int32) string {
-	t.Helper()
-	dir := t.TempDir()
-	addr := testutil.FreePort(t)
-	p := testutil.Start(t, dir, "broker", "--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--log-level", "warn")
-	testutil.WaitPort(t, addr, p)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 1, nil, "telemetry"); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // produceAll produces samples to their partitions as the agent would
 // (key run/host, value the line, timestamp the sample time) and sets each
 // sample's offset to the one the broker assigned.
@@ -185,7 +163,7 @@ func produceAll(t *testing.T, addr string, ss []replay.Sample) {
 }
 
 func TestReplayMergesLakeAndBroker(t *testing.T) {
-	addr := startBroker(t, 3)
+	addr := brokertest.Start(t, brokertest.Topic("telemetry", 3)).Addr
 	all := genSamples([]string{"r1", "r2"}, 200, 3)
 	produceAll(t, addr, all)
 	// A record the sink would dead-letter, in the tail: skipped by both.

@@ -1,0 +1,447 @@
+// Package brokertest starts simtel brokers for the tests of other
+// packages: one broker in the test's own process (the real broker code,
+// no binary to build), one `simtel broker` process (for tests that stop,
+// kill, pause or restart it), or a cluster of broker processes.
+//
+// It is a package of its own, not part of testutil, because it imports
+// the broker: the broker's packages use testutil in their tests, and a
+// testutil that imported the broker would be an import cycle for them.
+package brokertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/broker"
+	"github.com/simtel/simtel/internal/testutil"
+)
+
+// Option changes how Start and StartCluster start a broker.
+type Option func(*options)
+
+type options struct {
+	process    bool
+	dir        string
+	http       bool
+	groupDelay *time.Duration
+	mods       []func(*broker.Config)
+	args       []string
+	topics     []topic
+}
+
+type topic struct {
+	name       string
+	partitions int32
+}
+
+// Process runs the broker as a `simtel broker` process (built once per
+// test binary by testutil.Binary) instead of in the test's process. Such a
+// test is skipped with -short.
+func Process() Option { return func(o *options) { o.process = true } }
+
+// DataDir makes the broker keep its data in dir instead of a new
+// temporary directory.
+func DataDir(dir string) Option { return func(o *options) { o.dir = dir } }
+
+// HTTP gives the broker an HTTP listener (/metrics, /healthz, /readyz) on
+// a free loopback port; Broker.HTTPAddr is its address. Cluster brokers
+// always have one.
+func HTTP() Option { return func(o *options) { o.http = true } }
+
+// GroupDelay sets the broker's group.initial.rebalance.delay (3 s by
+// default, as in production); 0 makes a new group's first rebalance
+// happen at once.
+func GroupDelay(d time.Duration) Option { return func(o *options) { o.groupDelay = &d } }
+
+// Config changes the configuration of an in-process broker before it
+// starts.
+func Config(mod func(*broker.Config)) Option {
+	return func(o *options) { o.mods = append(o.mods, mod) }
+}
+
+// Args adds command-line flags to a broker process.
+func Args(args ...string) Option {
+	return func(o *options) { o.args = append(o.args, args...) }
+}
+
+// Topic creates a topic with this many partitions once the broker is up
+// (replicated on up to three brokers of a cluster), and waits until each
+// of its partitions has a leader.
+func Topic(name string, partitions int32) Option {
+	return func(o *options) { o.topics = append(o.topics, topic{name, partitions}) }
+}
+
+// Broker is one broker started for a test. It stops when the test ends.
+type Broker struct {
+	ID       int
+	Addr     string // Kafka listener, host:port
+	HTTPAddr string // HTTP listener, host:port; "" without one
+	Dir      string // data directory
+
+	// Proc is the running process of a broker started with Process or
+	// StartCluster (nil in process); Restart replaces it.
+	Proc *testutil.Proc
+
+	t      testing.TB
+	o      *options
+	raft   string // cluster mode: raft and gossip listeners
+	gossip string
+	join   string // cluster mode: gossip address of the broker to join
+	expect int    // cluster mode: --bootstrap-expect
+}
+
+// Start starts a broker, in this process unless Process is given, and
+// creates the topics given with Topic.
+func Start(t testing.TB, opts ...Option) *Broker {
+	t.Helper()
+	o := &options{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	b := &Broker{t: t, o: o, Dir: o.dir}
+	if b.Dir == "" {
+		b.Dir = t.TempDir()
+	}
+	if o.process {
+		if len(o.mods) > 0 {
+			t.Fatal("brokertest.Config applies to an in-process broker, not to one started with brokertest.Process")
+		}
+		b.Addr = testutil.FreePort(t)
+		if o.http {
+			b.HTTPAddr = testutil.FreePort(t)
+		}
+		b.startFresh()
+	} else {
+		if len(o.args) > 0 {
+			t.Fatal("brokertest.Args applies to a broker process (brokertest.Process)")
+		}
+		b.startInProcess()
+	}
+	createTopics(t, []string{b.Addr}, 1, o.topics)
+	return b
+}
+
+// StartCluster starts n broker processes (node ids 0..n-1) in cluster
+// mode, forming one cluster, waits until every one of them sees all n
+// with a controller among them, and creates the topics given with Topic
+// (replication factor min(n, 3)). n may be 1: a single broker in cluster
+// mode, replicated partitions and all.
+func StartCluster(t testing.TB, n int, opts ...Option) []*Broker {
+	t.Helper()
+	o := &options{process: true, http: true}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if len(o.mods) > 0 || o.dir != "" {
+		t.Fatal("brokertest.Config and brokertest.DataDir do not apply to a cluster")
+	}
+	var bs []*Broker
+	up := false
+	defer func() {
+		if !up {
+			dumpLogs(t, bs)
+		}
+	}()
+	for i := range n {
+		b := &Broker{ID: i, t: t, o: o, Dir: t.TempDir(), expect: n,
+			Addr: testutil.FreePort(t), HTTPAddr: testutil.FreePort(t),
+			raft: testutil.FreePort(t), gossip: testutil.FreePort(t)}
+		if i > 0 {
+			b.join = bs[0].gossip
+		}
+		b.startFresh()
+		bs = append(bs, b)
+	}
+	for _, b := range bs {
+		waitCluster(t, b.Addr, n)
+	}
+	createTopics(t, Addrs(bs), int16(min(n, 3)), o.topics)
+	up = true
+	return bs
+}
+
+// Addrs lists the Kafka addresses of bs, for seed brokers.
+func Addrs(bs []*Broker) []string {
+	addrs := make([]string, len(bs))
+	for i, b := range bs {
+		addrs[i] = b.Addr
+	}
+	return addrs
+}
+
+// MetricsURL is the broker's /metrics address (the broker needs HTTP).
+func (b *Broker) MetricsURL() string {
+	if b.HTTPAddr == "" {
+		b.t.Fatal("brokertest: MetricsURL of a broker without HTTP()")
+	}
+	return "http://" + b.HTTPAddr + "/metrics"
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("SIMTEL_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func (b *Broker) startInProcess() {
+	t := b.t
+	t.Helper()
+	cfg := broker.Config{DataDir: b.Dir, Listen: "127.0.0.1:0", Logger: testLogger()}
+	if b.o.http {
+		cfg.HTTPListen = "127.0.0.1:0"
+	}
+	if d := b.o.groupDelay; d != nil {
+		cfg.GroupInitialRebalanceDelay, cfg.GroupInitialRebalanceDelaySet = *d, true
+	}
+	for _, mod := range b.o.mods {
+		mod(&cfg)
+	}
+	br, err := broker.New(cfg)
+	if err != nil {
+		t.Fatalf("cannot start broker: %v", err)
+	}
+	b.ID = int(cfg.NodeID)
+	b.Addr = br.Addr().String()
+	if a := br.HTTPAddr(); a != nil {
+		b.HTTPAddr = a.String()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- br.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("broker stopped with an error: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("broker did not stop within 30s")
+		}
+	})
+}
+
+// args are the flags of the broker process.
+func (b *Broker) args() []string {
+	args := []string{"broker", "--node-id", strconv.Itoa(b.ID), "--data-dir", b.Dir, "--listen", b.Addr,
+		"--log-level", "warn"}
+	if b.HTTPAddr != "" {
+		args = append(args, "--http-listen", b.HTTPAddr)
+	}
+	if d := b.o.groupDelay; d != nil {
+		args = append(args, "--group-initial-rebalance-delay", d.String())
+	}
+	if b.raft != "" {
+		args = append(args, "--raft-listen", b.raft, "--gossip-listen", b.gossip,
+			"--bootstrap-expect", strconv.Itoa(b.expect))
+		if b.join != "" {
+			args = append(args, "--join", b.join)
+		}
+	}
+	return append(args, b.o.args...)
+}
+
+// tryStart starts the process and waits for its Kafka port; an error says
+// why it did not come up, with its log.
+func (b *Broker) tryStart() error {
+	b.t.Helper()
+	b.Proc = testutil.Start(b.t, b.t.TempDir(), b.args()...)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if b.Proc.Exited() {
+			log, _ := os.ReadFile(b.Proc.Log)
+			return fmt.Errorf("broker %d exited before listening on %s:\n%s", b.ID, b.Addr, log)
+		}
+		if c, err := net.DialTimeout("tcp", b.Addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("broker %d: nothing listening on %s after 30s", b.ID, b.Addr)
+}
+
+// startFresh starts a new broker process; if one of its ports was taken
+// between FreePort and the broker binding it, it tries other ports.
+func (b *Broker) startFresh() {
+	b.t.Helper()
+	if testing.Short() {
+		b.t.Skip("starts a broker process")
+	}
+	for range 5 {
+		err := b.tryStart()
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			b.t.Fatal(err)
+		}
+		b.Addr = testutil.FreePort(b.t)
+		if b.HTTPAddr != "" {
+			b.HTTPAddr = testutil.FreePort(b.t)
+		}
+		if b.raft != "" {
+			b.raft, b.gossip = testutil.FreePort(b.t), testutil.FreePort(b.t)
+		}
+	}
+	b.t.Fatalf("broker %d: no free ports after 5 tries", b.ID)
+}
+
+// Restart starts a broker process again, on the same data directory and
+// ports, after Stop or Kill.
+func (b *Broker) Restart() {
+	b.t.Helper()
+	b.process("Restart")
+	if !b.Proc.Exited() {
+		b.t.Fatalf("brokertest: Restart of broker %d, which is running", b.ID)
+	}
+	if err := b.tryStart(); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// Stop sends the broker process SIGTERM and waits up to d for a clean
+// exit.
+func (b *Broker) Stop(d time.Duration) error {
+	b.process("Stop")
+	return b.Proc.Stop(d)
+}
+
+// Kill ends the broker process with SIGKILL.
+func (b *Broker) Kill() {
+	b.process("Kill")
+	b.Proc.Kill()
+}
+
+func (b *Broker) process(what string) {
+	if b.Proc == nil {
+		b.t.Fatalf("brokertest: %s needs a broker process (brokertest.Process or StartCluster)", what)
+	}
+}
+
+// waitCluster polls addr until it reports want brokers and a controller
+// among them.
+func waitCluster(t testing.TB, addr string, want int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(60 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		m, err := adm.BrokerMetadata(ctx)
+		cancel()
+		if err == nil {
+			ids := m.Brokers.NodeIDs()
+			last = fmt.Sprintf("brokers %v, controller %d", ids, m.Controller)
+			if len(ids) == want && slices.Contains(ids, m.Controller) {
+				return
+			}
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: no cluster of %d brokers with a controller after 60s (last: %s)", addr, want, last)
+}
+
+// createTopics creates topics and waits until each of their partitions
+// has a leader. It tries again while a new cluster cannot create topics
+// yet.
+func createTopics(t testing.TB, seeds []string, rf int16, topics []topic) {
+	t.Helper()
+	if len(topics) == 0 {
+		return
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(60 * time.Second)
+	for _, tp := range topics {
+		for {
+			err := createTopic(adm, tp, rf)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cannot create topic %s (%d partitions, replication factor %d): %v", tp.name, tp.partitions, rf, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// createTopic creates tp unless it exists and says whether each of its
+// partitions has a leader.
+func createTopic(adm *kadm.Client, tp topic, rf int16) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := adm.CreateTopic(ctx, tp.partitions, rf, nil, tp.name)
+	if err == nil && r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+		err = r.Err
+	}
+	if err != nil {
+		return err
+	}
+	m, err := adm.Metadata(ctx, tp.name)
+	if err != nil {
+		return err
+	}
+	d := m.Topics[tp.name]
+	if d.Err != nil {
+		return d.Err
+	}
+	if int32(len(d.Partitions)) != tp.partitions {
+		return fmt.Errorf("metadata has %d partitions", len(d.Partitions))
+	}
+	for _, p := range d.Partitions {
+		if p.Err != nil {
+			return fmt.Errorf("partition %d: %w", p.Partition, p.Err)
+		}
+		if p.Leader < 0 {
+			return fmt.Errorf("partition %d has no leader", p.Partition)
+		}
+	}
+	return nil
+}
+
+// dumpLogs logs the tail of each broker's log when the test failed.
+func dumpLogs(t testing.TB, bs []*Broker) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	for _, b := range bs {
+		if b.Proc == nil {
+			continue
+		}
+		data, _ := os.ReadFile(b.Proc.Log)
+		if len(data) > 6000 {
+			data = data[len(data)-6000:]
+		}
+		t.Logf("broker %d (%s) log tail:\n%s", b.ID, filepath.Base(b.Proc.Log), data)
+	}
+}
