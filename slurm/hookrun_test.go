@@ -8,13 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/simtel/simtel/scheduler"
 )
 
@@ -83,13 +83,7 @@ func hookBrokerDown(t *testing.T, addr string) {
 // TestHookPublishes runs the prolog and epilog of a two-node job against
 // a real broker (scontrol faked) and reads the registry back.
 func TestHookPublishes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real broker")
-	}
-	dir := t.TempDir()
-	addr := testutil.FreePort(t)
-	p := testutil.Start(t, dir, "broker", "--node-id", "0", "--data-dir", filepath.Join(dir, "data"), "--listen", addr)
-	testutil.WaitPort(t, addr, p)
+	addr := brokertest.Start(t).Addr
 	run := func(kind, node, line string) {
 		t.Helper()
 		start := time.Now()
@@ -136,16 +130,11 @@ func TestHookCommandNeverFails(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	bin := testutil.Binary(t)
-	out, _ := exec.Command(bin, "--help").Output()
-	if !regexp.MustCompile(`(?m)^  slurm `).Match(out) {
-		if os.Getenv("CI") != "" {
-			t.Fatal("simtel has no slurm command: register newSlurmCmd in cmd/simtel/root.go")
-		}
-		t.Skip("simtel has no slurm command yet (newSlurmCmd not registered in cmd/simtel/root.go)")
-	}
 	dir := t.TempDir()
 	envFile := filepath.Join(dir, "slurm.env")
-	os.WriteFile(envFile, []byte("SIMTEL_BROKERS=127.0.0.1:1\n"), 0o644)
+	if err := os.WriteFile(envFile, []byte("SIMTEL_BROKERS=127.0.0.1:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	logFile := filepath.Join(dir, "hooks.log")
 	cmd := exec.Command(bin, "slurm", "epilog", "--env-file", envFile, "--log-file", logFile, "--timeout", "1s",
 		"--scontrol", fakeScontrol(t, epilogFailed))
