@@ -624,10 +624,9 @@ func (g *agentGen) flush(ctx context.Context, b *lineBatch) (*lineBatch, error) 
 // beginWindow and endWindow read everything the measured part is the
 // difference of. They run on the generator goroutine, between ticks.
 //
-// A scrape of the agent's /metrics costs the agent about 2 ms of CPU (at
-// 10k lines/s that is 2% of a 10 s window): it is the probe's cost, not the
-// lines', so beginWindow scrapes before it reads the agent's CPU time and
-// endWindow after.
+// A scrape of the agent's /metrics costs the agent CPU time of its own: it
+// is the probe's cost, not the lines', so beginWindow scrapes before it
+// reads the agent's CPU time and endWindow after.
 func (g *agentGen) beginWindow(ctx context.Context, now time.Time) {
 	w := &g.win
 	if g.probe != nil {
