@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/influxdata/line-protocol/v2/lineprotocol"
 )
 
 var benchLines = []struct{ name, line string }{
@@ -97,38 +95,25 @@ func BenchmarkAppendStatsD(b *testing.B) {
 	}
 }
 
-// BenchmarkOracleDecode measures lineprotocol/v2 on the same body, only
-// decoding (no output), for the comparison in doc.go.
-func BenchmarkOracleDecode(b *testing.B) {
+// BenchmarkDecode decodes the canonical lines of the same body, as the
+// sink does with each record.
+func BenchmarkDecode(b *testing.B) {
 	const lines = 1000
-	body := benchBody(lines)
-	b.SetBytes(int64(len(body)))
+	n := newTestNormalizer(b, testDefaults)
+	var canon [][]byte
+	_ = Lines(benchBody(lines), func(_ int, line []byte) error {
+		out, _, err := n.Normalize(nil, line, Nanosecond, testNow)
+		if err != nil {
+			b.Fatal(err)
+		}
+		canon = append(canon, out)
+		return nil
+	})
+	var d Decoder
 	b.ReportAllocs()
 	for b.Loop() {
-		d := lineprotocol.NewDecoderWithBytes(body)
-		for d.Next() {
-			if _, err := d.Measurement(); err != nil {
-				b.Fatal(err)
-			}
-			for {
-				k, _, err := d.NextTag()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if k == nil {
-					break
-				}
-			}
-			for {
-				k, _, err := d.NextField()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if k == nil {
-					break
-				}
-			}
-			if _, err := d.Time(lineprotocol.Nanosecond, time.Time{}); err != nil {
+		for _, line := range canon {
+			if err := d.Decode(line); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,8 +1,11 @@
-// Package lineproto is the agent's hot path for InfluxDB line protocol:
-// it splits request bodies and datagrams into lines, validates each line,
-// adds the agent's tags and a nanosecond timestamp, and converts StatsD to
-// line protocol. The result is the canonical line the agent ships as one
-// Kafka record (key "<run>/<host>", see Sample).
+// Package lineproto is the module's one implementation of InfluxDB line
+// protocol. The agent's hot path uses it to split request bodies and
+// datagrams into lines, validate each line, add the agent's tags and a
+// nanosecond timestamp, and convert StatsD to line protocol. The result is
+// the canonical line the agent ships as one Kafka record (key
+// "<run>/<host>", see Sample). The sink and lake replay read those records
+// with Decoder, and replay and the agent's collector write canonical lines
+// with AppendLine and Encoder.
 //
 // # Data path
 //
@@ -64,10 +67,28 @@
 // ErrInvalidTagKey, ErrMissingFields, ErrInvalidNumber and so on, whose
 // texts follow InfluxDB's.
 //
+// # Reading and writing canonical lines
+//
+// Decoder reads a canonical line into its measurement, tags, typed field
+// values and timestamp, without escapes and without allocating; it is
+// strict where the canonical form is (single spaces, nothing after the
+// timestamp), since a line in another form did not come from Normalize.
+// SeriesEnd and DecodeFields let a reader that has seen a line's series
+// key decode only the fields. The fuzz tests hold Normalize and Decoder to
+// each other both ways: what Normalize writes decodes to what it read, and
+// what the Decoder reads Normalize accepts with the same meaning (unless
+// it repeats a tag key or has a timestamp outside InfluxDB's range, which
+// a reader takes and the agent refuses).
+//
+// AppendLine writes a point given as maps with sorted tags and fields;
+// Encoder writes a body line by line, field by field, into a reused
+// buffer. Both escape as Normalize expects and write floats in strconv's
+// shortest form.
+//
 // # Why a hand-written parser
 //
-// lineprotocol/v2 (v2.2.1) is the reference, and the fuzz tests hold this
-// package to it, but it does not fit this package's share (200-400 ns) of
+// github.com/influxdata/line-protocol/v2 (v2.2.1), which the module used
+// to depend on, does not fit this package's share (200-400 ns) of
 // the agent's budget of about 1 µs of CPU per line: decoding the typical line
 //
 //	cpu,host=a,cpu=cpu0 usage_user=1.5,usage_system=0.3 1700000000000000000

@@ -3,6 +3,7 @@ package lineproto
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -10,74 +11,48 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/influxdata/line-protocol/v2/lineprotocol"
 )
 
-// The fuzz targets hold Normalize to lineprotocol/v2, the decoder of
-// InfluxDB's own tools, as an oracle: what we accept it must accept with the
-// same meaning, and what it accepts we must accept unless we are stricter by
-// design (see stricterByDesign).
+// The fuzz targets hold Normalize to the Decoder, which reads lines in
+// the strict canonical form: a line the Decoder reads, Normalize must
+// accept with the same meaning unless it is stricter by design (see
+// stricterByDesign), and what Normalize writes the Decoder must read as
+// the input's meaning plus the default tags. (FuzzDecode holds the
+// Decoder to Normalize the other way round.)
 
-// entry is one line as the oracle decodes it.
+// entry is one line as the Decoder reads it.
 type entry struct {
 	meas   string
 	tags   map[string]string
-	fields []string // key=value, values in lineprotocol's encoding
-	types  []string // key:type, types as FieldType names them
+	fields []string // key=value, values as fmt prints them
+	types  []string // key:type
 	time   int64
 }
 
-// oracleTypes names lineprotocol's value kinds as FieldType does.
-var oracleTypes = map[lineprotocol.ValueKind]FieldType{
-	lineprotocol.Float: Float, lineprotocol.Int: Integer, lineprotocol.Uint: Unsigned,
-	lineprotocol.String: String, lineprotocol.Bool: Boolean,
-}
-
-// oracleDecode decodes body with lineprotocol/v2, giving lines without a
-// timestamp the time now.
-func oracleDecode(body []byte, now time.Time) ([]entry, error) {
-	d := lineprotocol.NewDecoderWithBytes(body)
-	var out []entry
-	for d.Next() {
-		m, err := d.Measurement()
-		if err != nil {
-			return out, err
-		}
-		e := entry{meas: string(m), tags: map[string]string{}}
-		for {
-			k, v, err := d.NextTag()
-			if err != nil {
-				return out, err
-			}
-			if k == nil {
-				break
-			}
-			e.tags[string(k)] = string(v)
-		}
-		for {
-			k, v, err := d.NextField()
-			if err != nil {
-				return out, err
-			}
-			if k == nil {
-				break
-			}
-			e.fields = append(e.fields, string(k)+"="+v.String())
-			e.types = append(e.types, string(k)+":"+oracleTypes[v.Kind()].String())
-		}
-		t, err := d.Time(lineprotocol.Nanosecond, now)
-		if err != nil {
-			return out, err
-		}
-		e.time = t.UnixNano()
-		out = append(out, e)
+// decodeEntry decodes line, giving a line without a timestamp the time
+// now.
+func decodeEntry(line []byte, now time.Time) (entry, error) {
+	var d Decoder
+	if err := d.Decode(line); err != nil {
+		return entry{}, err
 	}
-	return out, nil
+	e := entry{meas: string(d.Measurement), tags: map[string]string{}, time: now.UnixNano()}
+	for _, t := range d.Tags {
+		e.tags[string(t.Key)] = string(t.Value)
+	}
+	for i := range d.Fields {
+		f := &d.Fields[i]
+		e.fields = append(e.fields, fmt.Sprintf("%s=%v", f.Key, f.Interface()))
+		e.types = append(e.types, string(f.Key)+":"+f.Type.String())
+	}
+	if d.HasTime {
+		e.time = d.Time
+	}
+	return e, nil
 }
 
-// stricterByDesign reports whether err, for a line lineprotocol/v2 accepts,
-// is one of the documented cases where we follow InfluxDB rather than it.
+// stricterByDesign reports whether err, for a line the Decoder reads, is
+// one of the documented cases where Normalize refuses what a reader takes.
 func stricterByDesign(err error, e entry) bool {
 	var se *SyntaxError
 	if !errors.As(err, &se) {
@@ -86,16 +61,15 @@ func stricterByDesign(err error, e entry) bool {
 	switch {
 	case errors.Is(err, ErrDuplicateTags), errors.Is(err, ErrLineTooLong):
 		return true
-	case errors.Is(err, ErrInvalidNumber):
-		return strings.Contains(se.Detail, "not a decimal float") // hex floats
 	case errors.Is(err, ErrInvalidTimestamp):
 		return e.time < minNanoTime || e.time > maxNanoTime
 	}
 	return false
 }
 
-// checkSame fails unless got (the oracle's reading of our output) says what
-// in (its reading of our input) says, plus the default tags in lacked.
+// checkSame fails unless got (the Decoder's reading of our output) says
+// what in (its reading of our input) says, plus the default tags in
+// lacked.
 func checkSame(t *testing.T, what string, got, in entry, s Sample) {
 	t.Helper()
 	if got.meas != in.meas || got.meas != string(s.Measurement) {
@@ -109,7 +83,7 @@ func checkSame(t *testing.T, what string, got, in entry, s Sample) {
 		types = append(types, string(f.AppendKey(nil))+":"+f.Type.String())
 	}
 	if !slices.Equal(types, in.types) {
-		t.Fatalf("%s: Sample fields %q, lineprotocol reads %q", what, types, in.types)
+		t.Fatalf("%s: Sample fields %q, the Decoder reads %q", what, types, in.types)
 	}
 	if got.time != in.time || got.time != s.Time {
 		t.Fatalf("%s: time: output %d, input %d, Sample %d", what, got.time, in.time, s.Time)
@@ -173,13 +147,8 @@ func FuzzNormalize(f *testing.F) {
 			if out != nil || s.Line != nil {
 				t.Fatalf("Normalize(%q) failed but returned output %q", data, out)
 			}
-			// Lines never hands over a line with a newline outside a
-			// string; with newlines the oracle would read several lines.
-			if bytes.ContainsAny(data, "\r\n") {
-				return
-			}
-			if es, oerr := oracleDecode(data, testNow); oerr == nil && len(es) == 1 && !stricterByDesign(err, es[0]) {
-				t.Fatalf("Normalize(%q): %v; lineprotocol accepts it as %+v", data, err, es[0])
+			if e, derr := decodeEntry(data, testNow); derr == nil && !stricterByDesign(err, e) {
+				t.Fatalf("Normalize(%q): %v; the Decoder reads it as %+v", data, err, e)
 			}
 			return
 		}
@@ -200,16 +169,17 @@ func FuzzNormalize(f *testing.F) {
 			t.Fatalf("Normalize(%q) = %q, but normalizing that gives %q (%+v)", data, s.Line, out2, s2)
 		}
 
-		// The oracle reads the output as one line meaning what the input meant.
-		got, err := oracleDecode(s.Line, time.Time{})
-		if err != nil || len(got) != 1 {
-			t.Fatalf("Normalize(%q) = %q, which lineprotocol reads as %d lines, error %v", data, s.Line, len(got), err)
+		// The Decoder reads the output as meaning what the input meant;
+		// an input not in the strict form is held to the Sample alone.
+		got, err := decodeEntry(s.Line, time.Time{})
+		if err != nil {
+			t.Fatalf("Normalize(%q) = %q, which the Decoder refuses: %v", data, s.Line, err)
 		}
-		in, err := oracleDecode(data, testNow)
-		if err != nil || len(in) != 1 {
-			t.Fatalf("Normalize accepts %q, which lineprotocol reads as %d lines, error %v", data, len(in), err)
+		in, err := decodeEntry(data, testNow)
+		if err != nil {
+			in = got
 		}
-		checkSame(t, string(data), got[0], in[0], s)
+		checkSame(t, string(data), got, in, s)
 	})
 }
 
@@ -220,52 +190,52 @@ func FuzzLines(f *testing.F) {
 	f.Add([]byte("a s=\"x\nb s=\"y\"\nc f=2"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		n := newTestNormalizer(t, testDefaults)
-		var mine []entry
-		var samples []Sample
-		var firstErr error
+		var outs [][]byte
 		last := 0
 		err := Lines(body, func(no int, line []byte) error {
 			if no <= last {
 				t.Fatalf("Lines(%q): line number %d after %d", body, no, last)
 			}
 			last = no
+			if blankOrComment(line) {
+				t.Fatalf("Lines(%q) hands over %q", body, line)
+			}
 			_, s, err := n.Normalize(nil, line, Nanosecond, testNow)
 			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
 				return nil
 			}
-			es, err := oracleDecode(s.Line, time.Time{})
-			if err != nil || len(es) != 1 {
-				t.Fatalf("Normalize(%q) = %q, which lineprotocol reads as %d lines, error %v", line, s.Line, len(es), err)
+			in, err := decodeEntry(line, testNow)
+			got, gerr := decodeEntry(s.Line, time.Time{})
+			if gerr != nil {
+				t.Fatalf("Normalize(%q) = %q, which the Decoder refuses: %v", line, s.Line, gerr)
 			}
-			mine = append(mine, es[0])
-			s.Measurement, s.Run, s.Host = bytes.Clone(s.Measurement), bytes.Clone(s.Run), bytes.Clone(s.Host)
-			s.Fields = slices.Clone(s.Fields) // the keys point into body
-			samples = append(samples, s)
+			if err != nil {
+				in = got
+			}
+			checkSame(t, string(line), got, in, s)
+			outs = append(outs, bytes.Clone(s.Line))
 			return nil
 		})
 		if err != nil {
 			t.Fatalf("Lines: %v", err)
 		}
-		theirs, err := oracleDecode(body, testNow)
-		if err != nil {
-			return // a bad body: both refuse something, and may split it differently
+		// The canonical lines, newlines in strings and all, make a body
+		// that Lines splits back into them.
+		joined := bytes.Join(outs, []byte("\n"))
+		var back [][]byte
+		if err := Lines(joined, func(_ int, line []byte) error {
+			back = append(back, line)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
-		if firstErr != nil {
-			for _, e := range theirs {
-				if stricterByDesign(firstErr, e) {
-					return
-				}
+		if len(back) != len(outs) {
+			t.Fatalf("body %q: %d canonical lines, which Lines splits into %d", body, len(outs), len(back))
+		}
+		for i := range back {
+			if !bytes.Equal(back[i], outs[i]) {
+				t.Fatalf("body %q: canonical line %q comes back from Lines as %q", body, outs[i], back[i])
 			}
-			t.Fatalf("body %q: we refuse a line (%v), lineprotocol accepts all: %+v", body, firstErr, theirs)
-		}
-		if len(mine) != len(theirs) {
-			t.Fatalf("body %q: we read %d lines, lineprotocol %d", body, len(mine), len(theirs))
-		}
-		for i := range mine {
-			checkSame(t, string(body), mine[i], theirs[i], samples[i])
 		}
 	})
 }
@@ -299,14 +269,14 @@ func FuzzStatsD(f *testing.F) {
 			if err != nil {
 				t.Fatalf("AppendStatsD(%q) gives %q, which Normalize refuses: %v", data, line, err)
 			}
-			es, err := oracleDecode(s.Line, time.Time{})
-			if err != nil || len(es) != 1 {
-				t.Fatalf("AppendStatsD(%q) gives %q, which lineprotocol reads as %d lines, error %v", data, s.Line, len(es), err)
+			e, err := decodeEntry(s.Line, time.Time{})
+			if err != nil {
+				t.Fatalf("AppendStatsD(%q) gives %q, which the Decoder refuses: %v", data, s.Line, err)
 			}
-			if mt := es[0].tags["metric_type"]; mt == "" {
+			if mt := e.tags["metric_type"]; mt == "" {
 				t.Fatalf("AppendStatsD(%q) gives %q without metric_type", data, line)
 			}
-			if v, ok := valueField(es[0].fields); !ok || (es[0].tags["metric_type"] != "set" && math.IsNaN(v)) {
+			if v, ok := valueField(e.fields); !ok || (e.tags["metric_type"] != "set" && math.IsNaN(v)) {
 				t.Fatalf("AppendStatsD(%q) gives %q without a value field", data, line)
 			}
 			return nil

@@ -390,7 +390,7 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 		if ok {
 			tsText = b[i:]
 		} else {
-			ts, ok := parseTimestamp(b[i:])
+			ts, ok := parseInt64(b[i:])
 			if !ok {
 				return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTimestamp, i, "%q is not an integer", b[i:]))
 			}

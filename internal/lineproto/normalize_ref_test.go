@@ -220,7 +220,7 @@ func (n *refNormalizer) normalize(dst, line []byte, prec Precision, now time.Tim
 		for b[i] == ' ' {
 			i++
 		}
-		ts, ok := parseTimestamp(b[i:])
+		ts, ok := parseInt64(b[i:])
 		if !ok {
 			return fail(syntaxErr(ErrInvalidTimestamp, i, "%q is not an integer", b[i:]))
 		}

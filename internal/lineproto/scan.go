@@ -304,8 +304,8 @@ func numberEnd(b []byte, i int) int {
 	return -1
 }
 
-// parseTimestamp parses a decimal int64 with an optional leading '-'.
-func parseTimestamp(v []byte) (int64, bool) {
+// parseInt64 parses a decimal int64 with an optional leading '-'.
+func parseInt64(v []byte) (int64, bool) {
 	d := v
 	neg := len(d) > 0 && d[0] == '-'
 	if neg {
@@ -340,7 +340,7 @@ func parseTimestamp(v []byte) (int64, bool) {
 
 // canonicalNanos parses v if it is a timestamp as strconv.AppendInt writes
 // it (1 to 19 digits, no leading zero, no sign) within InfluxDB's range;
-// otherwise it reports false, and parseTimestamp and toNanos decide.
+// otherwise it reports false, and parseInt64 and toNanos decide.
 func canonicalNanos(v []byte) (int64, bool) {
 	if len(v) == 0 || len(v) > 19 || (v[0] == '0' && len(v) > 1) {
 		return 0, false

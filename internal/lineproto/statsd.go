@@ -104,7 +104,7 @@ func AppendStatsD(dst, line []byte) ([]byte, error) {
 				return dst, syntaxErr(ErrInvalidStatsD, secOff, "%s", err)
 			}
 		case sec[0] == 'T':
-			ts, ok := parseTimestamp(sec[1:])
+			ts, ok := parseInt64(sec[1:])
 			if ok {
 				tsNanos, ok = toNanos(ts, int64(1e9))
 			}
