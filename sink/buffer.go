@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/simtel/simtel/lake"
+	"github.com/simtel/simtel/lake/schema"
 )
 
 // Record is one Kafka record as the buffer needs it.
@@ -17,7 +18,7 @@ type Record struct {
 	Timestamp time.Time
 	Key       []byte
 	Value     []byte
-	Headers   []Header
+	Headers   []schema.Header
 }
 
 // recordOverhead approximates what a record costs in the broker beyond its
@@ -41,8 +42,8 @@ type buffer struct {
 	tables []*table
 	byKey  map[string]*table
 	keyBuf []byte
-	dead   []DeadLetterRow
-	raw    []RawRow
+	dead   []schema.DeadLetterRow
+	raw    []schema.RawRow
 	runs   map[string]bool // runs with rows in the buffer
 	// types gives fields their lake-wide types; nil lets each object's
 	// first line decide (encoder tests and benchmarks).
@@ -139,7 +140,7 @@ func (b *buffer) add(r *Record, now func() time.Time) error {
 	b.records++
 	b.bytes += int64(len(r.Key)+len(r.Value)) + recordOverhead
 	if !b.telemetry {
-		b.raw = append(b.raw, RawRow{
+		b.raw = append(b.raw, schema.RawRow{
 			Partition: b.partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(),
 			Key: clone(r.Key), Value: clone(r.Value), Headers: r.Headers,
 		})
@@ -223,7 +224,7 @@ func (b *buffer) table(measurement, run []byte, date string) *table {
 }
 
 func (b *buffer) deadLetter(r *Record, reason string) {
-	b.dead = append(b.dead, DeadLetterRow{
+	b.dead = append(b.dead, schema.DeadLetterRow{
 		Partition: b.partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(),
 		Key: clone(r.Key), Value: clone(r.Value), Reason: reason,
 	})
@@ -250,16 +251,16 @@ func (b *buffer) encode(sc *encodeScratch) ([]encoded, error) {
 		}
 		out = append(out, e)
 	}
-	deads, err := encodeByDate(b.dead, func(r *DeadLetterRow) time.Time { return r.Timestamp },
+	deads, err := encodeByDate(b.dead, func(r *schema.DeadLetterRow) time.Time { return r.Timestamp },
 		func(date string) string { return lake.DeadLetterKey(b.topic, date, b.partition, b.first, b.last) },
-		lake.KindDeadLetter, b.topic, b.partition, b.first, b.last, []string{"_partition", "_offset", "timestamp", "key", "value", "reason"})
+		lake.KindDeadLetter, b.topic, b.partition, b.first, b.last, schema.DeadLetterColumns)
 	if err != nil {
 		return nil, fmt.Errorf("encode dead letters of %s/%d: %w", b.topic, b.partition, err)
 	}
 	out = append(out, deads...)
-	raws, err := encodeByDate(b.raw, func(r *RawRow) time.Time { return r.Timestamp },
+	raws, err := encodeByDate(b.raw, func(r *schema.RawRow) time.Time { return r.Timestamp },
 		func(date string) string { return lake.RawKey(b.topic, date, b.partition, b.first, b.last) },
-		lake.KindRaw, b.topic, b.partition, b.first, b.last, []string{"_partition", "_offset", "timestamp", "key", "value", "headers"})
+		lake.KindRaw, b.topic, b.partition, b.first, b.last, schema.RawColumns)
 	if err != nil {
 		return nil, fmt.Errorf("encode raw records of %s/%d: %w", b.topic, b.partition, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/schema"
 	"github.com/simtel/simtel/lake/store"
 )
 
@@ -166,9 +167,9 @@ func (s *sinker) handle(ctx context.Context, fetches kgo.Fetches) error {
 func (s *sinker) add(ps *partState, r *kgo.Record) error {
 	rec := Record{Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
 	if !ps.buf.telemetry && len(r.Headers) > 0 {
-		rec.Headers = make([]Header, len(r.Headers))
+		rec.Headers = make([]schema.Header, len(r.Headers))
 		for i, h := range r.Headers {
-			rec.Headers[i] = Header{Key: h.Key, Value: clone(h.Value)}
+			rec.Headers[i] = schema.Header{Key: h.Key, Value: clone(h.Value)}
 		}
 	}
 	dead := len(ps.buf.dead)

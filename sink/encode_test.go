@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/simtel/simtel/lake/schema"
 )
 
 // readObject reads a Parquet object back as one map per row, by column name.
@@ -248,7 +249,7 @@ func TestEncodeDeterministic(t *testing.T) {
 func TestEncodeRaw(t *testing.T) {
 	b := newBuffer("events", 0, false)
 	b.add(&Record{Offset: 5, Timestamp: time.Unix(1700000000, 123456789), Key: []byte("k"), Value: []byte{0, 1, 2},
-		Headers: []Header{{Key: "h", Value: []byte("v")}}}, time.Now)
+		Headers: []schema.Header{{Key: "h", Value: []byte("v")}}}, time.Now)
 	b.add(&Record{Offset: 6, Timestamp: time.Unix(1700000000, 0), Value: []byte("x")}, time.Now)
 	objs := encodeAll(t, b)
 	raw := objs["raw:"]
@@ -298,14 +299,14 @@ func TestEncodeLateColumnAcrossBlocks(t *testing.T) {
 // per row group, as a reader that prunes by them needs.
 func TestEncodeTagsDictionaryAndStats(t *testing.T) {
 	b := newBuffer("telemetry", 0, true)
-	const n = rowGroupRows + 3000 // two row groups
+	const n = schema.RowGroupRows + 3000 // two row groups
 	for i := range n {
 		host := fmt.Sprintf("h%02d", i%7)
 		line := fmt.Sprintf("m,host=%s,run=r v=%d,s=\"x%d\" %d", host, i, i%3, 1700000000000000000+int64(i))
 		if i%5 == 0 {
 			line = fmt.Sprintf("m,run=r v=%d %d", i, 1700000000000000000+int64(i)) // host null
 		}
-		if i >= rowGroupRows {
+		if i >= schema.RowGroupRows {
 			line = fmt.Sprintf("m,host=z%d,run=r v=%d %d", i%2, i, 1700000000000000000+int64(i))
 		}
 		b.add(rec(int64(i), line), time.Now)
@@ -329,8 +330,8 @@ func TestEncodeTagsDictionaryAndStats(t *testing.T) {
 		min, max string
 		nulls    int64
 	}
-	wants := []want{{"h00", "h06", rowGroupRows / 5}, {"z0", "z1", 0}}
-	if rowGroupRows%5 != 0 {
+	wants := []want{{"h00", "h06", schema.RowGroupRows / 5}, {"z0", "z1", 0}}
+	if schema.RowGroupRows%5 != 0 {
 		wants[0].nulls++
 	}
 	for g, rg := range md.RowGroups {
@@ -363,7 +364,7 @@ func TestEncodeTagsDictionaryAndStats(t *testing.T) {
 	for i, r := range rows {
 		want := fmt.Sprintf("h%02d", i%7)
 		switch {
-		case i >= rowGroupRows:
+		case i >= schema.RowGroupRows:
 			want = fmt.Sprintf("z%d", i%2)
 		case i%5 == 0:
 			want = ""

@@ -4,28 +4,16 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/simtel/simtel/lake"
+	"github.com/simtel/simtel/lake/schema"
 )
 
-// Reserved column names of a telemetry object. A tag or field with one of
-// these names sends its record to the dead-letter object.
-const (
-	colTime      = "time"
-	colPartition = "_partition"
-	colOffset    = "_offset"
-	colTimeNS    = "_time_ns"
-)
-
-func reservedColumn(name []byte) bool {
-	switch string(name) {
-	case colTime, colPartition, colOffset, colTimeNS:
-		return true
-	}
-	return false
-}
+// reservedColumn reports whether name is a fixed column of a telemetry
+// object (see lake/schema). A tag or field with such a name sends its
+// record to the dead-letter object.
+func reservedColumn(name []byte) bool { return schema.Reserved(string(name)) }
 
 // span locates bytes in a partition buffer's arena.
 type span struct{ off, n uint32 }
@@ -383,16 +371,6 @@ func (t *table) order(perm []int32) []int32 {
 		})
 	}
 	return perm
-}
-
-// columnNames lists the table's columns in file order (sorted by name).
-func (t *table) columnNames() []string {
-	names := []string{colTime, colPartition, colOffset, colTimeNS}
-	for _, c := range t.cols {
-		names = append(names, c.name)
-	}
-	slices.SortFunc(names, strings.Compare)
-	return names
 }
 
 // utcDate is lake.Date of a nanosecond timestamp, cached per day.

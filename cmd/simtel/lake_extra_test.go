@@ -389,7 +389,7 @@ func TestLakeQueryCLIS3(t *testing.T) {
 	}
 	l := &querytest.Lake{Store: st, Catalog: catalog.New(st)}
 	ss := querytest.GenSamples(9, []string{"r1", "r2"}, 100, 2)
-	if err := l.SinkWriteSamples(ctx, "telemetry", ss, 30); err != nil {
+	if err := l.WriteSamples(ctx, "telemetry", ss, 30); err != nil {
 		t.Fatal(err)
 	}
 	n := 0

@@ -1,7 +1,7 @@
-// Package querytest writes lake objects with the sink's schema (telemetry,
-// raw and dead-letter Parquet) and commits catalog entries for them, so the
-// tests and benchmarks of lake readers can build a lake without running a
-// sink. The objects follow the schema in docs/lake.md exactly.
+// Package querytest writes lake objects (telemetry, raw and dead-letter
+// Parquet) through lake/schema, the writer the sink uses, and commits
+// catalog entries for them, so the tests and benchmarks of lake readers
+// can build a lake without running a sink.
 package querytest
 
 import (
@@ -16,142 +16,31 @@ import (
 	"sync"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/replay"
+	"github.com/simtel/simtel/lake/schema"
 	"github.com/simtel/simtel/lake/store"
-	"github.com/simtel/simtel/sink"
 )
 
-// EncodeTelemetry writes samples (all of one measurement) as one telemetry
-// object: time TIMESTAMP(MICROS, UTC), one optional STRING column per tag,
-// one optional typed column per field, _partition, _offset and _time_ns,
-// rows sorted by (time, offset), zstd. It returns the column names.
-func EncodeTelemetry(w io.Writer, samples []replay.Sample) ([]string, error) {
-	tags := map[string]bool{}
-	fields := map[string]parquet.Node{}
-	for i := range samples {
-		for k := range samples[i].Tags {
-			tags[k] = true
-		}
-		for k, v := range samples[i].Fields {
-			n, err := fieldNode(v)
-			if err != nil {
-				return nil, fmt.Errorf("field %q: %w", k, err)
-			}
-			if old, ok := fields[k]; ok && old.Type().Kind() != n.Type().Kind() {
-				return nil, fmt.Errorf("field %q has two types in one object", k)
-			}
-			fields[k] = n
-		}
+// EncodeTelemetry writes samples (all of one measurement, of flush o) as
+// one telemetry object, exactly as the sink writes the same samples (see
+// lake/schema). It returns the object's column names.
+func EncodeTelemetry(w io.Writer, o schema.Origin, samples []replay.Sample) ([]string, error) {
+	if len(samples) == 0 {
+		return nil, fmt.Errorf("no samples")
 	}
-	group := parquet.Group{
-		"time":       parquet.Timestamp(parquet.Microsecond),
-		"_partition": parquet.Int(32),
-		"_offset":    parquet.Int(64),
-		"_time_ns":   parquet.Int(64),
+	rows := make([]schema.Row, len(samples))
+	for i, s := range samples {
+		rows[i] = schema.Row{TimeNS: s.Time, Partition: s.Partition, Offset: s.Offset, Tags: s.Tags, Fields: s.Fields}
 	}
-	for k := range tags {
-		if _, dup := group[k]; dup {
-			return nil, fmt.Errorf("tag %q collides with a reserved column", k)
-		}
-		group[k] = parquet.Optional(parquet.Encoded(parquet.String(), &parquet.RLEDictionary))
+	l, err := schema.Encode(w, samples[0].Measurement, o, rows)
+	if err != nil {
+		return nil, fmt.Errorf("cannot write telemetry object: %w", err)
 	}
-	for k, n := range fields {
-		if _, dup := group[k]; dup {
-			return nil, fmt.Errorf("field %q collides with a tag or reserved column", k)
-		}
-		group[k] = parquet.Optional(n)
-	}
-	schema := parquet.NewSchema("telemetry", group)
-	cols := schema.Columns()
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = c[0]
-	}
-
-	order := make([]int, len(samples))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		return cmp.Or(cmp.Compare(samples[a].Time, samples[b].Time), cmp.Compare(samples[a].Offset, samples[b].Offset))
-	})
-	rows := make([]parquet.Row, 0, len(samples))
-	for _, i := range order {
-		s := &samples[i]
-		row := make(parquet.Row, len(names))
-		for c, name := range names {
-			var v parquet.Value
-			switch {
-			case name == "time":
-				v = parquet.Int64Value(s.Time/1000).Level(0, 0, c)
-			case name == "_partition":
-				v = parquet.Int32Value(s.Partition).Level(0, 0, c)
-			case name == "_offset":
-				v = parquet.Int64Value(s.Offset).Level(0, 0, c)
-			case name == "_time_ns":
-				v = parquet.Int64Value(s.Time).Level(0, 0, c)
-			case tags[name]:
-				if t, ok := s.Tags[name]; ok {
-					v = parquet.ByteArrayValue([]byte(t)).Level(0, 1, c)
-				} else {
-					v = parquet.NullValue().Level(0, 0, c)
-				}
-			default:
-				if f, ok := s.Fields[name]; ok {
-					v = fieldValue(f).Level(0, 1, c)
-				} else {
-					v = parquet.NullValue().Level(0, 0, c)
-				}
-			}
-			row[c] = v
-		}
-		rows = append(rows, row)
-	}
-	pw := parquet.NewWriter(w, schema, parquet.Compression(&parquet.Zstd))
-	if _, err := pw.WriteRows(rows); err != nil {
-		return nil, fmt.Errorf("cannot write telemetry rows: %w", err)
-	}
-	if err := pw.Close(); err != nil {
-		return nil, fmt.Errorf("cannot finish telemetry object: %w", err)
-	}
-	return names, nil
-}
-
-func fieldNode(v any) (parquet.Node, error) {
-	switch v.(type) {
-	case float64:
-		return parquet.Leaf(parquet.DoubleType), nil
-	case int64:
-		return parquet.Int(64), nil
-	case uint64:
-		return parquet.Uint(64), nil
-	case bool:
-		return parquet.Leaf(parquet.BooleanType), nil
-	case string:
-		return parquet.String(), nil
-	}
-	return nil, fmt.Errorf("unsupported field type %T", v)
-}
-
-func fieldValue(v any) parquet.Value {
-	switch x := v.(type) {
-	case float64:
-		return parquet.DoubleValue(x)
-	case int64:
-		return parquet.Int64Value(x)
-	case uint64:
-		return parquet.Int64Value(int64(x))
-	case bool:
-		return parquet.BooleanValue(x)
-	case string:
-		return parquet.ByteArrayValue([]byte(x))
-	}
-	panic(fmt.Sprintf("unsupported field type %T", v))
+	return l.Names(), nil
 }
 
 // Lake writes objects into a store and commits them to its catalog.
@@ -182,7 +71,7 @@ func (l *Lake) Flush(ctx context.Context, topic string, partition int32, first, 
 	for _, g := range keys {
 		ss := groups[g]
 		var buf bytes.Buffer
-		cols, err := EncodeTelemetry(&buf, ss)
+		cols, err := EncodeTelemetry(&buf, schema.Origin{Topic: topic, Partition: partition, First: first, Last: last}, ss)
 		if err != nil {
 			return e, err
 		}
@@ -234,32 +123,33 @@ func (l *Lake) recordFlush(ctx context.Context, kind, topic string, partition in
 	if len(recs) == 0 {
 		return e, l.Catalog.Commit(ctx, e)
 	}
-	var buf bytes.Buffer
+	origin := schema.Origin{Topic: topic, Partition: partition, First: first, Last: last}
+	var data []byte
 	var cols []string
 	var err error
 	if kind == lake.KindRaw {
-		rows := make([]sink.RawRow, len(recs))
+		rows := make([]schema.RawRow, len(recs))
 		for i, r := range recs {
-			rows[i] = sink.RawRow{Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Key: r.Key, Value: r.Value}
+			rows[i] = schema.RawRow{Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Key: r.Key, Value: r.Value}
 			for _, h := range r.Headers {
-				rows[i].Headers = append(rows[i].Headers, sink.Header{Key: h.Key, Value: h.Value})
+				rows[i].Headers = append(rows[i].Headers, schema.Header{Key: h.Key, Value: h.Value})
 			}
 		}
-		cols = []string{"_partition", "_offset", "timestamp", "key", "value", "headers"}
-		err = writeAll(&buf, rows)
+		cols = schema.RawColumns
+		data, err = schema.EncodeRecords(rows, origin)
 	} else {
-		rows := make([]sink.DeadLetterRow, len(recs))
+		rows := make([]schema.DeadLetterRow, len(recs))
 		for i, r := range recs {
-			rows[i] = sink.DeadLetterRow{Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Key: r.Key, Value: r.Value, Reason: reasons[i]}
+			rows[i] = schema.DeadLetterRow{Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Key: r.Key, Value: r.Value, Reason: reasons[i]}
 		}
-		cols = []string{"_partition", "_offset", "timestamp", "key", "value", "reason"}
-		err = writeAll(&buf, rows)
+		cols = schema.DeadLetterColumns
+		data, err = schema.EncodeRecords(rows, origin)
 	}
 	if err != nil {
-		return e, err
+		return e, fmt.Errorf("cannot write rows: %w", err)
 	}
 	date := lake.Date(recs[0].Timestamp)
-	o := catalog.Object{Kind: kind, Date: date, Rows: int64(len(recs)), Bytes: int64(buf.Len()), Columns: cols,
+	o := catalog.Object{Kind: kind, Date: date, Rows: int64(len(recs)), Bytes: int64(len(data)), Columns: cols,
 		MinTime: recs[0].Timestamp.UTC(), MaxTime: recs[0].Timestamp.UTC()}
 	for _, r := range recs {
 		if t := r.Timestamp.UTC(); t.Before(o.MinTime) {
@@ -273,19 +163,11 @@ func (l *Lake) recordFlush(ctx context.Context, kind, topic string, partition in
 	} else {
 		o.Key = lake.DeadLetterKey(topic, date, partition, first, last)
 	}
-	if err := l.Store.Put(ctx, o.Key, &buf, o.Bytes); err != nil {
+	if err := l.Store.Put(ctx, o.Key, bytes.NewReader(data), o.Bytes); err != nil {
 		return e, err
 	}
 	e.Objects = []catalog.Object{o}
 	return e, l.Catalog.Commit(ctx, e)
-}
-
-func writeAll[T any](w io.Writer, rows []T) error {
-	pw := parquet.NewGenericWriter[T](w, parquet.Compression(&parquet.Zstd))
-	if _, err := pw.Write(rows); err != nil {
-		return fmt.Errorf("cannot write rows: %w", err)
-	}
-	return pw.Close()
 }
 
 // LocalFetcher gives the path of objects in a file store and records which
