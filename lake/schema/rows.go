@@ -215,4 +215,3 @@ func b2i(ok bool) int16 {
 	}
 	return 0
 }
-
