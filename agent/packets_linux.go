@@ -18,12 +18,11 @@ import (
 // waits for one. While the reader lets datagrams gather in the socket
 // buffer (servePackets), each arrival still woke a thread of the Go
 // runtime, which took a processor, found nothing to run and went back to
-// sleep: at 10k lines/s in 8 KiB datagrams that was 120 wake-ups a second
-// that did nothing, about half the scheduler's work in the agent. Out of
-// the poller, a datagram arriving wakes nobody: the reader either sleeps
-// on a timer (gathering) and then takes what is waiting without blocking,
-// or, when the socket was found empty, blocks in recvmmsg on a thread of
-// its own until the next datagram.
+// sleep: a wake-up that did nothing for every datagram. Out of the
+// poller, a datagram arriving wakes nobody: the reader either sleeps on a
+// timer (gathering) and then takes what is waiting without blocking, or,
+// when the socket was found empty, blocks in recvmmsg on a thread of its
+// own until the next datagram.
 //
 // Close shuts the socket down, which makes a recvmmsg blocked on it
 // return; the descriptor itself is closed once no read is in progress, so

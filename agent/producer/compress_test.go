@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	ddzstd "github.com/DataDog/zstd"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -65,9 +66,10 @@ func TestZstdCompressorRoundTrip(t *testing.T) {
 	}
 }
 
-// BenchmarkZstdCompressor compresses batches of the sizes the shipper
+// BenchmarkZstdCompressor compresses batches of the sizes the producer
 // sends (up to 1 MiB of records before compression by default), next to
-// the pure-Go encoder at its fastest setting.
+// zstd's first negative level and the pure-Go encoder at its fastest
+// setting.
 func BenchmarkZstdCompressor(b *testing.B) {
 	for _, size := range []int{64 << 10, 256 << 10, 1 << 20} {
 		src := sampleBatch(size)
@@ -84,6 +86,16 @@ func BenchmarkZstdCompressor(b *testing.B) {
 		b.Run(fmt.Sprintf("cgo-level1/%dKiB", size>>10), func(b *testing.B) {
 			c := &zstdCompressor{}
 			run(b, func() []byte { out, _ := c.compress(dst[:0], src); return out })
+		})
+		b.Run(fmt.Sprintf("cgo-negative1/%dKiB", size>>10), func(b *testing.B) {
+			e := ddzstd.NewCtx()
+			run(b, func() []byte {
+				out, err := e.CompressLevel(dst[:cap(dst)], src, -1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return out
+			})
 		})
 		b.Run(fmt.Sprintf("go-fastest/%dKiB", size>>10), func(b *testing.B) {
 			e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithWindowSize(64<<10),

@@ -12,8 +12,7 @@
 //
 // The spool is the producer's buffer: a sample is on disk until the broker
 // has it, so nothing needs holding in memory a second time, record by
-// record, with a promise each (what a general-purpose producer does, and
-// a fifth of the agent's CPU when it did: docs/agent.md "CPU").
+// record, with a promise each, as a general-purpose producer does.
 //
 // One batch per partition is in flight at a time, so batches reach the
 // broker in spool order without any reordering to undo after an error.
@@ -277,11 +276,10 @@ func (s *shipper) readLoop(ctx context.Context, queue chan<- *outBatch) {
 		// At low rates every HTTP write or gathered bunch of datagrams
 		// would otherwise become its own spool read, batch, produce
 		// request and ack, each a burst of work that wakes several
-		// goroutines and threads (a burst costs the agent about a
-		// millisecond of CPU whatever its size, docs/agent.md "CPU").
-		// Gathering for Linger instead makes one of each per Linger. At
-		// higher rates bursts follow each other anyway, and waiting
-		// would only delay.
+		// goroutines and threads, at a cost that does not shrink with
+		// the burst's size (docs/agent.md "CPU"). Gathering for Linger
+		// instead makes one of each per Linger. At higher rates bursts
+		// follow each other anyway, and waiting would only delay.
 		if win.PerSecond(now)*s.cfg.Linger.Seconds() < gatherRecords {
 			t.Reset(s.cfg.Linger)
 			select {

@@ -31,8 +31,8 @@ type Procs struct {
 }
 
 // One processor costs less below procsDownRate and falls behind above
-// procsUpRate (docs/agent.md, "CPU"); reproduce with bench/agent-ab.sh,
-// B adding --max-procs 0, at RATE=10000 and 100000, and RATES=1000000 bench/agent-cost.sh.
+// procsUpRate (docs/agent.md, "CPU"). Reproduce: RATE=100000
+// bench/agent-ab.sh A B, B a wrapper adding --max-procs 0.
 const (
 	procsUpRate   = 300_000
 	procsDownRate = 150_000
