@@ -10,8 +10,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 8, Min: 0, Max: 8, Blocking: true},
-	func(rt Router, r *kapi.Request) kmsg.Response {
-		q := r.Msg.(*kmsg.OffsetCommitRequest)
-		return routeOne(rt, q, q.Group, func(c *Coordinator) kmsg.Response { return c.OffsetCommit(q) })
+var _ = oneGroup(kapi.API{Key: 8, Min: 0, Max: 8, Blocking: true},
+	func(c *Coordinator, r *kapi.Request, q *kmsg.OffsetCommitRequest) kmsg.Response {
+		return c.OffsetCommit(q)
 	})

@@ -10,8 +10,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 11, Min: 0, Max: 7, Blocking: true},
-	func(rt Router, r *kapi.Request) kmsg.Response {
-		q := r.Msg.(*kmsg.JoinGroupRequest)
-		return routeOne(rt, q, q.Group, func(c *Coordinator) kmsg.Response { return c.JoinGroup(clientContext(r), q) })
+var _ = oneGroup(kapi.API{Key: 11, Min: 0, Max: 7, Blocking: true},
+	func(c *Coordinator, r *kapi.Request, q *kmsg.JoinGroupRequest) kmsg.Response {
+		return c.JoinGroup(clientContext(r), q)
 	})

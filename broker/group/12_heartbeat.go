@@ -8,8 +8,5 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 12, Min: 0, Max: 4},
-	func(rt Router, r *kapi.Request) kmsg.Response {
-		q := r.Msg.(*kmsg.HeartbeatRequest)
-		return routeOne(rt, q, q.Group, func(c *Coordinator) kmsg.Response { return c.Heartbeat(q) })
-	})
+var _ = oneGroup(kapi.API{Key: 12, Min: 0, Max: 4},
+	func(c *Coordinator, r *kapi.Request, q *kmsg.HeartbeatRequest) kmsg.Response { return c.Heartbeat(q) })

@@ -10,8 +10,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 14, Min: 0, Max: 5, Blocking: true},
-	func(rt Router, r *kapi.Request) kmsg.Response {
-		q := r.Msg.(*kmsg.SyncGroupRequest)
-		return routeOne(rt, q, q.Group, func(c *Coordinator) kmsg.Response { return c.SyncGroup(clientContext(r), q) })
+var _ = oneGroup(kapi.API{Key: 14, Min: 0, Max: 5, Blocking: true},
+	func(c *Coordinator, r *kapi.Request, q *kmsg.SyncGroupRequest) kmsg.Response {
+		return c.SyncGroup(clientContext(r), q)
 	})

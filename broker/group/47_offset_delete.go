@@ -10,8 +10,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 47, Min: 0, Max: 0, Blocking: true},
-	func(rt Router, r *kapi.Request) kmsg.Response {
-		q := r.Msg.(*kmsg.OffsetDeleteRequest)
-		return routeOne(rt, q, q.Group, func(c *Coordinator) kmsg.Response { return c.OffsetDelete(q) })
+var _ = oneGroup(kapi.API{Key: 47, Min: 0, Max: 0, Blocking: true},
+	func(c *Coordinator, r *kapi.Request, q *kmsg.OffsetDeleteRequest) kmsg.Response {
+		return c.OffsetDelete(q)
 	})

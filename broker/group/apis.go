@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -24,6 +25,36 @@ type Router interface {
 // APIs are the group APIs, each declared in its NN_ file; the broker binds
 // them to its Router.
 var APIs kapi.Table[Router]
+
+// oneGroup declares an API whose requests name one group, answered by
+// that group's coordinator.
+func oneGroup[Q kmsg.Request](api kapi.API, handle func(*Coordinator, *kapi.Request, Q) kmsg.Response) struct{} {
+	return APIs.Add(api, func(rt Router, r *kapi.Request) kmsg.Response {
+		q := r.Msg.(Q)
+		return routeOne(rt, q, groupOf(q), func(c *Coordinator) kmsg.Response { return handle(c, r, q) })
+	})
+}
+
+// groupOf is the group a one-group request names.
+func groupOf(req kmsg.Request) string {
+	switch q := req.(type) {
+	case *kmsg.OffsetCommitRequest:
+		return q.Group
+	case *kmsg.OffsetFetchRequest:
+		return q.Group
+	case *kmsg.JoinGroupRequest:
+		return q.Group
+	case *kmsg.HeartbeatRequest:
+		return q.Group
+	case *kmsg.LeaveGroupRequest:
+		return q.Group
+	case *kmsg.SyncGroupRequest:
+		return q.Group
+	case *kmsg.OffsetDeleteRequest:
+		return q.Group
+	}
+	panic(fmt.Sprintf("group: %s names no single group", kmsg.NameForKey(req.Key())))
+}
 
 // routeOne answers a request for one group from that group's coordinator.
 func routeOne(rt Router, req kmsg.Request, group string, f func(*Coordinator) kmsg.Response) kmsg.Response {

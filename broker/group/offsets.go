@@ -153,30 +153,7 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCo
 		c.mu.Unlock()
 		return resp
 	}
-	for _, tp := range tps {
-		g.inflight[tp] = struct{}{}
-	}
-	c.ops.Add(1)
-	c.mu.Unlock()
-
-	err := c.store.Commit(req.Group, offs)
-
-	c.mu.Lock()
-	// g is still the group in the map: only DeleteGroups removes groups,
-	// and it waits for in-flight writes first.
-	if err == nil {
-		for i, tp := range tps {
-			g.offsets[tp] = offs[i]
-		}
-	}
-	g.persistReleaseLocked(tps, false)
-	if err != nil && g.pristineLocked() {
-		delete(c.mu.groups, g.name)
-	}
-	c.mu.Unlock()
-	c.ops.Done()
-
-	if err != nil {
+	if err := c.commitOffsetsLocked(g, tps, offs); err != nil {
 		c.logger.Error("commit offsets to store failed", "group", req.Group, "partitions", len(offs), "err", err)
 		for _, it := range items {
 			*it.code = kerr.CoordinatorNotAvailable.Code
@@ -467,24 +444,7 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDe
 		c.mu.Unlock()
 		return resp
 	}
-	for _, tp := range del {
-		g.inflight[tp] = struct{}{}
-	}
-	c.ops.Add(1)
-	c.mu.Unlock()
-
-	err := c.store.DeleteOffsets(req.Group, del)
-
-	c.mu.Lock()
-	if err == nil {
-		for _, tp := range del {
-			delete(g.offsets, tp)
-		}
-	}
-	g.persistReleaseLocked(del, false)
-	c.mu.Unlock()
-	c.ops.Done()
-	if err != nil {
+	if err := c.deleteOffsetsLocked(g, del); err != nil {
 		c.logger.Error("delete offsets from store failed", "group", req.Group, "err", err)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	}
@@ -585,24 +545,7 @@ func (c *Coordinator) deleteTopicOffsetsOf(name, topic string) error {
 		c.mu.Unlock()
 		return nil
 	}
-	for _, tp := range del {
-		g.inflight[tp] = struct{}{}
-	}
-	c.ops.Add(1)
-	c.mu.Unlock()
-
-	err := c.store.DeleteOffsets(name, del)
-
-	c.mu.Lock()
-	if err == nil {
-		for _, tp := range del {
-			delete(g.offsets, tp)
-		}
-	}
-	g.persistReleaseLocked(del, false)
-	c.mu.Unlock()
-	c.ops.Done()
-	return err
+	return c.deleteOffsetsLocked(g, del)
 }
 
 // Lag is one committed offset of a group with its lag, for the broker's
@@ -658,4 +601,54 @@ func (c *Coordinator) Committed(group, topic string, partition int32) (offset in
 		return 0, false
 	}
 	return o.Offset, true
+}
+
+// commitOffsetsLocked stores offs (one for each of tps) as g's committed
+// offsets. The store is written with c.mu released and tps marked in
+// flight, so a commit of the same partitions waits for this one and
+// readers never see an offset the store has not taken. Called with c.mu
+// held; returns with it released.
+func (c *Coordinator) commitOffsetsLocked(g *group, tps []TopicPartition, offs []CommittedOffset) error {
+	return c.persistLocked(g, tps, func() error { return c.store.Commit(g.name, offs) }, func() {
+		for i, tp := range tps {
+			g.offsets[tp] = offs[i]
+		}
+	}, true)
+}
+
+// deleteOffsetsLocked deletes g's committed offsets of tps, as
+// commitOffsetsLocked stores them.
+func (c *Coordinator) deleteOffsetsLocked(g *group, tps []TopicPartition) error {
+	return c.persistLocked(g, tps, func() error { return c.store.DeleteOffsets(g.name, tps) }, func() {
+		for _, tp := range tps {
+			delete(g.offsets, tp)
+		}
+	}, false)
+}
+
+// persistLocked runs write with c.mu released and tps of g in flight,
+// then applies the change to memory if write succeeded. g is still the
+// group in the map afterwards: only DeleteGroups removes groups, and it
+// waits for in-flight writes first. dropIfPristine removes a group that
+// holds nothing after a failed write (a commit that created it).
+func (c *Coordinator) persistLocked(g *group, tps []TopicPartition, write func() error, apply func(), dropIfPristine bool) error {
+	for _, tp := range tps {
+		g.inflight[tp] = struct{}{}
+	}
+	c.ops.Add(1)
+	c.mu.Unlock()
+
+	err := write()
+
+	c.mu.Lock()
+	if err == nil {
+		apply()
+	}
+	g.persistReleaseLocked(tps, false)
+	if err != nil && dropIfPristine && g.pristineLocked() {
+		delete(c.mu.groups, g.name)
+	}
+	c.mu.Unlock()
+	c.ops.Done()
+	return err
 }

@@ -69,26 +69,7 @@ func (c *Coordinator) CommitTxnOffsets(name string, offs []CommittedOffset) erro
 			return errCoordinatorClosed
 		}
 	}
-	for _, tp := range tps {
-		g.inflight[tp] = struct{}{}
-	}
-	c.ops.Add(1)
-	c.mu.Unlock()
-
-	err := c.store.Commit(name, offs)
-
-	c.mu.Lock()
-	if err == nil {
-		for i, tp := range tps {
-			g.offsets[tp] = offs[i]
-		}
-	}
-	g.persistReleaseLocked(tps, false)
-	if err != nil && g.pristineLocked() {
-		delete(c.mu.groups, g.name)
-	}
-	c.mu.Unlock()
-	c.ops.Done()
+	err := c.commitOffsetsLocked(g, tps, offs)
 	if err != nil {
 		return fmt.Errorf("cannot store offsets of group %q: %w", name, err)
 	}

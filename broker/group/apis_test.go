@@ -1,0 +1,99 @@
+package group
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
+)
+
+// elsewhere is a broker of a cluster that coordinates no group.
+type elsewhere struct{}
+
+func (elsewhere) Single() *Coordinator                       { return nil }
+func (elsewhere) CoordinatorFor(string) (*Coordinator, int16) { return nil, kerr.NotCoordinator.Code }
+func (elsewhere) Served() []*Coordinator                      { return nil }
+
+// Every group API answers a request for a group coordinated elsewhere
+// with NOT_COORDINATOR, in the response of its own key.
+func TestGroupAPIsRouteToTheGroupsCoordinator(t *testing.T) {
+	apis := APIs.Bind(elsewhere{})
+	if len(apis) != 10 {
+		t.Fatalf("%d group APIs, want 10", len(apis))
+	}
+	for _, a := range apis {
+		req := kmsg.RequestForKey(a.Key)
+		req.SetVersion(a.Max)
+		switch q := req.(type) {
+		case *kmsg.DescribeGroupsRequest:
+			q.Groups = []string{"g"}
+		case *kmsg.DeleteGroupsRequest:
+			q.Groups = []string{"g"}
+		case *kmsg.OffsetCommitRequest:
+			q.Group = "g"
+			tp := kmsg.NewOffsetCommitRequestTopic()
+			tp.Topic, tp.Partitions = "t", []kmsg.OffsetCommitRequestTopicPartition{kmsg.NewOffsetCommitRequestTopicPartition()}
+			q.Topics = append(q.Topics, tp)
+		}
+		resp := a.Handle(&kapi.Request{Ctx: context.Background(), Msg: req})
+		if resp == nil || resp.Key() != a.Key {
+			t.Fatalf("%s: answered %v", a.Name(), resp)
+		}
+		if a.Key == 16 { // ListGroups lists what this broker coordinates: nothing
+			if l := resp.(*kmsg.ListGroupsResponse); l.ErrorCode != 0 || len(l.Groups) != 0 {
+				t.Errorf("ListGroups: %+v", l)
+			}
+			continue
+		}
+		codes := responseCodes(resp)
+		if len(codes) == 0 {
+			t.Errorf("%s: no error code in %+v", a.Name(), resp)
+		}
+		for _, c := range codes {
+			if c != kerr.NotCoordinator.Code {
+				t.Errorf("%s: error code %d, want NOT_COORDINATOR", a.Name(), c)
+			}
+		}
+	}
+}
+
+func responseCodes(resp kmsg.Response) []int16 {
+	switch r := resp.(type) {
+	case *kmsg.DescribeGroupsResponse:
+		var out []int16
+		for _, g := range r.Groups {
+			out = append(out, g.ErrorCode)
+		}
+		return out
+	case *kmsg.DeleteGroupsResponse:
+		var out []int16
+		for _, g := range r.Groups {
+			out = append(out, g.ErrorCode)
+		}
+		return out
+	case *kmsg.OffsetCommitResponse:
+		var out []int16
+		for _, tp := range r.Topics {
+			for _, p := range tp.Partitions {
+				out = append(out, p.ErrorCode)
+			}
+		}
+		return out
+	case *kmsg.OffsetDeleteResponse:
+		return []int16{r.ErrorCode}
+	case *kmsg.OffsetFetchResponse:
+		return []int16{r.ErrorCode}
+	case *kmsg.JoinGroupResponse:
+		return []int16{r.ErrorCode}
+	case *kmsg.SyncGroupResponse:
+		return []int16{r.ErrorCode}
+	case *kmsg.HeartbeatResponse:
+		return []int16{r.ErrorCode}
+	case *kmsg.LeaveGroupResponse:
+		return []int16{r.ErrorCode}
+	}
+	return nil
+}
