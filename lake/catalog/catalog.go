@@ -13,7 +13,7 @@
 //	_catalog/types/<measurement>/<field>.json                 a FieldType: fixed at first sight, never rewritten
 //
 // Topic, run, measurement and field segments are escaped with lake.EscapeSegment. Readers use
-// Load and the Snapshot it returns; see docs/lake.md for the protocol.
+// Load and the Snapshot it returns; see docs/design/lake-catalog.md for the protocol.
 package catalog
 
 import "time"
