@@ -20,8 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/agent"
-	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/internal/lineproto"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 func logger() *slog.Logger {
@@ -29,20 +29,6 @@ func logger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// startBroker runs an in-process broker (the real broker code) on a random port.
-func startBroker(t *testing.T) string {
-	t.Helper()
-	b, err := broker.New(broker.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: logger(), GroupInitialRebalanceDelaySet: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { b.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return b.Addr().String()
 }
 
 type testAgent struct {
@@ -130,7 +116,7 @@ func find(counts map[string]int, sub string) (string, bool) {
 }
 
 func TestEveryListenerShipsTaggedSamples(t *testing.T) {
-	br := startBroker(t)
+	br := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
 	a := startAgent(t, br, nil)
 
 	send := map[string]func(line string){
@@ -208,7 +194,7 @@ func post(t *testing.T, url, body string, want int) string {
 }
 
 func TestHTTPAnswersLikeInfluxDB(t *testing.T) {
-	br := startBroker(t)
+	br := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
 	a := startAgent(t, br, func(c *agent.Config) { c.MaxBodyBytes = 4096 })
 	base := "http://" + a.addrs["http"]
 
@@ -277,7 +263,7 @@ func TestHTTPAnswersLikeInfluxDB(t *testing.T) {
 // one line too large for the topic is alone, drops and counts that line,
 // and delivers every other one.
 func TestRefusedSamplesAreDroppedAlone(t *testing.T) {
-	br := startBroker(t)
+	br := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
 	cl, err := kgo.NewClient(kgo.SeedBrokers(br))
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +319,7 @@ func TestRefusedSamplesAreDroppedAlone(t *testing.T) {
 // holding them all is split per partition, and every record lands in the
 // partition Kafka's default partitioner picks for its key, in order.
 func TestSamplesOfSeveralRunsGoToTheirPartitions(t *testing.T) {
-	br := startBroker(t)
+	br := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
 	cl, err := kgo.NewClient(kgo.SeedBrokers(br), kgo.ConsumeTopics("telemetry"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)

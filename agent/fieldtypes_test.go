@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/agent"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // influxAnswer is an InfluxDB error body: 1.x {"error"}, 2.x {"code","message"}.
@@ -124,7 +125,7 @@ func checkIDs(t *testing.T, counts map[string]int, n int) {
 // the same body or a later one; the body's other lines are delivered, the
 // refused ones are not; another run may use another type.
 func TestFieldTypeConflictsOverHTTP(t *testing.T) {
-	br := startBroker(t)
+	br := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
 	a := startAgent(t, br, nil)
 	v1 := "http://" + a.addrs["http"] + "/write?db=sim"
 	v2 := "http://" + a.addrs["http"] + "/api/v2/write?bucket=sim"
@@ -179,7 +180,7 @@ func TestFieldTypeConflictsOverHTTP(t *testing.T) {
 // TestFieldTypesOffTakesEveryType: with the check turned off, lines of any
 // type are taken as before.
 func TestFieldTypesOffTakesEveryType(t *testing.T) {
-	br := startBroker(t)
+	br := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
 	a := startAgent(t, br, func(c *agent.Config) { c.FieldTypesMemory = -1 })
 	postAnswer(t, "http://"+a.addrs["http"]+"/write?db=sim", "reward,id=1 value=1.5\nreward,id=2 value=2i", http.StatusNoContent)
 	checkIDs(t, waitDelivered(t, br, a, 2, 0), 2)
@@ -208,7 +209,7 @@ func (l *lockedBuffer) String() string {
 // simtel_agent_samples_dropped_total{reason="field_type_conflict"} and
 // logged; the other lines are delivered.
 func TestFieldTypeConflictsWithoutAnswer(t *testing.T) {
-	br := startBroker(t)
+	br := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
 	var log lockedBuffer
 	a := startAgent(t, br, func(c *agent.Config) { c.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
 	send := func(network, addr, data string) {

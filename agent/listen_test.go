@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/agent"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // TestUDPBatchedDatagramsStaySeparate sends a burst of datagrams whose last
@@ -17,7 +18,7 @@ import (
 // spools them in one append: every line must arrive once, whole, none
 // glued to the next datagram's first line, and compressed with zstd.
 func TestUDPBatchedDatagramsStaySeparate(t *testing.T) {
-	br := startBroker(t)
+	br := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
 	ta := startAgent(t, br, func(c *agent.Config) { c.PacketGather = 20 * time.Millisecond })
 	c, err := net.Dial("udp", ta.addrs["udp"])
 	if err != nil {

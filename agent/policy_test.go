@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 type policyInfo struct {
@@ -105,7 +106,7 @@ func TestPolicyFanOutAcrossAgentProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts agent processes")
 	}
-	br := startBroker(t)
+	br := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
 	agents := make([]*policyAgent, 3)
 	var seeds []string
 	for i := range agents {
