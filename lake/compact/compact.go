@@ -53,6 +53,7 @@ import (
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query"
+	"github.com/simtel/simtel/lake/schema"
 	"github.com/simtel/simtel/lake/store"
 )
 
@@ -432,50 +433,80 @@ func newCompactionID(now time.Time) string {
 	return fmt.Sprintf("%020d-%s", now.UnixNano(), hex.EncodeToString(r[:]))
 }
 
+// layout is the lake layout (lake/schema) of a view's objects, from the
+// columns and types DuckDB reads in them and their tag columns: the merged
+// object's column order and metadata come from it, and a column of a type
+// no lake writer writes stops the merge.
+func layout(ctx context.Context, eng *query.Engine, v query.View, src string) (*schema.Layout, error) {
+	tags, err := query.TagColumns(ctx, eng, v)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := eng.Query(ctx, "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "+src+")")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var cols []schema.Column
+	fixed := 0
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return nil, err
+		}
+		c := schema.Column{Name: name, Role: schema.Field}
+		switch {
+		case schema.Reserved(name):
+			c.Role = schema.Fixed
+			fixed++
+		case tags[name]:
+			c.Role = schema.Tag
+		default:
+			for t := schema.Float; t <= schema.String; t++ {
+				if t.DuckDBType() == typ {
+					c.Type = t
+				}
+			}
+		}
+		if c.DuckDBType() != typ {
+			return nil, fmt.Errorf("column %s is %s, which is not the lake's type for it", name, typ)
+		}
+		if c.Role != schema.Fixed {
+			cols = append(cols, c)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if fixed != 4 {
+		return nil, fmt.Errorf("the objects lack some of the columns %s, %s, %s and %s", schema.Time, schema.Partition, schema.Offset, schema.TimeNS)
+	}
+	return schema.Telemetry(v.Measurement, cols)
+}
+
 // merge rewrites one batch as one object, commits the replacement and
 // checks it applies. applied is false when another compactor's older
 // record replaced some of the same objects first.
 func merge(ctx context.Context, st store.Store, cat *catalog.Catalog, eng *query.Engine, b *Batch, v query.View, tmpFile string, cfg Config) (obj catalog.Object, applied bool, err error) {
 	key := b.Key()
 	src := query.ReadParquet(v.Paths, false)
-	var cols []string
-	rows, err := eng.Query(ctx, "SELECT column_name FROM (DESCRIBE SELECT * FROM "+src+")")
+	l, err := layout(ctx, eng, v, src)
 	if err != nil {
 		return obj, false, fmt.Errorf("cannot compact into %s: %w", key, err)
 	}
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			rows.Close()
-			return obj, false, err
-		}
-		cols = append(cols, c)
-	}
-	err = rows.Err()
-	rows.Close()
-	if err != nil {
-		return obj, false, fmt.Errorf("cannot compact into %s: %w", key, err)
-	}
-	tags, err := query.TagColumns(ctx, eng, v)
-	if err != nil {
-		return obj, false, fmt.Errorf("cannot compact into %s: %w", key, err)
-	}
-	slices.Sort(cols) // deterministic, like the sink's objects
+	cols := l.Names()
 	sel := make([]string, len(cols))
 	for i, c := range cols {
 		sel[i] = query.Ident(c)
 	}
-	tagList := slices.Sorted(func(yield func(string) bool) {
-		for t := range tags {
-			if !yield(t) {
-				return
-			}
-		}
-	})
-	copySQL := "COPY (SELECT " + strings.Join(sel, ", ") + " FROM " + src + " ORDER BY time, _offset) TO " +
-		query.Literal(tmpFile) + " (FORMAT parquet, COMPRESSION zstd, KV_METADATA {'simtel.tags': " + query.Literal(strings.Join(tagList, ",")) +
-		", 'simtel.topic': " + query.Literal(b.Topic) + ", 'simtel.partition': " + query.Literal(strconv.Itoa(int(b.Part))) +
-		", 'simtel.first_offset': " + query.Literal(strconv.FormatInt(b.First, 10)) + ", 'simtel.last_offset': " + query.Literal(strconv.FormatInt(b.Last, 10)) + "})"
+	origin := schema.Origin{Topic: b.Topic, Partition: b.Part, First: b.First, Last: b.Last}
+	kv := append([][2]string{{schema.MetaTags, strings.Join(l.Tags(), ",")}}, origin.Metadata()...)
+	meta := make([]string, len(kv))
+	for i, m := range kv {
+		meta[i] = query.Literal(m[0]) + ": " + query.Literal(m[1])
+	}
+	copySQL := "COPY (SELECT " + strings.Join(sel, ", ") + " FROM " + src + " ORDER BY " + query.Ident(schema.Time) + ", " + query.Ident(schema.Offset) + ") TO " +
+		query.Literal(tmpFile) + " (FORMAT parquet, COMPRESSION zstd, KV_METADATA {" + strings.Join(meta, ", ") + "})"
 	if err := eng.Exec(ctx, copySQL); err != nil {
 		return obj, false, fmt.Errorf("cannot compact into %s: %w", key, err)
 	}
