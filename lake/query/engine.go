@@ -26,6 +26,7 @@ import (
 
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/schema"
 	"github.com/simtel/simtel/lake/store"
 )
 
@@ -600,14 +601,14 @@ func ReadList(paths []string) string {
 
 // TagColumns tells which string columns of a telemetry view are tags (line
 // protocol needs the difference; Parquet types do not show it). A file
-// with the key-value metadata "simtel.tags" (a comma-separated list, as
-// compacted objects carry) is taken at its word; for other files, the
-// sink's convention decides: tags are dictionary-encoded, string fields
-// plain.
+// with the key-value metadata schema.MetaTags (a comma-separated list, as
+// the sink's and compacted objects carry) is taken at its word; for other
+// files, the sink's convention decides: tags are dictionary-encoded,
+// string fields plain.
 func TagColumns(ctx context.Context, e *Engine, v View) (map[string]bool, error) {
 	list := ReadList(v.Paths)
 	q := `WITH kv AS (
-	SELECT file_name, decode(value) AS tags FROM parquet_kv_metadata(` + list + `) WHERE decode(key) = 'simtel.tags'
+	SELECT file_name, decode(value) AS tags FROM parquet_kv_metadata(` + list + `) WHERE decode(key) = ` + Literal(schema.MetaTags) + `
 ), enc AS (
 	SELECT DISTINCT file_name, path_in_schema AS col FROM parquet_metadata(` + list + `)
 	WHERE type = 'BYTE_ARRAY' AND encodings LIKE '%DICTIONARY%'
