@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,10 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/internal/admin"
 )
 
-// adminFlags are shared by the topic and group commands.
+// adminFlags are shared by the topic, group and cluster commands.
 type adminFlags struct {
 	brokers string
 	timeout time.Duration
@@ -28,32 +30,25 @@ func (a *adminFlags) register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 }
 
-func (a *adminFlags) client(ctx context.Context) (*kadm.Client, context.Context, func(), error) {
-	_, adm, ctx, done, err := a.clients(ctx)
-	return adm, ctx, done, err
-}
-
-// clients is client that also returns the underlying Kafka client, for
-// requests the admin client has no method for.
-func (a *adminFlags) clients(ctx context.Context) (*kgo.Client, *kadm.Client, context.Context, func(), error) {
+// client checks --output and returns an admin client and a context bounded
+// by --timeout; done releases both.
+func (a *adminFlags) client(ctx context.Context) (*admin.Client, context.Context, func(), error) {
 	if a.output != "table" && a.output != "json" {
-		return nil, nil, nil, nil, fmt.Errorf("--output %q is not table or json", a.output)
+		return nil, nil, nil, fmt.Errorf("--output %q is not table or json", a.output)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(a.brokers, ",")...))
+	cl, err := admin.New(strings.Split(a.brokers, ","))
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("cannot create client for %s: %w", a.brokers, err)
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
-	return cl, kadm.NewClient(cl), ctx, func() { cancel(); cl.Close() }, nil
+	return cl, ctx, func() { cancel(); cl.Close() }, nil
 }
 
-// reachErr turns a context deadline into advice.
+// reachErr turns a request no broker answered into advice.
 func (a *adminFlags) reachErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	if strings.Contains(err.Error(), "context deadline exceeded") || strings.Contains(err.Error(), "connection refused") {
-		return fmt.Errorf("cannot reach a broker at %s within %v: is `simtel broker` running there? (%w)", a.brokers, a.timeout, err)
+	var ue *admin.UnreachableError
+	if errors.As(err, &ue) {
+		return fmt.Errorf("cannot reach a broker at %s within %v: is `simtel broker` running there? (%w)", a.brokers, a.timeout, ue.Err)
 	}
 	return err
 }

@@ -1,0 +1,61 @@
+// Package admin runs the operations behind `simtel topic`, `simtel group`
+// and `simtel cluster` on any Kafka-compatible cluster, over franz-go's
+// kadm: it returns plain results for the command line to print, and
+// errors that say what could not be done.
+//
+// Every method takes the caller's context and bounds nothing itself; the
+// caller sets the deadline. A failure to talk to any broker at all is an
+// *UnreachableError, so the caller can suggest checking the address.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Client holds one Kafka client and its admin client.
+type Client struct {
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+// New returns a client that seeds from brokers. It dials nothing yet.
+func New(brokers []string) (*Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, fmt.Errorf("cannot create client for %s: %w", strings.Join(brokers, ","), err)
+	}
+	return &Client{cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+// Close closes the connections.
+func (c *Client) Close() { c.cl.Close() }
+
+// UnreachableError is a request that failed because no broker answered:
+// the connection was refused or the context's deadline passed first.
+// Error and Unwrap are those of Err.
+type UnreachableError struct {
+	Err error
+}
+
+func (e *UnreachableError) Error() string { return e.Err.Error() }
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// reach marks err as an *UnreachableError when no broker answered. kgo
+// wraps the dial error and kadm's *ShardErrors unwraps to every shard's
+// error, so errors.Is sees through both.
+func reach(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) {
+		return &UnreachableError{Err: err}
+	}
+	return err
+}

@@ -1,0 +1,65 @@
+package admin
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+func TestReplicationFactorAndProblems(t *testing.T) {
+	part := func(leader int32, replicas, isr []int32) kadm.PartitionDetail {
+		return kadm.PartitionDetail{Leader: leader, Replicas: replicas, ISR: isr}
+	}
+	ps := kadm.PartitionDetails{
+		0: part(1, []int32{1, 2, 3}, []int32{1, 2, 3}),
+		1: part(2, []int32{2, 3, 1}, []int32{2, 3}),
+		2: part(-1, []int32{3, 1, 2}, nil),
+		3: part(1, []int32{1, 2, 3, 4}, []int32{1, 2, 3, 4}),
+	}
+	rf := replicationFactor(ps)
+	if rf != 3 {
+		t.Fatalf("replication factor %d, want 3 (three of four partitions)", rf)
+	}
+	for p, want := range []string{"", "under-replicated", "no leader", "moving"} {
+		if got := partitionProblem(ps[int32(p)], rf); got != want {
+			t.Errorf("partition %d: problem %q, want %q", p, got, want)
+		}
+	}
+	// A tie goes to the smaller count: two partitions of 1, two of 2.
+	tie := kadm.PartitionDetails{0: part(1, []int32{1}, nil), 1: part(1, []int32{1}, nil),
+		2: part(1, []int32{1, 2}, nil), 3: part(1, []int32{1, 2}, nil)}
+	if got := replicationFactor(tie); got != 1 {
+		t.Errorf("tie: replication factor %d, want 1", got)
+	}
+}
+
+func TestStatusAndRebalanceSingleBroker(t *testing.T) {
+	addr := startBroker(t)
+	c, ctx := newClient(t, addr)
+	if _, err := c.CreateTopics(ctx, 3, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Status(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Brokers) != 1 || !s.Brokers[0].Controller || s.Brokers[0].Address != addr {
+		t.Fatalf("brokers %+v, want one, the controller, at %s", s.Brokers, addr)
+	}
+	if b := s.Brokers[0]; s.Partitions != 3 || b.Replicas != 3 || b.Leaders != 3 || b.Preferred != 3 || len(s.Problems) != 0 {
+		t.Errorf("status %+v, want 3 partitions all on the one broker and no problems", s)
+	}
+	// A single broker has no controller to move partitions, and says so.
+	var ue *UnreachableError
+	if _, err := c.Moving(ctx); err == nil || errors.As(err, &ue) {
+		t.Errorf("moving on a single broker: got %v, want the broker's refusal", err)
+	}
+	plan, err := c.PlanRebalance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Moves) != 0 {
+		t.Errorf("one broker: moves %v, want none", plan.Moves)
+	}
+}
