@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/partition"
 	"github.com/simtel/simtel/broker/storage"
 
 	"github.com/simtel/simtel/broker/kapi"
@@ -37,7 +38,7 @@ var _ = apis.AddServe(kapi.API{Key: 0, Min: 3, Max: 9},
 	})
 
 type produceWait struct {
-	part *Partition
+	part *partition.Partition
 	last int64
 	rp   *kmsg.ProduceResponseTopicPartition
 	// fut is set for a replicated partition: the raft entry to wait for
@@ -53,7 +54,7 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 	acks := r.Acks
 	badAcks := acks != 0 && acks != 1 && acks != -1
 	var waits []produceWait
-	var touched []*Partition
+	var touched []*partition.Partition
 
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
 	for i := range r.Topics {
@@ -82,14 +83,14 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
 				continue
 			}
-			if part.logAppendTime.Load() {
+			if part.LogAppendTime() {
 				// Stamped here, once, before the append or the raft
 				// entry: every replica stores the same bytes, and a
 				// follower never consults its own clock.
 				now := time.Now().UnixMilli()
 				stamped, err := storage.StampLogAppendTime(rp.Records, 0, now)
 				if err != nil {
-					err = storageToKerr(err)
+					err = partition.KafkaError(err)
 					sp.ErrorCode = kerrCode(err)
 					msg := err.Error()
 					sp.ErrorMessage = &msg
@@ -99,13 +100,13 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 				rp.Records = stamped
 				sp.LogAppendTime = now
 			}
-			if part.replicated() {
+			if part.Replicated() {
 				var fut raft.ApplyFuture
 				var err error
 				if r.TransactionID != nil {
 					fut, err = b.replicateTxn(ctx, *r.TransactionID, part, rp.Records)
 				} else {
-					fut, err = part.replicate(rp.Records)
+					fut, err = part.Replicate(rp.Records)
 				}
 				if err != nil {
 					sp.ErrorCode = kerrCode(err)
@@ -119,32 +120,32 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 				waits = append(waits, produceWait{part: part, rp: sp, fut: fut, n: len(rp.Records)})
 				continue
 			}
-			var res appendResult
+			var res partition.AppendResult
 			if r.TransactionID != nil && b.cluster != nil {
 				res = b.produceTxnUnreplicated(ctx, *r.TransactionID, part, rp.Records)
 			} else if r.TransactionID != nil {
 				res = b.txns.produce(*r.TransactionID, part, rp.Records)
 			} else {
-				res = part.appendRecords(rp.Records)
+				res = part.Append(rp.Records)
 			}
-			if res.err != nil {
-				sp.ErrorCode = kerrCode(res.err)
-				msg := res.err.Error()
+			if res.Err != nil {
+				sp.ErrorCode = kerrCode(res.Err)
+				msg := res.Err.Error()
 				sp.ErrorMessage = &msg
 				b.metrics.produceErrors.WithLabelValues(kerr.ErrorForCode(sp.ErrorCode).Error()).Inc()
-				b.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", res.err)
+				b.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", res.Err)
 				continue
 			}
-			sp.BaseOffset = res.base
-			sp.LogStartOffset = part.log.StartOffset()
-			if !res.duplicate {
+			sp.BaseOffset = res.Base
+			sp.LogStartOffset = part.Log().StartOffset()
+			if !res.Duplicate {
 				b.metrics.producedBytes.Add(float64(len(rp.Records)))
-				b.metrics.producedRecords.Add(float64(res.last - res.base + 1))
+				b.metrics.producedRecords.Add(float64(res.Last - res.Base + 1))
 			}
 			if acks == -1 {
-				last := res.last
-				if res.duplicate {
-					last = res.base
+				last := res.Last
+				if res.Duplicate {
+					last = res.Base
 				}
 				waits = append(waits, produceWait{part: part, last: last, rp: sp})
 			} else {
@@ -153,7 +154,7 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 		}
 	}
 	for _, part := range touched {
-		part.commitLater()
+		part.CommitLater()
 	}
 	if acks == 0 && !badAcks {
 		waits = nil
@@ -183,29 +184,29 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 		defer cancel()
 		for _, w := range waits {
 			if w.fut != nil {
-				res := replicaResult(w.fut)
-				if res.err != nil {
-					w.rp.ErrorCode = kerrCode(res.err)
+				res := partition.ApplyResult(w.fut)
+				if res.Err != nil {
+					w.rp.ErrorCode = kerrCode(res.Err)
 					w.rp.BaseOffset = -1
-					msg := res.err.Error()
+					msg := res.Err.Error()
 					w.rp.ErrorMessage = &msg
 					b.metrics.produceErrors.WithLabelValues(kerr.ErrorForCode(w.rp.ErrorCode).Error()).Inc()
 					continue
 				}
-				w.rp.BaseOffset = res.base
-				w.rp.LogStartOffset = w.part.log.StartOffset()
-				if !res.duplicate {
+				w.rp.BaseOffset = res.Base
+				w.rp.LogStartOffset = w.part.Log().StartOffset()
+				if !res.Duplicate {
 					b.metrics.producedBytes.Add(float64(w.n))
-					b.metrics.producedRecords.Add(float64(res.last - res.base + 1))
+					b.metrics.producedRecords.Add(float64(res.Last - res.Base + 1))
 				}
 				continue
 			}
-			if err := w.part.commit(wctx, w.last); err != nil {
+			if err := w.part.Commit(wctx, w.last); err != nil {
 				w.rp.ErrorCode = kerrCode(err)
 				w.rp.BaseOffset = -1
 				msg := err.Error()
 				w.rp.ErrorMessage = &msg
-				b.log.Warn("produce not committed", "topic", w.part.topic, "partition", w.part.index, "err", err)
+				b.log.Warn("produce not committed", "topic", w.part.Topic(), "partition", w.part.Index(), "err", err)
 			}
 		}
 		p.finish(resp)

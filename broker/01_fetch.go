@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/partition"
 	"github.com/simtel/simtel/broker/storage"
 
 	"github.com/simtel/simtel/broker/kapi"
@@ -37,18 +38,18 @@ const defaultFetchMaxBytes = 50 << 20
 func (b *Broker) handleFetch(ctx context.Context, r *kmsg.FetchRequest, p *pending) {
 	deadline := time.Now().Add(time.Duration(max(r.MaxWaitMillis, 0)) * time.Millisecond)
 	wake := make(chan struct{}, 1)
-	var parts []*Partition
+	var parts []*partition.Partition
 	for _, t := range r.Topics {
 		for _, rp := range t.Partitions {
 			if part := b.partition(t.Topic, rp.Partition); part != nil {
-				part.addWaiter(wake)
+				part.AddWaiter(wake)
 				parts = append(parts, part)
 			}
 		}
 	}
 	defer func() {
 		for _, part := range parts {
-			part.removeWaiter(wake)
+			part.RemoveWaiter(wake)
 		}
 	}()
 
@@ -121,14 +122,14 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 				anyErr = true
 				continue
 			}
-			if code := part.checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
+			if code := part.CheckLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
 				sp.ErrorCode = code
 				anyErr = true
 				continue
 			}
-			hw := part.highWatermark()
-			lso := part.lastStableOffset(hw)
-			start := part.log.StartOffset()
+			hw := part.HighWatermark()
+			lso := part.LastStableOffset(hw)
+			start := part.Log().StartOffset()
 			sp.HighWatermark = hw
 			sp.LastStableOffset = lso
 			sp.LogStartOffset = start
@@ -138,7 +139,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 				upper = lso
 				sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 			}
-			if rp.FetchOffset < start || rp.FetchOffset > part.log.EndOffset() {
+			if rp.FetchOffset < start || rp.FetchOffset > part.Log().EndOffset() {
 				sp.ErrorCode = kerr.OffsetOutOfRange.Code
 				anyErr = true
 				continue
@@ -153,7 +154,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 				}
 				limit = 1 // KIP-74: the first batch goes out whatever the limits
 			}
-			res, err := part.log.Read(rp.FetchOffset, limit, upper)
+			res, err := part.Log().Read(rp.FetchOffset, limit, upper)
 			if err != nil {
 				if errors.Is(err, storage.ErrOffsetOutOfRange) {
 					sp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -172,7 +173,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 			if r.IsolationLevel == 1 {
 				// The client drops the batches of these producers from
 				// each one's first offset up to its abort marker.
-				for _, a := range part.log.AbortedTxns(min(rp.FetchOffset, res.FirstOffset), res.LastOffset) {
+				for _, a := range part.Log().AbortedTxns(min(rp.FetchOffset, res.FirstOffset), res.LastOffset) {
 					at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 					at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 					sp.AbortedTransactions = append(sp.AbortedTransactions, at)
@@ -183,21 +184,3 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 	}
 	return resp, m, total, anyErr
 }
-
-// checkLeaderEpoch compares a client's idea of the leader epoch with ours.
-// A single node is always leader at epoch 0; a replicated partition's
-// epoch is its raft term.
-func (p *Partition) checkLeaderEpoch(clientEpoch int32) int16 {
-	ours := p.leaderEpoch()
-	switch {
-	case clientEpoch < 0 || clientEpoch == ours:
-		return 0
-	case clientEpoch > ours:
-		return kerr.UnknownLeaderEpoch.Code
-	default:
-		return kerr.FencedLeaderEpoch.Code
-	}
-}
-
-// leaderEpoch is every partition's leader epoch on a single node.
-const leaderEpoch = 0

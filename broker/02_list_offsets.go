@@ -31,27 +31,27 @@ func (b *Broker) handleListOffsets(r *kmsg.ListOffsetsRequest) *kmsg.ListOffsets
 			switch {
 			case part == nil:
 				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
-			case part.checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
-				sp.ErrorCode = part.checkLeaderEpoch(rp.CurrentLeaderEpoch)
+			case part.CheckLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
+				sp.ErrorCode = part.CheckLeaderEpoch(rp.CurrentLeaderEpoch)
 			default:
-				hw := part.highWatermark()
+				hw := part.HighWatermark()
 				if r.Version >= 2 && r.IsolationLevel == 1 {
-					hw = part.lastStableOffset(hw)
+					hw = part.LastStableOffset(hw)
 				}
-				sp.LeaderEpoch = part.leaderEpoch()
+				sp.LeaderEpoch = part.LeaderEpoch()
 				switch rp.Timestamp {
 				case -2:
-					sp.Offset = part.log.StartOffset()
+					sp.Offset = part.Log().StartOffset()
 				case -1:
 					sp.Offset = hw
 				case -3:
-					off, ts := part.log.MaxTimestamp()
+					off, ts := part.Log().MaxTimestamp()
 					if off >= 0 && off < hw {
 						sp.Offset, sp.Timestamp = off, ts
 					}
 				default:
-					if off, ts, ok := part.log.OffsetForTimestamp(rp.Timestamp); ok && off < hw {
-						sp.Offset, sp.Timestamp = max(off, part.log.StartOffset()), ts
+					if off, ts, ok := part.Log().OffsetForTimestamp(rp.Timestamp); ok && off < hw {
+						sp.Offset, sp.Timestamp = max(off, part.Log().StartOffset()), ts
 					}
 				}
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/kapi"
+	"github.com/simtel/simtel/broker/partition"
 )
 
 var _ = apis.Add(kapi.API{Key: 3, Min: 0, Max: 11},
@@ -94,7 +95,7 @@ func (b *Broker) handleMetadata(ctx context.Context, r *kmsg.MetadataRequest) *k
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition = int32(i)
 			mp.Leader = b.cfg.NodeID
-			mp.LeaderEpoch = leaderEpoch
+			mp.LeaderEpoch = partition.UnreplicatedEpoch
 			mp.Replicas = []int32{b.cfg.NodeID}
 			mp.ISR = []int32{b.cfg.NodeID}
 			mt.Partitions = append(mt.Partitions, mp)

@@ -41,17 +41,17 @@ func (b *Broker) handleDeleteRecords(ctx context.Context, r *kmsg.DeleteRecordsR
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			hw := part.highWatermark()
+			hw := part.HighWatermark()
 			off := rp.Offset
 			if off == -1 {
 				off = hw
 			}
-			if off > hw && off <= part.log.EndOffset() {
+			if off > hw && off <= part.Log().EndOffset() {
 				// Acknowledged (acks=1) but not yet durable: make it
 				// durable first, as a client that just produced expects
 				// to be able to delete up to what it was told.
-				if err := part.commit(ctx, off-1); err == nil {
-					hw = part.highWatermark()
+				if err := part.Commit(ctx, off-1); err == nil {
+					hw = part.HighWatermark()
 				}
 			}
 			if off < 0 || off > hw {
@@ -59,7 +59,7 @@ func (b *Broker) handleDeleteRecords(ctx context.Context, r *kmsg.DeleteRecordsR
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			start, err := part.log.DeleteRecords(off)
+			start, err := part.Log().DeleteRecords(off)
 			if err != nil {
 				b.log.Error("cannot delete records", "topic", rt.Topic, "partition", rp.Partition, "offset", off, "err", err)
 				sp.ErrorCode = kerr.KafkaStorageError.Code

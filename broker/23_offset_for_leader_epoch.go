@@ -29,13 +29,13 @@ func (b *Broker) handleOffsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest)
 			switch {
 			case part == nil:
 				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
-			case part.checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
-				sp.ErrorCode = part.checkLeaderEpoch(rp.CurrentLeaderEpoch)
-			case rp.LeaderEpoch > part.leaderEpoch():
+			case part.CheckLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
+				sp.ErrorCode = part.CheckLeaderEpoch(rp.CurrentLeaderEpoch)
+			case rp.LeaderEpoch > part.LeaderEpoch():
 				// Undefined epoch and offset: the client's epoch is newer.
 			default:
-				sp.LeaderEpoch = part.leaderEpoch()
-				sp.EndOffset = part.highWatermark()
+				sp.LeaderEpoch = part.LeaderEpoch()
+				sp.EndOffset = part.HighWatermark()
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

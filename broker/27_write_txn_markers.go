@@ -5,7 +5,7 @@ package broker
 // producer's transaction there with a COMMIT or ABORT marker.
 //
 // The leader writes the marker as a control batch through the partition's
-// raft group (Partition.writeMarker), so the transaction index, the last
+// raft group (Partition.WriteMarker), so the transaction index, the last
 // stable offset and the producer epoch are the same on every replica, and
 // answers once the marker is committed on a majority and applied. A
 // partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER; the
@@ -25,9 +25,7 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -73,7 +71,7 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, r *kmsg.WriteTxnMark
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						if err := p.writeMarker(ctx, m.ProducerID, m.ProducerEpoch, ct, m.CoordinatorEpoch); err != nil {
+						if err := p.WriteMarker(ctx, m.ProducerID, m.ProducerEpoch, ct, m.CoordinatorEpoch); err != nil {
 							sp.ErrorCode = kerrCode(err)
 							b.log.Debug("cannot write a transaction marker", "partition", p.String(), "producer_id", m.ProducerID, "err", err)
 						}
@@ -86,29 +84,4 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, r *kmsg.WriteTxnMark
 		resp.Markers = append(resp.Markers, rm)
 	}
 	return resp
-}
-
-// writeMarker ends producer pid's transaction in p with a marker of type
-// ct and waits until it is durable: through raft on a replicated
-// partition (this broker must be its ready leader), else appended and
-// fsynced locally. coordEpoch is the coordinator's epoch (the raft term
-// of its state partition); the replicas refuse the marker if one from a
-// newer coordinator of the producer is already there.
-func (p *Partition) writeMarker(ctx context.Context, pid int64, epoch int16, ct storage.ControlType, coordEpoch int32) error {
-	if !p.replicated() {
-		last, err := p.appendMarker(pid, epoch, ct)
-		if err != nil {
-			return err
-		}
-		return p.commit(ctx, last)
-	}
-	if !p.isLeader() {
-		return fmt.Errorf("%w: this broker is not the raft leader of %s; the coordinator retries at the current leader", kerr.NotLeaderForPartition, p)
-	}
-	batch := storage.AppendControlBatch(nil, pid, epoch, ct, coordEpoch, time.Now().UnixMilli())
-	res := replicaResult(p.grp.Raft.Apply(batch, replicaApplyTimeout))
-	if res.err != nil {
-		return fmt.Errorf("cannot replicate the transaction marker of producer %d to %s: %w", pid, p, res.err)
-	}
-	return nil
 }

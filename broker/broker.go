@@ -148,7 +148,7 @@ func (b *Broker) openLocalCoordinator() error {
 	// The coordinator's store writes to the partition's log directly; a
 	// batch it has synced is committed, so the high watermark moves.
 	logger := b.log.With("part", "groups")
-	store, err := group.OpenLogStore(offsets.log, logger, func(int64) { offsets.advanceHW() })
+	store, err := group.OpenLogStore(offsets.Log(), logger, func(int64) { offsets.AdvanceHW() })
 	if err != nil {
 		return fmt.Errorf("cannot open group offsets: %w", err)
 	}
@@ -364,16 +364,18 @@ func (b *Broker) maintenanceLoop(ctx context.Context) {
 
 func (b *Broker) runMaintenance() {
 	for _, p := range b.allPartitions() {
-		if n, err := p.log.EnforceRetention(p.retentionFloor()); err != nil {
-			b.log.Warn("retention failed", "topic", p.topic, "partition", p.index, "err", err)
+		if n, err := p.Log().EnforceRetention(p.RetentionFloor(func(g string) (int64, bool) {
+			return b.committedOffset(g, p.Topic(), p.Index())
+		})); err != nil {
+			b.log.Warn("retention failed", "topic", p.Topic(), "partition", p.Index(), "err", err)
 		} else if n > 0 {
-			b.log.Info("retention deleted segments", "topic", p.topic, "partition", p.index, "bytes", n)
+			b.log.Info("retention deleted segments", "topic", p.Topic(), "partition", p.Index(), "bytes", n)
 		}
-		if p.compact() {
-			if st, err := p.log.Compact(); err != nil {
-				b.log.Warn("compaction failed", "topic", p.topic, "partition", p.index, "err", err)
+		if p.Compacted() {
+			if st, err := p.Log().Compact(); err != nil {
+				b.log.Warn("compaction failed", "topic", p.Topic(), "partition", p.Index(), "err", err)
 			} else {
-				b.log.Debug("compaction done", "topic", p.topic, "partition", p.index, "stats", fmt.Sprintf("%+v", st))
+				b.log.Debug("compaction done", "topic", p.Topic(), "partition", p.Index(), "stats", fmt.Sprintf("%+v", st))
 			}
 		}
 	}

@@ -6,7 +6,7 @@ package broker
 //
 //   - followClusterMetadata mirrors the controller metadata into b.mu.topics:
 //     every topic is there with its full partition count, but only the
-//     partitions this broker has a replica of have a *Partition; the
+//     partitions this broker has a replica of have a *partition.Partition; the
 //     others are nil. Requests for partitions this broker does not lead
 //     (nil, or a raft follower replica, see replica.go) get
 //     NOT_LEADER_OR_FOLLOWER.
@@ -40,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/cluster"
+	"github.com/simtel/simtel/broker/partition"
 )
 
 func (b *Broker) startCluster() error {
@@ -108,10 +109,10 @@ func (b *Broker) syncClusterTopicsLocked() {
 			configs = map[string]string{}
 		}
 		configsChanged := old != nil && !maps.Equal(old.configs, configs)
-		nt := &topic{name: name, id: ti.ID, configs: configs, parts: make([]*Partition, len(ti.Partitions))}
+		nt := &topic{name: name, id: ti.ID, configs: configs, parts: make([]*partition.Partition, len(ti.Partitions))}
 		changed := old == nil || configsChanged || len(old.parts) != len(nt.parts)
 		for i, a := range ti.Partitions {
-			var have *Partition
+			var have *partition.Partition
 			if old != nil && i < len(old.parts) {
 				have = old.parts[i]
 			}
@@ -120,7 +121,7 @@ func (b *Broker) syncClusterTopicsLocked() {
 					// Reassigned away: the raft group no longer has this
 					// replica (the reassignment finished only after its
 					// removal), so its files go.
-					if err := have.remove(); err != nil {
+					if err := have.Remove(); err != nil {
 						b.log.Warn("cannot remove a partition moved away", "topic", name, "partition", i, "err", err)
 					}
 					_ = os.Remove(b.partitionIDFile(name, int32(i)))
@@ -137,8 +138,8 @@ func (b *Broker) syncClusterTopicsLocked() {
 				}
 				have, changed = p, true
 			} else if configsChanged {
-				have.log.UpdateConfig(b.storageConfig(b.partitionDir(name, int32(i)), configs))
-				have.setConfigs(configs)
+				have.Log().UpdateConfig(b.storageConfig(b.partitionDir(name, int32(i)), configs))
+				have.SetSettings(b.partitionSettings(configs))
 			}
 			nt.parts[i] = have
 		}
@@ -238,10 +239,10 @@ func (b *Broker) dropClusterTopic(t *topic) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := p.remove(); err != nil {
-				b.log.Warn("cannot remove a deleted partition's files", "topic", t.name, "partition", p.index, "err", err)
+			if err := p.Remove(); err != nil {
+				b.log.Warn("cannot remove a deleted partition's files", "topic", t.name, "partition", p.Index(), "err", err)
 			}
-			_ = os.Remove(b.partitionIDFile(t.name, p.index))
+			_ = os.Remove(b.partitionIDFile(t.name, p.Index()))
 		}()
 	}
 	wg.Wait()
@@ -254,7 +255,7 @@ func (b *Broker) partitionIDFile(t string, p int32) string {
 	return b.partitionDir(t, p) + ".topic-id"
 }
 
-func (b *Broker) openClusterPartition(t *topic, i int32, a cluster.Assignment) (*Partition, error) {
+func (b *Broker) openClusterPartition(t *topic, i int32, a cluster.Assignment) (*partition.Partition, error) {
 	idFile := b.partitionIDFile(t.name, i)
 	want := hex.EncodeToString(t.id[:])
 	if got, err := os.ReadFile(idFile); err != nil || string(got) != want {
@@ -278,7 +279,7 @@ func (b *Broker) openClusterPartition(t *topic, i int32, a cluster.Assignment) (
 	// leader to contact it.
 	bootstrap := !a.Moved && slices.Contains(a.Replicas, b.cfg.NodeID)
 	if err := b.startReplica(p, t.id, a.Replicas, bootstrap); err != nil {
-		_ = p.close()
+		_ = p.Close()
 		return nil, fmt.Errorf("cannot start the raft group of %s-%d: %w", t.name, i, err)
 	}
 	return p, nil
@@ -368,7 +369,7 @@ func (b *Broker) clusterCreateTopic(name string, partitions int32, rf int16, con
 		return nil, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, name)
 	}
 	if validateOnly {
-		return &topic{name: name, configs: overrides, parts: make([]*Partition, partitions)}, nil
+		return &topic{name: name, configs: overrides, parts: make([]*partition.Partition, partitions)}, nil
 	}
 	cmd := cluster.Command{Op: cluster.OpCreateTopic, Topic: name, Partitions: partitions, Configs: overrides, ReplicationFactor: rf}
 	_, _ = rand.Read(cmd.TopicID[:])
@@ -382,7 +383,7 @@ func (b *Broker) clusterCreateTopic(name string, partitions int32, rf int16, con
 	if t := b.topic(name); t != nil {
 		return t, nil
 	}
-	return &topic{name: name, id: cmd.TopicID, configs: overrides, parts: make([]*Partition, partitions)}, nil
+	return &topic{name: name, id: cmd.TopicID, configs: overrides, parts: make([]*partition.Partition, partitions)}, nil
 }
 
 func (b *Broker) clusterDeleteTopic(name string) error {

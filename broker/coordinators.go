@@ -47,6 +47,7 @@ import (
 
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/group"
+	"github.com/simtel/simtel/broker/partition"
 )
 
 // offsetsTopicPartitions is the partition count of __consumer_offsets in
@@ -65,7 +66,7 @@ const pauseLimit = 10 * time.Second
 
 // coordSlot is the coordinator of one offsets partition this broker leads.
 type coordSlot struct {
-	part *Partition
+	part *partition.Partition
 	// term is the raft term the coordinator serves in: its store's
 	// proposals are refused in any other (another leader may have
 	// written in between). It changes when the coordinator resumes in a
@@ -88,8 +89,8 @@ type coordSlot struct {
 
 // valid: the slot may serve requests: same partition object, still its
 // ready raft leader in the same term, store usable.
-func (s *coordSlot) valid(p *Partition) bool {
-	return s.part == p && p.isLeader() && partitionTerm(p) == s.term.Load() && !s.store.Failed()
+func (s *coordSlot) valid(p *partition.Partition) bool {
+	return s.part == p && p.IsLeader() && p.Term() == s.term.Load() && !s.store.Failed()
 }
 
 // resumable: this broker lost the partition's leadership (or is leader in
@@ -107,17 +108,17 @@ func (s *coordSlot) valid(p *Partition) bool {
 // seen the coordinator is closed; and it can only have served after its
 // barrier was committed on a majority, which would have kept this broker
 // from being elected without learning of it.
-func (s *coordSlot) resumable(p *Partition) bool {
-	if s.part != p || s.foreign.Load() != 0 || p.grp == nil {
+func (s *coordSlot) resumable(p *partition.Partition) bool {
+	if s.part != p || s.foreign.Load() != 0 || !p.Replicated() {
 		return false
 	}
-	if partitionTerm(p) == s.term.Load() {
+	if p.Term() == s.term.Load() {
 		// Still leader in the same term: a failed store means a write
 		// failed for another reason and may yet be committed, so
 		// reload. Once this broker is leader again in a later term,
 		// its barrier has committed what it had appended and the rest
 		// was never in the log: the store can recover exactly.
-		return p.grp.Raft.State() != raft.Leader
+		return p.Raft().State() != raft.Leader
 	}
 	return true
 }
@@ -132,15 +133,7 @@ func (b *Broker) watchForeignLeaders(s *coordSlot) {
 		}
 		return false
 	})
-	s.part.grp.Raft.RegisterObserver(s.obs)
-}
-
-// partitionTerm is the raft term of a replicated partition, 0 otherwise.
-func partitionTerm(p *Partition) uint64 {
-	if p.grp == nil {
-		return 0
-	}
-	return p.grp.Raft.CurrentTerm()
+	s.part.Raft().RegisterObserver(s.obs)
 }
 
 // groupPartition maps a group id to its partition of __consumer_offsets.
@@ -197,7 +190,7 @@ func (b *Broker) groupConfig(store group.Store, logger *slog.Logger) group.Confi
 			if p == nil {
 				return 0, false
 			}
-			return p.highWatermark(), true
+			return p.HighWatermark(), true
 		},
 		PendingTxnOffset: func(g, t string, part int32) bool {
 			return b.txnPendingOffset(g, t, part)
@@ -224,7 +217,7 @@ func (b *Broker) coordinatorFor(groupID string) (*group.Coordinator, int16) {
 	if s != nil && p != nil && s.valid(p) {
 		return s.c, 0
 	}
-	if p != nil && p.grp != nil && p.grp.Raft.State() == raft.Leader {
+	if p != nil && p.Replicated() && p.Raft().State() == raft.Leader {
 		return nil, kerr.CoordinatorLoadInProgress.Code
 	}
 	return nil, kerr.NotCoordinator.Code
@@ -305,7 +298,7 @@ func (b *Broker) runCoordinators(ctx context.Context) {
 // coordinator's Close waits for its store calls in flight, which end when
 // raft reports the lost leadership); closing tracks those goroutines.
 func (b *Broker) syncCoordinators(closing *sync.WaitGroup, closed map[int32]chan struct{}) {
-	var parts []*Partition
+	var parts []*partition.Partition
 	if t := b.topic(offsetsTopic); t != nil {
 		parts = t.parts
 	}
@@ -346,7 +339,7 @@ func (b *Broker) syncCoordinators(closing *sync.WaitGroup, closed map[int32]chan
 	b.coords.Unlock()
 	b.readyOffsetsLeaders(parts)
 	for i, p := range parts {
-		if p == nil || !p.isLeader() {
+		if p == nil || !p.IsLeader() {
 			continue
 		}
 		if done := closed[int32(i)]; done != nil {
@@ -399,10 +392,10 @@ func (b *Broker) startClosingLocked(i int32, s *coordSlot, closing *sync.WaitGro
 // seen: the barrier made the log hold every entry of the earlier terms,
 // those the coordinator proposed included. If its store cannot recover,
 // the slot is closed and the next pass opens a new coordinator.
-func (b *Broker) resumeCoordinator(i int32, s *coordSlot, p *Partition, closing *sync.WaitGroup, closed map[int32]chan struct{}) {
-	term := partitionTerm(p)
+func (b *Broker) resumeCoordinator(i int32, s *coordSlot, p *partition.Partition, closing *sync.WaitGroup, closed map[int32]chan struct{}) {
+	term := p.Term()
 	st, err := s.store.Recover()
-	if err != nil || s.foreign.Load() != 0 || partitionTerm(p) != term || !p.isLeader() {
+	if err != nil || s.foreign.Load() != 0 || p.Term() != term || !p.IsLeader() {
 		if err != nil {
 			b.log.Warn("cannot resume the group coordinator of an offsets partition; reloading it", "partition", i, "err", err)
 		}
@@ -425,30 +418,30 @@ func (b *Broker) resumeCoordinator(i int32, s *coordSlot, p *Partition, closing 
 }
 
 // readyOffsetsLeaders runs the raft barrier that makes a new leader ready
-// (see readyLeaders) on the offsets partitions this broker has just
+// (see partition.ReadyLeaders) on the offsets partitions this broker has just
 // become leader of, concurrently, and waits for them. The general pass
 // goes over every partition of the broker one round at a time, which
 // with many partitions on a loaded machine can keep a new coordinator
 // answering COORDINATOR_LOAD_IN_PROGRESS for many seconds; the groups of
 // every consumer of the cluster wait on these few partitions.
-func (b *Broker) readyOffsetsLeaders(parts []*Partition) {
-	b.readyLeaders(parts, "new offsets partition leader not ready yet")
+func (b *Broker) readyOffsetsLeaders(parts []*partition.Partition) {
+	partition.ReadyLeaders(parts, "new offsets partition leader not ready yet")
 }
 
 // openCoordinator loads the groups of an offsets partition this broker
 // leads from its log and starts their coordinator.
-func (b *Broker) openCoordinator(p *Partition) (*coordSlot, error) {
+func (b *Broker) openCoordinator(p *partition.Partition) (*coordSlot, error) {
 	s := &coordSlot{part: p, since: time.Now()}
-	s.term.Store(partitionTerm(p))
-	logger := b.log.With("part", "groups", "offsets_partition", p.index)
+	s.term.Store(p.Term())
+	logger := b.log.With("part", "groups", "offsets_partition", p.Index())
 	var store *group.LogStore
 	var err error
-	if p.replicated() {
-		store, err = group.OpenReplicatedLogStore(p.log, logger, func(batch []byte) func() error {
-			return p.proposeInternal(s.term.Load(), batch)
+	if p.Replicated() {
+		store, err = group.OpenReplicatedLogStore(p.Log(), logger, func(batch []byte) func() error {
+			return p.Propose(s.term.Load(), batch)
 		})
 	} else {
-		store, err = group.OpenLogStore(p.log, logger, func(int64) { p.advanceHW() })
+		store, err = group.OpenLogStore(p.Log(), logger, func(int64) { p.AdvanceHW() })
 	}
 	if err != nil {
 		return nil, err
@@ -463,7 +456,7 @@ func (b *Broker) openCoordinator(p *Partition) (*coordSlot, error) {
 		return nil, err
 	}
 	s.store, s.c = store, c
-	if p.grp != nil {
+	if p.Replicated() {
 		b.watchForeignLeaders(s)
 	}
 	return s, nil
@@ -471,7 +464,7 @@ func (b *Broker) openCoordinator(p *Partition) (*coordSlot, error) {
 
 func (b *Broker) closeCoordinator(i int32, s *coordSlot) {
 	if s.obs != nil {
-		s.part.grp.Raft.DeregisterObserver(s.obs)
+		s.part.Raft().DeregisterObserver(s.obs)
 	}
 	if err := s.c.Close(); err != nil {
 		b.log.Warn("cannot close a group coordinator", "offsets_partition", i, "err", err)

@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/group"
@@ -61,3 +64,15 @@ func (g groupRouter) CoordinatorFor(id string) (*group.Coordinator, int16) {
 }
 
 func (g groupRouter) Served() []*group.Coordinator { return g.b.servedCoordinators() }
+
+// kerrCode extracts the Kafka error code of err (0 for nil).
+func kerrCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return kerr.UnknownServerError.Code
+}

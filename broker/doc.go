@@ -60,7 +60,7 @@
 //
 // With Config.RaftListen set, topics come from the controller (package
 // cluster) instead of topics.json: b.mu.topics mirrors the controller's
-// metadata, with a nil *Partition for each partition this broker has no
+// metadata, with a nil *partition.Partition for each partition this broker has no
 // replica of. Partitions with more than one replica are raft groups
 // (replica.go); Broker.partition returns only those this broker leads.
 // Topic admin runs on the controller leader (NOT_CONTROLLER elsewhere).

@@ -21,7 +21,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/broker/storage"
 	"github.com/simtel/simtel/internal/testutil"
 )
@@ -65,9 +64,18 @@ func partitionLog(t *testing.T, b *clusterBroker, topic string, part int32) (sta
 	}
 	t.Cleanup(func() { l.Close() })
 	return l.StartOffset(), l.EndOffset(), func(from int64) []byte {
-		out, err := broker.ReadLogBytes(l, from)
+		res, err := l.Read(from, 1<<40, l.EndOffset())
 		if err != nil {
-			t.Fatalf("broker %d: %s-%d: %v", b.id, topic, part, err)
+			t.Fatalf("broker %d: %s-%d: read from offset %d: %v", b.id, topic, part, from, err)
+		}
+		defer res.Release()
+		var out []byte
+		for _, c := range res.Chunks {
+			n := len(out)
+			out = append(out, make([]byte, c.Size)...)
+			if _, err := c.File.ReadAt(out[n:], c.Pos); err != nil {
+				t.Fatalf("broker %d: %s-%d: read %d bytes at %d of a segment: %v", b.id, topic, part, c.Size, c.Pos, err)
+			}
 		}
 		return out
 	}

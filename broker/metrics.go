@@ -140,10 +140,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			if p == nil {
 				continue // cluster mode: led by another broker
 			}
-			idx := strconv.Itoa(int(p.index))
-			ch <- prometheus.MustNewConstMetric(descLogStart, prometheus.GaugeValue, float64(p.log.StartOffset()), t.name, idx)
-			ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(p.highWatermark()), t.name, idx)
-			ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(p.log.Size()), t.name, idx)
+			idx := strconv.Itoa(int(p.Index()))
+			ch <- prometheus.MustNewConstMetric(descLogStart, prometheus.GaugeValue, float64(p.Log().StartOffset()), t.name, idx)
+			ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(p.HighWatermark()), t.name, idx)
+			ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(p.Log().Size()), t.name, idx)
 		}
 	}
 	coords := c.b.servedCoordinators()

@@ -48,6 +48,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simtel/simtel/broker/cluster"
+	"github.com/simtel/simtel/broker/partition"
 )
 
 const (
@@ -97,7 +98,7 @@ func (b *Broker) underReplicated() int {
 	}
 	md := b.cluster.Metadata()
 	n := 0
-	b.eachLed(md, func(_ *topic, _ int, _ *Partition, a cluster.Assignment) {
+	b.eachLed(md, func(_ *topic, _ int, _ *partition.Partition, a cluster.Assignment) {
 		for _, r := range a.Replicas {
 			if br, ok := md.Brokers[r]; !ok || !br.Alive {
 				n++
@@ -183,7 +184,7 @@ func (pl *placer) partitionDuties(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if p == nil || p.grp == nil || i >= len(ti.Partitions) {
+			if p == nil || !p.Replicated() || i >= len(ti.Partitions) {
 				continue
 			}
 			a := ti.Partitions[i]
@@ -193,9 +194,9 @@ func (pl *placer) partitionDuties(ctx context.Context) {
 				delete(pl.reported, gid)
 			}
 			switch {
-			case p.isLeader() && a.Target != nil:
+			case p.IsLeader() && a.Target != nil:
 				pl.advance(ctx, md, tp, int32(i), p, a)
-			case p.isLeader():
+			case p.IsLeader():
 				pl.preferLeader(md, p, a, gid)
 			case a.Target != nil && slices.Contains(a.Target, self) && !slices.Contains(a.Replicas, self):
 				pl.reportProgress(ctx, tp, int32(i), p, a, gid)
@@ -205,9 +206,9 @@ func (pl *placer) partitionDuties(ctx context.Context) {
 }
 
 // reportProgress tells the controller how far this new replica got.
-func (pl *placer) reportProgress(ctx context.Context, tp *topic, i int32, p *Partition, a cluster.Assignment, gid uint64) {
+func (pl *placer) reportProgress(ctx context.Context, tp *topic, i int32, p *partition.Partition, a cluster.Assignment, gid uint64) {
 	b := pl.b
-	hw := p.highWatermark()
+	hw := p.HighWatermark()
 	if got, ok := a.Progress[b.cfg.NodeID]; ok && got >= hw {
 		return
 	}
@@ -233,9 +234,9 @@ func (pl *placer) count(kind string, err error) {
 }
 
 // advance takes one partition led here one step towards its Target.
-func (pl *placer) advance(ctx context.Context, md *cluster.Metadata, tp *topic, i int32, p *Partition, a cluster.Assignment) {
+func (pl *placer) advance(ctx context.Context, md *cluster.Metadata, tp *topic, i int32, p *partition.Partition, a cluster.Assignment) {
 	b := pl.b
-	r := p.grp.Raft
+	r := p.Raft()
 	gid := cluster.PartitionGroupID(tp.id, i)
 	log := b.log.With("partition", p.String(), "target", a.Target)
 	f := r.GetConfiguration()
@@ -266,7 +267,7 @@ func (pl *placer) advance(ctx context.Context, md *cluster.Metadata, tp *topic, 
 				log.Debug("reassignment waits for a target broker to be alive", "broker", t)
 				continue
 			}
-			pl.caughtUpAt[gid][t] = p.highWatermark()
+			pl.caughtUpAt[gid][t] = p.HighWatermark()
 			err := r.AddNonvoter(serverID(t), raft.ServerAddress(br.RaftAddr), 0, membershipTimeout).Error()
 			pl.count("add", err)
 			log.Info("new replica added as non-voter; it catches up from the leader", "broker", t, "catch_up_to", pl.caughtUpAt[gid][t], "err", err)
@@ -275,7 +276,7 @@ func (pl *placer) advance(ctx context.Context, md *cluster.Metadata, tp *topic, 
 			allVoters = false
 			want, ok := pl.caughtUpAt[gid][t]
 			if !ok {
-				want = p.highWatermark()
+				want = p.HighWatermark()
 				pl.caughtUpAt[gid][t] = want
 			}
 			got, reported := a.Progress[t]
@@ -328,7 +329,7 @@ func (pl *placer) advance(ctx context.Context, md *cluster.Metadata, tp *topic, 
 
 // preferLeader hands leadership to the partition's preferred leader (its
 // first replica) once that broker has been alive for a while.
-func (pl *placer) preferLeader(md *cluster.Metadata, p *Partition, a cluster.Assignment, gid uint64) {
+func (pl *placer) preferLeader(md *cluster.Metadata, p *partition.Partition, a cluster.Assignment, gid uint64) {
 	b := pl.b
 	if len(a.Replicas) < 2 || a.Replicas[0] == b.cfg.NodeID {
 		delete(pl.preferredSince, gid)
@@ -348,7 +349,7 @@ func (pl *placer) preferLeader(md *cluster.Metadata, p *Partition, a cluster.Ass
 	if time.Now().Before(at) {
 		return
 	}
-	r := p.grp.Raft
+	r := p.Raft()
 	f := r.GetConfiguration()
 	if f.Error() != nil {
 		return
@@ -664,13 +665,13 @@ func (b *Broker) handOffLeadership() {
 	start := time.Now()
 	for _, tp := range b.allTopics() {
 		for _, p := range tp.parts {
-			if p == nil || p.grp == nil || p.grp.Raft.State() != raft.Leader {
+			if p == nil || !p.Replicated() || p.Raft().State() != raft.Leader {
 				continue
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := p.grp.Raft.LeadershipTransfer().Error()
+				err := p.Raft().LeadershipTransfer().Error()
 				if err != nil {
 					b.log.Debug("cannot hand off partition leadership before shutdown", "partition", p.String(), "err", err)
 					return

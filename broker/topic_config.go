@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/partition"
 	"github.com/simtel/simtel/broker/storage"
 )
 
@@ -162,5 +163,24 @@ func (b *Broker) storageConfig(dir string, overrides map[string]string) storage.
 		MinCompactionLagMs: b.configInt(overrides, "min.compaction.lag.ms"),
 		MaxBatchBytes:      int(b.configInt(overrides, "max.message.bytes")),
 		Logger:             b.log.With("dir", dir),
+	}
+}
+
+// partitionSettings are the configs a partition applies itself.
+func (b *Broker) partitionSettings(overrides map[string]string) partition.Settings {
+	policy, _ := b.effectiveTopicConfig(overrides, "cleanup.policy")
+	tsType, _ := b.effectiveTopicConfig(overrides, "message.timestamp.type")
+	hold, _ := b.effectiveTopicConfig(overrides, holdGroupsConfig)
+	var groups []string
+	for _, g := range strings.Split(hold, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			groups = append(groups, g)
+		}
+	}
+	return partition.Settings{
+		MaxMessageBytes: b.configInt(overrides, "max.message.bytes"),
+		Compacted:       strings.Contains(policy, "compact"),
+		LogAppendTime:   tsType == "LogAppendTime",
+		HoldGroups:      groups,
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/simtel/simtel/broker/partition"
 	"github.com/simtel/simtel/broker/storage"
 )
 
@@ -33,7 +34,7 @@ type topic struct {
 	name    string
 	id      [16]byte
 	configs map[string]string
-	parts   []*Partition
+	parts   []*partition.Partition
 }
 
 // topicRecord is a topic's line in topics.json.
@@ -108,13 +109,14 @@ func (b *Broker) saveTopicsLocked() error {
 	return writeFileAtomic(b.topicsFile(), data)
 }
 
-func (b *Broker) openPartition(t *topic, i int32) (*Partition, error) {
+func (b *Broker) openPartition(t *topic, i int32) (*partition.Partition, error) {
 	dir := b.partitionDir(t.name, i)
 	l, err := storage.Open(b.storageConfig(dir, t.configs))
 	if err != nil {
 		return nil, fmt.Errorf("cannot open partition %s-%d: %w", t.name, i, err)
 	}
-	p, err := newPartition(b, t.name, i, l, t.configs)
+	p, err := partition.Open(l, partition.Config{Topic: t.name, Index: i, Settings: b.partitionSettings(t.configs),
+		Logger: b.log, SnapshotInstalled: b.metrics.snapshotInstalls.Inc})
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -131,16 +133,16 @@ func (b *Broker) topic(name string) *topic {
 // partition returns the partition if this broker serves it: it has it
 // and, for a replicated partition, is its raft leader. Otherwise nil, and
 // absentPartitionCode says why.
-func (b *Broker) partition(t string, p int32) *Partition {
+func (b *Broker) partition(t string, p int32) *partition.Partition {
 	part := b.localPartition(t, p)
-	if part == nil || !part.isLeader() {
+	if part == nil || !part.IsLeader() {
 		return nil
 	}
 	return part
 }
 
 // localPartition returns the partition if this broker has a replica of it.
-func (b *Broker) localPartition(t string, p int32) *Partition {
+func (b *Broker) localPartition(t string, p int32) *partition.Partition {
 	tp := b.topic(t)
 	if tp == nil || p < 0 || int(p) >= len(tp.parts) {
 		return nil
@@ -170,8 +172,8 @@ func (b *Broker) allTopics() []*topic {
 	return out
 }
 
-func (b *Broker) allPartitions() []*Partition {
-	var out []*Partition
+func (b *Broker) allPartitions() []*partition.Partition {
+	var out []*partition.Partition
 	for _, t := range b.allTopics() {
 		for _, p := range t.parts {
 			if p != nil { // nil: a partition another broker leads
@@ -189,7 +191,7 @@ func (b *Broker) closePartitions() error {
 	for _, t := range b.mu.topics {
 		for _, p := range t.parts {
 			if p != nil {
-				err = errors.Join(err, p.close())
+				err = errors.Join(err, p.Close())
 			}
 		}
 	}
@@ -249,7 +251,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 		return nil, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, name)
 	}
 	if validateOnly {
-		return &topic{name: name, configs: overrides, parts: make([]*Partition, partitions)}, nil
+		return &topic{name: name, configs: overrides, parts: make([]*partition.Partition, partitions)}, nil
 	}
 	t := &topic{name: name, configs: overrides}
 	_, _ = rand.Read(t.id[:])
@@ -260,7 +262,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 		p, err := b.openPartition(t, i)
 		if err != nil {
 			for _, q := range t.parts {
-				_ = q.remove()
+				_ = q.Remove()
 			}
 			return nil, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 		}
@@ -274,7 +276,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 		delete(b.mu.topics, name)
 		b.mu.Unlock()
 		for _, q := range t.parts {
-			_ = q.remove()
+			_ = q.Remove()
 		}
 		return nil, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 	}
@@ -308,8 +310,8 @@ func (b *Broker) deleteTopic(name string) error {
 		return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 	}
 	for _, p := range t.parts {
-		if err := p.remove(); err != nil {
-			b.log.Warn("cannot remove deleted partition's files", "topic", name, "partition", p.index, "err", err)
+		if err := p.Remove(); err != nil {
+			b.log.Warn("cannot remove deleted partition's files", "topic", name, "partition", p.Index(), "err", err)
 		}
 	}
 	b.deleteTopicOffsets(name)
@@ -339,13 +341,13 @@ func (b *Broker) createPartitions(name string, count int32, validateOnly bool) e
 	if validateOnly {
 		return nil
 	}
-	parts := append([]*Partition(nil), t.parts...)
+	parts := append([]*partition.Partition(nil), t.parts...)
 	for i := int32(len(parts)); i < count; i++ {
 		_ = os.RemoveAll(b.partitionDir(name, i))
 		p, err := b.openPartition(t, i)
 		if err != nil {
 			for _, q := range parts[len(t.parts):] {
-				_ = q.remove()
+				_ = q.Remove()
 			}
 			return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 		}
@@ -395,8 +397,8 @@ func (b *Broker) setTopicConfigs(name string, update func(map[string]string) err
 		return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 	}
 	for _, p := range t.parts {
-		p.log.UpdateConfig(b.storageConfig(b.partitionDir(name, p.index), next))
-		p.setConfigs(next)
+		p.Log().UpdateConfig(b.storageConfig(b.partitionDir(name, p.Index()), next))
+		p.SetSettings(b.partitionSettings(next))
 	}
 	return nil
 }
@@ -405,7 +407,7 @@ func (b *Broker) setTopicConfigs(name string, update func(map[string]string) err
 // and returns its partition 0. An existing topic keeps its overrides,
 // except that it is switched to cleanup.policy=compact if it has another
 // one: retention must never delete live group state.
-func (b *Broker) ensureOffsetsTopic() (*Partition, error) {
+func (b *Broker) ensureOffsetsTopic() (*partition.Partition, error) {
 	t := b.topic(offsetsTopic)
 	if t == nil {
 		configs := map[string]*string{}

@@ -45,6 +45,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/group"
+	"github.com/simtel/simtel/broker/partition"
 	"github.com/simtel/simtel/broker/storage"
 )
 
@@ -87,8 +88,8 @@ type txnCoordinator struct {
 	log *slog.Logger
 	now func() time.Time
 
-	stateMu sync.Mutex // creating the state partition
-	state   *Partition // guarded by stateMu; nil until first needed
+	stateMu sync.Mutex           // creating the state partition
+	state   *partition.Partition // guarded by stateMu; nil until first needed
 
 	// clustered: a cluster-mode coordinator of one replicated state
 	// partition (txn_cluster.go), led by this broker in raft term term.
@@ -129,7 +130,7 @@ func newTxnCoordinator(b *Broker) (*txnCoordinator, error) {
 // were being completed when the broker stopped.
 func (c *txnCoordinator) load() error {
 	n := 0
-	err := readLogRecords(c.state.log, func(off int64, key, value []byte) {
+	err := readLogRecords(c.state.Log(), func(off int64, key, value []byte) {
 		id := string(key)
 		if value == nil {
 			delete(c.mu.txns, id)
@@ -248,7 +249,7 @@ func (c *txnCoordinator) countOngoing() float64 {
 
 // statePartition returns the partition of __transaction_state, creating
 // the topic on first use.
-func (c *txnCoordinator) statePartition() (*Partition, error) {
+func (c *txnCoordinator) statePartition() (*partition.Partition, error) {
 	c.stateMu.Lock()
 	defer c.stateMu.Unlock()
 	if c.state != nil {
@@ -295,28 +296,28 @@ func (c *txnCoordinator) expireLocked(ctx context.Context, e *txnEntry) error {
 
 // appendStateRecord appends one record (value nil: a tombstone) to the
 // state partition and waits until it is durable.
-func appendStateRecord(ctx context.Context, p *Partition, key, value []byte, nowMillis int64) error {
+func appendStateRecord(ctx context.Context, p *partition.Partition, key, value []byte, nowMillis int64) error {
 	batch := appendStateBatch(nil, key, value, nowMillis)
 	hdrs, err := storage.ParseBatches(batch, 0)
 	if err != nil {
 		return fmt.Errorf("cannot encode state record: %w", err)
 	}
-	_, last, err := p.log.Append(batch, hdrs, 0)
+	_, last, err := p.Log().Append(batch, hdrs, 0)
 	if err != nil {
 		return err
 	}
-	return p.commit(ctx, last)
+	return p.Commit(ctx, last)
 }
 
 // appendState writes one state record: through the state partition's
 // raft group in cluster mode (refused once this coordinator's term is
 // over), else appended and fsynced locally (also a cluster of one broker,
 // whose internal topics have a single replica).
-func (c *txnCoordinator) appendState(ctx context.Context, p *Partition, key, value []byte, nowMillis int64) error {
-	if !c.clustered || !p.replicated() {
+func (c *txnCoordinator) appendState(ctx context.Context, p *partition.Partition, key, value []byte, nowMillis int64) error {
+	if !c.clustered || !p.Replicated() {
 		return appendStateRecord(ctx, p, key, value, nowMillis)
 	}
-	return p.proposeInternal(c.term, appendStateBatch(nil, key, value, nowMillis))()
+	return p.Propose(c.term, appendStateBatch(nil, key, value, nowMillis))()
 }
 
 // persistLocked makes next the durable state of e, then adopts it.
@@ -400,7 +401,7 @@ func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error 
 	// Append every marker first and start their fsyncs together (each
 	// partition has its own flusher), then wait for each.
 	type written struct {
-		p    *Partition
+		p    *partition.Partition
 		last int64
 	}
 	var ws []written
@@ -410,15 +411,15 @@ func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error 
 			c.log.Warn("partition of a transaction is gone; no marker written", "transactional_id", e.id, "topic", tp.Topic, "partition", tp.Partition)
 			continue
 		}
-		last, err := p.appendMarker(m.ProducerID, m.Epoch, ct)
+		last, err := p.AppendMarker(m.ProducerID, m.Epoch, ct)
 		if err != nil {
 			return fmt.Errorf("cannot write the transaction marker to %s: %w", p, err)
 		}
-		p.commitLater()
+		p.CommitLater()
 		ws = append(ws, written{p, last})
 	}
 	for _, w := range ws {
-		if err := w.p.commit(ctx, w.last); err != nil {
+		if err := w.p.Commit(ctx, w.last); err != nil {
 			return fmt.Errorf("cannot sync the transaction marker of %s: %w", w.p, err)
 		}
 	}
@@ -514,37 +515,6 @@ func (c *txnCoordinator) finishPendingLocked(ctx context.Context, e *txnEntry) *
 		return kerr.ConcurrentTransactions
 	}
 	return nil
-}
-
-// appendMarker appends a transaction marker for producer pid to the
-// partition and returns its offset; the caller commits it.
-func (p *Partition) appendMarker(pid int64, epoch int16, ct storage.ControlType) (int64, error) {
-	if p.replicated() {
-		return 0, fmt.Errorf("%w: transactions on replicated partitions are not supported yet", kerr.InvalidTxnState)
-	}
-	batch := storage.AppendControlBatch(nil, pid, epoch, ct, 0, time.Now().UnixMilli())
-	hdrs, err := storage.ParseBatches(batch, 0)
-	if err != nil {
-		return 0, fmt.Errorf("cannot encode transaction marker: %w", err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	base, last, err := p.log.Append(batch, hdrs, 0)
-	if err != nil {
-		return 0, storageToKerr(err)
-	}
-	p.observeBatchLocked(hdrs[0], base, batch)
-	return last, nil
-}
-
-// lastStableOffset is the offset below which every transaction has ended:
-// the first offset of the earliest open transaction, capped by the high
-// watermark hw. read_committed consumers are served only below it.
-func (p *Partition) lastStableOffset(hw int64) int64 {
-	if first, ok := p.log.FirstUnstableOffset(); ok && first < hw {
-		return first
-	}
-	return hw
 }
 
 // appendStateBatch encodes one uncompressed record batch with a single

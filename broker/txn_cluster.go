@@ -56,6 +56,7 @@ import (
 
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/group"
+	"github.com/simtel/simtel/broker/partition"
 	"github.com/simtel/simtel/broker/storage"
 )
 
@@ -79,15 +80,15 @@ const txnPendingMember = "\x00simtel-txn-pending"
 
 // txnSlot is the coordinator of one state partition this broker leads.
 type txnSlot struct {
-	part   *Partition
+	part   *partition.Partition
 	term   uint64
 	c      *txnCoordinator
 	cancel context.CancelFunc
 	done   chan struct{} // closed when c.run has returned
 }
 
-func (s *txnSlot) valid(p *Partition) bool {
-	return s.part == p && p.isLeader() && partitionTerm(p) == s.term
+func (s *txnSlot) valid(p *partition.Partition) bool {
+	return s.part == p && p.IsLeader() && p.Term() == s.term
 }
 
 // txnClusterState is the broker's cluster-mode transaction state.
@@ -177,7 +178,7 @@ func (b *Broker) txnCoordinatorFor(id string) (*txnCoordinator, int16) {
 	if s != nil && p != nil && s.valid(p) {
 		return s.c, 0
 	}
-	if p != nil && p.isLeader() {
+	if p != nil && p.IsLeader() {
 		return nil, kerr.CoordinatorLoadInProgress.Code
 	}
 	return nil, kerr.NotCoordinator.Code
@@ -197,8 +198,8 @@ func (b *Broker) txnStatePartitions() int {
 // controller does), else the controller's record.
 func (b *Broker) partitionLeaderBroker(topic string, i int32) (cluster.BrokerInfo, bool) {
 	md := b.cluster.Metadata()
-	if p := b.localPartition(topic, i); p != nil && p.grp != nil {
-		if _, id := p.grp.Raft.LeaderWithID(); id != "" {
+	if p := b.localPartition(topic, i); p != nil && p.Replicated() {
+		if _, id := p.Raft().LeaderWithID(); id != "" {
 			if n, err := strconv.Atoi(string(id)); err == nil {
 				if lb, ok := md.Brokers[int32(n)]; ok && lb.Alive {
 					return lb, true
@@ -282,7 +283,7 @@ func (b *Broker) ensureClusterTxnStateTopic(ctx context.Context) {
 // the state partitions this broker leads. Closing runs in the background
 // (the coordinator's loop may be waiting on a marker); closing tracks it.
 func (b *Broker) syncTxnCoordinators(ctx context.Context, closing *sync.WaitGroup) {
-	var parts []*Partition
+	var parts []*partition.Partition
 	if t := b.topic(txnStateTopic); t != nil {
 		parts = t.parts
 	}
@@ -304,7 +305,7 @@ func (b *Broker) syncTxnCoordinators(ctx context.Context, closing *sync.WaitGrou
 	b.txnc.mu.Unlock()
 	b.readyOffsetsLeaders(parts)
 	for i, p := range parts {
-		if p == nil || !p.isLeader() {
+		if p == nil || !p.IsLeader() {
 			continue
 		}
 		b.txnc.mu.RLock()
@@ -325,9 +326,9 @@ func (b *Broker) syncTxnCoordinators(ctx context.Context, closing *sync.WaitGrou
 	}
 }
 
-func (b *Broker) openTxnSlot(ctx context.Context, p *Partition) (*txnSlot, error) {
-	term := partitionTerm(p)
-	c := &txnCoordinator{b: b, log: b.log.With("part", "txn", "state_partition", p.index, "term", term), now: time.Now,
+func (b *Broker) openTxnSlot(ctx context.Context, p *partition.Partition) (*txnSlot, error) {
+	term := p.Term()
+	c := &txnCoordinator{b: b, log: b.log.With("part", "txn", "state_partition", p.Index(), "term", term), now: time.Now,
 		pending: map[pendingKey]map[string]struct{}{}, state: p, term: term, clustered: true, ended: b.txnClusterMetrics()}
 	c.mu.txns = map[string]*txnEntry{}
 	if err := c.load(); err != nil {
@@ -433,7 +434,7 @@ func (b *Broker) writeTxnMarkers(ctx context.Context, coordEpoch int32, pid int6
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs <- p.writeMarker(ctx, pid, epoch, ct, coordEpoch)
+				errs <- p.WriteMarker(ctx, pid, epoch, ct, coordEpoch)
 			}()
 			continue
 		}

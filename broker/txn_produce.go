@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/simtel/simtel/broker/partition"
 	"github.com/simtel/simtel/broker/storage"
 )
 
@@ -16,19 +17,19 @@ import (
 // (an older one was fenced: INVALID_PRODUCER_EPOCH, which a KIP-588 client
 // recovers from by re-initializing), transaction ongoing with the
 // partition added.
-func (c *txnCoordinator) produce(txnID string, part *Partition, records []byte) appendResult {
-	if part.replicated() {
-		return appendResult{err: fmt.Errorf("%w: transactions on replicated partitions are not supported yet", kerr.InvalidTxnState)}
+func (c *txnCoordinator) produce(txnID string, part *partition.Partition, records []byte) partition.AppendResult {
+	if part.Replicated() {
+		return partition.AppendResult{Err: fmt.Errorf("%w: transactions on replicated partitions are not supported yet", kerr.InvalidTxnState)}
 	}
 	e := c.lookup(txnID)
 	if e == nil {
-		return appendResult{err: fmt.Errorf("%w: transactional id %q is not initialized", kerr.InvalidProducerIDMapping, txnID)}
+		return partition.AppendResult{Err: fmt.Errorf("%w: transactional id %q is not initialized", kerr.InvalidProducerIDMapping, txnID)}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := &e.meta
-	tp := txnTP{part.topic, part.index}
-	return part.appendChecked(records, true, func(hdrs []storage.BatchHeader) error {
+	tp := txnTP{part.Topic(), part.Index()}
+	return part.AppendChecked(records, true, func(hdrs []storage.BatchHeader) error {
 		for _, h := range hdrs {
 			switch {
 			case m.ProducerID < 0 || h.ProducerID != m.ProducerID:
@@ -55,8 +56,8 @@ func (c *txnCoordinator) produce(txnID string, part *Partition, records []byte) 
 // outside a transaction again. The replica state machine checks the
 // epoch again when it applies the entry, so a marker committed in
 // between still fences the batch.
-func (b *Broker) checkTxnProduce(ctx context.Context, txnID string, part *Partition, records []byte) error {
-	hdrs, err := part.parseProduce(records, true)
+func (b *Broker) checkTxnProduce(ctx context.Context, txnID string, part *partition.Partition, records []byte) error {
+	hdrs, err := part.ParseProduce(records, true)
 	if err != nil {
 		return err
 	}
@@ -66,39 +67,32 @@ func (b *Broker) checkTxnProduce(ctx context.Context, txnID string, part *Partit
 			return fmt.Errorf("%w: one produce request mixes producer ids or epochs", kerr.InvalidRecord)
 		}
 	}
-	part.mu.Lock()
-	cur := part.mu.producers[pid]
-	known := cur != nil
-	var curEpoch int16
-	if known {
-		curEpoch = cur.epoch
-	}
-	part.mu.Unlock()
+	curEpoch, known := part.ProducerEpoch(pid)
 	if known && epoch < curEpoch {
 		return fmt.Errorf("%w: producer %d epoch %d, current epoch is %d", kerr.InvalidProducerEpoch, pid, epoch, curEpoch)
 	}
-	if _, open := part.log.OngoingTxn(pid); open && known && epoch == curEpoch {
+	if _, open := part.Log().OngoingTxn(pid); open && known && epoch == curEpoch {
 		return nil
 	}
-	return b.verifyTxnPartition(ctx, txnID, pid, epoch, txnTP{part.topic, part.index})
+	return b.verifyTxnPartition(ctx, txnID, pid, epoch, txnTP{part.Topic(), part.Index()})
 }
 
-// replicateTxn is Partition.replicate for a transactional producer.
-func (b *Broker) replicateTxn(ctx context.Context, txnID string, part *Partition, records []byte) (raft.ApplyFuture, error) {
-	if !part.isLeader() {
+// replicateTxn is Partition.Replicate for a transactional producer.
+func (b *Broker) replicateTxn(ctx context.Context, txnID string, part *partition.Partition, records []byte) (raft.ApplyFuture, error) {
+	if !part.IsLeader() {
 		return nil, fmt.Errorf("%w: this broker is not the raft leader of %s; refresh metadata", kerr.NotLeaderForPartition, part)
 	}
 	if err := b.checkTxnProduce(ctx, txnID, part, records); err != nil {
 		return nil, err
 	}
-	return part.grp.Raft.Apply(records, replicaApplyTimeout), nil
+	return part.RaftApply(records), nil
 }
 
 // produceTxnUnreplicated appends a transactional producer's records to a
 // partition with a single replica in cluster mode.
-func (b *Broker) produceTxnUnreplicated(ctx context.Context, txnID string, part *Partition, records []byte) appendResult {
+func (b *Broker) produceTxnUnreplicated(ctx context.Context, txnID string, part *partition.Partition, records []byte) partition.AppendResult {
 	if err := b.checkTxnProduce(ctx, txnID, part, records); err != nil {
-		return appendResult{err: err}
+		return partition.AppendResult{Err: err}
 	}
-	return part.appendChecked(records, true, nil)
+	return part.AppendChecked(records, true, nil)
 }

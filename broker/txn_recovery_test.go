@@ -85,10 +85,10 @@ func TestTxnPreparedCommitCompletesAfterRestart(t *testing.T) {
 	pid, epoch := initTxn(t, c, "x", 60000)
 	addPartition(t, c, "x", pid, epoch, "t")
 	part := b.partition("t", 0)
-	if res := c.produce("x", part, txnRecords(pid, epoch, 0, 3)); res.err != nil {
-		t.Fatalf("produce: %v", res.err)
+	if res := c.produce("x", part, txnRecords(pid, epoch, 0, 3)); res.Err != nil {
+		t.Fatalf("produce: %v", res.Err)
 	}
-	if err := part.commit(ctx, 2); err != nil {
+	if err := part.Commit(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
 	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
@@ -123,7 +123,7 @@ func TestTxnPreparedCommitCompletesAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mu.Unlock()
-	if lso := part.lastStableOffset(part.highWatermark()); lso != 0 {
+	if lso := part.LastStableOffset(part.HighWatermark()); lso != 0 {
 		t.Fatalf("before the marker: last stable offset %d, want 0", lso)
 	}
 	if err := b.Close(); err != nil {
@@ -133,11 +133,11 @@ func TestTxnPreparedCommitCompletesAfterRestart(t *testing.T) {
 	b = openTestBroker(t, dir)
 	defer b.Close()
 	part = b.partition("t", 0)
-	hw := part.highWatermark()
-	if lso := part.lastStableOffset(hw); lso != hw || hw != 4 {
+	hw := part.HighWatermark()
+	if lso := part.LastStableOffset(hw); lso != hw || hw != 4 {
 		t.Fatalf("after restart: last stable offset %d, high watermark %d, want both 4", lso, hw)
 	}
-	if ab := part.log.AbortedTxns(0, hw); len(ab) != 0 {
+	if ab := part.Log().AbortedTxns(0, hw); len(ab) != 0 {
 		t.Fatalf("after restart: aborted %+v, want none", ab)
 	}
 	if off, ok := b.groups.Committed("g", "t", 0); !ok || off != 42 {
@@ -167,8 +167,8 @@ func TestTxnTimeoutAbortFences(t *testing.T) {
 	pid, epoch := initTxn(t, c, "y", 1000)
 	addPartition(t, c, "y", pid, epoch, "t")
 	part := b.partition("t", 0)
-	if res := c.produce("y", part, txnRecords(pid, epoch, 0, 2)); res.err != nil {
-		t.Fatal(res.err)
+	if res := c.produce("y", part, txnRecords(pid, epoch, 0, 2)); res.Err != nil {
+		t.Fatal(res.Err)
 	}
 	real := c.now
 	c.now = func() time.Time { return real().Add(time.Hour) }
@@ -180,11 +180,11 @@ func TestTxnTimeoutAbortFences(t *testing.T) {
 	if m.Status != txnCompleteAbort || m.Epoch != epoch+1 || m.PrevEpoch != epoch {
 		t.Fatalf("after timeout: state %s epoch %d prev %d", m.Status, m.Epoch, m.PrevEpoch)
 	}
-	if ab := part.log.AbortedTxns(0, 10); len(ab) != 1 || ab[0].ProducerID != pid || ab[0].FirstOffset != 0 || ab[0].LastOffset != 2 {
+	if ab := part.Log().AbortedTxns(0, 10); len(ab) != 1 || ab[0].ProducerID != pid || ab[0].FirstOffset != 0 || ab[0].LastOffset != 2 {
 		t.Fatalf("aborted list %+v", ab)
 	}
-	if res := c.produce("y", part, txnRecords(pid, epoch, 2, 1)); !errors.Is(res.err, kerr.InvalidProducerEpoch) {
-		t.Fatalf("zombie produce: %v, want INVALID_PRODUCER_EPOCH", res.err)
+	if res := c.produce("y", part, txnRecords(pid, epoch, 2, 1)); !errors.Is(res.Err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("zombie produce: %v, want INVALID_PRODUCER_EPOCH", res.Err)
 	}
 	end := kmsg.NewPtrEndTxnRequest()
 	end.Version, end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = 3, "y", pid, epoch, true

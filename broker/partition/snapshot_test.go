@@ -1,4 +1,4 @@
-package broker
+package partition
 
 import (
 	"bytes"
@@ -17,9 +17,9 @@ func TestReplicaSnapshotCarriesData(t *testing.T) {
 		entries = append(entries, idemBatch(int64(1+i%3), int32(i/3*2), 2, "v"))
 	}
 	for _, lagging := range []int{0, 5} {
-		lb, lp := newTestPartition(t, t.TempDir())
+		lp := newTestPartition(t, t.TempDir())
 		lf := &replicaFSM{p: lp}
-		fb, fp := newTestPartition(t, t.TempDir())
+		fp := newTestPartition(t, t.TempDir())
 		ff := &replicaFSM{p: fp}
 		for i := range lagging {
 			applyEntry(ff, uint64(i+1), 1, entries[i])
@@ -27,8 +27,8 @@ func TestReplicaSnapshotCarriesData(t *testing.T) {
 		const snapAt = 30
 		var end int64
 		for i, e := range entries {
-			if res := applyEntry(lf, uint64(i+1), 1, e); res.err != nil {
-				t.Fatal(res.err)
+			if res := applyEntry(lf, uint64(i+1), 1, e); res.Err != nil {
+				t.Fatal(res.Err)
 			}
 			if i == 9 {
 				// Retention moved the leader's start: the snapshot starts
@@ -53,11 +53,11 @@ func TestReplicaSnapshotCarriesData(t *testing.T) {
 		if err := ff.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 			t.Fatalf("lagging %d: restore: %v", lagging, err)
 		}
-		if fp.log.EndOffset() != end || fp.highWatermark() != end {
-			t.Fatalf("lagging %d: after restore end %d hw %d, want %d", lagging, fp.log.EndOffset(), fp.highWatermark(), end)
+		if fp.log.EndOffset() != end || fp.HighWatermark() != end {
+			t.Fatalf("lagging %d: after restore end %d hw %d, want %d", lagging, fp.log.EndOffset(), fp.HighWatermark(), end)
 		}
 		for i := snapAt; i < len(entries); i++ {
-			if res := applyEntry(ff, uint64(i+1), 1, entries[i]); res.err != nil || res.duplicate {
+			if res := applyEntry(ff, uint64(i+1), 1, entries[i]); res.Err != nil || res.Duplicate {
 				t.Fatalf("lagging %d: entry %d after the snapshot: %+v", lagging, i, res)
 			}
 		}
@@ -71,10 +71,10 @@ func TestReplicaSnapshotCarriesData(t *testing.T) {
 		}
 		// The producer state came along: a retry of an entry from before
 		// the snapshot is a duplicate on the follower too.
-		if res := applyEntry(ff, 99, 1, entries[snapAt-1]); !res.duplicate {
+		if res := applyEntry(ff, 99, 1, entries[snapAt-1]); !res.Duplicate {
 			t.Fatalf("lagging %d: retry of an entry before the snapshot: %+v, want duplicate", lagging, res)
 		}
-		fb.closePartitions()
-		lb.closePartitions()
+		fp.Close()
+		lp.Close()
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package partition
 
 // Snapshots of a replicated partition that carry its data.
 //
@@ -158,7 +158,7 @@ func (p *Partition) openSnapshotData(end int64) (int64, io.ReadCloser, error) {
 	for _, c := range res.Chunks {
 		readers = append(readers, io.NewSectionReader(c.File, c.Pos, c.Size))
 	}
-	p.b.log.Info("sending partition data in a raft snapshot", "partition", p.String(), "start_offset", first, "end_offset", end, "bytes", res.Bytes)
+	p.cfg.Logger.Info("sending partition data in a raft snapshot", "partition", p.String(), "start_offset", first, "end_offset", end, "bytes", res.Bytes)
 	return int64(len(line)) + res.Bytes, readCloser{io.MultiReader(readers...), func() error { res.Release(); return nil }}, nil
 }
 

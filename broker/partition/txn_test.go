@@ -1,4 +1,4 @@
-package broker
+package partition
 
 import (
 	"bytes"
@@ -23,15 +23,14 @@ func txnBatch(pid int64, epoch int16, seq int32, n int, tag string) []byte {
 // old producer on every replica, and a marker needs no sequence.
 func TestReplicaFSMTransactions(t *testing.T) {
 	type replica struct {
-		b *Broker
 		p *Partition
 		f *replicaFSM
 	}
 	var rs []replica
 	for range 2 {
-		b, p := newTestPartition(t, t.TempDir())
-		defer b.closePartitions()
-		rs = append(rs, replica{b, p, &replicaFSM{p: p}})
+		p := newTestPartition(t, t.TempDir())
+		defer p.Close()
+		rs = append(rs, replica{p, &replicaFSM{p: p}})
 	}
 	entries := []struct {
 		data    []byte
@@ -51,8 +50,8 @@ func TestReplicaFSMTransactions(t *testing.T) {
 	for _, r := range rs {
 		for i, e := range entries {
 			res := applyEntry(r.f, uint64(i+1), 2, e.data)
-			if !errors.Is(res.err, e.wantErr) || (e.wantErr == nil && res.err != nil) {
-				t.Fatalf("entry %d: err %v, want %v", i, res.err, e.wantErr)
+			if !errors.Is(res.Err, e.wantErr) || (e.wantErr == nil && res.Err != nil) {
+				t.Fatalf("entry %d: err %v, want %v", i, res.Err, e.wantErr)
 			}
 		}
 	}
@@ -64,7 +63,7 @@ func TestReplicaFSMTransactions(t *testing.T) {
 		if first, ok := p.log.FirstUnstableOffset(); !ok || first != 7 {
 			t.Fatalf("replica %d: first unstable offset %d (%v), want 7", i, first, ok)
 		}
-		if got := p.lastStableOffset(p.highWatermark()); got != 7 {
+		if got := p.LastStableOffset(p.HighWatermark()); got != 7 {
 			t.Fatalf("replica %d: last stable offset %d, want 7", i, got)
 		}
 		if _, open := p.log.OngoingTxn(5); open {
@@ -93,16 +92,16 @@ func TestReplicaFSMTransactions(t *testing.T) {
 // TRANSACTION_COORDINATOR_FENCED, also after the producer state was
 // rebuilt from the log (a restart or a snapshot install).
 func TestReplicaFSMMarkerCoordinatorEpoch(t *testing.T) {
-	b, p := newTestPartition(t, t.TempDir())
-	defer b.closePartitions()
+	p := newTestPartition(t, t.TempDir())
+	defer p.Close()
 	f := &replicaFSM{p: p}
 	idx := uint64(0)
 	apply := func(data []byte, want error) {
 		t.Helper()
 		idx++
 		res := applyEntry(f, idx, 2, data)
-		if !errors.Is(res.err, want) || (want == nil && res.err != nil) {
-			t.Fatalf("entry %d: err %v, want %v", idx, res.err, want)
+		if !errors.Is(res.Err, want) || (want == nil && res.Err != nil) {
+			t.Fatalf("entry %d: err %v, want %v", idx, res.Err, want)
 		}
 	}
 	open := func() bool {

@@ -1,9 +1,8 @@
-package broker
+package partition
 
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"hash/crc32"
 	"io"
 	"log/slog"
@@ -46,17 +45,20 @@ func testBatch(pid int64, epoch int16, seq int32, n int, tag string, attrs int16
 	return b
 }
 
-func newTestPartition(t *testing.T, dir string) (*Broker, *Partition) {
+// newTestPartition opens a partition of topic "r" in dir with the
+// default settings.
+func newTestPartition(t *testing.T, dir string) *Partition {
 	t.Helper()
-	b, err := New(Config{DataDir: dir, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	l, err := storage.Open(storage.Config{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := b.openPartition(&topic{name: "r", configs: map[string]string{}}, 0)
+	p, err := Open(l, Config{Topic: "r", Settings: Settings{MaxMessageBytes: 1 << 20}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
+		l.Close()
 		t.Fatal(err)
 	}
-	return b, p
+	return p
 }
 
 type memSink struct {
@@ -67,46 +69,35 @@ func (s *memSink) ID() string    { return "mem" }
 func (s *memSink) Cancel() error { return nil }
 func (s *memSink) Close() error  { return nil }
 
-func applyEntry(f *replicaFSM, index, term uint64, data []byte) appendResult {
+func applyEntry(f *replicaFSM, index, term uint64, data []byte) AppendResult {
 	r := f.Apply(&raft.Log{Index: index, Term: term, Type: raft.LogCommand, Data: data})
-	res, _ := r.(appendResult)
+	res, _ := r.(AppendResult)
 	return res
 }
 
 // logBytes is p's log from from to its end, as stored.
 func logBytes(t *testing.T, p *Partition, from int64) []byte {
 	t.Helper()
-	out, err := ReadLogBytes(p.log, from)
+	res, err := p.log.Read(from, 1<<40, p.log.EndOffset())
 	if err != nil {
-		t.Fatalf("%s: %v", p, err)
+		t.Fatalf("%s: read from offset %d: %v", p, from, err)
+	}
+	defer res.Release()
+	chunks := make([]io.Reader, 0, len(res.Chunks))
+	for _, c := range res.Chunks {
+		chunks = append(chunks, io.NewSectionReader(c.File, c.Pos, c.Size))
+	}
+	out, err := io.ReadAll(io.MultiReader(chunks...))
+	if err != nil {
+		t.Fatalf("%s: read the segments: %v", p, err)
 	}
 	return out
 }
 
-// ReadLogBytes reads the batches of l from offset from to its end, as
-// stored. Exported for the cluster tests (package broker_test), which
-// compare the partition logs of stopped brokers.
-func ReadLogBytes(l *storage.Log, from int64) ([]byte, error) {
-	res, err := l.Read(from, 1<<40, l.EndOffset())
-	if err != nil {
-		return nil, fmt.Errorf("read from offset %d: %w", from, err)
-	}
-	defer res.Release()
-	var out []byte
-	for _, c := range res.Chunks {
-		buf := make([]byte, c.Size)
-		if _, err := c.File.ReadAt(buf, c.Pos); err != nil {
-			return nil, fmt.Errorf("read %d bytes at %d of a segment: %w", c.Size, c.Pos, err)
-		}
-		out = append(out, buf...)
-	}
-	return out, nil
-}
-
 func TestReplicaFSMApply(t *testing.T) {
 	dir := t.TempDir()
-	b, p := newTestPartition(t, dir)
-	defer b.closePartitions()
+	p := newTestPartition(t, dir)
+	defer p.Close()
 	f := &replicaFSM{p: p}
 
 	entries := [][]byte{idemBatch(7, 0, 2, "a"), idemBatch(7, 2, 3, "b"), idemBatch(8, 0, 1, "c")}
@@ -117,12 +108,12 @@ func TestReplicaFSMApply(t *testing.T) {
 	wantBase := []int64{0, 2, 5}
 	for i, e := range entries {
 		res := applyEntry(f, uint64(i+2), 3, e)
-		if res.err != nil || res.base != wantBase[i] || res.duplicate {
+		if res.Err != nil || res.Base != wantBase[i] || res.Duplicate {
 			t.Fatalf("entry %d: %+v, want base %d", i, res, wantBase[i])
 		}
 	}
-	if p.log.EndOffset() != 6 || p.highWatermark() != 6 {
-		t.Fatalf("end %d hw %d, want 6 and 6", p.log.EndOffset(), p.highWatermark())
+	if p.log.EndOffset() != 6 || p.HighWatermark() != 6 {
+		t.Fatalf("end %d hw %d, want 6 and 6", p.log.EndOffset(), p.HighWatermark())
 	}
 	// The stored batches carry the entry's term as leader epoch.
 	if err := p.log.ScanBatches(0, func(h storage.BatchHeader) error {
@@ -136,13 +127,13 @@ func TestReplicaFSMApply(t *testing.T) {
 	// A retried batch (same producer and sequences) is a duplicate with
 	// its original offset, written nowhere.
 	res := applyEntry(f, 10, 3, idemBatch(7, 2, 3, "b"))
-	if !res.duplicate || res.base != 2 || res.err != nil {
+	if !res.Duplicate || res.Base != 2 || res.Err != nil {
 		t.Fatalf("retry: %+v, want duplicate at 2", res)
 	}
 	// A gap is refused the same way on every replica.
 	res = applyEntry(f, 11, 3, idemBatch(7, 9, 1, "x"))
-	if !errors.Is(res.err, kerr.OutOfOrderSequenceNumber) {
-		t.Fatalf("gap: %v, want OUT_OF_ORDER_SEQUENCE_NUMBER", res.err)
+	if !errors.Is(res.Err, kerr.OutOfOrderSequenceNumber) {
+		t.Fatalf("gap: %v, want OUT_OF_ORDER_SEQUENCE_NUMBER", res.Err)
 	}
 	if p.log.EndOffset() != 6 {
 		t.Fatalf("end %d after a duplicate and a refused batch, want 6", p.log.EndOffset())
@@ -157,7 +148,7 @@ func TestReplicaFSMRestart(t *testing.T) {
 	entries := [][]byte{idemBatch(1, 0, 2, "a"), idemBatch(1, 2, 2, "b"), idemBatch(2, 0, 4, "c"), idemBatch(1, 4, 1, "d")}
 	for _, withSnap := range []bool{true, false} {
 		dir := t.TempDir()
-		b, p := newTestPartition(t, dir)
+		p := newTestPartition(t, dir)
 		f := &replicaFSM{p: p}
 		var snap memSink
 		for i, e := range entries {
@@ -173,11 +164,11 @@ func TestReplicaFSMRestart(t *testing.T) {
 			}
 		}
 		want := logBytes(t, p, 0)
-		b.closePartitions()
+		p.Close()
 
 		// Restart: the log on disk has everything (applied before the
 		// kill); raft restores the snapshot, then replays after it.
-		b2, p2 := newTestPartition(t, dir)
+		p2 := newTestPartition(t, dir)
 		f2 := &replicaFSM{p: p2}
 		from := 0
 		if withSnap {
@@ -189,18 +180,18 @@ func TestReplicaFSMRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := from; i < len(entries); i++ {
-			if res := applyEntry(f2, uint64(i+1), 2, entries[i]); res.err != nil || res.duplicate {
+			if res := applyEntry(f2, uint64(i+1), 2, entries[i]); res.Err != nil || res.Duplicate {
 				t.Fatalf("snapshot=%v replay of entry %d: %+v", withSnap, i, res)
 			}
 		}
 		if got := logBytes(t, p2, 0); !bytes.Equal(got, want) {
 			t.Fatalf("snapshot=%v: log after replay differs (%d bytes, want %d)", withSnap, len(got), len(want))
 		}
-		if p2.highWatermark() != 9 {
-			t.Fatalf("snapshot=%v: hw %d, want 9", withSnap, p2.highWatermark())
+		if p2.HighWatermark() != 9 {
+			t.Fatalf("snapshot=%v: hw %d, want 9", withSnap, p2.HighWatermark())
 		}
 		// Dedup state survives the restart.
-		if res := applyEntry(f2, 9, 2, idemBatch(1, 4, 1, "d")); !res.duplicate || res.base != 8 {
+		if res := applyEntry(f2, 9, 2, idemBatch(1, 4, 1, "d")); !res.Duplicate || res.Base != 8 {
 			t.Fatalf("snapshot=%v: retry after restart: %+v, want duplicate at 8", withSnap, res)
 		}
 		// A snapshot beyond the local log cannot be used.
@@ -210,6 +201,6 @@ func TestReplicaFSMRestart(t *testing.T) {
 				t.Fatal("restore of a snapshot past the local log succeeded")
 			}
 		}
-		b2.closePartitions()
+		p2.Close()
 	}
 }

@@ -1,0 +1,177 @@
+package broker
+
+// The broker's side of its replicated partitions: starting a partition's
+// raft group with the broker's settings, making new leaders ready and
+// reporting them to the controller, and the leaders Metadata names. A
+// partition's own replication (its state machine, snapshots, proposals)
+// is in package partition.
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/simtel/simtel/broker/cluster"
+	"github.com/simtel/simtel/broker/partition"
+)
+
+// startReplica starts the partition's raft group; the caller then
+// publishes the partition.
+func (b *Broker) startReplica(p *partition.Partition, topicID [16]byte, replicas []int32, bootstrap bool) error {
+	return p.StartReplica(b.cluster, partition.ReplicaConfig{
+		TopicID:          topicID,
+		Dir:              filepath.Join(b.partitionDir(p.Topic(), p.Index()), "raft"),
+		Peers:            replicas,
+		Bootstrap:        bootstrap,
+		SnapshotEntries:  uint64(b.cfg.ReplicaSnapshotEntries),
+		TrailingLogs:     uint64(b.cfg.ReplicaTrailingLogs),
+		HeartbeatTimeout: b.cfg.ReplicaHeartbeatTimeout,
+		Logger:           b.log.With("part", "replica", "topic", p.Topic(), "partition", p.Index()),
+	})
+}
+
+// readyNewLeaders runs a raft barrier on every partition this broker
+// leads in a term it is not ready in yet (see partition.ReadyLeaders).
+func (b *Broker) readyNewLeaders() {
+	var parts []*partition.Partition
+	for _, tp := range b.allTopics() {
+		parts = append(parts, tp.parts...)
+	}
+	partition.ReadyLeaders(parts, "new partition leader not ready yet")
+}
+
+
+// reportLeaders makes new raft leaders ready to serve (a barrier, so
+// every entry committed before their term is applied) and tells the
+// controller about partitions this broker leads (raft leader, term) when
+// its metadata says otherwise, so Metadata answers name the current leader
+// and epoch. It runs until ctx ends.
+func (b *Broker) reportLeaders(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-b.cluster.LeaderChanges():
+			// A group has a new leader (maybe this broker): make it ready
+			// and report it now rather than at the next tick.
+		}
+		b.readyNewLeaders()
+		b.eachLed(b.cluster.Metadata(), func(tp *topic, i int, p *partition.Partition, a cluster.Assignment) {
+			epoch := p.LeaderEpoch()
+			if a.Leader == b.cfg.NodeID && a.LeaderEpoch == epoch {
+				return
+			}
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := b.cluster.Apply(actx, cluster.Command{Op: cluster.OpSetPartitionLeader, Topic: tp.name, TopicID: tp.id,
+				Partition: int32(i), Leader: b.cfg.NodeID, LeaderEpoch: epoch})
+			cancel()
+			if err != nil {
+				b.log.Debug("cannot report partition leadership; retrying", "topic", tp.name, "partition", i, "err", err)
+				return
+			}
+			b.log.Info("leading partition", "topic", tp.name, "partition", i, "epoch", epoch)
+		})
+	}
+}
+
+// eachLed calls fn with every replicated partition this broker leads
+// that md knows (same topic id), and md's assignment of it.
+func (b *Broker) eachLed(md *cluster.Metadata, fn func(tp *topic, i int, p *partition.Partition, a cluster.Assignment)) {
+	for _, tp := range b.allTopics() {
+		ti := md.Topics[tp.name]
+		if ti == nil || ti.ID != tp.id {
+			continue
+		}
+		for i, p := range tp.parts {
+			if p == nil || !p.Replicated() || i >= len(ti.Partitions) || !p.IsLeader() {
+				continue
+			}
+			fn(tp, i, p, ti.Partitions[i])
+		}
+	}
+}
+
+// localLeader is the leader and epoch (raft term) of a replicated
+// partition as this broker's replica of it sees them. replica is false
+// when this broker has no replica of it; ok is false also when its raft
+// knows no leader (an election is running). It is at least as new as the
+// controller's record, which the leader reports only after it is elected.
+func (b *Broker) localLeader(topicName string, topicID [16]byte, part int) (leader, epoch int32, replica, ok bool) {
+	b.mu.RLock()
+	tp := b.mu.topics[topicName]
+	b.mu.RUnlock()
+	if tp == nil || tp.id != topicID || part >= len(tp.parts) || tp.parts[part] == nil || !tp.parts[part].Replicated() {
+		return -1, -1, false, false
+	}
+	r := tp.parts[part].Raft()
+	_, id := r.LeaderWithID()
+	if id == "" {
+		return -1, -1, true, false
+	}
+	v, err := strconv.Atoi(string(id))
+	if err != nil {
+		return -1, -1, true, false
+	}
+	return int32(v), int32(min(r.CurrentTerm(), math.MaxInt32)), true, true
+}
+
+// electionWait bounds how long a Metadata answer waits for elections.
+const electionWait = time.Second
+
+// awaitElections holds a Metadata answer (up to electionWait) while a
+// replicated partition it names, with a replica on this broker, has no
+// leader or a leader this broker saw die: an election is running and
+// usually ends within milliseconds (watch.go starts it when the leader's
+// process goes away). Answering at once would send clients
+// LEADER_NOT_AVAILABLE or the dead leader, and a client that refreshes
+// metadata at most every few seconds (franz-go: 5 s by default) would
+// then wait that long for the next try.
+func (b *Broker) awaitElections(ctx context.Context, topics []*cluster.TopicInfo) {
+	deadline := time.Now().Add(electionWait)
+	// A client whose connection to a leader broke asks for metadata at
+	// once, maybe before this broker has noticed that the leader died:
+	// ask each named leader's raft port once (refused: gone).
+	refused := map[int32]bool{}
+	gone := func(l int32) bool {
+		if b.cluster.PeerDown(l) {
+			return true
+		}
+		v, asked := refused[l]
+		if !asked {
+			v = b.cluster.Refused(l)
+			refused[l] = v
+		}
+		return v
+	}
+	for {
+		md := b.cluster.Metadata()
+		pending := false
+		for _, t := range topics {
+			for i, a := range t.Partitions {
+				if len(a.Replicas) < 2 {
+					continue
+				}
+				l, _, replica, ok := b.localLeader(t.Name, t.ID, i)
+				if !replica {
+					continue
+				}
+				if lb, alive := md.Brokers[l]; !ok || !alive || !lb.Alive || gone(l) {
+					pending = true
+				}
+			}
+		}
+		if !pending || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
