@@ -49,7 +49,7 @@ setup and the first batches out of the figures.`,
 			if res == nil {
 				return runErr // nothing was measured
 			}
-			return out.emit(res, runErr, func(w io.Writer) { printE2E(w, res) })
+			return out.emit(res, runErr, func(w io.Writer) { bench.PrintE2E(w, res) })
 		},
 	}
 	f := cmd.Flags()
@@ -70,27 +70,4 @@ setup and the first batches out of the figures.`,
 	f.DurationVar(&cfg.StallTimeout, "stall-timeout", 30*time.Second, "abort when nothing was delivered for this long")
 	out.register(cmd)
 	return cmd
-}
-
-func printE2E(w io.Writer, r *bench.E2EResult) {
-	s := r.Settings
-	fmt.Fprintf(w, "e2e %s: %d B records at %.0f records/s, acks=%s, %d producers, %d consumers, %d partitions\n",
-		s.Topic, s.RecordSize, s.Rate, s.Acks, s.Producers, s.Consumers, s.Partitions)
-	fmt.Fprintf(w, "  sent %d, acknowledged %d, failed %d; delivered %d, duplicates %d, lost %d, foreign %d; drained in %.2f s\n",
-		r.Sent, r.Acked, r.Failed, r.Delivered, r.Duplicates, r.Lost, r.Foreign, r.DrainS)
-	fmt.Fprintf(w, "  measured %.2f s: sent %.0f records/s, delivered %.0f records/s (%.2f MB/s); %d sends behind schedule, max %.2f ms\n",
-		r.Elapsed, r.SentPerS, r.DeliveredPerS, r.DeliveredMBPerS, r.Behind, r.MaxSendLagMS)
-	for _, l := range []struct {
-		name string
-		s    bench.LatencySummary
-	}{{"end-to-end", r.Latency}, {"acknowledged", r.AckLatency}} {
-		fmt.Fprintf(w, "  %s latency ms (%d records): p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", l.name, l.s.Count,
-			float64(l.s.P50US)/1e3, float64(l.s.P90US)/1e3, float64(l.s.P99US)/1e3, float64(l.s.P999US)/1e3, float64(l.s.MaxUS)/1e3)
-	}
-	if r.FirstErr != "" {
-		fmt.Fprintf(w, "  first error: %s\n", r.FirstErr)
-	}
-	if r.Aborted != "" {
-		fmt.Fprintf(w, "  aborted: %s\n", r.Aborted)
-	}
 }

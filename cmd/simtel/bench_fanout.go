@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simtel/simtel/bench"
+)
+
+func newBenchFanoutCmd(g *globalFlags) *cobra.Command {
+	var cfg bench.FanoutConfig
+	var brokers, size string
+	var out benchOutput
+	cmd := &cobra.Command{
+		Use:   "fanout",
+		Short: "Publish one policy version and time until every worker holds it",
+		Long: `Publish a policy version of --size random bytes with the learner's publisher
+and measure, for every worker, the time from the Publish call (and from its
+return) until the worker holds the version: p50, p99 and max.
+
+--mode node emulates --nodes nodes in this process, each a learner.Subscriber
+(its own kafka clients and cache directory under --dir, tmpfs by default)
+with --workers-per-node workers that long-poll Subscriber.Wait and then hold
+the installed file: open it, check its size and map it read-only (--worker-load
+map, the default), or read all of it into a buffer of their own (--worker-load
+read, a private copy per worker). --mode direct runs nodes × workers-per-node
+direct subscribers, each its own client polling learner.Latest every
+--poll-interval and reading the version with learner.Fetch.
+
+With --broker-metrics (the broker's /metrics, simtel broker --http-listen)
+the broker's egress over the measurement is read from its counters, and the
+run is judged against the loopback bandwidth it measures first (a TCP stream
+over 127.0.0.1 for --loopback-time): the last worker should hold the version
+within 2x of egress bytes / loopback bandwidth. A 1 KiB warm-up version is
+published first, so subscribers start from a held version.`,
+		Example: `  simtel bench fanout --brokers 127.0.0.1:9092 --broker-metrics http://127.0.0.1:9644/metrics \
+      --mode node --nodes 50 --workers-per-node 20 --size 64MiB
+  simtel bench fanout --brokers 127.0.0.1:9092 --broker-metrics http://127.0.0.1:9644/metrics \
+      --mode direct --nodes 5 --workers-per-node 20 --size 64MiB --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			if cfg.Size, err = bench.ParseByteSize(size); err != nil {
+				return fmt.Errorf("--size: %w", err)
+			}
+			cfg.Brokers = splitBrokers(brokers)
+			cfg.Logger = log
+			cfg.Progress = out.progress()
+			res, runErr := bench.Fanout(cmd.Context(), cfg)
+			return out.emit(res, runErr, func(w io.Writer) { bench.PrintFanout(w, res) })
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	f.StringVar(&cfg.Mode, "mode", "node", "node (one subscriber per node, workers read its copy) or direct (every worker fetches)")
+	f.IntVar(&cfg.Nodes, "nodes", 50, "emulated nodes")
+	f.IntVar(&cfg.WorkersPerNode, "workers-per-node", 20, "workers per node (direct mode: nodes × workers-per-node direct subscribers)")
+	f.StringVar(&size, "size", "64MiB", "bytes of the version published (64MiB, 2MiB, 1048576)")
+	f.StringVar(&cfg.Policy, "policy", "bench-fanout", "policy name (topic policy.<name>)")
+	f.StringVar(&cfg.BrokerMetrics, "broker-metrics", "", "the broker's /metrics URL, e.g. http://127.0.0.1:9644/metrics (empty: egress not measured)")
+	f.IntVar(&cfg.BrokerPID, "broker-pid", 0, "broker process whose CPU time is reported (0: none)")
+	f.StringVar(&cfg.Dir, "dir", "", "where node caches go (default /dev/shm, else the temporary directory)")
+	f.DurationVar(&cfg.PollInterval, "poll-interval", 500*time.Millisecond, "direct mode: how often a subscriber calls Latest")
+	f.DurationVar(&cfg.LoopbackTime, "loopback-time", 2*time.Second, "how long the loopback bandwidth test streams (negative: skip)")
+	f.StringVar(&cfg.WorkerLoad, "worker-load", "map", "node mode: map (each worker maps the node's file read-only) or read (each worker reads its own copy)")
+	f.IntVar(&cfg.ReadBuffer, "read-buffer", 256<<10, "node mode, --worker-load read: the buffer a worker reads the file with")
+	f.BoolVar(&cfg.VerifyReads, "verify-reads", false, "every worker compares the bytes it reads with the published ones (inside the measured time)")
+	f.DurationVar(&cfg.SetupTimeout, "setup-timeout", 2*time.Minute, "limit for the warm-up")
+	f.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "limit from the publish to the last worker")
+	f.StringVar(&cfg.CPUProfile, "cpu-profile", "", "write a CPU profile of this process over the measured part to this file")
+	out.register(cmd)
+	return cmd
+}

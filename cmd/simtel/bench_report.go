@@ -1,0 +1,161 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simtel/simtel/bench"
+)
+
+func newBenchReportCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "Collect benchmark steps into a run and publish it",
+		Long: `Used by bench/compare.sh: "add" appends one step's output to a run file,
+"publish" writes bench/results/<id>.json and <id>.svg and rewrites the
+results section of bench/README.md.`,
+	}
+
+	var run, kind, label, command, serverSync, failure, input string
+	add := &cobra.Command{
+		Use:   "add",
+		Short: "Append a step's output to a run file",
+		Example: `  simtel bench produce --json ... > p.json
+  simtel bench report add --run run.json --kind produce --label produce --command "..." --input p.json
+  nats bench js pub async ... | simtel bench report add --run run.json --kind jetstream --label "js async" --command "..."`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := readStepInput(input)
+			if err != nil {
+				return err
+			}
+			return bench.AddStep(run, kind, label, command, serverSync, failure, b)
+		},
+	}
+	f := add.Flags()
+	f.StringVar(&run, "run", "", "run file to append to (created if missing)")
+	f.StringVar(&kind, "kind", "", "disk, produce, consume (their --json output) or jetstream (nats bench text output)")
+	f.StringVar(&label, "label", "", "name of the step")
+	f.StringVar(&command, "command", "", "the exact command that produced the output")
+	f.StringVar(&serverSync, "server-sync", "", "jetstream: the server's sync_interval (empty: its default)")
+	f.StringVar(&input, "input", "-", "file with the step's output, - for stdin")
+	f.StringVar(&failure, "failed", "", "how the step's command failed (recorded; its figures are left out of the summary)")
+
+	var p bench.PublishConfig
+	publish := &cobra.Command{
+		Use:   "publish",
+		Short: "Write a run's results file and chart and update the README",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path, err := bench.Publish(p.WithDefaults())
+			if err != nil {
+				return err
+			}
+			r, err := bench.ReadRun(path)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stdout, "wrote %s\n", path)
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(r.Summary)
+		},
+	}
+	registerPublishFlags(publish, &p, "bench/results", "results", "bench/compare.sh")
+
+	cmd.AddCommand(add, publish)
+	return cmd
+}
+
+func newBenchAgentReportCmd() *cobra.Command {
+	return newStepReportCmd("agent-report", "agent cost", "bench/agent-cost.sh", "simtel bench agent",
+		"bench/results/agent-cost", "agent results", bench.AddAgentStep, bench.PublishAgent)
+}
+
+// newStepReportCmd builds the add/publish pair the benchmark scripts use to
+// collect one benchmark's steps into a run and publish it.
+func newStepReportCmd(use, what, script, producer, resultsDir, section string,
+	addStep func(run, label, command, failure string, output []byte) error,
+	publishRun func(bench.PublishConfig) (string, error)) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: "Collect " + what + " steps into a run and publish it",
+		Long: fmt.Sprintf(`Used by %s: "add" appends one step's output (%s
+--json) to a run file, "publish" writes %s/<id>.json and
+rewrites the %s in bench/README.md.`, script, producer, resultsDir, section),
+	}
+	var run, label, command, failure, input string
+	add := &cobra.Command{
+		Use:   "add",
+		Short: "Append a step's output to a run file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := readStepInput(input)
+			if err != nil {
+				return err
+			}
+			return addStep(run, label, command, failure, b)
+		},
+	}
+	f := add.Flags()
+	f.StringVar(&run, "run", "", "run file to append to (created if missing)")
+	f.StringVar(&label, "label", "", "name of the step")
+	f.StringVar(&command, "command", "", "the exact commands of the step")
+	f.StringVar(&input, "input", "-", "file with the step's JSON output, - for stdin")
+	f.StringVar(&failure, "failed", "", "how the step's command failed")
+
+	var p bench.PublishConfig
+	publish := &cobra.Command{
+		Use:   "publish",
+		Short: "Write a run's results file and update the README",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path, err := publishRun(p.WithDefaults())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stdout, "wrote %s\n", path)
+			return nil
+		},
+	}
+	registerPublishFlags(publish, &p, resultsDir, section, script)
+	cmd.AddCommand(add, publish)
+	return cmd
+}
+
+// readStepInput reads a step's output from a file or, for "-", stdin.
+func readStepInput(input string) ([]byte, error) {
+	var b []byte
+	var err error
+	if input == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(input)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read step output: %w", err)
+	}
+	return b, nil
+}
+
+func registerPublishFlags(cmd *cobra.Command, p *bench.PublishConfig, resultsDir, section, script string) {
+	f := cmd.Flags()
+	f.StringVar(&p.RunPath, "run", "", "run file made by add (required)")
+	f.StringVar(&p.ResultsDir, "results-dir", resultsDir, "where <id>.json goes")
+	f.StringVar(&p.README, "readme", "bench/README.md", "file whose "+section+" section is rewritten (empty: none)")
+	f.StringVar(&p.ID, "id", time.Now().UTC().Format("2006-01-02-150405"), "name of the results file")
+	f.StringVar(&p.Date, "date", "", "date of the run, RFC 3339 (default: now)")
+	f.StringVar(&p.Host, "host", "", "description of the machine")
+	f.StringVar(&p.Command, "command", script, "how the run was started")
+	_ = cmd.MarkFlagRequired("run")
+}
+
+func newBenchFanoutReportCmd() *cobra.Command {
+	return newStepReportCmd("fanout-report", "fan-out", "bench/fanout.sh", "simtel bench fanout",
+		"bench/results/fanout", "fan-out results", bench.AddFanoutStep, bench.PublishFanout)
+}
