@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/simtel/simtel/internal/lineproto"
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/schema"
 )
@@ -49,13 +49,13 @@ type buffer struct {
 	// first line decide (encoder tests and benchmarks).
 	types fieldTyper
 
-	p       lineParser
+	p       lineproto.Decoder
 	dc      dateCache
 	mru     [8]*table // tables of recent records, checked before byKey
 	pool    blockPool
 	mruNext int
 	// series maps a series key (the bytes of a line up to the fields:
-	// measurement and tags, see seriesEnd) to what decoding it gave, so a
+	// measurement and tags, see lineproto.SeriesEnd) to what decoding it gave, so a
 	// line of a known series only has its fields and timestamp decoded,
 	// and its tags go to their columns without a lookup.
 	series map[string]*series
@@ -66,16 +66,16 @@ type buffer struct {
 type series struct {
 	measurement []byte
 	run         []byte // the run tag's value, nil without one
-	tags        []parsedTag
+	tags        []lineproto.Tag
 	bind        binding // to the table of its last line
 }
 
-func newSeries(p *lineParser) *series {
-	s := &series{measurement: bytes.Clone(p.measurement), tags: make([]parsedTag, len(p.tags))}
-	for i, tg := range p.tags {
-		s.tags[i] = parsedTag{key: bytes.Clone(tg.key), val: bytes.Clone(tg.val)}
-		if string(tg.key) == "run" {
-			s.run = s.tags[i].val
+func newSeries(p *lineproto.Decoder) *series {
+	s := &series{measurement: bytes.Clone(p.Measurement), tags: make([]lineproto.Tag, len(p.Tags))}
+	for i, tg := range p.Tags {
+		s.tags[i] = lineproto.Tag{Key: bytes.Clone(tg.Key), Value: bytes.Clone(tg.Value)}
+		if string(tg.Key) == "run" {
+			s.run = s.tags[i].Value
 		}
 	}
 	return s
@@ -149,34 +149,29 @@ func (b *buffer) add(r *Record, now func() time.Time) error {
 	line := r.Value
 	p := &b.p
 	var s *series
-	if k := seriesEnd(line); k > 0 {
+	if k := lineproto.SeriesEnd(line); k > 0 {
 		s = b.series[string(line[:k])]
 		if s != nil {
 			// A known series: its key bytes decoded fine before, so only the
 			// rest of the line is new.
-			p.begin(line)
-			if !utf8.Valid(line[k:]) {
-				b.deadLetter(r, "line protocol: "+errUTF8.Error())
-				return nil
-			}
-			if err := p.parseFields(line, k); err != nil {
+			if err := p.DecodeFields(line, k); err != nil {
 				b.deadLetter(r, "line protocol: "+err.Error())
 				return nil
 			}
 		}
 	}
 	if s == nil {
-		if err := p.parse(line); err != nil {
+		if err := p.Decode(line); err != nil {
 			b.deadLetter(r, "line protocol: "+err.Error())
 			return nil
 		}
 		s = newSeries(p)
-		if k := p.tagsEnd; len(b.series) < maxSeries && k > 0 && k == seriesEnd(line) {
+		if k := p.TagsEnd; len(b.series) < maxSeries && k > 0 && k == lineproto.SeriesEnd(line) {
 			b.series[string(line[:k])] = s
 		}
 	}
-	tns := p.ts
-	if !p.hasTS {
+	tns := p.Time
+	if !p.HasTime {
 		tns = r.Timestamp.UnixNano()
 	}
 	date := b.dc.of(tns)

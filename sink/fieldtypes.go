@@ -6,7 +6,20 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/simtel/simtel/internal/lineproto"
 	"github.com/simtel/simtel/lake/catalog"
+)
+
+// fieldKind is the type of a field value and of its column. Its names
+// (String) are the ones the catalog records.
+type fieldKind = lineproto.FieldType
+
+const (
+	kindFloat  = lineproto.Float
+	kindInt    = lineproto.Integer
+	kindUint   = lineproto.Unsigned
+	kindBool   = lineproto.Boolean
+	kindString = lineproto.String
 )
 
 // fieldTyper tells the lake-wide type of a measurement's field, fixing it

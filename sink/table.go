@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/simtel/simtel/internal/lineproto"
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/schema"
 )
@@ -158,7 +159,7 @@ const noID = ^uint32(0)
 
 // bindTags (re)binds the tags of a series to t and reports why a line with
 // these tags cannot join t, or "". Known columns and indexes are kept.
-func (t *table) bindTags(tags []parsedTag, b *binding) string {
+func (t *table) bindTags(tags []lineproto.Tag, b *binding) string {
 	if b.t != t {
 		b.t = t
 		b.cols = b.cols[:0]
@@ -174,18 +175,18 @@ func (t *table) bindTags(tags []parsedTag, b *binding) string {
 	}
 	for i := range tags {
 		tg := &tags[i]
-		if reservedColumn(tg.key) {
-			return fmt.Sprintf("tag %q uses a reserved column name", tg.key)
+		if reservedColumn(tg.Key) {
+			return fmt.Sprintf("tag %q uses a reserved column name", tg.Key)
 		}
 		if b.cols[i] >= 0 {
 			continue
 		}
-		ci, ok := t.byName[string(tg.key)]
+		ci, ok := t.byName[string(tg.Key)]
 		if !ok {
 			continue
 		}
 		if !t.cols[ci].tag {
-			return fmt.Sprintf("tag %q has the name of a field column", tg.key)
+			return fmt.Sprintf("tag %q has the name of a field column", tg.Key)
 		}
 		b.cols[i] = ci
 	}
@@ -200,44 +201,44 @@ func (t *table) bindTags(tags []parsedTag, b *binding) string {
 // (encoder tests, benchmarks), the first line of the table decides. The
 // error is errFieldType's: the type could not be learnt, the line is not
 // judged.
-func (t *table) resolveFields(p *lineParser, tags []parsedTag, types fieldTyper, at origin) (string, error) {
+func (t *table) resolveFields(p *lineproto.Decoder, tags []lineproto.Tag, types fieldTyper, at origin) (string, error) {
 	t.slots = t.slots[:0]
-	for i := range p.fields {
-		f := &p.fields[i]
-		if reservedColumn(f.key) {
-			return fmt.Sprintf("field %q uses a reserved column name", f.key), nil
+	for i := range p.Fields {
+		f := &p.Fields[i]
+		if reservedColumn(f.Key) {
+			return fmt.Sprintf("field %q uses a reserved column name", f.Key), nil
 		}
-		ci := t.lookup(len(t.slots), f.key)
+		ci := t.lookup(len(t.slots), f.Key)
 		if ci >= 0 {
 			c := t.cols[ci]
 			if c.tag {
-				return fmt.Sprintf("field %q has the name of a tag column", f.key), nil
+				return fmt.Sprintf("field %q has the name of a tag column", f.Key), nil
 			}
-			if c.kind != f.kind {
+			if c.kind != f.Type {
 				if types != nil {
 					return typeConflict(t.measurement, f, c.kind), nil
 				}
-				return fmt.Sprintf("field %q is %s but its column in this object is %s", f.key, f.kind, c.kind), nil
+				return fmt.Sprintf("field %q is %s but its column in this object is %s", f.Key, f.Type, c.kind), nil
 			}
 		} else {
 			// A new column: the line must not use the name twice with
 			// different meanings.
 			for j := range i {
-				if string(p.fields[j].key) == string(f.key) && p.fields[j].kind != f.kind {
-					return fmt.Sprintf("field %q appears twice with types %s and %s", f.key, p.fields[j].kind, f.kind), nil
+				if string(p.Fields[j].Key) == string(f.Key) && p.Fields[j].Type != f.Type {
+					return fmt.Sprintf("field %q appears twice with types %s and %s", f.Key, p.Fields[j].Type, f.Type), nil
 				}
 			}
 			for j := range tags {
-				if string(tags[j].key) == string(f.key) {
-					return fmt.Sprintf("field %q has the name of a tag", f.key), nil
+				if string(tags[j].Key) == string(f.Key) {
+					return fmt.Sprintf("field %q has the name of a tag", f.Key), nil
 				}
 			}
 			if types != nil {
-				k, err := types.fieldType(t.measurement, f.key, f.kind, at)
+				k, err := types.fieldType(t.measurement, f.Key, f.Type, at)
 				if err != nil {
 					return "", err
 				}
-				if k != f.kind {
+				if k != f.Type {
 					return typeConflict(t.measurement, f, k), nil
 				}
 			}
@@ -249,8 +250,8 @@ func (t *table) resolveFields(p *lineParser, tags []parsedTag, types fieldTyper,
 
 // typeConflict is the dead-letter reason of a sample whose field has
 // another type than the one fixed for the measurement.
-func typeConflict(measurement string, f *parsedField, fixed fieldKind) string {
-	return fmt.Sprintf("field type conflict: field %q is %s, but %q fixed it as %s (the lake keeps the first type seen)", f.key, f.kind, measurement, fixed)
+func typeConflict(measurement string, f *lineproto.FieldValue, fixed fieldKind) string {
+	return fmt.Sprintf("field type conflict: field %q is %s, but %q fixed it as %s (the lake keeps the first type seen)", f.Key, f.Type, measurement, fixed)
 }
 
 // newColumn adds a column with n null rows.
@@ -282,7 +283,7 @@ func (c *column) set(pool *blockPool, row int, v uint64) bool {
 // add appends the parsed line as a row: tags through their binding (which
 // bindTags has made for t), fields through t.slots (from resolveFields).
 // Strings are copied into the arena.
-func (t *table) add(p *lineParser, tags []parsedTag, b *binding, tns, offset int64, a *arena) {
+func (t *table) add(p *lineproto.Decoder, tags []lineproto.Tag, b *binding, tns, offset int64, a *arena) {
 	row := len(t.tns)
 	filled := 0
 	if !b.complete {
@@ -290,10 +291,10 @@ func (t *table) add(p *lineParser, tags []parsedTag, b *binding, tns, offset int
 		for i := range tags {
 			tg := &tags[i]
 			if b.cols[i] < 0 {
-				b.cols[i] = t.newColumn(tg.key, true, 0)
+				b.cols[i] = t.newColumn(tg.Key, true, 0)
 			}
 			if b.ids[i] == noID {
-				b.ids[i] = t.cols[b.cols[i]].intern(tg.val, a)
+				b.ids[i] = t.cols[b.cols[i]].intern(tg.Value, a)
 			}
 		}
 	}
@@ -302,16 +303,16 @@ func (t *table) add(p *lineParser, tags []parsedTag, b *binding, tns, offset int
 			filled++
 		}
 	}
-	for i := range p.fields {
-		f := &p.fields[i]
+	for i := range p.Fields {
+		f := &p.Fields[i]
 		ci := t.slots[i]
 		if ci < 0 {
-			ci = t.newColumn(f.key, false, f.kind)
+			ci = t.newColumn(f.Key, false, f.Type)
 			t.slots[i] = ci
 		}
-		v := f.num
-		if f.kind == kindString {
-			v = a.put(f.str)
+		v := f.Num
+		if f.Type == kindString {
+			v = a.put(f.Str)
 		}
 		if t.cols[ci].set(t.pool, row, v) {
 			filled++
