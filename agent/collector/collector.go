@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/influxdata/line-protocol/v2/lineprotocol"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 // Config configures a Collector. The zero value collects node metrics from
@@ -114,7 +114,7 @@ type Collector struct {
 	mu struct {
 		sync.Mutex
 
-		enc       lineprotocol.Encoder
+		enc       lineproto.Encoder
 		lineStart int    // offset of the line being encoded
 		nfields   int    // fields added to the line being encoded
 		encFailed bool   // the encoder refused a line during this Collect
@@ -244,7 +244,7 @@ func (c *Collector) beginLocked(m string) {
 func (c *Collector) endLocked(t time.Time) {
 	enc := &c.mu.enc
 	if c.mu.nfields > 0 {
-		enc.EndLine(t)
+		enc.EndLine(t.UnixNano())
 	}
 	err := enc.Err()
 	if err == nil && c.mu.nfields > 0 {
@@ -288,7 +288,7 @@ func (c *Collector) readLocked(path string) ([]byte, error) {
 
 func (c *Collector) addInt(key string, v int64) {
 	c.mu.nfields++
-	c.mu.enc.AddField(key, lineprotocol.IntValue(v))
+	c.mu.enc.AddInt(key, v)
 }
 
 // addUint encodes v as an integer field (Telegraf and InfluxDB 1.x readers
@@ -298,15 +298,15 @@ func (c *Collector) addUint(key string, v uint64) {
 		v = math.MaxInt64
 	}
 	c.mu.nfields++
-	c.mu.enc.AddField(key, lineprotocol.IntValue(int64(v)))
+	c.mu.enc.AddInt(key, int64(v))
 }
 
 // addFloat encodes v, leaving out NaN and infinities, which line protocol
 // cannot carry.
 func (c *Collector) addFloat(key string, v float64) {
-	if fv, ok := lineprotocol.FloatValue(v); ok {
+	if !math.IsNaN(v) && !math.IsInf(v, 0) {
 		c.mu.nfields++
-		c.mu.enc.AddField(key, fv)
+		c.mu.enc.AddFloat(key, v)
 	}
 }
 

@@ -59,7 +59,7 @@
 //
 // Collect reads /proc/stat, meminfo, loadavg, uptime, net/dev and diskstats
 // into one reused buffer with plain open/read/close system calls, parses them
-// in place without allocating, and encodes with lineprotocol.Encoder straight
+// in place without allocating, and encodes with lineproto.Encoder straight
 // into the caller's buffer. Per-interface and per-device state lives in maps
 // keyed by name and is dropped when a name disappears. The kernel's cost of
 // producing the /proc files dominates (go test -run XXX -bench Collect

@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"os"
 	"testing"
-	"time"
 
-	"github.com/influxdata/line-protocol/v2/lineprotocol"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 // The fuzz targets feed arbitrary file contents to the /proc parsers. They
@@ -26,23 +25,19 @@ func addSeeds(f *testing.F, files ...string) {
 // encodeTag checks that a parsed name, made a tag value, encodes and decodes
 // back to itself.
 func encodeTag(t *testing.T, name []byte) {
-	var enc lineprotocol.Encoder
+	var enc lineproto.Encoder
 	v := tagValue(string(name))
 	enc.StartLine("m")
 	enc.AddTag("t", v)
-	enc.AddField("f", lineprotocol.IntValue(1))
-	enc.EndLine(time.Unix(0, 1))
+	enc.AddInt("f", 1)
+	enc.EndLine(1)
 	if err := enc.Err(); err != nil {
 		t.Fatalf("name %q as tag %q: %v", name, v, err)
 	}
-	dec := lineprotocol.NewDecoderWithBytes(enc.Bytes())
-	if !dec.Next() {
-		t.Fatalf("no line in %q", enc.Bytes())
-	}
-	dec.Measurement()
-	_, got, err := dec.NextTag()
-	if err != nil || string(got) != v {
-		t.Fatalf("tag %q round-tripped as %q (%v)", v, got, err)
+	var d lineproto.Decoder
+	out := enc.Bytes()
+	if err := d.Decode(out[:len(out)-1]); err != nil || len(d.Tags) != 1 || string(d.Tags[0].Value) != v {
+		t.Fatalf("tag %q round-tripped as %+v (%v)", v, d.Tags, err)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/influxdata/line-protocol/v2/lineprotocol"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
 // point is one decoded line-protocol line.
@@ -24,8 +24,8 @@ type point struct {
 	time        time.Time
 }
 
-// decodeLines parses out with the reference decoder and fails the test on
-// any syntax error: every line Collect writes must be valid line protocol.
+// decodeLines decodes out line by line and fails the test on any syntax
+// error: every line Collect writes must be a canonical line-protocol line.
 func decodeLines(t testing.TB, out []byte) []point {
 	t.Helper()
 	if len(out) > 0 && out[len(out)-1] != '\n' {
@@ -35,53 +35,29 @@ func decodeLines(t testing.TB, out []byte) []point {
 		t.Fatalf("output has an empty line:\n%s", out)
 	}
 	var pts []point
-	dec := lineprotocol.NewDecoderWithBytes(out)
-	for dec.Next() {
-		p := point{tags: map[string]string{}, fields: map[string]any{}}
-		m, err := dec.Measurement()
-		if err != nil {
-			t.Fatalf("line %d: measurement: %v\n%s", len(pts)+1, err, out)
+	var d lineproto.Decoder
+	_ = lineproto.Lines(out, func(n int, line []byte) error {
+		if err := d.Decode(line); err != nil {
+			t.Fatalf("line %d: %v\n%s", n, err, out)
 		}
-		p.measurement = string(m)
-		for {
-			k, v, err := dec.NextTag()
-			if err != nil {
-				t.Fatalf("line %d: tag: %v\n%s", len(pts)+1, err, out)
+		p := point{measurement: string(d.Measurement), tags: map[string]string{}, fields: map[string]any{}}
+		for _, tg := range d.Tags {
+			p.tags[string(tg.Key)] = string(tg.Value)
+		}
+		for i := range d.Fields {
+			k := string(d.Fields[i].Key)
+			if _, dup := p.fields[k]; dup {
+				t.Fatalf("line %d: field %s twice", n, k)
 			}
-			if k == nil {
-				break
-			}
-			p.tags[string(k)] = string(v)
+			p.fields[k] = d.Fields[i].Interface()
 		}
-		for {
-			k, v, err := dec.NextField()
-			if err != nil {
-				t.Fatalf("line %d: field: %v\n%s", len(pts)+1, err, out)
-			}
-			if k == nil {
-				break
-			}
-			if _, dup := p.fields[string(k)]; dup {
-				t.Fatalf("line %d: field %s twice", len(pts)+1, k)
-			}
-			p.fields[string(k)] = v.Interface()
+		if !d.HasTime {
+			t.Fatalf("line %d has no timestamp", n)
 		}
-		if len(p.fields) == 0 {
-			t.Fatalf("line %d has no fields", len(pts)+1)
-		}
-		ts, err := dec.Time(lineprotocol.Nanosecond, time.Time{})
-		if err != nil {
-			t.Fatalf("line %d: time: %v", len(pts)+1, err)
-		}
-		if ts.IsZero() {
-			t.Fatalf("line %d has no timestamp", len(pts)+1)
-		}
-		p.time = ts
+		p.time = time.Unix(0, d.Time)
 		pts = append(pts, p)
-	}
-	if err := dec.Err(); err != nil {
-		t.Fatalf("decode: %v\n%s", err, out)
-	}
+		return nil
+	})
 	return pts
 }
 

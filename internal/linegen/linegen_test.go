@@ -5,11 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/influxdata/line-protocol/v2/lineprotocol"
+	"github.com/simtel/simtel/internal/lineproto"
 )
 
-// TestLineSet checks the pre-rendered lines with a line protocol parser
-// other than the agent's: every line valid, with its timestamp, the
+// TestLineSet checks the pre-rendered lines with the strict Decoder of
+// canonical lines rather than the agent's Normalize: every line valid,
+// with its timestamp, the
 // lengths NextLen promises, and the mix and size the README describes.
 func TestLineSet(t *testing.T) {
 	s := New(4096, 64, 1)
@@ -27,51 +28,31 @@ func TestLineSet(t *testing.T) {
 	if mean := float64(len(body)) / n; mean < 85 || mean > 115 {
 		t.Errorf("mean line is %.1f bytes, want about 100", mean)
 	}
-	dec := lineprotocol.NewDecoderWithBytes(body)
 	kinds := map[string]int{}
 	ranks := map[string]bool{}
-	for i := 0; dec.Next(); i++ {
-		m, err := dec.Measurement()
-		if err != nil {
+	var d lineproto.Decoder
+	i := 0
+	_ = lineproto.Lines(body, func(_ int, line []byte) error {
+		if err := d.Decode(line); err != nil {
 			t.Fatalf("line %d: %v", i, err)
 		}
-		kinds[string(m)]++
-		for {
-			k, v, err := dec.NextTag()
-			if err != nil {
-				t.Fatalf("line %d: %v", i, err)
-			}
-			if k == nil {
-				break
-			}
-			if string(k) == "rank" {
-				ranks[string(v)] = true
+		kinds[string(d.Measurement)]++
+		for _, tg := range d.Tags {
+			if string(tg.Key) == "rank" {
+				ranks[string(tg.Value)] = true
 			}
 		}
-		fields := 0
-		for {
-			k, _, err := dec.NextField()
-			if err != nil {
-				t.Fatalf("line %d: %v", i, err)
-			}
-			if k == nil {
-				break
-			}
-			fields++
+		if len(d.Fields) < 3 {
+			t.Errorf("line %d has %d fields", i, len(d.Fields))
 		}
-		if fields < 3 {
-			t.Errorf("line %d has %d fields", i, fields)
+		if !d.HasTime || d.Time != ts+int64(i) {
+			t.Fatalf("line %d: time %d, want %d", i, d.Time, ts+int64(i))
 		}
-		tm, err := dec.Time(lineprotocol.Nanosecond, time.Time{})
-		if err != nil {
-			t.Fatalf("line %d: %v", i, err)
-		}
-		if tm.UnixNano() != ts+int64(i) {
-			t.Fatalf("line %d: time %d, want %d", i, tm.UnixNano(), ts+int64(i))
-		}
-	}
-	if err := dec.Err(); err != nil {
-		t.Fatal(err)
+		i++
+		return nil
+	})
+	if i != n {
+		t.Fatalf("%d lines decoded, want %d", i, n)
 	}
 	if kinds["sim_step"] != n*3/4 || kinds["gpu"] != n/4 {
 		t.Errorf("got %v, want three sim_step lines to each gpu line", kinds)
