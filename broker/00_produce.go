@@ -124,7 +124,7 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 			if r.TransactionID != nil && b.cluster != nil {
 				res = b.produceTxnUnreplicated(ctx, *r.TransactionID, part, rp.Records)
 			} else if r.TransactionID != nil {
-				res = b.txns.produce(*r.TransactionID, part, rp.Records)
+				res = b.produceTxn(*r.TransactionID, part, rp.Records)
 			} else {
 				res = part.Append(rp.Records)
 			}

@@ -4,12 +4,15 @@ package broker
 // and every transactional id (key type 1). In cluster mode a group's
 // coordinator is the raft leader of its __consumer_offsets partition, a
 // transactional id's the raft leader of its __transaction_state partition
-// (txn_cluster.go).
+// (package txn).
 
 import (
+	"strconv"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
@@ -44,4 +47,60 @@ func (b *Broker) handleFindCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.Fin
 	host, port := b.advertised()
 	resp.NodeID, resp.Host, resp.Port = b.cfg.NodeID, host, port
 	return resp
+}
+
+// findTxnCoordinator answers FindCoordinator for a transactional id in
+// cluster mode.
+func (b *Broker) findTxnCoordinator(id string, resp *kmsg.FindCoordinatorResponse) {
+	resp.NodeID = -1
+	i, local, ok := b.txn.Locate(id)
+	if !ok {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		msg := "the controller has not created " + txnStateTopic + " yet; retry"
+		resp.ErrorMessage = &msg
+		return
+	}
+	b.answerCoordinator(resp, local, txnStateTopic, i, "the transactional id's")
+}
+
+// answerCoordinator fills a FindCoordinator answer in cluster mode: this
+// broker if it coordinates the key (local), else the leader of the key's
+// partition i of the internal topic; whose names the key in the error.
+func (b *Broker) answerCoordinator(resp *kmsg.FindCoordinatorResponse, local bool, topic string, i int32, whose string) {
+	if local {
+		resp.NodeID = b.cfg.NodeID
+		resp.Host, resp.Port = b.advertised()
+		return
+	}
+	lb, ok := b.partitionLeaderBroker(topic, i)
+	if !ok {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		msg := whose + " partition of " + topic + " is electing a leader; retry"
+		resp.ErrorMessage = &msg
+		return
+	}
+	resp.NodeID = lb.ID
+	resp.Host, resp.Port = splitHostPort(lb.KafkaAddr)
+}
+
+// partitionLeaderBroker names the broker leading a partition: the raft
+// leader a local replica knows of (it hears of a new leader before the
+// controller does), else the controller's record.
+func (b *Broker) partitionLeaderBroker(topic string, i int32) (cluster.BrokerInfo, bool) {
+	md := b.cluster.Metadata()
+	if p := b.localPartition(topic, i); p != nil && p.Replicated() {
+		if _, id := p.Raft().LeaderWithID(); id != "" {
+			if n, err := strconv.Atoi(string(id)); err == nil {
+				if lb, ok := md.Brokers[int32(n)]; ok && lb.Alive {
+					return lb, true
+				}
+			}
+		}
+	}
+	ti := md.Topics[topic]
+	if ti == nil || i < 0 || int(i) >= len(ti.Partitions) {
+		return cluster.BrokerInfo{}, false
+	}
+	lb, ok := md.Brokers[ti.Partitions[i].Leader]
+	return lb, ok && lb.Alive
 }

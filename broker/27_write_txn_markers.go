@@ -30,9 +30,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/simtel/simtel/broker/storage"
-
 	"github.com/simtel/simtel/broker/kapi"
+	"github.com/simtel/simtel/broker/storage"
+	"github.com/simtel/simtel/broker/txn"
 )
 
 var _ = apis.Add(kapi.API{Key: 27, Min: 0, Max: 1, ClusterOnly: true, Blocking: true},
@@ -43,7 +43,7 @@ var _ = apis.Add(kapi.API{Key: 27, Min: 0, Max: 1, ClusterOnly: true, Blocking: 
 func (b *Broker) handleWriteTxnMarkers(ctx context.Context, r *kmsg.WriteTxnMarkersRequest) *kmsg.WriteTxnMarkersResponse {
 	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	resp.Version = r.Version
-	ctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	ctx, cancel := context.WithTimeout(ctx, txn.OpTimeout)
 	defer cancel()
 	for _, m := range r.Markers {
 		rm := kmsg.NewWriteTxnMarkersResponseMarker()

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/simtel/simtel/broker/kapi"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +20,8 @@ import (
 
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/group"
+	"github.com/simtel/simtel/broker/kapi"
+	"github.com/simtel/simtel/broker/txn"
 )
 
 // Broker is one Kafka-compatible broker node. New opens its state from
@@ -37,12 +38,10 @@ type Broker struct {
 	// cluster is the controller membership in cluster mode, nil on a
 	// single node. Topics then come from its metadata (see cluster.go).
 	cluster *cluster.Node
-	// txns is the transaction coordinator (txn.go); nil in cluster mode,
-	// where transactions are not offered yet.
-	txns *txnCoordinator
-	// txnc holds, in cluster mode, the transaction coordinators of the
-	// __transaction_state partitions this broker leads (txn_cluster.go).
-	txnc txnClusterState
+	// txn is the transaction coordinators: one on a single node, in
+	// cluster mode one per __transaction_state partition this broker
+	// leads (package txn; the broker's side in transactions.go).
+	txn *txn.Coordinators
 	// coords holds, in cluster mode, the coordinators of the offsets
 	// partitions this broker leads (see coordinators.go); b.groups is
 	// then nil.
@@ -81,7 +80,6 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger, conns: make(map[net.Conn]struct{}), reqBytes: semaphore.NewWeighted(cfg.MaxInflightRequestBytes)}
 	b.mu.topics = make(map[string]*topic)
-	b.apis = b.newRegistry()
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "data"), 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create data directory %q: %w", cfg.DataDir, err)
 	}
@@ -91,6 +89,8 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.clusterID = meta.ClusterID
 	b.metrics = newMetrics(b)
+	b.txn = b.newTxnCoordinators()
+	b.apis = b.newRegistry()
 	if b.pids, err = openPIDAllocator(filepath.Join(cfg.DataDir, "producer-ids")); err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func New(cfg Config) (*Broker, error) {
 		}
 	}
 	if !cfg.clustered() {
-		if b.txns, err = newTxnCoordinator(b); err != nil {
+		if err = b.txn.Open(); err != nil {
 			b.Close()
 			return nil, err
 		}
@@ -196,11 +196,11 @@ func (b *Broker) Run(ctx context.Context) error {
 		defer wg.Done()
 		b.serve(ctx, b.ln)
 	}()
-	if b.txns != nil {
+	if b.cluster == nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.txns.run(ctx)
+			b.txn.Run(ctx)
 		}()
 	}
 	// The cluster node (raft mux, gossip, controller) stops only after

@@ -193,7 +193,7 @@ func (b *Broker) groupConfig(store group.Store, logger *slog.Logger) group.Confi
 			return p.HighWatermark(), true
 		},
 		PendingTxnOffset: func(g, t string, part int32) bool {
-			return b.txnPendingOffset(g, t, part)
+			return b.txn.PendingOffset(g, t, part)
 		},
 	}
 	return cfg
@@ -277,14 +277,13 @@ func (b *Broker) runCoordinators(ctx context.Context) {
 		for i, s := range slots {
 			b.closeCoordinator(i, s)
 		}
-		b.closeTxnCoordinators()
+		b.txn.Close()
 		closing.Wait()
 	}()
 	for {
 		b.ensureClusterOffsetsTopic(ctx)
 		b.syncCoordinators(&closing, closed)
-		b.ensureClusterTxnStateTopic(ctx)
-		b.syncTxnCoordinators(ctx, &closing)
+		b.txn.Sync(ctx, &closing)
 		select {
 		case <-ctx.Done():
 			return
@@ -490,14 +489,22 @@ func (b *Broker) ensureClusterOffsetsTopic(ctx context.Context) {
 	if md.Topics[offsetsTopic] != nil || len(md.AliveBrokers()) < b.offsetsTopicBrokers(md) {
 		return
 	}
-	cmd := cluster.Command{Op: cluster.OpCreateTopic, Topic: offsetsTopic, Partitions: offsetsTopicPartitions,
-		Configs: offsetsTopicConfigs, ReplicationFactor: -1}
-	_, _ = rand.Read(cmd.TopicID[:])
-	actx, cancel := context.WithTimeout(ctx, clusterAdminTimeout)
-	defer cancel()
-	if _, err := b.cluster.Apply(actx, cmd); err != nil && !errors.Is(err, cluster.ErrTopicExists) {
+	if err := b.createInternalTopic(ctx, offsetsTopic, offsetsTopicPartitions, offsetsTopicConfigs); err != nil {
 		b.log.Warn("cannot create the offsets topic; retrying", "topic", offsetsTopic, "err", err)
 		return
 	}
 	b.log.Info("offsets topic created", "topic", offsetsTopic, "partitions", offsetsTopicPartitions)
+}
+
+// createInternalTopic has the controller create an internal topic with
+// the default replication factor; one that exists already is no error.
+func (b *Broker) createInternalTopic(ctx context.Context, name string, partitions int32, configs map[string]string) error {
+	cmd := cluster.Command{Op: cluster.OpCreateTopic, Topic: name, Partitions: partitions, Configs: configs, ReplicationFactor: -1}
+	_, _ = rand.Read(cmd.TopicID[:])
+	actx, cancel := context.WithTimeout(ctx, clusterAdminTimeout)
+	defer cancel()
+	if _, err := b.cluster.Apply(actx, cmd); err != nil && !errors.Is(err, cluster.ErrTopicExists) {
+		return err
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/simtel/simtel/broker/group"
 	"github.com/simtel/simtel/broker/kapi"
+	"github.com/simtel/simtel/broker/txn"
 )
 
 // apis are the APIs the broker itself answers, each declared in its NN_
@@ -22,6 +23,7 @@ func (b *Broker) newRegistry() *kapi.Registry {
 	reg := kapi.NewRegistry(b.cfg.clustered())
 	reg.Add(apis.Bind(b)...)
 	reg.Add(group.APIs.Bind(groupRouter{b})...)
+	reg.Add(txn.APIs.Bind(b.txn)...)
 	return reg
 }
 

@@ -22,12 +22,15 @@
 // response and sends them with sendfile(2), so record bytes never enter
 // user space.
 //
-// Transactions (txn*.go, single node): the coordinator's state is records
-// of __transaction_state; a transactional produce is checked against it
-// and appended under the transaction's lock; EndTxn writes control
-// batches (markers) through Partition.appendMarker. The log's transaction
-// index (storage/txn.go) gives the last stable offset and the aborted
-// transactions that read_committed fetches need.
+// Transactions: the coordinators are package txn, bound to the broker in
+// transactions.go (the partitions of __transaction_state, the data
+// partitions its markers go to, the group coordinators, the producer id
+// allocator). A transactional produce is checked against the coordinator
+// (under the transaction's lock on a single node) and appended to the
+// partition; markers are control batches (partition.Partition.WriteMarker,
+// and WriteTxnMarkers from another broker's coordinator). The log's
+// transaction index (storage/txn.go) gives the last stable offset and the
+// aborted transactions that read_committed fetches need.
 //
 // # Goroutines
 //
@@ -37,9 +40,11 @@
 //     per in-flight blocking request (acks=all commit, fetch long poll,
 //     JoinGroup/SyncGroup, OffsetCommit) one goroutine that finishes its
 //     pending response and exits when the connection's context ends.
-//   - The transaction coordinator's loop (txnCoordinator.run, started by
-//     Run, single node only): aborts timed-out transactions and retries
-//     unfinished completions every second.
+//   - The transaction coordinator's loop (txn.Coordinators.Run, started by
+//     Run, single node only; in cluster mode runCoordinators's
+//     txn.Coordinators.Sync opens one per led __transaction_state
+//     partition): aborts timed-out transactions and retries unfinished
+//     completions every second.
 //   - Per partition: a flusher that makes acks=0/1 appends durable so the
 //     high watermark advances; stopped by Partition.close.
 //   - Cluster mode only (cluster.go): the cluster.Node's goroutines (see
@@ -77,8 +82,7 @@
 // (alter configs); the raft FSM never takes a broker lock, so this cannot
 // deadlock. Partition.mu (producer state + append) is never held
 // while taking another broker lock. Partition.waitMu only guards the fetch
-// waiter set. A transaction's txnEntry.mu is taken before Partition.mu
-// (transactional produce, markers) and before the group coordinator's
-// lock (offsets applied on commit); txnCoordinator.mu (the id map) is
-// never held while waiting for anything.
+// waiter set. A transaction's lock (package txn) is taken before
+// Partition.mu (transactional produce, markers) and before the group
+// coordinator's lock (offsets applied on commit).
 package broker

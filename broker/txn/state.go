@@ -1,4 +1,4 @@
-package broker
+package txn
 
 // The transaction coordinator's state record, as stored in the internal
 // topic __transaction_state.

@@ -1,4 +1,4 @@
-package broker
+package txn
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // wrote), and the new producer gets the epoch after that. v3+ callers that
 // pass their current id and epoch (KIP-360) must match the stored ones (or
 // the epoch before a timeout abort bumped it); anything else is fenced.
-func (c *txnCoordinator) initProducerID(ctx context.Context, r *kmsg.InitProducerIDRequest) (int64, int16, int16) {
+func (c *coordinator) initProducerID(ctx context.Context, r *kmsg.InitProducerIDRequest) (int64, int16, int16) {
 	if c == nil {
 		return -1, -1, kerr.CoordinatorNotAvailable.Code
 	}
@@ -34,13 +34,13 @@ func (c *txnCoordinator) initProducerID(ctx context.Context, r *kmsg.InitProduce
 	}
 	c.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
 	defer cancel()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := &e.meta
 	if m.ProducerID < 0 {
-		pid, err := c.b.newProducerID()
+		pid, err := c.s.newProducerID()
 		if err != nil {
 			c.log.Error("cannot allocate producer id", "err", err)
 			c.dropIfUnwritten(e)
@@ -75,7 +75,7 @@ func (c *txnCoordinator) initProducerID(ctx context.Context, r *kmsg.InitProduce
 	}
 	next := e.meta.clone()
 	if next.Epoch >= math.MaxInt16-1 {
-		pid, err := c.b.newProducerID()
+		pid, err := c.s.newProducerID()
 		if err != nil {
 			c.log.Error("cannot allocate producer id", "err", err)
 			return -1, -1, kerr.KafkaStorageError.Code
@@ -97,7 +97,7 @@ func (c *txnCoordinator) initProducerID(ctx context.Context, r *kmsg.InitProduce
 
 // dropIfUnwritten removes an entry whose first state never became
 // durable, so the id does not look known. Requires e.mu.
-func (c *txnCoordinator) dropIfUnwritten(e *txnEntry) {
+func (c *coordinator) dropIfUnwritten(e *txnEntry) {
 	if e.meta.ProducerID >= 0 {
 		return
 	}

@@ -1,4 +1,4 @@
-package broker
+package txn
 
 // TxnOffsetCommit, versions 0-3: offsets a transactional producer commits
 // for a consumer group inside its transaction (after AddOffsetsToTxn).
@@ -16,18 +16,18 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 28, Min: 0, Max: 3, Blocking: true},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleTxnOffsetCommit(r.Ctx, r.Msg.(*kmsg.TxnOffsetCommitRequest))
+var _ = APIs.Add(kapi.API{Key: 28, Min: 0, Max: 3, Blocking: true},
+	func(s *Coordinators, r *kapi.Request) kmsg.Response {
+		return s.handleTxnOffsetCommit(r.Ctx, r.Msg.(*kmsg.TxnOffsetCommitRequest))
 	})
 
 const maxTxnOffsetMetadataBytes = 4096
 
-func (b *Broker) handleTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
+func (s *Coordinators) handleTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
 	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	resp.Version = r.Version
-	if b.cluster != nil && r.MemberID == txnPendingMember && r.Generation == -1 {
-		resp.Topics = b.pendingForGroup(r.Group)
+	if s.cfg.Clustered && r.MemberID == txnPendingMember && r.Generation == -1 {
+		resp.Topics = s.pendingForGroup(r.Group)
 		return resp
 	}
 	codes := make([][]int16, len(r.Topics))
@@ -36,14 +36,14 @@ func (b *Broker) handleTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCom
 	}
 	var code int16
 	switch {
-	case b.cluster == nil:
-		code = b.txns.txnOffsetCommit(ctx, r, codes)
+	case !s.cfg.Clustered:
+		code = s.single.txnOffsetCommit(ctx, r, codes)
 	case r.MemberID == txnApplyMember && r.Generation == -1:
-		code = b.applyTxnOffsets(r)
+		code = s.applyOffsets(r)
 	case r.MemberID == txnForwardMember && r.Generation == -1:
-		code = b.forwardedTxnOffsetCommit(ctx, r, codes)
+		code = s.forwardedTxnOffsetCommit(ctx, r, codes)
 	default:
-		code = b.clusterTxnOffsetCommit(ctx, r, codes)
+		code = s.clusterTxnOffsetCommit(ctx, r, codes)
 	}
 	if code != 0 {
 		for i := range codes {
@@ -65,7 +65,7 @@ func (b *Broker) handleTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCom
 	return resp
 }
 
-func (c *txnCoordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest, codes [][]int16) int16 {
+func (c *coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest, codes [][]int16) int16 {
 	if c == nil {
 		return kerr.CoordinatorNotAvailable.Code
 	}
@@ -76,7 +76,7 @@ func (c *txnCoordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetC
 	if e == nil {
 		return kerr.InvalidProducerIDMapping.Code
 	}
-	ctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
 	defer cancel()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -88,21 +88,24 @@ func (c *txnCoordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetC
 		return kerr.InvalidTxnState.Code
 	}
 	if r.Version >= 3 && !c.clustered { // cluster mode: checked at the group's coordinator
-		if err := c.b.groups.ValidateTxnOffsetCommit(r.Group, r.Generation, r.MemberID, r.InstanceID); err != nil {
+		gc, code := c.s.b.GroupCoordinator(r.Group)
+		if code != 0 {
+			return code
+		}
+		if err := gc.ValidateTxnOffsetCommit(r.Group, r.Generation, r.MemberID, r.InstanceID); err != nil {
 			return err.Code
 		}
 	}
 	next := e.meta.clone()
 	n := 0
 	for i, t := range r.Topics {
-		tp := c.b.topic(t.Topic)
 		for j, p := range t.Partitions {
 			meta := ""
 			if p.Metadata != nil {
 				meta = *p.Metadata
 			}
 			switch {
-			case tp == nil || p.Partition < 0 || int(p.Partition) >= len(tp.parts):
+			case !c.s.b.PartitionKnown(t.Topic, p.Partition):
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
 				continue
 			case len(meta) > maxTxnOffsetMetadataBytes:
@@ -135,8 +138,8 @@ const txnForwardMember = "\x00simtel-txn-forward"
 
 // forwardedTxnOffsetCommit is the transaction coordinator's side of
 // txnForwardMember: the group's coordinator checked the member already.
-func (b *Broker) forwardedTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest, codes [][]int16) int16 {
-	c, code := b.txnCoordinatorFor(r.TransactionalID)
+func (s *Coordinators) forwardedTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest, codes [][]int16) int16 {
+	c, code := s.coordinatorFor(r.TransactionalID)
 	if c == nil {
 		return code
 	}
@@ -148,11 +151,11 @@ func (b *Broker) forwardedTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffset
 // generation (v3) and passes the offsets to the transactional id's
 // coordinator (itself, or a v2 request to that broker), where they join
 // the replicated transaction state.
-func (b *Broker) clusterTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest, codes [][]int16) int16 {
+func (s *Coordinators) clusterTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest, codes [][]int16) int16 {
 	if r.Group == "" {
 		return kerr.InvalidGroupID.Code
 	}
-	gc, gcode := b.coordinatorFor(r.Group)
+	gc, gcode := s.b.GroupCoordinator(r.Group)
 	if r.Version >= 3 {
 		if gcode != 0 {
 			return gcode
@@ -161,7 +164,7 @@ func (b *Broker) clusterTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCo
 			return err.Code
 		}
 	}
-	c, code := b.txnCoordinatorFor(r.TransactionalID)
+	c, code := s.coordinatorFor(r.TransactionalID)
 	switch {
 	case c != nil:
 		return c.txnOffsetCommit(ctx, r, codes)
@@ -170,22 +173,22 @@ func (b *Broker) clusterTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCo
 	case gcode != 0:
 		return gcode // neither coordinator is here
 	}
-	n := b.txnStatePartitions()
-	lb, ok := b.partitionLeaderBroker(txnStateTopic, txnPartitionOf(r.TransactionalID, n))
-	if n == 0 || !ok || lb.ID == b.cfg.NodeID {
+	n := s.statePartitions()
+	id, addr, ok := s.b.LeaderOf(StateTopic, partitionOf(r.TransactionalID, n))
+	if n == 0 || !ok || id == s.cfg.NodeID {
 		return kerr.CoordinatorNotAvailable.Code
 	}
 	fwd := *r
 	fwd.Generation, fwd.MemberID, fwd.InstanceID = -1, txnForwardMember, nil
-	rctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	rctx, cancel := context.WithTimeout(ctx, OpTimeout)
 	defer cancel()
 	// Marked before the coordinator has them, so there is no moment
 	// when neither broker reports them pending.
-	b.setForwarded(r.TransactionalID, r.Group, r.Topics, true)
-	kr, err := b.peerRequest(rctx, lb.KafkaAddr, &fwd)
+	s.setForwarded(r.TransactionalID, r.Group, r.Topics, true)
+	kr, err := s.peerRequest(rctx, addr, &fwd)
 	if err != nil {
-		b.log.Warn("cannot pass transactional offsets to the transaction coordinator", "transactional_id", r.TransactionalID, "broker", lb.KafkaAddr, "err", err)
-		b.setForwarded(r.TransactionalID, r.Group, nil, false)
+		s.log.Warn("cannot pass transactional offsets to the transaction coordinator", "transactional_id", r.TransactionalID, "broker", addr, "err", err)
+		s.setForwarded(r.TransactionalID, r.Group, nil, false)
 		return kerr.CoordinatorNotAvailable.Code
 	}
 	resp := kr.(*kmsg.TxnOffsetCommitResponse)
@@ -201,7 +204,7 @@ func (b *Broker) clusterTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCo
 	if failed {
 		// Not recorded there: nothing will clear the mark (the client
 		// retries, which marks again).
-		b.setForwarded(r.TransactionalID, r.Group, nil, false)
+		s.setForwarded(r.TransactionalID, r.Group, nil, false)
 	}
 	return 0
 }

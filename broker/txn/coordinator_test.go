@@ -1,11 +1,11 @@
-package broker
+package txn
+
+// The coordinator alone on a single node, on real logs: what a crash at a
+// bad moment, a producer that goes quiet and an abandoned id leave behind.
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -13,35 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func openTestBroker(t *testing.T, dir string) *Broker {
-	t.Helper()
-	b, err := New(Config{DataDir: dir, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatalf("cannot open broker: %v", err)
-	}
-	return b
-}
-
-// txnRecords encodes one transactional batch of n records.
-func txnRecords(pid int64, epoch int16, seq int32, n int) []byte {
-	var body []byte
-	for i := 0; i < n; i++ {
-		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte("v")}
-		enc := r.AppendTo(nil)
-		r.Length = int32(len(enc) - 1)
-		body = r.AppendTo(body)
-	}
-	rb := kmsg.RecordBatch{
-		Length: int32(49 + len(body)), PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x10,
-		LastOffsetDelta: int32(n - 1), FirstTimestamp: 1, MaxTimestamp: 1,
-		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq, NumRecords: int32(n), Records: body,
-	}
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return b
-}
-
-func initTxn(t *testing.T, c *txnCoordinator, id string, timeoutMs int32) (int64, int16) {
+func initTxn(t *testing.T, c *coordinator, id string, timeoutMs int32) (int64, int16) {
 	t.Helper()
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.Version = 4
@@ -54,7 +26,7 @@ func initTxn(t *testing.T, c *txnCoordinator, id string, timeoutMs int32) (int64
 	return pid, epoch
 }
 
-func addPartition(t *testing.T, c *txnCoordinator, id string, pid int64, epoch int16, topic string) {
+func addPartition(t *testing.T, c *coordinator, id string, pid int64, epoch int16, topic string) {
 	t.Helper()
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.Version = 3
@@ -75,18 +47,14 @@ func addPartition(t *testing.T, c *txnCoordinator, id string, pid int64, epoch i
 // offset = high watermark, nothing aborted), the transaction's group
 // offset committed, state CompleteCommit.
 func TestTxnPreparedCommitCompletesAfterRestart(t *testing.T) {
-	dir := t.TempDir()
 	ctx := context.Background()
-	b := openTestBroker(t, dir)
-	if _, err := b.createTopic("t", 1, -1, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	c := b.txns
+	b := newTestBroker(t)
+	part := b.addPartition("t", 0)
+	c := b.open()
 	pid, epoch := initTxn(t, c, "x", 60000)
 	addPartition(t, c, "x", pid, epoch, "t")
-	part := b.partition("t", 0)
-	if res := c.produce("x", part, txnRecords(pid, epoch, 0, 3)); res.Err != nil {
-		t.Fatalf("produce: %v", res.Err)
+	if err := c.produceTo(part, "x", txnRecords(pid, epoch, 0, 3)); err != nil {
+		t.Fatalf("produce: %v", err)
 	}
 	if err := part.Commit(ctx, 2); err != nil {
 		t.Fatal(err)
@@ -123,30 +91,26 @@ func TestTxnPreparedCommitCompletesAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mu.Unlock()
-	if lso := part.LastStableOffset(part.HighWatermark()); lso != 0 {
+	if lso := part.lastStableOffset(); lso != 0 {
 		t.Fatalf("before the marker: last stable offset %d, want 0", lso)
 	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
 
-	b = openTestBroker(t, dir)
-	defer b.Close()
-	part = b.partition("t", 0)
-	hw := part.HighWatermark()
-	if lso := part.LastStableOffset(hw); lso != hw || hw != 4 {
-		t.Fatalf("after restart: last stable offset %d, high watermark %d, want both 4", lso, hw)
+	c = b.restart()
+	part = b.part("t", 0)
+	hw := part.log.EndOffset()
+	if lso := part.lastStableOffset(); lso != hw || hw != 4 {
+		t.Fatalf("after restart: last stable offset %d, end %d, want both 4", lso, hw)
 	}
-	if ab := part.Log().AbortedTxns(0, hw); len(ab) != 0 {
+	if ab := part.log.AbortedTxns(0, hw); len(ab) != 0 {
 		t.Fatalf("after restart: aborted %+v, want none", ab)
 	}
 	if off, ok := b.groups.Committed("g", "t", 0); !ok || off != 42 {
 		t.Fatalf("after restart: group offset %d %v, want 42", off, ok)
 	}
-	if b.txns.pendingOffset("g", "t", 0) {
+	if c.pendingOffset("g", "t", 0) {
 		t.Fatal("after restart: offset still pending")
 	}
-	if st := b.txns.lookup("x").meta.Status; st != txnCompleteCommit {
+	if st := c.lookup("x").meta.Status; st != txnCompleteCommit {
 		t.Fatalf("after restart: state %s, want CompleteCommit", st)
 	}
 }
@@ -157,18 +121,14 @@ func TestTxnPreparedCommitCompletesAfterRestart(t *testing.T) {
 // INVALID_PRODUCER_EPOCH, its own abort accepted, and its KIP-360
 // re-initialization with the old epoch accepted.
 func TestTxnTimeoutAbortFences(t *testing.T) {
-	b := openTestBroker(t, t.TempDir())
-	defer b.Close()
 	ctx := context.Background()
-	if _, err := b.createTopic("t", 1, -1, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	c := b.txns
+	b := newTestBroker(t)
+	part := b.addPartition("t", 0)
+	c := b.open()
 	pid, epoch := initTxn(t, c, "y", 1000)
 	addPartition(t, c, "y", pid, epoch, "t")
-	part := b.partition("t", 0)
-	if res := c.produce("y", part, txnRecords(pid, epoch, 0, 2)); res.Err != nil {
-		t.Fatal(res.Err)
+	if err := c.produceTo(part, "y", txnRecords(pid, epoch, 0, 2)); err != nil {
+		t.Fatal(err)
 	}
 	real := c.now
 	c.now = func() time.Time { return real().Add(time.Hour) }
@@ -180,11 +140,11 @@ func TestTxnTimeoutAbortFences(t *testing.T) {
 	if m.Status != txnCompleteAbort || m.Epoch != epoch+1 || m.PrevEpoch != epoch {
 		t.Fatalf("after timeout: state %s epoch %d prev %d", m.Status, m.Epoch, m.PrevEpoch)
 	}
-	if ab := part.Log().AbortedTxns(0, 10); len(ab) != 1 || ab[0].ProducerID != pid || ab[0].FirstOffset != 0 || ab[0].LastOffset != 2 {
+	if ab := part.log.AbortedTxns(0, 10); len(ab) != 1 || ab[0].ProducerID != pid || ab[0].FirstOffset != 0 || ab[0].LastOffset != 2 {
 		t.Fatalf("aborted list %+v", ab)
 	}
-	if res := c.produce("y", part, txnRecords(pid, epoch, 2, 1)); !errors.Is(res.Err, kerr.InvalidProducerEpoch) {
-		t.Fatalf("zombie produce: %v, want INVALID_PRODUCER_EPOCH", res.Err)
+	if err := c.produceTo(part, "y", txnRecords(pid, epoch, 2, 1)); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("zombie produce: %v, want INVALID_PRODUCER_EPOCH", err)
 	}
 	end := kmsg.NewPtrEndTxnRequest()
 	end.Version, end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = 3, "y", pid, epoch, true
@@ -208,36 +168,13 @@ func TestTxnTimeoutAbortFences(t *testing.T) {
 	}
 }
 
-func FuzzTxnStateDecode(f *testing.F) {
-	m := txnMeta{ProducerID: 7, Epoch: 3, PrevEpoch: -1, TimeoutMs: 60000, Status: txnOngoing,
-		Partitions: []txnTP{{"t", 0}}, Groups: []string{"g"}, Offsets: []txnOffset{{Group: "g", Topic: "t", Offset: 5}}}
-	f.Add(encodeTxnMeta(&m))
-	f.Add([]byte(`{"v":1}`))
-	f.Add([]byte(`{"v":1,"pid":-1,"epoch":0,"timeout_ms":1}`))
-	f.Add([]byte(`[]`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeTxnMeta(b)
-		if err != nil {
-			return
-		}
-		again, err := decodeTxnMeta(encodeTxnMeta(&m))
-		if err != nil {
-			t.Fatalf("re-encoded state does not decode: %v", err)
-		}
-		if again.ProducerID != m.ProducerID || again.Epoch != m.Epoch || again.Status != m.Status || len(again.Offsets) != len(m.Offsets) {
-			t.Fatalf("round trip changed the state: %+v -> %+v", m, again)
-		}
-	})
-}
-
 // TestTxnIDExpires checks that an idle transactional id is forgotten
 // after transactional.id.expiration.ms, also after a restart (tombstone),
 // and that its producer can no longer use it.
 func TestTxnIDExpires(t *testing.T) {
-	dir := t.TempDir()
 	ctx := context.Background()
-	b := openTestBroker(t, dir)
-	c := b.txns
+	b := newTestBroker(t)
+	c := b.open()
 	pid, epoch := initTxn(t, c, "old", 60000)
 	initTxn(t, c, "fresh", 60000)
 	real := c.now
@@ -261,12 +198,8 @@ func TestTxnIDExpires(t *testing.T) {
 	if code := c.addOffsets(ctx, ao); code != kerr.InvalidProducerIDMapping.Code {
 		t.Fatalf("expired id: %v, want INVALID_PRODUCER_ID_MAPPING", kerr.ErrorForCode(code))
 	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b = openTestBroker(t, dir)
-	defer b.Close()
-	if b.txns.lookup("old") != nil || b.txns.lookup("fresh") == nil {
+	c = b.restart()
+	if c.lookup("old") != nil || c.lookup("fresh") == nil {
 		t.Fatal("after restart the expired id is back or the fresh one is gone")
 	}
 }

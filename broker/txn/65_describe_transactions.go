@@ -1,23 +1,22 @@
-package broker
+package txn
 
 // DescribeTransactions, version 0, and ListTransactions, versions 0-1
 // (KIP-664): what operators see of the coordinator's transactions
 // (kadm's DescribeTransactions/ListTransactions, kafka-transactions.sh).
 
 import (
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 65, Min: 0, Max: 0},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleDescribeTransactions(r.Msg.(*kmsg.DescribeTransactionsRequest))
+var _ = APIs.Add(kapi.API{Key: 65, Min: 0, Max: 0},
+	func(s *Coordinators, r *kapi.Request) kmsg.Response {
+		return s.handleDescribeTransactions(r.Msg.(*kmsg.DescribeTransactionsRequest))
 	})
 
-func (b *Broker) handleDescribeTransactions(r *kmsg.DescribeTransactionsRequest) *kmsg.DescribeTransactionsResponse {
+func (s *Coordinators) handleDescribeTransactions(r *kmsg.DescribeTransactionsRequest) *kmsg.DescribeTransactionsResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeTransactionsResponse)
 	resp.Version = r.Version
 	for _, id := range r.TransactionalIDs {
@@ -25,7 +24,7 @@ func (b *Broker) handleDescribeTransactions(r *kmsg.DescribeTransactionsRequest)
 		st.TransactionalID = id
 		st.ProducerID, st.ProducerEpoch, st.StartTimestamp = -1, -1, -1
 		var e *txnEntry
-		c, code := b.txnCoordinatorFor(id)
+		c, code := s.coordinatorFor(id)
 		if c != nil {
 			e = c.lookup(id)
 		}
@@ -61,4 +60,3 @@ func (b *Broker) handleDescribeTransactions(r *kmsg.DescribeTransactionsRequest)
 	}
 	return resp
 }
-

@@ -1,4 +1,4 @@
-package broker
+package txn
 
 // EndTxn, versions 0-3: commit or abort the producer's transaction. The
 // decision is durable (Prepare* written) before markers go to the
@@ -16,15 +16,15 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 26, Min: 0, Max: 3, Blocking: true},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleEndTxn(r.Ctx, r.Msg.(*kmsg.EndTxnRequest))
+var _ = APIs.Add(kapi.API{Key: 26, Min: 0, Max: 3, Blocking: true},
+	func(s *Coordinators, r *kapi.Request) kmsg.Response {
+		return s.handleEndTxn(r.Ctx, r.Msg.(*kmsg.EndTxnRequest))
 	})
 
-func (b *Broker) handleEndTxn(ctx context.Context, r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
+func (s *Coordinators) handleEndTxn(ctx context.Context, r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
 	resp.Version = r.Version
-	c, code := b.txnCoordinatorFor(r.TransactionalID)
+	c, code := s.coordinatorFor(r.TransactionalID)
 	if code != 0 {
 		resp.ErrorCode = code
 		return resp
@@ -33,7 +33,7 @@ func (b *Broker) handleEndTxn(ctx context.Context, r *kmsg.EndTxnRequest) *kmsg.
 	return resp
 }
 
-func (c *txnCoordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) int16 {
+func (c *coordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) int16 {
 	if c == nil {
 		return kerr.CoordinatorNotAvailable.Code
 	}
@@ -41,7 +41,7 @@ func (c *txnCoordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) int1
 	if e == nil {
 		return kerr.InvalidProducerIDMapping.Code
 	}
-	ctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
 	defer cancel()
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -1,4 +1,4 @@
-package broker
+package txn
 
 // AddOffsetsToTxn, versions 0-3: a transactional producer announces that
 // its transaction will commit offsets of a consumer group (TxnOffsetCommit
@@ -14,15 +14,15 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 25, Min: 0, Max: 3, Blocking: true},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleAddOffsetsToTxn(r.Ctx, r.Msg.(*kmsg.AddOffsetsToTxnRequest))
+var _ = APIs.Add(kapi.API{Key: 25, Min: 0, Max: 3, Blocking: true},
+	func(s *Coordinators, r *kapi.Request) kmsg.Response {
+		return s.handleAddOffsetsToTxn(r.Ctx, r.Msg.(*kmsg.AddOffsetsToTxnRequest))
 	})
 
-func (b *Broker) handleAddOffsetsToTxn(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) *kmsg.AddOffsetsToTxnResponse {
+func (s *Coordinators) handleAddOffsetsToTxn(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) *kmsg.AddOffsetsToTxnResponse {
 	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	resp.Version = r.Version
-	c, code := b.txnCoordinatorFor(r.TransactionalID)
+	c, code := s.coordinatorFor(r.TransactionalID)
 	if code != 0 {
 		resp.ErrorCode = code
 		return resp
@@ -31,7 +31,7 @@ func (b *Broker) handleAddOffsetsToTxn(ctx context.Context, r *kmsg.AddOffsetsTo
 	return resp
 }
 
-func (c *txnCoordinator) addOffsets(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) int16 {
+func (c *coordinator) addOffsets(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) int16 {
 	if c == nil {
 		return kerr.CoordinatorNotAvailable.Code
 	}
@@ -42,7 +42,7 @@ func (c *txnCoordinator) addOffsets(ctx context.Context, r *kmsg.AddOffsetsToTxn
 	if e == nil {
 		return kerr.InvalidProducerIDMapping.Code
 	}
-	ctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
 	defer cancel()
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -1,4 +1,4 @@
-package broker
+package txn
 
 // ListTransactions, versions 0-1.
 
@@ -12,14 +12,16 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 66, Min: 0, Max: 1},
-	func(b *Broker, r *kapi.Request) kmsg.Response { return b.handleListTransactions(r.Msg.(*kmsg.ListTransactionsRequest)) })
+var _ = APIs.Add(kapi.API{Key: 66, Min: 0, Max: 1},
+	func(s *Coordinators, r *kapi.Request) kmsg.Response {
+		return s.handleListTransactions(r.Msg.(*kmsg.ListTransactionsRequest))
+	})
 
-func (b *Broker) handleListTransactions(r *kmsg.ListTransactionsRequest) *kmsg.ListTransactionsResponse {
+func (s *Coordinators) handleListTransactions(r *kmsg.ListTransactionsRequest) *kmsg.ListTransactionsResponse {
 	resp := r.ResponseKind().(*kmsg.ListTransactionsResponse)
 	resp.Version = r.Version
-	coords := b.txnCoordinators()
-	if b.cluster == nil && len(coords) == 0 {
+	coords := s.all()
+	if !s.cfg.Clustered && len(coords) == 0 {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp
 	}

@@ -1,4 +1,4 @@
-package broker
+package txn
 
 // AddPartitionsToTxn, versions 0-4: a transactional producer names the
 // partitions it is about to write in its transaction. The first call
@@ -16,12 +16,12 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 24, Min: 0, Max: 4, Blocking: true},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleAddPartitionsToTxn(r.Ctx, r.Msg.(*kmsg.AddPartitionsToTxnRequest))
+var _ = APIs.Add(kapi.API{Key: 24, Min: 0, Max: 4, Blocking: true},
+	func(s *Coordinators, r *kapi.Request) kmsg.Response {
+		return s.handleAddPartitionsToTxn(r.Ctx, r.Msg.(*kmsg.AddPartitionsToTxnRequest))
 	})
 
-func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+func (s *Coordinators) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	resp.Version = r.Version
 	if r.Version >= 4 {
@@ -35,12 +35,12 @@ func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.AddPartit
 				one.Topics = append(one.Topics, rt)
 			}
 			var sub *kmsg.AddPartitionsToTxnResponse
-			if c, code := b.txnCoordinatorFor(tx.TransactionalID); tx.VerifyOnly && code != 0 {
+			if c, code := s.coordinatorFor(tx.TransactionalID); tx.VerifyOnly && code != 0 {
 				sub = verifyError(one, code)
 			} else if tx.VerifyOnly {
 				sub = c.verifyPartitions(one)
 			} else {
-				sub = b.handleAddPartitionsToTxn(ctx, one)
+				sub = s.handleAddPartitionsToTxn(ctx, one)
 			}
 			rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
 			rtx.TransactionalID = tx.TransactionalID
@@ -69,7 +69,7 @@ func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.AddPartit
 			}
 		}
 	}
-	if c, code := b.txnCoordinatorFor(r.TransactionalID); code != 0 {
+	if c, code := s.coordinatorFor(r.TransactionalID); code != 0 {
 		setAll(code)
 	} else if code := c.addPartitions(ctx, r, codes); code != 0 {
 		setAll(code)
@@ -90,7 +90,7 @@ func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.AddPartit
 // addPartitions returns an error code for every partition, or fills codes
 // per partition (unknown ones fail the request, the others are then not
 // attempted, as in Kafka).
-func (c *txnCoordinator) addPartitions(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest, codes [][]int16) int16 {
+func (c *coordinator) addPartitions(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest, codes [][]int16) int16 {
 	if c == nil {
 		return kerr.CoordinatorNotAvailable.Code
 	}
@@ -103,10 +103,10 @@ func (c *txnCoordinator) addPartitions(ctx context.Context, r *kmsg.AddPartition
 	for i, t := range r.Topics {
 		for j, p := range t.Partitions {
 			switch {
-			case !c.b.txnPartitionKnown(t.Topic, p):
+			case !c.s.b.PartitionKnown(t.Topic, p):
 				codes[i][j] = kerr.UnknownTopicOrPartition.Code
 				bad = true
-			case t.Topic == offsetsTopic || t.Topic == txnStateTopic:
+			case t.Topic == offsetsTopic || t.Topic == StateTopic:
 				codes[i][j] = kerr.InvalidTopicException.Code
 				bad = true
 			default:
@@ -124,7 +124,7 @@ func (c *txnCoordinator) addPartitions(ctx context.Context, r *kmsg.AddPartition
 		}
 		return 0
 	}
-	ctx, cancel := context.WithTimeout(ctx, txnOpTimeout)
+	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
 	defer cancel()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -177,7 +177,7 @@ func verifyError(r *kmsg.AddPartitionsToTxnRequest, code int16) *kmsg.AddPartiti
 // verifyPartitions answers a VerifyOnly transaction of a v4 request in the
 // v3 response form: 0 for each partition already in the ongoing
 // transaction of this producer id and epoch.
-func (c *txnCoordinator) verifyPartitions(r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+func (c *coordinator) verifyPartitions(r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	code := func(tp txnTP) int16 { return kerr.CoordinatorNotAvailable.Code }
 	if c != nil {

@@ -1,31 +1,4 @@
-package broker
-
-// The transaction coordinator (single node).
-//
-// State: one txnEntry per transactional id, its txnMeta changed only by
-// writing the new meta as a record to partition 0 of the internal,
-// compacted topic __transaction_state (append + fsync) and then adopting
-// it; startup replays that log (the newest record of each id wins). This
-// is the layout a replicated coordinator needs: the state is nothing but
-// the records of one partition, so replicating the partition replicates
-// the coordinator, and its leader coordinates.
-//
-// Ending a transaction: EndTxn writes Prepare{Commit,Abort} (the decision
-// is durable from here), writes a control batch (COMMIT or ABORT marker)
-// to every partition of the transaction and fsyncs it, applies the
-// transaction's group offsets to the group coordinator on commit, then
-// writes Complete{Commit,Abort}. A crash anywhere in between leaves a
-// Prepare* state, which the coordinator completes when it loads (writing
-// a marker twice is harmless: a marker ends only a transaction that is
-// open in its partition). A failed marker write leaves Prepare* too, and
-// the background loop retries it every second.
-//
-// Locks: txnCoordinator.mu guards the map only and is never held while
-// waiting for anything else. txnEntry.mu serializes everything done for
-// one transactional id — coordinator requests, the timeout abort, and the
-// check-and-append of its transactional produce (so no batch of a
-// transaction lands after its marker). Lock order: txnEntry.mu, then
-// Partition.mu or the group coordinator's lock; pendingMu is a leaf.
+package txn
 
 import (
 	"context"
@@ -45,15 +18,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/group"
-	"github.com/simtel/simtel/broker/partition"
 	"github.com/simtel/simtel/broker/storage"
 )
 
-// txnStateTopic holds the transaction coordinator's state. It is created
-// when the first transactional id initializes.
-const txnStateTopic = "__transaction_state"
-
-var txnStateTopicConfigs = map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
+// stateTopicConfigs are the overrides StateTopic is created with.
+var stateTopicConfigs = map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
 
 const (
 	// maxTxnTimeout is transaction.max.timeout.ms: producers asking for
@@ -62,8 +31,9 @@ const (
 	// txnCheckInterval is how often the coordinator looks for timed-out
 	// transactions and retries unfinished completions.
 	txnCheckInterval = time.Second
-	// txnOpTimeout bounds the fsyncs of one coordinator operation.
-	txnOpTimeout = 30 * time.Second
+	// OpTimeout bounds the fsyncs of one coordinator operation (and the
+	// marker writes a coordinator asks of another broker).
+	OpTimeout = 30 * time.Second
 	// txnIDExpiration is transactional.id.expiration.ms: an id with no
 	// open transaction and no change for this long is forgotten (its
 	// state record tombstoned), so abandoned ids do not pile up.
@@ -83,16 +53,19 @@ type pendingKey struct {
 	partition    int32
 }
 
-type txnCoordinator struct {
-	b   *Broker
+// coordinator is the transaction coordinator of one partition of
+// StateTopic: on a single node the only one (partition 0, created on
+// first use), in a cluster one per state partition this broker leads.
+type coordinator struct {
+	s   *Coordinators
 	log *slog.Logger
 	now func() time.Time
 
-	stateMu sync.Mutex           // creating the state partition
-	state   *partition.Partition // guarded by stateMu; nil until first needed
+	stateMu sync.Mutex     // creating the state partition
+	state   StatePartition // guarded by stateMu; nil until first needed
 
 	// clustered: a cluster-mode coordinator of one replicated state
-	// partition (txn_cluster.go), led by this broker in raft term term.
+	// partition (cluster.go), led by this broker in raft term term.
 	clustered bool
 	term      uint64
 
@@ -112,23 +85,9 @@ type txnCoordinator struct {
 	ended *prometheus.CounterVec
 }
 
-func newTxnCoordinator(b *Broker) (*txnCoordinator, error) {
-	c := &txnCoordinator{b: b, log: b.log.With("part", "txn"), now: time.Now, pending: map[pendingKey]map[string]struct{}{}}
-	c.mu.txns = map[string]*txnEntry{}
-	c.ended = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_txn_ended_total", Help: "Transactions ended by the coordinator, by result (commit, abort, timeout: aborted because the producer went quiet)."}, []string{"result"})
-	b.metrics.reg.MustRegister(c.ended, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "simtel_broker_txn_ongoing", Help: "Transactions in progress on this coordinator."}, c.countOngoing))
-	if t := b.topic(txnStateTopic); t != nil && len(t.parts) > 0 {
-		c.state = t.parts[0]
-		if err := c.load(); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
-}
-
 // load replays __transaction_state and finishes the transactions that
 // were being completed when the broker stopped.
-func (c *txnCoordinator) load() error {
+func (c *coordinator) load() error {
 	n := 0
 	err := readLogRecords(c.state.Log(), func(off int64, key, value []byte) {
 		id := string(key)
@@ -150,7 +109,7 @@ func (c *txnCoordinator) load() error {
 		n++
 	})
 	if err != nil {
-		return fmt.Errorf("cannot load transaction state from %s: %w", txnStateTopic, err)
+		return fmt.Errorf("cannot load transaction state from %s: %w", StateTopic, err)
 	}
 	for _, e := range c.mu.txns {
 		c.setPending(e.id, nil, e.meta.Offsets)
@@ -161,7 +120,7 @@ func (c *txnCoordinator) load() error {
 		// them, without holding up the caller.
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), txnOpTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), OpTimeout)
 	defer cancel()
 	for _, e := range c.mu.txns {
 		e.mu.Lock()
@@ -178,7 +137,7 @@ func (c *txnCoordinator) load() error {
 
 // run aborts timed-out transactions and retries unfinished completions
 // until ctx ends.
-func (c *txnCoordinator) run(ctx context.Context) {
+func (c *coordinator) run(ctx context.Context) {
 	t := time.NewTicker(txnCheckInterval)
 	defer t.Stop()
 	for {
@@ -195,7 +154,7 @@ func (c *txnCoordinator) run(ctx context.Context) {
 	}
 }
 
-func (c *txnCoordinator) checkLocked(ctx context.Context, e *txnEntry) {
+func (c *coordinator) checkLocked(ctx context.Context, e *txnEntry) {
 	m := &e.meta
 	switch {
 	case m.ProducerID < 0:
@@ -219,7 +178,7 @@ func (c *txnCoordinator) checkLocked(ctx context.Context, e *txnEntry) {
 	}
 }
 
-func (c *txnCoordinator) entries() []*txnEntry {
+func (c *coordinator) entries() []*txnEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*txnEntry, 0, len(c.mu.txns))
@@ -229,13 +188,13 @@ func (c *txnCoordinator) entries() []*txnEntry {
 	return out
 }
 
-func (c *txnCoordinator) lookup(id string) *txnEntry {
+func (c *coordinator) lookup(id string) *txnEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.mu.txns[id]
 }
 
-func (c *txnCoordinator) countOngoing() float64 {
+func (c *coordinator) countOngoing() float64 {
 	n := 0
 	for _, e := range c.entries() {
 		e.mu.Lock()
@@ -247,27 +206,24 @@ func (c *txnCoordinator) countOngoing() float64 {
 	return float64(n)
 }
 
-// statePartition returns the partition of __transaction_state, creating
-// the topic on first use.
-func (c *txnCoordinator) statePartition() (*partition.Partition, error) {
+// statePartition returns the partition of StateTopic, creating the
+// topic on first use.
+func (c *coordinator) statePartition() (StatePartition, error) {
 	c.stateMu.Lock()
 	defer c.stateMu.Unlock()
 	if c.state != nil {
 		return c.state, nil
 	}
-	if t := c.b.topic(txnStateTopic); t != nil && len(t.parts) > 0 {
-		c.state = t.parts[0]
+	if p := c.s.b.StatePartition(0); p != nil {
+		c.state = p
 		return c.state, nil
 	}
-	configs := map[string]*string{}
-	for k, v := range txnStateTopicConfigs {
-		configs[k] = &v
+	if err := c.s.b.CreateTopic(context.Background(), StateTopic, 1, stateTopicConfigs); err != nil {
+		return nil, fmt.Errorf("cannot create %s: %w", StateTopic, err)
 	}
-	t, err := c.b.createTopic(txnStateTopic, 1, -1, configs, false)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create %s: %w", txnStateTopic, err)
+	if c.state = c.s.b.StatePartition(0); c.state == nil {
+		return nil, fmt.Errorf("cannot create %s: created, but its partition is not here", StateTopic)
 	}
-	c.state = t.parts[0]
 	return c.state, nil
 }
 
@@ -275,7 +231,7 @@ func (c *txnCoordinator) statePartition() (*partition.Partition, error) {
 // log, then the entry leaves the map. A request that found the entry
 // before sees a producer id of -1 (INVALID_PRODUCER_ID_MAPPING, or a new
 // producer id for InitProducerID, which puts the entry back).
-func (c *txnCoordinator) expireLocked(ctx context.Context, e *txnEntry) error {
+func (c *coordinator) expireLocked(ctx context.Context, e *txnEntry) error {
 	p, err := c.statePartition()
 	if err != nil {
 		return err
@@ -296,7 +252,7 @@ func (c *txnCoordinator) expireLocked(ctx context.Context, e *txnEntry) error {
 
 // appendStateRecord appends one record (value nil: a tombstone) to the
 // state partition and waits until it is durable.
-func appendStateRecord(ctx context.Context, p *partition.Partition, key, value []byte, nowMillis int64) error {
+func appendStateRecord(ctx context.Context, p StatePartition, key, value []byte, nowMillis int64) error {
 	batch := appendStateBatch(nil, key, value, nowMillis)
 	hdrs, err := storage.ParseBatches(batch, 0)
 	if err != nil {
@@ -313,7 +269,7 @@ func appendStateRecord(ctx context.Context, p *partition.Partition, key, value [
 // raft group in cluster mode (refused once this coordinator's term is
 // over), else appended and fsynced locally (also a cluster of one broker,
 // whose internal topics have a single replica).
-func (c *txnCoordinator) appendState(ctx context.Context, p *partition.Partition, key, value []byte, nowMillis int64) error {
+func (c *coordinator) appendState(ctx context.Context, p StatePartition, key, value []byte, nowMillis int64) error {
 	if !c.clustered || !p.Replicated() {
 		return appendStateRecord(ctx, p, key, value, nowMillis)
 	}
@@ -321,7 +277,7 @@ func (c *txnCoordinator) appendState(ctx context.Context, p *partition.Partition
 }
 
 // persistLocked makes next the durable state of e, then adopts it.
-func (c *txnCoordinator) persistLocked(ctx context.Context, e *txnEntry, next txnMeta) error {
+func (c *coordinator) persistLocked(ctx context.Context, e *txnEntry, next txnMeta) error {
 	p, err := c.statePartition()
 	if err != nil {
 		return err
@@ -335,7 +291,7 @@ func (c *txnCoordinator) persistLocked(ctx context.Context, e *txnEntry, next tx
 	return nil
 }
 
-func (c *txnCoordinator) setPending(id string, old, cur []txnOffset) {
+func (c *coordinator) setPending(id string, old, cur []txnOffset) {
 	c.pendingMu.Lock()
 	defer c.pendingMu.Unlock()
 	for _, o := range old {
@@ -356,7 +312,7 @@ func (c *txnCoordinator) setPending(id string, old, cur []txnOffset) {
 
 // pendingOffset reports whether a transaction holds an uncommitted offset
 // for the group partition (the group coordinator's RequireStable check).
-func (c *txnCoordinator) pendingOffset(grp, topic string, partition int32) bool {
+func (c *coordinator) pendingOffset(grp, topic string, partition int32) bool {
 	c.pendingMu.Lock()
 	defer c.pendingMu.Unlock()
 	return len(c.pending[pendingKey{grp, topic, partition}]) > 0
@@ -365,13 +321,13 @@ func (c *txnCoordinator) pendingOffset(grp, topic string, partition int32) bool 
 // coordEpoch is the epoch this coordinator writes into its markers: the
 // raft term of its state partition in a cluster (a later coordinator of
 // the same transactional ids has a higher one), 0 on a single node.
-func (c *txnCoordinator) coordEpoch() int32 {
+func (c *coordinator) coordEpoch() int32 {
 	return int32(min(c.term, math.MaxInt32))
 }
 
 // pendingOf lists the group partitions for which a transaction here holds
 // offsets of grp.
-func (c *txnCoordinator) pendingOf(grp string) []pendingKey {
+func (c *coordinator) pendingOf(grp string) []pendingKey {
 	c.pendingMu.Lock()
 	defer c.pendingMu.Unlock()
 	var out []pendingKey
@@ -385,7 +341,7 @@ func (c *txnCoordinator) pendingOf(grp string) []pendingKey {
 
 // completeLocked finishes a transaction in Prepare*: markers, group
 // offsets on commit, then Complete*.
-func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error {
+func (c *coordinator) completeLocked(ctx context.Context, e *txnEntry) error {
 	m := e.meta
 	commit := m.Status == txnPrepareCommit
 	ct := storage.ControlAbort
@@ -393,7 +349,7 @@ func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error 
 		ct = storage.ControlCommit
 	}
 	if c.clustered {
-		if err := c.b.writeTxnMarkers(ctx, c.coordEpoch(), m.ProducerID, m.Epoch, ct, m.Partitions); err != nil {
+		if err := c.s.writeMarkers(ctx, c.coordEpoch(), m.ProducerID, m.Epoch, ct, m.Partitions); err != nil {
 			return err
 		}
 		return c.finishCompleteLocked(ctx, e, m, commit)
@@ -401,12 +357,12 @@ func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error 
 	// Append every marker first and start their fsyncs together (each
 	// partition has its own flusher), then wait for each.
 	type written struct {
-		p    *partition.Partition
+		p    Partition
 		last int64
 	}
 	var ws []written
 	for _, tp := range m.Partitions {
-		p := c.b.partition(tp.Topic, tp.Partition)
+		p := c.s.b.Partition(tp.Topic, tp.Partition)
 		if p == nil {
 			c.log.Warn("partition of a transaction is gone; no marker written", "transactional_id", e.id, "topic", tp.Topic, "partition", tp.Partition)
 			continue
@@ -428,7 +384,7 @@ func (c *txnCoordinator) completeLocked(ctx context.Context, e *txnEntry) error 
 
 // finishCompleteLocked applies a committed transaction's group offsets
 // once its markers are written, then writes Complete*.
-func (c *txnCoordinator) finishCompleteLocked(ctx context.Context, e *txnEntry, m txnMeta, commit bool) error {
+func (c *coordinator) finishCompleteLocked(ctx context.Context, e *txnEntry, m txnMeta, commit bool) error {
 	if c.clustered && !commit {
 		// Tell the groups' coordinators to forget the offsets they
 		// passed on for this transaction (RequireStable).
@@ -436,7 +392,7 @@ func (c *txnCoordinator) finishCompleteLocked(ctx context.Context, e *txnEntry, 
 		for _, g := range m.Groups {
 			byGroup[g] = nil
 		}
-		if err := c.b.commitTxnGroupOffsets(ctx, e.id, m.ProducerID, m.Epoch, byGroup); err != nil {
+		if err := c.s.commitGroupOffsets(ctx, e.id, m.ProducerID, m.Epoch, byGroup); err != nil {
 			return err
 		}
 	}
@@ -449,7 +405,7 @@ func (c *txnCoordinator) finishCompleteLocked(ctx context.Context, e *txnEntry, 
 				LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimeMillis: now,
 			})
 		}
-		if err := c.b.commitTxnGroupOffsets(ctx, e.id, m.ProducerID, m.Epoch, byGroup); err != nil {
+		if err := c.s.commitGroupOffsets(ctx, e.id, m.ProducerID, m.Epoch, byGroup); err != nil {
 			return err
 		}
 	}
@@ -468,7 +424,7 @@ func (c *txnCoordinator) finishCompleteLocked(ctx context.Context, e *txnEntry, 
 // abortLocked aborts e's ongoing transaction. bump raises the producer
 // epoch first, so the markers fence the producer that owned it (timeouts
 // and a new producer's InitProducerID).
-func (c *txnCoordinator) abortLocked(ctx context.Context, e *txnEntry, bump bool) error {
+func (c *coordinator) abortLocked(ctx context.Context, e *txnEntry, bump bool) error {
 	next := e.meta.clone()
 	if bump && next.Epoch < math.MaxInt16-1 {
 		next.PrevEpoch = next.Epoch
@@ -506,7 +462,7 @@ func checkProducerLocked(e *txnEntry, pid int64, epoch int16, version, knowsFenc
 // finishPendingLocked completes a Prepare* left by a failed marker write
 // before the id's next operation; the client sees a retriable error if it
 // still fails.
-func (c *txnCoordinator) finishPendingLocked(ctx context.Context, e *txnEntry) *kerr.Error {
+func (c *coordinator) finishPendingLocked(ctx context.Context, e *txnEntry) *kerr.Error {
 	if s := e.meta.Status; s != txnPrepareCommit && s != txnPrepareAbort {
 		return nil
 	}

@@ -1,0 +1,54 @@
+package txn
+
+// InitProducerID, versions 0-4, for idempotent and transactional
+// producers. An idempotent producer that passes its current id and epoch
+// (v3+, KIP-360) gets the epoch bumped so it can reset its sequences; an
+// exhausted epoch gets a fresh id. A transactional id is handled by the
+// transaction coordinator (init.go): one producer id per transactional
+// id, a new epoch for every initialization, which fences older producers.
+
+import (
+	"context"
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
+)
+
+var _ = APIs.Add(kapi.API{Key: 22, Min: 0, Max: 4, Blocking: true},
+	func(s *Coordinators, r *kapi.Request) kmsg.Response {
+		return s.handleInitProducerID(r.Ctx, r.Msg.(*kmsg.InitProducerIDRequest))
+	})
+
+func (s *Coordinators) handleInitProducerID(ctx context.Context, r *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
+	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.Version = r.Version
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if r.TransactionalID != nil {
+		c, code := s.coordinatorFor(*r.TransactionalID)
+		if code != 0 {
+			resp.ErrorCode = code
+			return resp
+		}
+		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = c.initProducerID(ctx, r)
+		return resp
+	}
+	if r.ProducerID >= 0 && r.ProducerEpoch >= 0 && r.ProducerEpoch < math.MaxInt16-1 {
+		resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch+1
+		return resp
+	}
+	// In cluster mode every broker allocates from its own counter; the
+	// node id in the low 16 bits keeps ids unique across the cluster, so
+	// producers that got ids from different brokers never share a
+	// partition's sequence state (newProducerID).
+	id, err := s.newProducerID()
+	if err != nil {
+		s.log.Error("cannot allocate producer id", "err", err)
+		resp.ErrorCode = kerr.KafkaStorageError.Code
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return resp
+}
