@@ -254,9 +254,6 @@ func (s *sinker) flush(ctx context.Context, ps *partState, reason string) error 
 		return err
 	}
 	for _, o := range objs {
-		if s.cfg.UploadDelay > 0 {
-			time.Sleep(s.cfg.UploadDelay)
-		}
 		if err := bo.retry(ctx, "upload object", o.key, func() error {
 			return s.store.Put(ctx, o.key, bytes.NewReader(o.data), int64(len(o.data)))
 		}); err != nil {

@@ -69,9 +69,6 @@ type Config struct {
 	// Registry receives the sink's metrics. Default: a new registry (with
 	// the Go and process collectors) served on HTTPListen.
 	Registry *prometheus.Registry
-	// UploadDelay pauses before each object upload. For crash tests only
-	// (it widens the window a kill lands in mid-flush).
-	UploadDelay time.Duration
 	// Store, when set, is used instead of opening Lake (tests, simtel dev).
 	Store store.Store
 	// Compact merges the small objects of the partitions this sink owns in

@@ -1,17 +1,23 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/store"
 	"github.com/simtel/simtel/sink"
 )
 
 func newSinkCmd(g *globalFlags) *cobra.Command {
 	var cfg sink.Config
 	var brokers, topics, telemetryTopics, compactTarget string
+	var uploadDelay time.Duration
 	cmd := &cobra.Command{
 		Use:   "sink",
 		Short: "Write topics into the Parquet lake (local directory or S3), exactly once",
@@ -59,6 +65,17 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 			if cfg.TelemetryTopics == nil {
 				cfg.TelemetryTopics = []string{}
 			}
+			if uploadDelay > 0 {
+				st, err := store.Open(cmd.Context(), cfg.Lake, store.Options{S3Endpoint: cfg.S3Endpoint})
+				if err != nil {
+					return fmt.Errorf("sink: cannot open lake %s: %w", cfg.Lake, err)
+				}
+				cr, ok := st.(store.Creator)
+				if !ok {
+					return fmt.Errorf("sink: lake %s cannot create objects atomically", cfg.Lake)
+				}
+				cfg.Store = slowUploads{Creator: cr, delay: uploadDelay}
+			}
 			return sink.Run(cmd.Context(), cfg)
 		},
 	}
@@ -75,7 +92,7 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 	f.StringVar(&cfg.JobsTopic, "jobs-topic", "jobs", "topic of job events; a run's completion flushes its rows (\"-\": off)")
 	f.StringVar(&cfg.HTTPListen, "http-listen", "", "host:port for /metrics, /healthz and /debug/pprof (empty: off)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long the final flush may take after SIGTERM")
-	f.DurationVar(&cfg.UploadDelay, "upload-delay", 0, "pause before each object upload (crash tests only)")
+	f.DurationVar(&uploadDelay, "upload-delay", 0, "pause before each object upload (crash tests only)")
 	_ = f.MarkHidden("upload-delay")
 	f.DurationVar(&cfg.Compact.Interval, "compact-interval", sink.DefaultCompactInterval, "merge the small telemetry objects of the owned partitions this often (0: off)")
 	f.StringVar(&compactTarget, "compact-target-size", "128MiB", "largest merged object (input bytes); bigger objects are left alone")
@@ -86,3 +103,25 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 	_ = f.MarkHidden("compact-pause")
 	return cmd
 }
+
+// slowUploads pauses before each object upload (the catalog's writes are
+// not delayed): --upload-delay widens the window a crash test's kill lands
+// in mid-flush.
+type slowUploads struct {
+	store.Creator
+	delay time.Duration
+}
+
+func (s slowUploads) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if !strings.HasPrefix(key, catalog.Prefix) {
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.Creator.Put(ctx, key, r, size)
+}
+
+// Unwrap lets readers of a local lake still use its files in place.
+func (s slowUploads) Unwrap() store.Store { return s.Creator }

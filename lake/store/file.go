@@ -224,8 +224,16 @@ func (s *fileStore) Delete(ctx context.Context, key string) error {
 
 // LocalPath returns the file that holds key when s keeps its objects in a
 // local directory, so readers can use it in place; ok is false for remote
-// stores and for keys that are not valid. The file may not exist.
+// stores and for keys that are not valid. The file may not exist. A store
+// that wraps another (an Unwrap() Store method) is looked through.
 func LocalPath(s Store, key string) (string, bool) {
+	for {
+		w, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			break
+		}
+		s = w.Unwrap()
+	}
 	fs, isFile := s.(*fileStore)
 	if !isFile {
 		return "", false
