@@ -177,7 +177,18 @@ func TestFileStoreLayout(t *testing.T) {
 	if _, ok := store.LocalPath(s, "../x"); ok {
 		t.Errorf("LocalPath accepted ../x")
 	}
+	// A wrapper that tells what it wraps is looked through.
+	if wp, ok := store.LocalPath(wrapped{s}, "a/b.txt"); !ok || wp != p {
+		t.Errorf("LocalPath of a wrapped store = %q, %v; want %q", wp, ok, p)
+	}
+	if _, ok := store.LocalPath(struct{ store.Store }{s}, "a/b.txt"); ok {
+		t.Errorf("LocalPath saw through a store that does not unwrap")
+	}
 }
+
+type wrapped struct{ store.Store }
+
+func (w wrapped) Unwrap() store.Store { return w.Store }
 
 // conformance checks the Store contract; every backend must pass it.
 func conformance(t *testing.T, s store.Store) {
