@@ -7,12 +7,13 @@
 // One poll loop (Run → loop) owns every assigned partition's buffer:
 //
 //	PollRecords → buffer.add (per partition)
-//	   telemetry topics: lineParser.parse → table per (measurement, run, UTC date)
+//	   telemetry topics: lineproto.Decoder → table per (measurement, run, UTC date)
 //	                     → dense columns; undecodable lines → dead letters
 //	   other topics:     raw rows (key, value, headers)
-//	→ flush trigger → buffer.encode (encodeTable: arrow-go's Parquet column
-//	  writers, tag dictionaries written as indexes; encodeRows: parquet-go;
-//	  zstd) → the flush protocol below
+//	→ flush trigger → buffer.encode (lake/schema's writers: encodeTable
+//	  drives its column writer, tag dictionaries written as indexes; raw
+//	  and dead-letter rows through schema.EncodeRecords) → the flush
+//	  protocol below
 //
 // A table keeps one slot per row in every column (null where the line
 // lacks the tag or field); tags hold indexes into a per-column

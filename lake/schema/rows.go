@@ -133,12 +133,6 @@ func (d *tagDict) id(v string) int32 {
 
 // writeRows writes column c of rows chunk (in file order).
 func writeRows(w *Writer, c Column, rows []Row, chunk []int, dict *tagDict) error {
-	var defs []int16
-	field := func(r *Row) (any, bool) {
-		v, ok := r.Fields[c.Name]
-		defs = append(defs, b2i(ok))
-		return v, ok
-	}
 	switch {
 	case c.Role == Fixed && c.Name == Partition:
 		v := make([]int32, len(chunk))
@@ -161,57 +155,40 @@ func writeRows(w *Writer, c Column, rows []Row, chunk []int, dict *tagDict) erro
 		return w.WriteFixed(v)
 	case c.Role == Tag:
 		idx := make([]int32, len(chunk))
+		defs := make([]int16, len(chunk))
 		for j, i := range chunk {
-			t, ok := rows[i].Tags[c.Name]
-			defs = append(defs, b2i(ok))
-			if ok {
-				idx[j] = dict.id(t)
+			if t, ok := rows[i].Tags[c.Name]; ok {
+				idx[j], defs[j] = dict.id(t), 1
 			}
 		}
 		return w.WriteTag(dict.vals, idx, defs)
 	case c.Type == Float:
-		var v []float64
-		for _, i := range chunk {
-			if x, ok := field(&rows[i]); ok {
-				v = append(v, x.(float64))
-			}
-		}
-		return w.WriteFloat(v, defs)
+		return w.WriteFloat(fieldValues(rows, chunk, c.Name, func(x any) float64 { return x.(float64) }))
 	case c.Type == Int || c.Type == Uint:
-		var v []int64
-		for _, i := range chunk {
-			if x, ok := field(&rows[i]); ok {
-				switch x := x.(type) {
-				case int64:
-					v = append(v, x)
-				case uint64:
-					v = append(v, int64(x))
-				}
+		v, defs := fieldValues(rows, chunk, c.Name, func(x any) int64 {
+			if u, ok := x.(uint64); ok {
+				return int64(u)
 			}
-		}
+			return x.(int64)
+		})
 		return w.WriteInt(c.Type, v, defs)
 	case c.Type == Bool:
-		var v []bool
-		for _, i := range chunk {
-			if x, ok := field(&rows[i]); ok {
-				v = append(v, x.(bool))
-			}
-		}
-		return w.WriteBool(v, defs)
+		return w.WriteBool(fieldValues(rows, chunk, c.Name, func(x any) bool { return x.(bool) }))
 	default:
-		var v []pq.ByteArray
-		for _, i := range chunk {
-			if x, ok := field(&rows[i]); ok {
-				v = append(v, pq.ByteArray(x.(string)))
-			}
-		}
-		return w.WriteString(v, defs)
+		return w.WriteString(fieldValues(rows, chunk, c.Name, func(x any) pq.ByteArray { return pq.ByteArray(x.(string)) }))
 	}
 }
 
-func b2i(ok bool) int16 {
-	if ok {
-		return 1
+// fieldValues gathers field name of rows chunk: the values of the rows
+// that have it, converted by conv, and each row's definition level.
+func fieldValues[T any](rows []Row, chunk []int, name string, conv func(any) T) ([]T, []int16) {
+	var v []T
+	defs := make([]int16, len(chunk))
+	for j, i := range chunk {
+		if x, ok := rows[i].Fields[name]; ok {
+			v = append(v, conv(x))
+			defs[j] = 1
+		}
 	}
-	return 0
+	return v, defs
 }
