@@ -194,16 +194,3 @@ func TestReplayMergesLakeAndBroker(t *testing.T) {
 	wantLake := filter(want, func(s *replay.Sample) bool { return s.Offset <= limit[s.Partition] })
 	compare(t, runReplay(t, l, replay.Config{Run: "r1"}), wantLake)
 }
-
-// Objects written by the sink's own encoder replay to the lines that went
-// in: tags told from string fields, field types kept.
-func TestReplaySinkObjects(t *testing.T) {
-	l := newLake(t)
-	all := genSamples([]string{"r1", "r2"}, 300, 3)
-	if err := l.SinkWriteSamples(context.Background(), "telemetry", all, 41); err != nil {
-		t.Fatal(err)
-	}
-	want := filter(all, func(s *replay.Sample) bool { return s.Tags["run"] == "r2" })
-	sortSamples(want)
-	compare(t, runReplay(t, l, replay.Config{Run: "r2"}), want)
-}

@@ -91,11 +91,3 @@ func SortSamples(ss []replay.Sample) {
 		return 0
 	})
 }
-
-// SinkWriteSamples is WriteSamples, whose objects are the sink's own (both
-// write through lake/schema).
-//
-// Deprecated: use WriteSamples.
-func (l *Lake) SinkWriteSamples(ctx context.Context, topic string, ss []replay.Sample, flushSize int) error {
-	return l.WriteSamples(ctx, topic, ss, flushSize)
-}
