@@ -44,6 +44,17 @@ func (a *adminFlags) client(ctx context.Context) (*admin.Client, context.Context
 	return cl, ctx, func() { cancel(); cl.Close() }, nil
 }
 
+// do runs op with a client and a context bounded by --timeout, and turns
+// a request no broker answered into advice.
+func (a *adminFlags) do(cmd *cobra.Command, op func(context.Context, *admin.Client) error) error {
+	cl, ctx, done, err := a.client(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer done()
+	return a.reachErr(op(ctx, cl))
+}
+
 // reachErr turns a request no broker answered into advice.
 func (a *adminFlags) reachErr(err error) error {
 	var ue *admin.UnreachableError

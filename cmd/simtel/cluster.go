@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -38,16 +40,13 @@ func newClusterStatusCmd(a *adminFlags) *cobra.Command {
   simtel cluster status --topic telemetry -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, ctx, done, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			out, err := cl.Status(ctx, topics...)
-			if err != nil {
-				return a.reachErr(err)
-			}
-			return a.emit(stdout(), out, func(tw *tabwriter.Writer) { printClusterStatus(tw, out) })
+			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
+				out, err := cl.Status(ctx, topics...)
+				if err != nil {
+					return err
+				}
+				return a.emit(stdout(), out, func(tw *tabwriter.Writer) { printClusterStatus(tw, out) })
+			})
 		},
 	}
 	cmd.Flags().StringSliceVar(&topics, "topic", nil, "only these topics (comma-separated; default all)")
@@ -94,7 +93,9 @@ replicas is not alive.`,
   simtel cluster rebalance --brokers 127.0.0.1:9092 --wait --timeout 10m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runClusterRebalance(cmd, a, dryRun, wait)
+			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
+				return rebalance(ctx, cl, dryRun, wait, a.timeout)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the moves without sending them")
@@ -102,22 +103,19 @@ replicas is not alive.`,
 	return cmd
 }
 
-func runClusterRebalance(cmd *cobra.Command, a *adminFlags, dryRun, wait bool) error {
-	cl, ctx, done, err := a.client(cmd.Context())
-	if err != nil {
-		return err
-	}
-	defer done()
+// rebalance prints the moves that spread the partitions evenly and, unless
+// dryRun, sends them; with wait it waits until they finish.
+func rebalance(ctx context.Context, cl *admin.Client, dryRun, wait bool, timeout time.Duration) error {
 	moving, err := cl.Moving(ctx)
 	if err != nil {
-		return a.reachErr(err)
+		return err
 	}
 	if moving > 0 {
 		return fmt.Errorf("%d partitions are still moving; run again when `simtel cluster status` shows none moving", moving)
 	}
 	plan, err := cl.PlanRebalance(ctx)
 	if err != nil {
-		return a.reachErr(err)
+		return err
 	}
 	if len(plan.Moves) == 0 {
 		fmt.Fprintln(stdout(), "replicas and preferred leaders are already spread evenly; nothing to move")
@@ -131,7 +129,7 @@ func runClusterRebalance(cmd *cobra.Command, a *adminFlags, dryRun, wait bool) e
 		return nil
 	}
 	if err := cl.Rebalance(ctx, plan); err != nil {
-		return a.reachErr(err)
+		return err
 	}
 	fmt.Fprintf(stdout(), "%d partitions are moving\n", len(plan.Moves))
 	if !wait {
@@ -139,7 +137,7 @@ func runClusterRebalance(cmd *cobra.Command, a *adminFlags, dryRun, wait bool) e
 	}
 	var pending *admin.MovesPendingError
 	if err := cl.WaitMoves(ctx); errors.As(err, &pending) {
-		return fmt.Errorf("moves not finished within --timeout %v (last: %d moving, %v); see `simtel cluster status`", a.timeout, pending.Moving, pending.Last)
+		return fmt.Errorf("moves not finished within --timeout %v (last: %d moving, %v); see `simtel cluster status`", timeout, pending.Moving, pending.Last)
 	} else if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"text/tabwriter"
@@ -28,20 +29,17 @@ func newGroupListCmd(a *adminFlags) *cobra.Command {
 		Short: "List consumer groups and their states",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, ctx, done, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			rows, err := cl.ListGroups(ctx)
-			if err != nil {
-				return a.reachErr(err)
-			}
-			return a.emit(stdout(), rows, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "GROUP\tSTATE\tTYPE")
-				for _, r := range rows {
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Group, r.State, r.ProtocolType)
+			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
+				rows, err := cl.ListGroups(ctx)
+				if err != nil {
+					return err
 				}
+				return a.emit(stdout(), rows, func(tw *tabwriter.Writer) {
+					fmt.Fprintln(tw, "GROUP\tSTATE\tTYPE")
+					for _, r := range rows {
+						fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Group, r.State, r.ProtocolType)
+					}
+				})
 			})
 		},
 	}
@@ -53,26 +51,25 @@ func newGroupDescribeCmd(a *adminFlags) *cobra.Command {
 		Short: "Show a group's members, assignments, committed offsets and lag",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, ctx, done, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			out, err := cl.DescribeGroup(ctx, args[0])
-			if errors.Is(err, admin.ErrUnknownGroup) {
-				return fmt.Errorf("group %q not found: see `simtel group list`", args[0])
-			}
-			if err != nil {
-				return a.reachErr(err)
-			}
-			return a.emit(stdout(), out, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "group %s: %s, protocol %q, %d members, total lag %d\n\n", out.Group, out.State, out.Protocol, out.Members, out.TotalLag)
-				fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tMEMBER")
-				for _, r := range out.Offsets {
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", r.Topic, r.Partition, r.Committed, r.End, r.Lag, r.Member)
+			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
+				out, err := cl.DescribeGroup(ctx, args[0])
+				if errors.Is(err, admin.ErrUnknownGroup) {
+					return fmt.Errorf("group %q not found: see `simtel group list`", args[0])
 				}
+				if err != nil {
+					return err
+				}
+				return a.emit(stdout(), out, func(tw *tabwriter.Writer) { printGroup(tw, out) })
 			})
 		},
+	}
+}
+
+func printGroup(tw *tabwriter.Writer, g *admin.GroupDetail) {
+	fmt.Fprintf(tw, "group %s: %s, protocol %q, %d members, total lag %d\n\n", g.Group, g.State, g.Protocol, g.Members, g.TotalLag)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tMEMBER")
+	for _, r := range g.Offsets {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", r.Topic, r.Partition, r.Committed, r.End, r.Lag, r.Member)
 	}
 }
 
@@ -139,20 +136,22 @@ func runGroupReset(cmd *cobra.Command, a *adminFlags, f *groupResetFlags, group 
 	if len(f.topics) == 0 {
 		return fmt.Errorf("name the topics to reset with --topic")
 	}
-	cl, ctx, done, err := a.client(cmd.Context())
-	if err != nil {
-		return err
-	}
-	defer done()
-	r := admin.Reset{Group: group, Topics: f.topics, Target: target, Offset: f.toOffset, Shift: f.shiftBy}
-	if target == admin.ToTime {
-		if r.Time, err = time.Parse(time.RFC3339, f.toDatetime); err != nil {
-			return fmt.Errorf("--to-datetime %q is not RFC 3339 (2026-11-29T10:00:00Z): %w", f.toDatetime, err)
+	return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
+		r := admin.Reset{Group: group, Topics: f.topics, Target: target, Offset: f.toOffset, Shift: f.shiftBy}
+		if target == admin.ToTime {
+			if r.Time, err = time.Parse(time.RFC3339, f.toDatetime); err != nil {
+				return fmt.Errorf("--to-datetime %q is not RFC 3339 (2026-11-29T10:00:00Z): %w", f.toDatetime, err)
+			}
 		}
-	}
+		return resetGroup(ctx, cl, r, f.execute)
+	})
+}
+
+// resetGroup prints the plan of r and, with execute, commits it.
+func resetGroup(ctx context.Context, cl *admin.Client, r admin.Reset, execute bool) error {
 	plan, err := cl.PlanReset(ctx, r)
 	if err != nil {
-		return a.reachErr(err)
+		return err
 	}
 	tw := tabwriter.NewWriter(stdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT\tNEW")
@@ -160,13 +159,13 @@ func runGroupReset(cmd *cobra.Command, a *adminFlags, f *groupResetFlags, group 
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", m.Topic, m.Partition, m.Current, m.New)
 	}
 	tw.Flush()
-	if !f.execute {
+	if !execute {
 		fmt.Fprintln(stdout(), "dry run: nothing changed; add --execute to commit these offsets")
 		return nil
 	}
 	if err := cl.CommitReset(ctx, plan); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout(), "offsets of %s reset\n", group)
+	fmt.Fprintf(stdout(), "offsets of %s reset\n", r.Group)
 	return nil
 }

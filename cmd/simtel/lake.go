@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,7 +14,7 @@ import (
 
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/catalog"
-	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/query"
 )
 
 // lakeFlags are the flags every `simtel lake` subcommand shares.
@@ -29,19 +26,6 @@ type lakeFlags struct {
 	cacheDir   string
 	cacheMaxMB int64
 	format     string
-}
-
-// defaultLakeCacheDir is $XDG_CACHE_HOME/simtel/lake, else ~/.cache/simtel/lake.
-func defaultLakeCacheDir() string {
-	base := os.Getenv("XDG_CACHE_HOME")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return filepath.Join(os.TempDir(), "simtel-cache", "lake")
-		}
-		base = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(base, "simtel", "lake")
 }
 
 func newLakeCmd(g *globalFlags) *cobra.Command {
@@ -74,58 +58,6 @@ into --cache-dir.`,
 	cmd.AddCommand(newLakeRunsCmd(f), newLakeLsCmd(f))
 	cmd.AddCommand(lakeExtraCmds(f)...)
 	return cmd
-}
-
-// open opens the lake's store, its catalog and the local object cache.
-func (f *lakeFlags) open(ctx context.Context) (store.Store, *catalog.Catalog, *store.Cache, error) {
-	switch f.format {
-	case "table", "csv", "json":
-	default:
-		return nil, nil, nil, fmt.Errorf("--format %q is not table, csv or json", f.format)
-	}
-	if f.cacheMaxMB < 0 {
-		return nil, nil, nil, fmt.Errorf("--cache-max-mb %d is negative", f.cacheMaxMB)
-	}
-	log, err := f.g.logger()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	st, err := store.Open(ctx, f.lake, store.Options{S3Endpoint: f.s3Endpoint, Region: f.s3Region})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	var opts []catalog.Option
-	opts = append(opts, catalog.WithLogger(log.With("part", "lake")))
-	if f.cacheDir != "" {
-		opts = append(opts, catalog.WithCacheDir(f.cacheDir))
-	}
-	cacheDir := f.cacheDir
-	if cacheDir == "" {
-		cacheDir = filepath.Join(os.TempDir(), "simtel-lake-cache")
-	}
-	return st, catalog.New(st, opts...), store.NewCache(st, cacheDir, f.cacheMaxMB<<20), nil
-}
-
-// load opens the lake and reads its catalog, reporting skipped catalog
-// files on stderr.
-func (f *lakeFlags) load(ctx context.Context, stderr io.Writer) (*catalog.Snapshot, error) {
-	st, cat, _, err := f.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if p, local := store.LocalPath(st, "x"); local {
-		if _, err := os.Stat(filepath.Dir(p)); err != nil {
-			return nil, fmt.Errorf("no lake at %s: %w (give --lake, or let 'simtel sink' or 'simtel dev' write one first)", st, err)
-		}
-	}
-	snap, err := cat.Load(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range snap.Problems {
-		fmt.Fprintln(stderr, "warning:", p)
-	}
-	return snap, nil
 }
 
 // lakeTable is rows of text for the table and csv formats; raw is what json
@@ -171,16 +103,7 @@ func (f *lakeFlags) fmtBytes(n int64) string {
 	if f.format != "table" {
 		return strconv.FormatInt(n, 10)
 	}
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	return query.FormatBytes(n)
 }
 
 func newLakeRunsCmd(f *lakeFlags) *cobra.Command {
@@ -267,17 +190,4 @@ are not listed; the compacted ones are. Filters combine.`,
 	fl.StringVar(&from, "from", "", "only objects with samples at or after this time (RFC 3339, e.g. 2026-11-29T10:00:00Z)")
 	fl.StringVar(&to, "to", "", "only objects with samples before this time (RFC 3339)")
 	return cmd
-}
-
-// parseLakeTime reads an RFC 3339 time (or a date) for a time filter flag.
-func parseLakeTime(flag, v string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
-		if t, err := time.Parse(layout, v); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%s %q is not a time: use RFC 3339 like 2026-11-29T10:00:00Z, or a date like 2026-11-29", flag, v)
 }

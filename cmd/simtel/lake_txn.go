@@ -52,24 +52,9 @@ func (t *lakeTxnFlags) open(ctx context.Context, brokers []string, topic, defID,
 		return nil, err
 	}
 	if last, n, ok := tp.Resumed(); ok {
-		fmt.Fprintf(stderr, "resuming job %s: %d records committed by earlier runs, up to %s\n", id, n, fmtPosition(last))
+		fmt.Fprintf(stderr, "resuming job %s: %d records committed by earlier runs, up to %s\n", id, n, last)
 	}
 	return tp, nil
-}
-
-func fmtPosition(p replay.Position) string {
-	if p.Time == 0 {
-		return fmt.Sprintf("source partition %d offset %d", p.Partition, p.Offset)
-	}
-	return fmt.Sprintf("sample time %s (partition %d offset %d)", time.Unix(0, p.Time).UTC().Format(time.RFC3339Nano), p.Partition, p.Offset)
-}
-
-// closeOutput finishes out even when ctx was cancelled (Ctrl-C): what was
-// produced is committed, so a rerun resumes after it.
-func closeOutput(ctx context.Context, out replay.Output) (int64, error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	return out.Close(cctx)
 }
 
 // skippedNote says how many records an earlier run had committed.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -39,16 +40,13 @@ func newTopicCreateCmd(a *adminFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, ctx, done, err := a.client(cmd.Context())
-			if err != nil {
+			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
+				created, err := cl.CreateTopics(ctx, partitions, rf, cfgs, args...)
+				for _, t := range created {
+					fmt.Fprintf(stdout(), "created %s (%d partitions, replication %d)\n", t.Topic, t.Partitions, t.ReplicationFactor)
+				}
 				return err
-			}
-			defer done()
-			created, err := cl.CreateTopics(ctx, partitions, rf, cfgs, args...)
-			for _, t := range created {
-				fmt.Fprintf(stdout(), "created %s (%d partitions, replication %d)\n", t.Topic, t.Partitions, t.ReplicationFactor)
-			}
-			return a.reachErr(err)
+			})
 		},
 	}
 	cmd.Flags().Int32VarP(&partitions, "partitions", "p", -1, "partition count (-1: broker default)")
@@ -63,20 +61,17 @@ func newTopicListCmd(a *adminFlags) *cobra.Command {
 		Short: "List topics with partition counts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, ctx, done, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			rows, err := cl.ListTopics(ctx)
-			if err != nil {
-				return a.reachErr(err)
-			}
-			return a.emit(stdout(), rows, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICATION")
-				for _, r := range rows {
-					fmt.Fprintf(tw, "%s\t%d\t%d\n", r.Topic, r.Partitions, r.Replicas)
+			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
+				rows, err := cl.ListTopics(ctx)
+				if err != nil {
+					return err
 				}
+				return a.emit(stdout(), rows, func(tw *tabwriter.Writer) {
+					fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICATION")
+					for _, r := range rows {
+						fmt.Fprintf(tw, "%s\t%d\t%d\n", r.Topic, r.Partitions, r.Replicas)
+					}
+				})
 			})
 		},
 	}
@@ -88,20 +83,16 @@ func newTopicDescribeCmd(a *adminFlags) *cobra.Command {
 		Short: "Show a topic's partitions, offsets and configs",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, ctx, done, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			topic := args[0]
-			out, err := cl.DescribeTopic(ctx, topic)
-			if errors.Is(err, admin.ErrUnknownTopic) {
-				return fmt.Errorf("topic %q does not exist: see `simtel topic list`", topic)
-			}
-			if err != nil {
-				return a.reachErr(err)
-			}
-			return a.emit(stdout(), out, func(tw *tabwriter.Writer) { printTopic(tw, out) })
+			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
+				out, err := cl.DescribeTopic(ctx, args[0])
+				if errors.Is(err, admin.ErrUnknownTopic) {
+					return fmt.Errorf("topic %q does not exist: see `simtel topic list`", args[0])
+				}
+				if err != nil {
+					return err
+				}
+				return a.emit(stdout(), out, func(tw *tabwriter.Writer) { printTopic(tw, out) })
+			})
 		},
 	}
 }
@@ -129,16 +120,13 @@ func newTopicDeleteCmd(a *adminFlags) *cobra.Command {
 		Short: "Delete topics and their data",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, ctx, done, err := a.client(cmd.Context())
-			if err != nil {
+			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
+				deleted, err := cl.DeleteTopics(ctx, args...)
+				for _, t := range deleted {
+					fmt.Fprintf(stdout(), "deleted %s\n", t)
+				}
 				return err
-			}
-			defer done()
-			deleted, err := cl.DeleteTopics(ctx, args...)
-			for _, t := range deleted {
-				fmt.Fprintf(stdout(), "deleted %s\n", t)
-			}
-			return a.reachErr(err)
+			})
 		},
 	}
 }
@@ -155,35 +143,37 @@ func newTopicAlterCmd(a *adminFlags) *cobra.Command {
 			if len(setConfigs) == 0 && len(deleteConfigs) == 0 && addTo == 0 {
 				return fmt.Errorf("nothing to change: pass --config, --delete-config or --partitions")
 			}
-			cl, ctx, done, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			topic := args[0]
-			alters, err := configAlters(setConfigs, deleteConfigs)
-			if err != nil {
-				return err
-			}
-			if len(alters) > 0 {
-				if err := cl.AlterTopicConfigs(ctx, topic, alters); err != nil {
-					return a.reachErr(err)
-				}
-				fmt.Fprintf(stdout(), "altered configs of %s\n", topic)
-			}
-			if addTo > 0 {
-				if err := cl.SetPartitions(ctx, topic, addTo); err != nil {
-					return a.reachErr(err)
-				}
-				fmt.Fprintf(stdout(), "%s now has %d partitions\n", topic, addTo)
-			}
-			return nil
+			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
+				return alterTopic(ctx, cl, args[0], setConfigs, deleteConfigs, addTo)
+			})
 		},
 	}
 	cmd.Flags().StringArrayVarP(&setConfigs, "config", "c", nil, "set a config key=value (repeatable)")
 	cmd.Flags().StringArrayVar(&deleteConfigs, "delete-config", nil, "reset a config to its default (repeatable)")
 	cmd.Flags().IntVarP(&addTo, "partitions", "p", 0, "grow the topic to this many partitions")
 	return cmd
+}
+
+// alterTopic sets and deletes configs of topic, then grows it to addTo
+// partitions (0: unchanged).
+func alterTopic(ctx context.Context, cl *admin.Client, topic string, setConfigs, deleteConfigs []string, addTo int) error {
+	alters, err := configAlters(setConfigs, deleteConfigs)
+	if err != nil {
+		return err
+	}
+	if len(alters) > 0 {
+		if err := cl.AlterTopicConfigs(ctx, topic, alters); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout(), "altered configs of %s\n", topic)
+	}
+	if addTo > 0 {
+		if err := cl.SetPartitions(ctx, topic, addTo); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout(), "%s now has %d partitions\n", topic, addTo)
+	}
+	return nil
 }
 
 // configAlters turns --config key=value and --delete-config key into

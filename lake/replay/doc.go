@@ -24,7 +24,10 @@
 // Emitters: LineWriter prints canonical lines; the Outputs produce records
 // into a topic — Producer (idempotent) and TxnProducer (transactions);
 // Pacer spaces samples out by sample time. RawRecords reads the raw
-// objects of a topic for backfill.
+// objects of a topic for backfill. RunInto feeds a Replay or RawRecords
+// into an Output, leaving out what an earlier run of the job committed;
+// Finish closes an Output even after Ctrl-C, so what was produced is
+// committed.
 //
 // # Transactions and resume (TxnProducer)
 //
