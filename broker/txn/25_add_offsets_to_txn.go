@@ -22,12 +22,7 @@ var _ = APIs.Add(kapi.API{Key: 25, Min: 0, Max: 3, Blocking: true},
 func (s *Coordinators) handleAddOffsetsToTxn(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) *kmsg.AddOffsetsToTxnResponse {
 	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	resp.Version = r.Version
-	c, code := s.coordinatorFor(r.TransactionalID)
-	if code != 0 {
-		resp.ErrorCode = code
-		return resp
-	}
-	resp.ErrorCode = c.addOffsets(ctx, r)
+	resp.ErrorCode = s.withCoordinator(r.TransactionalID, func(c *coordinator) int16 { return c.addOffsets(ctx, r) })
 	return resp
 }
 
@@ -38,14 +33,11 @@ func (c *coordinator) addOffsets(ctx context.Context, r *kmsg.AddOffsetsToTxnReq
 	if r.Group == "" {
 		return kerr.InvalidGroupID.Code
 	}
-	e := c.lookup(r.TransactionalID)
-	if e == nil {
-		return kerr.InvalidProducerIDMapping.Code
+	ctx, e, unlock, code := c.lockEntry(ctx, r.TransactionalID)
+	if code != 0 {
+		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
-	defer cancel()
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer unlock()
 	if err := checkProducerLocked(e, r.ProducerID, r.ProducerEpoch, r.Version, 2); err != nil {
 		return err.Code
 	}

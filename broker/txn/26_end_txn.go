@@ -24,12 +24,7 @@ var _ = APIs.Add(kapi.API{Key: 26, Min: 0, Max: 3, Blocking: true},
 func (s *Coordinators) handleEndTxn(ctx context.Context, r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
 	resp.Version = r.Version
-	c, code := s.coordinatorFor(r.TransactionalID)
-	if code != 0 {
-		resp.ErrorCode = code
-		return resp
-	}
-	resp.ErrorCode = c.endTxn(ctx, r)
+	resp.ErrorCode = s.withCoordinator(r.TransactionalID, func(c *coordinator) int16 { return c.endTxn(ctx, r) })
 	return resp
 }
 
@@ -37,14 +32,11 @@ func (c *coordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) int16 {
 	if c == nil {
 		return kerr.CoordinatorNotAvailable.Code
 	}
-	e := c.lookup(r.TransactionalID)
-	if e == nil {
-		return kerr.InvalidProducerIDMapping.Code
+	ctx, e, unlock, code := c.lockEntry(ctx, r.TransactionalID)
+	if code != 0 {
+		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
-	defer cancel()
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer unlock()
 	m := &e.meta
 	if m.ProducerID >= 0 && r.ProducerID == m.ProducerID && r.ProducerEpoch != m.Epoch &&
 		r.ProducerEpoch == m.PrevEpoch && !r.Commit && (m.Status == txnPrepareAbort || m.Status == txnCompleteAbort) {

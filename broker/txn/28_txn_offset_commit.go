@@ -72,14 +72,11 @@ func (c *coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 	if r.Group == "" {
 		return kerr.InvalidGroupID.Code
 	}
-	e := c.lookup(r.TransactionalID)
-	if e == nil {
-		return kerr.InvalidProducerIDMapping.Code
+	ctx, e, unlock, code := c.lockEntry(ctx, r.TransactionalID)
+	if code != 0 {
+		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
-	defer cancel()
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer unlock()
 	if err := checkProducerLocked(e, r.ProducerID, r.ProducerEpoch, r.Version, 99); err != nil {
 		// Like Kafka, this API reports fencing as INVALID_PRODUCER_EPOCH.
 		return err.Code
@@ -88,9 +85,9 @@ func (c *coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 		return kerr.InvalidTxnState.Code
 	}
 	if r.Version >= 3 && !c.clustered { // cluster mode: checked at the group's coordinator
-		gc, code := c.s.b.GroupCoordinator(r.Group)
-		if code != 0 {
-			return code
+		gc, gcode := c.s.b.GroupCoordinator(r.Group)
+		if gcode != 0 {
+			return gcode
 		}
 		if err := gc.ValidateTxnOffsetCommit(r.Group, r.Generation, r.MemberID, r.InstanceID); err != nil {
 			return err.Code
@@ -139,11 +136,7 @@ const txnForwardMember = "\x00simtel-txn-forward"
 // forwardedTxnOffsetCommit is the transaction coordinator's side of
 // txnForwardMember: the group's coordinator checked the member already.
 func (s *Coordinators) forwardedTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest, codes [][]int16) int16 {
-	c, code := s.coordinatorFor(r.TransactionalID)
-	if c == nil {
-		return code
-	}
-	return c.txnOffsetCommit(ctx, r, codes)
+	return s.withCoordinator(r.TransactionalID, func(c *coordinator) int16 { return c.txnOffsetCommit(ctx, r, codes) })
 }
 
 // clusterTxnOffsetCommit handles TxnOffsetCommit in cluster mode. The

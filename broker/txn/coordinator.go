@@ -188,6 +188,22 @@ func (c *coordinator) entries() []*txnEntry {
 	return out
 }
 
+// lockEntry returns the entry of a transactional id locked, with ctx
+// bounded by OpTimeout for what is done under the lock; unlock releases
+// both. An unknown id is INVALID_PRODUCER_ID_MAPPING.
+func (c *coordinator) lockEntry(ctx context.Context, id string) (context.Context, *txnEntry, func(), int16) {
+	e := c.lookup(id)
+	if e == nil {
+		return ctx, nil, nil, kerr.InvalidProducerIDMapping.Code
+	}
+	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
+	e.mu.Lock()
+	return ctx, e, func() {
+		e.mu.Unlock()
+		cancel()
+	}, 0
+}
+
 func (c *coordinator) lookup(id string) *txnEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()

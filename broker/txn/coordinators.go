@@ -207,6 +207,16 @@ func (s *Coordinators) coordinatorFor(id string) (*coordinator, int16) {
 	return nil, kerr.NotCoordinator.Code
 }
 
+// withCoordinator returns what f returns on the coordinator of a
+// transactional id, or the error code of why this broker has none.
+func (s *Coordinators) withCoordinator(id string, f func(*coordinator) int16) int16 {
+	c, code := s.coordinatorFor(id)
+	if code != 0 {
+		return code
+	}
+	return f(c)
+}
+
 // Locate names the coordinator of a transactional id in a cluster
 // (FindCoordinator): its partition of StateTopic and whether this broker
 // coordinates it. ok is false while StateTopic does not exist; the
