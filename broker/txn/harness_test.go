@@ -66,14 +66,14 @@ func (b *testBroker) open() *coordinator {
 func (b *testBroker) restart() *coordinator {
 	b.t.Helper()
 	b.mu.Lock()
-	names := make([][2]any, 0, len(b.parts))
+	var parts []testPartition
 	for _, p := range b.parts {
-		names = append(names, [2]any{p.topic, p.index})
+		parts = append(parts, testPartition{topic: p.topic, index: p.index})
 	}
 	b.mu.Unlock()
 	b.closeLogs()
-	for _, n := range names {
-		b.addPartition(n[0].(string), n[1].(int32))
+	for _, p := range parts {
+		b.addPartition(p.topic, p.index)
 	}
 	return b.open()
 }
@@ -188,7 +188,7 @@ func (p *testPartition) append(batch []byte, check func([]storage.BatchHeader) e
 	return last, err
 }
 
-// produce appends a transactional batch through the coordinator's check.
+// produceTo appends a transactional batch through the coordinator's check.
 func (c *coordinator) produceTo(p *testPartition, txnID string, batch []byte) error {
 	return c.s.Produce(txnID, p.topic, p.index, func(check func([]storage.BatchHeader) error) error {
 		_, err := p.append(batch, check)
@@ -197,7 +197,7 @@ func (c *coordinator) produceTo(p *testPartition, txnID string, batch []byte) er
 }
 
 // lastStableOffset is the offset below which every transaction of p has
-// ended, up to its end.
+// ended (its end if none is open).
 func (p *testPartition) lastStableOffset() int64 {
 	if first, ok := p.log.FirstUnstableOffset(); ok {
 		return first
