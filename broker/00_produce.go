@@ -4,8 +4,10 @@ package broker
 //
 // A request with a transactional id may hold only transactional batches
 // of that id's current producer id and epoch, for partitions added to its
-// ongoing transaction (txn_produce.go); the check and the append happen
-// under the transaction's lock, so no batch lands after its marker.
+// ongoing transaction, as its coordinator (package txn) knows it
+// (transactions.go). On a single node the check and the append happen
+// under the transaction's lock, so no batch lands after its marker; in a
+// cluster the replicas refuse a batch of an epoch a marker fenced.
 //
 // A topic with message.timestamp.type=LogAppendTime has its batches
 // stamped with the broker's clock before anything else sees them (see
