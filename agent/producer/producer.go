@@ -27,6 +27,9 @@
 //
 // Acks happen in spool order, so after a crash the spool resends from the
 // last acked position: at-least-once.
+//
+// Goroutines: Run is the reader and starts the sender, and returns once
+// both have stopped; Config.OnDelivery is called on the sender.
 package producer
 
 import (
