@@ -3,44 +3,12 @@ package admin
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/simtel/simtel/broker"
 )
-
-// startBroker runs a single-node broker in this process for the test's
-// lifetime and returns its Kafka address.
-func startBroker(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a broker")
-	}
-	b, err := broker.New(broker.Config{
-		DataDir:                       t.TempDir(),
-		Listen:                        "127.0.0.1:0",
-		GroupInitialRebalanceDelaySet: true,
-		Logger:                        slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatalf("cannot start broker: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("broker stopped with error: %v", err)
-		}
-	})
-	return b.Addr().String()
-}
 
 // newClient returns a Client of addr closed at the test's end, and a
 // context bounded to a minute.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -35,7 +36,7 @@ func TestReplicationFactorAndProblems(t *testing.T) {
 }
 
 func TestStatusAndRebalanceSingleBroker(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
 	c, ctx := newClient(t, addr)
 	if _, err := c.CreateTopics(ctx, 3, 1, nil, "t"); err != nil {
 		t.Fatal(err)

@@ -4,10 +4,12 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 func TestGroupReset(t *testing.T) {
-	addr := startBroker(t)
+	addr := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
 	c, ctx := newClient(t, addr)
 	if _, err := c.CreateTopics(ctx, 2, 1, nil, "t"); err != nil {
 		t.Fatal(err)

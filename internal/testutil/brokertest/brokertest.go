@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/internal/testutil"
@@ -37,6 +38,7 @@ type Option func(*options)
 type options struct {
 	process    bool
 	dir        string
+	listen     string
 	http       bool
 	groupDelay *time.Duration
 	mods       []func(*broker.Config)
@@ -57,6 +59,11 @@ func Process() Option { return func(o *options) { o.process = true } }
 // DataDir makes the broker keep its data in dir instead of a new
 // temporary directory.
 func DataDir(dir string) Option { return func(o *options) { o.dir = dir } }
+
+// Listen makes a broker process listen for Kafka clients on addr (from
+// testutil.FreePort), known before the broker starts, for a test that
+// starts a client first.
+func Listen(addr string) Option { return func(o *options) { o.listen = addr } }
 
 // HTTP gives the broker an HTTP listener (/metrics, /healthz, /readyz) on
 // a free loopback port; Broker.HTTPAddr is its address. Cluster brokers
@@ -99,7 +106,8 @@ type Broker struct {
 
 	t      testing.TB
 	o      *options
-	raft   string // cluster mode: raft and gossip listeners
+	logs   []string // log files of the processes, one per start
+	raft   string   // cluster mode: raft and gossip listeners
 	gossip string
 	join   string // cluster mode: gossip address of the broker to join
 	expect int    // cluster mode: --bootstrap-expect
@@ -121,14 +129,17 @@ func Start(t testing.TB, opts ...Option) *Broker {
 		if len(o.mods) > 0 {
 			t.Fatal("brokertest.Config applies to an in-process broker, not to one started with brokertest.Process")
 		}
-		b.Addr = testutil.FreePort(t)
+		b.Addr = o.listen
+		if b.Addr == "" {
+			b.Addr = testutil.FreePort(t)
+		}
 		if o.http {
 			b.HTTPAddr = testutil.FreePort(t)
 		}
 		b.startFresh()
 	} else {
-		if len(o.args) > 0 {
-			t.Fatal("brokertest.Args applies to a broker process (brokertest.Process)")
+		if len(o.args) > 0 || o.listen != "" {
+			t.Fatal("brokertest.Args and brokertest.Listen apply to a broker process (brokertest.Process)")
 		}
 		b.startInProcess()
 	}
@@ -147,16 +158,10 @@ func StartCluster(t testing.TB, n int, opts ...Option) []*Broker {
 	for _, opt := range opts {
 		opt(o)
 	}
-	if len(o.mods) > 0 || o.dir != "" {
-		t.Fatal("brokertest.Config and brokertest.DataDir do not apply to a cluster")
+	if len(o.mods) > 0 || o.dir != "" || o.listen != "" {
+		t.Fatal("brokertest.Config, brokertest.DataDir and brokertest.Listen do not apply to a cluster")
 	}
 	var bs []*Broker
-	up := false
-	defer func() {
-		if !up {
-			dumpLogs(t, bs)
-		}
-	}()
 	for i := range n {
 		b := &Broker{ID: i, t: t, o: o, Dir: t.TempDir(), expect: n,
 			Addr: testutil.FreePort(t), HTTPAddr: testutil.FreePort(t),
@@ -171,7 +176,6 @@ func StartCluster(t testing.TB, n int, opts ...Option) []*Broker {
 		waitCluster(t, b.Addr, n)
 	}
 	createTopics(t, Addrs(bs), int16(min(n, 3)), o.topics)
-	up = true
 	return bs
 }
 
@@ -228,7 +232,7 @@ func (b *Broker) startInProcess() {
 		cancel()
 		select {
 		case err := <-done:
-			if err != nil {
+			if err != nil && !errors.Is(err, context.Canceled) {
 				t.Errorf("broker stopped with an error: %v", err)
 			}
 		case <-time.After(30 * time.Second):
@@ -262,6 +266,7 @@ func (b *Broker) args() []string {
 func (b *Broker) tryStart() error {
 	b.t.Helper()
 	b.Proc = testutil.Start(b.t, b.t.TempDir(), b.args()...)
+	b.logs = append(b.logs, b.Proc.Log)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if b.Proc.Exited() {
@@ -284,12 +289,15 @@ func (b *Broker) startFresh() {
 	if testing.Short() {
 		b.t.Skip("starts a broker process")
 	}
+	// Registered before the process's own cleanup, so it runs after the
+	// process is gone and its log complete.
+	b.t.Cleanup(b.dumpLogs)
 	for range 5 {
 		err := b.tryStart()
 		if err == nil {
 			return
 		}
-		if !strings.Contains(err.Error(), "address already in use") {
+		if !strings.Contains(err.Error(), "address already in use") || b.o.listen != "" {
 			b.t.Fatal(err)
 		}
 		b.Addr = testutil.FreePort(b.t)
@@ -336,7 +344,9 @@ func (b *Broker) process(what string) {
 }
 
 // waitCluster polls addr until it reports want brokers and a controller
-// among them.
+// among them. It asks that one broker directly: kgo answers a Metadata
+// request through the client from its cache, which would keep a first
+// answer without a controller.
 func waitCluster(t testing.TB, addr string, want int) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
@@ -344,17 +354,20 @@ func waitCluster(t testing.TB, addr string, want int) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	deadline := time.Now().Add(60 * time.Second)
 	var last string
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		m, err := adm.BrokerMetadata(ctx)
+		r, err := cl.SeedBrokers()[0].RetriableRequest(ctx, kmsg.NewPtrMetadataRequest())
 		cancel()
 		if err == nil {
-			ids := m.Brokers.NodeIDs()
-			last = fmt.Sprintf("brokers %v, controller %d", ids, m.Controller)
-			if len(ids) == want && slices.Contains(ids, m.Controller) {
+			m := r.(*kmsg.MetadataResponse)
+			var ids []int32
+			for _, b := range m.Brokers {
+				ids = append(ids, b.NodeID)
+			}
+			last = fmt.Sprintf("brokers %v, controller %d", ids, m.ControllerID)
+			if len(ids) == want && slices.Contains(ids, m.ControllerID) {
 				return
 			}
 		} else {
@@ -378,11 +391,10 @@ func createTopics(t testing.TB, seeds []string, rf int16, topics []topic) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	deadline := time.Now().Add(60 * time.Second)
 	for _, tp := range topics {
 		for {
-			err := createTopic(adm, tp, rf)
+			err := createTopic(cl, tp, rf)
 			if err == nil {
 				break
 			}
@@ -395,31 +407,40 @@ func createTopics(t testing.TB, seeds []string, rf int16, topics []topic) {
 }
 
 // createTopic creates tp unless it exists and says whether each of its
-// partitions has a leader.
-func createTopic(adm *kadm.Client, tp topic, rf int16) error {
+// partitions has a leader, asking the first seed broker directly (see
+// waitCluster).
+func createTopic(cl *kgo.Client, tp topic, rf int16) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := adm.CreateTopic(ctx, tp.partitions, rf, nil, tp.name)
+	r, err := kadm.NewClient(cl).CreateTopic(ctx, tp.partitions, rf, nil, tp.name)
 	if err == nil && r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
 		err = r.Err
 	}
 	if err != nil {
 		return err
 	}
-	m, err := adm.Metadata(ctx, tp.name)
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(tp.name)
+	req.Topics = append(req.Topics, rt)
+	resp, err := cl.SeedBrokers()[0].RetriableRequest(ctx, req)
 	if err != nil {
 		return err
 	}
-	d := m.Topics[tp.name]
-	if d.Err != nil {
-		return d.Err
+	m := resp.(*kmsg.MetadataResponse)
+	if len(m.Topics) != 1 {
+		return fmt.Errorf("metadata has %d topics", len(m.Topics))
+	}
+	d := m.Topics[0]
+	if err := kerr.ErrorForCode(d.ErrorCode); err != nil {
+		return err
 	}
 	if int32(len(d.Partitions)) != tp.partitions {
 		return fmt.Errorf("metadata has %d partitions", len(d.Partitions))
 	}
 	for _, p := range d.Partitions {
-		if p.Err != nil {
-			return fmt.Errorf("partition %d: %w", p.Partition, p.Err)
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			return fmt.Errorf("partition %d: %w", p.Partition, err)
 		}
 		if p.Leader < 0 {
 			return fmt.Errorf("partition %d has no leader", p.Partition)
@@ -428,20 +449,17 @@ func createTopic(adm *kadm.Client, tp topic, rf int16) error {
 	return nil
 }
 
-// dumpLogs logs the tail of each broker's log when the test failed.
-func dumpLogs(t testing.TB, bs []*Broker) {
-	t.Helper()
-	if !t.Failed() {
+// dumpLogs logs the tail of each of the broker's process logs if the
+// test failed.
+func (b *Broker) dumpLogs() {
+	if !b.t.Failed() {
 		return
 	}
-	for _, b := range bs {
-		if b.Proc == nil {
-			continue
-		}
-		data, _ := os.ReadFile(b.Proc.Log)
+	for _, name := range b.logs {
+		data, _ := os.ReadFile(name)
 		if len(data) > 6000 {
 			data = data[len(data)-6000:]
 		}
-		t.Logf("broker %d (%s) log tail:\n%s", b.ID, filepath.Base(b.Proc.Log), data)
+		b.t.Logf("broker %d (%s) log tail:\n%s", b.ID, filepath.Base(name), data)
 	}
 }
