@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query"
@@ -53,7 +53,7 @@ type sample struct {
 
 func newEnv(t *testing.T, s3 bool, partitions int32) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), broker: testutil.FreePort(t), produced: map[po]sample{}}
+	e := &env{t: t, dir: t.TempDir(), produced: map[po]sample{}}
 	if s3 {
 		e.s3 = testutil.StartS3(t)
 		e.s3.SetEnv(t) // children inherit it
@@ -61,25 +61,8 @@ func newEnv(t *testing.T, s3 bool, partitions int32) *env {
 	} else {
 		e.lake = "file://" + filepath.Join(e.dir, "lake")
 	}
-	bp := testutil.Start(t, e.dir, "broker", "--node-id", "0", "--data-dir", filepath.Join(e.dir, "broker"), "--listen", e.broker, "--log-level", "warn")
-	testutil.WaitPort(t, e.broker, bp)
-	cl := e.client()
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for _, topic := range []struct {
-		name string
-		n    int32
-	}{{"telemetry", partitions}, {scheduler.JobsTopic, 1}} {
-		resp, err := adm.CreateTopic(ctx, topic.n, 1, nil, topic.name)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil {
-			t.Fatalf("create topic %s: %v", topic.name, err)
-		}
-	}
+	e.broker = brokertest.Start(t, brokertest.Process(),
+		brokertest.Topic("telemetry", partitions), brokertest.Topic(scheduler.JobsTopic, 1)).Addr
 	return e
 }
 

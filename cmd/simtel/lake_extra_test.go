@@ -18,10 +18,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query/querytest"
 	"github.com/simtel/simtel/lake/replay"
@@ -220,18 +220,8 @@ func TestLakeBackfillCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dir := t.TempDir()
-	addr := testutil.FreePort(t)
-	b := testutil.Start(t, dir, "broker", "--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--log-level", "warn")
-	testutil.WaitPort(t, addr, b)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 3, 1, nil, "restored", "events-restored", "telemetry", "replayed"); err != nil {
-		t.Fatal(err)
-	}
+	addr := brokertest.Start(t, brokertest.Process(), brokertest.Topic("restored", 3), brokertest.Topic("events-restored", 3),
+		brokertest.Topic("telemetry", 3), brokertest.Topic("replayed", 3)).Addr
 
 	_, errOut, err := simtelLake(t, "backfill", "--run", "r1", "--to-topic", "restored", "--brokers", addr, "--lake", url)
 	if err != nil {

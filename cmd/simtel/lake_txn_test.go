@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query/querytest"
 	"github.com/simtel/simtel/lake/replay"
@@ -86,26 +86,20 @@ func newLakeTxnEnv(t *testing.T, samples int, topics ...string) *lakeTxnEnv {
 		e.want = append(e.want, s.String()+"@"+key+"@"+ts.String())
 	}
 
-	bdir := t.TempDir()
-	e.addr = testutil.FreePort(t)
-	b := testutil.Start(t, bdir, "broker", "--data-dir", filepath.Join(bdir, "data"), "--listen", e.addr, "--log-level", "warn")
-	testutil.WaitPort(t, e.addr, b)
+	// The lake's telemetry topic must exist for replay --brokers (its tail
+	// is empty here); one partition per output topic, so the topic's order
+	// is the command's order.
+	opts := []brokertest.Option{brokertest.Process(), brokertest.Topic("telemetry", 2)}
+	for _, topic := range topics {
+		opts = append(opts, brokertest.Topic(topic, 1))
+	}
+	e.addr = brokertest.Start(t, opts...).Addr
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.addr))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
 	e.adm = kadm.NewClient(cl)
-	ctx := context.Background()
-	// The lake's telemetry topic must exist for replay --brokers (its tail
-	// is empty here); one partition per output topic, so the topic's order
-	// is the command's order.
-	if _, err := e.adm.CreateTopics(ctx, 2, 1, nil, "telemetry"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.adm.CreateTopics(ctx, 1, 1, nil, topics...); err != nil {
-		t.Fatal(err)
-	}
 	return e
 }
 
@@ -351,33 +345,8 @@ func TestLakeTxnCrashWithoutTransactionsDuplicates(t *testing.T) {
 // and --no-transactions still works.
 func TestLakeTxnClusterBroker(t *testing.T) {
 	_, url, ss := newQueryTestLake(t)
-	dir := t.TempDir()
-	addr, raft, gossip := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
-	b := testutil.Start(t, dir, "broker", "--node-id", "0", "--data-dir", filepath.Join(dir, "data"), "--listen", addr,
-		"--raft-listen", raft, "--gossip-listen", gossip, "--bootstrap-expect", "1", "--log-level", "warn")
-	testutil.WaitPort(t, addr, b)
-
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(time.Minute)
-	for _, topic := range []string{"restored", "restored-plain"} {
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			r, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
-			cancel()
-			if err == nil && r.Err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("cannot create a topic on the cluster broker: %v %v", err, r.Err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	// A single broker in cluster mode.
+	addr := brokertest.StartCluster(t, 1, brokertest.Topic("restored", 1), brokertest.Topic("restored-plain", 1))[0].Addr
 	n := 0
 	for _, s := range ss {
 		if s.Tags["run"] == "r1" {
