@@ -2,21 +2,19 @@ package agent_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // Process-level fault tests: a real broker process and a real agent
@@ -27,11 +25,10 @@ import (
 
 type procs struct {
 	t          *testing.T
-	brokerDir  string
 	brokerAddr string
 	spoolDir   string
 	httpAddr   string
-	broker     *testutil.Proc
+	broker     *brokertest.Broker // nil until the first startBroker
 	agent      *testutil.Proc
 }
 
@@ -40,12 +37,17 @@ func newProcs(t *testing.T) *procs {
 		t.Skip("starts real processes")
 	}
 	dir := t.TempDir()
-	return &procs{t: t, brokerDir: filepath.Join(dir, "broker"), brokerAddr: testutil.FreePort(t), spoolDir: filepath.Join(dir, "spool"), httpAddr: testutil.FreePort(t)}
+	return &procs{t: t, brokerAddr: testutil.FreePort(t), spoolDir: filepath.Join(dir, "spool"), httpAddr: testutil.FreePort(t)}
 }
 
+// startBroker starts the broker on brokerAddr, the first time on a new
+// data directory, then again on the same one.
 func (p *procs) startBroker() {
-	p.broker = testutil.Start(p.t, p.t.TempDir(), "broker", "--data-dir", p.brokerDir, "--listen", p.brokerAddr, "--log-level", "warn")
-	testutil.WaitPort(p.t, p.brokerAddr, p.broker)
+	if p.broker == nil {
+		p.broker = brokertest.Start(p.t, brokertest.Process(), brokertest.Listen(p.brokerAddr))
+		return
+	}
+	p.broker.Restart()
 }
 
 func (p *procs) startAgent() {
@@ -210,28 +212,8 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	type node struct {
-		kafka string
-		proc  *testutil.Proc
-	}
-	var nodes []node
-	var seeds []string
-	var firstGossip string
-	for i := range 3 {
-		kafka, gossip := testutil.FreePort(t), testutil.FreePort(t)
-		args := []string{"broker", "--node-id", strconv.Itoa(i), "--data-dir", t.TempDir(), "--listen", kafka,
-			"--raft-listen", testutil.FreePort(t), "--gossip-listen", gossip, "--http-listen", testutil.FreePort(t),
-			"--bootstrap-expect", "3", "--log-level", "warn"}
-		if i == 0 {
-			firstGossip = gossip
-		} else {
-			args = append(args, "--join", firstGossip)
-		}
-		n := node{kafka: kafka, proc: testutil.Start(t, t.TempDir(), args...)}
-		testutil.WaitPort(t, kafka, n.proc)
-		nodes = append(nodes, n)
-		seeds = append(seeds, kafka)
-	}
+	nodes := brokertest.StartCluster(t, 3, brokertest.Topic("telemetry", 1))
+	seeds := brokertest.Addrs(nodes)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		t.Fatal(err)
@@ -250,19 +232,6 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 		}
 		return -1
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		r, err := adm.CreateTopic(ctx, 1, 3, nil, "telemetry")
-		cancel()
-		if err == nil && (r.Err == nil || errors.Is(r.Err, kerr.TopicAlreadyExists)) && leader() >= 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no replicated telemetry topic with a leader after 60s: %v %v", err, r.Err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 
 	httpAddr := testutil.FreePort(t)
 	ag := testutil.Start(t, t.TempDir(), "agent", "--brokers", strings.Join(seeds, ","), "--spool-dir", t.TempDir(),
@@ -276,11 +245,11 @@ func TestLeaderFailoverLosesNothing(t *testing.T) {
 		s.halt()
 		t.Fatal("the topic lost its leader before the test killed it")
 	}
-	nodes[old].proc.Kill()
+	nodes[old].Kill()
 	// Until a new leader is elected, accepted samples wait in the spool.
 	time.Sleep(4 * time.Second)
 	accepted := s.halt()
-	survivor := nodes[(old+1)%3].kafka
+	survivor := nodes[(old+1)%3].Addr
 	dups := checkDelivered(t, survivor, accepted)
 	t.Logf("%d samples accepted while broker %d, the partition's leader, was killed: all delivered, %d duplicates", len(accepted), old, dups)
 	if dups > 0 {
