@@ -93,7 +93,7 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 				stamped, err := storage.StampLogAppendTime(rp.Records, 0, now)
 				if err != nil {
 					err = partition.KafkaError(err)
-					sp.ErrorCode = kerrCode(err)
+					sp.ErrorCode = kapi.ErrorCode(err)
 					msg := err.Error()
 					sp.ErrorMessage = &msg
 					b.metrics.produceErrors.WithLabelValues(kerr.ErrorForCode(sp.ErrorCode).Error()).Inc()
@@ -111,7 +111,7 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 					fut, err = part.Replicate(rp.Records)
 				}
 				if err != nil {
-					sp.ErrorCode = kerrCode(err)
+					sp.ErrorCode = kapi.ErrorCode(err)
 					msg := err.Error()
 					sp.ErrorMessage = &msg
 					b.metrics.produceErrors.WithLabelValues(kerr.ErrorForCode(sp.ErrorCode).Error()).Inc()
@@ -131,7 +131,7 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 				res = part.Append(rp.Records)
 			}
 			if res.Err != nil {
-				sp.ErrorCode = kerrCode(res.Err)
+				sp.ErrorCode = kapi.ErrorCode(res.Err)
 				msg := res.Err.Error()
 				sp.ErrorMessage = &msg
 				b.metrics.produceErrors.WithLabelValues(kerr.ErrorForCode(sp.ErrorCode).Error()).Inc()
@@ -188,7 +188,7 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 			if w.fut != nil {
 				res := partition.ApplyResult(w.fut)
 				if res.Err != nil {
-					w.rp.ErrorCode = kerrCode(res.Err)
+					w.rp.ErrorCode = kapi.ErrorCode(res.Err)
 					w.rp.BaseOffset = -1
 					msg := res.Err.Error()
 					w.rp.ErrorMessage = &msg
@@ -204,7 +204,7 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 				continue
 			}
 			if err := w.part.Commit(wctx, w.last); err != nil {
-				w.rp.ErrorCode = kerrCode(err)
+				w.rp.ErrorCode = kapi.ErrorCode(err)
 				w.rp.BaseOffset = -1
 				msg := err.Error()
 				w.rp.ErrorMessage = &msg

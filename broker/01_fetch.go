@@ -8,7 +8,8 @@ package broker
 // MaxWait deadline or the connection closing, and builds again.
 // Fetch sessions (KIP-227) are not kept: SessionID 0 in the response tells
 // the client to send full requests, which every client supports.
-// Record bytes never pass through user space (see zerocopy.go).
+// Record bytes never pass through user space (see Zero-copy responses
+// below).
 //
 // Isolation level read_committed (1) is served up to the last stable
 // offset (the first offset of the earliest open transaction, else the high
@@ -17,8 +18,11 @@ package broker
 // to the high watermark. Both see LastStableOffset.
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -183,4 +187,78 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 		}
 	}
 	return resp, m, total, anyErr
+}
+
+// Zero-copy responses.
+//
+// kmsg encodes the whole FetchResponse, but the record bytes must go from
+// the segment files to the socket without passing through user space. So
+// each partition's RecordBatches is first set to a 16-byte marker unique to
+// this response; after kmsg encodes the response, the marker and its length
+// prefix are cut out and replaced by the real length and the file ranges.
+// Everything else in the response is kmsg's encoding, byte for byte.
+
+const markerLen = 16
+
+type markerSet struct {
+	seed    uint64
+	results []*storage.ReadResult
+}
+
+func (m *markerSet) next(r *storage.ReadResult) []byte {
+	b := make([]byte, markerLen)
+	binary.BigEndian.PutUint64(b, m.seed)
+	binary.BigEndian.PutUint64(b[8:], uint64(len(m.results)))
+	m.results = append(m.results, r)
+	return b
+}
+
+func newMarkerSet() *markerSet { return &markerSet{seed: rand.Uint64() | 1} }
+
+// buildFetchWire encodes resp (whose partitions with data carry markers from
+// m) and splices in the file ranges.
+func buildFetchWire(resp *kmsg.FetchResponse, corr int32, m *markerSet) (*fetchWire, error) {
+	buf := binary.BigEndian.AppendUint32(nil, uint32(corr))
+	flexible := resp.IsFlexible()
+	if flexible {
+		buf = append(buf, 0)
+	}
+	buf = resp.AppendTo(buf)
+	w := &fetchWire{results: m.results}
+	pos := 0
+	for i, r := range m.results {
+		marker := make([]byte, markerLen)
+		binary.BigEndian.PutUint64(marker, m.seed)
+		binary.BigEndian.PutUint64(marker[8:], uint64(i))
+		idx := bytes.Index(buf[pos:], marker)
+		if idx < 0 {
+			return nil, errors.New("fetch response marker not found")
+		}
+		idx += pos
+		prefix := 4
+		if flexible {
+			prefix = 1 // uvarint(16+1)
+		}
+		w.pieces = append(w.pieces, wirePiece{data: buf[pos : idx-prefix]})
+		var lenBuf []byte
+		if flexible {
+			lenBuf = binary.AppendUvarint(nil, uint64(r.Bytes)+1)
+		} else {
+			lenBuf = binary.BigEndian.AppendUint32(nil, uint32(r.Bytes))
+		}
+		w.pieces = append(w.pieces, wirePiece{data: lenBuf})
+		for _, c := range r.Chunks {
+			w.pieces = append(w.pieces, wirePiece{chunk: c})
+		}
+		pos = idx + markerLen
+	}
+	w.pieces = append(w.pieces, wirePiece{data: buf[pos:]})
+	for _, p := range w.pieces {
+		if p.data != nil {
+			w.size += int64(len(p.data))
+		} else {
+			w.size += p.chunk.Size
+		}
+	}
+	return w, nil
 }

@@ -69,7 +69,7 @@ func (b *Broker) handleMetadata(ctx context.Context, r *kmsg.MetadataRequest) *k
 				if err != nil {
 					mt := kmsg.NewMetadataResponseTopic()
 					mt.Topic = rt.Topic
-					mt.ErrorCode = kerrCode(err)
+					mt.ErrorCode = kapi.ErrorCode(err)
 					missing = append(missing, mt)
 					continue
 				}

@@ -72,7 +72,7 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, r *kmsg.WriteTxnMark
 					go func() {
 						defer wg.Done()
 						if err := p.WriteMarker(ctx, m.ProducerID, m.ProducerEpoch, ct, m.CoordinatorEpoch); err != nil {
-							sp.ErrorCode = kerrCode(err)
+							sp.ErrorCode = kapi.ErrorCode(err)
 							b.log.Debug("cannot write a transaction marker", "partition", p.String(), "producer_id", m.ProducerID, "err", err)
 						}
 					}()

@@ -8,7 +8,7 @@ package broker
 //     every topic is there with its full partition count, but only the
 //     partitions this broker has a replica of have a *partition.Partition; the
 //     others are nil. Requests for partitions this broker does not lead
-//     (nil, or a raft follower replica, see replica.go) get
+//     (nil, or a raft follower replica, see package partition) get
 //     NOT_LEADER_OR_FOLLOWER.
 //   - topic creation, deletion and partition growth run on the controller
 //     leader only; other brokers answer NOT_CONTROLLER so clients re-route
@@ -39,7 +39,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/admin"
 	"github.com/simtel/simtel/broker/cluster"
+	"github.com/simtel/simtel/broker/kapi"
 	"github.com/simtel/simtel/broker/partition"
 )
 
@@ -297,34 +299,6 @@ func (b *Broker) absentPartitionCode(t string, p int32) int16 {
 	return kerr.UnknownTopicOrPartition.Code
 }
 
-func notControllerErr() error {
-	return fmt.Errorf("%w: topic changes go to the controller leader; refresh metadata and send them to its ControllerID", kerr.NotController)
-}
-
-// clusterErr maps a controller error to a Kafka error.
-func clusterErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, cluster.ErrTopicExists):
-		return fmt.Errorf("%w: %v", kerr.TopicAlreadyExists, err)
-	case errors.Is(err, cluster.ErrUnknownTopic):
-		return fmt.Errorf("%w: %v", kerr.UnknownTopicOrPartition, err)
-	case errors.Is(err, cluster.ErrInvalidPartitions):
-		return fmt.Errorf("%w: %v", kerr.InvalidPartitions, err)
-	case errors.Is(err, cluster.ErrReplicationFactor):
-		return fmt.Errorf("%w: %v", kerr.InvalidReplicationFactor, err)
-	case errors.Is(err, cluster.ErrNoAliveBrokers):
-		return fmt.Errorf("%w: %v", kerr.BrokerNotAvailable, err)
-	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader):
-		return fmt.Errorf("%w: %v", kerr.NotController, err)
-	default:
-		return fmt.Errorf("%w: %v", kerr.RequestTimedOut, err)
-	}
-}
-
-const clusterAdminTimeout = 10 * time.Second
-
 // createdReplicationFactor is the replication factor a CreateTopics answer
 // reports: the placed topic's, or (validate only) the request's resolved
 // against the alive brokers. Always 1 on a single node.
@@ -344,7 +318,7 @@ func (b *Broker) createdReplicationFactor(name string, requested int16) int16 {
 
 func (b *Broker) clusterCreateTopic(name string, partitions int32, rf int16, configs map[string]*string, validateOnly bool) (*topic, error) {
 	if !b.cluster.IsLeader() {
-		return nil, notControllerErr()
+		return nil, admin.NotController()
 	}
 	if partitions == -1 {
 		partitions = b.cfg.DefaultPartitions
@@ -358,7 +332,7 @@ func (b *Broker) clusterCreateTopic(name string, partitions int32, rf int16, con
 	}
 	overrides := map[string]string{}
 	for k, v := range configs {
-		if err := validateTopicConfig(k, v); err != nil {
+		if err := admin.ValidateTopicConfig(k, v); err != nil {
 			return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
 		}
 		if v != nil {
@@ -373,10 +347,10 @@ func (b *Broker) clusterCreateTopic(name string, partitions int32, rf int16, con
 	}
 	cmd := cluster.Command{Op: cluster.OpCreateTopic, Topic: name, Partitions: partitions, Configs: overrides, ReplicationFactor: rf}
 	_, _ = rand.Read(cmd.TopicID[:])
-	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), admin.Timeout)
 	defer cancel()
 	if _, err := b.cluster.Apply(ctx, cmd); err != nil {
-		return nil, clusterErr(err)
+		return nil, admin.ControllerError(err)
 	}
 	b.syncClusterTopics()
 	b.log.Info("topic created", "topic", name, "partitions", partitions)
@@ -388,12 +362,12 @@ func (b *Broker) clusterCreateTopic(name string, partitions int32, rf int16, con
 
 func (b *Broker) clusterDeleteTopic(name string) error {
 	if !b.cluster.IsLeader() {
-		return notControllerErr()
+		return admin.NotController()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), admin.Timeout)
 	defer cancel()
 	if _, err := b.cluster.Apply(ctx, cluster.Command{Op: cluster.OpDeleteTopic, Topic: name}); err != nil {
-		return clusterErr(err)
+		return admin.ControllerError(err)
 	}
 	b.syncClusterTopics()
 	b.log.Info("topic deleted", "topic", name)
@@ -402,7 +376,7 @@ func (b *Broker) clusterDeleteTopic(name string) error {
 
 func (b *Broker) clusterCreatePartitions(name string, count int32, validateOnly bool) error {
 	if !b.cluster.IsLeader() {
-		return notControllerErr()
+		return admin.NotController()
 	}
 	if name == offsetsTopic {
 		return fmt.Errorf("%w: %s is an internal topic", kerr.InvalidRequest, name)
@@ -420,10 +394,10 @@ func (b *Broker) clusterCreatePartitions(name string, count int32, validateOnly 
 	if validateOnly {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), admin.Timeout)
 	defer cancel()
 	if _, err := b.cluster.Apply(ctx, cluster.Command{Op: cluster.OpCreatePartitions, Topic: name, Partitions: count}); err != nil {
-		return clusterErr(err)
+		return admin.ControllerError(err)
 	}
 	b.syncClusterTopics()
 	b.log.Info("partitions added", "topic", name, "partitions", count)
@@ -439,10 +413,10 @@ func (b *Broker) clusterCreatePartitions(name string, count int32, validateOnly 
 // this broker's copy of the metadata; two alters of one topic racing
 // through different brokers can lose one's keys (last writer wins).
 func (b *Broker) clusterSetTopicConfigs(name string, next map[string]string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), admin.Timeout)
 	defer cancel()
 	if _, err := b.cluster.Apply(ctx, cluster.Command{Op: cluster.OpSetTopicConfigs, Topic: name, Configs: next}); err != nil {
-		return clusterErr(err)
+		return admin.ControllerError(err)
 	}
 	// Forwarded: wait until the change is applied here too, so that a
 	// DescribeConfigs on this broker right after shows it.
@@ -462,11 +436,11 @@ func (b *Broker) clusterAutoCreate(ctx context.Context, name string) error {
 	}
 	cmd := cluster.Command{Op: cluster.OpCreateTopic, Topic: name, Partitions: b.cfg.DefaultPartitions}
 	_, _ = rand.Read(cmd.TopicID[:])
-	ctx, cancel := context.WithTimeout(ctx, clusterAdminTimeout)
+	ctx, cancel := context.WithTimeout(ctx, admin.Timeout)
 	defer cancel()
 	res, err := b.cluster.Apply(ctx, cmd)
 	if err != nil && !errors.Is(err, cluster.ErrTopicExists) {
-		return clusterErr(err)
+		return admin.ControllerError(err)
 	}
 	if err == nil {
 		b.log.Info("topic auto-created", "topic", name, "partitions", cmd.Partitions)
@@ -569,7 +543,7 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, r *kmsg.MetadataRequ
 				if err := b.clusterAutoCreate(ctx, *rt.Topic); err != nil {
 					mt := kmsg.NewMetadataResponseTopic()
 					mt.Topic = rt.Topic
-					mt.ErrorCode = kerrCode(err)
+					mt.ErrorCode = kapi.ErrorCode(err)
 					missing = append(missing, mt)
 					continue
 				}
@@ -626,22 +600,6 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, r *kmsg.MetadataRequ
 	}
 	resp.Topics = append(resp.Topics, missing...)
 	return resp
-}
-
-func (b *Broker) describeClusterMembers(resp *kmsg.DescribeClusterResponse) {
-	md := b.cluster.Metadata()
-	resp.ClusterID = md.ClusterID
-	if resp.ClusterID == "" {
-		resp.ClusterID = b.clusterID
-	}
-	resp.ControllerID, _ = b.cluster.LeaderID()
-	for _, br := range b.clusterBrokers(md) {
-		db := kmsg.NewDescribeClusterResponseBroker()
-		db.NodeID = br.ID
-		db.Host, db.Port = splitHostPort(br.KafkaAddr)
-		resp.Brokers = append(resp.Brokers, db)
-	}
-	resp.ClusterAuthorizedOperations = -2147483648
 }
 
 // findClusterCoordinator names the coordinator of a group: the raft

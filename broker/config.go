@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/simtel/simtel/broker/admin"
 	"github.com/simtel/simtel/broker/cluster"
 )
 
@@ -190,7 +191,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for k, v := range c.TopicDefaults {
-		if err := validateTopicConfig(k, &v); err != nil {
+		if err := admin.ValidateTopicConfig(k, &v); err != nil {
 			return fmt.Errorf("broker default for topic config %q: %w", k, err)
 		}
 	}

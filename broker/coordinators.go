@@ -17,7 +17,7 @@ package broker
 //     (group.Coordinator.Pause), and resumes where it stopped if this
 //     broker is elected again within pauseLimit (see coordSlot.resumable).
 //   - The coordinator's store proposes each write as one raft entry of the
-//     partition (Partition.proposeInternal); the replica state machine
+//     partition (Partition.Propose); the replica state machine
 //     appends it on every replica like produced records, and the write
 //     returns once committed on a majority. So an OffsetCommit is
 //     answered only after a majority has it, and the next leader has it
@@ -45,6 +45,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/simtel/simtel/broker/admin"
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/group"
 	"github.com/simtel/simtel/broker/partition"
@@ -501,7 +502,7 @@ func (b *Broker) ensureClusterOffsetsTopic(ctx context.Context) {
 func (b *Broker) createInternalTopic(ctx context.Context, name string, partitions int32, configs map[string]string) error {
 	cmd := cluster.Command{Op: cluster.OpCreateTopic, Topic: name, Partitions: partitions, Configs: configs, ReplicationFactor: -1}
 	_, _ = rand.Read(cmd.TopicID[:])
-	actx, cancel := context.WithTimeout(ctx, clusterAdminTimeout)
+	actx, cancel := context.WithTimeout(ctx, admin.Timeout)
 	defer cancel()
 	if _, err := b.cluster.Apply(actx, cmd); err != nil && !errors.Is(err, cluster.ErrTopicExists) {
 		return err

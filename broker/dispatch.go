@@ -1,11 +1,9 @@
 package broker
 
 import (
-	"errors"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/admin"
 	"github.com/simtel/simtel/broker/group"
 	"github.com/simtel/simtel/broker/kapi"
 	"github.com/simtel/simtel/broker/txn"
@@ -22,6 +20,7 @@ var apis kapi.Table[*Broker]
 func (b *Broker) newRegistry() *kapi.Registry {
 	reg := kapi.NewRegistry(b.cfg.clustered())
 	reg.Add(apis.Bind(b)...)
+	reg.Add(admin.APIs.Bind(adminBroker{b})...)
 	reg.Add(group.APIs.Bind(groupRouter{b})...)
 	reg.Add(txn.APIs.Bind(b.txn)...)
 	return reg
@@ -66,15 +65,3 @@ func (g groupRouter) CoordinatorFor(id string) (*group.Coordinator, int16) {
 }
 
 func (g groupRouter) Served() []*group.Coordinator { return g.b.servedCoordinators() }
-
-// kerrCode extracts the Kafka error code of err (0 for nil).
-func kerrCode(err error) int16 {
-	if err == nil {
-		return 0
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Code
-	}
-	return kerr.UnknownServerError.Code
-}

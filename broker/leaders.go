@@ -42,7 +42,6 @@ func (b *Broker) readyNewLeaders() {
 	partition.ReadyLeaders(parts, "new partition leader not ready yet")
 }
 
-
 // reportLeaders makes new raft leaders ready to serve (a barrier, so
 // every entry committed before their term is applied) and tells the
 // controller about partitions this broker leads (raft leader, term) when

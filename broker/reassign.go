@@ -14,7 +14,7 @@ package broker
 //     joins takes its share). At most maxMoves partitions move at once.
 //  2. The partition's raft leader carries a Target out through raft: each
 //     new replica is added as a non-voter (it catches up from the
-//     leader's snapshot carrying the data, see replica_snapshot.go), is
+//     leader's snapshot carrying the data, see partition/snapshot.go), is
 //     promoted to voter once it reports an applied end offset at least
 //     the leader's high watermark at the time it was added, then the
 //     replicas not in Target are removed (the leader hands leadership to

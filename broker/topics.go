@@ -1,19 +1,25 @@
 package broker
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/admin"
+	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/partition"
 	"github.com/simtel/simtel/broker/storage"
 )
@@ -22,7 +28,7 @@ import (
 // metadata. The broker creates it at startup; the group coordinator's
 // store is the log of its partition 0 (group.LogStore). Clients may read
 // it but not write, delete or repartition it.
-const offsetsTopic = "__consumer_offsets"
+const offsetsTopic = admin.OffsetsTopic
 
 // offsetsTopicConfigs are the overrides __consumer_offsets is created with.
 var offsetsTopicConfigs = map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
@@ -238,7 +244,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 	}
 	overrides := map[string]string{}
 	for k, v := range configs {
-		if err := validateTopicConfig(k, v); err != nil {
+		if err := admin.ValidateTopicConfig(k, v); err != nil {
 			return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
 		}
 		if v != nil {
@@ -433,4 +439,156 @@ func (b *Broker) ensureOffsetsTopic() (*partition.Partition, error) {
 		return nil, fmt.Errorf("internal topic %s has no partition", offsetsTopic)
 	}
 	return t.parts[0], nil
+}
+
+// effectiveTopicConfig resolves one config of a topic with overrides
+// (admin.TopicConfig with the broker's defaults).
+func (b *Broker) effectiveTopicConfig(overrides map[string]string, name string) (value string, source kmsg.ConfigSource) {
+	return admin.TopicConfig(b.cfg.TopicDefaults, overrides, name)
+}
+
+func (b *Broker) configInt(overrides map[string]string, name string) int64 {
+	return admin.TopicConfigInt(b.cfg.TopicDefaults, overrides, name)
+}
+
+// storageConfig turns a topic's configs into the log's Config.
+func (b *Broker) storageConfig(dir string, overrides map[string]string) storage.Config {
+	policy, _ := b.effectiveTopicConfig(overrides, "cleanup.policy")
+	// storage.Config reads 0 as "default"; Kafka reads 0 as zero.
+	zero := func(v, asZero int64) int64 {
+		if v == 0 {
+			return asZero
+		}
+		return v
+	}
+	return storage.Config{
+		Dir:                dir,
+		SegmentBytes:       b.configInt(overrides, "segment.bytes"),
+		SegmentMs:          b.configInt(overrides, "segment.ms"),
+		IndexIntervalBytes: int(b.configInt(overrides, "index.interval.bytes")),
+		RetentionBytes:     zero(b.configInt(overrides, "retention.bytes"), 1),
+		RetentionMs:        zero(b.configInt(overrides, "retention.ms"), 1),
+		Compact:            strings.Contains(policy, "compact"),
+		Delete:             strings.Contains(policy, "delete"),
+		DeleteRetentionMs:  zero(b.configInt(overrides, "delete.retention.ms"), -1),
+		MinCompactionLagMs: b.configInt(overrides, "min.compaction.lag.ms"),
+		MaxBatchBytes:      int(b.configInt(overrides, "max.message.bytes")),
+		Logger:             b.log.With("dir", dir),
+	}
+}
+
+// partitionSettings are the configs a partition applies itself.
+func (b *Broker) partitionSettings(overrides map[string]string) partition.Settings {
+	policy, _ := b.effectiveTopicConfig(overrides, "cleanup.policy")
+	tsType, _ := b.effectiveTopicConfig(overrides, "message.timestamp.type")
+	hold, _ := b.effectiveTopicConfig(overrides, admin.HoldGroupsConfig)
+	var groups []string
+	for _, g := range strings.Split(hold, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			groups = append(groups, g)
+		}
+	}
+	return partition.Settings{
+		MaxMessageBytes: b.configInt(overrides, "max.message.bytes"),
+		Compacted:       strings.Contains(policy, "compact"),
+		LogAppendTime:   tsType == "LogAppendTime",
+		HoldGroups:      groups,
+	}
+}
+
+// adminBroker is the broker as the admin APIs see it (admin.Broker).
+type adminBroker struct{ b *Broker }
+
+func (a adminBroker) NodeID() int32          { return a.b.cfg.NodeID }
+func (a adminBroker) Cluster() *cluster.Node { return a.b.cluster }
+func (a adminBroker) Logger() *slog.Logger   { return a.b.log }
+
+func (a adminBroker) Topic(name string) (admin.Topic, bool) {
+	t := a.b.topic(name)
+	if t == nil {
+		return admin.Topic{}, false
+	}
+	return admin.Topic{ID: t.id, Partitions: len(t.parts), Configs: t.configs}, true
+}
+
+func (a adminBroker) TopicByID(id [16]byte) (string, bool) {
+	if t := a.b.topicByID(id); t != nil {
+		return t.name, true
+	}
+	return "", false
+}
+
+func (a adminBroker) CreateTopic(name string, partitions int32, rf int16, configs map[string]*string, validateOnly bool) (admin.Topic, error) {
+	t, err := a.b.createTopic(name, partitions, rf, configs, validateOnly)
+	if err != nil {
+		return admin.Topic{}, err
+	}
+	return admin.Topic{ID: t.id, Partitions: len(t.parts), ReplicationFactor: a.b.createdReplicationFactor(name, rf), Configs: t.configs}, nil
+}
+
+func (a adminBroker) DeleteTopic(name string) error { return a.b.deleteTopic(name) }
+
+func (a adminBroker) CreatePartitions(name string, count int32, validateOnly bool) error {
+	return a.b.createPartitions(name, count, validateOnly)
+}
+
+func (a adminBroker) AlterTopicConfigs(name string, update func(map[string]string) error, validateOnly bool) error {
+	b := a.b
+	if b.cluster != nil && b.topic(name) == nil {
+		// A topic created a moment ago through the controller may not
+		// have reached this broker's copy of the metadata yet.
+		ctx, cancel := context.WithTimeout(context.Background(), admin.Timeout)
+		if err := b.cluster.CatchUp(ctx); err == nil {
+			b.syncClusterTopics()
+		}
+		cancel()
+	}
+	return b.setTopicConfigs(name, update, validateOnly)
+}
+
+func (a adminBroker) TopicDefaults() map[string]string { return a.b.cfg.TopicDefaults }
+
+func (a adminBroker) BrokerConfigs() map[string]string {
+	cfg := a.b.cfg
+	return map[string]string{
+		"broker.id":                        strconv.Itoa(int(cfg.NodeID)),
+		"auto.create.topics.enable":        strconv.FormatBool(!cfg.DisableAutoCreate),
+		"num.partitions":                   strconv.Itoa(int(cfg.DefaultPartitions)),
+		"default.replication.factor":       "1",
+		"socket.request.max.bytes":         strconv.Itoa(int(cfg.MaxRequestBytes)),
+		"log.dirs":                         cfg.DataDir,
+		"log.retention.check.interval.ms":  strconv.FormatInt(cfg.RetentionCheckInterval.Milliseconds(), 10),
+		"group.initial.rebalance.delay.ms": strconv.FormatInt(cfg.GroupInitialRebalanceDelay.Milliseconds(), 10),
+	}
+}
+
+func (a adminBroker) Partition(topic string, i int32) *partition.Partition {
+	return a.b.partition(topic, i)
+}
+
+func (a adminBroker) AbsentPartitionCode(topic string, i int32) int16 {
+	return a.b.absentPartitionCode(topic, i)
+}
+
+func (a adminBroker) Internal(topic string) bool {
+	return topic == offsetsTopic || topic == txnStateTopic
+}
+
+func (a adminBroker) Brokers() (clusterID string, controller int32, brokers []admin.BrokerAddr) {
+	b := a.b
+	if b.cluster == nil {
+		host, port := b.advertised()
+		return b.clusterID, b.cfg.NodeID, []admin.BrokerAddr{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
+	}
+	md := b.cluster.Metadata()
+	clusterID = md.ClusterID
+	if clusterID == "" {
+		clusterID = b.clusterID
+	}
+	controller, _ = b.cluster.LeaderID()
+	for _, br := range b.clusterBrokers(md) {
+		host, port := splitHostPort(br.KafkaAddr)
+		brokers = append(brokers, admin.BrokerAddr{NodeID: br.ID, Host: host, Port: port})
+	}
+	return clusterID, controller, brokers
 }

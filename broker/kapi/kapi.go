@@ -17,9 +17,11 @@ package kapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -176,4 +178,17 @@ func (t *Table[S]) Bind(s S) []API {
 		out = append(out, a)
 	}
 	return out
+}
+
+// ErrorCode is the Kafka error code of err for a response: 0 for nil, the
+// code of the kerr error it wraps, else UNKNOWN_SERVER_ERROR.
+func ErrorCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return kerr.UnknownServerError.Code
 }

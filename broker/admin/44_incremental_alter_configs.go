@@ -1,4 +1,4 @@
-package broker
+package admin
 
 // IncrementalAlterConfigs, versions 0-1 (topics only; broker settings come
 // from flags).
@@ -14,29 +14,31 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 44, Min: 0, Max: 1},
-	func(b *Broker, r *kapi.Request) kmsg.Response { return b.handleIncrementalAlterConfigs(r.Msg.(*kmsg.IncrementalAlterConfigsRequest)) })
+var _ = APIs.Add(kapi.API{Key: 44, Min: 0, Max: 1},
+	func(b Broker, r *kapi.Request) kmsg.Response {
+		return handleIncrementalAlterConfigs(b, r.Msg.(*kmsg.IncrementalAlterConfigsRequest))
+	})
 
-func (b *Broker) handleIncrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
+func handleIncrementalAlterConfigs(b Broker, r *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	resp.Version = r.Version
 	for _, rr := range r.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		sr.ErrorCode, sr.ErrorMessage = b.alterTopicResource(rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
+		sr.ErrorCode, sr.ErrorMessage = alterTopicResource(b, rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
 			for _, c := range rr.Configs {
 				v := c.Value
 				if c.Op == kmsg.IncrementalAlterConfigOpDelete {
 					// DELETE ignores the value (librdkafka sends "").
 					v = nil
 				}
-				if err := validateTopicConfig(c.Name, v); err != nil {
+				if err := ValidateTopicConfig(c.Name, v); err != nil {
 					return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
 				}
 				def := topicConfigDefs[c.Name]
 				cur, ok := m[c.Name]
 				if !ok {
-					cur, _ = b.effectiveTopicConfig(nil, c.Name)
+					cur, _ = TopicConfig(b.TopicDefaults(), nil, c.Name)
 				}
 				switch c.Op {
 				case kmsg.IncrementalAlterConfigOpSet:
@@ -59,7 +61,7 @@ func (b *Broker) handleIncrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRe
 						items = slices.DeleteFunc(items, func(s string) bool { return s == *c.Value })
 					}
 					v := strings.Join(items, ",")
-					if err := validateTopicConfig(c.Name, &v); err != nil {
+					if err := ValidateTopicConfig(c.Name, &v); err != nil {
 						return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
 					}
 					m[c.Name] = v

@@ -1,10 +1,9 @@
-package broker
+package admin
 
 // DescribeConfigs, versions 0-4 (topics and this broker), and the topic
 // config checks AlterConfigs and IncrementalAlterConfigs share.
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -15,30 +14,12 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 32, Min: 0, Max: 4},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleDescribeConfigs(r.Msg.(*kmsg.DescribeConfigsRequest))
+var _ = APIs.Add(kapi.API{Key: 32, Min: 0, Max: 4},
+	func(b Broker, r *kapi.Request) kmsg.Response {
+		return handleDescribeConfigs(b, r.Msg.(*kmsg.DescribeConfigsRequest))
 	})
 
-func (b *Broker) brokerConfigs() map[string]string {
-	m := map[string]string{
-		"broker.id":                        strconv.Itoa(int(b.cfg.NodeID)),
-		"auto.create.topics.enable":        strconv.FormatBool(!b.cfg.DisableAutoCreate),
-		"num.partitions":                   strconv.Itoa(int(b.cfg.DefaultPartitions)),
-		"default.replication.factor":       "1",
-		"socket.request.max.bytes":         strconv.Itoa(int(b.cfg.MaxRequestBytes)),
-		"log.dirs":                         b.cfg.DataDir,
-		"log.retention.check.interval.ms":  strconv.FormatInt(b.cfg.RetentionCheckInterval.Milliseconds(), 10),
-		"group.initial.rebalance.delay.ms": strconv.FormatInt(b.cfg.GroupInitialRebalanceDelay.Milliseconds(), 10),
-	}
-	for _, name := range topicConfigNames() {
-		v, _ := b.effectiveTopicConfig(nil, name)
-		m["log."+name] = v
-	}
-	return m
-}
-
-func (b *Broker) handleDescribeConfigs(r *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
+func handleDescribeConfigs(b Broker, r *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	resp.Version = r.Version
 	for _, rr := range r.Resources {
@@ -65,27 +46,33 @@ func (b *Broker) handleDescribeConfigs(r *kmsg.DescribeConfigsRequest) *kmsg.Des
 		}
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			t := b.topic(rr.ResourceName)
-			if t == nil {
+			t, ok := b.Topic(rr.ResourceName)
+			if !ok {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break
 			}
+			defaults := b.TopicDefaults()
 			for _, name := range topicConfigNames() {
 				if !want(name) {
 					continue
 				}
-				v, src := b.effectiveTopicConfig(t.configs, name)
+				v, src := TopicConfig(defaults, t.Configs, name)
 				d := topicConfigDefs[name]
 				add(name, v, src, d.typ, d.doc, false)
 			}
 		case kmsg.ConfigResourceTypeBroker:
-			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.cfg.NodeID)) {
+			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.NodeID())) {
 				sr.ErrorCode = kerr.InvalidRequest.Code
-				msg := fmt.Sprintf("broker %q is not this broker (%d)", rr.ResourceName, b.cfg.NodeID)
+				msg := fmt.Sprintf("broker %q is not this broker (%d)", rr.ResourceName, b.NodeID())
 				sr.ErrorMessage = &msg
 				break
 			}
-			cfgs := b.brokerConfigs()
+			cfgs := b.BrokerConfigs()
+			defaults := b.TopicDefaults()
+			for _, name := range topicConfigNames() {
+				v, _ := TopicConfig(defaults, nil, name)
+				cfgs["log."+name] = v
+			}
 			names := make([]string, 0, len(cfgs))
 			for n := range cfgs {
 				names = append(names, n)
@@ -107,25 +94,13 @@ func (b *Broker) handleDescribeConfigs(r *kmsg.DescribeConfigsRequest) *kmsg.Des
 }
 
 // alterTopicResource checks the resource is a topic and applies update.
-func (b *Broker) alterTopicResource(typ kmsg.ConfigResourceType, name string, validateOnly bool, update func(map[string]string) error) (int16, *string) {
+func alterTopicResource(b Broker, typ kmsg.ConfigResourceType, name string, validateOnly bool, update func(map[string]string) error) (int16, *string) {
 	if typ != kmsg.ConfigResourceTypeTopic {
 		msg := "only topic configs can be altered; broker settings are command-line flags"
 		return kerr.InvalidRequest.Code, &msg
 	}
-	if b.cluster != nil && b.topic(name) == nil {
-		// A topic created a moment ago through the controller may not
-		// have reached this broker's copy of the metadata yet.
-		ctx, cancel := context.WithTimeout(context.Background(), clusterAdminTimeout)
-		if err := b.cluster.CatchUp(ctx); err == nil {
-			b.syncClusterTopics()
-		}
-		cancel()
-	}
-	if err := b.setTopicConfigs(name, update, validateOnly); err != nil {
-		msg := err.Error()
-		return kerrCode(err), &msg
+	if err := b.AlterTopicConfigs(name, update, validateOnly); err != nil {
+		return errorOf(err)
 	}
 	return 0, nil
 }
-
-

@@ -1,4 +1,4 @@
-package broker
+package admin
 
 // ListPartitionReassignments (KIP-455), version 0; cluster mode only.
 // Answers from the controller metadata on the controller leader: for each
@@ -6,37 +6,28 @@ package broker
 // and those being removed.
 
 import (
-	"fmt"
 	"slices"
 	"sort"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 46, Min: 0, Max: 0, ClusterOnly: true},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleListPartitionReassignments(r.Msg.(*kmsg.ListPartitionReassignmentsRequest))
+var _ = APIs.Add(kapi.API{Key: 46, Min: 0, Max: 0, ClusterOnly: true},
+	func(b Broker, r *kapi.Request) kmsg.Response {
+		return handleListPartitionReassignments(b, r.Msg.(*kmsg.ListPartitionReassignmentsRequest))
 	})
 
-func (b *Broker) handleListPartitionReassignments(r *kmsg.ListPartitionReassignmentsRequest) *kmsg.ListPartitionReassignmentsResponse {
+func handleListPartitionReassignments(b Broker, r *kmsg.ListPartitionReassignmentsRequest) *kmsg.ListPartitionReassignmentsResponse {
 	resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 	resp.Version = r.Version
-	fail := func(err error) *kmsg.ListPartitionReassignmentsResponse {
-		resp.ErrorCode = kerrCode(err)
-		msg := err.Error()
-		resp.ErrorMessage = &msg
+	n, err := controller(b, "")
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = errorOf(err)
 		return resp
 	}
-	if b.cluster == nil {
-		return fail(fmt.Errorf("%w: this broker is not part of a cluster", kerr.InvalidRequest))
-	}
-	if !b.cluster.IsLeader() {
-		return fail(notControllerErr())
-	}
-	md := b.cluster.Metadata()
+	md := n.Metadata()
 	want := map[string][]int32{} // nil slice: every partition
 	if r.Topics == nil {
 		for name := range md.Topics {

@@ -1,4 +1,4 @@
-package broker
+package admin
 
 // CreateTopics, versions 0-7. A single node takes replication factor 1 (or
 // -1 for the default); explicit replica assignments must name this node.
@@ -14,12 +14,12 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 19, Min: 0, Max: 7},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleCreateTopics(r.Msg.(*kmsg.CreateTopicsRequest))
+var _ = APIs.Add(kapi.API{Key: 19, Min: 0, Max: 7},
+	func(b Broker, r *kapi.Request) kmsg.Response {
+		return handleCreateTopics(b, r.Msg.(*kmsg.CreateTopicsRequest))
 	})
 
-func (b *Broker) handleCreateTopics(r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
+func handleCreateTopics(b Broker, r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
 	resp.Version = r.Version
 	seen := map[string]int{}
@@ -30,11 +30,6 @@ func (b *Broker) handleCreateTopics(r *kmsg.CreateTopicsRequest) *kmsg.CreateTop
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
 		st.NumPartitions, st.ReplicationFactor = -1, -1
-		fail := func(err error) {
-			st.ErrorCode = kerrCode(err)
-			msg := err.Error()
-			st.ErrorMessage = &msg
-		}
 		configs := map[string]*string{}
 		for _, c := range rt.Configs {
 			configs[c.Name] = c.Value
@@ -44,7 +39,7 @@ func (b *Broker) handleCreateTopics(r *kmsg.CreateTopicsRequest) *kmsg.CreateTop
 		switch {
 		case seen[rt.Topic] > 1:
 			err = fmt.Errorf("%w: topic %q appears more than once in the request", kerr.InvalidRequest, rt.Topic)
-		case len(rt.ReplicaAssignment) > 0 && b.cluster != nil:
+		case len(rt.ReplicaAssignment) > 0 && b.Cluster() != nil:
 			err = fmt.Errorf("%w: explicit replica assignments are not supported in cluster mode yet; give a partition count and the controller places the partitions", kerr.InvalidReplicaAssignment)
 		case len(rt.ReplicaAssignment) > 0:
 			if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
@@ -53,23 +48,24 @@ func (b *Broker) handleCreateTopics(r *kmsg.CreateTopicsRequest) *kmsg.CreateTop
 			}
 			parts = int32(len(rt.ReplicaAssignment))
 			for _, a := range rt.ReplicaAssignment {
-				if len(a.Replicas) != 1 || a.Replicas[0] != b.cfg.NodeID {
-					err = fmt.Errorf("%w: partition %d assigned to %v; the only broker is %d", kerr.InvalidReplicaAssignment, a.Partition, a.Replicas, b.cfg.NodeID)
+				if len(a.Replicas) != 1 || a.Replicas[0] != b.NodeID() {
+					err = fmt.Errorf("%w: partition %d assigned to %v; the only broker is %d", kerr.InvalidReplicaAssignment, a.Partition, a.Replicas, b.NodeID())
 				}
 			}
 		}
-		var t *topic
+		var t Topic
 		if err == nil {
-			t, err = b.createTopic(rt.Topic, parts, rt.ReplicationFactor, configs, r.ValidateOnly)
+			t, err = b.CreateTopic(rt.Topic, parts, rt.ReplicationFactor, configs, r.ValidateOnly)
 		}
 		if err != nil {
-			fail(err)
+			st.ErrorCode, st.ErrorMessage = errorOf(err)
 		} else {
-			st.TopicID = t.id
-			st.NumPartitions = int32(len(t.parts))
-			st.ReplicationFactor = b.createdReplicationFactor(rt.Topic, rt.ReplicationFactor)
+			st.TopicID = t.ID
+			st.NumPartitions = int32(t.Partitions)
+			st.ReplicationFactor = t.ReplicationFactor
+			defaults := b.TopicDefaults()
 			for _, name := range topicConfigNames() {
-				v, src := b.effectiveTopicConfig(t.configs, name)
+				v, src := TopicConfig(defaults, t.Configs, name)
 				c := kmsg.NewCreateTopicsResponseTopicConfig()
 				c.Name, c.Value, c.Source = name, &v, int8(src)
 				st.Configs = append(st.Configs, c)

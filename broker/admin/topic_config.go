@@ -1,4 +1,4 @@
-package broker
+package admin
 
 import (
 	"fmt"
@@ -7,10 +7,11 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/simtel/simtel/broker/partition"
-	"github.com/simtel/simtel/broker/storage"
 )
+
+// Topic configs: the names the broker understands, with Kafka's defaults,
+// their DescribeConfigs types and documentation, and what values each
+// accepts.
 
 // topicConfigDef describes one topic-level config the broker understands.
 type topicConfigDef struct {
@@ -78,13 +79,13 @@ var topicConfigDefs = map[string]topicConfigDef{
 	"message.downconversion.enable":       {def: "true", typ: kmsg.ConfigTypeBoolean, doc: "accepted for compatibility", check: oneOf("true", "false")},
 	"local.retention.ms":                  {def: "-2", typ: kmsg.ConfigTypeLong, doc: "accepted for compatibility", check: intCheck(-2)},
 	"local.retention.bytes":               {def: "-2", typ: kmsg.ConfigTypeLong, doc: "accepted for compatibility", check: intCheck(-2)},
-	holdGroupsConfig:                      {def: "", typ: kmsg.ConfigTypeList, doc: "consumer groups that hold retention back: no segment at or past their lowest committed offset is deleted by retention (a named group with no commit holds everything)", check: groupListCheck},
+	HoldGroupsConfig:                      {def: "", typ: kmsg.ConfigTypeList, doc: "consumer groups that hold retention back: no segment at or past their lowest committed offset is deleted by retention (a named group with no commit holds everything)", check: groupListCheck},
 }
 
-// holdGroupsConfig names the consumer groups (the lake sink's) whose
+// HoldGroupsConfig names the consumer groups (the lake sink's) whose
 // committed offsets hold retention back, so data is not deleted before it
 // is tiered.
-const holdGroupsConfig = "simtel.retention.hold.groups"
+const HoldGroupsConfig = "simtel.retention.hold.groups"
 
 func groupListCheck(v string) error {
 	for _, g := range strings.Split(v, ",") {
@@ -95,9 +96,9 @@ func groupListCheck(v string) error {
 	return nil
 }
 
-// validateTopicConfig checks a value for a known config name. A nil value
+// ValidateTopicConfig checks a value for a known config name. A nil value
 // means "reset to default" and is always valid for a known name.
-func validateTopicConfig(name string, v *string) error {
+func ValidateTopicConfig(name string, v *string) error {
 	d, ok := topicConfigDefs[name]
 	if !ok {
 		return fmt.Errorf("unknown topic config %q", name)
@@ -118,69 +119,27 @@ func topicConfigNames() []string {
 	return names
 }
 
-// effectiveTopicConfig resolves one name: topic override, broker default,
-// built-in default, in that order. source is the DescribeConfigs source.
-func (b *Broker) effectiveTopicConfig(overrides map[string]string, name string) (value string, source kmsg.ConfigSource) {
+// TopicConfig resolves one name: the topic's override, the broker's
+// default (defaults, from its flags), Kafka's default, in that order.
+// source is the DescribeConfigs source.
+func TopicConfig(defaults, overrides map[string]string, name string) (value string, source kmsg.ConfigSource) {
 	if v, ok := overrides[name]; ok {
 		return v, kmsg.ConfigSourceDynamicTopicConfig
 	}
-	if v, ok := b.cfg.TopicDefaults[name]; ok {
+	if v, ok := defaults[name]; ok {
 		return v, kmsg.ConfigSourceStaticBrokerConfig
 	}
 	return topicConfigDefs[name].def, kmsg.ConfigSourceDefaultConfig
 }
 
-func (b *Broker) configInt(overrides map[string]string, name string) int64 {
-	v, _ := b.effectiveTopicConfig(overrides, name)
+// TopicConfigInt is TopicConfig of an integer config; a value that does
+// not parse counts as Kafka's default.
+func TopicConfigInt(defaults, overrides map[string]string, name string) int64 {
+	v, _ := TopicConfig(defaults, overrides, name)
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
 		d, _ := strconv.ParseInt(topicConfigDefs[name].def, 10, 64)
 		return d
 	}
 	return n
-}
-
-// storageConfig turns a topic's configs into the log's Config.
-func (b *Broker) storageConfig(dir string, overrides map[string]string) storage.Config {
-	policy, _ := b.effectiveTopicConfig(overrides, "cleanup.policy")
-	// storage.Config reads 0 as "default"; Kafka reads 0 as zero.
-	zero := func(v, asZero int64) int64 {
-		if v == 0 {
-			return asZero
-		}
-		return v
-	}
-	return storage.Config{
-		Dir:                dir,
-		SegmentBytes:       b.configInt(overrides, "segment.bytes"),
-		SegmentMs:          b.configInt(overrides, "segment.ms"),
-		IndexIntervalBytes: int(b.configInt(overrides, "index.interval.bytes")),
-		RetentionBytes:     zero(b.configInt(overrides, "retention.bytes"), 1),
-		RetentionMs:        zero(b.configInt(overrides, "retention.ms"), 1),
-		Compact:            strings.Contains(policy, "compact"),
-		Delete:             strings.Contains(policy, "delete"),
-		DeleteRetentionMs:  zero(b.configInt(overrides, "delete.retention.ms"), -1),
-		MinCompactionLagMs: b.configInt(overrides, "min.compaction.lag.ms"),
-		MaxBatchBytes:      int(b.configInt(overrides, "max.message.bytes")),
-		Logger:             b.log.With("dir", dir),
-	}
-}
-
-// partitionSettings are the configs a partition applies itself.
-func (b *Broker) partitionSettings(overrides map[string]string) partition.Settings {
-	policy, _ := b.effectiveTopicConfig(overrides, "cleanup.policy")
-	tsType, _ := b.effectiveTopicConfig(overrides, "message.timestamp.type")
-	hold, _ := b.effectiveTopicConfig(overrides, holdGroupsConfig)
-	var groups []string
-	for _, g := range strings.Split(hold, ",") {
-		if g = strings.TrimSpace(g); g != "" {
-			groups = append(groups, g)
-		}
-	}
-	return partition.Settings{
-		MaxMessageBytes: b.configInt(overrides, "max.message.bytes"),
-		Compacted:       strings.Contains(policy, "compact"),
-		LogAppendTime:   tsType == "LogAppendTime",
-		HoldGroups:      groups,
-	}
 }

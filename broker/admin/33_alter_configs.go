@@ -1,4 +1,4 @@
-package broker
+package admin
 
 // AlterConfigs, versions 0-2: replaces a topic's whole config set.
 
@@ -11,20 +11,22 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 33, Min: 0, Max: 2},
-	func(b *Broker, r *kapi.Request) kmsg.Response { return b.handleAlterConfigs(r.Msg.(*kmsg.AlterConfigsRequest)) })
+var _ = APIs.Add(kapi.API{Key: 33, Min: 0, Max: 2},
+	func(b Broker, r *kapi.Request) kmsg.Response {
+		return handleAlterConfigs(b, r.Msg.(*kmsg.AlterConfigsRequest))
+	})
 
-func (b *Broker) handleAlterConfigs(r *kmsg.AlterConfigsRequest) *kmsg.AlterConfigsResponse {
+func handleAlterConfigs(b Broker, r *kmsg.AlterConfigsRequest) *kmsg.AlterConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
 	resp.Version = r.Version
 	for _, rr := range r.Resources {
 		sr := kmsg.NewAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		sr.ErrorCode, sr.ErrorMessage = b.alterTopicResource(rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
+		sr.ErrorCode, sr.ErrorMessage = alterTopicResource(b, rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
 			// AlterConfigs replaces the whole set: unnamed configs reset.
 			clear(m)
 			for _, c := range rr.Configs {
-				if err := validateTopicConfig(c.Name, c.Value); err != nil {
+				if err := ValidateTopicConfig(c.Name, c.Value); err != nil {
 					return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
 				}
 				if c.Value != nil {

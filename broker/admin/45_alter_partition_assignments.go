@@ -1,4 +1,4 @@
-package broker
+package admin
 
 // AlterPartitionAssignments (KIP-455), version 0; cluster mode only (a
 // single-node broker does not advertise it and answers INVALID_REQUEST).
@@ -6,7 +6,7 @@ package broker
 // Runs on the controller leader (others answer NOT_CONTROLLER, and
 // clients send it to the controller named in Metadata). Each partition's
 // replica list becomes its reassignment target (OpReassign); the
-// partition's raft leader then carries it out (reassign.go) and the
+// partition's raft leader then carries it out (the broker's reassign.go) and the
 // answer does not wait for that: ListPartitionReassignments shows moves in
 // progress. A null replica list (cancel) is refused: a move cannot be
 // cancelled. Only partitions with two or more replicas (raft groups) can
@@ -21,31 +21,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/cluster"
-
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 45, Min: 0, Max: 0, ClusterOnly: true, Blocking: true},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleAlterPartitionAssignments(r.Ctx, r.Msg.(*kmsg.AlterPartitionAssignmentsRequest))
+var _ = APIs.Add(kapi.API{Key: 45, Min: 0, Max: 0, ClusterOnly: true, Blocking: true},
+	func(b Broker, r *kapi.Request) kmsg.Response {
+		return handleAlterPartitionAssignments(r.Ctx, b, r.Msg.(*kmsg.AlterPartitionAssignmentsRequest))
 	})
 
-func (b *Broker) handleAlterPartitionAssignments(ctx context.Context, r *kmsg.AlterPartitionAssignmentsRequest) *kmsg.AlterPartitionAssignmentsResponse {
+func handleAlterPartitionAssignments(ctx context.Context, b Broker, r *kmsg.AlterPartitionAssignmentsRequest) *kmsg.AlterPartitionAssignmentsResponse {
 	resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	resp.Version = r.Version
-	fail := func(err error) *kmsg.AlterPartitionAssignmentsResponse {
-		resp.ErrorCode = kerrCode(err)
-		msg := err.Error()
-		resp.ErrorMessage = &msg
+	n, err := controller(b, "; partitions have one replica here")
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = errorOf(err)
 		return resp
 	}
-	if b.cluster == nil {
-		return fail(fmt.Errorf("%w: this broker is not part of a cluster; partitions have one replica here", kerr.InvalidRequest))
-	}
-	if !b.cluster.IsLeader() {
-		return fail(notControllerErr())
-	}
-	md := b.cluster.Metadata()
+	md := n.Metadata()
 	for _, rt := range r.Topics {
 		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
 		st.Topic = rt.Topic
@@ -53,11 +45,8 @@ func (b *Broker) handleAlterPartitionAssignments(ctx context.Context, r *kmsg.Al
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			err := b.reassignPartition(ctx, ti, rt.Topic, rp.Partition, rp.Replicas)
-			if err != nil {
-				sp.ErrorCode = kerrCode(err)
-				msg := err.Error()
-				sp.ErrorMessage = &msg
+			if err := reassignPartition(ctx, b, n, ti, rt.Topic, rp.Partition, rp.Replicas); err != nil {
+				sp.ErrorCode, sp.ErrorMessage = errorOf(err)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -66,25 +55,25 @@ func (b *Broker) handleAlterPartitionAssignments(ctx context.Context, r *kmsg.Al
 	return resp
 }
 
-func (b *Broker) reassignPartition(ctx context.Context, ti *cluster.TopicInfo, topic string, part int32, replicas []int32) error {
+func reassignPartition(ctx context.Context, b Broker, n *cluster.Node, ti *cluster.TopicInfo, topic string, part int32, replicas []int32) error {
 	switch {
-	case ti == nil || topic == offsetsTopic:
+	case ti == nil || topic == OffsetsTopic:
 		return fmt.Errorf("%w: topic %q does not exist or cannot be moved", kerr.UnknownTopicOrPartition, topic)
 	case part < 0 || int(part) >= len(ti.Partitions):
 		return fmt.Errorf("%w: topic %q has no partition %d", kerr.UnknownTopicOrPartition, topic, part)
 	case replicas == nil:
 		return fmt.Errorf("%w: a reassignment cannot be cancelled; reassign the partition again once it has finished", kerr.InvalidReplicaAssignment)
 	}
-	actx, cancel := context.WithTimeout(ctx, clusterAdminTimeout)
+	actx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	_, err := b.cluster.Apply(actx, cluster.Command{Op: cluster.OpReassign, Topic: topic, TopicID: ti.ID, Partition: part, Replicas: replicas})
+	_, err := n.Apply(actx, cluster.Command{Op: cluster.OpReassign, Topic: topic, TopicID: ti.ID, Partition: part, Replicas: replicas})
 	switch {
 	case err == nil:
-		b.log.Info("reassignment requested", "topic", topic, "partition", part, "target", replicas)
+		b.Logger().Info("reassignment requested", "topic", topic, "partition", part, "target", replicas)
 		return nil
 	case errors.Is(err, cluster.ErrReassignment):
 		return fmt.Errorf("%w: %v", kerr.InvalidReplicaAssignment, err)
 	default:
-		return clusterErr(err)
+		return ControllerError(err)
 	}
 }

@@ -1,4 +1,4 @@
-package broker
+package admin
 
 // DeleteTopics, versions 0-6 (v6 names topics by name or id). Deleting a
 // topic removes its partition directories and its groups' committed offsets.
@@ -11,12 +11,12 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 20, Min: 0, Max: 6},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleDeleteTopics(r.Msg.(*kmsg.DeleteTopicsRequest))
+var _ = APIs.Add(kapi.API{Key: 20, Min: 0, Max: 6},
+	func(b Broker, r *kapi.Request) kmsg.Response {
+		return handleDeleteTopics(b, r.Msg.(*kmsg.DeleteTopicsRequest))
 	})
 
-func (b *Broker) handleDeleteTopics(r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
+func handleDeleteTopics(b Broker, r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	resp.Version = r.Version
 	type target struct {
@@ -41,9 +41,9 @@ func (b *Broker) handleDeleteTopics(r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTop
 		case tg.name != nil:
 			name = *tg.name
 		case tg.id != [16]byte{}:
-			if t := b.topicByID(tg.id); t != nil {
-				name = t.name
-				st.Topic = &t.name
+			if n, ok := b.TopicByID(tg.id); ok {
+				name = n
+				st.Topic = &n
 			}
 		}
 		if name == "" {
@@ -52,12 +52,10 @@ func (b *Broker) handleDeleteTopics(r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTop
 			} else {
 				st.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			}
-		} else if t := b.topic(name); t != nil {
-			st.TopicID = t.id
-			if err := b.deleteTopic(name); err != nil {
-				st.ErrorCode = kerrCode(err)
-				msg := err.Error()
-				st.ErrorMessage = &msg
+		} else if t, ok := b.Topic(name); ok {
+			st.TopicID = t.ID
+			if err := b.DeleteTopic(name); err != nil {
+				st.ErrorCode, st.ErrorMessage = errorOf(err)
 			}
 		} else {
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code

@@ -1,4 +1,4 @@
-package broker
+package admin
 
 // DeleteRecords, versions 0-2: advance a partition's log start offset
 // (-1 means the high watermark). The new start is checkpointed durably by
@@ -13,12 +13,12 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 21, Min: 0, Max: 2, Blocking: true},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleDeleteRecords(r.Ctx, r.Msg.(*kmsg.DeleteRecordsRequest))
+var _ = APIs.Add(kapi.API{Key: 21, Min: 0, Max: 2, Blocking: true},
+	func(b Broker, r *kapi.Request) kmsg.Response {
+		return handleDeleteRecords(r.Ctx, b, r.Msg.(*kmsg.DeleteRecordsRequest))
 	})
 
-func (b *Broker) handleDeleteRecords(ctx context.Context, r *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {
+func handleDeleteRecords(ctx context.Context, b Broker, r *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {
 	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	resp.Version = r.Version
 	for _, rt := range r.Topics {
@@ -28,8 +28,8 @@ func (b *Broker) handleDeleteRecords(ctx context.Context, r *kmsg.DeleteRecordsR
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			part := b.partition(rt.Topic, rp.Partition)
-			if rt.Topic == offsetsTopic || rt.Topic == txnStateTopic {
+			part := b.Partition(rt.Topic, rp.Partition)
+			if b.Internal(rt.Topic) {
 				// Deleting records here would silently drop committed
 				// offsets; use DeleteGroups or OffsetDelete.
 				sp.ErrorCode = kerr.InvalidRequest.Code
@@ -37,7 +37,7 @@ func (b *Broker) handleDeleteRecords(ctx context.Context, r *kmsg.DeleteRecordsR
 				continue
 			}
 			if part == nil {
-				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
+				sp.ErrorCode = b.AbsentPartitionCode(rt.Topic, rp.Partition)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
@@ -61,7 +61,7 @@ func (b *Broker) handleDeleteRecords(ctx context.Context, r *kmsg.DeleteRecordsR
 			}
 			start, err := part.Log().DeleteRecords(off)
 			if err != nil {
-				b.log.Error("cannot delete records", "topic", rt.Topic, "partition", rp.Partition, "offset", off, "err", err)
+				b.Logger().Error("cannot delete records", "topic", rt.Topic, "partition", rp.Partition, "offset", off, "err", err)
 				sp.ErrorCode = kerr.KafkaStorageError.Code
 			} else {
 				sp.LowWatermark = start

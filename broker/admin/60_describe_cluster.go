@@ -1,0 +1,28 @@
+package admin
+
+// DescribeCluster, version 0.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
+)
+
+var _ = APIs.Add(kapi.API{Key: 60, Min: 0, Max: 0},
+	func(b Broker, r *kapi.Request) kmsg.Response {
+		return handleDescribeCluster(b, r.Msg.(*kmsg.DescribeClusterRequest))
+	})
+
+func handleDescribeCluster(b Broker, r *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {
+	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
+	resp.Version = r.Version
+	var brokers []BrokerAddr
+	resp.ClusterID, resp.ControllerID, brokers = b.Brokers()
+	for _, a := range brokers {
+		br := kmsg.NewDescribeClusterResponseBroker()
+		br.NodeID, br.Host, br.Port = a.NodeID, a.Host, a.Port
+		resp.Brokers = append(resp.Brokers, br)
+	}
+	resp.ClusterAuthorizedOperations = -2147483648
+	return resp
+}
