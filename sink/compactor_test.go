@@ -85,25 +85,8 @@ func (e *env) verifyCatalog(st store.Store) {
 	}
 	seen := map[po]string{}
 	for _, o := range snap.Objects(catalog.Filter{}) {
-		rc, err := st.Get(ctx, o.Key)
-		if err != nil {
-			e.t.Fatalf("the catalog shows %s, the store: %v", o.Key, err)
-		}
-		data, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		for _, row := range readRows(e.t, o.Key, data) {
-			k := po{row["_partition"].(int32), row["_offset"].(int64)}
-			if prev, dup := seen[k]; dup {
-				e.t.Fatalf("record %d/%d is in %s and in %s", k.p, k.o, prev, o.Key)
-			}
-			seen[k] = o.Key
-			s, ok := e.produced[k]
-			if !ok {
-				e.t.Fatalf("%s has record %d/%d that was never produced", o.Key, k.p, k.o)
-			}
+		for _, row := range e.objectRows(st, o.Key) {
+			k, s := e.see(seen, o.Key, row)
 			if o.Kind == lake.KindTelemetry && (s.bad || row["_time_ns"].(int64) != s.ns || row["value"].(float64) != s.value) {
 				e.t.Fatalf("record %d/%d in %s: row %v, want time %d value %v (bad %v)", k.p, k.o, o.Key, row, s.ns, s.value, s.bad)
 			}
@@ -219,13 +202,7 @@ func (e *env) verifyCommitted(st store.Store, want int64) {
 	var rows int64
 	seen := map[po]bool{}
 	for _, o := range snap.Objects(catalog.Filter{}) {
-		rc, err := st.Get(ctx, o.Key)
-		if err != nil {
-			e.t.Fatalf("the catalog shows %s, the store: %v", o.Key, err)
-		}
-		data, _ := io.ReadAll(rc)
-		rc.Close()
-		for _, row := range readRows(e.t, o.Key, data) {
+		for _, row := range e.objectRows(st, o.Key) {
 			k := po{row["_partition"].(int32), row["_offset"].(int64)}
 			if seen[k] {
 				e.t.Fatalf("record %d/%d is visible twice", k.p, k.o)

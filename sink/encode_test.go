@@ -128,6 +128,21 @@ func encodeAll(t *testing.T, b *buffer) map[string]encoded {
 	return m
 }
 
+// checkReasons checks the dead-letter reason of each line, added at
+// offset i: "" for a line that became a row.
+func checkReasons(t *testing.T, b *buffer, lines []struct{ line, reason string }) {
+	t.Helper()
+	got := map[int64]string{}
+	for _, d := range b.dead {
+		got[d.Offset] = d.Reason
+	}
+	for i, l := range lines {
+		if got[int64(i)] != l.reason {
+			t.Errorf("line %q: reason %q, want %q", l.line, got[int64(i)], l.reason)
+		}
+	}
+}
+
 func TestEncodeDeadLetters(t *testing.T) {
 	b := newBuffer("telemetry", 1, true)
 	now := time.Now
@@ -155,15 +170,7 @@ func TestEncodeDeadLetters(t *testing.T) {
 	for i, c := range cases {
 		b.add(&Record{Offset: int64(i), Timestamp: time.Unix(1700000000, 0), Value: []byte(c.line)}, now)
 	}
-	got := map[int64]string{}
-	for _, d := range b.dead {
-		got[d.Offset] = d.Reason
-	}
-	for i, c := range cases {
-		if got[int64(i)] != c.reason {
-			t.Errorf("line %q: reason %q, want %q", c.line, got[int64(i)], c.reason)
-		}
-	}
+	checkReasons(t, b, cases)
 	objs := encodeAll(t, b)
 	dl := objs["deadletter:"]
 	if dl.obj.Rows != int64(len(b.dead)) || !strings.HasPrefix(dl.key, "deadletter/telemetry/date=2023-11-14/telemetry-1-") {
@@ -398,15 +405,7 @@ func TestEncodeSeriesAcrossTables(t *testing.T) {
 	for i, l := range lines {
 		b.add(rec(int64(i), l.line), time.Now)
 	}
-	got := map[int64]string{}
-	for _, d := range b.dead {
-		got[d.Offset] = d.Reason
-	}
-	for i, l := range lines {
-		if got[int64(i)] != l.reason {
-			t.Errorf("line %q: reason %q, want %q", l.line, got[int64(i)], l.reason)
-		}
-	}
+	checkReasons(t, b, lines)
 	objs, err := b.encode(&encodeScratch{})
 	if err != nil {
 		t.Fatal(err)

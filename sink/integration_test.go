@@ -1,7 +1,6 @@
 package sink_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/testutil"
@@ -205,25 +203,8 @@ func (e *env) verify(st store.Store) {
 			e.t.Fatal(err)
 		}
 		for _, o := range objs {
-			rc, err := st.Get(ctx, o.Key)
-			if err != nil {
-				e.t.Fatal(err)
-			}
-			data, err := io.ReadAll(rc)
-			rc.Close()
-			if err != nil {
-				e.t.Fatal(err)
-			}
-			for _, row := range readRows(e.t, o.Key, data) {
-				k := po{row["_partition"].(int32), row["_offset"].(int64)}
-				if prev, dup := seen[k]; dup {
-					e.t.Fatalf("record %d/%d is in %s and in %s", k.p, k.o, prev, o.Key)
-				}
-				seen[k] = o.Key
-				s, ok := e.produced[k]
-				if !ok {
-					e.t.Fatalf("%s has record %d/%d that was never produced", o.Key, k.p, k.o)
-				}
+			for _, row := range e.objectRows(st, o.Key) {
+				k, s := e.see(seen, o.Key, row)
 				if prefix == "deadletter/" {
 					deadRows++
 					if !s.bad {
@@ -284,54 +265,37 @@ func (e *env) verifyDuckDB(st store.Store) {
 	e.t.Logf("DuckDB over the catalog: %d rows, %d distinct (partition, offset), as produced", rows, distinct)
 }
 
-// readRows reads a Parquet object into maps by column name.
-func readRows(t *testing.T, key string, data []byte) []map[string]any {
-	t.Helper()
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+// objectRows reads object key of st back, one map per row by column name.
+func (e *env) objectRows(st store.Store, key string) []map[string]any {
+	e.t.Helper()
+	rc, err := st.Get(context.Background(), key)
 	if err != nil {
-		t.Fatalf("%s is not Parquet: %v", key, err)
+		e.t.Fatalf("cannot read %s: %v", key, err)
 	}
-	cols := f.Schema().Columns()
-	kinds := make([]parquet.Kind, len(cols))
-	for i, c := range cols {
-		leaf, _ := f.Schema().Lookup(c...)
-		kinds[i] = leaf.Node.Type().Kind()
+	data, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	r := parquet.NewReader(f)
-	defer r.Close()
-	var out []map[string]any
-	buf := make([]parquet.Row, 256)
-	for {
-		n, err := r.ReadRows(buf)
-		for _, row := range buf[:n] {
-			m := map[string]any{}
-			for _, v := range row {
-				if v.IsNull() {
-					continue
-				}
-				name := strings.Join(cols[v.Column()], ".")
-				switch kinds[v.Column()] {
-				case parquet.Int32:
-					m[name] = v.Int32()
-				case parquet.Int64:
-					m[name] = v.Int64()
-				case parquet.Double:
-					m[name] = v.Double()
-				case parquet.Boolean:
-					m[name] = v.Boolean()
-				default:
-					m[name] = string(v.ByteArray())
-				}
-			}
-			out = append(out, m)
-		}
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("read %s: %v", key, err)
-		}
+	_, rows := sink.ReadObject(e.t, data)
+	return rows
+}
+
+// see notes that row of object key holds its record, which must have been
+// produced and be in no other object; it returns the record's position
+// and what was produced there.
+func (e *env) see(seen map[po]string, key string, row map[string]any) (po, sample) {
+	e.t.Helper()
+	k := po{row["_partition"].(int32), row["_offset"].(int64)}
+	if prev, dup := seen[k]; dup {
+		e.t.Fatalf("record %d/%d is in %s and in %s", k.p, k.o, prev, key)
 	}
+	seen[k] = key
+	s, ok := e.produced[k]
+	if !ok {
+		e.t.Fatalf("%s has record %d/%d that was never produced", key, k.p, k.o)
+	}
+	return k, s
 }
 
 func waitLog(t *testing.T, p *testutil.Proc, substr string) {

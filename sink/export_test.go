@@ -1,0 +1,4 @@
+package sink
+
+// ReadObject is readObject for the package's external tests.
+var ReadObject = readObject
