@@ -208,6 +208,10 @@ func (d *Decoder) fields(line []byte, i int) (err error) {
 		return errDecFieldValue
 	}
 	i++
+	if ts, ok := canonicalNanos(line[i:]); ok {
+		d.Time, d.HasTime = ts, true
+		return nil
+	}
 	// The timestamp: a bad number is one error, good digits followed by
 	// anything else another.
 	e := i
