@@ -93,6 +93,7 @@ SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id).`,
 	return cmd
 }
 
+// splitList splits a comma-separated flag value, dropping empty items.
 func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {

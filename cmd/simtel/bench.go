@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,16 +62,6 @@ func (o *benchOutput) emit(res any, runErr error, human func(io.Writer)) error {
 	return runErr
 }
 
-func splitBrokers(s string) []string {
-	var out []string
-	for _, b := range strings.Split(s, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
 func newBenchProduceCmd(g *globalFlags) *cobra.Command {
 	var cfg bench.ProduceConfig
 	var brokers string
@@ -96,7 +85,7 @@ was acknowledged for --stall-timeout.`,
 			if err != nil {
 				return err
 			}
-			cfg.Brokers = splitBrokers(brokers)
+			cfg.Brokers = splitList(brokers)
 			cfg.NoIdempotence = !idempotent
 			if cfg.Duration == 0 && cfg.Records == 0 {
 				cfg.Duration = 10 * time.Second
@@ -155,7 +144,7 @@ the run began. The run also ends when nothing arrived for --idle.`,
 			if err != nil {
 				return err
 			}
-			cfg.Brokers = splitBrokers(brokers)
+			cfg.Brokers = splitList(brokers)
 			cfg.Logger = log
 			cfg.Progress = out.progress()
 			res, runErr := bench.Consume(cmd.Context(), cfg)

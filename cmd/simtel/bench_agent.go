@@ -39,7 +39,7 @@ topic's end offsets. After the last line the run waits up to
 			if err != nil {
 				return err
 			}
-			cfg.Brokers = splitBrokers(brokers)
+			cfg.Brokers = splitList(brokers)
 			if cfg.AgentHTTP == "" && cfg.Transport == "http" {
 				cfg.AgentHTTP = cfg.Addr
 			}

@@ -42,7 +42,7 @@ setup and the first batches out of the figures.`,
 			if err != nil {
 				return err
 			}
-			cfg.Brokers = splitBrokers(brokers)
+			cfg.Brokers = splitList(brokers)
 			cfg.Logger = log
 			cfg.Progress = out.progress()
 			res, runErr := bench.E2E(cmd.Context(), cfg)

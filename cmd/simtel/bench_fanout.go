@@ -49,7 +49,7 @@ published first, so subscribers start from a held version.`,
 			if cfg.Size, err = bench.ParseByteSize(size); err != nil {
 				return fmt.Errorf("--size: %w", err)
 			}
-			cfg.Brokers = splitBrokers(brokers)
+			cfg.Brokers = splitList(brokers)
 			cfg.Logger = log
 			cfg.Progress = out.progress()
 			res, runErr := bench.Fanout(cmd.Context(), cfg)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/term"
 
 	"github.com/simtel/simtel/agent"
 	"github.com/simtel/simtel/broker"
@@ -93,45 +91,14 @@ func runDev(ctx context.Context, c devConfig, log *slog.Logger) error {
 	var beg errgroup.Group
 	beg.Go(func() error { return b.Run(bctx) })
 	brokers := []string{b.Addr().String()}
-	if err := devTopic(ctx, brokers); err != nil {
-		stopBroker()
-		_ = beg.Wait()
-		return err
-	}
-
-	tags := agent.TagsFromEnv("", nil)
-	if tags.Run == "" {
-		tags.Run = "dev"
-	}
-	a, err := agent.New(agent.Config{
-		Brokers:    brokers,
-		ListenHTTP: c.agentHTTP,
-		ListenUDP:  c.agentUDP,
-		ListenTCP:  c.agentTCP,
-		SpoolDir:   filepath.Join(c.dataDir, "spool"),
-		Tags:       tags,
-		Logger:     log.With("part", "agent"),
-	})
+	a, err := devAgent(ctx, c, brokers, log)
 	if err != nil {
 		stopBroker()
 		_ = beg.Wait()
 		return err
 	}
 	sinkReg := prometheus.NewRegistry()
-	sinkCfg := sink.Config{
-		Brokers:    brokers,
-		Topics:     []string{"telemetry"},
-		Lake:       "file://" + lakeDir,
-		FlushAge:   c.flushAge,
-		HTTPListen: c.sinkHTTP,
-		Logger:     log.With("part", "sink"),
-		Registry:   sinkReg,
-		// Queries on one machine load the catalog and read its objects
-		// within seconds, so replaced objects need not wait the sink's
-		// default 10 minutes: the lake directory stays a few dozen
-		// objects per measurement.
-		Compact: sink.CompactConfig{Interval: c.compactInterval, DeleteDelay: 2 * time.Minute},
-	}
+	sinkCfg := devSinkConfig(c, brokers, lakeDir, sinkReg, log)
 	fmt.Fprintf(os.Stderr, `simtel dev is running (data in %s)
   send samples:  curl -XPOST 'http://%s/write?db=sim' --data-binary 'reward,env=cartpole value=1.5'
                  echo 'reward value=2' > /dev/udp/%s
@@ -140,7 +107,58 @@ func runDev(ctx context.Context, c devConfig, log *slog.Logger) error {
   read the topic: kcat -C -b %s -t telemetry -e
   metrics:       http://%s/metrics (broker), http://%s/metrics (agent), http://%s/metrics (sink)
 `, c.dataDir, c.agentHTTP, hostPortSlash(c.agentUDP), lakeDir, lakeDir, b.Addr(), c.brokerHTTP, c.agentHTTP, c.sinkHTTP)
+	err = runDevParts(ctx, c, a, sinkCfg, sinkReg)
+	stopBroker()
+	err = errors.Join(err, beg.Wait())
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
 
+// devAgent creates the telemetry topic and the agent that ships into it.
+func devAgent(ctx context.Context, c devConfig, brokers []string, log *slog.Logger) (*agent.Agent, error) {
+	if err := devTopic(ctx, brokers); err != nil {
+		return nil, err
+	}
+	tags := agent.TagsFromEnv("", nil)
+	if tags.Run == "" {
+		tags.Run = "dev"
+	}
+	return agent.New(agent.Config{
+		Brokers:    brokers,
+		ListenHTTP: c.agentHTTP,
+		ListenUDP:  c.agentUDP,
+		ListenTCP:  c.agentTCP,
+		SpoolDir:   filepath.Join(c.dataDir, "spool"),
+		Tags:       tags,
+		Logger:     log.With("part", "agent"),
+	})
+}
+
+// devSinkConfig is the sink of the telemetry topic into the lake at
+// lakeDir.
+func devSinkConfig(c devConfig, brokers []string, lakeDir string, reg *prometheus.Registry, log *slog.Logger) sink.Config {
+	return sink.Config{
+		Brokers:    brokers,
+		Topics:     []string{"telemetry"},
+		Lake:       "file://" + lakeDir,
+		FlushAge:   c.flushAge,
+		HTTPListen: c.sinkHTTP,
+		Logger:     log.With("part", "sink"),
+		Registry:   reg,
+		// Queries on one machine load the catalog and read its objects
+		// within seconds, so replaced objects need not wait the sink's
+		// default 10 minutes: the lake directory stays a few dozen
+		// objects per measurement.
+		Compact: sink.CompactConfig{Interval: c.compactInterval, DeleteDelay: 2 * time.Minute},
+	}
+}
+
+// runDevParts runs the agent and the sink (and the summary line) until
+// ctx ends or one of them stops on its own (a listener failed), then stops
+// the other.
+func runDevParts(ctx context.Context, c devConfig, a *agent.Agent, sinkCfg sink.Config, sinkReg prometheus.Gatherer) error {
 	actx, stopAgent := context.WithCancel(context.Background())
 	sctx, stopSink := context.WithCancel(context.Background())
 	agentDone, sinkDone := make(chan error, 1), make(chan error, 1)
@@ -151,8 +169,6 @@ func runDev(ctx context.Context, c devConfig, log *slog.Logger) error {
 	if c.summary {
 		sg.Go(func() error { devSummary(done, os.Stderr, a.Gatherer(), sinkReg); return nil })
 	}
-	// Wait for a signal, or for a part that stops on its own (a listener
-	// failed), which stops the rest.
 	var agentErr, sinkErr error
 	agentOver, sinkOver := false, false
 	select {
@@ -176,13 +192,7 @@ func runDev(ctx context.Context, c devConfig, log *slog.Logger) error {
 	if !sinkOver {
 		sinkErr = <-sinkDone
 	}
-	err = errors.Join(agentErr, sinkErr)
-	stopBroker()
-	err = errors.Join(err, beg.Wait())
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return err
+	return errors.Join(agentErr, sinkErr)
 }
 
 // devTopic creates the telemetry topic with the retention hold for the
@@ -204,77 +214,6 @@ func devTopic(ctx context.Context, brokers []string) error {
 		return fmt.Errorf("cannot create the telemetry topic: %w", err)
 	}
 	return nil
-}
-
-// devSummary prints one line every two seconds until done: samples the
-// agent received and their rate, the sink's lag and the lake's rows. On a
-// terminal the line is rewritten in place.
-func devSummary(done <-chan struct{}, w io.Writer, agentM, sinkM prometheus.Gatherer) {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
-	const every = 2 * time.Second
-	t := time.NewTicker(every)
-	defer t.Stop()
-	var last float64
-	var lastLine string
-	quietFor := 0
-	for {
-		select {
-		case <-done:
-			if tty && lastLine != "" {
-				fmt.Fprintln(w)
-			}
-			return
-		case <-t.C:
-		}
-		in := metricSum(agentM, "simtel_agent_samples_received_total")
-		lag := metricSum(sinkM, "simtel_sink_lag_records")
-		rows := metricSum(sinkM, "simtel_sink_rows_written_total")
-		objects := metricSum(sinkM, "simtel_sink_objects_written_total")
-		line := fmt.Sprintf("samples in %.0f (%.0f/s) · sink lag %.0f · lake %.0f rows in %.0f objects",
-			in, (in-last)/every.Seconds(), lag, rows, objects)
-		last = in
-		switch {
-		case tty:
-			fmt.Fprintf(w, "\r%-100s", line)
-			lastLine = line
-		case line != lastLine || quietFor >= 15:
-			// Not a terminal (a log file): print changes, and a
-			// heartbeat every 30 s.
-			if line == lastLine {
-				quietFor = 0
-			}
-			fmt.Fprintln(w, line)
-			lastLine = line
-		default:
-			quietFor++
-		}
-	}
-}
-
-// metricSum adds up every series of a counter or gauge family.
-func metricSum(g prometheus.Gatherer, name string) float64 {
-	mfs, err := g.Gather()
-	if err != nil {
-		return 0
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			switch {
-			case m.Counter != nil:
-				sum += m.Counter.GetValue()
-			case m.Gauge != nil:
-				sum += m.Gauge.GetValue()
-			}
-		}
-	}
-	return sum
 }
 
 // hostPortSlash turns host:port into host/port for bash's /dev/udp paths.

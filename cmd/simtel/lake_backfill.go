@@ -79,7 +79,7 @@ func (o *lakeBackfillFlags) check() ([]string, error) {
 	if o.toTopic == "" {
 		return nil, errors.New("--to-topic is required: the topic to produce into")
 	}
-	bl := lakeList(o.brokers)
+	bl := splitList(o.brokers)
 	if len(bl) == 0 {
 		return nil, errors.New("--brokers is required: where the topic lives")
 	}
@@ -111,7 +111,7 @@ func runLakeBackfill(cmd *cobra.Command, f *lakeFlags, o *lakeBackfillFlags) err
 		return err
 	}
 	ctx := cmd.Context()
-	ls, err := f.session(ctx)
+	ls, err := f.session(cmd)
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func runLakeBackfill(cmd *cobra.Command, f *lakeFlags, o *lakeBackfillFlags) err
 		return err
 	}
 	defer stopMetrics()
-	src, err := o.source(ctx, snap, ls.cache, from, to, query.Options{Logger: ls.log, Progress: cmd.ErrOrStderr()}, ls.log)
+	src, err := o.source(ctx, snap, ls.cache, from, to, ls.engine, ls.log)
 	if err != nil {
 		finishOutput(ctx, p)
 		return err

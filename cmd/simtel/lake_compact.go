@@ -49,12 +49,12 @@ func runLakeCompact(cmd *cobra.Command, f *lakeFlags, cfg compact.Config) error 
 		return err
 	}
 	ctx := cmd.Context()
-	ls, err := f.session(ctx)
+	ls, err := f.session(cmd)
 	if err != nil {
 		return err
 	}
 	cfg.Logger = ls.log
-	cfg.Engine = query.Options{Logger: ls.log, Progress: cmd.ErrOrStderr()}
+	cfg.Engine = ls.engine
 	res, err := compact.Run(ctx, ls.st, ls.cat, ls.cache, cfg)
 	verb := "merged"
 	if cfg.DryRun {

@@ -116,11 +116,11 @@ func runLakeQuery(cmd *cobra.Command, f *lakeFlags, q *lakeQueryFlags, args []st
 		return errors.New("--format arrow writes a binary stream: give --output FILE or pipe it into a program")
 	}
 	ctx := cmd.Context()
-	ls, err := f.session(ctx)
+	ls, err := f.session(cmd)
 	if err != nil {
 		return err
 	}
-	eng, err := query.Open(ctx, ls.st, ls.cat, ls.cache, qf, query.Options{Logger: ls.log, Progress: cmd.ErrOrStderr()})
+	eng, err := query.Open(ctx, ls.st, ls.cat, ls.cache, qf, ls.engine)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/simtel/simtel/lake/query"
 	"github.com/simtel/simtel/lake/replay"
 )
 
@@ -99,7 +98,7 @@ func (o *lakeReplayFlags) config(cmd *cobra.Command) (replay.Config, float64, er
 	if err != nil {
 		return replay.Config{}, 0, fmt.Errorf("--speed: %w", err)
 	}
-	cfg := replay.Config{Run: o.run, Topic: o.topic, From: from, To: to, Measurements: lakeList(o.measurements), Brokers: lakeList(o.brokers)}
+	cfg := replay.Config{Run: o.run, Topic: o.topic, From: from, To: to, Measurements: splitList(o.measurements), Brokers: splitList(o.brokers)}
 	if cmd.Flags().Changed("from-step") {
 		if o.from != "" {
 			return replay.Config{}, 0, errors.New("give --from or --from-step, not both")
@@ -118,12 +117,12 @@ func runLakeReplay(cmd *cobra.Command, f *lakeFlags, o *lakeReplayFlags) error {
 		return err
 	}
 	ctx := cmd.Context()
-	ls, err := f.session(ctx)
+	ls, err := f.session(cmd)
 	if err != nil {
 		return err
 	}
 	cfg.Logger = ls.log
-	cfg.Engine = query.Options{Logger: ls.log, Progress: cmd.ErrOrStderr()}
+	cfg.Engine = ls.engine
 	snap, err := ls.snapshot(ctx)
 	if err != nil {
 		return err

@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/query"
 	"github.com/simtel/simtel/lake/store"
 )
 
@@ -60,23 +62,24 @@ func (f *lakeFlags) open(ctx context.Context) (store.Store, *catalog.Catalog, *s
 // lakeSession is what a command that reads objects works with: the
 // process logger and the opened lake.
 type lakeSession struct {
-	log   *slog.Logger
-	st    store.Store
-	cat   *catalog.Catalog
-	cache *store.Cache
+	log    *slog.Logger
+	engine query.Options // DuckDB's: the logger, download progress on stderr
+	st     store.Store
+	cat    *catalog.Catalog
+	cache  *store.Cache
 }
 
-// session builds the logger and opens the lake.
-func (f *lakeFlags) session(ctx context.Context) (*lakeSession, error) {
+// session builds the logger and opens the lake for cmd.
+func (f *lakeFlags) session(cmd *cobra.Command) (*lakeSession, error) {
 	log, err := f.g.logger()
 	if err != nil {
 		return nil, err
 	}
-	st, cat, cache, err := f.open(ctx)
+	st, cat, cache, err := f.open(cmd.Context())
 	if err != nil {
 		return nil, err
 	}
-	return &lakeSession{log: log, st: st, cat: cat, cache: cache}, nil
+	return &lakeSession{log: log, engine: query.Options{Logger: log, Progress: cmd.ErrOrStderr()}, st: st, cat: cat, cache: cache}, nil
 }
 
 // snapshot reads the lake's catalog.
@@ -108,17 +111,6 @@ func (f *lakeFlags) load(ctx context.Context, stderr io.Writer) (*catalog.Snapsh
 		fmt.Fprintln(stderr, "warning:", p)
 	}
 	return snap, nil
-}
-
-// lakeList splits a comma-separated flag value, dropping empty items.
-func lakeList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // lakeRange parses --from and --to.

@@ -42,12 +42,17 @@ node's workers read it.`,
 	return cmd
 }
 
+// learnerPublishFlags are learner publish's own flags.
+type learnerPublishFlags struct {
+	file    string
+	meta    []string
+	quiet   bool
+	keep    int
+	timeout time.Duration
+}
+
 func newLearnerPublishCmd(g *globalFlags, lf *learnerFlags) *cobra.Command {
-	var file string
-	var meta []string
-	var quiet bool
-	var keep int
-	var timeout time.Duration
+	var o learnerPublishFlags
 	cmd := &cobra.Command{
 		Use:   "publish",
 		Short: "Publish a file (or stdin) as the next version of a policy",
@@ -59,92 +64,109 @@ stderr for large inputs when stderr is a terminal, unless --quiet.`,
   python train.py --dump-weights | simtel learner publish --policy cartpole`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
-			if lf.policy == "" {
-				return errors.New("no policy: pass --policy NAME")
-			}
-			if err := learner.CheckPolicyName(lf.policy); err != nil {
-				return fmt.Errorf("--policy: %w", err)
-			}
-			md := map[string]string{}
-			for _, kv := range meta {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return fmt.Errorf("--meta %q is not key=value", kv)
-				}
-				md[k] = v
-			}
-			in, size, err := openInput(file)
-			if err != nil {
-				return err
-			}
-			defer in.Close()
-			var brokers []string
-			for _, b := range strings.Split(lf.brokers, ",") {
-				if b = strings.TrimSpace(b); b != "" {
-					brokers = append(brokers, b)
-				}
-			}
-			if len(brokers) == 0 {
-				return errors.New("no brokers: pass --brokers HOST:PORT")
-			}
-			cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-			if err != nil {
-				return fmt.Errorf("cannot create client for %s: %w", lf.brokers, err)
-			}
-			defer cl.Close()
-			ctx := cmd.Context()
-			if timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
-			}
-
-			var progress func(int64)
-			var bar *progressbar.ProgressBar
-			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) && (size < 0 || size >= 4<<20) {
-				bar = progressbar.NewOptions64(size,
-					progressbar.OptionSetWriter(os.Stderr),
-					progressbar.OptionSetDescription("publishing "+lf.policy),
-					progressbar.OptionShowBytes(true),
-					progressbar.OptionShowTotalBytes(true),
-					progressbar.OptionShowCount(),
-					progressbar.OptionThrottle(100*time.Millisecond),
-					progressbar.OptionSpinnerType(14),
-					progressbar.OptionFullWidth(),
-					progressbar.OptionClearOnFinish(),
-				)
-				progress = func(sent int64) { bar.Set64(sent) }
-			}
-			p := learner.NewPublisher(cl, log, learner.KeepVersions(keep))
-			m, err := p.Publish(ctx, lf.policy, in, md, progress)
-			if bar != nil {
-				bar.Finish()
-			}
-			if err != nil {
-				var op *net.OpError
-				if errors.As(err, &op) && op.Op == "dial" {
-					return fmt.Errorf("cannot publish %s: cannot reach a broker at %s: is `simtel broker` running there? (%w)", lf.policy, lf.brokers, err)
-				}
-				if errors.Is(err, context.DeadlineExceeded) {
-					return fmt.Errorf("cannot publish %s within %v: is a broker reachable at %s? (%w)", lf.policy, timeout, lf.brokers, err)
-				}
-				return fmt.Errorf("cannot publish %s: %w", lf.policy, err)
-			}
-			enc := json.NewEncoder(stdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(m)
+			return runLearnerPublish(cmd, g, lf, &o)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "-", "file to publish; - is standard input")
-	cmd.Flags().StringArrayVar(&meta, "meta", nil, "metadata key=value stored in the manifest (repeatable)")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
-	cmd.Flags().IntVar(&keep, "keep", learner.DefaultKeep, "versions the topic's retention keeps (at least 2)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (0: no limit)")
+	cmd.Flags().StringVarP(&o.file, "file", "f", "-", "file to publish; - is standard input")
+	cmd.Flags().StringArrayVar(&o.meta, "meta", nil, "metadata key=value stored in the manifest (repeatable)")
+	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
+	cmd.Flags().IntVar(&o.keep, "keep", learner.DefaultKeep, "versions the topic's retention keeps (at least 2)")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "give up after this long (0: no limit)")
 	return cmd
+}
+
+func runLearnerPublish(cmd *cobra.Command, g *globalFlags, lf *learnerFlags, o *learnerPublishFlags) error {
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	if lf.policy == "" {
+		return errors.New("no policy: pass --policy NAME")
+	}
+	if err := learner.CheckPolicyName(lf.policy); err != nil {
+		return fmt.Errorf("--policy: %w", err)
+	}
+	md, err := publishMeta(o.meta)
+	if err != nil {
+		return err
+	}
+	in, size, err := openInput(o.file)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	brokers := splitList(lf.brokers)
+	if len(brokers) == 0 {
+		return errors.New("no brokers: pass --brokers HOST:PORT")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return fmt.Errorf("cannot create client for %s: %w", lf.brokers, err)
+	}
+	defer cl.Close()
+	ctx := cmd.Context()
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	var bar *progressbar.ProgressBar
+	var progress func(int64)
+	if !o.quiet && term.IsTerminal(int(os.Stderr.Fd())) && (size < 0 || size >= 4<<20) {
+		bar = publishBar(size, lf.policy)
+		progress = func(sent int64) { bar.Set64(sent) }
+	}
+	m, err := learner.NewPublisher(cl, log, learner.KeepVersions(o.keep)).Publish(ctx, lf.policy, in, md, progress)
+	if bar != nil {
+		bar.Finish()
+	}
+	if err != nil {
+		return publishErr(err, lf, o.timeout)
+	}
+	enc := json.NewEncoder(stdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(m)
+}
+
+// publishMeta reads --meta key=value pairs.
+func publishMeta(kvs []string) (map[string]string, error) {
+	md := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--meta %q is not key=value", kv)
+		}
+		md[k] = v
+	}
+	return md, nil
+}
+
+// publishBar is the progress bar of a publish of size bytes (-1: unknown).
+func publishBar(size int64, policy string) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(size,
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription("publishing "+policy),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSpinnerType(14),
+		progressbar.OptionFullWidth(),
+		progressbar.OptionClearOnFinish(),
+	)
+}
+
+// publishErr says why a publish failed, with advice when no broker could
+// be reached.
+func publishErr(err error, lf *learnerFlags, timeout time.Duration) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return fmt.Errorf("cannot publish %s: cannot reach a broker at %s: is `simtel broker` running there? (%w)", lf.policy, lf.brokers, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("cannot publish %s within %v: is a broker reachable at %s? (%w)", lf.policy, timeout, lf.brokers, err)
+	}
+	return fmt.Errorf("cannot publish %s: %w", lf.policy, err)
 }
 
 // openInput opens the file to publish (- or empty: stdin) and returns its

@@ -37,57 +37,16 @@ when a hook could not refresh the registry).`,
 			if source != "runs" && source != "jobs" {
 				return fmt.Errorf("--source %q is not runs or jobs", source)
 			}
-			log, err := g.logger()
+			runs, err := readRuns(cmd.Context(), g, brokers, source, timeout)
 			if err != nil {
 				return err
-			}
-			reg, err := scheduler.Open(scheduler.Config{Brokers: splitList(brokers), Logger: log})
-			if err != nil {
-				return err
-			}
-			defer reg.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			var runs []scheduler.Run
-			if source == "jobs" {
-				runs, err = reg.FoldJobs(ctx)
-			} else {
-				runs, err = reg.Runs(ctx)
-			}
-			if errors.Is(err, scheduler.ErrNoTopic) {
-				runs, err = nil, nil // nothing published yet: no runs
-			}
-			if err != nil {
-				return fmt.Errorf("cannot read the run registry from %s within %v: is `simtel broker` running there? (%w)", brokers, timeout, err)
 			}
 			if run != "" {
-				var one []scheduler.Run
-				for _, r := range runs {
-					if r.Run == run {
-						one = append(one, r)
-					}
-				}
-				if len(one) == 0 {
+				if runs = onlyRun(runs, run); len(runs) == 0 {
 					return fmt.Errorf("run %q is not in the registry (--source %s): see `simtel runs` for the known runs", run, source)
 				}
-				runs = one
 			}
-			if format == "json" {
-				enc := json.NewEncoder(stdout())
-				enc.SetIndent("", "  ")
-				if runs == nil {
-					runs = []scheduler.Run{}
-				}
-				return enc.Encode(runs)
-			}
-			tw := tabwriter.NewWriter(stdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tJOB\tUSER\tNAME\tNODES\tSTATE\tEXIT\tSTART\tEND\tDURATION")
-			for _, r := range runs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Run, dash(r.JobID), dash(r.User), dash(r.Name),
-					dash(strings.Join(r.Nodes, ",")), r.State, dash(scheduler.ExitStatus(r.ExitCode)),
-					stamp(r.Started), stamp(r.Ended), duration(r))
-			}
-			return tw.Flush()
+			return printRuns(runs, format)
 		},
 	}
 	f := cmd.Flags()
@@ -97,6 +56,66 @@ when a hook could not refresh the registry).`,
 	f.StringVar(&source, "source", "runs", "runs (the registry topic) or jobs (fold the events)")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
 	return cmd
+}
+
+// readRuns reads the run registry from the runs topic, or folds the jobs
+// topic with source "jobs". Nothing published yet is no runs.
+func readRuns(ctx context.Context, g *globalFlags, brokers, source string, timeout time.Duration) ([]scheduler.Run, error) {
+	log, err := g.logger()
+	if err != nil {
+		return nil, err
+	}
+	reg, err := scheduler.Open(scheduler.Config{Brokers: splitList(brokers), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	defer reg.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var runs []scheduler.Run
+	if source == "jobs" {
+		runs, err = reg.FoldJobs(ctx)
+	} else {
+		runs, err = reg.Runs(ctx)
+	}
+	if errors.Is(err, scheduler.ErrNoTopic) {
+		runs, err = nil, nil // nothing published yet: no runs
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the run registry from %s within %v: is `simtel broker` running there? (%w)", brokers, timeout, err)
+	}
+	return runs, nil
+}
+
+// onlyRun keeps the entries of run.
+func onlyRun(runs []scheduler.Run, run string) []scheduler.Run {
+	var one []scheduler.Run
+	for _, r := range runs {
+		if r.Run == run {
+			one = append(one, r)
+		}
+	}
+	return one
+}
+
+// printRuns prints runs as a table or as JSON.
+func printRuns(runs []scheduler.Run, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(stdout())
+		enc.SetIndent("", "  ")
+		if runs == nil {
+			runs = []scheduler.Run{}
+		}
+		return enc.Encode(runs)
+	}
+	tw := tabwriter.NewWriter(stdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tJOB\tUSER\tNAME\tNODES\tSTATE\tEXIT\tSTART\tEND\tDURATION")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Run, dash(r.JobID), dash(r.User), dash(r.Name),
+			dash(strings.Join(r.Nodes, ",")), r.State, dash(scheduler.ExitStatus(r.ExitCode)),
+			stamp(r.Started), stamp(r.Ended), duration(r))
+	}
+	return tw.Flush()
 }
 
 func dash(s string) string {
