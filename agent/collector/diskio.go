@@ -32,10 +32,7 @@ type diskCounters [numDiskCounters]uint64
 var diskKeys = [numDiskCounters]string{"reads", "writes", "read_bytes", "write_bytes", "read_time", "write_time",
 	"io_time", "weighted_io_time", "iops_in_progress", "merged_reads", "merged_writes"}
 
-var diskRateKeys = [...]struct {
-	i   int
-	key string
-}{
+var diskRateKeys = [...]rateKey{
 	{dReadBytes, "read_bytes_per_sec"},
 	{dWriteBytes, "write_bytes_per_sec"},
 	{dReads, "reads_per_sec"},
@@ -100,31 +97,16 @@ func parseDiskstats(b []byte, dst []diskLine) []diskLine {
 	return dst
 }
 
-// diskDev is what Collect remembers about a device between calls.
-type diskDev struct {
-	name    string // tag value
-	include bool   // passes the name filter
-	prev    diskCounters
-	seen    uint64 // generation of the last call that saw it
-}
-
 type diskState struct {
-	only     map[string]bool // Config.Devices; nil for the default filter
-	sysBlock string          // SysRoot/class/block
-	devs     map[string]*diskDev
+	deviceTable[diskCounters] // only holds Config.Devices
+
+	sysBlock string // SysRoot/class/block
 	lines    []diskLine
-	gen      uint64
 }
 
 func (s *diskState) init(only []string, sysBlock string) {
-	s.devs = make(map[string]*diskDev)
 	s.sysBlock = sysBlock
-	if len(only) > 0 {
-		s.only = make(map[string]bool, len(only))
-		for _, n := range only {
-			s.only[n] = true
-		}
-	}
+	s.deviceTable.init(only, s.included)
 }
 
 // included decides, once per device name, whether it is reported: the
@@ -205,38 +187,14 @@ func (c *Collector) collectDiskLocked(now time.Time, dt float64) {
 	s.lines = parseDiskstats(b, s.lines)
 	for i := range s.lines {
 		l := &s.lines[i]
-		d := s.devs[string(l.name)]
-		if d == nil {
-			name := string(l.name)
-			d = &diskDev{name: tagValue(name), include: s.included(name)}
-			s.devs[name] = d
-		}
-		havePrev := d.seen != 0 && d.seen == s.gen-1
-		d.seen = s.gen
-		prev := d.prev
-		d.prev = l.c
+		d, prev, havePrev := s.see(l.name, l.c)
 		if !d.include || (s.only == nil && l.c[dReads] == 0 && l.c[dWrites] == 0) {
 			continue // a never-used device is noise unless asked for
 		}
 		c.beginLocked("diskio")
 		c.mu.enc.AddTag("name", d.name)
-		for j, v := range l.c {
-			c.addUint(diskKeys[j], v)
-		}
-		if havePrev && dt > 0 {
-			for _, r := range diskRateKeys {
-				if cur, prev := l.c[r.i], prev[r.i]; cur >= prev {
-					c.addFloat(r.key, float64(cur-prev)/dt)
-				}
-			}
-		}
+		c.addCountersLocked(diskKeys[:], l.c[:], prev[:], diskRateKeys[:], dt, havePrev)
 		c.endLocked(now)
 	}
-	if len(s.devs) > len(s.lines) {
-		for name, d := range s.devs {
-			if d.seen != s.gen {
-				delete(s.devs, name)
-			}
-		}
-	}
+	s.forget(len(s.lines))
 }

@@ -11,10 +11,7 @@ type netCounters [8]uint64
 var netKeys = [8]string{"bytes_recv", "packets_recv", "err_in", "drop_in", "bytes_sent", "packets_sent", "err_out", "drop_out"}
 
 // netRateKeys name the per-second rates of netCounters[0], [1], [4] and [5].
-var netRateKeys = [...]struct {
-	i   int
-	key string
-}{
+var netRateKeys = [...]rateKey{
 	{0, "bytes_recv_per_sec"},
 	{1, "packets_recv_per_sec"},
 	{4, "bytes_sent_per_sec"},
@@ -66,30 +63,13 @@ func parseNetDev(b []byte, dst []netLine) []netLine {
 	return dst
 }
 
-// netIface is what Collect remembers about an interface between calls.
-type netIface struct {
-	name    string // tag value
-	include bool
-	prev    netCounters
-	seen    uint64 // generation of the last call that saw it
-}
-
 type netState struct {
-	only   map[string]bool // Config.Interfaces; nil for the default filter
-	ifaces map[string]*netIface
-	lines  []netLine
-	gen    uint64
+	deviceTable[netCounters] // only holds Config.Interfaces
+
+	lines []netLine
 }
 
-func (s *netState) init(only []string) {
-	s.ifaces = make(map[string]*netIface)
-	if len(only) > 0 {
-		s.only = make(map[string]bool, len(only))
-		for _, n := range only {
-			s.only[n] = true
-		}
-	}
-}
+func (s *netState) init(only []string) { s.deviceTable.init(only, s.included) }
 
 func (s *netState) included(name string) bool {
 	if s.only != nil {
@@ -112,38 +92,14 @@ func (c *Collector) collectNetLocked(now time.Time, dt float64) {
 	s.lines = parseNetDev(b, s.lines)
 	for i := range s.lines {
 		l := &s.lines[i]
-		ifc := s.ifaces[string(l.name)]
-		if ifc == nil {
-			name := string(l.name)
-			ifc = &netIface{name: tagValue(name), include: s.included(name)}
-			s.ifaces[name] = ifc
-		}
-		havePrev := ifc.seen != 0 && ifc.seen == s.gen-1
-		ifc.seen = s.gen
+		ifc, prev, havePrev := s.see(l.name, l.c)
 		if !ifc.include || (s.only == nil && l.c[1] == 0 && l.c[5] == 0) {
-			ifc.prev = l.c
 			continue // an interface that never moved a packet is noise unless asked for
 		}
 		c.beginLocked("net")
 		c.mu.enc.AddTag("interface", ifc.name)
-		for j, v := range l.c {
-			c.addUint(netKeys[j], v)
-		}
-		if havePrev && dt > 0 {
-			for _, r := range netRateKeys {
-				if cur, prev := l.c[r.i], ifc.prev[r.i]; cur >= prev {
-					c.addFloat(r.key, float64(cur-prev)/dt)
-				}
-			}
-		}
+		c.addCountersLocked(netKeys[:], l.c[:], prev[:], netRateKeys[:], dt, havePrev)
 		c.endLocked(now)
-		ifc.prev = l.c
 	}
-	if len(s.ifaces) > len(s.lines) {
-		for name, ifc := range s.ifaces {
-			if ifc.seen != s.gen {
-				delete(s.ifaces, name)
-			}
-		}
-	}
+	s.forget(len(s.lines))
 }
