@@ -117,20 +117,17 @@ func headSpool(t *testing.T, n, batch int) (dir, head string, ends []int64, firs
 	cfg := smallConfig(t, dir)
 	cfg.SegmentBytes = 64 << 10
 	s := mustOpen(t, cfg)
-	for i := 0; i < n; i += batch {
-		mustAppend(t, s, recs(0, i, min(batch, n-i)))
-	}
+	appendRange(t, s, 0, n, batch)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	files := segmentFiles(t, dir)
 	head = files[len(files)-1]
 	h, _ := os.ReadFile(head)
-	base, seq, ok := decodeHeader(segMagic, h)
+	_, seq, ok := decodeHeader(segMagic, h)
 	if !ok {
 		t.Fatal("bad head header")
 	}
-	_ = base
 	off := int64(segHeaderSize)
 	for i := int(seq); i < n; i++ {
 		r := rec(0, i)
@@ -252,18 +249,14 @@ func TestCorruptHeadFrame(t *testing.T) {
 // skips the rest of that segment (counting it) and continues with the
 // next; it never returns the damaged record.
 func TestCorruptSealedSegment(t *testing.T) {
-	dir := t.TempDir()
-	s := mustOpen(t, smallConfig(t, dir))
 	const n = 200
-	for i := 0; i < n; i += 10 {
-		mustAppend(t, s, recs(0, i, 10))
+	dir, files := closedSpool(t, n)
+	_, seq1 := segmentHeader(t, files[1])
+	_, seq2 := segmentHeader(t, files[2])
+	b, err := os.ReadFile(files[1])
+	if err != nil {
+		t.Fatal(err)
 	}
-	s.Close()
-	files := segmentFiles(t, dir)
-	b, _ := os.ReadFile(files[1])
-	_, seq1, _ := decodeHeader(segMagic, b)
-	h2, _ := os.ReadFile(files[2])
-	_, seq2, _ := decodeHeader(segMagic, h2)
 	// Damage the third record of the second segment.
 	r := rec(0, int(seq1))
 	off := segHeaderSize + 2*frameSize(len(r.Key), len(r.Value)) + 30
@@ -272,7 +265,7 @@ func TestCorruptSealedSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s = mustOpen(t, smallConfig(t, dir))
+	s := mustOpen(t, smallConfig(t, dir))
 	got, _ := readAvailable(t, s, 0, 0)
 	// Records before the damage, then the next segment onwards.
 	wantN := int(seq1) + 2 + (n - int(seq2))
@@ -299,9 +292,7 @@ func TestCrashCursorBound(t *testing.T) {
 	cfg.CheckpointInterval = time.Hour // only explicit checkpoints
 	s := mustOpen(t, cfg)
 	const n = 400
-	for i := 0; i < n; i += 10 {
-		mustAppend(t, s, recs(0, i, 10))
-	}
+	appendRange(t, s, 0, n, 10)
 	_, p100 := readN(t, s, 100)
 	if err := s.Ack(p100); err != nil {
 		t.Fatal(err)
@@ -320,8 +311,7 @@ func TestCrashCursorBound(t *testing.T) {
 	crash := filepath.Join(t.TempDir(), "crash")
 	copyDir(t, dir, crash)
 	files := segmentFiles(t, crash)
-	h, _ := os.ReadFile(files[0])
-	_, oldestSeq, _ := decodeHeader(segMagic, h)
+	_, oldestSeq := segmentHeader(t, files[0])
 	wantFrom := max(100, int(oldestSeq))
 	c := mustOpen(t, smallConfig(t, crash))
 	got, _ := readN(t, c, n-wantFrom)
@@ -539,18 +529,10 @@ func TestHelperAppender(t *testing.T) {
 // before its sync could: Read delivers its whole records, skips the lost
 // tail (counting it) and goes on with the next segment.
 func TestShortSealedSegment(t *testing.T) {
-	dir := t.TempDir()
-	s := mustOpen(t, smallConfig(t, dir))
 	const n = 200
-	for i := 0; i < n; i += 10 {
-		mustAppend(t, s, recs(0, i, 10))
-	}
-	s.Close()
-	files := segmentFiles(t, dir)
-	h1, _ := os.ReadFile(files[1])
-	_, seq1, _ := decodeHeader(segMagic, h1)
-	h2, _ := os.ReadFile(files[2])
-	base2, seq2, _ := decodeHeader(segMagic, h2)
+	dir, files := closedSpool(t, n)
+	_, seq1 := segmentHeader(t, files[1])
+	base2, seq2 := segmentHeader(t, files[2])
 	// Keep the header and 3 whole records plus half of the fourth.
 	keep := int64(segHeaderSize)
 	for i := range 3 {
@@ -562,7 +544,7 @@ func TestShortSealedSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s = mustOpen(t, smallConfig(t, dir))
+	s := mustOpen(t, smallConfig(t, dir))
 	got, _ := readAvailable(t, s, 0, 0)
 	want := int(seq1) + 3 + (n - int(seq2))
 	if len(got) != want {

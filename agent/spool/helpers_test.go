@@ -80,6 +80,44 @@ func mustAppend(t testing.TB, s *Spool, rs []Record) {
 	}
 }
 
+// appendRange appends records from to to-1 of producer 0, batch records per
+// Append (the last one shorter if need be).
+func appendRange(t testing.TB, s *Spool, from, to, batch int) {
+	t.Helper()
+	for i := from; i < to; i += batch {
+		mustAppend(t, s, recs(0, i, min(batch, to-i)))
+	}
+}
+
+// closedSpool writes n records, ten per Append, to a spool with small
+// segments in a fresh directory, closes it and returns the directory and
+// its segment files, oldest first.
+func closedSpool(t testing.TB, n int) (dir string, files []string) {
+	t.Helper()
+	dir = t.TempDir()
+	s := mustOpen(t, smallConfig(t, dir))
+	appendRange(t, s, 0, n, 10)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, segmentFiles(t, dir)
+}
+
+// segmentHeader returns the base offset and first sequence number in the
+// header of the segment file at path.
+func segmentHeader(t testing.TB, path string) (base, seq uint64) {
+	t.Helper()
+	h, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, seq, ok := decodeHeader(segMagic, h)
+	if !ok {
+		t.Fatalf("%s: bad segment header", path)
+	}
+	return base, seq
+}
+
 // copyRecs deep-copies records read from the spool (their memory is
 // reused after Ack).
 func copyRecs(rs []Record) []Record {

@@ -255,9 +255,7 @@ func TestDiskFull(t *testing.T) {
 	// Space is back: appends continue the stream without a gap,
 	// across rotations.
 	mode.Store(0)
-	for i := next; i < 200; i += 10 {
-		mustAppend(t, s, recs(0, i, 10))
-	}
+	appendRange(t, s, next, 200, 10)
 	more, _ := readN(t, s, 190)
 	checkSeq(t, more, 0, 10)
 	if st := s.Stats(); st.WriteErrors != 3 || st.AppendedTotal != 200 {

@@ -150,9 +150,7 @@ func TestRotationAndDeletion(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, smallConfig(t, dir))
 	const n = 300
-	for i := 0; i < n; i += 10 {
-		mustAppend(t, s, recs(0, i, 10))
-	}
+	appendRange(t, s, 0, n, 10)
 	files := segmentFiles(t, dir)
 	st := s.Stats()
 	if len(files) < 4 || st.Segments != len(files) {
@@ -261,9 +259,7 @@ func TestAckPastReader(t *testing.T) {
 func TestRestartRedeliversUnacked(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, smallConfig(t, dir))
-	for i := 0; i < 500; i += 25 {
-		mustAppend(t, s, recs(0, i, 25))
-	}
+	appendRange(t, s, 0, 500, 25)
 	_, p200 := readN(t, s, 200)
 	if err := s.Ack(p200); err != nil {
 		t.Fatal(err)
