@@ -13,7 +13,7 @@ import (
 // elsewhere is a broker of a cluster that coordinates no group.
 type elsewhere struct{}
 
-func (elsewhere) Single() *Coordinator                       { return nil }
+func (elsewhere) Single() *Coordinator                        { return nil }
 func (elsewhere) CoordinatorFor(string) (*Coordinator, int16) { return nil, kerr.NotCoordinator.Code }
 func (elsewhere) Served() []*Coordinator                      { return nil }
 

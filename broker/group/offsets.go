@@ -22,17 +22,7 @@ import (
 // other partitions, and of other groups, go to the store concurrently and
 // share its fsyncs.
 func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
-	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	for _, t := range req.Topics {
-		rt := kmsg.NewOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetCommitResponseTopicPartition()
-			rp.Partition = p.Partition
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
+	resp := offsetCommitResponse(req, 0)
 	setAll := func(e *kerr.Error) *kmsg.OffsetCommitResponse {
 		for i := range resp.Topics {
 			for j := range resp.Topics[i].Partitions {
@@ -61,7 +51,7 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCo
 		off  CommittedOffset
 	}
 	var items []item
-	known := make(map[string]int32)
+	exists := c.partitionCheck()
 	now := c.now().UnixMilli()
 	for i, t := range req.Topics {
 		for j, p := range t.Partitions {
@@ -74,18 +64,9 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCo
 				rp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 				continue
 			}
-			if c.topicPartitions != nil {
-				n, ok := known[t.Topic]
-				if !ok {
-					if n, ok = c.topicPartitions(t.Topic); !ok {
-						n = -1
-					}
-					known[t.Topic] = n
-				}
-				if p.Partition < 0 || p.Partition >= n {
-					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-					continue
-				}
+			if !exists(t.Topic, p.Partition) {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
 			}
 			epoch := int32(-1)
 			if req.Version >= 6 {
@@ -160,6 +141,45 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCo
 		}
 	}
 	return resp
+}
+
+// offsetCommitResponse returns the response to req with every partition
+// in it answered code.
+func offsetCommitResponse(req *kmsg.OffsetCommitRequest, code int16) *kmsg.OffsetCommitResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.ErrorCode = code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// partitionCheck returns a function that tells whether a partition of a
+// topic exists, asking Config.TopicPartitions once per topic (every
+// partition exists when it is not set). Called outside mu:
+// TopicPartitions calls into the broker's metadata.
+func (c *Coordinator) partitionCheck() func(topic string, partition int32) bool {
+	if c.topicPartitions == nil {
+		return func(string, int32) bool { return true }
+	}
+	known := make(map[string]int32)
+	return func(topic string, partition int32) bool {
+		n, ok := known[topic]
+		if !ok {
+			if n, ok = c.topicPartitions(topic); !ok {
+				n = -1
+			}
+			known[topic] = n
+		}
+		return partition >= 0 && partition < n
+	}
 }
 
 // validateCommitLocked mirrors Kafka's ClassicGroup.validateOffsetCommit.
@@ -364,7 +384,7 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDe
 		tp   TopicPartition
 	}
 	var items []item
-	known := make(map[string]int32)
+	exists := c.partitionCheck()
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetDeleteResponseTopic()
 		rt.Topic = t.Topic
@@ -378,18 +398,9 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDe
 	for i, t := range req.Topics {
 		for j, p := range t.Partitions {
 			rp := &resp.Topics[i].Partitions[j]
-			if c.topicPartitions != nil {
-				n, ok := known[t.Topic]
-				if !ok {
-					if n, ok = c.topicPartitions(t.Topic); !ok {
-						n = -1
-					}
-					known[t.Topic] = n
-				}
-				if p.Partition < 0 || p.Partition >= n {
-					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-					continue
-				}
+			if !exists(t.Topic, p.Partition) {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
 			}
 			items = append(items, item{code: &rp.ErrorCode, tp: TopicPartition{strings.Clone(t.Topic), p.Partition}})
 		}

@@ -32,19 +32,7 @@ func ErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 		resp.ErrorCode = code
 		return resp
 	case *kmsg.OffsetCommitRequest:
-		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range r.Topics {
-			t := kmsg.NewOffsetCommitResponseTopic()
-			t.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				p := kmsg.NewOffsetCommitResponseTopicPartition()
-				p.Partition = rp.Partition
-				p.ErrorCode = code
-				t.Partitions = append(t.Partitions, p)
-			}
-			resp.Topics = append(resp.Topics, t)
-		}
-		return resp
+		return offsetCommitResponse(r, code)
 	case *kmsg.OffsetFetchRequest:
 		resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
 		resp.ErrorCode = code
