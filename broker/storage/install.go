@@ -48,18 +48,10 @@ func (l *Log) AppendRaw(b []byte, batches []BatchHeader) (lastOffset int64, err 
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 
-	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return 0, ErrClosed
+	active, end, err := l.appendTarget()
+	if err != nil {
+		return 0, err
 	}
-	if err := l.mu.syncErr; err != nil {
-		l.mu.Unlock()
-		return 0, fmt.Errorf("log unusable after failed fsync: %w", err)
-	}
-	active := l.mu.segs[len(l.mu.segs)-1]
-	end := l.mu.end
-	l.mu.Unlock()
 	first, last := batches[0].BaseOffset, batches[len(batches)-1].LastOffset()
 	if first < end {
 		return 0, fmt.Errorf("copied batch at offset %d is below the log end %d: %w", first, end, ErrOffsetOutOfRange)
@@ -74,11 +66,8 @@ func (l *Log) AppendRaw(b []byte, batches []BatchHeader) (lastOffset int64, err 
 		return 0, fmt.Errorf("copied batches span offsets %d..%d, too far from segment base %d: %w", first, last, active.base, ErrBatchTooLarge)
 	}
 	writePos := active.size
-	if _, err := active.file.f.WriteAt(b, writePos); err != nil {
-		if terr := active.file.f.Truncate(writePos); terr != nil {
-			l.setSyncErr(fmt.Errorf("cannot truncate segment %q after failed write: %w", active.path, terr))
-		}
-		return 0, fmt.Errorf("cannot write segment %q: %w", active.path, err)
+	if err := l.writeActive(active, b); err != nil {
+		return 0, err
 	}
 	interval := int64(cfg.IndexIntervalBytes)
 	l.mu.Lock()

@@ -268,18 +268,10 @@ func (l *Log) Append(b []byte, batches []BatchHeader, leaderEpoch int32) (firstO
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 
-	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return 0, 0, ErrClosed
+	active, first, err := l.appendTarget()
+	if err != nil {
+		return 0, 0, err
 	}
-	if err := l.mu.syncErr; err != nil {
-		l.mu.Unlock()
-		return 0, 0, fmt.Errorf("log unusable after failed fsync: %w", err)
-	}
-	active := l.mu.segs[len(l.mu.segs)-1]
-	first := l.mu.end
-	l.mu.Unlock()
 
 	now := l.now()
 	if active.size > 0 && (active.size+int64(len(b)) > cfg.SegmentBytes ||
@@ -303,13 +295,8 @@ func (l *Log) Append(b []byte, batches []BatchHeader, leaderEpoch int32) (firstO
 	}
 
 	writePos := active.size
-	if _, err := active.file.f.WriteAt(b, writePos); err != nil {
-		// Drop any partial write so the file still ends on a batch
-		// boundary; if even that fails the file can no longer be trusted.
-		if terr := active.file.f.Truncate(writePos); terr != nil {
-			l.setSyncErr(fmt.Errorf("cannot truncate segment %q after failed write: %w", active.path, terr))
-		}
-		return 0, 0, fmt.Errorf("cannot write segment %q: %w", active.path, err)
+	if err := l.writeActive(active, b); err != nil {
+		return 0, 0, err
 	}
 
 	interval := int64(cfg.IndexIntervalBytes)
@@ -331,6 +318,35 @@ func (l *Log) Append(b []byte, batches []BatchHeader, leaderEpoch int32) (firstO
 	l.observeAppendLocked(b, batches, first)
 	l.mu.Unlock()
 	return first, off - 1, nil
+}
+
+// appendTarget returns the active segment and the end offset for an
+// append, or why the log takes none. Called with appendMu held.
+func (l *Log) appendTarget() (active *segment, end int64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return nil, 0, ErrClosed
+	}
+	if err := l.mu.syncErr; err != nil {
+		return nil, 0, fmt.Errorf("log unusable after failed fsync: %w", err)
+	}
+	return l.mu.segs[len(l.mu.segs)-1], l.mu.end, nil
+}
+
+// writeActive writes b at the end of the active segment. Called with
+// appendMu held.
+func (l *Log) writeActive(active *segment, b []byte) error {
+	writePos := active.size
+	if _, err := active.file.f.WriteAt(b, writePos); err != nil {
+		// Drop any partial write so the file still ends on a batch
+		// boundary; if even that fails the file can no longer be trusted.
+		if terr := active.file.f.Truncate(writePos); terr != nil {
+			l.setSyncErr(fmt.Errorf("cannot truncate segment %q after failed write: %w", active.path, terr))
+		}
+		return fmt.Errorf("cannot write segment %q: %w", active.path, err)
+	}
+	return nil
 }
 
 // checkAppend verifies that batches tile b exactly and returns how many
