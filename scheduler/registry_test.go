@@ -21,10 +21,7 @@ func TestRegistryConcurrentEpilogs(t *testing.T) {
 	addr := brokertest.Start(t).Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	g, err := Open(Config{Brokers: []string{addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustOpen(t, addr)
 	defer g.Close()
 
 	nodes := []string{"n1", "n2", "n3"}
@@ -105,15 +102,22 @@ func TestRegistryConcurrentEpilogs(t *testing.T) {
 	}
 }
 
+// mustOpen opens a Registry on the broker at addr.
+func mustOpen(t *testing.T, addr string) *Registry {
+	t.Helper()
+	g, err := Open(Config{Brokers: []string{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // latestRuns reads the runs topic and keeps only the newest record per run.
 func latestRuns(t *testing.T, addr string) map[string]Run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	g, err := Open(Config{Brokers: []string{addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustOpen(t, addr)
 	defer g.Close()
 	starts, err := g.startOffsets(ctx, RunsTopic, time.Time{})
 	if err != nil {

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -376,32 +377,20 @@ func NaturalCompare(a, b string) int {
 			}
 			na, nb := trimZeros(a[si:i]), trimZeros(b[sj:j])
 			if len(na) != len(nb) {
-				return cmpInt(len(na), len(nb))
+				return cmp.Compare(len(na), len(nb))
 			}
 			if na != nb {
-				if na < nb {
-					return -1
-				}
-				return 1
+				return cmp.Compare(na, nb)
 			}
 			continue
 		}
 		if ca != cb {
-			return cmpInt(int(ca), int(cb))
+			return cmp.Compare(ca, cb)
 		}
 		i++
 		j++
 	}
-	if c := cmpInt(len(a)-i, len(b)-j); c != 0 {
-		return c
-	}
-	if a < b {
-		return -1
-	}
-	if a > b {
-		return 1
-	}
-	return 0
+	return cmp.Or(cmp.Compare(len(a)-i, len(b)-j), cmp.Compare(a, b))
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
@@ -411,16 +400,6 @@ func trimZeros(s string) string {
 		s = s[1:]
 	}
 	return s
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ExitStatus formats an exit code for tables: "" when unknown.

@@ -25,10 +25,7 @@ func TestWatcherRepairsTheCache(t *testing.T) {
 	t.Logf("broker up in %v", time.Since(t0))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	g, err := Open(Config{Brokers: []string{addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := mustOpen(t, addr)
 	defer g.Close()
 	nodes := []string{"n1", "n2"}
 	evs := []Event{
