@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -51,23 +52,7 @@ type Position struct {
 
 // Compare orders positions: -1, 0 or +1.
 func (p Position) Compare(q Position) int {
-	switch {
-	case p.Time != q.Time:
-		return cmpInt(p.Time, q.Time)
-	case p.Partition != q.Partition:
-		return cmpInt(int64(p.Partition), int64(q.Partition))
-	}
-	return cmpInt(p.Offset, q.Offset)
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Or(cmp.Compare(p.Time, q.Time), cmp.Compare(p.Partition, q.Partition), cmp.Compare(p.Offset, q.Offset))
 }
 
 // SamplePosition is the position of a telemetry sample.
