@@ -48,6 +48,44 @@ func (tn *testNode) stop() {
 	<-tn.done
 }
 
+// clusterConfigs returns the Configs of n nodes with fresh directories and
+// addresses that bootstrap a controller of three: node 0 starts without
+// Join, the others join through its gossip address.
+func clusterConfigs(t *testing.T, n int) []Config {
+	cfgs := make([]Config, n)
+	for i := range cfgs {
+		cfgs[i] = Config{NodeID: int32(i), DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:" + strconv.Itoa(9000+i),
+			RaftListen: freeAddr(t), GossipListen: freeAddr(t), BootstrapExpect: 3}
+		if i > 0 {
+			cfgs[i].Join = []string{cfgs[0].GossipListen}
+		}
+	}
+	return cfgs
+}
+
+func startNodes(t *testing.T, cfgs []Config) []*testNode {
+	var nodes []*testNode
+	for _, c := range cfgs {
+		nodes = append(nodes, startNode(t, c))
+	}
+	return nodes
+}
+
+// raftServer returns the server id of n's raft configuration; ok is false
+// when it is not there or the configuration cannot be read.
+func raftServer(n *testNode, id string) (s raft.Server, ok bool) {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return raft.Server{}, false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return s, true
+		}
+	}
+	return raft.Server{}, false
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -67,19 +105,12 @@ func TestNodesBootstrapForwardJoin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs raft elections")
 	}
-	cfgs := make([]Config, 4)
+	cfgs := clusterConfigs(t, 4)
 	for i := range cfgs {
-		cfgs[i] = Config{NodeID: int32(i), DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:" + strconv.Itoa(9000+i),
-			RaftListen: freeAddr(t), GossipListen: freeAddr(t), BootstrapExpect: 3, MaxVoters: 3}
-		if i > 0 {
-			cfgs[i].Join = []string{cfgs[0].GossipListen}
-		}
+		cfgs[i].MaxVoters = 3
 	}
 	cfgs[3].BootstrapExpect = 0
-	var nodes []*testNode
-	for _, c := range cfgs[:3] {
-		nodes = append(nodes, startNode(t, c))
-	}
+	nodes := startNodes(t, cfgs[:3])
 	leader := func() *testNode {
 		for _, n := range nodes {
 			if n.IsLeader() {
@@ -131,16 +162,8 @@ func TestNodesBootstrapForwardJoin(t *testing.T) {
 		if l == nil || !l.Metadata().Brokers[3].Alive {
 			return false
 		}
-		f := l.raft.GetConfiguration()
-		if f.Error() != nil {
-			return false
-		}
-		for _, s := range f.Configuration().Servers {
-			if s.ID == "3" {
-				return s.Suffrage == raft.Nonvoter
-			}
-		}
-		return false
+		s, ok := raftServer(l, "3")
+		return ok && s.Suffrage == raft.Nonvoter
 	})
 	waitFor(t, "node 3 has the metadata", func() bool { return nodes[3].Metadata().Topics["fwd"] != nil })
 

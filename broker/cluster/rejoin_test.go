@@ -47,18 +47,8 @@ func TestRestartWithoutJoinRejoins(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs raft elections")
 	}
-	cfgs := make([]Config, 3)
-	for i := range cfgs {
-		cfgs[i] = Config{NodeID: int32(i), DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:9000",
-			RaftListen: freeAddr(t), GossipListen: freeAddr(t), BootstrapExpect: 3}
-		if i > 0 {
-			cfgs[i].Join = []string{cfgs[0].GossipListen}
-		}
-	}
-	var nodes []*testNode
-	for _, c := range cfgs {
-		nodes = append(nodes, startNode(t, c))
-	}
+	cfgs := clusterConfigs(t, 3)
+	nodes := startNodes(t, cfgs)
 	aliveEverywhere := func(want int) func() bool {
 		return func() bool {
 			for _, n := range nodes {
@@ -121,15 +111,7 @@ func TestRejoinKeepsTryingKnownBroker(t *testing.T) {
 		if !a.Metadata().Brokers[5].Alive || b.Metadata().ClusterID == "" {
 			return false
 		}
-		f := a.raft.GetConfiguration()
-		if f.Error() != nil {
-			return false
-		}
-		for _, s := range f.Configuration().Servers {
-			if s.ID == "5" {
-				return true
-			}
-		}
-		return false
+		_, ok := raftServer(a, "5")
+		return ok
 	})
 }

@@ -3,7 +3,6 @@ package cluster
 import (
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -78,18 +77,7 @@ func TestCoalescedHeartbeatsAndFastElection(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs raft elections")
 	}
-	cfgs := make([]Config, 3)
-	for i := range cfgs {
-		cfgs[i] = Config{NodeID: int32(i), DataDir: t.TempDir(), KafkaAddr: "127.0.0.1:" + strconv.Itoa(9100+i),
-			RaftListen: freeAddr(t), GossipListen: freeAddr(t), BootstrapExpect: 3}
-		if i > 0 {
-			cfgs[i].Join = []string{cfgs[0].GossipListen}
-		}
-	}
-	var nodes []*testNode
-	for _, c := range cfgs {
-		nodes = append(nodes, startNode(t, c))
-	}
+	nodes := startNodes(t, clusterConfigs(t, 3))
 	waitFor(t, "a controller leader and 3 registered brokers everywhere", func() bool {
 		if leaderIndex(nodes) < 0 {
 			return false
