@@ -11,9 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go"
 
 	"github.com/simtel/simtel/internal/fsutil"
 )
@@ -80,16 +78,7 @@ func (s *s3Store) Create(ctx context.Context, key string, r io.Reader) error {
 	if err == nil {
 		return nil
 	}
-	var ae smithy.APIError
-	code := ""
-	if errors.As(err, &ae) {
-		code = ae.ErrorCode()
-	}
-	status := 0
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) {
-		status = re.HTTPStatusCode()
-	}
+	code, status := s3ErrorCode(err)
 	switch {
 	case status == http.StatusPreconditionFailed || code == "PreconditionFailed":
 		return fmt.Errorf("cannot create %s in %s: %w", key, s, ErrExists)

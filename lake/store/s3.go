@@ -105,6 +105,20 @@ type s3Error struct {
 func (e *s3Error) Error() string   { return e.msg + ": " + e.err.Error() }
 func (e *s3Error) Unwrap() []error { return []error{e.class, e.err} }
 
+// s3ErrorCode returns the S3 error code ("NoSuchKey") and the HTTP status
+// of an SDK error, "" and 0 where err carries none.
+func s3ErrorCode(err error) (code string, status int) {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	return code, status
+}
+
 // classify turns an SDK error into one that names the operation and, for
 // the failures an operator can fix, says how.
 func (s *s3Store) classify(op, key string, err error) error {
@@ -112,16 +126,7 @@ func (s *s3Store) classify(op, key string, err error) error {
 		return nil
 	}
 	what := fmt.Sprintf("%s %s in %s", op, key, s)
-	var ae smithy.APIError
-	code := ""
-	if errors.As(err, &ae) {
-		code = ae.ErrorCode()
-	}
-	status := 0
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) {
-		status = re.HTTPStatusCode()
-	}
+	code, status := s3ErrorCode(err)
 	var noKey *types.NoSuchKey
 	var notFound *types.NotFound
 	var noBucket *types.NoSuchBucket
