@@ -24,22 +24,22 @@ func BenchmarkLoad(b *testing.B) {
 			}
 		}
 	}
-	check := func(b *testing.B, s *catalog.Snapshot) {
-		if len(s.Entries) != flushes {
-			b.Fatalf("loaded %d entries, want %d", len(s.Entries), flushes)
+	load := func(b *testing.B, c *catalog.Catalog) {
+		for b.Loop() {
+			snap, err := c.Load(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(snap.Entries) != flushes {
+				b.Fatalf("loaded %d entries, want %d", len(snap.Entries), flushes)
+			}
 		}
 	}
 	b.Run("file", func(b *testing.B) {
 		s, _ := store.Open(ctx, b.TempDir(), store.Options{})
 		c := catalog.New(s)
 		fill(b, c)
-		for b.Loop() {
-			snap, err := c.Load(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			check(b, snap)
-		}
+		load(b, c)
 	})
 	srv := testutil.StartS3(b)
 	srv.SetEnv(b)
@@ -49,39 +49,20 @@ func BenchmarkLoad(b *testing.B) {
 	}
 	fill(b, catalog.New(s))
 	b.Run("s3-nocache", func(b *testing.B) {
-		c := catalog.New(s)
-		for b.Loop() {
-			snap, err := c.Load(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			check(b, snap)
-		}
+		load(b, catalog.New(s))
 	})
 	b.Run("s3-cached", func(b *testing.B) {
 		c := catalog.New(s, catalog.WithCacheDir(b.TempDir()))
 		if _, err := c.Load(ctx); err != nil {
 			b.Fatal(err)
 		}
-		for b.Loop() {
-			snap, err := c.Load(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			check(b, snap)
-		}
+		load(b, c)
 	})
 	b.Run("s3-compacted", func(b *testing.B) {
 		c := catalog.New(s)
 		if err := c.CompactEntries(ctx); err != nil {
 			b.Fatal(err)
 		}
-		for b.Loop() {
-			snap, err := c.Load(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			check(b, snap)
-		}
+		load(b, c)
 	})
 }
