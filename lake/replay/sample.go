@@ -1,8 +1,11 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/simtel/simtel/internal/lineproto"
 )
@@ -46,13 +49,23 @@ func AppendLine(dst []byte, s *Sample) ([]byte, error) {
 // and the sink reads it, into a Sample (partition and offset left zero). A
 // line without a timestamp is refused: every line the agent ships carries
 // one.
+//
+// Records another producer wrote may spell a valid line in a form the agent
+// never writes (tags out of order, a trailing newline, extra spaces): such
+// a line is read through the agent's normalisation rather than refused.
 func ParseLine(line []byte) (Sample, error) {
 	var d lineproto.Decoder
 	if err := d.Decode(line); err != nil {
-		return Sample{}, err
+		canon, hasTime, nerr := normalize(line)
+		if nerr != nil || d.Decode(canon) != nil {
+			return Sample{}, err
+		}
+		if !hasTime {
+			return Sample{}, errNoTimestamp
+		}
 	}
 	if !d.HasTime {
-		return Sample{}, fmt.Errorf("line has no timestamp")
+		return Sample{}, errNoTimestamp
 	}
 	s := Sample{Measurement: string(d.Measurement), Tags: make(map[string]string, len(d.Tags)), Fields: make(map[string]any, len(d.Fields)), Time: d.Time}
 	for _, t := range d.Tags {
@@ -62,6 +75,26 @@ func ParseLine(line []byte) (Sample, error) {
 		s.Fields[string(d.Fields[i].Key)] = d.Fields[i].Interface()
 	}
 	return s, nil
+}
+
+var errNoTimestamp = errors.New("line has no timestamp")
+
+// noTime stands for "no timestamp" when a line is normalised: the
+// normaliser gives a line without one this time, and no sample carries it.
+var noTime = time.Unix(0, math.MinInt64)
+
+// normalize returns line in the canonical form, and whether the line
+// carried its own timestamp.
+func normalize(line []byte) (canon []byte, hasTime bool, err error) {
+	n, err := lineproto.NewNormalizer(lineproto.DefaultTags{})
+	if err != nil {
+		return nil, false, err
+	}
+	canon, smp, err := n.Normalize(nil, line, lineproto.Nanosecond, noTime)
+	if err != nil {
+		return nil, false, err
+	}
+	return canon, smp.Time != noTime.UnixNano(), nil
 }
 
 // String is the sample's line, for messages and tests.

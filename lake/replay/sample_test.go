@@ -64,3 +64,25 @@ func FuzzLineRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// A line another producer spelled its own way (tags out of order, a
+// trailing newline) is read as the same sample as its canonical form; a
+// line without a timestamp is refused either way.
+func TestParseLineReadsOtherSpellings(t *testing.T) {
+	want, err := ParseLine([]byte(`cpu,host=a,run=r1 busy=0.5,n=3i 1700000000000000000`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseLine([]byte("cpu,run=r1,host=a n=3i,busy=0.5 1700000000000000000\n"))
+	if err != nil {
+		t.Fatalf("a valid line in another spelling was refused: %v", err)
+	}
+	if got.String() != want.String() {
+		t.Fatalf("got %s, want %s", got.String(), want.String())
+	}
+	for _, line := range []string{"cpu,host=a busy=0.5", "cpu,run=r1,host=a busy=0.5\n", "not a line"} {
+		if _, err := ParseLine([]byte(line)); err == nil {
+			t.Errorf("%q: accepted", line)
+		}
+	}
+}
