@@ -166,32 +166,25 @@ func writeArrow(w io.Writer, rows *sql.Rows, types []*sql.ColumnType) (int64, er
 		}
 		return nil
 	}
-	sc := newScanner(len(types))
-	var n int64
 	inBatch := 0
-	for rows.Next() {
-		if err := sc.scan(rows); err != nil {
-			return n, fmt.Errorf("cannot read row %d: %w", n+1, err)
-		}
-		for i, v := range sc.vals {
+	n, err := eachRow(rows, len(types), func(row int64, vals []any) error {
+		for i, v := range vals {
 			b := rb.Field(i)
 			if v == nil {
 				b.AppendNull()
 				continue
 			}
 			if err := cols[i].append(b, v); err != nil {
-				return n, fmt.Errorf("column %s of row %d: %w", types[i].Name(), n+1, err)
+				return fmt.Errorf("column %s of row %d: %w", types[i].Name(), row, err)
 			}
 		}
-		n++
 		if inBatch++; inBatch == arrowBatchRows {
-			if err := flush(); err != nil {
-				return n, err
-			}
 			inBatch = 0
+			return flush()
 		}
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return n, err
 	}
 	if inBatch > 0 || n == 0 {

@@ -42,23 +42,26 @@ func Write(w io.Writer, rows *sql.Rows, format string) (int64, error) {
 	return 0, fmt.Errorf("output format %q is not one of %s", format, strings.Join(Formats, ", "))
 }
 
-// scanner reads each row into reusable []any.
-type scanner struct {
-	vals []any
-	ptrs []any
-}
-
-func newScanner(n int) *scanner {
-	s := &scanner{vals: make([]any, n), ptrs: make([]any, n)}
-	for i := range s.vals {
-		s.ptrs[i] = &s.vals[i]
+// eachRow scans the rows of a result of ncols columns one by one into a
+// reused slice and calls f with the row's number (from 1) and its values,
+// stopping at f's first error. It returns how many rows f took.
+func eachRow(rows *sql.Rows, ncols int, f func(row int64, vals []any) error) (int64, error) {
+	vals, ptrs := make([]any, ncols), make([]any, ncols)
+	for i := range vals {
+		ptrs[i] = &vals[i]
 	}
-	return s
-}
-
-func (s *scanner) scan(rows *sql.Rows) error {
-	clear(s.vals)
-	return rows.Scan(s.ptrs...)
+	var n int64
+	for rows.Next() {
+		clear(vals)
+		if err := rows.Scan(ptrs...); err != nil {
+			return n, fmt.Errorf("cannot read row %d: %w", n+1, err)
+		}
+		if err := f(n+1, vals); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, rows.Err()
 }
 
 // text formats a value for table and CSV output.
@@ -152,14 +155,9 @@ func writeTable(w io.Writer, rows *sql.Rows, types []*sql.ColumnType) (int64, er
 	if _, err := tw.Write(line.Bytes()); err != nil {
 		return 0, err
 	}
-	sc := newScanner(len(types))
-	var n int64
-	for rows.Next() {
-		if err := sc.scan(rows); err != nil {
-			return n, fmt.Errorf("cannot read row %d: %w", n+1, err)
-		}
+	n, err := eachRow(rows, len(types), func(_ int64, vals []any) error {
 		line.Reset()
-		for i, v := range sc.vals {
+		for i, v := range vals {
 			if i > 0 {
 				line.WriteByte('\t')
 			}
@@ -170,18 +168,16 @@ func writeTable(w io.Writer, rows *sql.Rows, types []*sql.ColumnType) (int64, er
 			}
 		}
 		line.WriteByte('\n')
-		if _, err := tw.Write(line.Bytes()); err != nil {
-			return n, err
-		}
-		n++
-	}
-	if err := rows.Err(); err != nil {
+		_, err := tw.Write(line.Bytes())
+		return err
+	})
+	if err != nil {
 		return n, err
 	}
 	if err := tw.Flush(); err != nil {
 		return n, err
 	}
-	_, err := fmt.Fprintf(w, "(%d row%s)\n", n, plural(n))
+	_, err = fmt.Fprintf(w, "(%d row%s)\n", n, plural(n))
 	return n, err
 }
 
@@ -206,21 +202,13 @@ func writeCSV(w io.Writer, rows *sql.Rows, types []*sql.ColumnType) (int64, erro
 	if err := cw.Write(rec); err != nil {
 		return 0, err
 	}
-	sc := newScanner(len(types))
-	var n int64
-	for rows.Next() {
-		if err := sc.scan(rows); err != nil {
-			return n, fmt.Errorf("cannot read row %d: %w", n+1, err)
-		}
-		for i, v := range sc.vals {
+	n, err := eachRow(rows, len(types), func(_ int64, vals []any) error {
+		for i, v := range vals {
 			rec[i] = text(v)
 		}
-		if err := cw.Write(rec); err != nil {
-			return n, err
-		}
-		n++
-	}
-	if err := rows.Err(); err != nil {
+		return cw.Write(rec)
+	})
+	if err != nil {
 		return n, err
 	}
 	cw.Flush()
@@ -234,16 +222,11 @@ func writeJSON(w io.Writer, rows *sql.Rows, types []*sql.ColumnType) (int64, err
 		k, _ := json.Marshal(t.Name())
 		keys[i] = k
 	}
-	sc := newScanner(len(types))
-	var n int64
 	var line bytes.Buffer
-	for rows.Next() {
-		if err := sc.scan(rows); err != nil {
-			return n, fmt.Errorf("cannot read row %d: %w", n+1, err)
-		}
+	return eachRow(rows, len(types), func(row int64, vals []any) error {
 		line.Reset()
 		line.WriteByte('{')
-		for i, v := range sc.vals {
+		for i, v := range vals {
 			if i > 0 {
 				line.WriteByte(',')
 			}
@@ -251,15 +234,12 @@ func writeJSON(w io.Writer, rows *sql.Rows, types []*sql.ColumnType) (int64, err
 			line.WriteByte(':')
 			b, err := json.Marshal(jsonValue(v))
 			if err != nil {
-				return n, fmt.Errorf("cannot encode column %s of row %d as JSON: %w", types[i].Name(), n+1, err)
+				return fmt.Errorf("cannot encode column %s of row %d as JSON: %w", types[i].Name(), row, err)
 			}
 			line.Write(b)
 		}
 		line.WriteString("}\n")
-		if _, err := w.Write(line.Bytes()); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, rows.Err()
+		_, err := w.Write(line.Bytes())
+		return err
+	})
 }

@@ -29,17 +29,33 @@ func sample(m, run string, p int32, off int64, at time.Duration, fields map[stri
 		Fields: fields, Time: t0.Add(at).UnixNano(), Partition: p, Offset: off}
 }
 
+// localLake makes an empty lake in a temporary directory.
+func localLake(t *testing.T) (store.Store, *catalog.Catalog, *querytest.Lake) {
+	t.Helper()
+	st, err := store.Open(context.Background(), t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := catalog.New(st)
+	return st, cat, &querytest.Lake{Store: st, Catalog: cat}
+}
+
+// openLocal opens an engine over the local lake st with its catalog cat.
+func openLocal(t *testing.T, st store.Store, cat *catalog.Catalog, f query.Filter, o ...query.Options) *query.Engine {
+	t.Helper()
+	e, err := query.Open(context.Background(), st, cat, &querytest.LocalFetcher{Store: st}, f, o...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // buildLake writes three flushes: cpu of run r1 with one field, then cpu of
 // r1 with a new field (schema evolution) plus mem, and cpu of run r2.
 func buildLake(t *testing.T) (store.Store, *catalog.Catalog) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := catalog.New(st)
-	l := &querytest.Lake{Store: st, Catalog: cat}
+	st, cat, l := localLake(t)
 	if _, err := l.Flush(ctx, "telemetry", 0, 0, 2, []replay.Sample{
 		sample("cpu", "r1", 0, 0, 0, map[string]any{"usage": 1.5}),
 		sample("cpu", "r1", 0, 1, time.Second, map[string]any{"usage": 2.5}),
@@ -136,10 +152,7 @@ func TestQuerySchemaEvolutionAndRunPruning(t *testing.T) {
 	}
 
 	// A time range applies to the rows, not only to which objects are read.
-	e2, err := query.Open(ctx, st, cat, &querytest.LocalFetcher{Store: st}, query.Filter{From: t0.Add(time.Second), To: t0.Add(3 * time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e2 := openLocal(t, st, cat, query.Filter{From: t0.Add(time.Second), To: t0.Add(3 * time.Second)})
 	defer e2.Close()
 	got = queryAll(t, e2, `SELECT run, count(*) FROM cpu GROUP BY run ORDER BY run`)
 	if len(got) != 2 || got[0][1] != int64(2) || got[1][1] != int64(1) {
@@ -150,10 +163,7 @@ func TestQuerySchemaEvolutionAndRunPruning(t *testing.T) {
 func TestQueryOutputFormats(t *testing.T) {
 	ctx := context.Background()
 	st, cat := buildLake(t)
-	e, err := query.Open(ctx, st, cat, &querytest.LocalFetcher{Store: st}, query.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openLocal(t, st, cat, query.Filter{})
 	defer e.Close()
 	const q = `SELECT run, time, usage, temp FROM cpu ORDER BY run, time`
 	out := map[string]*bytes.Buffer{}
@@ -242,11 +252,8 @@ func TestQueryOutputFormats(t *testing.T) {
 func TestQueryErrors(t *testing.T) {
 	ctx := context.Background()
 	st, cat := buildLake(t)
-	e, err := query.Open(ctx, st, cat, &querytest.LocalFetcher{Store: st}, query.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = e.Query(ctx, "SELEC * FROM cpu")
+	e := openLocal(t, st, cat, query.Filter{})
+	_, err := e.Query(ctx, "SELEC * FROM cpu")
 	if err == nil || !strings.Contains(err.Error(), "syntax error") {
 		t.Errorf("bad SQL: got %v, want DuckDB's syntax error", err)
 	}
@@ -336,10 +343,7 @@ func TestQueryRawAndDeadLetterViews(t *testing.T) {
 	if _, err := l.DeadLetterFlush(ctx, "telemetry", 5, 0, 0, []*kgo.Record{bad}, []string{"not line protocol"}); err != nil {
 		t.Fatal(err)
 	}
-	e, err := query.Open(ctx, st, cat, &querytest.LocalFetcher{Store: st}, query.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openLocal(t, st, cat, query.Filter{})
 	defer e.Close()
 	got := queryAll(t, e, `SELECT _offset, key, value, len(headers), headers[1].key, timestamp FROM "raw_job events" ORDER BY _offset`)
 	if len(got) != 2 || string(got[0][1].([]byte)) != "a" || got[0][3] != int64(1) || got[0][4] != "h" || got[1][1] != nil || !got[0][5].(time.Time).Equal(ts) {
@@ -350,10 +354,7 @@ func TestQueryRawAndDeadLetterViews(t *testing.T) {
 		t.Errorf("dead-letter view: %v", got)
 	}
 	// A run's query leaves them out.
-	e2, err := query.Open(ctx, st, cat, &querytest.LocalFetcher{Store: st}, query.Filter{Run: "r1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e2 := openLocal(t, st, cat, query.Filter{Run: "r1"})
 	defer e2.Close()
 	for _, v := range e2.Views() {
 		if v.Kind != "telemetry" {

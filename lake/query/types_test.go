@@ -26,12 +26,7 @@ import (
 func mixedLake(t *testing.T) (store.Store, *catalog.Catalog) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := catalog.New(st)
-	l := &querytest.Lake{Store: st, Catalog: cat}
+	st, cat, l := localLake(t)
 	flushes := [][]replay.Sample{
 		{sample("cpu", "r1", 0, 0, 0, map[string]any{"usage": 1.5, "temp": int64(60)}),
 			sample("cpu", "r1", 0, 1, time.Second, map[string]any{"usage": 2.5, "temp": int64(61)})},
@@ -55,10 +50,7 @@ func mixedLake(t *testing.T) (store.Store, *catalog.Catalog) {
 func TestQueryMixedTypesReadsFirstType(t *testing.T) {
 	ctx := context.Background()
 	st, cat := mixedLake(t)
-	eng, err := query.Open(ctx, st, cat, &querytest.LocalFetcher{Store: st}, query.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := openLocal(t, st, cat, query.Filter{})
 	defer eng.Close()
 	var rows, n, temps int
 	var avg float64
@@ -86,10 +78,7 @@ func TestQueryMixedTypesReadsFixedType(t *testing.T) {
 	if _, err := cat.ClaimFieldType(ctx, catalog.FieldType{Measurement: "cpu", Field: "usage", Type: catalog.TypeInteger}); err != nil {
 		t.Fatal(err)
 	}
-	eng, err := query.Open(ctx, st, cat, &querytest.LocalFetcher{Store: st}, query.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := openLocal(t, st, cat, query.Filter{})
 	defer eng.Close()
 	var n int
 	var avg float64
@@ -139,12 +128,7 @@ func TestQueryMixedTypesPlainDuckDBFails(t *testing.T) {
 func legacyLake(t *testing.T) (store.Store, *catalog.Catalog, map[int64]string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := catalog.New(st)
-	l := &querytest.Lake{Store: st, Catalog: cat}
+	st, cat, l := localLake(t)
 	others := map[int64]string{}
 	var off int64
 	flush := func(values ...any) {
@@ -187,10 +171,7 @@ func TestQueryMixedTypesDeadLetters(t *testing.T) {
 	ctx := context.Background()
 	st, cat, others := legacyLake(t)
 	for _, f := range []query.Filter{{}, {SQL: "SELECT * FROM deadletter_telemetry"}} {
-		eng, err := query.Open(ctx, st, cat, &querytest.LocalFetcher{Store: st}, f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		eng := openLocal(t, st, cat, f)
 		defer eng.Close()
 		var n int
 		var avg float64
@@ -250,16 +231,12 @@ func TestQueryMixedTypesDeadLetters(t *testing.T) {
 // A run's query has no dead-letter views, and engines that read files as
 // written (replay, compaction) hide nothing, so neither adds them.
 func TestQueryMixedTypesDeadLettersOnlyInUnifiedViews(t *testing.T) {
-	ctx := context.Background()
 	st, cat, _ := legacyLake(t)
 	for _, tc := range []struct {
 		f query.Filter
 		o query.Options
 	}{{query.Filter{Run: "r1"}, query.Options{}}, {query.Filter{NoRaw: true}, query.Options{}}, {query.Filter{}, query.Options{NoHivePartitioning: true}}} {
-		eng, err := query.Open(ctx, st, cat, &querytest.LocalFetcher{Store: st}, tc.f, tc.o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		eng := openLocal(t, st, cat, tc.f, tc.o)
 		deadLetters := tc.f.Run == "" && !tc.f.NoRaw // the sink's own
 		for _, v := range eng.Views() {
 			if v.TypeConflictLetters > 0 || v.Kind == "deadletter" && !deadLetters {
