@@ -114,6 +114,13 @@ func waitHeld(t *testing.T, s *Subscriber, v int64) (Manifest, string) {
 	return m, path
 }
 
+// checkHeld waits until s holds version v and checks its file holds want.
+func checkHeld(t *testing.T, s *Subscriber, v int64, want []byte) {
+	t.Helper()
+	_, path := waitHeld(t, s, v)
+	checkFile(t, path, want)
+}
+
 func checkFile(t *testing.T, path string, want []byte) {
 	t.Helper()
 	got, err := os.ReadFile(path)
@@ -265,8 +272,7 @@ func TestSubscriberStartsAtNewest(t *testing.T) {
 	}
 	dir := t.TempDir()
 	s := startSub(t, addr, "a", dir, nil)
-	_, path := waitHeld(t, s.Subscriber, 3)
-	checkFile(t, path, data)
+	checkHeld(t, s.Subscriber, 3, data)
 	checkLatest(t, dir, "a", 3)
 	checkFile(t, filepath.Join(dir, "a", "latest"), data)
 	var onDisk Manifest
@@ -319,8 +325,7 @@ func TestSlowSubscriberJumpsToNewest(t *testing.T) {
 			v5 := blob(sizes[2])
 			publish(t, p, "slow", v5)
 			close(release)
-			_, path := waitHeld(t, s.Subscriber, 5)
-			checkFile(t, path, v5)
+			checkHeld(t, s.Subscriber, 5, v5)
 			mu.Lock()
 			defer mu.Unlock()
 			if !slices.Equal(obtained, []int64{3, 5}) {
@@ -385,8 +390,7 @@ func TestRestartMidTransfer(t *testing.T) {
 		t.Fatalf("restarted subscriber serves %d (ok %v) at once, want 1", m.Version, ok)
 	}
 	checkFile(t, path, v1)
-	_, path = waitHeld(t, b.Subscriber, 2)
-	checkFile(t, path, v2)
+	checkHeld(t, b.Subscriber, 2, v2)
 	checkLatest(t, dir, "r", 2)
 	if st := b.Stats(); st.Fetched != 1 || st.Corrupt != 0 {
 		t.Errorf("stats %+v, want 1 fetched", st)
@@ -479,8 +483,7 @@ func TestCorruptVersionRejected(t *testing.T) {
 
 	// A node that joins now falls back to the newest good version.
 	fresh := startSub(t, addr, "c", t.TempDir(), nil)
-	_, path := waitHeld(t, fresh.Subscriber, 1)
-	checkFile(t, path, v1)
+	checkHeld(t, fresh.Subscriber, 1, v1)
 	if st := fresh.Stats(); st.Corrupt != 2 {
 		t.Errorf("fresh subscriber stats %+v, want 2 corrupt", st)
 	}
@@ -490,8 +493,7 @@ func TestCorruptVersionRejected(t *testing.T) {
 	if m := publish(t, p, "c", v4); m.Version != 4 {
 		t.Fatalf("published version %d, want 4 (after the corrupt 3)", m.Version)
 	}
-	_, path = waitHeld(t, s.Subscriber, 4)
-	checkFile(t, path, v4)
+	checkHeld(t, s.Subscriber, 4, v4)
 	waitHeld(t, fresh.Subscriber, 4)
 }
 
@@ -589,8 +591,7 @@ func TestUnfinishedVersionIgnored(t *testing.T) {
 		t.Fatalf("published version %d, want 2", m.Version)
 	}
 	for _, sub := range []*testSub{s, fresh} {
-		_, path := waitHeld(t, sub.Subscriber, 2)
-		checkFile(t, path, v2)
+		checkHeld(t, sub.Subscriber, 2, v2)
 		if st := sub.Stats(); st.Corrupt != 0 {
 			t.Errorf("stats %+v, want nothing corrupt", st)
 		}
@@ -661,8 +662,7 @@ func TestConcurrentPublishers(t *testing.T) {
 	if err := Fetch(context.Background(), cl, l, &buf); err != nil || !bytes.Equal(buf.Bytes(), v7) {
 		t.Fatalf("Fetch of the newest: %v", err)
 	}
-	_, path := waitHeld(t, s.Subscriber, 7)
-	checkFile(t, path, v7)
+	checkHeld(t, s.Subscriber, 7, v7)
 	if st := s.Stats(); st.Corrupt != 0 {
 		t.Errorf("stats %+v, want nothing corrupt", st)
 	}
@@ -708,8 +708,7 @@ func TestInterleavedSameVersion(t *testing.T) {
 	}
 	fresh := startSub(t, addr, "il", t.TempDir(), nil)
 	for _, s := range []*testSub{following, fresh} {
-		_, path := waitHeld(t, s.Subscriber, 2)
-		checkFile(t, path, b)
+		checkHeld(t, s.Subscriber, 2, b)
 	}
 }
 
@@ -725,8 +724,7 @@ func TestSharedCacheDir(t *testing.T) {
 		data := blob(400_000 + int(v))
 		publish(t, p, "sh", data)
 		for _, s := range []*testSub{a, b} {
-			_, path := waitHeld(t, s.Subscriber, v)
-			checkFile(t, path, data)
+			checkHeld(t, s.Subscriber, v, data)
 		}
 		checkFile(t, filepath.Join(dir, "sh", "latest"), data)
 	}
