@@ -2,10 +2,13 @@ package admin
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/simtel/simtel/internal/testutil/brokertest"
-	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 func TestReplicationFactorAndProblems(t *testing.T) {
@@ -62,5 +65,72 @@ func TestStatusAndRebalanceSingleBroker(t *testing.T) {
 	}
 	if len(plan.Moves) != 0 {
 		t.Errorf("one broker: moves %v, want none", plan.Moves)
+	}
+}
+
+// TestClusterMoves runs the rebalance steps on a three-broker cluster,
+// then stops one broker: a rebalance is refused while it holds replicas,
+// and status lists it as not alive with its partitions under-replicated.
+func TestClusterMoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	bs := brokertest.StartCluster(t, 3, brokertest.Args("--auto-rebalance=false"), brokertest.Topic("t", 4))
+	c, ctx := newClient(t, bs[0].Addr)
+	if n, err := c.Moving(ctx); err != nil || n != 0 {
+		t.Fatalf("moving: %d, %v; want 0", n, err)
+	}
+	plan, err := c.PlanRebalance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Moves) > 0 {
+		if err := c.Rebalance(ctx, plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.WaitMoves(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if plan, err = c.PlanRebalance(ctx); err != nil || len(plan.Moves) != 0 {
+		t.Fatalf("after the moves: plan %v, error %v; want nothing left to move", plan, err)
+	}
+	s, err := c.Status(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	preferred := 0
+	for _, b := range s.Brokers {
+		if b.Replicas != 4 || b.Preferred < 1 || b.Preferred > 2 {
+			t.Errorf("broker %+v: want a replica of all 4 partitions and 1 or 2 preferred leaders", b)
+		}
+		preferred += b.Preferred
+	}
+	if len(s.Brokers) != 3 || s.Partitions != 4 || preferred != 4 || len(s.Problems) != 0 {
+		t.Fatalf("status %+v, want 3 brokers, 4 partitions with a preferred leader each, no problems", s)
+	}
+
+	if err := bs[1].Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := c.PlanRebalance(ctx)
+		if err != nil && strings.Contains(err.Error(), "is not alive") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("rebalance with a broker stopped: got %v, want a refusal naming it", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for {
+		s, err = c.Status(ctx, "t")
+		if err == nil && len(s.Brokers) == 3 && s.Brokers[1].Address == "(not alive)" && len(s.Problems) == 4 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("status with broker 1 stopped: %+v, %v; want it listed not alive and 4 partitions with a problem", s, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
