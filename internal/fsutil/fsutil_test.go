@@ -1,0 +1,56 @@
+package fsutil
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestWriteFile(t *testing.T) {
+	for _, opts := range []WriteOptions{{}, {SyncDir: true}, {TempPattern: ".tmp-x-*"}} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "x")
+		for _, content := range []string{"old\n", "new\n"} {
+			if err := WriteFile(path, []byte(content), opts); err != nil {
+				t.Fatalf("%+v: WriteFile: %v", opts, err)
+			}
+			got, err := os.ReadFile(path)
+			if err != nil || string(got) != content {
+				t.Fatalf("%+v: got %q, %v; want %q", opts, got, err, content)
+			}
+		}
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm()&0o600 != 0o600 {
+			t.Errorf("%+v: mode %v, %v; want the owner to read and write", opts, fi.Mode(), err)
+		}
+		if opts.TempPattern != "" {
+			if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o644 {
+				t.Errorf("%+v: mode %v, want 0644", opts, fi.Mode().Perm())
+			}
+		}
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 1 {
+			t.Errorf("%+v: directory holds %d entries, want only x", opts, len(ents))
+		}
+	}
+}
+
+// TestWriteFileFailureLeavesNothing: a rename that fails (path is a
+// non-empty directory) leaves the old content and no temporary file.
+func TestWriteFileFailureLeavesNothing(t *testing.T) {
+	for _, opts := range []WriteOptions{{}, {TempPattern: ".tmp-x-*"}} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "x")
+		if err := os.MkdirAll(filepath.Join(path, "keep"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		err := WriteFile(path, []byte("data"), opts)
+		if err == nil || !strings.Contains(err.Error(), "rename") {
+			t.Fatalf("%+v: WriteFile over a directory: %v, want a rename error", opts, err)
+		}
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 1 || ents[0].Name() != "x" {
+			t.Errorf("%+v: directory holds %v, want only x", opts, ents)
+		}
+	}
+}
