@@ -497,7 +497,7 @@ func (l *Log) writeCleanerCheckpointLocked() error {
 			return nil
 		}
 	}
-	if err := writeFileAtomic(p, buf.Bytes(), true); err != nil {
+	if err := fsutil.WriteFile(p, buf.Bytes(), fsutil.WriteOptions{SyncDir: true}); err != nil {
 		return fmt.Errorf("cannot write cleaner checkpoint: %w", err)
 	}
 	return nil

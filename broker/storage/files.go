@@ -4,14 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/simtel/simtel/internal/fsutil"
 )
 
 const (
@@ -19,7 +14,7 @@ const (
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
 	cleanedSuffix   = ".cleaned"
-	tmpSuffix       = ".tmp"
+	tmpSuffix       = ".tmp" // fsutil.WriteFile's temporary files
 
 	logStartFile = "log-start-offset"
 	cleanerFile  = "cleaner-checkpoint"
@@ -68,59 +63,6 @@ func (s *segFile) release() {
 		// data was already synced or discarded.
 		_ = s.f.Close()
 	}
-}
-
-// fdatasync flushes a file's data (and the metadata needed to read it,
-// such as its size) without forcing an inode timestamp update.
-func fdatasync(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			serr = unix.Fdatasync(int(fd))
-			if serr != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	return serr
-}
-
-// writeFileAtomic replaces path with data so that a crash leaves either
-// the old or the new content: write a temp file, fsync, rename, fsync dir.
-func writeFileAtomic(path string, data []byte, syncParent bool) error {
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("cannot create %q: %w", tmp, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("cannot write %q: %w", tmp, err)
-	}
-	if err := fdatasync(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("cannot fsync %q: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("cannot close %q: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("cannot rename %q: %w", tmp, err)
-	}
-	if syncParent {
-		return fsutil.SyncDir(filepath.Dir(path))
-	}
-	return nil
 }
 
 // removeIfExists removes path, treating "already gone" as success.

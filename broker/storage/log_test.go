@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 func TestAppendReadRoundTrip(t *testing.T) {
@@ -573,7 +575,7 @@ func TestGroupCommit(t *testing.T) {
 	l := openTest(t, Config{})
 	// A disk with a realistic fsync latency, whatever the test machine has.
 	l.mu.Lock()
-	l.syncFile = func(f *os.File) error { time.Sleep(time.Millisecond); return fdatasync(f) }
+	l.syncFile = func(f *os.File) error { time.Sleep(time.Millisecond); return fsutil.Fdatasync(f) }
 	l.mu.Unlock()
 	const goroutines, perG = 16, 40
 	var wg sync.WaitGroup
@@ -651,7 +653,7 @@ func TestSyncContextCancel(t *testing.T) {
 	l := openTest(t, Config{})
 	release := make(chan struct{})
 	l.mu.Lock()
-	l.syncFile = func(f *os.File) error { <-release; return fdatasync(f) }
+	l.syncFile = func(f *os.File) error { <-release; return fsutil.Fdatasync(f) }
 	l.mu.Unlock()
 	_, last, _ := appendBytes(t, l, simpleBatch(t, 1, 10, 0))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

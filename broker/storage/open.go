@@ -354,7 +354,7 @@ func (l *Log) readStartCheckpoint() (int64, error) {
 
 func (l *Log) writeStartCheckpoint(v int64) error {
 	p := filepath.Join(l.dir, logStartFile)
-	if err := writeFileAtomic(p, []byte(strconv.FormatInt(v, 10)+"\n"), true); err != nil {
+	if err := fsutil.WriteFile(p, []byte(strconv.FormatInt(v, 10)+"\n"), fsutil.WriteOptions{SyncDir: true}); err != nil {
 		return fmt.Errorf("cannot write log start offset checkpoint: %w", err)
 	}
 	return nil

@@ -193,10 +193,10 @@ func (l *Log) persistIndexesLocked() error {
 		return nil
 	}
 	for _, j := range jobs {
-		if err := writeFileAtomic(j.seg.timeIndexPath(), j.times, false); err != nil {
+		if err := fsutil.WriteFile(j.seg.timeIndexPath(), j.times, fsutil.WriteOptions{}); err != nil {
 			return fmt.Errorf("cannot write time index of segment %q: %w", j.seg.path, err)
 		}
-		if err := writeFileAtomic(j.seg.indexPath(), j.offs, false); err != nil {
+		if err := fsutil.WriteFile(j.seg.indexPath(), j.offs, fsutil.WriteOptions{}); err != nil {
 			return fmt.Errorf("cannot write offset index of segment %q: %w", j.seg.path, err)
 		}
 	}
@@ -212,4 +212,4 @@ func (l *Log) persistIndexesLocked() error {
 }
 
 // syncFileData is the default Log.syncFile.
-func syncFileData(f *os.File) error { return fdatasync(f) }
+func syncFileData(f *os.File) error { return fsutil.Fdatasync(f) }

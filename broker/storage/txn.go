@@ -9,6 +9,8 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // Transactions in the log.
@@ -53,7 +55,7 @@ func (l *Log) markTransactional(batches []BatchHeader) error {
 	}
 	for _, h := range batches {
 		if h.IsTransactional() {
-			if err := writeFileAtomic(filepath.Join(l.dir, txnMarkFile), []byte("1\n"), true); err != nil {
+			if err := fsutil.WriteFile(filepath.Join(l.dir, txnMarkFile), []byte("1\n"), fsutil.WriteOptions{SyncDir: true}); err != nil {
 				return fmt.Errorf("cannot mark log as transactional: %w", err)
 			}
 			l.hasTxn.Store(true)
