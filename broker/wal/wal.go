@@ -197,7 +197,7 @@ func (w *WAL) recoverSegment(id uint64, last bool) error {
 			if err := f.Truncate(off); err != nil {
 				return fmt.Errorf("cannot truncate the torn end of wal segment %s at offset %d: %w", path, off, err)
 			}
-			if err := fdatasync(f); err != nil {
+			if err := fsutil.Fdatasync(f); err != nil {
 				return fmt.Errorf("cannot sync wal segment %s after truncating it: %w", path, err)
 			}
 			size = off
@@ -394,7 +394,7 @@ func (w *WAL) activeLocked() *segment { return w.mu.segs[len(w.mu.segs)-1] }
 // so that older segments hold nothing the index needs except entries.
 func (w *WAL) rollLocked() error {
 	old := w.activeLocked()
-	if err := fdatasync(old.f); err != nil {
+	if err := fsutil.Fdatasync(old.f); err != nil {
 		return fmt.Errorf("cannot sync wal segment %s: %w", old.f.Name(), err)
 	}
 	if err := w.createSegmentLocked(old.id + 1); err != nil {
@@ -416,7 +416,7 @@ func (w *WAL) rollLocked() error {
 	if _, err := seg.f.WriteAt(b, 0); err != nil {
 		return fmt.Errorf("cannot write the checkpoint of wal segment %s: %w", seg.f.Name(), err)
 	}
-	if err := fdatasync(seg.f); err != nil {
+	if err := fsutil.Fdatasync(seg.f); err != nil {
 		return fmt.Errorf("cannot sync wal segment %s: %w", seg.f.Name(), err)
 	}
 	seg.size = int64(len(b))
@@ -571,7 +571,7 @@ func (w *WAL) syncTo(seq uint64) error {
 	// fsynced when they were rolled. A segment deleted meanwhile was
 	// synced before, so ErrClosed from it is fine.
 	start := time.Now()
-	err := fdatasync(f)
+	err := fsutil.Fdatasync(f)
 	w.stats.syncNanos.Add(uint64(time.Since(start)))
 	if err != nil && !errors.Is(err, os.ErrClosed) {
 		err = fmt.Errorf("cannot sync wal segment %s: %w", f.Name(), err)
@@ -653,7 +653,7 @@ func (w *WAL) relocateLocked() error {
 	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
 		return fmt.Errorf("cannot write relocated entries to wal segment %s: %w", seg.f.Name(), err)
 	}
-	if err := fdatasync(seg.f); err != nil {
+	if err := fsutil.Fdatasync(seg.f); err != nil {
 		return fmt.Errorf("cannot sync wal segment %s: %w", seg.f.Name(), err)
 	}
 	off := seg.size
@@ -763,7 +763,7 @@ func (w *WAL) Close() error {
 	}
 	var err error
 	if w.mu.err == nil && len(w.mu.segs) > 0 {
-		if serr := fdatasync(w.activeLocked().f); serr != nil {
+		if serr := fsutil.Fdatasync(w.activeLocked().f); serr != nil {
 			err = fmt.Errorf("cannot sync wal segment %s on close: %w", w.activeLocked().f.Name(), serr)
 		}
 	}
@@ -803,19 +803,4 @@ func (w *WAL) DropGroup(group uint64) error {
 	w.compactLocked()
 	w.mu.Unlock()
 	return nil
-}
-
-// fdatasync syncs f's data (and its size). It holds f's descriptor for
-// the call, so a concurrent Close makes it return os.ErrClosed instead of
-// syncing whatever file reused the descriptor number.
-func fdatasync(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.Fdatasync(int(fd)) }); err != nil {
-		return err
-	}
-	return serr
 }
