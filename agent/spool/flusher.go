@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // flushLoop is the flusher goroutine, started by Open and stopped by
@@ -368,14 +370,12 @@ func (s *Spool) syncFailed(err error) {
 	s.log.Error("spool sync failed", "err", err)
 }
 
-func (s *Spool) syncDir() error {
-	d, err := os.Open(s.dir)
-	if err != nil {
-		return fmt.Errorf("cannot open spool directory %q: %w", s.dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("cannot sync spool directory %q: %w", s.dir, err)
+func (s *Spool) syncDir() error { return fsutil.SyncDir(s.dir) }
+
+// fdatasync flushes f's data to the device.
+func fdatasync(f *os.File) error {
+	if err := fsutil.Fdatasync(f); err != nil {
+		return fmt.Errorf("cannot sync %q: %w", f.Name(), err)
 	}
 	return nil
 }
