@@ -204,8 +204,9 @@ func (c *cache) install(m Manifest, f *os.File) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("cannot encode manifest: %w", err)
 	}
-	if err := writeFileAtomic(path+".json", append(b, '\n')); err != nil {
-		return "", err
+	manifest := path + ".json"
+	if err := fsutil.WriteFile(manifest, append(b, '\n'), fsutil.WriteOptions{TempPattern: tmpPrefix + filepath.Base(manifest) + "-*"}); err != nil {
+		return "", fmt.Errorf("cannot save manifest %s: %w", manifest, err)
 	}
 	if err := c.link(m.Version); err != nil {
 		return "", err
@@ -275,31 +276,4 @@ func (c *cache) modTime(v int64) time.Time {
 		return time.Time{}
 	}
 	return fi.ModTime()
-}
-
-// writeFileAtomic writes b to path through a synced temporary file.
-func writeFileAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), tmpPrefix+filepath.Base(path)+"-*")
-	if err != nil {
-		return fmt.Errorf("cannot create a temporary file for %s: %w", path, err)
-	}
-	tmp := f.Name()
-	err = f.Chmod(0o644)
-	if err == nil {
-		_, err = f.Write(b)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("cannot write %s: %w", path, err)
-	}
-	return nil
 }
