@@ -42,6 +42,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // rejoinMaxFactor bounds the backoff of rejoin tries: at most
@@ -90,8 +92,8 @@ func readPeers(path string) (map[int32]string, error) {
 	return out, nil
 }
 
-// writePeers replaces the peers file (write to a temporary file, fsync,
-// rename), so a crash leaves the old or the new file, never a torn one.
+// writePeers replaces the peers file, so a crash leaves the old or the new
+// file, never a torn one.
 func writePeers(path string, peers map[int32]string) error {
 	f := peersFile{Brokers: make(map[string]string, len(peers))}
 	for id, a := range peers {
@@ -101,23 +103,7 @@ func writePeers(path string, peers map[int32]string) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("cannot save known peers: %w", err)
-	}
-	_, err = out.Write(append(data, '\n'))
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	if err := fsutil.WriteFile(path, append(data, '\n'), fsutil.WriteOptions{}); err != nil {
 		return fmt.Errorf("cannot save known peers to %s: %w", path, err)
 	}
 	return nil

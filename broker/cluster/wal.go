@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simtel/simtel/broker/wal"
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // walDirName is the broker-wide raft log of the partition groups, under
@@ -153,15 +154,7 @@ func writeMarker(path string) error {
 	if err != nil {
 		return fmt.Errorf("cannot write %s: %w", path, err)
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("cannot open %s to sync it: %w", filepath.Dir(path), err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("cannot sync %s: %w", filepath.Dir(path), err)
-	}
-	return nil
+	return fsutil.SyncDir(filepath.Dir(path))
 }
 
 // DropGroupLog removes what the broker's WAL holds for a raft group that
