@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -232,21 +233,9 @@ func (w *Watcher) Runs() []Run {
 
 func runEqual(a, b Run) bool {
 	return a.Run == b.Run && a.JobID == b.JobID && a.User == b.User && a.Name == b.Name &&
-		equalStrings(a.Nodes, b.Nodes) && equalStrings(a.NodesUp, b.NodesUp) && equalStrings(a.NodesDown, b.NodesDown) &&
+		slices.Equal(a.Nodes, b.Nodes) && slices.Equal(a.NodesUp, b.NodesUp) && slices.Equal(a.NodesDown, b.NodesDown) &&
 		a.Submitted.Equal(b.Submitted) && a.Started.Equal(b.Started) && a.Ended.Equal(b.Ended) &&
 		a.State == b.State && ExitStatus(a.ExitCode) == ExitStatus(b.ExitCode) && a.Reason == b.Reason && a.Source == b.Source
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 type watchMetrics struct {
