@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -683,11 +684,11 @@ func TestDeleteTopicOffsetsAndLags(t *testing.T) {
 			{Group: "g1", Topic: "t1", Partition: 1, Committed: 100, Lag: 0},
 			{Group: "g2", Topic: "gone", Partition: 2, Committed: 6, Lag: -1},
 		}
-		if got := h.c.Lags(); !slicesEqual(got, want) {
+		if got := h.c.Lags(); !slices.Equal(got, want) {
 			t.Fatalf("lags %+v", got)
 		}
 		h.c.DeleteTopicOffsets("gone")
-		if got := h.c.Lags(); !slicesEqual(got, want[1:3]) {
+		if got := h.c.Lags(); !slices.Equal(got, want[1:3]) {
 			t.Fatalf("lags after topic delete %+v", got)
 		}
 		st, _ := h.store.Load()
@@ -699,18 +700,6 @@ func TestDeleteTopicOffsetsAndLags(t *testing.T) {
 			}
 		}
 	})
-}
-
-func slicesEqual[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestListGroups(t *testing.T) {
