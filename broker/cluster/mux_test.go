@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -66,21 +67,29 @@ func TestMuxManyGroups(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for g := range groups {
-		var leader *raft.Raft
-		for leader == nil {
-			for i := range nodes {
-				if rafts[[2]int{g, i}].State() == raft.Leader {
-					leader = rafts[[2]int{g, i}]
-				}
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("group %d elected no leader", g)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		// On a loaded machine a group can change leader between the
+		// lookup and the apply: apply again on the new leader.
 		data := fmt.Appendf(nil, `{"op":"set_cluster_id","cluster_id":"group-%d"}`, g)
-		if err := leader.Apply(data, 5*time.Second).Error(); err != nil {
-			t.Fatalf("group %d apply: %v", g, err)
+		for {
+			var leader *raft.Raft
+			for leader == nil {
+				for i := range nodes {
+					if rafts[[2]int{g, i}].State() == raft.Leader {
+						leader = rafts[[2]int{g, i}]
+					}
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("group %d elected no leader", g)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			err := leader.Apply(data, 5*time.Second).Error()
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, raft.ErrLeadershipLost) && !errors.Is(err, raft.ErrNotLeader) || ctx.Err() != nil {
+				t.Fatalf("group %d apply: %v", g, err)
+			}
 		}
 	}
 	// Every member of every group sees its own group's command only.
