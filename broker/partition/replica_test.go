@@ -3,15 +3,16 @@ package partition
 import (
 	"bytes"
 	"errors"
-	"hash/crc32"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/internal/batchtest"
 	"github.com/simtel/simtel/broker/storage"
 )
 
@@ -25,24 +26,8 @@ func idemBatch(pid int64, seq int32, n int, tag string) []byte {
 // pid at epoch and sequence seq with the given attributes, as a client
 // sends it (base offset 0).
 func testBatch(pid int64, epoch int16, seq int32, n int, tag string, attrs int16) []byte {
-	rb := kmsg.RecordBatch{Magic: 2, Attributes: attrs, ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
-		LastOffsetDelta: int32(n - 1), NumRecords: int32(n), FirstTimestamp: 1, MaxTimestamp: 1, PartitionLeaderEpoch: -1}
-	var recs []byte
-	for i := range n {
-		// AppendTo writes the length varint first: encode once with
-		// length 0 (one byte) to learn the body's size.
-		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(tag)}
-		r.Length = int32(len(r.AppendTo(nil)) - 1)
-		recs = r.AppendTo(recs)
-	}
-	rb.Records = recs
-	b := rb.AppendTo(nil)
-	// Length = bytes after the length field; CRC over bytes [21:].
-	l := int32(len(b) - 12)
-	b[8], b[9], b[10], b[11] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
-	crc := crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli))
-	b[17], b[18], b[19], b[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
-	return b
+	return batchtest.Encode(kmsg.RecordBatch{Magic: 2, Attributes: attrs, ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
+		FirstTimestamp: 1, MaxTimestamp: 1, PartitionLeaderEpoch: -1}, slices.Repeat([]string{tag}, n)...)
 }
 
 // newTestPartition opens a partition of topic "r" in dir with the

@@ -2,11 +2,10 @@ package txn
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/group"
+	"github.com/simtel/simtel/broker/internal/batchtest"
 	"github.com/simtel/simtel/broker/storage"
 )
 
@@ -207,19 +207,8 @@ func (p *testPartition) lastStableOffset() int64 {
 
 // txnRecords encodes one transactional batch of n records.
 func txnRecords(pid int64, epoch int16, seq int32, n int) []byte {
-	var body []byte
-	for i := 0; i < n; i++ {
-		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte("v")}
-		enc := r.AppendTo(nil)
-		r.Length = int32(len(enc) - 1)
-		body = r.AppendTo(body)
-	}
-	rb := kmsg.RecordBatch{
-		Length: int32(49 + len(body)), PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x10,
-		LastOffsetDelta: int32(n - 1), FirstTimestamp: 1, MaxTimestamp: 1,
-		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq, NumRecords: int32(n), Records: body,
-	}
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return b
+	return batchtest.Encode(kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x10, FirstTimestamp: 1, MaxTimestamp: 1,
+		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
+	}, slices.Repeat([]string{"v"}, n)...)
 }
