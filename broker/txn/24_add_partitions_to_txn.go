@@ -58,21 +58,11 @@ func (s *Coordinators) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.Add
 		}
 		return resp
 	}
-	codes := make([][]int16, len(r.Topics))
-	for i, t := range r.Topics {
-		codes[i] = make([]int16, len(t.Partitions))
-	}
-	setAll := func(code int16) {
-		for i := range codes {
-			for j := range codes[i] {
-				codes[i][j] = code
-			}
-		}
-	}
+	codes := newCodes(r.Topics, func(t kmsg.AddPartitionsToTxnRequestTopic) int { return len(t.Partitions) })
 	if c, code := s.coordinatorFor(r.TransactionalID); code != 0 {
-		setAll(code)
+		setCodes(codes, code)
 	} else if code := c.addPartitions(ctx, r, codes); code != 0 {
-		setAll(code)
+		setCodes(codes, code)
 	}
 	for i, t := range r.Topics {
 		st := kmsg.NewAddPartitionsToTxnResponseTopic()
@@ -115,10 +105,10 @@ func (c *coordinator) addPartitions(ctx context.Context, r *kmsg.AddPartitionsTo
 		}
 	}
 	if bad {
-		for i := range codes {
-			for j := range codes[i] {
-				if codes[i][j] == 0 {
-					codes[i][j] = kerr.OperationNotAttempted.Code
+		for _, tc := range codes {
+			for j := range tc {
+				if tc[j] == 0 {
+					tc[j] = kerr.OperationNotAttempted.Code
 				}
 			}
 		}
@@ -128,17 +118,9 @@ func (c *coordinator) addPartitions(ctx context.Context, r *kmsg.AddPartitionsTo
 	defer cancel()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := checkProducerLocked(e, r.ProducerID, r.ProducerEpoch, r.Version, 2); err != nil {
-		return err.Code
-	}
-	if err := c.finishPendingLocked(ctx, e); err != nil {
-		return err.Code
-	}
-	next := e.meta.clone()
-	if next.Status != txnOngoing {
-		next.Status = txnOngoing
-		next.StartMs = c.now().UnixMilli()
-		next.Partitions, next.Groups, next.Offsets = nil, nil, nil
+	next, code := c.ongoingLocked(ctx, e, r.ProducerID, r.ProducerEpoch, r.Version)
+	if code != 0 {
+		return code
 	}
 	changed := next.Status != e.meta.Status
 	for _, tp := range add {

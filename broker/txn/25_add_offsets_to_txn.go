@@ -38,18 +38,11 @@ func (c *coordinator) addOffsets(ctx context.Context, r *kmsg.AddOffsetsToTxnReq
 		return code
 	}
 	defer unlock()
-	if err := checkProducerLocked(e, r.ProducerID, r.ProducerEpoch, r.Version, 2); err != nil {
-		return err.Code
+	next, code := c.ongoingLocked(ctx, e, r.ProducerID, r.ProducerEpoch, r.Version)
+	if code != 0 {
+		return code
 	}
-	if err := c.finishPendingLocked(ctx, e); err != nil {
-		return err.Code
-	}
-	next := e.meta.clone()
-	if next.Status != txnOngoing {
-		next.Status = txnOngoing
-		next.StartMs = c.now().UnixMilli()
-		next.Partitions, next.Groups, next.Offsets = nil, nil, nil
-	} else if next.hasGroup(r.Group) {
+	if next.hasGroup(r.Group) {
 		return 0
 	}
 	next.Groups = append(next.Groups, r.Group)

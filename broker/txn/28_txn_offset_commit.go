@@ -30,10 +30,7 @@ func (s *Coordinators) handleTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOff
 		resp.Topics = s.pendingForGroup(r.Group)
 		return resp
 	}
-	codes := make([][]int16, len(r.Topics))
-	for i, t := range r.Topics {
-		codes[i] = make([]int16, len(t.Partitions))
-	}
+	codes := newCodes(r.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) int { return len(t.Partitions) })
 	var code int16
 	switch {
 	case !s.cfg.Clustered:
@@ -46,11 +43,7 @@ func (s *Coordinators) handleTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOff
 		code = s.clusterTxnOffsetCommit(ctx, r, codes)
 	}
 	if code != 0 {
-		for i := range codes {
-			for j := range codes[i] {
-				codes[i][j] = code
-			}
-		}
+		setCodes(codes, code)
 	}
 	for i, t := range r.Topics {
 		st := kmsg.NewTxnOffsetCommitResponseTopic()

@@ -204,6 +204,43 @@ func (c *coordinator) lockEntry(ctx context.Context, id string) (context.Context
 	}, 0
 }
 
+// ongoingLocked checks the producer id and epoch and finishes a pending
+// completion, then returns the next state of e's transaction: the ongoing
+// one, or a new one starting now. The caller persists it if it changes.
+func (c *coordinator) ongoingLocked(ctx context.Context, e *txnEntry, pid int64, epoch, version int16) (txnMeta, int16) {
+	if err := checkProducerLocked(e, pid, epoch, version, 2); err != nil {
+		return txnMeta{}, err.Code
+	}
+	if err := c.finishPendingLocked(ctx, e); err != nil {
+		return txnMeta{}, err.Code
+	}
+	next := e.meta.clone()
+	if next.Status != txnOngoing {
+		next.Status = txnOngoing
+		next.StartMs = c.now().UnixMilli()
+		next.Partitions, next.Groups, next.Offsets = nil, nil, nil
+	}
+	return next, 0
+}
+
+// newCodes is an error code (0) per partition of a request's topics.
+func newCodes[T any](topics []T, partitions func(T) int) [][]int16 {
+	codes := make([][]int16, len(topics))
+	for i, t := range topics {
+		codes[i] = make([]int16, partitions(t))
+	}
+	return codes
+}
+
+// setCodes sets every partition's code to code.
+func setCodes(codes [][]int16, code int16) {
+	for _, tc := range codes {
+		for j := range tc {
+			tc[j] = code
+		}
+	}
+}
+
 func (c *coordinator) lookup(id string) *txnEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
