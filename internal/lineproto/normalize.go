@@ -180,31 +180,11 @@ func NewNormalizer(tags DefaultTags, opts ...Option) (*Normalizer, error) {
 // that must be formatted is formatted once for all the lines that share
 // it.
 func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) (_ []byte, s Sample, _ error) {
-	if len(line) > n.maxLine {
-		return dst, Sample{}, &SyntaxError{Err: ErrLineTooLong, Column: n.maxLine + 1,
-			Detail: fmt.Sprintf("%d bytes, limit %d", len(line), n.maxLine)}
-	}
 	unit := int64(prec.Duration())
-	if unit == 0 {
-		return dst, Sample{}, fmt.Errorf("lineproto: invalid precision %d", int(prec))
+	if len(line) > n.maxLine || unit == 0 {
+		return dst, Sample{}, lineError(len(line), n.maxLine, prec)
 	}
-
-	// Trim as lineprotocol/v2 allows: one newline, one carriage return,
-	// spaces (not tabs) at both ends. Offsets stay those of the input.
-	b := line
-	if k := len(b); k > 0 && b[k-1] == '\n' {
-		b = b[:k-1]
-	}
-	if k := len(b); k > 0 && b[k-1] == '\r' {
-		b = b[:k-1]
-	}
-	for len(b) > 0 && b[len(b)-1] == ' ' {
-		b = b[:len(b)-1]
-	}
-	i := 0
-	for i < len(b) && b[i] == ' ' {
-		i++
-	}
+	b, i := trimLine(line)
 	// From here on every error goes through badLine, which reports invalid
 	// UTF-8 first, wherever it is in the line.
 	from := i
@@ -509,6 +489,38 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 		s.Host = n.defRaw[tagHost]
 	}
 	return dst, s, nil
+}
+
+// lineError is the error for a line of n bytes that is longer than
+// maxLine, or else for prec, which is not a precision.
+func lineError(n, maxLine int, prec Precision) error {
+	if n > maxLine {
+		return &SyntaxError{Err: ErrLineTooLong, Column: maxLine + 1,
+			Detail: fmt.Sprintf("%d bytes, limit %d", n, maxLine)}
+	}
+	return fmt.Errorf("lineproto: invalid precision %d", int(prec))
+}
+
+// trimLine trims line as lineprotocol/v2 allows: one newline, one carriage
+// return, spaces (not tabs) at both ends. It returns line without the
+// trailing ones and the index of its first byte that is not a leading
+// space, so that offsets stay those of the input. It is small enough to be
+// inlined.
+func trimLine(line []byte) (b []byte, i int) {
+	k := len(line)
+	if k > 0 && line[k-1] == '\n' {
+		k--
+	}
+	if k > 0 && line[k-1] == '\r' {
+		k--
+	}
+	for k > 0 && line[k-1] == ' ' {
+		k--
+	}
+	for i < k && line[i] == ' ' {
+		i++
+	}
+	return line[:k], i
 }
 
 // badLine returns the error for a line refused with err (nil: the line has

@@ -56,31 +56,11 @@ func newRefNormalizer(tags DefaultTags, maxLine int) *refNormalizer {
 }
 
 func (n *refNormalizer) normalize(dst, line []byte, prec Precision, now time.Time) ([]byte, Sample, error) {
-	if len(line) > n.maxLine {
-		return dst, Sample{}, &SyntaxError{Err: ErrLineTooLong, Column: n.maxLine + 1,
-			Detail: fmt.Sprintf("%d bytes, limit %d", len(line), n.maxLine)}
-	}
 	unit := int64(prec.Duration())
-	if unit == 0 {
-		return dst, Sample{}, fmt.Errorf("lineproto: invalid precision %d", int(prec))
+	if len(line) > n.maxLine || unit == 0 {
+		return dst, Sample{}, lineError(len(line), n.maxLine, prec)
 	}
-
-	// Trim as lineprotocol/v2 allows: one newline, one carriage return,
-	// spaces (not tabs) at both ends. Offsets stay those of the input.
-	b := line
-	if k := len(b); k > 0 && b[k-1] == '\n' {
-		b = b[:k-1]
-	}
-	if k := len(b); k > 0 && b[k-1] == '\r' {
-		b = b[:k-1]
-	}
-	for len(b) > 0 && b[len(b)-1] == ' ' {
-		b = b[:len(b)-1]
-	}
-	i := 0
-	for i < len(b) && b[i] == ' ' {
-		i++
-	}
+	b, i := trimLine(line)
 	if !utf8.Valid(b[i:]) {
 		return dst, Sample{}, syntaxErr(ErrInvalidUTF8, i+invalidUTF8At(b[i:]), "")
 	}
