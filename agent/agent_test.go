@@ -181,6 +181,14 @@ func TestEveryListenerShipsTaggedSamples(t *testing.T) {
 
 func post(t *testing.T, url, body string, want int) string {
 	t.Helper()
+	b, _ := postBody(t, url, body, want)
+	return string(b)
+}
+
+// postBody posts body to url as text, fails the test unless the answer
+// has status want, and returns the answer's body and header.
+func postBody(t *testing.T, url, body string, want int) ([]byte, http.Header) {
+	t.Helper()
 	resp, err := http.Post(url, "text/plain", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -188,9 +196,9 @@ func post(t *testing.T, url, body string, want int) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != want {
-		t.Fatalf("POST %s: status %d (%s), want %d", url, resp.StatusCode, b, want)
+		t.Fatalf("POST %s %q: status %d (%s), want %d", url, body, resp.StatusCode, b, want)
 	}
-	return string(b)
+	return b, resp.Header
 }
 
 func TestHTTPAnswersLikeInfluxDB(t *testing.T) {

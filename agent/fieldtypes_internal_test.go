@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/internal/lineproto"
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 func newTestBatch(t *testing.T, limit int64) *ingestBatch {
@@ -176,30 +176,12 @@ func TestFieldTypesMemoryIsBounded(t *testing.T) {
 	mustAccept("m,run=d another_quite_long_field_name_39=1.5", at(8))
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRefusalLogIsRateLimited: the first refusal of a listener is logged
 // at once, the next within refusalLogEvery only counted, and the count
 // appears in the listener's next log line.
 func TestRefusalLogIsRateLimited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var buf syncBuffer
+		var buf testutil.SyncBuffer
 		log := slog.New(slog.NewTextHandler(&buf, nil))
 		var l refusalLog
 		c := &typeConflict{measurement: "m", field: "v", got: lineproto.Integer, have: lineproto.Float}

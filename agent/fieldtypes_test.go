@@ -1,21 +1,19 @@
 package agent_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/simtel/simtel/agent"
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
@@ -28,21 +26,13 @@ type influxAnswer struct {
 
 func postAnswer(t *testing.T, url, body string, want int) influxAnswer {
 	t.Helper()
-	resp, err := http.Post(url, "text/plain", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("POST %s %q: status %d (%s), want %d", url, body, resp.StatusCode, b, want)
-	}
+	b, header := postBody(t, url, body, want)
 	var a influxAnswer
 	if want != http.StatusNoContent {
 		if err := json.Unmarshal(b, &a); err != nil {
 			t.Fatalf("POST %s: answer %q is not JSON: %v", url, b, err)
 		}
-		if h := resp.Header.Get("X-Influxdb-Error"); h != a.Error+a.Message {
+		if h := header.Get("X-Influxdb-Error"); h != a.Error+a.Message {
 			t.Errorf("POST %s: X-Influxdb-Error %q, body %q", url, h, b)
 		}
 	}
@@ -186,31 +176,13 @@ func TestFieldTypesOffTakesEveryType(t *testing.T) {
 	checkIDs(t, waitDelivered(t, br, a, 2, 0), 2)
 }
 
-// lockedBuffer collects an agent's log.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestFieldTypeConflictsWithoutAnswer: on the listeners that cannot answer
 // (TCP, unix socket, UDP, StatsD) a conflicting line is dropped, counted in
 // simtel_agent_samples_dropped_total{reason="field_type_conflict"} and
 // logged; the other lines are delivered.
 func TestFieldTypeConflictsWithoutAnswer(t *testing.T) {
 	br := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
-	var log lockedBuffer
+	var log testutil.SyncBuffer
 	a := startAgent(t, br, func(c *agent.Config) { c.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
 	send := func(network, addr, data string) {
 		t.Helper()

@@ -59,11 +59,7 @@ var (
 type spoolCollector struct{ a *Agent }
 
 func (c *spoolCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descSpoolBytes
-	ch <- descSpoolPending
-	ch <- descSpoolDropped
-	ch <- descSpoolSyncs
-	ch <- descSpoolSyncErr
+	describe(ch, descSpoolBytes, descSpoolPending, descSpoolDropped, descSpoolSyncs, descSpoolSyncErr)
 }
 
 func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
@@ -92,10 +88,15 @@ var (
 type fieldTypesCollector struct{ ft *fieldTypes }
 
 func (c *fieldTypesCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descFieldTypes
-	ch <- descFieldTypesBytes
-	ch <- descFieldTypesForgotten
-	ch <- descFieldTypesUnremembered
+	describe(ch, descFieldTypes, descFieldTypesBytes, descFieldTypesForgotten, descFieldTypesUnremembered)
+}
+
+// describe sends a collector's descriptions, the same ones its Collect
+// uses, so that the registry can check them.
+func describe(ch chan<- *prometheus.Desc, descs ...*prometheus.Desc) {
+	for _, d := range descs {
+		ch <- d
+	}
 }
 
 func (c *fieldTypesCollector) Collect(ch chan<- prometheus.Metric) {
