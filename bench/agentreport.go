@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -59,19 +58,11 @@ func AddAgentStep(path, label, command, failure string, output []byte) error {
 	if err != nil {
 		return err
 	}
-	st := AgentStep{Label: label, Command: command, Error: failure}
-	var res AgentLoadResult
-	err = json.Unmarshal(output, &res)
-	switch {
-	case err == nil && res.Kind == "agent":
-		st.Result = &res
-	case failure != "":
-	case err != nil:
-		return fmt.Errorf("step %q: cannot decode agent result: %w", label, err)
-	default:
-		return fmt.Errorf("step %q: output is a %q result, not an agent one", label, res.Kind)
+	res, err := decodeStepResult(label, failure, "agent", "agent", output, func(res *AgentLoadResult) string { return res.Kind })
+	if err != nil {
+		return err
 	}
-	r.Steps = append(r.Steps, st)
+	r.Steps = append(r.Steps, AgentStep{Label: label, Command: command, Error: failure, Result: res})
 	return writeJSON(path, "agent run", r)
 }
 
@@ -169,24 +160,8 @@ func RenderAgentResults(latest *AgentRun, resultsDir string, history []*AgentRun
 		"Machine busy is all CPUs; in brackets the generator's own CPU, %% of one core: it does the same work in every run, "+
 		"so when it is higher than usual the machine was slower for the agent too.\n",
 		TargetCPUPctPer10k, TargetCPUPctPer10k, TargetRSSMiB)
-	if len(notes) > 0 {
-		b.WriteString("\n")
-		for _, n := range notes {
-			b.WriteString("- " + n + "\n")
-		}
-	}
-	b.WriteString("\nCommands of this run (`$WORK` is a temporary directory):\n\n```sh\n")
-	shown := map[string]bool{}
-	for _, st := range latest.Steps {
-		fmt.Fprintf(&b, "# %s\n", st.Label)
-		for _, line := range strings.Split(strings.TrimSpace(st.Command), "\n") {
-			if line = strings.TrimSpace(line); line != "" && !shown[line] {
-				shown[line] = true
-				b.WriteString(line + "\n")
-			}
-		}
-	}
-	b.WriteString("```\n")
+	writeNotes(&b, notes)
+	writeCommands(&b, latest.Steps, func(st AgentStep) (string, string) { return st.Label, st.Command })
 	if len(history) > 0 {
 		fmt.Fprintf(&b, "\nAll runs (`%s/`; per step: CPU %% of one core per 10k lines/s, peak RSS MiB):\n\n", resultsDir)
 		b.WriteString("| run | steps | all targets met |\n|---|---|---|\n")

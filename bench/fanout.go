@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -625,6 +626,67 @@ type workerOutcome struct {
 	path    string
 	mapped  []byte // the file mapped by a WorkerMap worker, unmapped at the end of the run
 	err     error
+}
+
+// measurePublish is the measured part of both modes. With the workers
+// already waiting (waited for by workers, stopped by stop), it reads the
+// broker's counters and the CPU mark, starts the progress watch, calls
+// begin right before the Publish call, publishes p and waits until every
+// worker is done or cfg.Timeout passed (the run is then aborted with a note
+// naming who). It sets the CPU figures and the egress. err is the failure
+// that ends the run: the counters could not be read before, or the publish
+// failed; cerr is a failure to read the counters after, which the caller
+// returns once it has recorded what it measured.
+func (r *fanoutRun) measurePublish(ctx context.Context, p *fanoutPublish, who, announce string, begin, stop func(), workers *sync.WaitGroup) (m learner.Manifest, t0, t1 time.Time, cerr, err error) {
+	before, err := r.readCounters(ctx)
+	if err != nil {
+		stop()
+		workers.Wait()
+		return m, t0, t1, nil, err
+	}
+	cpu0 := r.cpuMark()
+	r.progressf("%s", announce)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watchWG sync.WaitGroup
+	watchWG.Add(1)
+	go func() {
+		defer watchWG.Done()
+		r.watch(watchCtx, time.Now(), before)
+	}()
+	stopWatching := func() {
+		stopWatch()
+		watchWG.Wait()
+	}
+
+	measure, cancelMeasure := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancelMeasure()
+	begin()
+	m, t0, t1, err = r.publish(measure, p)
+	if err != nil {
+		stop()
+		workers.Wait()
+		stopWatching()
+		return m, t0, t1, nil, err
+	}
+	allDone := make(chan struct{})
+	go func() {
+		workers.Wait()
+		close(allDone)
+	}()
+	select {
+	case <-allDone:
+	case <-measure.Done():
+		r.res.Aborted = fmt.Sprintf("not every %s held version %d %s after the publish started", who, m.Version, r.cfg.Timeout)
+		stop()
+		<-allDone
+	}
+	after, cerr := r.readCounters(ctx)
+	r.cpuSince(cpu0)
+	stopWatching()
+	if cerr == nil && r.probe != nil {
+		r.res.Egress = egressBetween(before, after)
+	}
+	return m, t0, t1, cerr, nil
 }
 
 // collect summarizes the outcomes against the published version m.

@@ -95,53 +95,12 @@ func (r *fanoutRun) runDirect(ctx context.Context, p *fanoutPublish) error {
 		}()
 	}
 
-	before, err := r.readCounters(ctx)
-	if err != nil {
-		close(start)
-		stopPolls()
-		pollWG.Wait()
-		return err
-	}
-	cpu0 := r.cpuMark()
-	r.progressf("%d direct subscribers polling every %s; publishing %d bytes as version %d", n, cfg.PollInterval, cfg.Size, p.base.Version+1)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watchWG sync.WaitGroup
-	watchWG.Add(1)
-	go func() {
-		defer watchWG.Done()
-		r.watch(watchCtx, time.Now(), before)
-	}()
-
-	measure, cancelMeasure := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancelMeasure()
 	// The pollers start with the Publish call (t0).
-	close(start)
-	m, t0, t1, perr := r.publish(measure, p)
-	if perr != nil {
-		stopPolls()
-		pollWG.Wait()
-		stopWatch()
-		watchWG.Wait()
-		return perr
-	}
-	allDone := make(chan struct{})
-	go func() {
-		pollWG.Wait()
-		close(allDone)
-	}()
-	select {
-	case <-allDone:
-	case <-measure.Done():
-		r.res.Aborted = fmt.Sprintf("not every direct subscriber held version %d %s after the publish started", m.Version, cfg.Timeout)
-		stopPolls()
-		<-allDone
-	}
-	after, cerr := r.readCounters(ctx)
-	r.cpuSince(cpu0)
-	stopWatch()
-	watchWG.Wait()
-	if cerr == nil && r.probe != nil {
-		r.res.Egress = egressBetween(before, after)
+	m, t0, t1, cerr, err := r.measurePublish(ctx, p, "direct subscriber",
+		fmt.Sprintf("%d direct subscribers polling every %s; publishing %d bytes as version %d", n, cfg.PollInterval, cfg.Size, p.base.Version+1),
+		func() { close(start) }, stopPolls, &pollWG)
+	if err != nil {
+		return err
 	}
 	r.res.Polls, r.res.PollErrors = r.polls.Load(), r.pollErrs.Load()
 	r.collect(outs, m, t0, t1)

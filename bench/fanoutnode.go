@@ -147,50 +147,11 @@ func (r *fanoutRun) runNodes(ctx context.Context, p *fanoutPublish) error {
 		}()
 	}
 
-	before, err := r.readCounters(ctx)
+	m, t0, t1, cerr, err := r.measurePublish(ctx, p, "worker",
+		fmt.Sprintf("%d workers waiting; publishing %d bytes as version %d", workers, cfg.Size, p.base.Version+1),
+		func() {}, stopWork, &workWG)
 	if err != nil {
 		return err
-	}
-	cpu0 := r.cpuMark()
-	r.progressf("%d workers waiting; publishing %d bytes as version %d", workers, cfg.Size, p.base.Version+1)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watchWG sync.WaitGroup
-	watchWG.Add(1)
-	go func() {
-		defer watchWG.Done()
-		r.watch(watchCtx, time.Now(), before)
-	}()
-	stopWatching := func() {
-		stopWatch()
-		watchWG.Wait()
-	}
-
-	measure, cancelMeasure := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancelMeasure()
-	m, t0, t1, perr := r.publish(measure, p)
-	if perr != nil {
-		stopWork()
-		workWG.Wait()
-		stopWatching()
-		return perr
-	}
-	allDone := make(chan struct{})
-	go func() {
-		workWG.Wait()
-		close(allDone)
-	}()
-	select {
-	case <-allDone:
-	case <-measure.Done():
-		r.res.Aborted = fmt.Sprintf("not every worker held version %d %s after the publish started", m.Version, cfg.Timeout)
-		stopWork()
-		<-allDone
-	}
-	after, cerr := r.readCounters(ctx)
-	r.cpuSince(cpu0)
-	stopWatching()
-	if cerr == nil && r.probe != nil {
-		r.res.Egress = egressBetween(before, after)
 	}
 
 	r.collect(outs, m, t0, t1)

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -193,19 +192,11 @@ func AddFanoutStep(path, label, command, failure string, output []byte) error {
 	if err != nil {
 		return err
 	}
-	st := FanoutStep{Label: label, Command: command, Error: failure}
-	var res FanoutResult
-	err = json.Unmarshal(output, &res)
-	switch {
-	case err == nil && res.Kind == "fanout":
-		st.Result = &res
-	case failure != "":
-	case err != nil:
-		return fmt.Errorf("step %q: cannot decode fan-out result: %w", label, err)
-	default:
-		return fmt.Errorf("step %q: output is a %q result, not a fan-out one", label, res.Kind)
+	res, err := decodeStepResult(label, failure, "fanout", "fan-out", output, func(res *FanoutResult) string { return res.Kind })
+	if err != nil {
+		return err
 	}
-	r.Steps = append(r.Steps, st)
+	r.Steps = append(r.Steps, FanoutStep{Label: label, Command: command, Error: failure, Result: res})
 	return writeJSON(path, "fan-out run", r)
 }
 
@@ -385,24 +376,8 @@ func RenderFanoutResults(latest *FanoutRun, resultsDir string, history []*Fanout
 			notes = append(notes, st.Label+": "+n)
 		}
 	}
-	if len(notes) > 0 {
-		b.WriteString("\n")
-		for _, n := range notes {
-			b.WriteString("- " + n + "\n")
-		}
-	}
-	b.WriteString("\nCommands of this run (`$WORK` is a temporary directory):\n\n```sh\n")
-	shown := map[string]bool{}
-	for _, st := range latest.Steps {
-		fmt.Fprintf(&b, "# %s\n", st.Label)
-		for _, line := range strings.Split(strings.TrimSpace(st.Command), "\n") {
-			if line = strings.TrimSpace(line); line != "" && !shown[line] {
-				shown[line] = true
-				b.WriteString(line + "\n")
-			}
-		}
-	}
-	b.WriteString("```\n")
+	writeNotes(&b, notes)
+	writeCommands(&b, latest.Steps, func(st FanoutStep) (string, string) { return st.Label, st.Command })
 	if len(history) > 0 {
 		fmt.Fprintf(&b, "\nAll runs (`%s/`):\n\n", resultsDir)
 		b.WriteString("| run | steps: last worker s (÷ egress/loopback), egress per worker | node vs direct egress per worker | targets met |\n|---|---|---|---|\n")

@@ -90,20 +90,7 @@ func RenderResults(latest *Run, chartPath string, history []*Run) string {
 	if chartPath != "" {
 		fmt.Fprintf(&b, "\n![throughput and latency of run %s](%s)\n", latest.ID, chartPath)
 	}
-	// A step's command may start with the server it ran against; a line
-	// already shown (the same server for the next step) is not repeated.
-	b.WriteString("\nCommands of this run (`$WORK` is a temporary directory):\n\n```sh\n")
-	shown := map[string]bool{}
-	for _, st := range latest.Steps {
-		fmt.Fprintf(&b, "# %s\n", st.Label)
-		for _, line := range strings.Split(strings.TrimSpace(st.Command), "\n") {
-			if line = strings.TrimSpace(line); line != "" && !shown[line] {
-				shown[line] = true
-				b.WriteString(line + "\n")
-			}
-		}
-	}
-	b.WriteString("```\n")
+	writeCommands(&b, latest.Steps, func(st Step) (string, string) { return st.Label, st.Command })
 
 	if len(history) > 0 {
 		b.WriteString("\nAll runs (`bench/results/`):\n\n")

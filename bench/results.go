@@ -146,3 +146,58 @@ func publishRun[T any](cfg PublishConfig, what, start, end string, set func(*T),
 	}
 	return path, updateREADME(cfg.README, start, end, render(r, relTo(cfg.README, cfg.ResultsDir), history))
 }
+
+// decodeStepResult decodes a step's output as a result whose kind (read by
+// kindOf) is want; what names the result in errors ("agent"). A step
+// whose command failed (failure not empty) keeps whatever result the
+// output holds, nil if none, and no error.
+func decodeStepResult[R any](label, failure, want, what string, output []byte, kindOf func(*R) string) (*R, error) {
+	var res R
+	err := json.Unmarshal(output, &res)
+	switch {
+	case err == nil && kindOf(&res) == want:
+		return &res, nil
+	case failure != "":
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("step %q: cannot decode %s result: %w", label, what, err)
+	default:
+		article := "a"
+		if strings.ContainsRune("aeiou", rune(what[0])) {
+			article = "an"
+		}
+		return nil, fmt.Errorf("step %q: output is a %q result, not %s %s one", label, kindOf(&res), article, what)
+	}
+}
+
+// writeNotes writes notes as a Markdown list after a blank line; nothing
+// when there are none.
+func writeNotes(b *strings.Builder, notes []string) {
+	if len(notes) == 0 {
+		return
+	}
+	b.WriteString("\n")
+	for _, n := range notes {
+		b.WriteString("- " + n + "\n")
+	}
+}
+
+// writeCommands writes the commands of a run's steps as a shell block, each
+// under a comment with its step's label. A step's command may start with
+// the server it ran against; a line already shown (the same server for the
+// next step) is not repeated.
+func writeCommands[S any](b *strings.Builder, steps []S, labelCommand func(S) (string, string)) {
+	b.WriteString("\nCommands of this run (`$WORK` is a temporary directory):\n\n```sh\n")
+	shown := map[string]bool{}
+	for _, st := range steps {
+		label, command := labelCommand(st)
+		fmt.Fprintf(b, "# %s\n", label)
+		for _, line := range strings.Split(strings.TrimSpace(command), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !shown[line] {
+				shown[line] = true
+				b.WriteString(line + "\n")
+			}
+		}
+	}
+	b.WriteString("```\n")
+}
