@@ -148,46 +148,41 @@ func (w *Writer) WritePartition(v []int32) (err error) {
 
 // WriteInt writes the next column, a field of type Int or Uint (stored as
 // INT64, the logical type tells; an unsigned value is its bits).
-func (w *Writer) WriteInt(t Type, v []int64, defs []int16) (err error) {
+func (w *Writer) WriteInt(t Type, v []int64, defs []int16) error {
+	return writeField[int64, *file.Int64ColumnChunkWriter](w, t, v, defs)
+}
+
+// WriteFloat writes the next column, a Float field.
+func (w *Writer) WriteFloat(v []float64, defs []int16) error {
+	return writeField[float64, *file.Float64ColumnChunkWriter](w, Float, v, defs)
+}
+
+// WriteBool writes the next column, a Bool field.
+func (w *Writer) WriteBool(v []bool, defs []int16) error {
+	return writeField[bool, *file.BooleanColumnChunkWriter](w, Bool, v, defs)
+}
+
+// WriteString writes the next column, a String field.
+func (w *Writer) WriteString(v []pq.ByteArray, defs []int16) error {
+	return writeField[pq.ByteArray, *file.ByteArrayColumnChunkWriter](w, String, v, defs)
+}
+
+// batchWriter is the column chunk writer of a physical type whose values
+// are T.
+type batchWriter[T any] interface {
+	file.ColumnChunkWriter
+	WriteBatch(values []T, defLevels, repLevels []int16) (int64, error)
+}
+
+// writeField writes the next column, a field of type t, whose chunk writer
+// is a W.
+func writeField[T any, W batchWriter[T]](w *Writer, t Type, v []T, defs []int16) (err error) {
 	defer catch(&err)
 	cw, c, err := w.next(Field, t)
 	if err != nil {
 		return err
 	}
-	_, err = cw.(*file.Int64ColumnChunkWriter).WriteBatch(v, defs, nil)
-	return done(cw, c, err)
-}
-
-// WriteFloat writes the next column, a Float field.
-func (w *Writer) WriteFloat(v []float64, defs []int16) (err error) {
-	defer catch(&err)
-	cw, c, err := w.next(Field, Float)
-	if err != nil {
-		return err
-	}
-	_, err = cw.(*file.Float64ColumnChunkWriter).WriteBatch(v, defs, nil)
-	return done(cw, c, err)
-}
-
-// WriteBool writes the next column, a Bool field.
-func (w *Writer) WriteBool(v []bool, defs []int16) (err error) {
-	defer catch(&err)
-	cw, c, err := w.next(Field, Bool)
-	if err != nil {
-		return err
-	}
-	_, err = cw.(*file.BooleanColumnChunkWriter).WriteBatch(v, defs, nil)
-	return done(cw, c, err)
-}
-
-// WriteString writes the next column, a String field.
-func (w *Writer) WriteString(v []pq.ByteArray, defs []int16) (err error) {
-	defer catch(&err)
-	cw, c, err := w.next(Field, String)
-	if err != nil {
-		return err
-	}
-	_, err = cw.(*file.ByteArrayColumnChunkWriter).WriteBatch(v, defs, nil)
+	_, err = cw.(W).WriteBatch(v, defs, nil)
 	return done(cw, c, err)
 }
 
