@@ -25,6 +25,12 @@ func newLake(t *testing.T) *querytest.Lake {
 	return &querytest.Lake{Store: st, Catalog: catalog.New(st)}
 }
 
+// runCompact runs a compaction of l with cfg, reading objects straight
+// from its store.
+func runCompact(ctx context.Context, l *querytest.Lake, cfg compact.Config) (compact.Result, error) {
+	return compact.Run(ctx, l.Store, l.Catalog, &querytest.LocalFetcher{Store: l.Store}, cfg)
+}
+
 // rowSet is every row of every measurement as text, sorted: the multiset
 // of the lake's rows.
 func rowSet(t *testing.T, l *querytest.Lake) []string {
@@ -150,7 +156,7 @@ func TestCompactKeepsRowsAndOrder(t *testing.T) {
 	for _, o := range snap0.Objects(catalog.Filter{Kind: lake.KindTelemetry, Run: "r1"}) {
 		size = max(size, o.Bytes)
 	}
-	res, err := compact.Run(ctx, l.Store, l.Catalog, &querytest.LocalFetcher{Store: l.Store}, compact.Config{Run: "r1", MinFiles: 3, TargetSize: 6 * size})
+	res, err := runCompact(ctx, l, compact.Config{Run: "r1", MinFiles: 3, TargetSize: 6 * size})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,11 +193,11 @@ func TestCompactKeepsRowsAndOrder(t *testing.T) {
 
 	// Everything compacts further with a bigger target, and a rerun
 	// with nothing to do changes nothing.
-	if _, err := compact.Run(ctx, l.Store, l.Catalog, &querytest.LocalFetcher{Store: l.Store}, compact.Config{MinFiles: 2}); err != nil {
+	if _, err := runCompact(ctx, l, compact.Config{MinFiles: 2}); err != nil {
 		t.Fatal(err)
 	}
 	checkCatalog(t, l, int64(len(ss)))
-	res, err = compact.Run(ctx, l.Store, l.Catalog, &querytest.LocalFetcher{Store: l.Store}, compact.Config{MinFiles: 2})
+	res, err = runCompact(ctx, l, compact.Config{MinFiles: 2})
 	if err != nil || res.Groups != 0 {
 		t.Errorf("second full compaction: %+v, %v; want nothing to do", res, err)
 	}
@@ -228,11 +234,11 @@ func TestCompactCrashPoints(t *testing.T) {
 	for _, o := range b.Objects {
 		keys = append(keys, o.Key)
 	}
-	res0, err := compact.Run(ctx, l.Store, l.Catalog, &querytest.LocalFetcher{Store: l.Store}, compact.Config{MinFiles: 4, TargetSize: 1 << 30, DryRun: true})
+	res0, err := runCompact(ctx, l, compact.Config{MinFiles: 4, TargetSize: 1 << 30, DryRun: true})
 	if err != nil || res0.Groups != len(batches) {
 		t.Fatalf("dry run: %+v %v", res0, err)
 	}
-	res, err := compact.Run(ctx, l.Store, l.Catalog, &querytest.LocalFetcher{Store: l.Store}, compact.Config{MinFiles: 4, TargetSize: 1 << 30})
+	res, err := runCompact(ctx, l, compact.Config{MinFiles: 4, TargetSize: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +257,7 @@ func TestCompactCrashPoints(t *testing.T) {
 	if got := rowSet(t, l); !reflect.DeepEqual(got, before) {
 		t.Fatal("a replaced object is visible again")
 	}
-	res, err = compact.Run(ctx, l.Store, l.Catalog, &querytest.LocalFetcher{Store: l.Store}, compact.Config{MinFiles: 4, TargetSize: 1 << 30})
+	res, err = runCompact(ctx, l, compact.Config{MinFiles: 4, TargetSize: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestMergedObjectFollowsSchema(t *testing.T) {
 	if err := l.WriteSamples(ctx, "telemetry", ss, 10); err != nil {
 		t.Fatal(err)
 	}
-	res, err := compact.Run(ctx, l.Store, l.Catalog, &querytest.LocalFetcher{Store: l.Store}, compact.Config{MinFiles: 2})
+	res, err := runCompact(ctx, l, compact.Config{MinFiles: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

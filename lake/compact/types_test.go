@@ -34,7 +34,7 @@ func TestCompactNeverMixesTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := rowSet(t, l)
-	res, err := compact.Run(ctx, l.Store, l.Catalog, &querytest.LocalFetcher{Store: l.Store}, compact.Config{MinFiles: 2})
+	res, err := runCompact(ctx, l, compact.Config{MinFiles: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,12 +60,12 @@ func TestCompactSettleAndPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap0 := checkCatalog(t, l, int64(len(ss)))
-	res, err := compact.Run(ctx, l.Store, l.Catalog, &querytest.LocalFetcher{Store: l.Store}, compact.Config{MinFiles: 2, Settle: time.Hour})
+	res, err := runCompact(ctx, l, compact.Config{MinFiles: 2, Settle: time.Hour})
 	if err != nil || res.Groups != 0 {
 		t.Fatalf("with every object fresh: %+v, %v; want nothing merged", res, err)
 	}
 	only1 := func(topic string, p int32) bool { return topic == "telemetry" && p == 1 }
-	res, err = compact.Run(ctx, l.Store, l.Catalog, &querytest.LocalFetcher{Store: l.Store}, compact.Config{MinFiles: 2, Partitions: only1})
+	res, err = runCompact(ctx, l, compact.Config{MinFiles: 2, Partitions: only1})
 	if err != nil || res.Groups == 0 {
 		t.Fatalf("partition 1: %+v, %v; want merges", res, err)
 	}
