@@ -41,9 +41,7 @@ MEASURE=${MEASURE:-25}
 
 source "$REPO/bench/lib.sh"
 
-mkdir -p "$BIN"
-log "building simtel"
-(cd "$REPO" && go build -o "$BIN/simtel" ./cmd/simtel)
+build_simtel
 WORK=$(mktemp -d -t simtel-agent-ab.XXXXXX)
 PEER=$WORK/simtel-peer
 cp "$BIN/simtel" "$PEER"

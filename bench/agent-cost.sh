@@ -78,10 +78,7 @@ stop_pid() {
 
 # --- build ---------------------------------------------------------------------
 
-mkdir -p "$BIN"
-log "building simtel"
-(cd "$REPO" && go build -o "$BIN/simtel" ./cmd/simtel)
-SIMTEL=$BIN/simtel
+build_simtel
 WORK=$(mktemp -d -t simtel-agent-cost.XXXXXX)
 RUN=$WORK/run.json
 ID=$(date -u +%Y-%m-%d-%H%M%S)
@@ -96,25 +93,9 @@ if [[ -n ${AGENT_BIN:-} ]]; then
 	AGENT_SIMTEL=$AGENT_BIN
 	REV="$AGENT_BIN (AGENT_BIN)"
 fi
-HOST="$(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg) at start, agent at $REV, $(go version | cut -d' ' -f3)"
-if [[ -n ${NO_PUBLISH:-} ]]; then
-	RESULTS=$WORK/results
-	README=""
-	KEEP=1
-else
-	RESULTS=$REPO/bench/results/agent-cost
-	README=$REPO/bench/README.md
-fi
+HOST="$(host_desc), agent at $REV, $(go version | cut -d' ' -f3)"
+results_to agent-cost
 mkdir -p "$RESULTS"
-
-show() {
-	local s
-	s=$(printf '%q ' "$@")
-	s=${s% }
-	s=${s//$BIN\//.bin/}
-	s=${s//$WORK/\$WORK}
-	printf '%s' "$s"
-}
 
 # --- broker -----------------------------------------------------------------------
 
@@ -226,13 +207,9 @@ for t in $TRANSPORTS; do
 		if ! kill -0 "$AGENT_PID" 2>/dev/null; then
 			failed="${failed:+$failed; }the agent exited: $(tail -n1 "$AGENT_LOG")"
 		fi
-		if [[ -n $failed ]]; then
-			echo "WARNING: step \"$label\" failed: $failed" >&2
-			FAILED+=("$label")
-		fi
+		step_failed "$label" "$failed"
 		# The profile's path as the README shows it.
-		shown_cmd=$(show "${cmd[@]}")
-		shown_cmd=${shown_cmd//$REPO\//}
+		shown_cmd=$(show_rel "${cmd[@]}")
 		"$SIMTEL" bench agent-report add --run "$RUN" --label "$label" \
 			--command "$BROKER_CMD$NL$AGENT_CMD$NL$shown_cmd" --failed "$failed" --input "$out"
 	done
@@ -244,11 +221,7 @@ for t in $TRANSPORTS; do
 	fi
 done
 
-if ! kill -0 "$BROKER_PID" 2>/dev/null; then
-	echo "simtel broker died:" >&2
-	cat "$WORK/broker.log" >&2
-	FAILED+=("broker")
-fi
+broker_alive "$BROKER_PID" || FAILED+=("broker")
 
 # --- report -----------------------------------------------------------------------
 
@@ -256,9 +229,4 @@ log "publishing run $ID"
 ENVDESC="TRANSPORTS=\"$TRANSPORTS\" RATES=\"$RATES\" DURATION=$DURATION WARMUP=$WARMUP FIRST_WARMUP=$FIRST_WARMUP BATCH=$BATCH DATAGRAM_BYTES=$DATAGRAM_BYTES SENDERS=$SENDERS${UDP_RMEM:+ UDP_RMEM=$UDP_RMEM}${PROFILE:+ PROFILE=1}"
 "$SIMTEL" bench agent-report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
 	--id "$ID" --host "$HOST" --command "$ENVDESC bench/agent-cost.sh"
-if (( ${#FAILED[@]} > 0 )); then
-	printf 'failed steps:' >&2
-	printf ' "%s"' "${FAILED[@]}" >&2
-	printf '\n' >&2
-	exit 1
-fi
+exit_if_failed

@@ -68,9 +68,7 @@ install_tool() {
 mkdir -p "$BIN"
 install_tool nats-server "$NATS_SERVER_MODULE" "$NATS_SERVER_VERSION"
 install_tool nats "$NATSCLI_MODULE" "$NATSCLI_VERSION"
-log "building simtel"
-(cd "$REPO" && go build -o "$BIN/simtel" ./cmd/simtel)
-SIMTEL=$BIN/simtel
+build_simtel
 NATS=$BIN/nats
 NATS_SERVER=$BIN/nats-server
 
@@ -82,18 +80,7 @@ else
 fi
 RUN=$WORK/run.json
 ID=$(date -u +%Y-%m-%d-%H%M%S)
-HOST="$(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg) at start"
-
-# show prints a command as the README shows it: the binaries by their
-# repository path, the temporary directory as $WORK.
-show() {
-	local s
-	s=$(printf '%q ' "$@")
-	s=${s% }
-	s=${s//$BIN\//.bin/}
-	s=${s//$WORK/\$WORK}
-	printf '%s' "$s"
-}
+HOST=$(host_desc)
 
 # step KIND LABEL CMD...: run CMD, keep its stdout as the step's output,
 # and add it to the run with the exact command. A command that fails is
@@ -112,10 +99,7 @@ step() {
 		# stdout (the JSON result) to the file, stderr to the terminal and a file.
 		"$@" 2>&1 >"$out" | tee "$err" >&2 || failed="exit status ${PIPESTATUS[0]}: $(grep -v '^\(produce\|consume\) ' "$err" | tail -n1)"
 	fi
-	if [[ -n $failed ]]; then
-		echo "WARNING: step \"$label\" failed: $failed" >&2
-		FAILED+=("$label")
-	fi
+	step_failed "$label" "$failed"
 	STEPS+=("$label")
 	LAST_OUT=$out
 	"$SIMTEL" bench report add --run "$RUN" --kind "$kind" --label "$label" \
@@ -156,11 +140,7 @@ fi
 step consume "simtel consume raw" "$SIMTEL" bench consume --brokers "$BROKER" --topic bench \
 	--raw --consumers 2 --json
 step consume "simtel consume poll" "$SIMTEL" bench consume --brokers "$BROKER" --topic bench --json
-if ! kill -0 "${PIDS[-1]}" 2>/dev/null; then
-	echo "simtel broker died:" >&2
-	cat "$WORK/broker.log" >&2
-	exit 1
-fi
+broker_alive "${PIDS[-1]}" || exit 1
 stop_last
 SERVER_CMD=""
 rm -rf "$WORK/simtel" # give the page cache and the disk back before the peer runs
@@ -212,21 +192,9 @@ step disk "disk fdatasync, again, sustained" "$SIMTEL" bench disk --dir "$WORK/d
 
 # --- report ----------------------------------------------------------------------
 
-if [[ -n ${NO_PUBLISH:-} ]]; then
-	RESULTS=$WORK/results
-	README=""
-	KEEP=1
-else
-	RESULTS=$REPO/bench/results
-	README=$REPO/bench/README.md
-fi
+results_to ""
 log "publishing run $ID"
 ENVDESC="DURATION=$DURATION PACED_DURATION=$PACED_DURATION PACED_DIVISOR=$PACED_DIVISOR SUSTAIN_TIME=$SUSTAIN_TIME PARTITIONS=$PARTITIONS PRODUCERS=$PRODUCERS LINGER=$LINGER JS_MSGS=$JS_MSGS JS_ALWAYS_MSGS=$JS_ALWAYS_MSGS JS_CLIENTS=$JS_CLIENTS"
 "$SIMTEL" bench report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
 	--id "$ID" --host "$HOST" --command "$ENVDESC bench/compare.sh"
-if (( ${#FAILED[@]} > 0 )); then
-	printf 'failed steps:' >&2
-	printf ' "%s"' "${FAILED[@]}" >&2
-	printf '\n' >&2
-	exit 1
-fi
+exit_if_failed

@@ -50,14 +50,9 @@ READ=${READ-1}
 
 source "$REPO/bench/lib.sh"
 
-# --- processes and cleanup -------------------------------------------------------
-
 # --- build ---------------------------------------------------------------------
 
-mkdir -p "$BIN"
-log "building simtel"
-(cd "$REPO" && go build -o "$BIN/simtel" ./cmd/simtel)
-SIMTEL=$BIN/simtel
+build_simtel
 WORK=$(mktemp -d -t simtel-fanout.XXXXXX)
 RUN=$WORK/run.json
 ID=$(date -u +%Y-%m-%d-%H%M%S)
@@ -72,26 +67,9 @@ SHM="no /dev/shm"
 if [[ -d /dev/shm ]]; then
 	SHM="node caches on /dev/shm (tmpfs)"
 fi
-HOST="$(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg) at start, $SHM, code at $REV, $(go version | cut -d' ' -f3)"
-if [[ -n ${NO_PUBLISH:-} ]]; then
-	RESULTS=$WORK/results
-	README=""
-	KEEP=1
-else
-	RESULTS=$REPO/bench/results/fanout
-	README=$REPO/bench/README.md
-fi
+HOST="$(host_desc), $SHM, code at $REV, $(go version | cut -d' ' -f3)"
+results_to fanout
 mkdir -p "$RESULTS"
-
-show() {
-	local s
-	s=$(printf '%q ' "$@")
-	s=${s% }
-	s=${s//$BIN\//.bin/}
-	s=${s//$WORK/\$WORK}
-	s=${s//$REPO\//}
-	printf '%s' "$s"
-}
 
 # --- broker -----------------------------------------------------------------------
 
@@ -106,7 +84,7 @@ BROKER_PID=$!
 PIDS+=("$BROKER_PID")
 wait_port "$BPORT" "$BROKER_PID" "$WORK/broker.log"
 wait_port "$HPORT" "$BROKER_PID" "$WORK/broker.log"
-BROKER_CMD="$(show "$SIMTEL" "${BROKER_ARGS[@]}") &"
+BROKER_CMD="$(show_rel "$SIMTEL" "${BROKER_ARGS[@]}") &"
 
 # --- steps ------------------------------------------------------------------------
 
@@ -128,18 +106,15 @@ step() {
 	if [[ -n ${PROFILE:-} ]]; then
 		cmd+=(--cpu-profile "$RESULTS/$ID-$STEP-$mode.pprof")
 	fi
-	log "$label: $(show "${cmd[@]}")"
+	log "$label: $(show_rel "${cmd[@]}")"
 	local out=$WORK/step-$STEP.json err=$WORK/step-$STEP.err failed=""
 	"${cmd[@]}" 2>&1 >"$out" | tee "$err" >&2 || failed="exit status ${PIPESTATUS[0]}: $(grep -v '^fanout ' "$err" | tail -n1)"
 	if ! kill -0 "$BROKER_PID" 2>/dev/null; then
 		failed="${failed:+$failed; }the broker exited: $(tail -n1 "$WORK/broker.log")"
 	fi
-	if [[ -n $failed ]]; then
-		echo "WARNING: step \"$label\" failed: $failed" >&2
-		FAILED+=("$label")
-	fi
+	step_failed "$label" "$failed"
 	"$SIMTEL" bench fanout-report add --run "$RUN" --label "$label" \
-		--command "$BROKER_CMD$NL$(show "${cmd[@]}")" --failed "$failed" --input "$out"
+		--command "$BROKER_CMD$NL$(show_rel "${cmd[@]}")" --failed "$failed" --input "$out"
 	# Let the page cache writeback and the broker's goroutines settle.
 	sleep 2
 }
@@ -153,11 +128,7 @@ if [[ -n $READ ]]; then
 	step "node ${NODES}×${WORKERS}, workers read their own copy" node "$NODES" "$WORKERS" --worker-load read
 fi
 
-if ! kill -0 "$BROKER_PID" 2>/dev/null; then
-	echo "simtel broker died:" >&2
-	cat "$WORK/broker.log" >&2
-	FAILED+=("broker")
-fi
+broker_alive "$BROKER_PID" || FAILED+=("broker")
 
 # --- report -----------------------------------------------------------------------
 
@@ -165,9 +136,4 @@ log "publishing run $ID"
 ENVDESC="NODES=$NODES WORKERS=$WORKERS SIZE=$SIZE DIRECT_NODES=$DIRECT_NODES DIRECT_WORKERS=$DIRECT_WORKERS POLL=$POLL NODE1=$NODE1 READ=$READ${PROFILE:+ PROFILE=1}"
 "$SIMTEL" bench fanout-report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
 	--id "$ID" --host "$HOST" --command "$ENVDESC bench/fanout.sh"
-if (( ${#FAILED[@]} > 0 )); then
-	printf 'failed steps:' >&2
-	printf ' "%s"' "${FAILED[@]}" >&2
-	printf '\n' >&2
-	exit 1
-fi
+exit_if_failed

@@ -1,7 +1,9 @@
-# Shared by the benchmark scripts (compare.sh, agent-cost.sh, fanout.sh):
-# logging, the processes a script started and their cleanup, and ports.
-# Source it after setting nothing; a script may define cleanup_extra, which
-# runs after its processes are stopped and before the work directory goes.
+# Shared by the benchmark scripts (compare.sh, agent-cost.sh, fanout.sh,
+# agent-ab.sh): logging, the processes a script started and their cleanup,
+# ports, building simtel, the host line, where results go, how commands are
+# shown and how failed steps are reported. Source it after setting REPO and
+# BIN; a script may define cleanup_extra, which runs after its processes are
+# stopped and before the work directory goes.
 
 log() { printf '\n== %s\n' "$*" >&2; }
 
@@ -57,4 +59,80 @@ wait_port() {
 	echo "nothing listening on port $1 after 20s:" >&2
 	cat "$3" >&2
 	return 1
+}
+
+# build_simtel builds the working tree's simtel into $BIN and sets SIMTEL.
+build_simtel() {
+	mkdir -p "$BIN"
+	log "building simtel"
+	(cd "$REPO" && go build -o "$BIN/simtel" ./cmd/simtel)
+	SIMTEL=$BIN/simtel
+}
+
+# host_desc prints the machine a run is on: CPUs, memory, kernel and the
+# load at start.
+host_desc() {
+	printf '%s' "$(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg) at start"
+}
+
+# results_to SUBDIR sets RESULTS (bench/results/SUBDIR, or bench/results
+# when SUBDIR is empty) and README (bench/README.md); with NO_PUBLISH the
+# results stay in $WORK/results, README is empty and the work directory is
+# kept.
+results_to() {
+	if [[ -n ${NO_PUBLISH:-} ]]; then
+		RESULTS=$WORK/results
+		README=""
+		KEEP=1
+	else
+		RESULTS=$REPO/bench/results${1:+/$1}
+		README=$REPO/bench/README.md
+	fi
+}
+
+# show prints a command as the README shows it: the binaries by their
+# repository path, the temporary directory as $WORK.
+show() {
+	local s
+	s=$(printf '%q ' "$@")
+	s=${s% }
+	s=${s//$BIN\//.bin/}
+	s=${s//$WORK/\$WORK}
+	printf '%s' "$s"
+}
+
+# show_rel is show with every other path in the repository relative to it.
+show_rel() {
+	local s
+	s=$(show "$@")
+	printf '%s' "${s//$REPO\//}"
+}
+
+# step_failed LABEL WHY: warn that a step failed and remember it in FAILED;
+# nothing when WHY is empty.
+step_failed() {
+	if [[ -n $2 ]]; then
+		echo "WARNING: step \"$1\" failed: $2" >&2
+		FAILED+=("$1")
+	fi
+}
+
+# broker_alive PID: whether the broker is still running; if not, say so
+# with its log ($WORK/broker.log).
+broker_alive() {
+	if ! kill -0 "$1" 2>/dev/null; then
+		echo "simtel broker died:" >&2
+		cat "$WORK/broker.log" >&2
+		return 1
+	fi
+}
+
+# exit_if_failed lists the failed steps and exits 1 if there are any.
+exit_if_failed() {
+	if (( ${#FAILED[@]} > 0 )); then
+		printf 'failed steps:' >&2
+		printf ' "%s"' "${FAILED[@]}" >&2
+		printf '\n' >&2
+		exit 1
+	fi
 }
