@@ -120,11 +120,7 @@ func runLakeBackfill(cmd *cobra.Command, f *lakeFlags, o *lakeBackfillFlags) err
 		return err
 	}
 	defID, job := o.job()
-	p, err := o.txf.open(ctx, brokers, o.toTopic, defID, job, ls.log, cmd.ErrOrStderr())
-	if err != nil {
-		return err
-	}
-	stopMetrics, err := serveLakeMetrics(ctx, o.metricsListen, nil, p)
+	p, stopMetrics, err := o.txf.openInto(ctx, brokers, o.toTopic, defID, job, o.metricsListen, nil, ls.log, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
@@ -138,10 +134,9 @@ func runLakeBackfill(cmd *cobra.Command, f *lakeFlags, o *lakeBackfillFlags) err
 	var prog lakeProgress
 	prog.start(src.total, src.desc)
 	err = src.run(ctx, p, prog.tick)
-	acked, cerr := replay.Finish(ctx, p)
-	prog.finish()
-	if err := errors.Join(err, cerr); err != nil {
-		return fmt.Errorf("backfill into %s stopped after %d %s records: %w", o.toTopic, acked, durableWord(p), err)
+	acked, err := finishInto(ctx, p, &prog, err, "backfill into "+o.toTopic, "records")
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "backfilled %d records into topic %s%s\n", acked, o.toTopic, skippedNote(p))
 	return nil

@@ -45,12 +45,7 @@ func simtelLake(t *testing.T, args ...string) (string, string, error) {
 
 func newQueryTestLake(t *testing.T) (*querytest.Lake, string, []replay.Sample) {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := store.Open(context.Background(), dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &querytest.Lake{Store: st, Catalog: catalog.New(st)}
+	dir, l := emptyTestLake(t)
 	ss := querytest.GenSamples(5, []string{"r1", "r2"}, 150, 2)
 	if err := l.WriteSamples(context.Background(), "telemetry", ss, 20); err != nil {
 		t.Fatal(err)
@@ -245,14 +240,7 @@ func TestLakeBackfillCLI(t *testing.T) {
 		s.Partition, s.Offset = 0, 0
 		perKey[k] = append(perKey[k], s.String()+"@"+time.Unix(0, s.Time).UTC().Truncate(time.Millisecond).String())
 	}
-	gotKey := map[string][]string{}
-	for _, r := range recs {
-		s, err := replay.ParseLine(r.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gotKey[string(r.Key)] = append(gotKey[string(r.Key)], s.String()+"@"+r.Timestamp.UTC().String())
-	}
+	gotKey := lakeLinesByKey(t, recs)
 	for k, w := range perKey {
 		if !slices.Equal(gotKey[k], w) {
 			t.Errorf("key %s: got %d records, want %d in order (first got %v, want %v)", k, len(gotKey[k]), len(w), lakeFirst(gotKey[k]), lakeFirst(w))
@@ -292,14 +280,7 @@ func TestLakeBackfillCLI(t *testing.T) {
 	if el := time.Since(start); el < span/100 {
 		t.Errorf("replay at 100x took %v for %v of samples; want at least %v", el, span, span/100)
 	}
-	gotKey = map[string][]string{}
-	for _, r := range lakeConsumeAll(t, addr, "replayed", len(want)) {
-		s, err := replay.ParseLine(r.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gotKey[string(r.Key)] = append(gotKey[string(r.Key)], s.String()+"@"+r.Timestamp.UTC().String())
-	}
+	gotKey = lakeLinesByKey(t, lakeConsumeAll(t, addr, "replayed", len(want)))
 	for k, w := range perKey {
 		if !slices.Equal(gotKey[k], w) {
 			t.Errorf("replayed key %s: got %d records, want %d in order", k, len(gotKey[k]), len(w))
@@ -331,6 +312,21 @@ func TestLakeBackfillCLI(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lakeLinesByKey parses each record's value as a line and groups the
+// lines, with the record's timestamp, by key in the order consumed.
+func lakeLinesByKey(t *testing.T, recs []*kgo.Record) map[string][]string {
+	t.Helper()
+	byKey := map[string][]string{}
+	for _, r := range recs {
+		s, err := replay.ParseLine(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byKey[string(r.Key)] = append(byKey[string(r.Key)], s.String()+"@"+r.Timestamp.UTC().String())
+	}
+	return byKey
 }
 
 func lakeFirst(s []string) string {

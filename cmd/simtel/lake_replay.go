@@ -157,20 +157,15 @@ func (o *lakeReplayFlags) intoTopic(ctx context.Context, cmd *cobra.Command, r *
 	if cfg.FromStep != nil {
 		job += fmt.Sprintf(" step=%v", o.fromStep)
 	}
-	p, err := o.txf.open(ctx, cfg.Brokers, o.toTopic, "simtel-replay-"+o.run+"-"+o.toTopic, job, log, cmd.ErrOrStderr())
-	if err != nil {
-		return err
-	}
-	stopMetrics, err := serveLakeMetrics(ctx, o.metricsListen, r.Stats(), p)
+	p, stopMetrics, err := o.txf.openInto(ctx, cfg.Brokers, o.toTopic, "simtel-replay-"+o.run+"-"+o.toTopic, job, o.metricsListen, r.Stats(), log, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
 	err = r.RunInto(ctx, p, pacer, prog.tick)
-	acked, cerr := replay.Finish(ctx, p)
-	prog.finish()
-	if err = errors.Join(err, cerr); err != nil {
-		return fmt.Errorf("replay into %s stopped after %d %s samples: %w", o.toTopic, acked, durableWord(p), err)
+	acked, err := finishInto(ctx, p, prog, err, "replay into "+o.toTopic, "samples")
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "replayed %d samples of run %s into topic %s%s\n", acked, o.run, o.toTopic, skippedNote(p))
 	return nil

@@ -57,6 +57,33 @@ func (t *lakeTxnFlags) open(ctx context.Context, brokers []string, topic, defID,
 	return tp, nil
 }
 
+// openInto is open followed by the job's metrics on metricsListen (with
+// stats, if any); stop ends the metrics server. On failure out is finished.
+func (t *lakeTxnFlags) openInto(ctx context.Context, brokers []string, topic, defID, job, metricsListen string, stats *replay.Stats, log *slog.Logger, stderr io.Writer) (out replay.Output, stop func(), err error) {
+	out, err = t.open(ctx, brokers, topic, defID, job, log, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop, err = serveLakeMetrics(ctx, metricsListen, stats, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, stop, nil
+}
+
+// finishInto waits for out's last records after the run that produced into
+// it ended with runErr, and ends prog. It returns how many records are
+// durable and, on a failure of the run or of the finish, an error that says
+// how far what (e.g. "backfill into T") got, counting in unit.
+func finishInto(ctx context.Context, out replay.Output, prog *lakeProgress, runErr error, what, unit string) (int64, error) {
+	acked, err := replay.Finish(ctx, out)
+	prog.finish()
+	if err = errors.Join(runErr, err); err != nil {
+		return acked, fmt.Errorf("%s stopped after %d %s %s: %w", what, acked, durableWord(out), unit, err)
+	}
+	return acked, nil
+}
+
 // skippedNote says how many records an earlier run had committed.
 func skippedNote(out replay.Output) string {
 	if tp, ok := out.(*replay.TxnProducer); ok && tp.Skipped() > 0 {

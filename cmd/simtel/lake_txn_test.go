@@ -20,10 +20,8 @@ import (
 
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
-	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query/querytest"
 	"github.com/simtel/simtel/lake/replay"
-	"github.com/simtel/simtel/lake/store"
 )
 
 // lakeTxnEnv is a lake of one run and a real broker to replay it into.
@@ -67,12 +65,7 @@ func (e *lakeTxnEnv) addRaw(t *testing.T, n int) []string {
 
 func newLakeTxnEnv(t *testing.T, samples int, topics ...string) *lakeTxnEnv {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := store.Open(context.Background(), dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &querytest.Lake{Store: st, Catalog: catalog.New(st)}
+	dir, l := emptyTestLake(t)
 	ss := querytest.GenSamples(11, []string{"r1"}, samples, 2)
 	if err := l.WriteSamples(context.Background(), "telemetry", ss, 250); err != nil {
 		t.Fatal(err)

@@ -20,13 +20,8 @@ import (
 // integer and a string (written before field types were fixed): avg()
 // works over the oldest type, and stderr names the objects read as NULL.
 func TestLakeQueryMixedTypes(t *testing.T) {
-	dir := t.TempDir()
+	dir, l := emptyTestLake(t)
 	ctx := context.Background()
-	st, err := store.Open(ctx, dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &querytest.Lake{Store: st, Catalog: catalog.New(st)}
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	s := func(off int64, v any) replay.Sample {
 		return replay.Sample{Measurement: "cpu", Tags: map[string]string{"host": "n1", "run": "r"}, Fields: map[string]any{"usage": v},
@@ -54,13 +49,8 @@ func TestLakeQueryMixedTypes(t *testing.T) {
 // than the one cpu.usage reads as in deadletter_telemetry, at its offset
 // with its reason, and the warning says where they are.
 func TestLakeQueryMixedTypesDeadLetters(t *testing.T) {
-	dir := t.TempDir()
+	dir, l := emptyTestLake(t)
 	ctx := context.Background()
-	st, err := store.Open(ctx, dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &querytest.Lake{Store: st, Catalog: catalog.New(st)}
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	// Flushes of float, integer, string, float and integer values; offsets
 	// 2, 3, 5, 6 and 9 hold the values of other types than float.
@@ -121,4 +111,15 @@ func TestLakeQueryMixedTypesDeadLetters(t *testing.T) {
 		t.Fatalf("dead letters by offset %v, want %v:\n%s", got, want, out)
 	}
 	t.Logf("%d values of other types than float are dead letters; first: %v", len(got), recs[1])
+}
+
+// emptyTestLake is an empty lake in a temporary directory.
+func emptyTestLake(t *testing.T) (string, *querytest.Lake) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.Open(context.Background(), dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, &querytest.Lake{Store: st, Catalog: catalog.New(st)}
 }
