@@ -30,13 +30,20 @@ type lakeState struct {
 	committed int64
 }
 
-func (e *env) lakeState(st store.Store) lakeState {
+// snapshot loads the catalog of st.
+func (e *env) snapshot(st store.Store) *catalog.Snapshot {
 	e.t.Helper()
-	ctx := context.Background()
-	snap, err := catalog.New(st).Load(ctx)
+	snap, err := catalog.New(st).Load(context.Background())
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return snap
+}
+
+func (e *env) lakeState(st store.Store) lakeState {
+	e.t.Helper()
+	ctx := context.Background()
+	snap := e.snapshot(st)
 	var s lakeState
 	for _, en := range snap.Entries {
 		s.committed += en.Records
@@ -78,11 +85,7 @@ func (e *env) lakeState(st store.Store) lakeState {
 // is in exactly one row, then counts the same through DuckDB.
 func (e *env) verifyCatalog(st store.Store) {
 	e.t.Helper()
-	ctx := context.Background()
-	snap, err := catalog.New(st).Load(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	snap := e.snapshot(st)
 	seen := map[po]string{}
 	for _, o := range snap.Objects(catalog.Filter{}) {
 		for _, row := range e.objectRows(st, o.Key) {
@@ -194,11 +197,7 @@ func TestSinkCompactionCrash(t *testing.T) {
 // committed records, and no (partition, offset) twice.
 func (e *env) verifyCommitted(st store.Store, want int64) {
 	e.t.Helper()
-	ctx := context.Background()
-	snap, err := catalog.New(st).Load(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	snap := e.snapshot(st)
 	var rows int64
 	seen := map[po]bool{}
 	for _, o := range snap.Objects(catalog.Filter{}) {
