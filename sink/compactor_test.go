@@ -135,8 +135,8 @@ func testSinkCompacts(t *testing.T, s3 bool) {
 		e.produce(4_000, 997, []string{"r1", "r2"}, uint64(100+round))
 		time.Sleep(700 * time.Millisecond)
 	}
-	e.waitCommitted(st, 90*time.Second, p)
-	s := e.waitCompacted(st, 3, 90*time.Second, p)
+	e.waitCommitted(st, 4*time.Minute, p)
+	s := e.waitCompacted(st, 3, 4*time.Minute, p)
 	t.Logf("%d telemetry objects flushed, %d after compaction (at most %d per group), %d compactions applied",
 		s.flushed, s.visible, s.maxGroup, s.merged)
 	if s.flushed < 5*s.visible {
@@ -174,7 +174,7 @@ func TestSinkCompactionCrash(t *testing.T) {
 		p := e.startSink(paused...)
 		procs = append(procs, p)
 		e.produce(6_000, 1_001, []string{"c"}, uint64(200+i))
-		waitLogFor(t, p, point, 90*time.Second)
+		waitLogFor(t, p, point, 4*time.Minute)
 		p.Kill()
 		// What the catalog shows right after the kill: every committed
 		// record exactly once.
@@ -184,8 +184,8 @@ func TestSinkCompactionCrash(t *testing.T) {
 	}
 	p := e.startSink(compactArgs...)
 	procs = append(procs, p)
-	e.waitCommitted(st, 90*time.Second, procs...)
-	s := e.waitCompacted(st, 3, 90*time.Second, procs...)
+	e.waitCommitted(st, 4*time.Minute, procs...)
+	s := e.waitCompacted(st, 3, 4*time.Minute, procs...)
 	t.Logf("after restarts: %d objects flushed, %d visible, %d compactions applied", s.flushed, s.visible, s.merged)
 	if err := p.Stop(30 * time.Second); err != nil {
 		t.Fatalf("sink stop: %v", err)
