@@ -120,13 +120,8 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 			sp.Partition = rp.Partition
 			// Empty, not null: librdkafka rejects a null record set.
 			sp.RecordBatches = []byte{}
-			part := b.partition(rt.Topic, rp.Partition)
-			if part == nil {
-				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
-				anyErr = true
-				continue
-			}
-			if code := part.CheckLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
+			part, code := b.servingPartition(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
+			if code != 0 {
 				sp.ErrorCode = code
 				anyErr = true
 				continue

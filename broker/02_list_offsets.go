@@ -27,12 +27,10 @@ func (b *Broker) handleListOffsets(r *kmsg.ListOffsetsRequest) *kmsg.ListOffsets
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
-			part := b.partition(rt.Topic, rp.Partition)
+			part, code := b.servingPartition(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
 			switch {
-			case part == nil:
-				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
-			case part.CheckLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
-				sp.ErrorCode = part.CheckLeaderEpoch(rp.CurrentLeaderEpoch)
+			case code != 0:
+				sp.ErrorCode = code
 			default:
 				hw := part.HighWatermark()
 				if r.Version >= 2 && r.IsolationLevel == 1 {

@@ -25,12 +25,10 @@ func (b *Broker) handleOffsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest)
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			part := b.partition(rt.Topic, rp.Partition)
+			part, code := b.servingPartition(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
 			switch {
-			case part == nil:
-				sp.ErrorCode = b.absentPartitionCode(rt.Topic, rp.Partition)
-			case part.CheckLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
-				sp.ErrorCode = part.CheckLeaderEpoch(rp.CurrentLeaderEpoch)
+			case code != 0:
+				sp.ErrorCode = code
 			case rp.LeaderEpoch > part.LeaderEpoch():
 				// Undefined epoch and offset: the client's epoch is newer.
 			default:

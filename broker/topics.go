@@ -147,6 +147,19 @@ func (b *Broker) partition(t string, p int32) *partition.Partition {
 	return part
 }
 
+// servingPartition is partition checked against the client's current
+// leader epoch: the partition, or the error code to answer for it.
+func (b *Broker) servingPartition(t string, p, currentLeaderEpoch int32) (*partition.Partition, int16) {
+	part := b.partition(t, p)
+	if part == nil {
+		return nil, b.absentPartitionCode(t, p)
+	}
+	if code := part.CheckLeaderEpoch(currentLeaderEpoch); code != 0 {
+		return nil, code
+	}
+	return part, 0
+}
+
 // localPartition returns the partition if this broker has a replica of it.
 func (b *Broker) localPartition(t string, p int32) *partition.Partition {
 	tp := b.topic(t)
