@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"io"
 	"net"
 	"testing"
@@ -12,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/internal/batchtest"
 )
 
 // rawConn speaks the Kafka framing by hand so tests can send what no
@@ -90,22 +91,7 @@ func batch(t *testing.T, values ...string) []byte {
 	rb.Magic = 2
 	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = -1, -1, -1
 	rb.FirstTimestamp, rb.MaxTimestamp = time.Now().UnixMilli(), time.Now().UnixMilli()
-	var recs []byte
-	for i, v := range values {
-		rec := kmsg.NewRecord()
-		rec.OffsetDelta = int32(i)
-		rec.Value = []byte(v)
-		rec.Length = int32(len(rec.AppendTo(nil)) - 1) // the length varint of 0 is one byte
-		body := rec.AppendTo(nil)
-		recs = append(recs, body...)
-	}
-	rb.NumRecords = int32(len(values))
-	rb.LastOffsetDelta = int32(len(values) - 1)
-	rb.Records = recs
-	raw := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return raw
+	return batchtest.Encode(rb, values...)
 }
 
 func produceReq(topic string, records []byte) *kmsg.ProduceRequest {

@@ -10,12 +10,13 @@ package broker_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/internal/batchtest"
 	"github.com/simtel/simtel/internal/testutil"
 )
 
@@ -330,17 +332,40 @@ func hwOf(addr, topic string) (map[int32]int64, error) {
 	return out, sc.Err()
 }
 
+// clusterStatus is the part of `simtel cluster status -o json` the
+// tests check.
+type clusterStatus struct {
+	Brokers []struct {
+		ID       int32  `json:"id"`
+		Address  string `json:"address"`
+		Replicas int    `json:"replicas"`
+		Leaders  int    `json:"leaders"`
+	} `json:"brokers"`
+	Problems []any `json:"problems"`
+}
+
+// clusterStatusOf runs `simtel cluster status` of topic against brokers.
+// why, for waitUntil, is why the answer is not yet the wanted one: the
+// command failed, or it does not list n brokers and no problems. Output
+// that is not JSON fails the test.
+func clusterStatusOf(t *testing.T, brokers, topic string, n int) (st clusterStatus, out []byte, why string) {
+	t.Helper()
+	out, err := exec.Command(testutil.Binary(t), "cluster", "status", "--brokers", brokers, "--topic", topic, "-o", "json").CombinedOutput()
+	if err != nil {
+		return st, out, fmt.Sprintf("simtel cluster status: %v\n%s", err, out)
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("simtel cluster status -o json: %v\n%s", err, out)
+	}
+	if len(st.Brokers) != n || len(st.Problems) != 0 {
+		return st, out, fmt.Sprintf("want %d brokers and no problems:\n%s", n, out)
+	}
+	return st, out, ""
+}
+
 // plainBatch is a one-record batch without a producer id.
 func plainBatch(v string) []byte {
-	r := kmsg.Record{Value: []byte(v)}
-	r.Length = int32(len(r.AppendTo(nil)) - 1)
-	rb := kmsg.RecordBatch{Magic: 2, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1, PartitionLeaderEpoch: -1, Records: r.AppendTo(nil)}
-	b := rb.AppendTo(nil)
-	l := int32(len(b) - 12)
-	b[8], b[9], b[10], b[11] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
-	crc := crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli))
-	b[17], b[18], b[19], b[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
-	return b
+	return batchtest.Encode(kmsg.RecordBatch{Magic: 2, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, PartitionLeaderEpoch: -1}, v)
 }
 
 // chaosLoad is idempotent acks=all producers sending "pW-N" records (see

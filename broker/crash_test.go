@@ -15,6 +15,21 @@ import (
 	"github.com/simtel/simtel/internal/testutil"
 )
 
+// brokerProc returns a free address and a function that starts (and,
+// called again, restarts) a one-node `simtel broker` process listening on
+// it, with its data in dataDir, its logs in logDir and the extra flags,
+// and waits for its port.
+func brokerProc(t *testing.T, logDir, dataDir string, extra ...string) (string, func() *testutil.Proc) {
+	addr := testutil.FreePort(t)
+	return addr, func() *testutil.Proc {
+		t.Helper()
+		args := append([]string{"broker", "--node-id", "0", "--data-dir", dataDir, "--listen", addr}, extra...)
+		p := testutil.Start(t, logDir, args...)
+		testutil.WaitPort(t, addr, p)
+		return p
+	}
+}
+
 // TestCrashLosesNoAckedRecord SIGKILLs a real broker process three times
 // while idempotent producers send with acks=all and keep retrying across
 // the restarts. Afterwards every acknowledged record is in the log exactly
@@ -24,13 +39,7 @@ func TestCrashLosesNoAckedRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	dir := t.TempDir()
-	addr := testutil.FreePort(t)
-	start := func() *testutil.Proc {
-		p := testutil.Start(t, t.TempDir(), "broker", "--node-id", "0", "--data-dir", dir, "--listen", addr)
-		testutil.WaitPort(t, addr, p)
-		return p
-	}
+	addr, start := brokerProc(t, t.TempDir(), t.TempDir())
 	proc := start()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

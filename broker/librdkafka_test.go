@@ -13,8 +13,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/simtel/simtel/internal/testutil"
 )
 
 // TestLibrdkafka runs tests/librdkafka (confluent-kafka-go v2.11.1, which
@@ -51,11 +49,9 @@ func TestLibrdkafka(t *testing.T) {
 
 	for _, check := range []string{"listgroups", "logappendtime", "txn", "partitions"} {
 		t.Run(check, func(t *testing.T) {
-			addr := testutil.FreePort(t)
 			logDir := t.TempDir()
-			p := testutil.Start(t, logDir, "broker", "--node-id", "0", "--data-dir", t.TempDir(), "--listen", addr,
-				"--group-initial-rebalance-delay", "0s")
-			testutil.WaitPort(t, addr, p)
+			addr, start := brokerProc(t, logDir, t.TempDir(), "--group-initial-rebalance-delay", "0s")
+			p := start()
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, bin, "-broker", addr, "-check", check)
@@ -88,10 +84,8 @@ func tail(s string, n int) string {
 // the same time, as Kafka sends it.
 func TestLogAppendTimeBrokerDefault(t *testing.T) {
 	kcatPath(t)
-	addr := testutil.FreePort(t)
-	p := testutil.Start(t, t.TempDir(), "broker", "--node-id", "0", "--data-dir", t.TempDir(), "--listen", addr,
-		"--topic-default", "message.timestamp.type=LogAppendTime")
-	testutil.WaitPort(t, addr, p)
+	addr, start := brokerProc(t, t.TempDir(), t.TempDir(), "--topic-default", "message.timestamp.type=LogAppendTime")
+	start()
 
 	const old = 981173106000 // 2001-02-03, far from the append time
 	from := time.Now().UnixMilli()

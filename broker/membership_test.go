@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -293,23 +292,9 @@ func TestClusterJoinRebalance(t *testing.T) {
 	// simtel cluster status shows the same spread (retried: an election
 	// under load can move a leader for a moment).
 	waitUntil(t, 60*time.Second, "simtel cluster status shows the spread", func() string {
-		out, err := exec.Command(testutil.Binary(t), "cluster", "status", "--brokers", joined.kafka, "--topic", topic, "-o", "json").CombinedOutput()
-		if err != nil {
-			return fmt.Sprintf("simtel cluster status: %v\n%s", err, out)
-		}
-		var st struct {
-			Brokers []struct {
-				ID       int32 `json:"id"`
-				Replicas int   `json:"replicas"`
-				Leaders  int   `json:"leaders"`
-			} `json:"brokers"`
-			Problems []any `json:"problems"`
-		}
-		if err := json.Unmarshal(out, &st); err != nil {
-			t.Fatalf("simtel cluster status -o json: %v\n%s", err, out)
-		}
-		if len(st.Brokers) != 4 || len(st.Problems) != 0 {
-			return fmt.Sprintf("want 4 brokers and no problems:\n%s", out)
+		st, _, why := clusterStatusOf(t, joined.kafka, topic, 4)
+		if why != "" {
+			return why
 		}
 		for _, b := range st.Brokers {
 			if b.Replicas != 6 || b.Leaders != 2 {

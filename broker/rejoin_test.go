@@ -2,10 +2,8 @@ package broker_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/broker"
-	"github.com/simtel/simtel/internal/testutil"
 )
 
 // TestClusterSeedRestartRejoins: the first broker of a cluster is started
@@ -109,23 +106,9 @@ func testSeedRestart(t *testing.T, losePeers bool) {
 	t.Logf("leaders by broker after the restart: %s", strings.Join(moves, ", "))
 	lead := time.Since(restarted)
 	waitUntil(t, 60*time.Second, "simtel cluster status shows three brokers and no problem", func() string {
-		out, err := exec.Command(testutil.Binary(t), "cluster", "status", "--brokers", seed.kafka, "--topic", topic, "-o", "json").CombinedOutput()
-		if err != nil {
-			return fmt.Sprintf("simtel cluster status: %v\n%s", err, out)
-		}
-		var st struct {
-			Brokers []struct {
-				ID      int32  `json:"id"`
-				Address string `json:"address"`
-				Leaders int    `json:"leaders"`
-			} `json:"brokers"`
-			Problems []any `json:"problems"`
-		}
-		if err := json.Unmarshal(out, &st); err != nil {
-			t.Fatalf("simtel cluster status -o json: %v\n%s", err, out)
-		}
-		if len(st.Brokers) != 3 || len(st.Problems) != 0 {
-			return fmt.Sprintf("want 3 brokers and no problems:\n%s", out)
+		st, out, why := clusterStatusOf(t, seed.kafka, topic, 3)
+		if why != "" {
+			return why
 		}
 		for _, b := range st.Brokers {
 			if b.Address == "(not alive)" || b.Leaders != 2 {

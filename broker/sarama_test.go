@@ -43,6 +43,21 @@ func saramaVersions() []saramaVersion {
 	}
 }
 
+// saramaManualProducer is a sync acks=all producer that sends each
+// message to the partition it names.
+func saramaManualProducer(t *testing.T, tb *testBroker, v saramaVersion) sarama.SyncProducer {
+	t.Helper()
+	pcfg := newSaramaConfig(t, v)
+	pcfg.Producer.Return.Successes = true
+	pcfg.Producer.RequiredAcks = sarama.WaitForAll
+	pcfg.Producer.Partitioner = sarama.NewManualPartitioner
+	prod, err := sarama.NewSyncProducer([]string{tb.addr}, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prod
+}
+
 func newSaramaConfig(t *testing.T, v saramaVersion) *sarama.Config {
 	t.Helper()
 	saramaLogOnce.Do(func() {
@@ -572,14 +587,7 @@ func testSaramaConsumerGroup(t *testing.T, tb *testBroker, v saramaVersion, stra
 	adm := saramaAdmin(t, tb, v)
 	saramaCreateTopic(t, adm, topic, parts)
 
-	pcfg := newSaramaConfig(t, v)
-	pcfg.Producer.Return.Successes = true
-	pcfg.Producer.RequiredAcks = sarama.WaitForAll
-	pcfg.Producer.Partitioner = sarama.NewManualPartitioner
-	prod, err := sarama.NewSyncProducer([]string{tb.addr}, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	prod := saramaManualProducer(t, tb, v)
 	defer prod.Close()
 	produce := func(from, to int) {
 		t.Helper()
@@ -896,14 +904,7 @@ func testSaramaClusterAdmin(t *testing.T, tb *testBroker, v saramaVersion) {
 	// DeleteRecords moves the log start offset. acks=all: the high
 	// watermark is the durable end, and DeleteRecords refuses offsets
 	// above it (an acks=1 produce may not be fsynced yet).
-	pcfg := newSaramaConfig(t, v)
-	pcfg.Producer.Return.Successes = true
-	pcfg.Producer.RequiredAcks = sarama.WaitForAll
-	pcfg.Producer.Partitioner = sarama.NewManualPartitioner
-	prod, err := sarama.NewSyncProducer([]string{tb.addr}, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	prod := saramaManualProducer(t, tb, v)
 	var want []wantMsg
 	for i := 0; i < 10; i++ {
 		k, val := fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i)

@@ -15,8 +15,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/simtel/simtel/internal/testutil"
 )
 
 // The worker of TestTxnExactlyOnceUnderKills: a transactional
@@ -134,13 +132,7 @@ func TestTxnExactlyOnceUnderKills(t *testing.T) {
 	if d := os.Getenv("SIMTEL_TEST_LOG_DIR"); d != "" {
 		logDir = d // keep the logs of the broker and the workers
 	}
-	addr := testutil.FreePort(t)
-	startBrokerProc := func() *testutil.Proc {
-		p := testutil.Start(t, logDir, "broker", "--node-id", "0", "--data-dir", dataDir, "--listen", addr,
-			"--group-initial-rebalance-delay", "0s")
-		testutil.WaitPort(t, addr, p)
-		return p
-	}
+	addr, startBrokerProc := brokerProc(t, logDir, dataDir, "--group-initial-rebalance-delay", "0s")
 	brokerProc := startBrokerProc()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -337,12 +329,7 @@ func TestTxnBrokerRestartMidTransaction(t *testing.T) {
 		t.Skip("starts real broker processes")
 	}
 	dataDir, logDir := t.TempDir(), t.TempDir()
-	addr := testutil.FreePort(t)
-	start := func() *testutil.Proc {
-		p := testutil.Start(t, logDir, "broker", "--node-id", "0", "--data-dir", dataDir, "--listen", addr)
-		testutil.WaitPort(t, addr, p)
-		return p
-	}
+	addr, start := brokerProc(t, logDir, dataDir)
 	proc := start()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

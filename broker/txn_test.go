@@ -39,6 +39,22 @@ func consumeAll(t *testing.T, ctx context.Context, addr, topic string, committed
 	return got
 }
 
+// initTxnProducer sends InitProducerID for the transactional id id (a
+// 60s transaction timeout).
+func initTxnProducer(t *testing.T, ctx context.Context, cl *kgo.Client, id string) *kmsg.InitProducerIDResponse {
+	t.Helper()
+	ini := kmsg.NewPtrInitProducerIDRequest()
+	ini.TransactionalID, ini.TransactionTimeoutMillis = &id, 60000
+	ir, err := ini.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("init: %v", err)
+	}
+	if ir.ErrorCode != 0 {
+		t.Fatalf("init: %v", kerr.ErrorForCode(ir.ErrorCode))
+	}
+	return ir
+}
+
 func listEnd(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, iso int8) int64 {
 	t.Helper()
 	req := kmsg.NewPtrListOffsetsRequest()
@@ -162,12 +178,7 @@ func TestTxnOffsetsVisibleOnCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := "offsets-txn"
-	ini := kmsg.NewPtrInitProducerIDRequest()
-	ini.TransactionalID, ini.TransactionTimeoutMillis = &id, 60000
-	ir, err := ini.RequestWith(ctx, cl)
-	if err != nil || ir.ErrorCode != 0 {
-		t.Fatalf("init: %v %v", err, kerr.ErrorForCode(ir.ErrorCode))
-	}
+	ir := initTxnProducer(t, ctx, cl, id)
 	fetch := func(stable bool) (int64, int16) {
 		t.Helper()
 		req := kmsg.NewPtrOffsetFetchRequest()
@@ -234,12 +245,7 @@ func TestTxnAddPartitionsV4(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := "v4-txn"
-	ini := kmsg.NewPtrInitProducerIDRequest()
-	ini.TransactionalID, ini.TransactionTimeoutMillis = &id, 60000
-	ir, err := ini.RequestWith(ctx, cl)
-	if err != nil || ir.ErrorCode != 0 {
-		t.Fatalf("init: %v %+v", err, ir)
-	}
+	ir := initTxnProducer(t, ctx, cl, id)
 	tx := func(verify bool, parts ...int32) kmsg.AddPartitionsToTxnRequestTransaction {
 		x := kmsg.NewAddPartitionsToTxnRequestTransaction()
 		x.TransactionalID, x.ProducerID, x.ProducerEpoch, x.VerifyOnly = id, ir.ProducerID, ir.ProducerEpoch, verify
