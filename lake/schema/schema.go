@@ -107,16 +107,6 @@ func (t Type) String() string {
 	return "unknown"
 }
 
-// TypeNamed is the type whose String is name, or 0.
-func TypeNamed(name string) Type {
-	for t := Float; t <= String; t++ {
-		if t.String() == name {
-			return t
-		}
-	}
-	return 0
-}
-
 // duckDBTypes are the DuckDB types of the columns as DuckDB reads them.
 var duckDBTypes = map[Type]string{Float: "DOUBLE", Int: "BIGINT", Uint: "UBIGINT", Bool: "BOOLEAN", String: "VARCHAR"}
 

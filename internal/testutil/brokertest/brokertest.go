@@ -41,7 +41,6 @@ type options struct {
 	listen     string
 	http       bool
 	groupDelay *time.Duration
-	mods       []func(*broker.Config)
 	args       []string
 	topics     []topic
 }
@@ -74,12 +73,6 @@ func HTTP() Option { return func(o *options) { o.http = true } }
 // default, as in production); 0 makes a new group's first rebalance
 // happen at once.
 func GroupDelay(d time.Duration) Option { return func(o *options) { o.groupDelay = &d } }
-
-// Config changes the configuration of an in-process broker before it
-// starts.
-func Config(mod func(*broker.Config)) Option {
-	return func(o *options) { o.mods = append(o.mods, mod) }
-}
 
 // Args adds command-line flags to a broker process.
 func Args(args ...string) Option {
@@ -126,9 +119,6 @@ func Start(t testing.TB, opts ...Option) *Broker {
 		b.Dir = t.TempDir()
 	}
 	if o.process {
-		if len(o.mods) > 0 {
-			t.Fatal("brokertest.Config applies to an in-process broker, not to one started with brokertest.Process")
-		}
 		b.Addr = o.listen
 		if b.Addr == "" {
 			b.Addr = testutil.FreePort(t)
@@ -158,8 +148,8 @@ func StartCluster(t testing.TB, n int, opts ...Option) []*Broker {
 	for _, opt := range opts {
 		opt(o)
 	}
-	if len(o.mods) > 0 || o.dir != "" || o.listen != "" {
-		t.Fatal("brokertest.Config, brokertest.DataDir and brokertest.Listen do not apply to a cluster")
+	if o.dir != "" || o.listen != "" {
+		t.Fatal("brokertest.DataDir and brokertest.Listen do not apply to a cluster")
 	}
 	var bs []*Broker
 	for i := range n {
@@ -212,9 +202,6 @@ func (b *Broker) startInProcess() {
 	}
 	if d := b.o.groupDelay; d != nil {
 		cfg.GroupInitialRebalanceDelay, cfg.GroupInitialRebalanceDelaySet = *d, true
-	}
-	for _, mod := range b.o.mods {
-		mod(&cfg)
 	}
 	br, err := broker.New(cfg)
 	if err != nil {
