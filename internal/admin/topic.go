@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -41,6 +42,8 @@ func (c *Client) CreateTopics(ctx context.Context, partitions int32, replication
 		}
 		created = append(created, CreatedTopic{r.Topic, r.NumPartitions, r.ReplicationFactor})
 	}
+	// kadm's Sorted orders by topic id; callers print topics by name.
+	slices.SortFunc(created, func(a, b CreatedTopic) int { return strings.Compare(a.Topic, b.Topic) })
 	return created, failed.orNil()
 }
 
