@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sys/unix"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 	"github.com/simtel/simtel/broker/storage"
 )
@@ -43,6 +44,11 @@ type conn struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	clientID string
+
+	// listener is the name of the listener the connection came in on;
+	// principal is who it authenticated as (auth.Anonymous until then).
+	listener  string
+	principal auth.Principal
 }
 
 // pending is one request's response slot.
@@ -88,8 +94,9 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 		remote: nc.RemoteAddr().String(),
 		host:   remoteHost(nc.RemoteAddr().String()),
 		out:    make(chan *pending, b.cfg.MaxInflightPerConn),
-		ctx:    cctx,
-		cancel: cancel,
+		ctx:       cctx,
+		cancel:    cancel,
+		principal: auth.Anonymous,
 	}
 	b.metrics.connections.Inc()
 	defer b.metrics.connections.Dec()

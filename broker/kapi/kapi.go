@@ -23,6 +23,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/auth"
 )
 
 // Request is one decoded request and who sent it.
@@ -34,6 +36,11 @@ type Request struct {
 	ClientID string
 	// Host is the client's address without the port.
 	Host string
+	// Principal is who the connection authenticated as (auth.Anonymous
+	// on a listener without authentication).
+	Principal auth.Principal
+	// Listener is the name of the listener the connection came in on.
+	Listener string
 	// Slot is the server's response slot for this request; only handlers
 	// that answer in a way of their own (Serve) use it.
 	Slot any
