@@ -89,11 +89,11 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	c := &conn{
-		b:      b,
-		nc:     nc,
-		remote: nc.RemoteAddr().String(),
-		host:   remoteHost(nc.RemoteAddr().String()),
-		out:    make(chan *pending, b.cfg.MaxInflightPerConn),
+		b:         b,
+		nc:        nc,
+		remote:    nc.RemoteAddr().String(),
+		host:      remoteHost(nc.RemoteAddr().String()),
+		out:       make(chan *pending, b.cfg.MaxInflightPerConn),
 		ctx:       cctx,
 		cancel:    cancel,
 		principal: auth.Anonymous,
