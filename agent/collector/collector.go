@@ -204,8 +204,8 @@ func (c *Collector) Collect(ctx context.Context, dst []byte) ([]byte, error) {
 	nCPU := c.collectStatLocked(now)
 	c.collectMemLocked(now)
 	c.collectSystemLocked(now, nCPU)
-	c.collectNetLocked(now, dt)
-	c.collectDiskLocked(now, dt)
+	collectDevicesLocked(c, &c.mu.net.deviceTable, &netKind, c.netDevPath, now, dt)
+	collectDevicesLocked(c, &c.mu.disk.deviceTable, &diskKind, c.diskstatsPath, now, dt)
 	if err := ctx.Err(); err != nil {
 		return c.finishLocked(), fmt.Errorf("collector: collect node metrics: %w", err)
 	}
@@ -273,6 +273,22 @@ func (c *Collector) failLocked(src source, err error) {
 
 func (c *Collector) okLocked(src source) {
 	c.mu.failing[src] = false
+}
+
+// readSourceLocked reads the file at path and hands it to parse, noting
+// whether src worked (failLocked, okLocked). It reports whether both the
+// read and parse succeeded.
+func (c *Collector) readSourceLocked(src source, path string, parse func(b []byte) error) bool {
+	b, err := c.readLocked(path)
+	if err == nil {
+		err = parse(b)
+	}
+	if err != nil {
+		c.failLocked(src, err)
+		return false
+	}
+	c.okLocked(src)
+	return true
 }
 
 // readLocked reads the whole file at path into the shared buffer. The result

@@ -95,16 +95,7 @@ func parseStat(b []byte, s *statSample) error {
 			continue
 		}
 		var t cpuTimes
-		n := 0
-		for n < numCPUTimes {
-			v, ok := f.nextUint()
-			if !ok {
-				break
-			}
-			t[n] = v
-			n++
-		}
-		if n < 4 { // user nice system idle exist since Linux 2.4
+		if f.uints(t[:]) < 4 { // user nice system idle exist since Linux 2.4
 			continue
 		}
 		if len(key) == 3 {
@@ -188,15 +179,9 @@ var (
 // returns the number of online cores, 0 when unknown.
 func (c *Collector) collectStatLocked(now time.Time) int {
 	st := &c.mu.cpu
-	b, err := c.readLocked(c.statPath)
-	if err == nil {
-		err = parseStat(b, &st.cur)
-	}
-	if err != nil {
-		c.failLocked(srcStat, err)
+	if !c.readSourceLocked(srcStat, c.statPath, func(b []byte) error { return parseStat(b, &st.cur) }) {
 		return 0
 	}
-	c.okLocked(srcStat)
 	cur, prev := &st.cur, &st.prev
 
 	c.cpuLineLocked(now, "cpu-total", &cur.total, &prev.total, st.havePrev && prev.has&hasTotal != 0)

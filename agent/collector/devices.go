@@ -1,9 +1,33 @@
 package collector
 
+import "time"
+
 // rateKey names the per-second rate of counter i of a device.
 type rateKey struct {
 	i   int
 	key string
+}
+
+// devLine is one device's line of a per-device file (/proc/diskstats,
+// /proc/net/dev). name points into the file buffer.
+type devLine[C any] struct {
+	name []byte
+	c    C
+}
+
+// deviceKind is what differs between the per-device sources: the file's
+// parser, the counters' field names and rates, and the line written.
+type deviceKind[C any] struct {
+	src         source
+	measurement string
+	tag         string // the tag that names the device
+	keys        []string
+	rates       []rateKey
+	parse       func(b []byte, dst []devLine[C]) []devLine[C]
+	values      func(c *C) []uint64
+	// used reports whether a device has done any I/O since boot; unused
+	// devices are noise, reported only when named in the configuration.
+	used func(c *C) bool
 }
 
 // device is what Collect remembers about one disk or network interface
@@ -23,6 +47,8 @@ type deviceTable[C any] struct {
 	included func(name string) bool
 	devs     map[string]*device[C]
 	gen      uint64 // generation of the current call
+
+	lines []devLine[C] // the lines of the current call, reused
 }
 
 // init sets the configured names (none: the default filter) and the filter
@@ -38,11 +64,11 @@ func (t *deviceTable[C]) init(only []string, included func(name string) bool) {
 	}
 }
 
-// see returns the device called name, made on its first sight, with the
-// counters it had at the call just before this one (havePrev false when it
-// was missing from that call: its rates start over), and remembers cur as
-// its counters now.
-func (t *deviceTable[C]) see(name []byte, cur C) (d *device[C], prev C, havePrev bool) {
+// see returns the device called name, made on its first sight, and whether
+// its prev holds the counters of the call just before this one (false when
+// it was missing from that call: its rates start over). The caller stores
+// the counters it has now in prev once it has used the old ones.
+func (t *deviceTable[C]) see(name []byte) (d *device[C], havePrev bool) {
 	d = t.devs[string(name)]
 	if d == nil {
 		n := string(name)
@@ -51,8 +77,7 @@ func (t *deviceTable[C]) see(name []byte, cur C) (d *device[C], prev C, havePrev
 	}
 	havePrev = d.seen != 0 && d.seen == t.gen-1
 	d.seen = t.gen
-	prev, d.prev = d.prev, cur
-	return d, prev, havePrev
+	return d, havePrev
 }
 
 // forget drops the devices the current call did not see; n is how many it
@@ -65,6 +90,31 @@ func (t *deviceTable[C]) forget(n int) {
 			}
 		}
 	}
+}
+
+// collectDevicesLocked reads the file of kind k at path and writes one line
+// per reported device: totals, and rates over dt seconds for a device also
+// seen by the previous call.
+func collectDevicesLocked[C any](c *Collector, t *deviceTable[C], k *deviceKind[C], path string, now time.Time, dt float64) {
+	t.gen++
+	if !c.readSourceLocked(k.src, path, func(b []byte) error {
+		t.lines = k.parse(b, t.lines)
+		return nil
+	}) {
+		return
+	}
+	for i := range t.lines {
+		l := &t.lines[i]
+		d, havePrev := t.see(l.name)
+		if d.include && (t.only != nil || k.used(&l.c)) {
+			c.beginLocked(k.measurement)
+			c.mu.enc.AddTag(k.tag, d.name)
+			c.addCountersLocked(k.keys, k.values(&l.c), k.values(&d.prev), k.rates, dt, havePrev)
+			c.endLocked(now)
+		}
+		d.prev = l.c
+	}
+	t.forget(len(t.lines))
 }
 
 // addCountersLocked adds a device's counters cur as fields named by keys

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // Indexes into diskCounters, in diskKeys order.
@@ -32,17 +31,20 @@ type diskCounters [numDiskCounters]uint64
 var diskKeys = [numDiskCounters]string{"reads", "writes", "read_bytes", "write_bytes", "read_time", "write_time",
 	"io_time", "weighted_io_time", "iops_in_progress", "merged_reads", "merged_writes"}
 
-var diskRateKeys = [...]rateKey{
-	{dReadBytes, "read_bytes_per_sec"},
-	{dWriteBytes, "write_bytes_per_sec"},
-	{dReads, "reads_per_sec"},
-	{dWrites, "writes_per_sec"},
-}
-
-// diskLine is one device of /proc/diskstats. name points into the file buffer.
-type diskLine struct {
-	name []byte
-	c    diskCounters
+var diskKind = deviceKind[diskCounters]{
+	src:         srcDiskstats,
+	measurement: "diskio",
+	tag:         "name",
+	keys:        diskKeys[:],
+	rates: []rateKey{
+		{dReadBytes, "read_bytes_per_sec"},
+		{dWriteBytes, "write_bytes_per_sec"},
+		{dReads, "reads_per_sec"},
+		{dWrites, "writes_per_sec"},
+	},
+	parse:  parseDiskstats,
+	values: func(c *diskCounters) []uint64 { return c[:] },
+	used:   func(c *diskCounters) bool { return c[dReads] != 0 || c[dWrites] != 0 },
 }
 
 // parseDiskstats appends the devices of /proc/diskstats to dst[:0]. A line
@@ -51,7 +53,7 @@ type diskLine struct {
 // writing, I/Os in progress, ms doing I/O, weighted ms); kernels since 4.18
 // add discard and flush columns, which are ignored. Shorter lines (the
 // four-counter partition lines of 2.6.24 and older) are skipped.
-func parseDiskstats(b []byte, dst []diskLine) []diskLine {
+func parseDiskstats(b []byte, dst []devLine[diskCounters]) []devLine[diskCounters] {
 	dst = dst[:0]
 	for len(b) > 0 {
 		var line []byte
@@ -68,16 +70,7 @@ func parseDiskstats(b []byte, dst []diskLine) []diskLine {
 			continue
 		}
 		var v [11]uint64
-		n := 0
-		for n < len(v) {
-			x, ok := f.nextUint()
-			if !ok {
-				break
-			}
-			v[n] = x
-			n++
-		}
-		if n < len(v) {
+		if f.uints(v[:]) < len(v) {
 			continue
 		}
 		var c diskCounters
@@ -92,7 +85,7 @@ func parseDiskstats(b []byte, dst []diskLine) []diskLine {
 		c[dInProgress] = v[8]
 		c[dIOTime] = v[9]
 		c[dWeightedIOTime] = v[10]
-		dst = append(dst, diskLine{name: name, c: c})
+		dst = append(dst, devLine[diskCounters]{name: name, c: c})
 	}
 	return dst
 }
@@ -101,7 +94,6 @@ type diskState struct {
 	deviceTable[diskCounters] // only holds Config.Devices
 
 	sysBlock string // SysRoot/class/block
-	lines    []diskLine
 }
 
 func (s *diskState) init(only []string, sysBlock string) {
@@ -171,30 +163,4 @@ func allDigits(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-// collectDiskLocked writes one diskio line per reported device: totals, and
-// rates over dt seconds for a device also seen by the previous call.
-func (c *Collector) collectDiskLocked(now time.Time, dt float64) {
-	s := &c.mu.disk
-	s.gen++
-	b, err := c.readLocked(c.diskstatsPath)
-	if err != nil {
-		c.failLocked(srcDiskstats, err)
-		return
-	}
-	c.okLocked(srcDiskstats)
-	s.lines = parseDiskstats(b, s.lines)
-	for i := range s.lines {
-		l := &s.lines[i]
-		d, prev, havePrev := s.see(l.name, l.c)
-		if !d.include || (s.only == nil && l.c[dReads] == 0 && l.c[dWrites] == 0) {
-			continue // a never-used device is noise unless asked for
-		}
-		c.beginLocked("diskio")
-		c.mu.enc.AddTag("name", d.name)
-		c.addCountersLocked(diskKeys[:], l.c[:], prev[:], diskRateKeys[:], dt, havePrev)
-		c.endLocked(now)
-	}
-	s.forget(len(s.lines))
 }

@@ -138,15 +138,9 @@ var memExtraKeys = [...]struct {
 // kernels without MemAvailable (before 3.14).
 func (c *Collector) collectMemLocked(now time.Time) {
 	m := &c.mu.mem
-	b, err := c.readLocked(c.meminfoPath)
-	if err == nil {
-		err = parseMeminfo(b, m)
-	}
-	if err != nil {
-		c.failLocked(srcMeminfo, err)
+	if !c.readSourceLocked(srcMeminfo, c.meminfoPath, func(b []byte) error { return parseMeminfo(b, m) }) {
 		return
 	}
-	c.okLocked(srcMeminfo)
 
 	total := m.v[miMemTotal]
 	free, _ := m.get(miMemFree)

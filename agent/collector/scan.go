@@ -49,6 +49,20 @@ func (f *fields) nextUint() (uint64, bool) {
 	return parseUint(tok)
 }
 
+// uints parses the next fields as decimal numbers into dst, up to len(dst)
+// of them, and returns how many it parsed: it stops at the end of the line
+// or at a field that is not a number.
+func (f *fields) uints(dst []uint64) int {
+	for n := range dst {
+		x, ok := f.nextUint()
+		if !ok {
+			return n
+		}
+		dst[n] = x
+	}
+	return len(dst)
+}
+
 func isBlank(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'
 }

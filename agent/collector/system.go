@@ -46,29 +46,16 @@ func parseUptime(b []byte) (float64, error) {
 // seconds (as Telegraf) and n_cpus, the online cores counted in /proc/stat
 // (left out when that could not be read).
 func (c *Collector) collectSystemLocked(now time.Time, nCPU int) {
-	b, err := c.readLocked(c.loadavgPath)
 	var load [3]float64
-	if err == nil {
+	haveLoad := c.readSourceLocked(srcLoadavg, c.loadavgPath, func(b []byte) (err error) {
 		load, err = parseLoadavg(b)
-	}
-	haveLoad := err == nil
-	if haveLoad {
-		c.okLocked(srcLoadavg)
-	} else {
-		c.failLocked(srcLoadavg, err)
-	}
-
-	b, err = c.readLocked(c.uptimePath)
+		return err
+	})
 	var up float64
-	if err == nil {
+	haveUp := c.readSourceLocked(srcUptime, c.uptimePath, func(b []byte) (err error) {
 		up, err = parseUptime(b)
-	}
-	haveUp := err == nil
-	if haveUp {
-		c.okLocked(srcUptime)
-	} else {
-		c.failLocked(srcUptime, err)
-	}
+		return err
+	})
 
 	if !haveLoad && !haveUp && nCPU == 0 {
 		return
