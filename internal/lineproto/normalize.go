@@ -370,15 +370,9 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 		if ok {
 			tsText = b[i:]
 		} else {
-			ts, ok := parseInt64(b[i:])
-			if !ok {
-				return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTimestamp, i, "%q is not an integer", b[i:]))
-			}
-			if ns, ok = toNanos(ts, unit); !ok {
-				return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTimestamp, i, "%d%s is out of range", ts, prec))
-			}
-			if unit == 1 && canonicalInt(b[i:]) {
-				tsText = b[i:]
+			var err error
+			if ns, tsText, err = lineTimestamp(b, i, unit, prec); err != nil {
+				return dst, Sample{}, badLine(b, from, err)
 			}
 		}
 	}
@@ -499,6 +493,23 @@ func lineError(n, maxLine int, prec Precision) error {
 			Detail: fmt.Sprintf("%d bytes, limit %d", n, maxLine)}
 	}
 	return fmt.Errorf("lineproto: invalid precision %d", int(prec))
+}
+
+// lineTimestamp parses the timestamp b[i:], the end of a line, in units of
+// unit nanoseconds (prec, for the error). text is b[i:] when it can be
+// copied as it is: canonical nanoseconds.
+func lineTimestamp(b []byte, i int, unit int64, prec Precision) (ns int64, text []byte, err error) {
+	ts, ok := parseInt64(b[i:])
+	if !ok {
+		return 0, nil, syntaxErr(ErrInvalidTimestamp, i, "%q is not an integer", b[i:])
+	}
+	if ns, ok = toNanos(ts, unit); !ok {
+		return 0, nil, syntaxErr(ErrInvalidTimestamp, i, "%d%s is out of range", ts, prec)
+	}
+	if unit == 1 && canonicalInt(b[i:]) {
+		text = b[i:]
+	}
+	return ns, text, nil
 }
 
 // trimLine trims line as lineprotocol/v2 allows: one newline, one carriage

@@ -200,15 +200,9 @@ func (n *refNormalizer) normalize(dst, line []byte, prec Precision, now time.Tim
 		for b[i] == ' ' {
 			i++
 		}
-		ts, ok := parseInt64(b[i:])
-		if !ok {
-			return fail(syntaxErr(ErrInvalidTimestamp, i, "%q is not an integer", b[i:]))
-		}
-		if ns, ok = toNanos(ts, unit); !ok {
-			return fail(syntaxErr(ErrInvalidTimestamp, i, "%d%s is out of range", ts, prec))
-		}
-		if unit == 1 && canonicalInt(b[i:]) {
-			tsText = b[i:]
+		var err error
+		if ns, tsText, err = lineTimestamp(b, i, unit, prec); err != nil {
+			return fail(err)
 		}
 	}
 
