@@ -100,6 +100,9 @@ const maxRefreshRounds = 8
 // the result to RunsTopic, repeating while new events of the run arrive
 // (see the comment at the top of this file).
 func (g *Registry) Refresh(ctx context.Context, run string, since time.Time) (Run, error) {
+	if run == "" {
+		return Run{}, errors.New("cannot refresh a run without a run id")
+	}
 	if err := EnsureTopics(ctx, g.cl); err != nil {
 		return Run{}, err
 	}
@@ -114,15 +117,7 @@ func (g *Registry) Refresh(ctx context.Context, run string, since time.Time) (Ru
 			return Run{}, err
 		}
 		n := 0
-		err = g.scan(ctx, JobsTopic, starts, ends, func(rec *kgo.Record) {
-			if string(rec.Key) != run {
-				return
-			}
-			e, err := DecodeEvent(rec.Value)
-			if err != nil {
-				g.cfg.Logger.Warn("skipping undecodable job event", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
-				return
-			}
+		err = g.scanEvents(ctx, run, starts, ends, func(e Event) {
 			r = Apply(r, e)
 			n++
 		})
@@ -156,7 +151,15 @@ func (g *Registry) Events(ctx context.Context, run string, since time.Time) ([]E
 		return nil, err
 	}
 	var out []Event
-	err = g.scan(ctx, JobsTopic, starts, ends, func(rec *kgo.Record) {
+	err = g.scanEvents(ctx, run, starts, ends, func(e Event) { out = append(out, e) })
+	return out, err
+}
+
+// scanEvents calls f with each event of run (of every run when run is "")
+// on JobsTopic from starts up to ends, in topic order per partition.
+// Undecodable records are logged and skipped.
+func (g *Registry) scanEvents(ctx context.Context, run string, starts, ends map[int32]int64, f func(Event)) error {
+	return g.scan(ctx, JobsTopic, starts, ends, func(rec *kgo.Record) {
 		if run != "" && string(rec.Key) != run {
 			return
 		}
@@ -165,9 +168,8 @@ func (g *Registry) Events(ctx context.Context, run string, since time.Time) ([]E
 			g.cfg.Logger.Warn("skipping undecodable job event", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 			return
 		}
-		out = append(out, e)
+		f(e)
 	})
-	return out, err
 }
 
 // FoldJobs folds the whole JobsTopic: the registry from the source of
@@ -202,10 +204,7 @@ func (g *Registry) Runs(ctx context.Context) ([]Run, error) {
 			g.cfg.Logger.Warn("skipping undecodable run record", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 			return
 		}
-		prev, ok := byRun[r.Run]
-		if !ok {
-			prev = Run{Run: r.Run}
-		}
+		prev, _ := runIn(byRun, r.Run)
 		byRun[r.Run] = Merge(prev, r)
 	})
 	if err != nil {

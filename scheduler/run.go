@@ -233,13 +233,19 @@ func Fold(events []Event) []Run {
 		if e.Run == "" {
 			continue
 		}
-		r, ok := byRun[e.Run]
-		if !ok {
-			r = Run{Run: e.Run}
-		}
+		r, _ := runIn(byRun, e.Run)
 		byRun[e.Run] = Apply(r, e)
 	}
 	return sortedRuns(byRun)
+}
+
+// runIn returns the run called id in m, or a Run with only that id (ok
+// false) when m has none.
+func runIn(m map[string]Run, id string) (r Run, ok bool) {
+	if r, ok = m[id]; !ok {
+		r = Run{Run: id}
+	}
+	return r, ok
 }
 
 func sortedRuns(m map[string]Run) []Run {

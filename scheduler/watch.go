@@ -159,10 +159,7 @@ func (w *Watcher) apply(rec *kgo.Record) {
 	w.m.events.WithLabelValues(e.Type).Inc()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	old, ok := w.mu.runs[e.Run]
-	if !ok {
-		old = Run{Run: e.Run}
-	}
+	old, ok := runIn(w.mu.runs, e.Run)
 	n := Apply(old, e)
 	if !ok || !runEqual(old, n) {
 		w.mu.runs[e.Run] = n
@@ -184,10 +181,7 @@ func (w *Watcher) applyCached(rec *kgo.Record) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	cur, ok := w.mu.runs[r.Run]
-	if !ok {
-		cur = Run{Run: r.Run}
-	}
+	cur, _ := runIn(w.mu.runs, r.Run)
 	n := Merge(cur, r)
 	w.mu.runs[r.Run] = n
 	if runEqual(n, r) {
