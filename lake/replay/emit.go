@@ -161,15 +161,25 @@ func (p *Producer) Record(ctx context.Context, rec *kgo.Record) error {
 // Sample produces s as its line with key "<run>/<host>" and the sample time
 // as the record timestamp, as the agent does.
 func (p *Producer) Sample(ctx context.Context, s *Sample) error {
-	line, err := AppendLine(nil, s)
+	rec, err := sampleRecord(s)
 	if err != nil {
 		return err
 	}
-	return p.Record(ctx, &kgo.Record{
+	return p.Record(ctx, rec)
+}
+
+// sampleRecord is the record the agent would produce for s: its line, key
+// "<run>/<host>" and the sample time as the record timestamp.
+func sampleRecord(s *Sample) (*kgo.Record, error) {
+	line, err := AppendLine(nil, s)
+	if err != nil {
+		return nil, err
+	}
+	return &kgo.Record{
 		Key:       []byte(s.Tags["run"] + "/" + s.Tags["host"]),
 		Value:     line,
 		Timestamp: time.Unix(0, s.Time),
-	})
+	}, nil
 }
 
 // Acked is how many records the broker has acknowledged so far.

@@ -341,15 +341,11 @@ func (t *TxnProducer) fencedErr(err error) error {
 // Sample produces s as its line (key "<run>/<host>", timestamp the sample
 // time) at its position.
 func (t *TxnProducer) Sample(ctx context.Context, s *Sample) error {
-	line, err := AppendLine(nil, s)
+	rec, err := sampleRecord(s)
 	if err != nil {
 		return err
 	}
-	return t.produce(ctx, &kgo.Record{
-		Key:       []byte(s.Tags["run"] + "/" + s.Tags["host"]),
-		Value:     line,
-		Timestamp: time.Unix(0, s.Time),
-	}, SamplePosition(s))
+	return t.produce(ctx, rec, SamplePosition(s))
 }
 
 // Record produces a raw record at its source position.
