@@ -187,21 +187,11 @@ func (p *Proc) Exited() bool {
 	}
 }
 
-// WaitPort waits until addr accepts TCP connections.
+// WaitPort waits until addr accepts TCP connections, failing the test if
+// p (nil for none) exits first or nothing listens within 20 s.
 func WaitPort(t testing.TB, addr string, p *Proc) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if p != nil && p.Exited() {
-			log, _ := os.ReadFile(p.Log)
-			t.Fatalf("process exited before listening on %s:\n%s", addr, log)
-		}
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := WaitListening(addr, p, 20*time.Second); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("nothing listening on %s after 20s", addr)
 }

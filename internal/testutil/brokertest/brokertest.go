@@ -14,9 +14,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +41,7 @@ type options struct {
 	listen     string
 	http       bool
 	groupDelay *time.Duration
+	mods       []func(*broker.Config)
 	args       []string
 	topics     []topic
 }
@@ -74,6 +75,12 @@ func HTTP() Option { return func(o *options) { o.http = true } }
 // happen at once.
 func GroupDelay(d time.Duration) Option { return func(o *options) { o.groupDelay = &d } }
 
+// Config changes the configuration of an in-process broker before it
+// starts (a broker process takes Args instead).
+func Config(mod func(*broker.Config)) Option {
+	return func(o *options) { o.mods = append(o.mods, mod) }
+}
+
 // Args adds command-line flags to a broker process.
 func Args(args ...string) Option {
 	return func(o *options) { o.args = append(o.args, args...) }
@@ -97,6 +104,10 @@ type Broker struct {
 	// StartCluster (nil in process); Restart replaces it.
 	Proc *testutil.Proc
 
+	// stopInProcess stops an in-process broker; nil for a process and
+	// once stopped.
+	stopInProcess func(d time.Duration) error
+
 	t      testing.TB
 	o      *options
 	logs   []string // log files of the processes, one per start
@@ -119,6 +130,9 @@ func Start(t testing.TB, opts ...Option) *Broker {
 		b.Dir = t.TempDir()
 	}
 	if o.process {
+		if len(o.mods) > 0 {
+			t.Fatal("brokertest.Config applies to an in-process broker, not to one started with brokertest.Process")
+		}
 		b.Addr = o.listen
 		if b.Addr == "" {
 			b.Addr = testutil.FreePort(t)
@@ -148,8 +162,8 @@ func StartCluster(t testing.TB, n int, opts ...Option) []*Broker {
 	for _, opt := range opts {
 		opt(o)
 	}
-	if o.dir != "" || o.listen != "" {
-		t.Fatal("brokertest.DataDir and brokertest.Listen do not apply to a cluster")
+	if len(o.mods) > 0 || o.dir != "" || o.listen != "" {
+		t.Fatal("brokertest.Config, brokertest.DataDir and brokertest.Listen do not apply to a cluster")
 	}
 	var bs []*Broker
 	for i := range n {
@@ -203,6 +217,9 @@ func (b *Broker) startInProcess() {
 	if d := b.o.groupDelay; d != nil {
 		cfg.GroupInitialRebalanceDelay, cfg.GroupInitialRebalanceDelaySet = *d, true
 	}
+	for _, mod := range b.o.mods {
+		mod(&cfg)
+	}
 	br, err := broker.New(cfg)
 	if err != nil {
 		t.Fatalf("cannot start broker: %v", err)
@@ -215,15 +232,23 @@ func (b *Broker) startInProcess() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- br.Run(ctx) }()
-	t.Cleanup(func() {
+	b.stopInProcess = func(d time.Duration) error {
 		cancel()
 		select {
 		case err := <-done:
 			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("broker stopped with an error: %v", err)
+				return fmt.Errorf("broker stopped with an error: %w", err)
 			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("broker did not stop within 30s")
+			return nil
+		case <-time.After(d):
+			var buf strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+			return fmt.Errorf("broker did not stop within %v; goroutines:\n%s", d, &buf)
+		}
+	}
+	t.Cleanup(func() {
+		if err := b.Stop(30 * time.Second); err != nil {
+			t.Error(err)
 		}
 	})
 }
@@ -254,19 +279,10 @@ func (b *Broker) tryStart() error {
 	b.t.Helper()
 	b.Proc = testutil.Start(b.t, b.t.TempDir(), b.args()...)
 	b.logs = append(b.logs, b.Proc.Log)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if b.Proc.Exited() {
-			log, _ := os.ReadFile(b.Proc.Log)
-			return fmt.Errorf("broker %d exited before listening on %s:\n%s", b.ID, b.Addr, log)
-		}
-		if c, err := net.DialTimeout("tcp", b.Addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := testutil.WaitListening(b.Addr, b.Proc, 30*time.Second); err != nil {
+		return fmt.Errorf("broker %d: %w", b.ID, err)
 	}
-	return fmt.Errorf("broker %d: nothing listening on %s after 30s", b.ID, b.Addr)
+	return nil
 }
 
 // startFresh starts a new broker process; if one of its ports was taken
@@ -311,10 +327,19 @@ func (b *Broker) Restart() {
 	}
 }
 
-// Stop sends the broker process SIGTERM and waits up to d for a clean
-// exit.
+// Stop stops the broker and waits up to d for a clean stop: a broker in
+// this process by cancelling its Run (a second Stop does nothing; its
+// data directory can then be given to another Start with DataDir), a
+// broker process by SIGTERM.
 func (b *Broker) Stop(d time.Duration) error {
-	b.process("Stop")
+	if b.Proc == nil {
+		stop := b.stopInProcess
+		b.stopInProcess = nil
+		if stop == nil {
+			return nil
+		}
+		return stop(d)
+	}
 	return b.Proc.Stop(d)
 }
 
