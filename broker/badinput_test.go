@@ -117,28 +117,28 @@ func TestBadInputGetsErrorsNotCrashes(t *testing.T) {
 	}
 
 	t.Run("2GB length prefix closes the connection", func(t *testing.T) {
-		r := dialRaw(t, tb.addr)
+		r := dialRaw(t, tb.Addr)
 		r.c.Write([]byte{0x7f, 0xff, 0xff, 0xff, 0, 18, 0, 0})
 		r.expectClosed()
 	})
 	t.Run("negative length prefix", func(t *testing.T) {
-		r := dialRaw(t, tb.addr)
+		r := dialRaw(t, tb.Addr)
 		r.c.Write([]byte{0xff, 0xff, 0xff, 0xfe})
 		r.expectClosed()
 	})
 	t.Run("unknown api key", func(t *testing.T) {
-		r := dialRaw(t, tb.addr)
+		r := dialRaw(t, tb.Addr)
 		r.sendFrame([]byte{0x03, 0xe7, 0, 0, 0, 0, 0, 1, 0, 0})
 		r.expectClosed()
 	})
 	t.Run("truncated body", func(t *testing.T) {
-		r := dialRaw(t, tb.addr)
+		r := dialRaw(t, tb.Addr)
 		body := requestBody(produceReq("bad", batch(t, "x")), 1)
 		r.sendFrame(body[:len(body)-20])
 		r.expectClosed()
 	})
 	t.Run("too new ApiVersions gets v0 answer with ranges", func(t *testing.T) {
-		r := dialRaw(t, tb.addr)
+		r := dialRaw(t, tb.Addr)
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.SetVersion(3)
 		body := requestBody(req, 9)
@@ -159,7 +159,7 @@ func TestBadInputGetsErrorsNotCrashes(t *testing.T) {
 		}
 	})
 	t.Run("corrupt crc", func(t *testing.T) {
-		r := dialRaw(t, tb.addr)
+		r := dialRaw(t, tb.Addr)
 		b := batch(t, "hello")
 		b[len(b)-1] ^= 0xff
 		resp := r.roundTrip(produceReq("bad", b), 2).(*kmsg.ProduceResponse)
@@ -168,7 +168,7 @@ func TestBadInputGetsErrorsNotCrashes(t *testing.T) {
 		}
 	})
 	t.Run("oversized batch", func(t *testing.T) {
-		r := dialRaw(t, tb.addr)
+		r := dialRaw(t, tb.Addr)
 		big := make([]byte, 5000)
 		resp := r.roundTrip(produceReq("bad", batch(t, string(big))), 3).(*kmsg.ProduceResponse)
 		if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.MessageTooLarge.Code {
@@ -176,14 +176,14 @@ func TestBadInputGetsErrorsNotCrashes(t *testing.T) {
 		}
 	})
 	t.Run("garbage records", func(t *testing.T) {
-		r := dialRaw(t, tb.addr)
+		r := dialRaw(t, tb.Addr)
 		resp := r.roundTrip(produceReq("bad", []byte("definitely not a batch, but long enough to have a header of sixty-one bytes")), 4).(*kmsg.ProduceResponse)
 		if code := resp.Topics[0].Partitions[0].ErrorCode; code == 0 {
 			t.Fatal("garbage records accepted")
 		}
 	})
 	t.Run("good batch still accepted on the same connection", func(t *testing.T) {
-		r := dialRaw(t, tb.addr)
+		r := dialRaw(t, tb.Addr)
 		resp := r.roundTrip(produceReq("bad", batch(t, "a", "b", "c")), 5).(*kmsg.ProduceResponse)
 		p := resp.Topics[0].Partitions[0]
 		if p.ErrorCode != 0 || p.BaseOffset != 0 {

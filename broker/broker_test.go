@@ -3,11 +3,6 @@ package broker_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"runtime/pprof"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,72 +11,45 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/broker"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
-// testBroker runs an in-process broker on a random port.
+// testBroker is an in-process broker on a random port, with clients that
+// close when the test ends.
 type testBroker struct {
-	t      *testing.T
-	dir    string
-	b      *broker.Broker
-	addr   string
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func testLogger() *slog.Logger {
-	if os.Getenv("SIMTEL_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	*brokertest.Broker
+	t *testing.T
 }
 
 type testConfig = broker.Config
 
+// startBroker starts an in-process broker with its data in dir, an HTTP
+// listener and no delay before a new group's first rebalance; mods change
+// its configuration before it starts.
 func startBroker(t *testing.T, dir string, mods ...func(*broker.Config)) *testBroker {
 	t.Helper()
-	cfg := broker.Config{
-		DataDir:                       dir,
-		Listen:                        "127.0.0.1:0",
-		HTTPListen:                    "127.0.0.1:0",
-		GroupInitialRebalanceDelaySet: true,
-		Logger:                        testLogger(),
-	}
+	opts := []brokertest.Option{brokertest.DataDir(dir), brokertest.HTTP(), brokertest.GroupDelay(0)}
 	for _, m := range mods {
-		m(&cfg)
+		opts = append(opts, brokertest.Config(m))
 	}
-	b, err := broker.New(cfg)
-	if err != nil {
-		t.Fatalf("cannot start broker: %v", err)
-	}
-	tb := &testBroker{t: t, dir: dir, b: b, addr: b.Addr().String(), done: make(chan error, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	tb.cancel = cancel
-	go func() { tb.done <- b.Run(ctx) }()
+	b := brokertest.Start(t, opts...)
+	tb := &testBroker{Broker: b, t: t}
+	// Runs before brokertest's own cleanup, with a shorter bound.
 	t.Cleanup(tb.stop)
 	return tb
 }
 
+// stop stops the broker within 10 s, for a test that starts another on
+// its data directory.
 func (tb *testBroker) stop() {
-	if tb.cancel == nil {
-		return
-	}
-	tb.cancel()
-	tb.cancel = nil
-	select {
-	case err := <-tb.done:
-		if err != nil {
-			tb.t.Errorf("broker stopped with error: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		var buf strings.Builder
-		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
-		tb.t.Errorf("broker did not stop within 10s; goroutines:\n%s", buf.String())
+	if err := tb.Stop(10 * time.Second); err != nil {
+		tb.t.Error(err)
 	}
 }
 
 func (tb *testBroker) client(opts ...kgo.Opt) *kgo.Client {
 	tb.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(tb.addr)}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(tb.Addr)}, opts...)...)
 	if err != nil {
 		tb.t.Fatal(err)
 	}

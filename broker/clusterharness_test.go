@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -65,19 +64,10 @@ func (cb *clusterBroker) tryStart(t *testing.T, join []string, expect int) error
 		args = append(args, "--bootstrap-expect", strconv.Itoa(expect))
 	}
 	cb.proc = testutil.Start(t, t.TempDir(), args...)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if cb.proc.Exited() {
-			data, _ := os.ReadFile(cb.proc.Log)
-			return fmt.Errorf("broker %d exited before listening:\n%s", cb.id, data)
-		}
-		if c, err := net.DialTimeout("tcp", cb.kafka, 200*time.Millisecond); err == nil {
-			c.Close()
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := testutil.WaitListening(cb.kafka, cb.proc, 20*time.Second); err != nil {
+		return fmt.Errorf("broker %d: %w", cb.id, err)
 	}
-	return fmt.Errorf("broker %d: nothing listening on %s after 20s", cb.id, cb.kafka)
+	return nil
 }
 
 // startFresh starts a new broker; if one of its random ports was taken in
@@ -197,21 +187,16 @@ func startClusterOf(t *testing.T, n int, extra ...string) ([]*clusterBroker, int
 	return bs, controller
 }
 
-// waitUntil polls cond every 200 ms until it returns "" or the timeout
-// passes; then the test fails with cond's last answer.
+// waitUntil polls cond (testutil.WaitFor) until it returns "" or the
+// timeout passes; then the test fails with cond's last answer.
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		last := cond()
-		if last == "" {
-			return
+	testutil.WaitFor(t, timeout, what, func() error {
+		if last := cond(); last != "" {
+			return errors.New(last)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached after %v: %s", what, timeout, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // loadAvg is the machine's 1-minute load average, for reports.

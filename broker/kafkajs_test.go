@@ -43,7 +43,7 @@ func TestKafkaJS(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "compat.mjs"))
 	cmd.Dir = dir
 	cmd.WaitDelay = 5 * time.Second
-	cmd.Env = append(os.Environ(), "SIMTEL_BROKER="+tb.addr)
+	cmd.Env = append(os.Environ(), "SIMTEL_BROKER="+tb.Addr)
 	if os.Getenv("KAFKAJS_LOG_LEVEL") == "" && os.Getenv("SIMTEL_TEST_LOG") != "" {
 		cmd.Env = append(cmd.Env, "KAFKAJS_LOG_LEVEL=DEBUG")
 	}
@@ -53,7 +53,7 @@ func TestKafkaJS(t *testing.T) {
 	start := time.Now()
 	err = cmd.Run()
 	if err != nil {
-		t.Fatalf("node compat.mjs against %s failed after %v: %v\n%s", tb.addr, time.Since(start).Round(time.Millisecond), err, out.String())
+		t.Fatalf("node compat.mjs against %s failed after %v: %v\n%s", tb.Addr, time.Since(start).Round(time.Millisecond), err, out.String())
 	}
 	if !strings.Contains(out.String(), "OK: ") {
 		t.Fatalf("node compat.mjs exited 0 without its OK line:\n%s", out.String())

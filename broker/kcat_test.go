@@ -49,14 +49,14 @@ func TestKcat(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		fmt.Fprintf(&in, "k%d:v%d\n", i%10, i)
 	}
-	runKcat(t, in.String(), "-P", "-b", tb.addr, "-t", "kc", "-K:", "-z", "snappy")
+	runKcat(t, in.String(), "-P", "-b", tb.Addr, "-t", "kc", "-K:", "-z", "snappy")
 
-	meta := runKcat(t, "", "-L", "-b", tb.addr, "-t", "kc")
+	meta := runKcat(t, "", "-L", "-b", tb.Addr, "-t", "kc")
 	if !strings.Contains(meta, `topic "kc" with 3 partitions`) {
 		t.Fatalf("kcat -L: want topic kc with 3 partitions, got:\n%s", meta)
 	}
 
-	out := runKcat(t, "", "-C", "-b", tb.addr, "-t", "kc", "-e", "-f", "%k=%s\n")
+	out := runKcat(t, "", "-C", "-b", tb.Addr, "-t", "kc", "-e", "-f", "%k=%s\n")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 300 {
 		t.Fatalf("kcat -C read %d records, want 300:\n%s", len(lines), out)
@@ -74,7 +74,7 @@ func TestKcat(t *testing.T) {
 	// Balanced consumer group: kcat -G reads everything once, commits.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kcatPath(t), "-b", tb.addr, "-u", "-G", "kcgroup", "-o", "beginning", "-f", "%s\n", "kc")
+	cmd := exec.CommandContext(ctx, kcatPath(t), "-b", tb.Addr, "-u", "-G", "kcgroup", "-o", "beginning", "-f", "%s\n", "kc")
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

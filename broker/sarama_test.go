@@ -51,7 +51,7 @@ func saramaManualProducer(t *testing.T, tb *testBroker, v saramaVersion) sarama.
 	pcfg.Producer.Return.Successes = true
 	pcfg.Producer.RequiredAcks = sarama.WaitForAll
 	pcfg.Producer.Partitioner = sarama.NewManualPartitioner
-	prod, err := sarama.NewSyncProducer([]string{tb.addr}, pcfg)
+	prod, err := sarama.NewSyncProducer([]string{tb.Addr}, pcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestSarama(t *testing.T) {
 
 func saramaAdmin(t *testing.T, tb *testBroker, v saramaVersion) sarama.ClusterAdmin {
 	t.Helper()
-	adm, err := sarama.NewClusterAdmin([]string{tb.addr}, newSaramaConfig(t, v))
+	adm, err := sarama.NewClusterAdmin([]string{tb.Addr}, newSaramaConfig(t, v))
 	if err != nil {
 		t.Fatalf("sarama.NewClusterAdmin: %v", err)
 	}
@@ -125,7 +125,7 @@ type wantMsg struct {
 func saramaReadPartition(t *testing.T, tb *testBroker, v saramaVersion, topic string, p int32, start int64, want []wantMsg) {
 	t.Helper()
 	cfg := newSaramaConfig(t, v)
-	cons, err := sarama.NewConsumer([]string{tb.addr}, cfg)
+	cons, err := sarama.NewConsumer([]string{tb.Addr}, cfg)
 	if err != nil {
 		t.Fatalf("sarama.NewConsumer: %v", err)
 	}
@@ -242,7 +242,7 @@ func testSaramaIdempotentSyncProducer(t *testing.T, tb *testBroker, v saramaVers
 	cfg.Producer.Retry.Max = 5
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Partitioner = sarama.NewManualPartitioner
-	prod, err := sarama.NewSyncProducer([]string{tb.addr}, cfg)
+	prod, err := sarama.NewSyncProducer([]string{tb.Addr}, cfg)
 	if err != nil {
 		t.Fatalf("sarama.NewSyncProducer: %v", err)
 	}
@@ -332,7 +332,7 @@ func testSaramaIdempotentSyncProducer(t *testing.T, tb *testBroker, v saramaVers
 	// ListOffsets by timestamp: partition 0 holds messages 0, 3, 6, ...
 	// with timestamps base+i ms; the first at or after base+31ms is message
 	// 33, at offset 11.
-	cl, err := sarama.NewClient([]string{tb.addr}, newSaramaConfig(t, v))
+	cl, err := sarama.NewClient([]string{tb.Addr}, newSaramaConfig(t, v))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func testSaramaAsyncCompression(t *testing.T, tb *testBroker, v saramaVersion) {
 			cfg.Producer.Flush.Messages = 200
 			cfg.Producer.Flush.Frequency = 5 * time.Millisecond
 			cfg.Producer.RequiredAcks = sarama.WaitForLocal
-			prod, err := sarama.NewAsyncProducer([]string{tb.addr}, cfg)
+			prod, err := sarama.NewAsyncProducer([]string{tb.Addr}, cfg)
 			if err != nil {
 				t.Fatalf("sarama.NewAsyncProducer: %v", err)
 			}
@@ -514,7 +514,7 @@ func startGroupMember(t *testing.T, tb *testBroker, v saramaVersion, group, topi
 	cfg.Consumer.Group.Rebalance.Timeout = 10 * time.Second
 	cfg.Consumer.Group.Rebalance.Retry.Backoff = 200 * time.Millisecond
 	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{strategy}
-	cg, err := sarama.NewConsumerGroup([]string{tb.addr}, group, cfg)
+	cg, err := sarama.NewConsumerGroup([]string{tb.Addr}, group, cfg)
 	if err != nil {
 		t.Fatalf("sarama.NewConsumerGroup: %v", err)
 	}
@@ -565,21 +565,6 @@ func (m *groupMember) checkNoErrors(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last state: %s", d, what, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func testSaramaConsumerGroup(t *testing.T, tb *testBroker, v saramaVersion, strategyName string, strategy sarama.BalanceStrategy) {
 	const parts, perPhase = 4, 50
 	topic := "sarama-grp-" + strategyName
@@ -625,29 +610,32 @@ func testSaramaConsumerGroup(t *testing.T, tb *testBroker, v saramaVersion, stra
 	}
 	waitCommitted := func(want int64) {
 		t.Helper()
-		waitFor(t, 15*time.Second, fmt.Sprintf("committed offsets %d on every partition", want), func() (bool, string) {
+		waitUntil(t, 15*time.Second, fmt.Sprintf("committed offsets %d on every partition", want), func() string {
 			c, err := committed()
 			if err != nil {
-				return false, err.Error()
+				return err.Error()
 			}
 			for p := int32(0); p < parts; p++ {
 				if c[p] != want {
-					return false, fmt.Sprint(c)
+					return fmt.Sprint(c)
 				}
 			}
-			return true, ""
+			return ""
 		})
 	}
 
 	// Phase 1: two members share the four partitions.
 	a := startGroupMember(t, tb, v, group, topic, "a", strategy)
 	b := startGroupMember(t, tb, v, group, topic, "b", strategy)
-	waitFor(t, 30*time.Second, "two members each owning two partitions", func() (bool, string) {
+	waitUntil(t, 30*time.Second, "two members each owning two partitions", func() string {
 		ca, _ := a.snapshot()
 		cb, _ := b.snapshot()
 		all := append(slices.Clone(ca), cb...)
 		slices.Sort(all)
-		return len(ca) == 2 && len(cb) == 2 && slices.Equal(all, []int32{0, 1, 2, 3}), fmt.Sprintf("a=%v b=%v", ca, cb)
+		if len(ca) == 2 && len(cb) == 2 && slices.Equal(all, []int32{0, 1, 2, 3}) {
+			return ""
+		}
+		return fmt.Sprintf("a=%v b=%v", ca, cb)
 	})
 	groups, err := adm.DescribeConsumerGroups([]string{group})
 	if err != nil || len(groups) != 1 {
@@ -678,12 +666,19 @@ func testSaramaConsumerGroup(t *testing.T, tb *testBroker, v saramaVersion, stra
 		}
 	}
 
+	// consumed says how many records a and b consumed until they are want.
+	consumed := func(want int) func() string {
+		return func() string {
+			_, na := a.snapshot()
+			_, nb := b.snapshot()
+			if na+nb == want {
+				return ""
+			}
+			return fmt.Sprintf("a=%d b=%d", na, nb)
+		}
+	}
 	produce(0, perPhase)
-	waitFor(t, 30*time.Second, "both members to consume phase 1", func() (bool, string) {
-		_, na := a.snapshot()
-		_, nb := b.snapshot()
-		return na+nb == parts*perPhase, fmt.Sprintf("a=%d b=%d", na, nb)
-	})
+	waitUntil(t, 30*time.Second, "both members to consume phase 1", consumed(parts*perPhase))
 	waitCommitted(perPhase)
 	a.checkNoErrors(t)
 	b.checkNoErrors(t)
@@ -692,16 +687,14 @@ func testSaramaConsumerGroup(t *testing.T, tb *testBroker, v saramaVersion, stra
 	// Phase 2: b leaves; a takes over b's partitions from the committed
 	// offsets.
 	b.close()
-	waitFor(t, 30*time.Second, "a to own all partitions after b left", func() (bool, string) {
-		ca, _ := a.snapshot()
-		return slices.Equal(ca, []int32{0, 1, 2, 3}), fmt.Sprintf("a=%v", ca)
+	waitUntil(t, 30*time.Second, "a to own all partitions after b left", func() string {
+		if ca, _ := a.snapshot(); !slices.Equal(ca, []int32{0, 1, 2, 3}) {
+			return fmt.Sprintf("a=%v", ca)
+		}
+		return ""
 	})
 	produce(perPhase, 2*perPhase)
-	waitFor(t, 30*time.Second, "a to consume phase 2", func() (bool, string) {
-		_, na := a.snapshot()
-		_, nb := b.snapshot()
-		return na+nb == 2*parts*perPhase, fmt.Sprintf("a=%d b=%d", na, nb)
-	})
+	waitUntil(t, 30*time.Second, "a to consume phase 2", consumed(2*parts*perPhase))
 	a.checkNoErrors(t)
 	b.checkNoErrors(t)
 
@@ -739,7 +732,7 @@ func testSaramaConsumerGroup(t *testing.T, tb *testBroker, v saramaVersion, stra
 
 	// Committed offsets seen through sarama's OffsetManager.
 	waitCommitted(2 * perPhase)
-	cl, err := sarama.NewClient([]string{tb.addr}, newSaramaConfig(t, v))
+	cl, err := sarama.NewClient([]string{tb.Addr}, newSaramaConfig(t, v))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -835,8 +828,8 @@ func testSaramaClusterAdmin(t *testing.T, tb *testBroker, v saramaVersion) {
 		t.Fatalf("DescribeTopics: %v %v", md, err)
 	}
 	brokers, controller, err := adm.DescribeCluster()
-	if err != nil || len(brokers) != 1 || brokers[0].ID() != controller || brokers[0].Addr() != tb.addr {
-		t.Fatalf("DescribeCluster: %v controller %d, %v; want one broker at %s being the controller", brokers, controller, err, tb.addr)
+	if err != nil || len(brokers) != 1 || brokers[0].ID() != controller || brokers[0].Addr() != tb.Addr {
+		t.Fatalf("DescribeCluster: %v controller %d, %v; want one broker at %s being the controller", brokers, controller, err, tb.Addr)
 	}
 
 	describe := func() map[string]sarama.ConfigEntry {
@@ -920,7 +913,7 @@ func testSaramaClusterAdmin(t *testing.T, tb *testBroker, v saramaVersion) {
 	if err := adm.DeleteRecords(topic, map[int32]int64{1: 11}); err == nil {
 		t.Fatal("DeleteRecords past the high watermark succeeded")
 	}
-	cl, err := sarama.NewClient([]string{tb.addr}, newSaramaConfig(t, v))
+	cl, err := sarama.NewClient([]string{tb.Addr}, newSaramaConfig(t, v))
 	if err != nil {
 		t.Fatal(err)
 	}

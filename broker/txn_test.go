@@ -109,11 +109,11 @@ func TestTxnCommitAbortVisibility(t *testing.T) {
 	if got, want := listEnd(t, ctx, prod, "tx", 1), int64(10); got != want {
 		t.Fatalf("last stable offset %d, want %d", got, want)
 	}
-	committed := consumeAll(t, ctx, tb.addr, "tx", true, 5)
+	committed := consumeAll(t, ctx, tb.Addr, "tx", true, 5)
 	if want := []string{"c1-0", "c1-1", "c1-2", "c2-0", "c2-1"}; fmt.Sprint(committed) != fmt.Sprint(want) {
 		t.Fatalf("read_committed got %v, want %v", committed, want)
 	}
-	all := consumeAll(t, ctx, tb.addr, "tx", false, 7)
+	all := consumeAll(t, ctx, tb.Addr, "tx", false, 7)
 	if want := []string{"c1-0", "c1-1", "c1-2", "a1-0", "a1-1", "c2-0", "c2-1"}; fmt.Sprint(all) != fmt.Sprint(want) {
 		t.Fatalf("read_uncommitted got %v, want %v", all, want)
 	}
@@ -160,7 +160,7 @@ func TestTxnCommitAbortVisibility(t *testing.T) {
 	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
 		t.Fatalf("fenced producer's commit: got %v, want PRODUCER_FENCED", err)
 	}
-	committed = consumeAll(t, ctx, tb.addr, "tx", true, 6)
+	committed = consumeAll(t, ctx, tb.Addr, "tx", true, 6)
 	if got := committed[len(committed)-1]; got != "new-0" || len(committed) != 6 {
 		t.Fatalf("after fencing, read_committed got %v", committed)
 	}
