@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 // recorder keeps the log records of all pools of a test so tests can
@@ -131,22 +133,6 @@ func startPool(t *testing.T, rec *recorder, cfg Config) *Pool {
 	return p
 }
 
-// eventually polls check until it returns nil or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v: %v", what, within, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // wantNode is what a view must say about one node. Staleness seconds are
 // checked to lie in [minSec, maxSec]. A gone node must be absent or listed
 // with Alive false.
@@ -258,7 +244,7 @@ func TestPoolRollout(t *testing.T) {
 			t.Fatalf("n%d: got Addr %q, want %q", i+1, p.Addr(), binds[i])
 		}
 	}
-	eventually(t, 15*time.Second, "all joined", func() error {
+	testutil.WaitFor(t, 15*time.Second, "all joined", func() error {
 		for i, p := range pools {
 			if got := p.Members(); got != 5 {
 				return fmt.Errorf("n%d: got %d members, want 5", i+1, got)
@@ -281,7 +267,7 @@ func TestPoolRollout(t *testing.T) {
 	pools[1].SetHolding("actor", Holding{Version: 2, Since: base.Add(-5 * time.Second)})
 	pools[2].SetHolding("actor", Holding{Version: 2, Since: base.Add(-1 * time.Second)})
 	upToDate := wantNode{minSec: 0, maxSec: 0}
-	eventually(t, converge, "views of v2 rollout", allViews(pools, "actor", func(v View) error {
+	testutil.WaitFor(t, converge, "views of v2 rollout", allViews(pools, "actor", func(v View) error {
 		return checkView(v, 2, map[int64]int{2: 3, 1: 2}, map[string]wantNode{
 			"n1": {version: 2, minSec: 0, maxSec: 0},
 			"n2": {version: 2, minSec: 0, maxSec: 0},
@@ -297,7 +283,7 @@ func TestPoolRollout(t *testing.T) {
 	}
 
 	// A policy nobody holds: everyone at 0, nobody stale.
-	eventually(t, time.Second, "view of unknown policy", allViews(pools, "critic", func(v View) error {
+	testutil.WaitFor(t, time.Second, "view of unknown policy", allViews(pools, "critic", func(v View) error {
 		return checkView(v, 0, map[int64]int{0: 5}, map[string]wantNode{
 			"n1": upToDate, "n2": upToDate, "n3": upToDate, "n4": upToDate, "n5": upToDate,
 		})
@@ -305,7 +291,7 @@ func TestPoolRollout(t *testing.T) {
 
 	// n4 gets v3: everyone else is behind, measured from n4's Since.
 	pools[3].SetHolding("actor", Holding{Version: 3, Since: time.Now()})
-	eventually(t, converge, "views of v3 update", allViews(pools, "actor", func(v View) error {
+	testutil.WaitFor(t, converge, "views of v3 update", allViews(pools, "actor", func(v View) error {
 		return checkView(v, 3, map[int64]int{3: 1, 2: 3, 1: 1}, map[string]wantNode{
 			"n1": {version: 2, staleVersions: 1, minSec: 1e-9, maxSec: 30},
 			"n2": {version: 2, staleVersions: 1, minSec: 1e-9, maxSec: 30},
@@ -327,7 +313,7 @@ func TestPoolRollout(t *testing.T) {
 		"n4": {version: 3},
 		"n5": {version: 1, staleVersions: 2, minSec: 1e-9, maxSec: 30},
 	}
-	eventually(t, converge, "n2 gone", allViews(rest, "actor", func(v View) error {
+	testutil.WaitFor(t, converge, "n2 gone", allViews(rest, "actor", func(v View) error {
 		return checkView(v, 3, map[int64]int{3: 1, 2: 2, 1: 1}, afterLeave)
 	}))
 	for _, p := range rest {
@@ -338,7 +324,7 @@ func TestPoolRollout(t *testing.T) {
 
 	// Withdrawing a policy: n4 holds nothing again, n1 and n3 are newest.
 	pools[3].SetHolding("actor", Holding{})
-	eventually(t, converge, "views after withdraw", allViews(rest, "actor", func(v View) error {
+	testutil.WaitFor(t, converge, "views after withdraw", allViews(rest, "actor", func(v View) error {
 		return checkView(v, 2, map[int64]int{2: 2, 1: 1, 0: 1}, map[string]wantNode{
 			"n1": {version: 2},
 			"n2": {gone: true},
@@ -351,7 +337,7 @@ func TestPoolRollout(t *testing.T) {
 	// n3 crashes (no leave): failure detection takes it out of the counts.
 	crash(pools[2])
 	rest = []*Pool{pools[0], pools[3], pools[4]}
-	eventually(t, 20*time.Second, "n3 declared dead", allViews(rest, "actor", func(v View) error {
+	testutil.WaitFor(t, 20*time.Second, "n3 declared dead", allViews(rest, "actor", func(v View) error {
 		return checkView(v, 2, map[int64]int{2: 1, 1: 1, 0: 1}, map[string]wantNode{
 			"n1": {version: 2},
 			"n2": {gone: true},
@@ -399,10 +385,10 @@ func TestPoolClustersDoNotMerge(t *testing.T) {
 			return checkView(v, version, map[int64]int{version: 2}, map[string]wantNode{n1: {version: version}, n2: {version: version}})
 		})
 	}
-	eventually(t, converge, "pool A formed", viewOf(a, 5, "a1", "a2"))
-	eventually(t, converge, "pool B formed", viewOf(b, 7, "b1", "b2"))
+	testutil.WaitFor(t, converge, "pool A formed", viewOf(a, 5, "a1", "a2"))
+	testutil.WaitFor(t, converge, "pool B formed", viewOf(b, 7, "b1", "b2"))
 	// The pools did contact each other (same seeds) and refused.
-	eventually(t, converge, "label rejection", func() error {
+	testutil.WaitFor(t, converge, "label rejection", func() error {
 		if len(rec.find("memberlist", "text", "unacceptable label")) == 0 {
 			return fmt.Errorf("no node logged a label rejection")
 		}
@@ -444,7 +430,7 @@ func TestPoolManyPolicies(t *testing.T) {
 	n1 := startPool(t, rec, Config{NodeName: "n1", Bind: "127.0.0.1:0", Cluster: "run-7"})
 	n2 := startPool(t, rec, Config{NodeName: "n2", Bind: "127.0.0.1:0", Cluster: "run-7", Join: []string{n1.Addr()}})
 	pools := []*Pool{n1, n2}
-	eventually(t, converge, "joined", func() error {
+	testutil.WaitFor(t, converge, "joined", func() error {
 		if n1.Members() != 2 || n2.Members() != 2 {
 			return fmt.Errorf("members %d/%d, want 2/2", n1.Members(), n2.Members())
 		}
@@ -462,7 +448,7 @@ func TestPoolManyPolicies(t *testing.T) {
 		t.Fatalf("10 policies: got external %v, meta %d bytes; want inline within %d", external, size, memberlist.MetaMaxSize)
 	}
 	t.Logf("meta with 10 policies: %d bytes", size)
-	eventually(t, converge, "10 policies seen by n2", func() error {
+	testutil.WaitFor(t, converge, "10 policies seen by n2", func() error {
 		if got := len(metaOf(n2, "n1")); got != size {
 			return fmt.Errorf("n2 sees a %d-byte meta of n1, want %d", got, size)
 		}
@@ -509,17 +495,17 @@ func TestPoolManyPolicies(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, converge, "60 policies by broadcast", check(pools, 0, 0))
+	testutil.WaitFor(t, converge, "60 policies by broadcast", check(pools, 0, 0))
 
 	// A node joining later learns the records by the join's push/pull.
 	n3 := startPool(t, rec, Config{NodeName: "n3", Bind: "127.0.0.1:0", Cluster: "run-7", Join: []string{n2.Addr()}})
-	eventually(t, converge, "records pushed to a late joiner", check([]*Pool{n3}, 0, 1))
+	testutil.WaitFor(t, converge, "records pushed to a late joiner", check([]*Pool{n3}, 0, 1))
 
 	// An update in external mode propagates.
 	for _, i := range []int{0, 17, 59} {
 		n2.SetHolding(longName(i), Holding{Version: int64(i + 2 + 100)})
 	}
-	eventually(t, converge, "external update", check([]*Pool{n1, n2, n3}, 100, 1))
+	testutil.WaitFor(t, converge, "external update", check([]*Pool{n1, n2, n3}, 100, 1))
 }
 
 // A record too big for a UDP broadcast still reaches a peer by push/pull.
@@ -539,7 +525,7 @@ func TestPoolRecordTooBigForBroadcast(t *testing.T) {
 		t.Errorf("want one warning about the record size")
 	}
 	n2 := startPool(t, rec, Config{NodeName: "n2", Bind: "127.0.0.1:0", Cluster: "run-8", Join: []string{n1.Addr()}})
-	eventually(t, converge, "big record by push/pull", func() error {
+	testutil.WaitFor(t, converge, "big record by push/pull", func() error {
 		for _, i := range []int{0, 199} {
 			if v := n2.View(longName(i)); v.Newest != int64(i+1) {
 				return fmt.Errorf("policy %d: got Newest %d, want %d", i, v.Newest, i+1)
