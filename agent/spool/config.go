@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -116,18 +117,10 @@ func defaultCreate(path string) (*os.File, error) {
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultMaxBytes
-	}
-	if c.SegmentBytes == 0 {
-		c.SegmentBytes = DefaultSegmentBytes
-	}
-	if c.SyncInterval == 0 {
-		c.SyncInterval = DefaultSyncInterval
-	}
-	if c.CheckpointInterval == 0 {
-		c.CheckpointInterval = DefaultCheckpointInterval
-	}
+	c.MaxBytes = cmp.Or(c.MaxBytes, DefaultMaxBytes)
+	c.SegmentBytes = cmp.Or(c.SegmentBytes, DefaultSegmentBytes)
+	c.SyncInterval = cmp.Or(c.SyncInterval, DefaultSyncInterval)
+	c.CheckpointInterval = cmp.Or(c.CheckpointInterval, DefaultCheckpointInterval)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

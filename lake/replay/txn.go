@@ -122,15 +122,9 @@ func (c *TxnConfig) Validate() error {
 	if c.TransactionalID == "" {
 		return errors.New("no transactional id")
 	}
-	if c.CommitRecords == 0 {
-		c.CommitRecords = DefaultCommitRecords
-	}
-	if c.CommitInterval == 0 {
-		c.CommitInterval = DefaultCommitInterval
-	}
-	if c.TxnTimeout == 0 {
-		c.TxnTimeout = DefaultTxnTimeout
-	}
+	c.CommitRecords = cmp.Or(c.CommitRecords, DefaultCommitRecords)
+	c.CommitInterval = cmp.Or(c.CommitInterval, DefaultCommitInterval)
+	c.TxnTimeout = cmp.Or(c.TxnTimeout, DefaultTxnTimeout)
 	if c.CommitRecords < 0 {
 		return fmt.Errorf("commit every %d records: want a positive count", c.CommitRecords)
 	}
