@@ -121,8 +121,11 @@ func TestSlurmEndToEnd(t *testing.T) {
 	long := submit(t, cl, dir, "long", "--steps", "100000", "--envs", fmt.Sprint(simEnvs), "--step-sleep", "0.02")
 	// Cancel the long job once its simulation has samples acknowledged on
 	// every node.
-	waitFor(t, 90*time.Second, "job "+long.id+" to have acknowledged samples on every rank", func() bool {
-		return len(acked(t, long)) == simNodes && !slices.Contains(slices.Collect(maps.Values(acked(t, long))), 0)
+	testutil.WaitFor(t, 90*time.Second, "job "+long.id+" has acknowledged samples on every rank", func() error {
+		if a := acked(t, long); len(a) != simNodes || slices.Contains(slices.Collect(maps.Values(a)), 0) {
+			return fmt.Errorf("acknowledged per rank: %v", a)
+		}
+		return nil
 	})
 	time.Sleep(500 * time.Millisecond)
 	if out, err := exec.Command("scancel", long.id).CombinedOutput(); err != nil {
@@ -209,21 +212,21 @@ func waitJob(t *testing.T, id string) string {
 	t.Helper()
 	var state string
 	re := regexp.MustCompile(`JobState=(\S+)`)
-	waitFor(t, 120*time.Second, "job "+id+" to end", func() bool {
+	testutil.WaitFor(t, 120*time.Second, "job "+id+" ended", func() error {
 		out, err := exec.Command("scontrol", "show", "job", "-o", id).Output()
 		if err != nil {
-			return false
+			return fmt.Errorf("scontrol show job: %v", err)
 		}
 		m := re.FindSubmatch(out)
 		if m == nil {
-			return false
+			return fmt.Errorf("no JobState in %q", out)
 		}
 		state = string(m[1])
 		switch state {
 		case "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "RESIZING", "REQUEUED":
-			return false
+			return fmt.Errorf("JobState=%s", state)
 		}
-		return true
+		return nil
 	})
 	return state
 }
@@ -374,20 +377,16 @@ func checkLake(t *testing.T, bin, lake string, j job, per map[string]int) {
 	for _, m := range simMeasurements {
 		q := fmt.Sprintf("SELECT count(*) AS n FROM %s WHERE run = '%s'", m, j.id)
 		var last string
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("lake holds %d %s rows of run %s", per[m], m, j.id), func() error {
 			out, err := exec.Command(bin, "lake", "query", "--lake", lake, "--format", "csv", q).CombinedOutput()
 			last = strings.TrimSpace(string(out))
 			lines := strings.Split(last, "\n")
 			n, perr := strconv.Atoi(strings.TrimSpace(lines[len(lines)-1]))
-			if err == nil && perr == nil && n == per[m] {
-				break
+			if err != nil || perr != nil || n != per[m] {
+				return fmt.Errorf("last answer to %q: %v: %s", q, err, last)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("lake holds not %d %s rows of run %s after 60s; last answer to %q: %v: %s", per[m], m, j.id, q, err, last)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+			return nil
+		})
 		t.Logf("lake: %s -> %s", q, strings.ReplaceAll(last, "\n", " | "))
 	}
 }
@@ -396,24 +395,18 @@ func checkLake(t *testing.T, bin, lake string, j job, per map[string]int) {
 // with its final state, once its data was flushed.
 func checkLakeRun(t *testing.T, bin, lake string, j job, state string) {
 	t.Helper()
-	var last string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, 30*time.Second, fmt.Sprintf("simtel lake runs shows run %s as %s", j.id, state), func() error {
 		out, err := exec.Command(bin, "lake", "runs", "--lake", lake, "--format", "json").Output()
-		last = string(out)
 		var runs []struct{ Run, State string }
 		if err == nil && json.Unmarshal(out, &runs) == nil {
 			for _, r := range runs {
 				if r.Run == j.id && r.State == state {
-					return
+					return nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("simtel lake runs does not show run %s as %s after 30s: %v\n%s", j.id, state, err, last)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return fmt.Errorf("%v\n%s", err, out)
+	})
 }
 
 func acked(t *testing.T, j job) map[string]int {
@@ -435,17 +428,6 @@ func acked(t *testing.T, j job) map[string]int {
 func jobOutput(j job) string {
 	b, _ := os.ReadFile(filepath.Join(j.dir, "job.out"))
 	return string(b)
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
