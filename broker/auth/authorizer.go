@@ -14,9 +14,11 @@ type Resource struct {
 }
 
 // Topic, Group, Cluster and TransactionalID name resources.
-func Topic(name string) Resource           { return Resource{kmsg.ACLResourceTypeTopic, name} }
-func Group(name string) Resource           { return Resource{kmsg.ACLResourceTypeGroup, name} }
-func TransactionalID(name string) Resource { return Resource{kmsg.ACLResourceTypeTransactionalId, name} }
+func Topic(name string) Resource { return Resource{kmsg.ACLResourceTypeTopic, name} }
+func Group(name string) Resource { return Resource{kmsg.ACLResourceTypeGroup, name} }
+func TransactionalID(name string) Resource {
+	return Resource{kmsg.ACLResourceTypeTransactionalId, name}
+}
 
 // Cluster is the cluster resource.
 var Cluster = Resource{kmsg.ACLResourceTypeCluster, ClusterResourceName}
