@@ -141,21 +141,28 @@ func (p *agentProbe) close() {
 }
 
 func (p *agentProbe) counters(ctx context.Context) (agentCounters, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.metricsURL, nil)
+	return scrapeMetrics(ctx, p.http, p.metricsURL, "agent", parseAgentMetrics)
+}
+
+// scrapeMetrics reads the /metrics page at url, of the agent or the broker
+// as what says, and parses it.
+func scrapeMetrics[T any](ctx context.Context, cl *http.Client, url, what string, parse func(io.Reader) (T, error)) (T, error) {
+	var zero T
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return agentCounters{}, err
+		return zero, fmt.Errorf("cannot read %s metrics %s: %w", what, url, err)
 	}
-	resp, err := p.http.Do(req)
+	resp, err := cl.Do(req)
 	if err != nil {
-		return agentCounters{}, fmt.Errorf("cannot read agent metrics: %w", err)
+		return zero, fmt.Errorf("cannot read %s metrics: %w", what, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return agentCounters{}, fmt.Errorf("cannot read agent metrics: %s answered %s", p.metricsURL, resp.Status)
+		return zero, fmt.Errorf("cannot read %s metrics: %s answered %s", what, url, resp.Status)
 	}
-	c, err := parseAgentMetrics(resp.Body)
+	c, err := parse(resp.Body)
 	if err != nil {
-		return agentCounters{}, fmt.Errorf("%s: %w", p.metricsURL, err)
+		return zero, fmt.Errorf("%s: %w", url, err)
 	}
 	return c, nil
 }

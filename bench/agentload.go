@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,45 +89,19 @@ type AgentLoadConfig struct {
 }
 
 func (c AgentLoadConfig) withDefaults() AgentLoadConfig {
-	if c.Transport == "" {
-		c.Transport = "udp"
-	}
-	if c.HTTPPath == "" {
-		c.HTTPPath = "/write?db=bench"
-	}
-	if c.Duration == 0 {
-		c.Duration = 10 * time.Second
-	}
-	if c.DatagramBytes == 0 {
-		c.DatagramBytes = 8192
-	}
-	if c.Batch == 0 {
-		c.Batch = 5000
-	}
-	if c.Linger == 0 {
-		c.Linger = time.Second
-	}
-	if c.Senders == 0 {
-		c.Senders = 2
-	}
-	if c.Ranks == 0 {
-		c.Ranks = 64
-	}
-	if c.Variants == 0 {
-		c.Variants = 4096
-	}
-	if c.Topic == "" {
-		c.Topic = "telemetry"
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = time.Minute
-	}
-	if c.SampleInterval == 0 {
-		c.SampleInterval = time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Transport = cmp.Or(c.Transport, "udp")
+	c.HTTPPath = cmp.Or(c.HTTPPath, "/write?db=bench")
+	c.Duration = cmp.Or(c.Duration, 10*time.Second)
+	c.DatagramBytes = cmp.Or(c.DatagramBytes, 8192)
+	c.Batch = cmp.Or(c.Batch, 5000)
+	c.Linger = cmp.Or(c.Linger, time.Second)
+	c.Senders = cmp.Or(c.Senders, 2)
+	c.Ranks = cmp.Or(c.Ranks, 64)
+	c.Variants = cmp.Or(c.Variants, 4096)
+	c.Topic = cmp.Or(c.Topic, "telemetry")
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, time.Minute)
+	c.SampleInterval = cmp.Or(c.SampleInterval, time.Second)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 
@@ -447,14 +422,8 @@ type agentGen struct {
 	// The measured part: its ends, written and read by the generator
 	// goroutine.
 	win struct {
-		from, to         procSample
-		fromAt, toAt     time.Time
-		fromSelf, toSelf time.Duration
-		fromLines        int64
-		fromBytes        int64
-		toLines, toBytes int64
-		fromCtr, toCtr   agentCounters
-		haveCtr          bool
+		from, to windowEnd
+		haveCtr  bool
 	}
 	// Written by the monitor, read after it exited.
 	rssMax   int64
@@ -582,20 +551,20 @@ loop:
 	res.Behind = p.skipped
 	w := &g.win
 	if measuring {
-		el := w.toAt.Sub(w.fromAt)
+		el := w.to.at.Sub(w.from.at)
 		res.Elapsed = el.Seconds()
-		res.Lines = w.toLines - w.fromLines
-		res.Bytes = w.toBytes - w.fromBytes
-		res.WarmupLines = w.fromLines
+		res.Lines = w.to.lines - w.from.lines
+		res.Bytes = w.to.bytes - w.from.bytes
+		res.WarmupLines = w.from.lines
 		if el > 0 {
 			res.LinesPerS = float64(res.Lines) / el.Seconds()
 			res.MBPerS = float64(res.Bytes) / el.Seconds() / 1e6
-			res.GeneratorCPUPct = (w.toSelf - w.fromSelf).Seconds() / el.Seconds() * 100
+			res.GeneratorCPUPct = (w.to.self - w.from.self).Seconds() / el.Seconds() * 100
 		}
 		if res.Lines > 0 {
 			res.LineBytes = float64(res.Bytes) / float64(res.Lines)
 		}
-		if h0, h1 := w.from.Host, w.to.Host; h1.Total > h0.Total {
+		if h0, h1 := w.from.proc.Host, w.to.proc.Host; h1.Total > h0.Total {
 			res.MachineBusyPct = float64(h1.Busy-h0.Busy) / float64(h1.Total-h0.Total) * 100
 		}
 	}
@@ -631,63 +600,70 @@ func (g *agentGen) beginWindow(ctx context.Context, now time.Time) {
 	w := &g.win
 	if g.probe != nil {
 		c, err := g.probe.counters(ctx)
-		w.fromCtr, w.haveCtr = c, err == nil
+		w.from.ctr, w.haveCtr = c, err == nil
 		now = time.Now()
 	}
-	w.fromAt, w.fromSelf = now, selfCPU()
-	w.fromLines, w.fromBytes = g.made.Load(), g.bytes.Load()
-	if g.proc != nil {
-		s, err := g.proc.read()
-		if err != nil {
-			g.abort(err)
-			return
-		}
-		w.from = s
-	} else if b, err := readMachine(); err == nil {
-		w.from.Host = b
-	}
+	g.readEnd(&w.from, now)
 }
 
 func (g *agentGen) endWindow(ctx context.Context, now time.Time) {
 	w := &g.win
-	w.toAt, w.toSelf = now, selfCPU()
-	w.toLines, w.toBytes = g.made.Load(), g.bytes.Load()
+	if !g.readEnd(&w.to, now) {
+		return
+	}
+	if g.probe != nil && w.haveCtr {
+		c, err := g.probe.counters(ctx)
+		w.to.ctr, w.haveCtr = c, err == nil
+	}
+}
+
+// windowEnd is what one end of the measured part reads.
+type windowEnd struct {
+	at           time.Time
+	self         time.Duration // this process's CPU time
+	lines, bytes int64         // made and bytes
+	proc         procSample    // the agent's, or only Host without one
+	ctr          agentCounters // the agent's /metrics, if haveCtr
+}
+
+// readEnd fills e, but for its counters. It returns false when the agent
+// could not be read, which aborts the run.
+func (g *agentGen) readEnd(e *windowEnd, now time.Time) bool {
+	e.at, e.self = now, selfCPU()
+	e.lines, e.bytes = g.made.Load(), g.bytes.Load()
 	if g.proc != nil {
 		s, err := g.proc.read()
 		if err != nil {
 			g.abort(err)
-			return
+			return false
 		}
-		w.to = s
+		e.proc = s
 	} else if b, err := readMachine(); err == nil {
-		w.to.Host = b
+		e.proc.Host = b
 	}
-	if g.probe != nil && w.haveCtr {
-		c, err := g.probe.counters(ctx)
-		w.toCtr, w.haveCtr = c, err == nil
-	}
+	return true
 }
 
 // agentCost derives the agent's figures for the measured part.
 func (g *agentGen) agentCost(res *AgentLoadResult) *AgentCost {
 	w := &g.win
 	a := &AgentCost{PID: g.cfg.AgentPID, RSSMaxMiB: float64(g.rssMax) / mib}
-	if w.to.At.IsZero() {
+	if w.to.proc.At.IsZero() {
 		return a // the run ended before its measured part
 	}
-	el := w.to.At.Sub(w.from.At).Seconds()
-	a.CPUSeconds = g.proc.cpuSeconds(w.from, w.to)
+	el := w.to.proc.At.Sub(w.from.proc.At).Seconds()
+	a.CPUSeconds = g.proc.cpuSeconds(w.from.proc, w.to.proc)
 	if el > 0 {
 		a.CPUPct = a.CPUSeconds / el * 100
 	}
-	a.RSSMiB = float64(w.to.Mem.RSS) / mib
-	a.AnonMiB = float64(w.to.Mem.Anon) / mib
-	a.PSSMiB = float64(w.to.Mem.PSS) / mib
+	a.RSSMiB = float64(w.to.proc.Mem.RSS) / mib
+	a.AnonMiB = float64(w.to.proc.Mem.Anon) / mib
+	a.PSSMiB = float64(w.to.proc.Mem.PSS) / mib
 	a.RSSMaxMiB = max(a.RSSMaxMiB, a.RSSMiB)
-	a.Threads = w.to.CPU.Threads
+	a.Threads = w.to.proc.CPU.Threads
 	if w.haveCtr && el > 0 {
 		l := g.cfg.Transport
-		a.ReceivedPerS = float64(w.toCtr.Received[l]-w.fromCtr.Received[l]) / el
+		a.ReceivedPerS = float64(w.to.ctr.Received[l]-w.from.ctr.Received[l]) / el
 	}
 	rate := res.LinesPerS
 	if d := res.Delivery; d != nil && d.Sent > 0 {

@@ -87,23 +87,20 @@ func ChartSVG(r *Run) string {
 
 	lp := panel{title: "Latency, ms (log scale), lower is better", log: true}
 	ms := func(v float64) string { return fmtMS(v) + " ms" }
-	if produceLat != nil {
+	addProduce := func(l *LatencySummary, label, color string) {
 		for _, q := range []struct {
 			name string
 			us   int64
-		}{{"p50", produceLat.P50US}, {"p99", produceLat.P99US}, {"p999", produceLat.P999US}} {
+		}{{"p50", l.P50US}, {"p99", l.P99US}, {"p999", l.P999US}} {
 			v := float64(q.us) / 1e3
-			add(&lp, "simtel produce, full speed "+q.name, v, ms(v), colSimtel)
+			add(&lp, label+" "+q.name, v, ms(v), color)
 		}
 	}
+	if produceLat != nil {
+		addProduce(produceLat, "simtel produce, full speed", colSimtel)
+	}
 	if pacedLat != nil {
-		for _, q := range []struct {
-			name string
-			us   int64
-		}{{"p50", pacedLat.P50US}, {"p99", pacedLat.P99US}, {"p999", pacedLat.P999US}} {
-			v := float64(q.us) / 1e3
-			add(&lp, fmt.Sprintf("simtel produce at %s/s %s", fmtCount(s.PacedRate), q.name), v, ms(v), colSimtelLight)
-		}
+		addProduce(pacedLat, fmt.Sprintf("simtel produce at %s/s", fmtCount(s.PacedRate)), colSimtelLight)
 	}
 	if jsDefault != nil {
 		for _, q := range []struct {

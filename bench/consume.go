@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,21 +55,11 @@ func (c ConsumeConfig) withDefaults() ConsumeConfig {
 	if len(c.Brokers) == 0 {
 		c.Brokers = []string{"127.0.0.1:9092"}
 	}
-	if c.Consumers == 0 {
-		c.Consumers = 1
-	}
-	if c.Idle == 0 {
-		c.Idle = 3 * time.Second
-	}
-	if c.FetchMaxBytes == 0 {
-		c.FetchMaxBytes = 50 << 20
-	}
-	if c.PartitionMaxBytes == 0 {
-		c.PartitionMaxBytes = 10 << 20
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Consumers = cmp.Or(c.Consumers, 1)
+	c.Idle = cmp.Or(c.Idle, 3*time.Second)
+	c.FetchMaxBytes = cmp.Or(c.FetchMaxBytes, 50<<20)
+	c.PartitionMaxBytes = cmp.Or(c.PartitionMaxBytes, 10<<20)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

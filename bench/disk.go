@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,24 +40,12 @@ type DiskConfig struct {
 }
 
 func (c DiskConfig) withDefaults() DiskConfig {
-	if c.SeqBytes == 0 {
-		c.SeqBytes = 512 << 20
-	}
-	if c.SeqTime == 0 {
-		c.SeqTime = 5 * time.Second
-	}
-	if c.BlockSize == 0 {
-		c.BlockSize = 1 << 20
-	}
-	if c.AppendSize == 0 {
-		c.AppendSize = 4 << 10
-	}
-	if c.Appends == 0 {
-		c.Appends = 5000
-	}
-	if c.AppendTime == 0 {
-		c.AppendTime = 3 * time.Second
-	}
+	c.SeqBytes = cmp.Or(c.SeqBytes, 512<<20)
+	c.SeqTime = cmp.Or(c.SeqTime, 5*time.Second)
+	c.BlockSize = cmp.Or(c.BlockSize, 1<<20)
+	c.AppendSize = cmp.Or(c.AppendSize, 4<<10)
+	c.Appends = cmp.Or(c.Appends, 5000)
+	c.AppendTime = cmp.Or(c.AppendTime, 3*time.Second)
 	return c
 }
 

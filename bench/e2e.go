@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -82,36 +83,16 @@ func (c E2EConfig) withDefaults() E2EConfig {
 	if len(c.Brokers) == 0 {
 		c.Brokers = []string{"127.0.0.1:9092"}
 	}
-	if c.Partitions == 0 {
-		c.Partitions = 1
-	}
-	if c.RecordSize == 0 {
-		c.RecordSize = 1024
-	}
-	if c.Acks == "" {
-		c.Acks = "all"
-	}
-	if c.Producers == 0 {
-		c.Producers = 1
-	}
-	if c.Consumers == 0 {
-		c.Consumers = 1
-	}
-	if c.Compression == "" {
-		c.Compression = "none"
-	}
-	if c.MaxBufferedRecords == 0 {
-		c.MaxBufferedRecords = 10000
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = 10 * time.Second
-	}
-	if c.StallTimeout == 0 {
-		c.StallTimeout = 30 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Partitions = cmp.Or(c.Partitions, 1)
+	c.RecordSize = cmp.Or(c.RecordSize, 1024)
+	c.Acks = cmp.Or(c.Acks, "all")
+	c.Producers = cmp.Or(c.Producers, 1)
+	c.Consumers = cmp.Or(c.Consumers, 1)
+	c.Compression = cmp.Or(c.Compression, "none")
+	c.MaxBufferedRecords = cmp.Or(c.MaxBufferedRecords, 10000)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, 10*time.Second)
+	c.StallTimeout = cmp.Or(c.StallTimeout, 30*time.Second)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

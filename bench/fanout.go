@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -140,48 +141,24 @@ type FanoutConfig struct {
 }
 
 func (c FanoutConfig) withDefaults() FanoutConfig {
-	if c.Mode == "" {
-		c.Mode = FanoutNode
-	}
-	if c.Nodes == 0 {
-		c.Nodes = 50
-	}
-	if c.WorkersPerNode == 0 {
-		c.WorkersPerNode = 20
-	}
-	if c.Size == 0 {
-		c.Size = 64 << 20
-	}
-	if c.Policy == "" {
-		c.Policy = "bench-fanout"
-	}
+	c.Mode = cmp.Or(c.Mode, FanoutNode)
+	c.Nodes = cmp.Or(c.Nodes, 50)
+	c.WorkersPerNode = cmp.Or(c.WorkersPerNode, 20)
+	c.Size = cmp.Or(c.Size, 64<<20)
+	c.Policy = cmp.Or(c.Policy, "bench-fanout")
 	if c.Dir == "" {
 		c.Dir = os.TempDir()
 		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 			c.Dir = "/dev/shm"
 		}
 	}
-	if c.PollInterval == 0 {
-		c.PollInterval = 500 * time.Millisecond
-	}
-	if c.LoopbackTime == 0 {
-		c.LoopbackTime = 2 * time.Second
-	}
-	if c.WorkerLoad == "" {
-		c.WorkerLoad = WorkerMap
-	}
-	if c.ReadBuffer == 0 {
-		c.ReadBuffer = 256 << 10
-	}
-	if c.SetupTimeout == 0 {
-		c.SetupTimeout = 2 * time.Minute
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Minute
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.PollInterval = cmp.Or(c.PollInterval, 500*time.Millisecond)
+	c.LoopbackTime = cmp.Or(c.LoopbackTime, 2*time.Second)
+	c.WorkerLoad = cmp.Or(c.WorkerLoad, WorkerMap)
+	c.ReadBuffer = cmp.Or(c.ReadBuffer, 256<<10)
+	c.SetupTimeout = cmp.Or(c.SetupTimeout, 2*time.Minute)
+	c.Timeout = cmp.Or(c.Timeout, 10*time.Minute)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

@@ -122,23 +122,7 @@ func newEgressProbe(url string) *egressProbe {
 }
 
 func (p *egressProbe) read(ctx context.Context) (brokerCounters, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
-	if err != nil {
-		return brokerCounters{}, fmt.Errorf("cannot read broker metrics %s: %w", p.url, err)
-	}
-	resp, err := p.http.Do(req)
-	if err != nil {
-		return brokerCounters{}, fmt.Errorf("cannot read broker metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return brokerCounters{}, fmt.Errorf("cannot read broker metrics: %s answered %s", p.url, resp.Status)
-	}
-	c, err := parseBrokerCounters(resp.Body)
-	if err != nil {
-		return brokerCounters{}, fmt.Errorf("%s: %w", p.url, err)
-	}
-	return c, nil
+	return scrapeMetrics(ctx, p.http, p.url, "broker", parseBrokerCounters)
 }
 
 // Loopback is the bandwidth of one TCP stream over 127.0.0.1, measured

@@ -121,27 +121,16 @@ func ParseJetStreamBench(out string) (*JetStreamResult, error) {
 	}
 	res.MBPerS = res.MsgsPerS * float64(res.MsgSize) / 1e6
 
+	l := &res.Latency
+	latencyOf := map[string]*float64{"min": &l.MinUS, "avg": &l.AvgUS, "max": &l.MaxUS,
+		"P50": &l.P50US, "P90": &l.P90US, "P99": &l.P99US, "P99.9": &l.P999US}
 	for _, m := range natsLatencyRe.FindAllStringSubmatch(latencyLine, -1) {
 		v, err := parseGrouped(m[2])
 		if err != nil {
 			return nil, fmt.Errorf("latency %s in %q: %w", m[1], latencyLine, err)
 		}
-		v *= timeUnitMicros(m[3])
-		switch m[1] {
-		case "min":
-			res.Latency.MinUS = v
-		case "avg":
-			res.Latency.AvgUS = v
-		case "max":
-			res.Latency.MaxUS = v
-		case "P50":
-			res.Latency.P50US = v
-		case "P90":
-			res.Latency.P90US = v
-		case "P99":
-			res.Latency.P99US = v
-		case "P99.9":
-			res.Latency.P999US = v
+		if p := latencyOf[m[1]]; p != nil {
+			*p = v * timeUnitMicros(m[3])
 		}
 	}
 	return res, nil

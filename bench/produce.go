@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -80,36 +81,16 @@ func (c ProduceConfig) withDefaults() ProduceConfig {
 	if len(c.Brokers) == 0 {
 		c.Brokers = []string{"127.0.0.1:9092"}
 	}
-	if c.Partitions == 0 {
-		c.Partitions = 1
-	}
-	if c.RecordSize == 0 {
-		c.RecordSize = 1024
-	}
-	if c.Acks == "" {
-		c.Acks = "all"
-	}
-	if c.Producers == 0 {
-		c.Producers = 1
-	}
-	if c.BatchMaxBytes == 0 {
-		c.BatchMaxBytes = 1 << 20
-	}
-	if c.Compression == "" {
-		c.Compression = "none"
-	}
-	if c.Partitioner == "" {
-		c.Partitioner = "round-robin"
-	}
-	if c.MaxBufferedRecords == 0 {
-		c.MaxBufferedRecords = 10000
-	}
-	if c.StallTimeout == 0 {
-		c.StallTimeout = 30 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Partitions = cmp.Or(c.Partitions, 1)
+	c.RecordSize = cmp.Or(c.RecordSize, 1024)
+	c.Acks = cmp.Or(c.Acks, "all")
+	c.Producers = cmp.Or(c.Producers, 1)
+	c.BatchMaxBytes = cmp.Or(c.BatchMaxBytes, 1<<20)
+	c.Compression = cmp.Or(c.Compression, "none")
+	c.Partitioner = cmp.Or(c.Partitioner, "round-robin")
+	c.MaxBufferedRecords = cmp.Or(c.MaxBufferedRecords, 10000)
+	c.StallTimeout = cmp.Or(c.StallTimeout, 30*time.Second)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	if c.Acks != "all" {
 		c.NoIdempotence = true
 	}

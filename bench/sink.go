@@ -102,18 +102,10 @@ func sinkBenchLines(cfg SinkBenchConfig) (lines, keys [][]byte, ts []int64) {
 // RunSinkBench encodes cfg.Samples generated records as one flush of one
 // partition and measures it.
 func RunSinkBench(ctx context.Context, cfg SinkBenchConfig) (SinkBenchResult, error) {
-	if cfg.Samples == 0 {
-		cfg.Samples = 1_000_000
-	}
-	if cfg.Tags == 0 {
-		cfg.Tags = 2
-	}
-	if cfg.Fields == 0 {
-		cfg.Fields = 4
-	}
-	if cfg.Runs == 0 {
-		cfg.Runs = 4
-	}
+	cfg.Samples = cmp.Or(cfg.Samples, 1_000_000)
+	cfg.Tags = cmp.Or(cfg.Tags, 2)
+	cfg.Fields = cmp.Or(cfg.Fields, 4)
+	cfg.Runs = cmp.Or(cfg.Runs, 4)
 	if cfg.Samples < 0 || cfg.Tags < 0 || cfg.Fields < 1 || cfg.Runs < 1 {
 		return SinkBenchResult{}, errors.New("bench sink: samples and tags must not be negative, fields and runs at least 1")
 	}
