@@ -225,8 +225,4 @@ broker_alive "$BROKER_PID" || FAILED+=("broker")
 
 # --- report -----------------------------------------------------------------------
 
-log "publishing run $ID"
-ENVDESC="TRANSPORTS=\"$TRANSPORTS\" RATES=\"$RATES\" DURATION=$DURATION WARMUP=$WARMUP FIRST_WARMUP=$FIRST_WARMUP BATCH=$BATCH DATAGRAM_BYTES=$DATAGRAM_BYTES SENDERS=$SENDERS${UDP_RMEM:+ UDP_RMEM=$UDP_RMEM}${PROFILE:+ PROFILE=1}"
-"$SIMTEL" bench agent-report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
-	--id "$ID" --host "$HOST" --command "$ENVDESC bench/agent-cost.sh"
-exit_if_failed
+publish_run agent-report agent-cost.sh "TRANSPORTS=\"$TRANSPORTS\" RATES=\"$RATES\" DURATION=$DURATION WARMUP=$WARMUP FIRST_WARMUP=$FIRST_WARMUP BATCH=$BATCH DATAGRAM_BYTES=$DATAGRAM_BYTES SENDERS=$SENDERS${UDP_RMEM:+ UDP_RMEM=$UDP_RMEM}${PROFILE:+ PROFILE=1}"

@@ -193,8 +193,4 @@ step disk "disk fdatasync, again, sustained" "$SIMTEL" bench disk --dir "$WORK/d
 # --- report ----------------------------------------------------------------------
 
 results_to ""
-log "publishing run $ID"
-ENVDESC="DURATION=$DURATION PACED_DURATION=$PACED_DURATION PACED_DIVISOR=$PACED_DIVISOR SUSTAIN_TIME=$SUSTAIN_TIME PARTITIONS=$PARTITIONS PRODUCERS=$PRODUCERS LINGER=$LINGER JS_MSGS=$JS_MSGS JS_ALWAYS_MSGS=$JS_ALWAYS_MSGS JS_CLIENTS=$JS_CLIENTS"
-"$SIMTEL" bench report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
-	--id "$ID" --host "$HOST" --command "$ENVDESC bench/compare.sh"
-exit_if_failed
+publish_run report compare.sh "DURATION=$DURATION PACED_DURATION=$PACED_DURATION PACED_DIVISOR=$PACED_DIVISOR SUSTAIN_TIME=$SUSTAIN_TIME PARTITIONS=$PARTITIONS PRODUCERS=$PRODUCERS LINGER=$LINGER JS_MSGS=$JS_MSGS JS_ALWAYS_MSGS=$JS_ALWAYS_MSGS JS_CLIENTS=$JS_CLIENTS"

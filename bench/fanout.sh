@@ -132,8 +132,4 @@ broker_alive "$BROKER_PID" || FAILED+=("broker")
 
 # --- report -----------------------------------------------------------------------
 
-log "publishing run $ID"
-ENVDESC="NODES=$NODES WORKERS=$WORKERS SIZE=$SIZE DIRECT_NODES=$DIRECT_NODES DIRECT_WORKERS=$DIRECT_WORKERS POLL=$POLL NODE1=$NODE1 READ=$READ${PROFILE:+ PROFILE=1}"
-"$SIMTEL" bench fanout-report publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
-	--id "$ID" --host "$HOST" --command "$ENVDESC bench/fanout.sh"
-exit_if_failed
+publish_run fanout-report fanout.sh "NODES=$NODES WORKERS=$WORKERS SIZE=$SIZE DIRECT_NODES=$DIRECT_NODES DIRECT_WORKERS=$DIRECT_WORKERS POLL=$POLL NODE1=$NODE1 READ=$READ${PROFILE:+ PROFILE=1}"

@@ -1,9 +1,9 @@
 # Shared by the benchmark scripts (compare.sh, agent-cost.sh, fanout.sh,
 # agent-ab.sh): logging, the processes a script started and their cleanup,
 # ports, building simtel, the host line, where results go, how commands are
-# shown and how failed steps are reported. Source it after setting REPO and
-# BIN; a script may define cleanup_extra, which runs after its processes are
-# stopped and before the work directory goes.
+# shown, how failed steps are reported and how a run is published. Source
+# it after setting REPO and BIN; a script may define cleanup_extra, which
+# runs after its processes are stopped and before the work directory goes.
 
 log() { printf '\n== %s\n' "$*" >&2; }
 
@@ -135,4 +135,14 @@ exit_if_failed() {
 		printf '\n' >&2
 		exit 1
 	fi
+}
+
+# publish_run REPORT SCRIPT ENVDESC: publish the run with `simtel bench
+# REPORT publish`, recording as its command ENVDESC (the settings) and
+# bench/SCRIPT, then exit 1 if any step failed.
+publish_run() {
+	log "publishing run $ID"
+	"$SIMTEL" bench "$1" publish --run "$RUN" --results-dir "$RESULTS" --readme "$README" \
+		--id "$ID" --host "$HOST" --command "$3 bench/$2"
+	exit_if_failed
 }

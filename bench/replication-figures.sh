@@ -70,31 +70,17 @@ if [ -z "${SKIP_IDLE:-}" ]; then
   "$bin" topic delete idle --brokers "$seeds" >/dev/null || true
 fi
 load() { awk '{print $1}' /proc/loadavg; }
-metric_ms() { # NAME (seconds): sum over the brokers, in ms
+metric() { # NAME [FACTOR]: sum over the brokers of the value times FACTOR (default 1)
   local s=0 v i
   for i in 0 1 2; do
-    v=$(curl -s "http://127.0.0.1:$(hport "$i")/metrics" | awk -v m="$1" '$1 == m {printf "%.0f", $2 * 1000}')
+    v=$(curl -s "http://127.0.0.1:$(hport "$i")/metrics" | awk -v m="$1" -v k="${2:-1}" '$1 == m {printf "%.0f", $2 * k}')
     s=$((s + ${v:-0}))
   done
   echo "$s"
 }
-metric() { # NAME: sum over the brokers
-  local s=0 v i
-  for i in 0 1 2; do
-    v=$(curl -s "http://127.0.0.1:$(hport "$i")/metrics" | awk -v m="$1" '$1 == m {printf "%.0f", $2}')
-    s=$((s + ${v:-0}))
-  done
-  echo "$s"
-}
+metric_ms() { metric "$1" 1000; } # NAME (seconds): sum over the brokers, in ms
 wbytes() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
-produced() { # sum of simtel_broker_produced_bytes_total over the brokers
-  local s=0 v
-  for i in 0 1 2; do
-    v=$(curl -s "http://127.0.0.1:$(hport "$i")/metrics" | awk '/^simtel_broker_produced_bytes_total/ {printf "%.0f", $2}')
-    s=$((s + ${v:-0}))
-  done
-  echo "$s"
-}
+produced() { metric simtel_broker_produced_bytes_total; }
 amplification() { # topic, replication factor
   "$bin" topic create "$1" --partitions 6 --replication-factor "$2" --brokers "$seeds"
   sleep 5
