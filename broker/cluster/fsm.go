@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/simtel/simtel/broker/auth"
 )
 
 // Metadata is the cluster metadata the controller replicates. A *Metadata
@@ -21,6 +23,9 @@ type Metadata struct {
 	ClusterID string                `json:"cluster_id,omitempty"`
 	Brokers   map[int32]BrokerInfo  `json:"brokers"`
 	Topics    map[string]*TopicInfo `json:"topics"`
+	// Security is the SCRAM credentials and ACLs (security.go); absent
+	// from snapshots written before it existed, which restore empty.
+	Security *Security `json:"security,omitempty"`
 	// Index is the raft index of the last command applied.
 	Index uint64 `json:"index"`
 }
@@ -92,12 +97,15 @@ func (m *Metadata) AliveBrokers() []BrokerInfo {
 }
 
 func (m *Metadata) clone() *Metadata {
-	n := &Metadata{ClusterID: m.ClusterID, Index: m.Index, Brokers: maps.Clone(m.Brokers), Topics: maps.Clone(m.Topics)}
+	n := &Metadata{ClusterID: m.ClusterID, Index: m.Index, Brokers: maps.Clone(m.Brokers), Topics: maps.Clone(m.Topics), Security: m.Security}
 	if n.Brokers == nil {
 		n.Brokers = map[int32]BrokerInfo{}
 	}
 	if n.Topics == nil {
 		n.Topics = map[string]*TopicInfo{}
+	}
+	if n.Security == nil {
+		n.Security = &Security{}
 	}
 	return n
 }
@@ -163,6 +171,14 @@ type Command struct {
 	// Override lets reassign replace the target of a reassignment in
 	// progress (the controller does when a target broker is gone).
 	Override bool `json:"override,omitempty"`
+
+	// User, Credential and Mechanism are the SCRAM commands' (security.go).
+	User       string                `json:"user,omitempty"`
+	Credential *auth.ScramCredential `json:"credential,omitempty"`
+	Mechanism  auth.ScramMechanism   `json:"mechanism,omitempty"`
+	// ACLs are create_acls', Filters delete_acls'.
+	ACLs    []auth.ACL  `json:"acls,omitempty"`
+	Filters []ACLFilter `json:"filters,omitempty"`
 }
 
 // Errors a command can fail with; Apply returns them wrapped, classify
@@ -192,6 +208,9 @@ type Result struct {
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
 	Index   uint64 `json:"index"`
+	// DeletedACLs are the ACLs a delete_acls command deleted, one list
+	// per filter.
+	DeletedACLs [][]auth.ACL `json:"deleted_acls,omitempty"`
 }
 
 // Err turns a Result back into an error wrapping the sentinel.
@@ -361,6 +380,10 @@ func (m *Metadata) apply(c Command) Result {
 		m.Topics[c.Topic] = &nt
 	case OpReassign, OpReplicaProgress, OpFinishReassignment:
 		return m.applyReassignment(c)
+	case OpUpsertScram, OpDeleteScram, OpCreateACLs, OpDeleteACLs:
+		var res Result
+		m.Security, res = m.Security.Apply(c)
+		return res
 	default:
 		return failure(ErrBadCommand, "unknown command %q", c.Op)
 	}
