@@ -63,6 +63,14 @@ const (
 
 var defaultKeys = [numDefaults]string{"host", "job", "run", "step"}
 
+// Bits of Sample.Own.
+const (
+	OwnHost uint8 = 1 << tagHost
+	OwnJob  uint8 = 1 << tagJob
+	OwnRun  uint8 = 1 << tagRun
+	OwnStep uint8 = 1 << tagStep
+)
+
 // Option configures a Normalizer.
 type Option func(*Normalizer)
 
@@ -85,6 +93,7 @@ type Sample struct {
 	Measurement []byte
 	Run, Host   []byte // final values of the run and host tags; empty if neither the line nor the defaults set them
 	Time        int64  // unix nanoseconds
+	Own         uint8  // the default tags the line sets itself: OwnHost | OwnJob | OwnRun | OwnStep
 	// Fields are the line's fields in the order sent (duplicate keys
 	// included). Their keys point into the input line, not into dst; the
 	// slice is the Normalizer's, valid until its next call.
@@ -222,14 +231,8 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 		if !plain {
 			ke, kEsc, hi, bad = scanEsc(b, ke, clsKeyStop)
 		}
-		if bad >= 0 {
-			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTagKey, bad, "control character %q", b[bad]))
-		}
-		if ke == ks {
-			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTagKey, ks, "missing tag key"))
-		}
-		if ke == len(b) || b[ke] != '=' {
-			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidTagKey, ke, "missing '=' after tag key %q", b[ks:ke]))
+		if bad >= 0 || ke == ks || ke == len(b) || b[ke] != '=' {
+			return dst, Sample{}, badLine(b, from, keyErr(b, ks, ke, bad, &tagKey))
 		}
 		vs := ke + 1
 		ve, plain := plainEnd(b, vs, clsKeyStop)
@@ -287,16 +290,10 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 		if !plain {
 			ke, kEsc, hi, bad = scanEsc(b, ke, clsKeyStop)
 		}
-		if bad >= 0 {
-			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, bad, "control character %q in field key", b[bad]))
-		}
-		if ke == ks {
-			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, ks, "missing field key"))
+		if bad >= 0 || ke == ks || ke == len(b) || b[ke] != '=' {
+			return dst, Sample{}, badLine(b, from, keyErr(b, ks, ke, bad, &fieldKey))
 		}
 		key := b[ks:ke]
-		if ke == len(b) || b[ke] != '=' {
-			return dst, Sample{}, badLine(b, from, syntaxErr(ErrInvalidField, ke, "missing '=' after field key %q", key))
-		}
 		high = high || hi
 		i = ke + 1
 		if i == len(b) {
@@ -476,6 +473,7 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	s.Host = hostAt.get(dst, scratch)
 	s.Time = ns
 	s.Fields = fields
+	s.Own = have
 	if have&(1<<tagRun) == 0 {
 		s.Run = n.defRaw[tagRun]
 	}
@@ -493,6 +491,33 @@ func lineError(n, maxLine int, prec Precision) error {
 			Detail: fmt.Sprintf("%d bytes, limit %d", n, maxLine)}
 	}
 	return fmt.Errorf("lineproto: invalid precision %d", int(prec))
+}
+
+// keyKind is what the errors of a tag key and a field key say.
+type keyKind struct {
+	class   error
+	name    string // "tag", "field"
+	control string // the format of a control character in the key
+}
+
+var (
+	tagKey   = keyKind{ErrInvalidTagKey, "tag", "control character %q"}
+	fieldKey = keyKind{ErrInvalidField, "field", "control character %q in field key"}
+)
+
+// keyErr is the error of the key b[ks:ke] of kind k that failed its
+// checks: a control character at bad (when bad >= 0), an empty key, or no
+// '=' after it. The checks stay in the callers, so the good path has no
+// call.
+func keyErr(b []byte, ks, ke, bad int, k *keyKind) error {
+	switch {
+	case bad >= 0:
+		return syntaxErr(k.class, bad, k.control, b[bad])
+	case ke == ks:
+		return syntaxErr(k.class, ks, "missing %s key", k.name)
+	default:
+		return syntaxErr(k.class, ke, "missing '=' after %s key %q", k.name, b[ks:ke])
+	}
 }
 
 // lineTimestamp parses the timestamp b[i:], the end of a line, in units of
