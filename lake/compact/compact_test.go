@@ -17,12 +17,19 @@ import (
 	"github.com/simtel/simtel/lake/store"
 )
 
-func newLake(t *testing.T) *querytest.Lake {
-	st, err := store.Open(context.Background(), t.TempDir(), store.Options{})
+// newLake returns a lake in a temporary directory holding ss on topic
+// telemetry, written in flushes of flushSize offsets.
+func newLake(t *testing.T, ss []replay.Sample, flushSize int) *querytest.Lake {
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir(), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &querytest.Lake{Store: st, Catalog: catalog.New(st)}
+	l := &querytest.Lake{Store: st, Catalog: catalog.New(st)}
+	if err := l.WriteSamples(ctx, "telemetry", ss, flushSize); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // runCompact runs a compaction of l with cfg, reading objects straight
@@ -141,11 +148,8 @@ func checkCatalog(t *testing.T, l *querytest.Lake, wantRows int64) *catalog.Snap
 // (querytest writes through lake/schema, as the sink does).
 func TestCompactKeepsRowsAndOrder(t *testing.T) {
 	ctx := context.Background()
-	l := newLake(t)
 	ss := querytest.GenSamples(7, []string{"r1", "r2"}, 400, 2)
-	if err := l.WriteSamples(ctx, "telemetry", ss, 9); err != nil {
-		t.Fatal(err)
-	}
+	l := newLake(t, ss, 9)
 	before := rowSet(t, l)
 	replayBefore := replayAll(t, l, "r1")
 	snap0 := checkCatalog(t, l, int64(len(ss)))
@@ -211,11 +215,8 @@ func TestCompactKeepsRowsAndOrder(t *testing.T) {
 // leaves garbage the next run removes.
 func TestCompactCrashPoints(t *testing.T) {
 	ctx := context.Background()
-	l := newLake(t)
 	ss := querytest.GenSamples(3, []string{"r1"}, 120, 1)
-	if err := l.WriteSamples(ctx, "telemetry", ss, 10); err != nil {
-		t.Fatal(err)
-	}
+	l := newLake(t, ss, 10)
 	before := rowSet(t, l)
 	snap, _ := l.Catalog.Load(ctx)
 	batches, err := compact.Plan(snap, compact.Config{MinFiles: 4, TargetSize: 1 << 30})

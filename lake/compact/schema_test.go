@@ -24,11 +24,8 @@ import (
 // key-value metadata readers rely on (its tags and its offset range).
 func TestMergedObjectFollowsSchema(t *testing.T) {
 	ctx := context.Background()
-	l := newLake(t)
 	ss := querytest.GenSamples(3, []string{"r1"}, 120, 1)
-	if err := l.WriteSamples(ctx, "telemetry", ss, 10); err != nil {
-		t.Fatal(err)
-	}
+	l := newLake(t, ss, 10)
 	res, err := runCompact(ctx, l, compact.Config{MinFiles: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 // would cast the integers to DOUBLE); the runs of flushes that agree are.
 func TestCompactNeverMixesTypes(t *testing.T) {
 	ctx := context.Background()
-	l := newLake(t)
 	// Eight flushes of 10 samples: the first four hold "v" as int64, the
 	// next four as float64.
 	var ss []replay.Sample
@@ -30,9 +29,7 @@ func TestCompactNeverMixesTypes(t *testing.T) {
 		ss = append(ss, replay.Sample{Measurement: "m", Tags: map[string]string{"host": "a", "run": "r"},
 			Fields: map[string]any{"v": v}, Time: querytest.Start.Add(-time.Hour + time.Duration(i)*time.Second).UnixNano(), Offset: int64(i)})
 	}
-	if err := l.WriteSamples(ctx, "telemetry", ss, 10); err != nil {
-		t.Fatal(err)
-	}
+	l := newLake(t, ss, 10)
 	before := rowSet(t, l)
 	res, err := runCompact(ctx, l, compact.Config{MinFiles: 2})
 	if err != nil {
@@ -54,11 +51,8 @@ func TestCompactNeverMixesTypes(t *testing.T) {
 // and partitions the caller does not own are left alone.
 func TestCompactSettleAndPartitions(t *testing.T) {
 	ctx := context.Background()
-	l := newLake(t)
 	ss := querytest.GenSamples(5, []string{"r1"}, 200, 2)
-	if err := l.WriteSamples(ctx, "telemetry", ss, 10); err != nil {
-		t.Fatal(err)
-	}
+	l := newLake(t, ss, 10)
 	snap0 := checkCatalog(t, l, int64(len(ss)))
 	res, err := runCompact(ctx, l, compact.Config{MinFiles: 2, Settle: time.Hour})
 	if err != nil || res.Groups != 0 {
