@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"reflect"
 	"time"
@@ -80,11 +81,7 @@ was acknowledged for --stall-timeout.`,
 		Example: `  simtel bench produce --topic bench --partitions 4 --producers 2 --duration 20s
   simtel bench produce --topic bench --acks 1 --idempotent=false --max-inflight 10 --records 1000000 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
+		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Brokers = splitList(brokers)
 			cfg.NoIdempotence = !idempotent
 			if cfg.Duration == 0 && cfg.Records == 0 {
@@ -94,7 +91,7 @@ was acknowledged for --stall-timeout.`,
 			cfg.Progress = out.progress()
 			res, runErr := bench.Produce(cmd.Context(), cfg)
 			return out.emit(res, runErr, func(w io.Writer) { bench.PrintProduce(w, res) })
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
@@ -139,11 +136,7 @@ the run began. The run also ends when nothing arrived for --idle.`,
 		Example: `  simtel bench consume --topic bench --raw
   simtel bench consume --topic bench --group bench-readers --consumers 2 --records 1000000 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
+		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Brokers = splitList(brokers)
 			cfg.Logger = log
 			cfg.Progress = out.progress()
@@ -152,7 +145,7 @@ the run began. The run also ends when nothing arrived for --idle.`,
 				runErr = fmt.Errorf("stopped after %s without data before reading everything (%d records)", cfg.Idle, res.Records)
 			}
 			return out.emit(res, runErr, func(w io.Writer) { bench.PrintConsume(w, res) })
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")

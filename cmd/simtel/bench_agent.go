@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,11 +35,7 @@ topic's end offsets. After the last line the run waits up to
   simtel bench agent --transport http --addr 127.0.0.1:8186 --rate 1000000 --warmup 2s \
       --agent-pid $(pgrep -f 'simtel agent') --brokers 127.0.0.1:9092 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
+		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Brokers = splitList(brokers)
 			if cfg.AgentHTTP == "" && cfg.Transport == "http" {
 				cfg.AgentHTTP = cfg.Addr
@@ -47,7 +44,7 @@ topic's end offsets. After the last line the run waits up to
 			cfg.Progress = out.progress()
 			res, runErr := bench.AgentLoad(cmd.Context(), cfg)
 			return out.emit(res, runErr, func(w io.Writer) { bench.PrintAgentLoad(w, res) })
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Transport, "transport", "udp", "udp, tcp or http")

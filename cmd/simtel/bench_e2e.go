@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,11 +38,7 @@ setup and the first batches out of the figures.`,
 		Example: `  simtel bench e2e --brokers 127.0.0.1:9092 --rate 10000 --duration 30s --warmup 5s
   simtel bench e2e --topic e2e --partitions 4 --producers 2 --consumers 2 --rate 50000 --acks 1 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
+		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Brokers = splitList(brokers)
 			cfg.Logger = log
 			cfg.Progress = out.progress()
@@ -50,7 +47,7 @@ setup and the first batches out of the figures.`,
 				return runErr // nothing was measured
 			}
 			return out.emit(res, runErr, func(w io.Writer) { bench.PrintE2E(w, res) })
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,11 +42,8 @@ published first, so subscribers start from a held version.`,
   simtel bench fanout --brokers 127.0.0.1:9092 --broker-metrics http://127.0.0.1:9644/metrics \
       --mode direct --nodes 5 --workers-per-node 20 --size 64MiB --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
+		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
+			var err error
 			if cfg.Size, err = bench.ParseByteSize(size); err != nil {
 				return fmt.Errorf("--size: %w", err)
 			}
@@ -54,7 +52,7 @@ published first, so subscribers start from a held version.`,
 			cfg.Progress = out.progress()
 			res, runErr := bench.Fanout(cmd.Context(), cfg)
 			return out.emit(res, runErr, func(w io.Writer) { bench.PrintFanout(w, res) })
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")

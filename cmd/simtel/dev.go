@@ -48,13 +48,9 @@ sink's group, so retention never deletes what the lake does not hold yet.`,
   simtel lake query 'SELECT time, env, value FROM reward'      # --lake file://./simtel-data/lake is the default
   kcat -C -b 127.0.0.1:9092 -t telemetry -e`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
+		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			return runDev(cmd.Context(), c, log)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&c.dataDir, "data-dir", "simtel-data", "directory for the broker's data, the agent's spool and the lake")

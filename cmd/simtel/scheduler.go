@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,11 +25,7 @@ topic's retention has dropped old events. Run one or more anywhere: they agree.
 /metrics (simtel_scheduler_*), /healthz and /readyz are served on --http-listen.`,
 		Example: `  simtel scheduler --brokers broker1:9092 --http-listen 127.0.0.1:9646`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
+		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Brokers = splitList(brokers)
 			cfg.Logger = log
 			w, err := scheduler.NewWatcher(cfg)
@@ -36,7 +33,7 @@ topic's retention has dropped old events. Run one or more anywhere: they agree.
 				return err
 			}
 			return w.Run(cmd.Context())
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -50,15 +51,12 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
   AWS_ACCESS_KEY_ID=KEY AWS_SECRET_ACCESS_KEY=SECRET simtel sink --brokers 127.0.0.1:9092 \
       --topics telemetry,jobs --lake s3://lake/simtel --s3-endpoint http://127.0.0.1:7070 --http-listen 127.0.0.1:9645`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
+		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Logger = log
 			cfg.Brokers = splitList(brokers)
 			cfg.Topics = splitList(topics)
 			cfg.TelemetryTopics = splitList(telemetryTopics)
+			var err error
 			if cfg.Compact.TargetSize, err = parseSize(compactTarget); err != nil {
 				return fmt.Errorf("--compact-target-size: %w", err)
 			}
@@ -77,7 +75,7 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 				cfg.Store = slowUploads{Creator: cr, delay: uploadDelay}
 			}
 			return sink.Run(cmd.Context(), cfg)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
