@@ -27,7 +27,8 @@ type scramSession struct {
 
 	gs2Header   string
 	user        string
-	nonce       string
+	cnonce      string // the client's nonce
+	nonce       string // the client's and the server's
 	firstBare   string
 	serverFirst string
 	cred        ScramCredential
@@ -75,6 +76,7 @@ func (s *scramSession) first(msg string) ([]byte, *SASLResult, error) {
 	if _, err := rand.Read(snonce); err != nil {
 		return nil, nil, &SASLError{Reason: ReasonIllegalState, Message: "Authentication failed: server error", Detail: err.Error()}
 	}
+	s.cnonce = cf.Nonce
 	s.nonce = cf.Nonce + base64.StdEncoding.EncodeToString(snonce)
 	s.serverFirst = "r=" + s.nonce + ",s=" + base64.StdEncoding.EncodeToString(s.cred.Salt) + ",i=" + strconv.Itoa(int(s.cred.Iterations))
 	return []byte(s.serverFirst), nil, nil
@@ -88,7 +90,10 @@ func (s *scramSession) final(msg string) ([]byte, *SASLResult, error) {
 	if cf.ChannelBinding != s.gs2Header {
 		return nil, nil, malformed(s.mech.String(), "channel binding does not repeat the gs2 header")
 	}
-	if subtle.ConstantTimeCompare([]byte(cf.Nonce), []byte(s.nonce)) != 1 {
+	// librdkafka repeats its own nonce before the server's (which starts
+	// with it again); Kafka accepts that, so must we. Either way the
+	// whole server nonce comes back, which is what makes the proof fresh.
+	if cf.Nonce != s.nonce && cf.Nonce != s.cnonce+s.nonce {
 		return nil, nil, malformed(s.mech.String(), "nonce does not match the server's")
 	}
 	h := s.mech.hash()
