@@ -54,9 +54,10 @@ func New(cfg Config) (*Agent, error) {
 	if _, err := lineproto.NewNormalizer(cfg.Tags); err != nil {
 		return nil, fmt.Errorf("cannot use the agent's tags: %w", err)
 	}
+	runFrom, _ := newRunFromTag(cfg.RunFromTag) // checked by Validate
 	a.normalizers.New = func() any {
 		n, _ := lineproto.NewNormalizer(cfg.Tags, lineproto.WithMaxLineBytes(cfg.MaxLineBytes))
-		return &ingestBatch{norm: n, types: a.types}
+		return &ingestBatch{norm: n, types: a.types, runFrom: runFrom}
 	}
 	sp, err := spool.Open(spool.Config{
 		Dir:          cfg.SpoolDir,

@@ -43,6 +43,14 @@ type Config struct {
 	// Tags added to samples that do not carry them (the sender's win).
 	Tags lineproto.DefaultTags
 
+	// RunFromTag names the tag whose value becomes the run of a sample
+	// that carries it and no run tag (runfrom.go): Slurm's profiler sends
+	// job=<id> and no run, and its samples belong to the job's run, not to
+	// the agent's. Such samples also get Slurm's special step ids by name
+	// (step=-5 becomes step=batch). Default "job"; RunFromTagOff keeps
+	// the agent's run and every tag as sent.
+	RunFromTag string
+
 	// Policies this node keeps the newest version of, in PolicyDir
 	// (default /dev/shm/simtel/policy: shared memory for the node's
 	// workers). PolicyKeep versions stay on disk (default 3).
@@ -174,6 +182,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.RunFromTag == "" {
+		c.RunFromTag = "job"
+	}
+	if _, err := newRunFromTag(c.RunFromTag); err != nil {
+		return err
 	}
 	if c.ListenUDP == "" && c.ListenTCP == "" && c.ListenUnix == "" && c.ListenHTTP == "" && c.ListenStatsD == "" {
 		return errors.New("no listener: pass at least one of --listen-udp, --listen-tcp, --listen-unix, --listen-http, --listen-statsd")

@@ -35,6 +35,13 @@ type ingestBatch struct {
 	// before the first: consecutive samples of one run and host (nearly
 	// all of them) share it.
 	lastKey int
+	// runFrom (nil: off) gives lines that carry its tag and no run tag
+	// their run from it; rewritten and rawTags are its scratch space, and
+	// fromTag counts the accepted lines it rewrote since reset.
+	runFrom   *runFromTag
+	rewritten []byte
+	rawTags   []lineproto.RawTag
+	fromTag   int
 }
 
 type recSpan struct {
@@ -72,7 +79,7 @@ func (a *Agent) ingest(ctx context.Context, listener string, body []byte, prec l
 }
 
 func (b *ingestBatch) reset() {
-	b.lines, b.keys, b.spans, b.lastKey = b.lines[:0], b.keys[:0], b.spans[:0], -1
+	b.lines, b.keys, b.spans, b.lastKey, b.fromTag = b.lines[:0], b.keys[:0], b.spans[:0], -1, 0
 	b.bad, b.conflicts, b.firstBad, b.firstConflict = 0, 0, nil, nil
 }
 
@@ -88,6 +95,16 @@ func (b *ingestBatch) add(body []byte, prec lineproto.Precision, now time.Time) 
 	sec := now.Unix()
 	_ = lineproto.Lines(body, func(n int, line []byte) error {
 		out, s, err := b.norm.Normalize(b.lines, line, prec, now)
+		mapped := false
+		if err == nil && b.runFrom != nil && b.runFrom.candidate(line, s.Own) {
+			// The rare line that takes its run from a tag is normalized
+			// again, rewritten, over the first result.
+			var rw []byte
+			if rw, b.rawTags = b.runFrom.rewrite(b.rewritten, line, b.rawTags); rw != nil {
+				b.rewritten, mapped = rw, true
+				out, s, err = b.norm.Normalize(b.lines, rw, prec, now)
+			}
+		}
 		if err != nil {
 			b.bad++
 			if firstErr == nil {
@@ -102,6 +119,9 @@ func (b *ingestBatch) add(body []byte, prec lineproto.Precision, now time.Time) 
 			return nil // the canonical line in out is dropped
 		}
 		b.lines = out
+		if mapped {
+			b.fromTag++
+		}
 		k, ke := b.lastKey, len(b.keys)
 		if k < 0 || !keyIs(b.keys[k:ke], s.Run, s.Host) {
 			k = len(b.keys)
@@ -161,6 +181,9 @@ func (a *Agent) spoolBatch(ctx context.Context, listener string, b *ingestBatch)
 	}
 	if b.conflicts > 0 {
 		a.metrics.dropped.WithLabelValues(reasonTypeConflict).Add(float64(b.conflicts))
+	}
+	if b.fromTag > 0 {
+		a.metrics.runFromTag.WithLabelValues(listener).Add(float64(b.fromTag))
 	}
 	if (b.bad > 0 || b.conflicts > 0) && listener != "http" {
 		// The sender cannot be told: log, at a bounded rate.

@@ -23,7 +23,8 @@ func agentBody(n int) []byte {
 // BenchmarkIngestAdd is the agent's per-line parse cost end to end: split
 // a 5000-line HTTP body, normalize each line with the agent's tags, check
 // its field types (types=on; off as with --field-types-memory -1) and
-// record its span and key, as ingest does before spooling.
+// record its span and key, as ingest does before spooling (with the
+// default --run-from-tag job, which looks for a job tag in each line).
 func BenchmarkIngestAdd(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		name := "types=off"
@@ -41,7 +42,8 @@ func benchIngestAdd(b *testing.B, checkTypes bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	batch := &ingestBatch{norm: norm}
+	runFrom, _ := newRunFromTag("job") // the agent's default
+	batch := &ingestBatch{norm: norm, runFrom: runFrom}
 	if checkTypes {
 		batch.types = newFieldTypes(4 << 20)
 	}

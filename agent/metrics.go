@@ -17,6 +17,7 @@ type metrics struct {
 	dropped      *prometheus.CounterVec
 	batchLatency prometheus.Histogram
 	httpRequests *prometheus.CounterVec
+	runFromTag   *prometheus.CounterVec
 }
 
 func newMetrics(a *Agent) *metrics {
@@ -29,7 +30,8 @@ func newMetrics(a *Agent) *metrics {
 	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_agent_samples_dropped_total", Help: "Samples lost, by reason (spool_full_drop_oldest, spool_error, rejected_by_broker, field_type_conflict: lines refused because a field had another type before in the run)."}, []string{"reason"})
 	m.batchLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "simtel_agent_broker_latency_seconds", Help: "Time from reading a spool batch to the broker acknowledging all of it.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
 	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_agent_http_requests_total", Help: "HTTP write requests by path and status code."}, []string{"path", "code"})
-	for _, c := range []prometheus.Collector{m.received, m.parseErrors, m.spooled, m.spoolErrors, m.sent, m.dropped, m.batchLatency, m.httpRequests} {
+	m.runFromTag = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_agent_samples_run_from_tag_total", Help: "Samples accepted whose run came from the --run-from-tag tag (Slurm's profiler: job), by listener."}, []string{"listener"})
+	for _, c := range []prometheus.Collector{m.received, m.parseErrors, m.spooled, m.spoolErrors, m.sent, m.dropped, m.batchLatency, m.httpRequests, m.runFromTag} {
 		m.reg.MustRegister(c)
 	}
 	if a.types != nil {

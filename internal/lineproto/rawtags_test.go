@@ -3,6 +3,7 @@ package lineproto
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 func TestAppendRawTags(t *testing.T) {
@@ -34,5 +35,25 @@ func TestAppendRawTags(t *testing.T) {
 	}
 	if got := string(AppendUnescapedTag(nil, []byte(`a\ b\,c\=d\x`))); got != `a b,c=d\x` {
 		t.Errorf("AppendUnescapedTag: %q", got)
+	}
+}
+
+func TestSampleOwn(t *testing.T) {
+	n, err := NewNormalizer(DefaultTags{Host: "h", Job: "1", Step: "0", Run: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line, want := range map[string]uint8{
+		"m x=1":                              0,
+		"m,job=2 x=1":                        OwnJob,
+		"m,run=a,job=2 x=1":                  OwnJob | OwnRun,
+		"m,step=-5,host=n1,a=b x=1":          OwnHost | OwnStep,
+		`m,jo\b=2,job\ =3,runs=4 x=1`:        0,
+		"m,host=a,job=b,run=c,step=d x=1 12": OwnHost | OwnJob | OwnRun | OwnStep,
+	} {
+		_, s, err := n.Normalize(nil, []byte(line), Nanosecond, time.Unix(1, 0))
+		if err != nil || s.Own != want {
+			t.Errorf("%q: Own %04b, %v; want %04b", line, s.Own, err, want)
+		}
 	}
 }
