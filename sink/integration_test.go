@@ -298,15 +298,10 @@ func (e *env) see(seen map[po]string, key string, row map[string]any) (po, sampl
 	return k, s
 }
 
+// waitLog waits up to 30 s until the process has logged substr.
 func waitLog(t *testing.T, p *testutil.Proc, substr string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(sinkLog(t, p), substr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%q not logged after 30s:\n%s", substr, tail(sinkLog(t, p), 30))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitLogFor(t, p, substr, 30*time.Second)
 }
 
 func sinkLog(t *testing.T, procs ...*testutil.Proc) string {
