@@ -21,12 +21,12 @@ func TestRegisteredHandlerIsAdvertised(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const key = 50 // DescribeUserScramCredentials: not served by the broker itself
+	const key = 48 // DescribeClientQuotas: not served by the broker itself
 	if _, ok := b.apis.Get(key); ok {
 		t.Fatalf("key %d is already served; pick another for the test", key)
 	}
 	b.apis.Add(kapi.API{Key: key, Min: 0, Max: 0, Handle: func(r *kapi.Request) kmsg.Response {
-		resp := r.Msg.(*kmsg.DescribeUserSCRAMCredentialsRequest).ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+		resp := r.Msg.(*kmsg.DescribeClientQuotasRequest).ResponseKind().(*kmsg.DescribeClientQuotasResponse)
 		msg := "fake handler"
 		resp.ErrorMessage = &msg
 		return resp
@@ -67,7 +67,7 @@ func TestRegisteredHandlerIsAdvertised(t *testing.T) {
 			t.Errorf("%s has a handler but is not advertised", a.Name())
 		}
 	}
-	resp, err := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest().RequestWith(rctx, cl)
+	resp, err := kmsg.NewPtrDescribeClientQuotasRequest().RequestWith(rctx, cl)
 	if err != nil {
 		t.Fatal(err)
 	}

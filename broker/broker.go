@@ -42,6 +42,8 @@ type Broker struct {
 	// cluster mode one per __transaction_state partition this broker
 	// leads (package txn; the broker's side in transactions.go).
 	txn *txn.Coordinators
+	// sec is the SCRAM credentials and ACLs (secstate.go).
+	sec *secState
 	// coords holds, in cluster mode, the coordinators of the offsets
 	// partitions this broker leads (see coordinators.go); b.groups is
 	// then nil.
@@ -91,6 +93,9 @@ func New(cfg Config) (*Broker, error) {
 	b.metrics = newMetrics(b)
 	b.txn = b.newTxnCoordinators()
 	b.apis = b.newRegistry()
+	if b.sec, err = openSecState(b); err != nil {
+		return nil, err
+	}
 	if b.pids, err = openPIDAllocator(filepath.Join(cfg.DataDir, "producer-ids")); err != nil {
 		return nil, err
 	}

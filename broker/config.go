@@ -98,6 +98,18 @@ type Config struct {
 	// its share). Off: only `simtel cluster rebalance` moves them.
 	AutoRebalance bool
 
+	// Authorizer is "acl" (Kafka's ACL authorizer over the ACLs kept in
+	// the cluster's state, or a single broker's data directory) or "none"
+	// (default: every request allowed).
+	Authorizer string
+	// SuperUsers are principals ("User:admin") the ACL authorizer allows
+	// everything (super.users).
+	SuperUsers []string
+	// AllowEveryoneIfNoACLFound lets the ACL authorizer allow an
+	// operation on a resource no ACL names
+	// (allow.everyone.if.no.acl.found). Default false.
+	AllowEveryoneIfNoACLFound bool
+
 	Logger *slog.Logger
 }
 
@@ -189,6 +201,9 @@ func (c *Config) Validate() error {
 		if c.BootstrapExpect == 0 && len(c.Join) == 0 && !cluster.RemembersPeers(c.DataDir) {
 			return errors.New("cluster mode needs --bootstrap-expect N (a new cluster) or --join HOST:PORT (an existing one); a broker that has met its cluster before rejoins without either")
 		}
+	}
+	if err := c.validateAuthorizer(); err != nil {
+		return err
 	}
 	for k, v := range c.TopicDefaults {
 		if err := admin.ValidateTopicConfig(k, &v); err != nil {

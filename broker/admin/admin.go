@@ -63,6 +63,8 @@ type Broker interface {
 	// Brokers describes the cluster for DescribeCluster: its id, the
 	// controller and the brokers (just this one on a single broker).
 	Brokers() (clusterID string, controller int32, brokers []BrokerAddr)
+	// Security is the SCRAM credentials and ACLs (security.go).
+	Security() Security
 }
 
 // Topic is what CreateTopics and DeleteTopics report of a topic.
