@@ -1,0 +1,73 @@
+package tick
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestEvery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		start := time.Now()
+		var at []time.Duration
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Every(ctx, time.Second, func() {
+				at = append(at, time.Since(start))
+				if len(at) == 3 {
+					cancel()
+				}
+			})
+		}()
+		<-done
+		want := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
+		if len(at) != len(want) {
+			t.Fatalf("got %d calls at %v, want %v", len(at), at, want)
+		}
+		for i := range want {
+			if at[i] != want[i] {
+				t.Fatalf("call %d at %v, want %v", i, at[i], want[i])
+			}
+		}
+	})
+}
+
+func TestEveryOrWakes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		wake := make(chan int)
+		calls := make(chan time.Duration)
+		start := time.Now()
+		go EveryOr(ctx, time.Hour, wake, func() { calls <- time.Since(start) })
+		time.Sleep(time.Minute)
+		wake <- 1
+		if got := <-calls; got != time.Minute {
+			t.Fatalf("woken call at %v, want %v", got, time.Minute)
+		}
+		if got := <-calls; got != time.Hour {
+			t.Fatalf("periodic call at %v, want %v", got, time.Hour)
+		}
+	})
+}
+
+func TestEveryReturnsWhenCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		calls := 0
+		go func() {
+			defer close(done)
+			Every(ctx, time.Second, func() { calls++ })
+		}()
+		time.Sleep(1500 * time.Millisecond)
+		cancel()
+		<-done
+		if calls != 1 {
+			t.Fatalf("got %d calls before the cancel, want 1", calls)
+		}
+	})
+}
