@@ -219,16 +219,18 @@ func (c *Coordinator) restoreGroup(gs GroupState, now time.Time) *group {
 			continue
 		}
 		m := &member{
-			id:               mm.MemberID,
-			instanceID:       mm.InstanceID,
-			clientID:         mm.ClientID,
-			clientHost:       mm.ClientHost,
-			sessionTimeout:   time.Duration(mm.SessionTimeoutMillis) * time.Millisecond,
-			rebalanceTimeout: time.Duration(mm.RebalanceTimeoutMillis) * time.Millisecond,
-			protocolType:     gs.Meta.ProtocolType,
-			assignment:       mm.Assignment,
-			seq:              g.nextSeq,
-			lastSeen:         now,
+			id: mm.MemberID,
+			joinSpec: joinSpec{
+				instanceID:       mm.InstanceID,
+				clientID:         mm.ClientID,
+				clientHost:       mm.ClientHost,
+				sessionTimeout:   time.Duration(mm.SessionTimeoutMillis) * time.Millisecond,
+				rebalanceTimeout: time.Duration(mm.RebalanceTimeoutMillis) * time.Millisecond,
+				protocolType:     gs.Meta.ProtocolType,
+			},
+			assignment: mm.Assignment,
+			seq:        g.nextSeq,
+			lastSeen:   now,
 		}
 		for _, p := range mm.Protocols {
 			m.protocols = append(m.protocols, protocol{name: p.Name, metadata: p.Metadata})

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"crypto/rand"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -110,17 +111,14 @@ func newGroup(name string) *group {
 
 // member is one group member. Every field is guarded by Coordinator.mu.
 type member struct {
-	id               string
-	instanceID       string // "" for dynamic members
-	clientID         string
-	clientHost       string
-	sessionTimeout   time.Duration
-	rebalanceTimeout time.Duration
-	protocolType     string
-	protocols        []protocol
-	assignment       []byte
-	seq              uint64
-	lastSeen         time.Time
+	id string
+	// joinSpec is what the member said of itself when it last joined
+	// (updateMemberLocked: the instance id never changes, and a join
+	// without client id and host keeps the ones known).
+	joinSpec
+	assignment []byte
+	seq        uint64
+	lastSeen   time.Time
 	// isNew: joined during the current rebalance and never part of a
 	// completed generation. A new member whose JoinGroup caller goes
 	// away is removed at once rather than holding the rebalance until
@@ -133,6 +131,17 @@ type member struct {
 	// and pending-sync deadlines bound those waits instead.
 	join *joinWaiter
 	sync *syncWaiter
+}
+
+// joinSpec is what a JoinGroup says of the member joining.
+type joinSpec struct {
+	instanceID       string // "" for dynamic members
+	clientID         string
+	clientHost       string
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	protocolType     string
+	protocols        []protocol
 }
 
 type protocol struct {
@@ -181,12 +190,7 @@ func (m *member) static() bool { return m.instanceID != "" }
 
 // sortedMembersLocked returns the members in join order.
 func (g *group) sortedMembersLocked() []*member {
-	ms := make([]*member, 0, len(g.members))
-	for _, m := range g.members {
-		ms = append(ms, m)
-	}
-	slices.SortFunc(ms, func(a, b *member) int { return cmp.Compare(a.seq, b.seq) })
-	return ms
+	return slices.SortedFunc(maps.Values(g.members), func(a, b *member) int { return cmp.Compare(a.seq, b.seq) })
 }
 
 func (g *group) maxRebalanceTimeoutLocked() time.Duration {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -228,11 +229,7 @@ func (s *LogStore) DeleteGroup(group string) error {
 			return nil, nil
 		}
 		recs := []kv{{key: encodeGroupKey(group)}}
-		tps := make([]TopicPartition, 0, len(g.offsets))
-		for tp := range g.offsets {
-			tps = append(tps, tp)
-		}
-		slices.SortFunc(tps, func(a, b TopicPartition) int {
+		tps := slices.SortedFunc(maps.Keys(g.offsets), func(a, b TopicPartition) int {
 			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 		})
 		for _, tp := range tps {

@@ -12,15 +12,9 @@ import (
 
 // joinParams is a JoinGroupRequest normalized for its version.
 type joinParams struct {
-	version          int16
-	memberID         string
-	instanceID       string // "" for dynamic members
-	clientID         string
-	clientHost       string
-	sessionTimeout   time.Duration
-	rebalanceTimeout time.Duration
-	protocolType     string
-	protocols        []protocol
+	version  int16
+	memberID string
+	joinSpec
 }
 
 // JoinGroup handles a JoinGroup request (v0-v9). It blocks until the
@@ -39,12 +33,14 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 	}
 	ci := clientFrom(ctx)
 	p := &joinParams{
-		version:        req.Version,
-		memberID:       strings.Clone(req.MemberID),
-		clientID:       ci.id,
-		clientHost:     ci.host,
-		sessionTimeout: time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
-		protocolType:   strings.Clone(req.ProtocolType),
+		version:  req.Version,
+		memberID: strings.Clone(req.MemberID),
+		joinSpec: joinSpec{
+			clientID:       ci.id,
+			clientHost:     ci.host,
+			sessionTimeout: time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
+			protocolType:   strings.Clone(req.ProtocolType),
+		},
 	}
 	if p.sessionTimeout < c.minSession || p.sessionTimeout > c.maxSession {
 		return fail(kerr.InvalidSessionTimeout)
@@ -248,7 +244,7 @@ func (c *Coordinator) updateMemberLocked(m *member, p *joinParams) {
 // addMemberLocked adds a new member and rebalances (or, if a rebalance is
 // already under way, joins it).
 func (c *Coordinator) addMemberLocked(g *group, id string, p *joinParams, resp *kmsg.JoinGroupResponse) *joinWaiter {
-	m := &member{id: id, instanceID: p.instanceID, seq: g.nextSeq, isNew: true}
+	m := &member{id: id, joinSpec: joinSpec{instanceID: p.instanceID}, seq: g.nextSeq, isNew: true}
 	g.nextSeq++
 	c.updateMemberLocked(m, p)
 	if len(g.members) == 0 {
@@ -291,7 +287,7 @@ func (c *Coordinator) replaceStaticMemberLocked(g *group, oldID, newID string, p
 	c.finishSyncLocked(old, kerr.FencedInstanceID.Code)
 	m := &member{
 		id:         newID,
-		instanceID: p.instanceID,
+		joinSpec:   joinSpec{instanceID: p.instanceID},
 		seq:        old.seq,
 		assignment: old.assignment,
 		isNew:      old.isNew,

@@ -244,15 +244,12 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 				st := kmsg.NewOffsetFetchResponseGroupTopic()
 				st.Topic = ft.topic
 				for _, fp := range ft.partitions {
-					sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-					sp.Partition = fp.Partition
-					sp.Offset = fp.Offset
-					sp.LeaderEpoch = fp.LeaderEpoch
-					sp.Metadata = kmsg.StringPtr(fp.Metadata)
+					sp := fetchedPartition(fp)
 					if req.RequireStable && c.unstable(rg.Group, ft.topic, fp.Partition) {
 						sp.ErrorCode = kerr.UnstableOffsetCommit.Code
 					}
-					st.Partitions = append(st.Partitions, sp)
+					// The v8+ partition has the same fields as the v0-v7 one.
+					st.Partitions = append(st.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition(sp))
 				}
 				sg.Topics = append(sg.Topics, st)
 			}
@@ -274,11 +271,7 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 		st := kmsg.NewOffsetFetchResponseTopic()
 		st.Topic = ft.topic
 		for _, fp := range ft.partitions {
-			sp := kmsg.NewOffsetFetchResponseTopicPartition()
-			sp.Partition = fp.Partition
-			sp.Offset = fp.Offset
-			sp.LeaderEpoch = fp.LeaderEpoch
-			sp.Metadata = kmsg.StringPtr(fp.Metadata)
+			sp := fetchedPartition(fp)
 			// v0/v1 have no top-level error: report it per
 			// partition, as Kafka does.
 			if req.Version < 2 {
@@ -303,6 +296,16 @@ type fetchTopic struct {
 type fetchedTopic struct {
 	topic      string
 	partitions []CommittedOffset
+}
+
+// fetchedPartition is the OffsetFetch answer for one committed offset.
+func fetchedPartition(o CommittedOffset) kmsg.OffsetFetchResponseTopicPartition {
+	sp := kmsg.NewOffsetFetchResponseTopicPartition()
+	sp.Partition = o.Partition
+	sp.Offset = o.Offset
+	sp.LeaderEpoch = o.LeaderEpoch
+	sp.Metadata = kmsg.StringPtr(o.Metadata)
+	return sp
 }
 
 // fetchOffsets returns a group-level error code and the offsets asked for
