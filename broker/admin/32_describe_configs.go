@@ -5,6 +5,7 @@ package admin
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -73,12 +74,7 @@ func handleDescribeConfigs(b Broker, r *kmsg.DescribeConfigsRequest) *kmsg.Descr
 				v, _ := TopicConfig(defaults, nil, name)
 				cfgs["log."+name] = v
 			}
-			names := make([]string, 0, len(cfgs))
-			for n := range cfgs {
-				names = append(names, n)
-			}
-			slices.Sort(names)
-			for _, n := range names {
+			for _, n := range slices.Sorted(maps.Keys(cfgs)) {
 				if want(n) {
 					add(n, cfgs[n], kmsg.ConfigSourceStaticBrokerConfig, kmsg.ConfigTypeString, "set by simtel broker flags", true)
 				}

@@ -6,8 +6,8 @@ package admin
 // and those being removed.
 
 import (
+	"maps"
 	"slices"
-	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -37,12 +37,7 @@ func handleListPartitionReassignments(b Broker, r *kmsg.ListPartitionReassignmen
 	for _, rt := range r.Topics {
 		want[rt.Topic] = append(want[rt.Topic], rt.Partitions...)
 	}
-	names := make([]string, 0, len(want))
-	for name := range want {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(want)) {
 		ti := md.Topics[name]
 		if ti == nil {
 			continue

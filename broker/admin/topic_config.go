@@ -2,7 +2,8 @@ package admin
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -111,12 +112,7 @@ func ValidateTopicConfig(name string, v *string) error {
 
 // topicConfigNames returns the known names, sorted, for DescribeConfigs.
 func topicConfigNames() []string {
-	names := make([]string, 0, len(topicConfigDefs))
-	for n := range topicConfigDefs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(topicConfigDefs))
 }
 
 // TopicConfig resolves one name: the topic's override, the broker's

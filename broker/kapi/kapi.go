@@ -19,7 +19,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -116,12 +117,7 @@ func (r *Registry) Name(key int16) string {
 
 // Keys returns the served keys in ascending order.
 func (r *Registry) Keys() []int16 {
-	keys := make([]int16, 0, len(r.apis))
-	for k := range r.apis {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	return keys
+	return slices.Sorted(maps.Keys(r.apis))
 }
 
 // Versions is the ApiVersions list of the advertised APIs, by key.

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"hash/maphash"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -477,13 +478,8 @@ func (l *Log) loadCleanerCheckpointLocked() error {
 // is safe: segments are then treated as dirty and tombstones kept longer.
 // Requires maint.
 func (l *Log) writeCleanerCheckpointLocked() error {
-	bases := make([]int64, 0, len(l.maint.cleaned))
-	for b := range l.maint.cleaned {
-		bases = append(bases, b)
-	}
-	slices.Sort(bases)
 	var buf bytes.Buffer
-	for _, b := range bases {
+	for _, b := range slices.Sorted(maps.Keys(l.maint.cleaned)) {
 		cs := l.maint.cleaned[b]
 		t := 0
 		if cs.tombstones {
