@@ -3,6 +3,9 @@
 # Debian's Slurm (22.05) and munge, one slurmctld and SIMTEL_SLURM_NODES
 # slurmd daemons (default 3) emulating nodes n1..nN, no systemd needed.
 # Prolog and Epilog run `simtel slurm prolog|epilog` (PrologFlags=Alloc).
+# Slurm's InfluxDB profiler (acct_gather_profile/influxdb, Debian's
+# slurm-wlm-influxdb-plugin) sends the samples of jobs submitted with
+# --profile=task to the node-wide agent address SIMTEL_SLURM_PROFILE_HTTP.
 #
 # Safe to run again: a running cluster with the same configuration is left
 # alone; a changed configuration restarts the daemons. Needs root.
@@ -12,6 +15,9 @@
 #   SIMTEL_SLURM_NODES  emulated nodes (default 3)
 #   SIMTEL_BIN          simtel binary to install as $BASE/bin/simtel (optional;
 #                       tests install their freshly built binary there)
+#   SIMTEL_SLURM_PROFILE_HTTP  where the profiler POSTs its samples: the HTTP
+#                       listener of a node-wide agent (default 127.0.0.1:18186;
+#                       nothing needs to listen there unless a job profiles)
 #
 # Clients (sbatch, squeue, the tests) need SLURM_CONF=$BASE/etc/slurm.conf,
 # printed on the last line. scripts/slurm-down.sh stops everything.
@@ -20,6 +26,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 base=${SIMTEL_SLURM_BASE:-/tmp/simtel-slurm}
 nodes=${SIMTEL_SLURM_NODES:-3}
+profile_http=${SIMTEL_SLURM_PROFILE_HTTP:-127.0.0.1:18186}
 conf=$base/etc/slurm.conf
 host=$(hostname -s)
 export SLURM_CONF=$conf
@@ -35,6 +42,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "slurm-up: installing slurmctld slurmd slurm-client munge (missing: ${missing[*]})" >&2
   ls /var/lib/apt/lists/*Packages* >/dev/null 2>&1 || apt-get update -qq
   apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null
+fi
+if ! ls /usr/lib/*/slurm-wlm/acct_gather_profile_influxdb.so >/dev/null 2>&1; then
+  echo "slurm-up: installing slurm-wlm-influxdb-plugin (Slurm's InfluxDB profiler)" >&2
+  ls /var/lib/apt/lists/*Packages* >/dev/null 2>&1 || apt-get update -qq
+  apt-get install -y -qq --no-install-recommends slurm-wlm-influxdb-plugin >/dev/null
 fi
 
 # --- name resolution: slurmd looks its node's hostname up ---------------------
@@ -113,7 +125,12 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1
-JobAcctGatherType=jobacct_gather/none
+# The profiler samples each task every second (22.05 has no
+# ProfileInfluxDBFrequency: JobAcctGatherFrequency sets the period), for
+# jobs submitted with --profile=task (acct_gather.conf: default None).
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+AcctGatherProfileType=acct_gather_profile/influxdb
 AccountingStorageType=accounting_storage/none
 # jobcomp/script hands the job's final state (JOBSTATE) to simtel.
 JobCompType=jobcomp/script
@@ -146,8 +163,18 @@ if [ $proctrack = cgroup ]; then
 else
   rm -f "$base/etc/cgroup.conf"
 fi
+cat >"$base/etc/acct_gather.conf.new" <<EOF
+# Slurm's InfluxDB profiler, read by slurmd next to slurm.conf. The plugin
+# POSTs /write?db=slurm&rp=autogen&precision=s to the node-wide agent.
+ProfileInfluxDBHost=http://$profile_http
+ProfileInfluxDBDatabase=slurm
+ProfileInfluxDBRTPolicy=autogen
+ProfileInfluxDBDefault=None
+EOF
 changed=0
-if cmp -s "$conf.new" "$conf"; then rm -f "$conf.new"; else mv -f "$conf.new" "$conf"; changed=1; fi
+for f in "$conf" "$base/etc/acct_gather.conf"; do
+  if cmp -s "$f.new" "$f"; then rm -f "$f.new"; else mv -f "$f.new" "$f"; changed=1; fi
+done
 
 # --- daemons -----------------------------------------------------------------
 running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }

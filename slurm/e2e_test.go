@@ -77,31 +77,11 @@ func TestSlurmEndToEnd(t *testing.T) {
 		t.Skip("runs Slurm jobs")
 	}
 	cl := needCluster(t)
-	bin := testutil.Binary(t)
-	// The hooks run the binary installed in the cluster: this build.
-	inst := filepath.Join(cl.base, "bin", "simtel")
-	copyFile(t, bin, inst+".new", 0o755)
-	if err := os.Rename(inst+".new", inst); err != nil {
-		t.Fatal(err)
-	}
-
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	broker := brokertest.Start(t, brokertest.Process(), brokertest.HTTP(), brokertest.DataDir(filepath.Join(dir, "broker"))).Addr
-	envFile := filepath.Join(cl.base, "etc", "simtel-slurm.env")
-	if err := os.WriteFile(envFile, []byte("SIMTEL_BROKERS="+broker+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.WriteFile(envFile, nil, 0o644) })
-
-	lake := "file://" + filepath.Join(dir, "lake")
 	// A flush age far beyond the test's length: the run's rows reach the
 	// lake only because its completion on the jobs topic makes the sink
 	// flush them.
-	sinkHTTP := testutil.FreePort(t)
-	sink := testutil.Start(t, dir, "sink", "--brokers", broker, "--topics", "telemetry", "--lake", lake, "--flush-age", "10m",
-		"--http-listen", sinkHTTP)
-	testutil.WaitPort(t, sinkHTTP, sink)
+	p := startPipeline(t, cl, "10m")
+	bin, dir, broker, lake := p.bin, p.dir, p.broker, p.lake
 
 	// The scheduler loop writes the registry concurrently with the hooks;
 	// the result must be the same.
@@ -169,6 +149,40 @@ func TestSlurmEndToEnd(t *testing.T) {
 			checkLakeRun(t, bin, lake, tc.j, tc.state)
 		})
 	}
+}
+
+// pipeline is what a test of the cluster runs: this build installed as
+// the cluster's simtel, a broker the cluster's hooks publish to, and a
+// sink writing the telemetry topic into a lake.
+type pipeline struct {
+	bin, dir, broker, lake string
+}
+
+func startPipeline(t *testing.T, cl cluster, flushAge string) pipeline {
+	t.Helper()
+	bin := testutil.Binary(t)
+	// The hooks run the binary installed in the cluster: this build.
+	inst := filepath.Join(cl.base, "bin", "simtel")
+	copyFile(t, bin, inst+".new", 0o755)
+	if err := os.Rename(inst+".new", inst); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	broker := brokertest.Start(t, brokertest.Process(), brokertest.HTTP(), brokertest.DataDir(filepath.Join(dir, "broker"))).Addr
+	envFile := filepath.Join(cl.base, "etc", "simtel-slurm.env")
+	if err := os.WriteFile(envFile, []byte("SIMTEL_BROKERS="+broker+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.WriteFile(envFile, nil, 0o644) })
+
+	lake := "file://" + filepath.Join(dir, "lake")
+	sinkHTTP := testutil.FreePort(t)
+	sink := testutil.Start(t, dir, "sink", "--brokers", broker, "--topics", "telemetry", "--lake", lake, "--flush-age", flushAge,
+		"--http-listen", sinkHTTP)
+	testutil.WaitPort(t, sinkHTTP, sink)
+	return pipeline{bin: bin, dir: dir, broker: broker, lake: lake}
 }
 
 func submit(t *testing.T, cl cluster, dir, name string, simArgs ...string) job {
