@@ -16,7 +16,7 @@ func TestAppendRawTags(t *testing.T) {
 		{"m x=1", ""},
 		{`m\,job=1,a\ b=c\,d\=e x=1`, `a\ b=c\,d\=e@8:21`},
 		{`m,a=1,b=x\\,job=2 x=1`, `a=1@1:5`}, // the comma is escaped, then '=' is not allowed
-		{"m,job=1,bad,c=d x=1", "job=1@1:7"},          // stops at the malformed tag
+		{"m,job=1,bad,c=d x=1", "job=1@1:7"}, // stops at the malformed tag
 		{"m,job= x=1", ""},
 		{"m,j\x01b=1 x=1", ""},
 		{",job=1 x=1", ""},
