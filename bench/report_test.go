@@ -104,18 +104,14 @@ func TestSummarize(t *testing.T) {
 func TestRenderResults(t *testing.T) {
 	r := sampleRun(t)
 	md := RenderResults(r, "results/x.svg", []*Run{r})
-	for _, want := range []string{
+	wantAll(t, "rendered results", md,
 		"**300,000 msgs/s**", "**307 MB/s**", "2.50 / 9.00 / 15.00 ms", "147,680 msgs/s", "2.03×", "50×",
 		"400 MB/s", "0.77", "1,100 MB/s", "450 MB/s", "![throughput and latency of run 2025-01-02-030405](results/x.svg)",
 		"simtel bench produce --acks all", "| 2025-01-02-030405 | 300,000 |",
 		"paced at 150,000 msgs/s | 0.800 / 3.00 / 5.00 ms",
 		"| simtel produce, last 3 s of the run | 200,000 msgs/s, 205 MB/s |", "sustained (last 3 s of a longer run) | 320 MB/s |",
 		"÷ sustained disk fdatasync bandwidth | 0.64 |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("rendered results lack %q:\n%s", want, md)
-		}
-	}
+	)
 }
 
 func TestChartSVGIsWellFormed(t *testing.T) {
@@ -137,9 +133,17 @@ func TestChartSVGIsWellFormed(t *testing.T) {
 		}
 	}
 	all := strings.Join(texts, "\n")
-	for _, want := range []string{"simtel produce, acks=all", "307 MB/s (300,000 msgs/s)", "JetStream batch of 500 p50", "simtel produce at 150,000/s p99", `<b>&"host"`, "1,100 MB/s"} {
-		if !strings.Contains(all, want) {
-			t.Errorf("chart text lacks %q:\n%s", want, all)
+	wantAll(t, "chart text", all, "simtel produce, acks=all", "307 MB/s (300,000 msgs/s)", "JetStream batch of 500 p50",
+		"simtel produce at 150,000/s p99", `<b>&"host"`, "1,100 MB/s")
+}
+
+// wantAll fails the test for each of wants that text lacks (what names
+// the text in the message).
+func wantAll(t *testing.T, what, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s: no %q in\n%s", what, want, text)
 		}
 	}
 }
