@@ -121,6 +121,15 @@ func checkHeld(t *testing.T, s *Subscriber, v int64, want []byte) {
 	checkFile(t, path, want)
 }
 
+// checkHeldIntact is checkHeld, and s has met no corrupt version.
+func checkHeldIntact(t *testing.T, s *testSub, v int64, want []byte) {
+	t.Helper()
+	checkHeld(t, s.Subscriber, v, want)
+	if st := s.Stats(); st.Corrupt != 0 {
+		t.Errorf("stats %+v, want nothing corrupt", st)
+	}
+}
+
 func checkFile(t *testing.T, path string, want []byte) {
 	t.Helper()
 	got, err := os.ReadFile(path)
@@ -591,10 +600,7 @@ func TestUnfinishedVersionIgnored(t *testing.T) {
 		t.Fatalf("published version %d, want 2", m.Version)
 	}
 	for _, sub := range []*testSub{s, fresh} {
-		checkHeld(t, sub.Subscriber, 2, v2)
-		if st := sub.Stats(); st.Corrupt != 0 {
-			t.Errorf("stats %+v, want nothing corrupt", st)
-		}
+		checkHeldIntact(t, sub, 2, v2)
 	}
 }
 
@@ -662,10 +668,7 @@ func TestConcurrentPublishers(t *testing.T) {
 	if err := Fetch(context.Background(), cl, l, &buf); err != nil || !bytes.Equal(buf.Bytes(), v7) {
 		t.Fatalf("Fetch of the newest: %v", err)
 	}
-	checkHeld(t, s.Subscriber, 7, v7)
-	if st := s.Stats(); st.Corrupt != 0 {
-		t.Errorf("stats %+v, want nothing corrupt", st)
-	}
+	checkHeldIntact(t, s, 7, v7)
 }
 
 // Two publishers that picked the same version number interleave their
