@@ -108,8 +108,7 @@ type Producer struct {
 	cl    *kgo.Client
 	topic string
 	acked atomic.Int64
-	mu    sync.Mutex
-	err   error // first delivery failure
+	fail  firstFailure
 	buf   []byte
 }
 
@@ -130,27 +129,44 @@ func NewProducer(brokers []string, topic string) (*Producer, error) {
 	return &Producer{cl: cl, topic: topic}, nil
 }
 
-func (p *Producer) failed() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
-}
-
 func (p *Producer) done(_ *kgo.Record, err error) {
 	if err != nil {
-		p.mu.Lock()
-		if p.err == nil {
-			p.err = fmt.Errorf("cannot produce to topic %s (does it exist? create it with `simtel topic create %s`): %w", p.topic, p.topic, err)
-		}
-		p.mu.Unlock()
+		p.fail.keep(produceErr(p.topic, err))
 		return
 	}
 	p.acked.Add(1)
 }
 
+// firstFailure keeps the first delivery failure of a producer, which every
+// later call returns.
+type firstFailure struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstFailure) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// keep records err unless a failure is kept already.
+func (f *firstFailure) keep(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		f.err = err
+	}
+}
+
+// produceErr is a failed delivery to topic.
+func produceErr(topic string, err error) error {
+	return fmt.Errorf("cannot produce to topic %s (does it exist? create it with `simtel topic create %s`): %w", topic, topic, err)
+}
+
 // Record produces rec (its Topic is set to the producer's topic).
 func (p *Producer) Record(ctx context.Context, rec *kgo.Record) error {
-	if err := p.failed(); err != nil {
+	if err := p.fail.get(); err != nil {
 		return err
 	}
 	rec.Topic = p.topic
@@ -190,7 +206,7 @@ func (p *Producer) Acked() int64 { return p.acked.Load() }
 func (p *Producer) Close(ctx context.Context) (int64, error) {
 	ferr := p.cl.Flush(ctx)
 	p.cl.Close()
-	if err := p.failed(); err != nil {
+	if err := p.fail.get(); err != nil {
 		return p.acked.Load(), err
 	}
 	if ferr != nil {

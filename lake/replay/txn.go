@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -181,8 +180,7 @@ type TxnProducer struct {
 	txns      atomic.Int64 // transactions committed by this run
 	skipped   atomic.Int64
 
-	mu  sync.Mutex
-	err error // first delivery failure
+	fail firstFailure
 }
 
 // OpenTxn connects, checks that the broker supports transactions
@@ -301,25 +299,14 @@ func (t *TxnProducer) Acked() int64 { return t.committed.Load() }
 // Transactions is how many transactions this run committed.
 func (t *TxnProducer) Transactions() int64 { return t.txns.Load() }
 
-func (t *TxnProducer) failed() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.err
-}
-
 func (t *TxnProducer) done(_ *kgo.Record, err error) {
-	if err == nil {
-		return
+	switch {
+	case err == nil:
+	case fenced(err):
+		t.fail.keep(t.fencedErr(err))
+	default:
+		t.fail.keep(produceErr(t.cfg.Topic, err))
 	}
-	t.mu.Lock()
-	if t.err == nil {
-		if fenced(err) {
-			t.err = t.fencedErr(err)
-		} else {
-			t.err = fmt.Errorf("cannot produce to topic %s (does it exist? create it with `simtel topic create %s`): %w", t.cfg.Topic, t.cfg.Topic, err)
-		}
-	}
-	t.mu.Unlock()
 }
 
 // fenced reports whether err means a newer producer with the same
@@ -348,7 +335,7 @@ func (t *TxnProducer) Record(ctx context.Context, rec *kgo.Record) error {
 }
 
 func (t *TxnProducer) produce(ctx context.Context, rec *kgo.Record, pos Position) error {
-	if err := t.failed(); err != nil {
+	if err := t.fail.get(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -415,7 +402,7 @@ func (t *TxnProducer) commit(ctx context.Context) error {
 
 func (t *TxnProducer) commitOrAbort(ctx context.Context) error {
 	err := t.cl.Flush(ctx)
-	if ferr := t.failed(); ferr != nil {
+	if ferr := t.fail.get(); ferr != nil {
 		err = ferr
 	}
 	if err == nil && t.inTxn > 0 {
