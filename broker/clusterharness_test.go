@@ -91,6 +91,18 @@ func newClusterBroker(t *testing.T, id int) *clusterBroker {
 	return &clusterBroker{id: id, dir: t.TempDir(), kafka: testutil.FreePort(t), raft: testutil.FreePort(t), gossip: testutil.FreePort(t), http: testutil.FreePort(t)}
 }
 
+// joinBroker starts a broker with the next node id and the extra flags,
+// joining the cluster through the gossip of (*bs)[0], and appends it to
+// *bs (before it starts, so a deferred dumpLogs of *bs shows its log).
+func joinBroker(t *testing.T, bs *[]*clusterBroker, extra ...string) *clusterBroker {
+	t.Helper()
+	b := newClusterBroker(t, len(*bs))
+	b.extra = extra
+	*bs = append(*bs, b)
+	b.startFresh(t, []string{(*bs)[0].gossip}, 0)
+	return b
+}
+
 func dumpLogs(t *testing.T, bs []*clusterBroker) {
 	t.Helper()
 	if !t.Failed() {

@@ -230,6 +230,19 @@ func spread(ctx context.Context, seeds []string, topic string, rf int) (replicas
 	return replicas, leaders, settled, nil
 }
 
+// twoLeadersEach is a waitUntil condition for a topic of six partitions,
+// replication factor 3, on brokers 0, 1 and 2: settled (see spread), each
+// broker leading two partitions.
+func twoLeadersEach(ctx context.Context, seeds []string, topic string) func() string {
+	return func() string {
+		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
+		if err != nil || !settled || leaders[0] != 2 || leaders[1] != 2 || leaders[2] != 2 {
+			return fmt.Sprintf("leaders %v settled %v (%v)", leaders, settled, err)
+		}
+		return ""
+	}
+}
+
 // TestClusterJoinRebalance: a fourth broker joins a three-broker cluster
 // whose RF 3 topic holds data while idempotent acks=all producers write;
 // the controller moves replicas and preferred leaders to it through raft
@@ -252,10 +265,7 @@ func TestClusterJoinRebalance(t *testing.T) {
 	load := startLoad(t, ctx, seeds, topic, 3)
 	load.waitAcks(t, 3000)
 
-	joined := newClusterBroker(t, 3)
-	joined.extra = extra
-	bs = append(bs, joined)
-	joined.startFresh(t, []string{bs[0].gossip}, 0)
+	joined := joinBroker(t, &bs, extra...)
 	start := time.Now()
 	all := append(slices.Clone(seeds), joined.kafka)
 	// 8 partitions x 3 replicas over 4 brokers: 6 each; 8 preferred
@@ -415,13 +425,7 @@ func TestClusterRollingRestart(t *testing.T) {
 	seeds := kafkaAddrs(bs)
 	const topic, parts = "rolling", 6
 	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
-	spreadOut := func() string {
-		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
-		if err != nil || !settled || leaders[0] != 2 || leaders[1] != 2 || leaders[2] != 2 {
-			return fmt.Sprintf("leaders %v settled %v (%v)", leaders, settled, err)
-		}
-		return ""
-	}
+	spreadOut := twoLeadersEach(ctx, seeds, topic)
 	waitUntil(t, 60*time.Second, "leaders spread 2/2/2", spreadOut)
 	load := startLoad(t, ctx, seeds, topic, 3)
 	for _, b := range bs {
@@ -500,10 +504,7 @@ func TestClusterRebalanceCommand(t *testing.T) {
 	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 2)
 	waitLeaders(t, ctx, seeds, topic, 2)
 	load := startLoad(t, ctx, seeds, topic, 2)
-	joined := newClusterBroker(t, 3)
-	joined.extra = extra
-	bs = append(bs, joined)
-	joined.startFresh(t, []string{bs[0].gossip}, 0)
+	joined := joinBroker(t, &bs, extra...)
 	all := append(slices.Clone(seeds), joined.kafka)
 	waitCluster(t, joined.kafka, 4)
 	simtel := func(args ...string) string {

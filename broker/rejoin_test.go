@@ -45,13 +45,7 @@ func testSeedRestart(t *testing.T, losePeers bool) {
 	seeds := kafkaAddrs(bs)
 	const topic, parts = "rejoin", 6
 	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
-	spreadOut := func() string {
-		_, leaders, settled, err := spread(ctx, seeds, topic, 3)
-		if err != nil || !settled || leaders[0] != 2 || leaders[1] != 2 || leaders[2] != 2 {
-			return fmt.Sprintf("leaders %v settled %v (%v)", leaders, settled, err)
-		}
-		return ""
-	}
+	spreadOut := twoLeadersEach(ctx, seeds, topic)
 	waitUntil(t, 60*time.Second, "leaders spread 2/2/2", spreadOut)
 	load := startLoad(t, ctx, seeds, topic, 2)
 	load.waitAcks(t, 2000)

@@ -95,10 +95,7 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 	}
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
-	workerSeeds := strings.Join(seeds, ",")
-	started := 0
-	worker := startWorker(t, workerSeeds, logDir, started)
-	started++
+	sup := startSupervisor(t, strings.Join(seeds, ","), logDir)
 	var down *clusterBroker
 	coordKills := 0
 	for k := 0; k < kills; k++ {
@@ -119,27 +116,14 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 			continue
 		}
 		t.Logf("kill %d: SIGKILL of the worker", k)
-		worker.kill()
-		if worker.exited() {
-			worker = startWorker(t, workerSeeds, logDir, started)
-			started++
-		}
+		sup.worker.kill()
+		sup.replaceExited()
 	}
 	if down != nil {
 		restartWithJoin(t, down, bs)
 	}
-	for !done() {
-		if ctx.Err() != nil {
-			t.Fatalf("the worker did not finish copying; see %s", logDir)
-		}
-		if worker.exited() {
-			worker = startWorker(t, workerSeeds, logDir, started)
-			started++
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	worker.kill()
-	t.Logf("%d worker processes, %d kills (%d of the transaction coordinator's broker while the worker was copying)", started, kills, coordKills)
+	sup.runUntil(ctx, done)
+	t.Logf("%d worker processes, %d kills (%d of the transaction coordinator's broker while the worker was copying)", sup.started, kills, coordKills)
 
 	seen, total := readOutput(t, ctx, seeds, "txn-out", true)
 	checkExactlyOnce(t, seen, total, records, logDir)

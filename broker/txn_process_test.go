@@ -115,6 +115,45 @@ func (w *workerProc) exited() bool {
 	}
 }
 
+// supervisor keeps one worker process running against the brokers at
+// addr (comma-separated), as a service manager would: a new one replaces
+// each that exits, with its log in logDir.
+type supervisor struct {
+	t            *testing.T
+	addr, logDir string
+	worker       *workerProc
+	started      int // worker processes started
+}
+
+func startSupervisor(t *testing.T, addr, logDir string) *supervisor {
+	s := &supervisor{t: t, addr: addr, logDir: logDir}
+	s.worker = startWorker(t, addr, logDir, 0)
+	s.started = 1
+	return s
+}
+
+// replaceExited starts a new worker if the last one has exited.
+func (s *supervisor) replaceExited() {
+	if s.worker.exited() {
+		s.worker = startWorker(s.t, s.addr, s.logDir, s.started)
+		s.started++
+	}
+}
+
+// runUntil keeps a worker running until done says the copy is complete,
+// then kills it; the test fails if ctx ends first.
+func (s *supervisor) runUntil(ctx context.Context, done func() bool) {
+	s.t.Helper()
+	for !done() {
+		if ctx.Err() != nil {
+			s.t.Fatalf("the worker did not finish copying; see %s", s.logDir)
+		}
+		s.replaceExited()
+		time.Sleep(200 * time.Millisecond)
+	}
+	s.worker.kill()
+}
+
 // TestTxnExactlyOnceUnderKills copies an input topic to an output topic
 // with a transactional worker process that is SIGKILLed at random points
 // and restarted, and once SIGKILLs and restarts the broker itself while
@@ -171,9 +210,7 @@ func TestTxnExactlyOnceUnderKills(t *testing.T) {
 	}
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
-	started := 0
-	worker := startWorker(t, addr, logDir, started)
-	started++
+	sup := startSupervisor(t, addr, logDir)
 	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(300+rng.IntN(2500)) * time.Millisecond)
 		if k == kills/2 {
@@ -186,25 +223,12 @@ func TestTxnExactlyOnceUnderKills(t *testing.T) {
 			brokerProc = startBrokerProc()
 		} else {
 			t.Logf("kill %d: SIGKILL of the worker", k)
-			worker.kill()
+			sup.worker.kill()
 		}
-		if worker.exited() {
-			worker = startWorker(t, addr, logDir, started)
-			started++
-		}
+		sup.replaceExited()
 	}
-	for !done() {
-		if ctx.Err() != nil {
-			t.Fatalf("the worker did not finish copying; see %s", logDir)
-		}
-		if worker.exited() {
-			worker = startWorker(t, addr, logDir, started)
-			started++
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	worker.kill()
-	t.Logf("%d worker processes, %d kills (one of the broker)", started, kills)
+	sup.runUntil(ctx, done)
+	t.Logf("%d worker processes, %d kills (one of the broker)", sup.started, kills)
 
 	committed, n := readOutput(t, ctx, []string{addr}, "txn-out", true)
 	checkExactlyOnce(t, committed, n, records, logDir)
