@@ -64,12 +64,19 @@ func (s *Coordinators) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.Add
 	} else if code := c.addPartitions(ctx, r, codes); code != 0 {
 		setCodes(codes, code)
 	}
+	return addPartitionsResponse(r, func(i, j int) int16 { return codes[i][j] })
+}
+
+// addPartitionsResponse answers every partition of r (the single
+// transaction form, v0-v3) with code(i, j) for partition j of topic i.
+func addPartitionsResponse(r *kmsg.AddPartitionsToTxnRequest, code func(i, j int) int16) *kmsg.AddPartitionsToTxnResponse {
+	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	for i, t := range r.Topics {
 		st := kmsg.NewAddPartitionsToTxnResponseTopic()
 		st.Topic = t.Topic
 		for j, p := range t.Partitions {
 			sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-			sp.Partition, sp.ErrorCode = p, codes[i][j]
+			sp.Partition, sp.ErrorCode = p, code(i, j)
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -142,25 +149,13 @@ func (c *coordinator) addPartitions(ctx context.Context, r *kmsg.AddPartitionsTo
 // verifyError answers a VerifyOnly transaction with code for every
 // partition (this broker does not coordinate its id).
 func verifyError(r *kmsg.AddPartitionsToTxnRequest, code int16) *kmsg.AddPartitionsToTxnResponse {
-	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	for _, t := range r.Topics {
-		st := kmsg.NewAddPartitionsToTxnResponseTopic()
-		st.Topic = t.Topic
-		for _, p := range t.Partitions {
-			sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-			sp.Partition, sp.ErrorCode = p, code
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp
+	return addPartitionsResponse(r, func(int, int) int16 { return code })
 }
 
 // verifyPartitions answers a VerifyOnly transaction of a v4 request in the
 // v3 response form: 0 for each partition already in the ongoing
 // transaction of this producer id and epoch.
 func (c *coordinator) verifyPartitions(r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
-	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	code := func(tp txnTP) int16 { return kerr.CoordinatorNotAvailable.Code }
 	if c != nil {
 		if e := c.lookup(r.TransactionalID); e == nil {
@@ -181,15 +176,8 @@ func (c *coordinator) verifyPartitions(r *kmsg.AddPartitionsToTxnRequest) *kmsg.
 			}
 		}
 	}
-	for _, t := range r.Topics {
-		st := kmsg.NewAddPartitionsToTxnResponseTopic()
-		st.Topic = t.Topic
-		for _, p := range t.Partitions {
-			sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-			sp.Partition, sp.ErrorCode = p, code(txnTP{t.Topic, p})
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return resp
+	return addPartitionsResponse(r, func(i, j int) int16 {
+		t := r.Topics[i]
+		return code(txnTP{t.Topic, t.Partitions[j]})
+	})
 }

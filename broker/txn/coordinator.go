@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/simtel/simtel/broker/group"
 	"github.com/simtel/simtel/broker/storage"
+	"github.com/simtel/simtel/internal/tick"
 )
 
 // stateTopicConfigs are the overrides StateTopic is created with.
@@ -138,20 +140,13 @@ func (c *coordinator) load() error {
 // run aborts timed-out transactions and retries unfinished completions
 // until ctx ends.
 func (c *coordinator) run(ctx context.Context) {
-	t := time.NewTicker(txnCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, txnCheckInterval, func() {
 		for _, e := range c.entries() {
 			e.mu.Lock()
 			c.checkLocked(ctx, e)
 			e.mu.Unlock()
 		}
-	}
+	})
 }
 
 func (c *coordinator) checkLocked(ctx context.Context, e *txnEntry) {
@@ -181,11 +176,7 @@ func (c *coordinator) checkLocked(ctx context.Context, e *txnEntry) {
 func (c *coordinator) entries() []*txnEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*txnEntry, 0, len(c.mu.txns))
-	for _, e := range c.mu.txns {
-		out = append(out, e)
-	}
-	return out
+	return slices.Collect(maps.Values(c.mu.txns))
 }
 
 // lockEntry returns the entry of a transactional id locked, with ctx
