@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/simtel/simtel/internal/tick"
 	"github.com/simtel/simtel/lake/compact"
 	"github.com/simtel/simtel/lake/query"
 	"github.com/simtel/simtel/lake/store"
@@ -152,16 +153,7 @@ func (c *compactor) owns(topic string, partition int32) bool {
 func (c *compactor) run(ctx context.Context) {
 	c.s.log.Info("compaction on", "interval", c.cfg.Interval, "target_size", c.cfg.TargetSize,
 		"min_files", c.cfg.MinFiles, "settle", c.cfg.Settle, "delete_delay", c.cfg.DeleteDelay)
-	t := time.NewTicker(c.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		c.pass(ctx)
-	}
+	tick.Every(ctx, c.cfg.Interval, func() { c.pass(ctx) })
 }
 
 // pass is one compaction pass.
