@@ -8,8 +8,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,29 +18,24 @@ import (
 
 var _ = apis.Add(kapi.API{Key: 3, Min: 0, Max: 11},
 	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleMetadata(r.Ctx, r.Msg.(*kmsg.MetadataRequest))
+		return b.handleMetadata(r.Ctx, r.Listener, r.Msg.(*kmsg.MetadataRequest))
 	})
 
-func (b *Broker) advertised() (string, int32) {
-	host, port, _ := net.SplitHostPort(b.cfg.Advertise)
-	n, _ := strconv.Atoi(port)
-	return host, int32(n)
-}
-
-func (b *Broker) brokerList() []kmsg.MetadataResponseBroker {
-	host, port := b.advertised()
+// brokerList is this broker at its address on the client's listener.
+func (b *Broker) brokerList(listener string) []kmsg.MetadataResponseBroker {
+	host, port := b.advertised(listener)
 	br := kmsg.NewMetadataResponseBroker()
 	br.NodeID, br.Host, br.Port = b.cfg.NodeID, host, port
 	return []kmsg.MetadataResponseBroker{br}
 }
 
-func (b *Broker) handleMetadata(ctx context.Context, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+func (b *Broker) handleMetadata(ctx context.Context, listener string, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	if b.cluster != nil {
-		return b.handleClusterMetadata(ctx, r)
+		return b.handleClusterMetadata(ctx, listener, r)
 	}
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	resp.Version = r.Version
-	resp.Brokers = b.brokerList()
+	resp.Brokers = b.brokerList(listener)
 	resp.ClusterID = &b.clusterID
 	resp.ControllerID = b.cfg.NodeID
 

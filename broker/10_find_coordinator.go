@@ -18,10 +18,11 @@ import (
 
 var _ = apis.Add(kapi.API{Key: 10, Min: 0, Max: 3},
 	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleFindCoordinator(r.Msg.(*kmsg.FindCoordinatorRequest))
+		return b.handleFindCoordinator(r.Listener, r.Msg.(*kmsg.FindCoordinatorRequest))
 	})
 
-func (b *Broker) handleFindCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
+// The coordinator's address is the one on the client's listener.
+func (b *Broker) handleFindCoordinator(listener string, r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	resp.Version = r.Version
 	if r.CoordinatorType == 1 && r.CoordinatorKey == "" {
@@ -37,21 +38,21 @@ func (b *Broker) handleFindCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.Fin
 		return resp
 	}
 	if b.cluster != nil && r.CoordinatorType == 1 {
-		b.findTxnCoordinator(r.CoordinatorKey, resp)
+		b.findTxnCoordinator(listener, r.CoordinatorKey, resp)
 		return resp
 	}
 	if b.cluster != nil {
-		b.findClusterCoordinator(r.CoordinatorKey, resp)
+		b.findClusterCoordinator(listener, r.CoordinatorKey, resp)
 		return resp
 	}
-	host, port := b.advertised()
+	host, port := b.advertised(listener)
 	resp.NodeID, resp.Host, resp.Port = b.cfg.NodeID, host, port
 	return resp
 }
 
 // findTxnCoordinator answers FindCoordinator for a transactional id in
 // cluster mode.
-func (b *Broker) findTxnCoordinator(id string, resp *kmsg.FindCoordinatorResponse) {
+func (b *Broker) findTxnCoordinator(listener, id string, resp *kmsg.FindCoordinatorResponse) {
 	resp.NodeID = -1
 	i, local, ok := b.txn.Locate(id)
 	if !ok {
@@ -60,16 +61,16 @@ func (b *Broker) findTxnCoordinator(id string, resp *kmsg.FindCoordinatorRespons
 		resp.ErrorMessage = &msg
 		return
 	}
-	b.answerCoordinator(resp, local, txnStateTopic, i, "the transactional id's")
+	b.answerCoordinator(listener, resp, local, txnStateTopic, i, "the transactional id's")
 }
 
 // answerCoordinator fills a FindCoordinator answer in cluster mode: this
 // broker if it coordinates the key (local), else the leader of the key's
 // partition i of the internal topic; whose names the key in the error.
-func (b *Broker) answerCoordinator(resp *kmsg.FindCoordinatorResponse, local bool, topic string, i int32, whose string) {
+func (b *Broker) answerCoordinator(listener string, resp *kmsg.FindCoordinatorResponse, local bool, topic string, i int32, whose string) {
 	if local {
 		resp.NodeID = b.cfg.NodeID
-		resp.Host, resp.Port = b.advertised()
+		resp.Host, resp.Port = b.advertised(listener)
 		return
 	}
 	lb, ok := b.partitionLeaderBroker(topic, i)
@@ -79,8 +80,14 @@ func (b *Broker) answerCoordinator(resp *kmsg.FindCoordinatorResponse, local boo
 		resp.ErrorMessage = &msg
 		return
 	}
-	resp.NodeID = lb.ID
-	resp.Host, resp.Port = splitHostPort(lb.KafkaAddr)
+	host, port, ok := brokerAddr(listener, lb)
+	if !ok {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		msg := "the coordinator has no listener named " + listener
+		resp.ErrorMessage = &msg
+		return
+	}
+	resp.NodeID, resp.Host, resp.Port = lb.ID, host, port
 }
 
 // partitionLeaderBroker names the broker leading a partition: the raft

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/group"
 	"github.com/simtel/simtel/broker/kapi"
@@ -63,10 +64,14 @@ type Broker struct {
 	connsMu sync.Mutex
 	conns   map[net.Conn]struct{}
 
-	ln      net.Listener
-	httpLn  net.Listener
-	ready   atomic.Bool
-	closeMu sync.Once
+	// listeners are the Kafka listeners (listeners.go); tls serves the
+	// certificate of the TLS ones, principals names their clients.
+	listeners  []*listener
+	tls        *auth.TLSServer
+	principals *auth.PrincipalMapping
+	httpLn     net.Listener
+	ready      atomic.Bool
+	closeMu    sync.Once
 }
 
 type nodeMeta struct {
@@ -116,14 +121,9 @@ func New(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 	}
-	if b.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+	if err := b.openListeners(); err != nil {
 		b.Close()
-		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
-	}
-	// With port 0 the kernel picks the port; clients must be told that one.
-	if host, port, _ := net.SplitHostPort(b.cfg.Advertise); port == "0" {
-		_, real, _ := net.SplitHostPort(b.ln.Addr().String())
-		b.cfg.Advertise = net.JoinHostPort(host, real)
+		return nil, err
 	}
 	if cfg.clustered() {
 		if err := b.startCluster(); err != nil {
@@ -164,8 +164,9 @@ func (b *Broker) openLocalCoordinator() error {
 	return nil
 }
 
-// Addr is the Kafka listener's address (useful with port 0).
-func (b *Broker) Addr() net.Addr { return b.ln.Addr() }
+// Addr is the first Kafka listener's address (useful with port 0);
+// ListenerAddr names another.
+func (b *Broker) Addr() net.Addr { return b.listeners[0].ln.Addr() }
 
 // HTTPAddr is the HTTP listener's address, nil without one.
 func (b *Broker) HTTPAddr() net.Addr {
@@ -196,11 +197,20 @@ func (b *Broker) Run(ctx context.Context) error {
 		defer wg.Done()
 		b.maintenanceLoop(ctx)
 	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		b.serve(ctx, b.ln)
-	}()
+	for _, l := range b.listeners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.serve(ctx, l)
+		}()
+	}
+	if b.tls != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.tls.Watch(ctx, b.cfg.TLSReloadInterval)
+		}()
+	}
 	if b.cluster == nil {
 		wg.Add(1)
 		go func() {
@@ -238,13 +248,15 @@ func (b *Broker) Run(ctx context.Context) error {
 		}()
 	}
 	b.ready.Store(true)
-	b.log.Info("broker serving", "node_id", b.cfg.NodeID, "listen", b.ln.Addr().String(), "advertise", b.cfg.Advertise, "cluster_id", b.clusterID)
+	for _, l := range b.listeners {
+		b.log.Info("broker serving", "node_id", b.cfg.NodeID, "listener", l.Name, "protocol", l.Proto, "listen", l.ln.Addr().String(), "advertise", l.advertise, "cluster_id", b.clusterID)
+	}
 	<-ctx.Done()
 	// Refuse new client connections at once: one accepted now would be
 	// closed before its first answer (its context is cancelled), which a
 	// client may take as a failed request rather than a broker to skip;
 	// a refused dial is retried on another broker.
-	b.ln.Close()
+	b.closeListeners()
 	if b.cluster != nil {
 		b.handOffLeadership()
 	}
@@ -283,9 +295,7 @@ func (b *Broker) closeConns() {
 func (b *Broker) Close() error {
 	var err error
 	b.closeMu.Do(func() {
-		if b.ln != nil {
-			b.ln.Close()
-		}
+		b.closeListeners()
 		if b.httpLn != nil {
 			b.httpLn.Close()
 		}

@@ -49,7 +49,8 @@ func (b *Broker) startCluster() error {
 	n, err := cluster.New(cluster.Config{
 		NodeID:          b.cfg.NodeID,
 		DataDir:         b.cfg.DataDir,
-		KafkaAddr:       b.cfg.Advertise,
+		KafkaAddr:       b.interBrokerAddr(),
+		Listeners:       b.advertisedListeners(),
 		RaftListen:      b.cfg.RaftListen,
 		RaftAdvertise:   b.cfg.RaftAdvertise,
 		GossipListen:    b.cfg.GossipListen,
@@ -485,20 +486,22 @@ func (b *Broker) clusterBrokers(md *cluster.Metadata) []cluster.BrokerInfo {
 	if len(alive) == 0 {
 		// Not registered yet (cluster forming): name ourselves so a
 		// client always has a broker to talk to.
-		alive = []cluster.BrokerInfo{{ID: b.cfg.NodeID, KafkaAddr: b.cfg.Advertise, Alive: true}}
+		alive = []cluster.BrokerInfo{{ID: b.cfg.NodeID, KafkaAddr: b.interBrokerAddr(), Listeners: b.advertisedListeners(), Alive: true}}
 	}
 	return alive
 }
 
-func (b *Broker) handleClusterMetadata(ctx context.Context, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+func (b *Broker) handleClusterMetadata(ctx context.Context, listener string, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	resp.Version = r.Version
 	md := b.cluster.Metadata()
 	for _, br := range b.clusterBrokers(md) {
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID = br.ID
-		mb.Host, mb.Port = splitHostPort(br.KafkaAddr)
-		resp.Brokers = append(resp.Brokers, mb)
+		var ok bool
+		if mb.Host, mb.Port, ok = brokerAddr(listener, br); ok {
+			resp.Brokers = append(resp.Brokers, mb)
+		}
 	}
 	cid := md.ClusterID
 	if cid == "" {
@@ -609,7 +612,7 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, r *kmsg.MetadataRequ
 // names (reported by that leader, see reportLeaders). A named broker that
 // has lost the leadership since answers NOT_COORDINATOR, so the client
 // asks again.
-func (b *Broker) findClusterCoordinator(key string, resp *kmsg.FindCoordinatorResponse) {
+func (b *Broker) findClusterCoordinator(listener, key string, resp *kmsg.FindCoordinatorResponse) {
 	resp.NodeID = -1
 	md := b.cluster.Metadata()
 	ti := md.Topics[offsetsTopic]
@@ -620,5 +623,5 @@ func (b *Broker) findClusterCoordinator(key string, resp *kmsg.FindCoordinatorRe
 		return
 	}
 	c, _ := b.coordinatorFor(key)
-	b.answerCoordinator(resp, c != nil, offsetsTopic, groupPartition(key, len(ti.Partitions)), "the group's")
+	b.answerCoordinator(listener, resp, c != nil, offsetsTopic, groupPartition(key, len(ti.Partitions)), "the group's")
 }

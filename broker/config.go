@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/broker/admin"
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/cluster"
 )
 
@@ -19,11 +20,38 @@ type Config struct {
 	// DataDir holds topic metadata, partition logs, group offsets and
 	// producer-id state. Created if missing.
 	DataDir string
-	// Listen is the Kafka listener, host:port. Default 127.0.0.1:9092.
+	// Listen is the Kafka listener, host:port: shorthand for one
+	// PLAINTEXT listener named PLAINTEXT. Default 127.0.0.1:9092. With
+	// Listeners it must be empty; Validate then sets it to the first
+	// listener's address.
 	Listen string
 	// Advertise is the host:port clients are told to connect to.
 	// Default: Listen (with 0.0.0.0/:: replaced by 127.0.0.1).
 	Advertise string
+
+	// Listeners and TLS (listeners.go).
+	//
+	// Listeners are the named listeners (--listeners
+	// name=PROTO://host:port,...). Empty: the one PLAINTEXT listener of
+	// Listen.
+	Listeners []ListenerSpec
+	// AdvertisedListeners are the addresses clients are told, by
+	// listener name (Proto is ignored). A listener not named here
+	// advertises its bind address, 0.0.0.0/:: replaced by 127.0.0.1.
+	AdvertisedListeners []ListenerSpec
+	// InterBrokerListener names the listener the other brokers of a
+	// cluster dial (its advertised address is the broker's KafkaAddr).
+	// Default: the first PLAINTEXT listener, else the first listener.
+	InterBrokerListener string
+	// TLS are the PEM files of the SSL and SASL_SSL listeners and the
+	// client certificate policy of the SSL ones.
+	TLS auth.TLSFiles
+	// TLSPrincipalMapping are the rules naming a client certificate's
+	// principal (auth.PrincipalMapping). Default: User:<subject CN>.
+	TLSPrincipalMapping string
+	// TLSReloadInterval is how often the TLS files are checked for a
+	// change (a changed file is loaded for new connections). Default 10s.
+	TLSReloadInterval time.Duration
 	// HTTPListen serves /metrics, /healthz and /readyz. Empty: no HTTP.
 	HTTPListen string
 
@@ -117,17 +145,7 @@ type Config struct {
 func (c *Config) clustered() bool { return c.RaftListen != "" }
 
 func (c *Config) setDefaults() {
-	if c.Listen == "" {
-		c.Listen = "127.0.0.1:9092"
-	}
-	if c.Advertise == "" {
-		c.Advertise = c.Listen
-		if host, port, err := net.SplitHostPort(c.Listen); err == nil {
-			if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-				c.Advertise = net.JoinHostPort("127.0.0.1", port)
-			}
-		}
-	}
+	c.setListenerDefaults()
 	if c.DefaultPartitions <= 0 {
 		c.DefaultPartitions = 1
 	}
@@ -166,6 +184,9 @@ func (c *Config) setDefaults() {
 
 // Validate fills defaults and reports the first invalid field.
 func (c *Config) Validate() error {
+	if err := c.checkShorthand(); err != nil {
+		return err
+	}
 	c.setDefaults()
 	if c.NodeID < 0 {
 		return fmt.Errorf("node id %d is negative: pass --node-id 0 or higher", c.NodeID)
@@ -173,11 +194,8 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("no data directory: pass --data-dir DIR")
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("listen address %q is not host:port: %w", c.Listen, err)
-	}
-	if _, _, err := net.SplitHostPort(c.Advertise); err != nil {
-		return fmt.Errorf("advertised address %q is not host:port: %w", c.Advertise, err)
+	if err := c.validateListeners(); err != nil {
+		return err
 	}
 	if !c.clustered() && (c.GossipListen != "" || len(c.Join) > 0 || c.BootstrapExpect != 0) {
 		return errors.New("--gossip-listen, --join and --bootstrap-expect need --raft-listen (cluster mode)")

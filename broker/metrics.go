@@ -31,6 +31,9 @@ type metrics struct {
 	producedRecords prometheus.Counter
 	produceErrors   *prometheus.CounterVec
 	fetchedBytes    prometheus.Counter
+	// authFailures counts refused authentications: TLS handshakes
+	// (mechanism "tls") and SASL exchanges, by reason.
+	authFailures *prometheus.CounterVec
 	// placement: see reassign.go.
 	snapshotInstalls prometheus.Counter
 	reassignments    *prometheus.CounterVec
@@ -54,7 +57,8 @@ func newMetrics(b *Broker) *metrics {
 	m.producedRecords = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_produced_records_total", Help: "Records appended."})
 	m.produceErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_produce_errors_total", Help: "Partition produces refused, by error."}, []string{"error"})
 	m.fetchedBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_fetched_bytes_total", Help: "Record batch bytes served to fetches."})
-	for _, c := range []prometheus.Collector{m.requests, m.requestErrors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.badFrames, m.producedBytes, m.producedRecords, m.produceErrors, m.fetchedBytes} {
+	m.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_auth_failures_total", Help: "Refused authentications, by mechanism (tls or the SASL mechanism) and reason; each closed its connection or answered an authentication error."}, []string{"mechanism", "reason"})
+	for _, c := range []prometheus.Collector{m.requests, m.requestErrors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.badFrames, m.producedBytes, m.producedRecords, m.produceErrors, m.fetchedBytes, m.authFailures} {
 		f(c)
 	}
 	m.registerPlacement(b)

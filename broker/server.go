@@ -45,9 +45,12 @@ type conn struct {
 	cancel   context.CancelFunc
 	clientID string
 
-	// listener is the name of the listener the connection came in on;
-	// principal is who it authenticated as (auth.Anonymous until then).
+	// listener is the name of the listener the connection came in on and
+	// proto its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT,
+	// SASL_SSL); principal is who it authenticated as: auth.Anonymous
+	// until then, or the subject of its TLS client certificate.
 	listener  string
+	proto     string
 	principal auth.Principal
 }
 
@@ -83,7 +86,7 @@ func protoErrorf(format string, args ...any) error {
 	return &protocolError{msg: fmt.Sprintf(format, args...)}
 }
 
-func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
+func (b *Broker) serveConn(ctx context.Context, nc net.Conn, l *listener, principal auth.Principal) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
@@ -96,7 +99,9 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 		out:       make(chan *pending, b.cfg.MaxInflightPerConn),
 		ctx:       cctx,
 		cancel:    cancel,
-		principal: auth.Anonymous,
+		listener:  l.Name,
+		proto:     l.Proto,
+		principal: principal,
 	}
 	b.metrics.connections.Inc()
 	defer b.metrics.connections.Dec()
@@ -297,12 +302,12 @@ func appendResponse(dst []byte, p *pending) []byte {
 	return dst
 }
 
-// serve accepts connections until ctx ends.
-func (b *Broker) serve(ctx context.Context, ln net.Listener) {
+// serve accepts connections on one listener until ctx ends.
+func (b *Broker) serve(ctx context.Context, l *listener) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		nc, err := ln.Accept()
+		nc, err := l.ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
@@ -316,7 +321,7 @@ func (b *Broker) serve(ctx context.Context, ln net.Listener) {
 			defer wg.Done()
 			b.trackConn(nc, true)
 			defer b.trackConn(nc, false)
-			b.serveConn(ctx, nc)
+			b.accept(ctx, l, nc)
 		}()
 	}
 }

@@ -587,10 +587,10 @@ func (a adminBroker) Internal(topic string) bool {
 	return topic == offsetsTopic || topic == txnStateTopic
 }
 
-func (a adminBroker) Brokers() (clusterID string, controller int32, brokers []admin.BrokerAddr) {
+func (a adminBroker) Brokers(listener string) (clusterID string, controller int32, brokers []admin.BrokerAddr) {
 	b := a.b
 	if b.cluster == nil {
-		host, port := b.advertised()
+		host, port := b.advertised(listener)
 		return b.clusterID, b.cfg.NodeID, []admin.BrokerAddr{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
 	}
 	md := b.cluster.Metadata()
@@ -600,8 +600,9 @@ func (a adminBroker) Brokers() (clusterID string, controller int32, brokers []ad
 	}
 	controller, _ = b.cluster.LeaderID()
 	for _, br := range b.clusterBrokers(md) {
-		host, port := splitHostPort(br.KafkaAddr)
-		brokers = append(brokers, admin.BrokerAddr{NodeID: br.ID, Host: host, Port: port})
+		if host, port, ok := brokerAddr(listener, br); ok {
+			brokers = append(brokers, admin.BrokerAddr{NodeID: br.ID, Host: host, Port: port})
+		}
 	}
 	return clusterID, controller, brokers
 }

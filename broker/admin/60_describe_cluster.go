@@ -10,14 +10,14 @@ import (
 
 var _ = APIs.Add(kapi.API{Key: 60, Min: 0, Max: 0},
 	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleDescribeCluster(b, r.Msg.(*kmsg.DescribeClusterRequest))
+		return handleDescribeCluster(b, r.Listener, r.Msg.(*kmsg.DescribeClusterRequest))
 	})
 
-func handleDescribeCluster(b Broker, r *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {
+func handleDescribeCluster(b Broker, listener string, r *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.Version = r.Version
 	var brokers []BrokerAddr
-	resp.ClusterID, resp.ControllerID, brokers = b.Brokers()
+	resp.ClusterID, resp.ControllerID, brokers = b.Brokers(listener)
 	for _, a := range brokers {
 		br := kmsg.NewDescribeClusterResponseBroker()
 		br.NodeID, br.Host, br.Port = a.NodeID, a.Host, a.Port

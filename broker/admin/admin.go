@@ -61,8 +61,9 @@ type Broker interface {
 	// whose records clients may not delete.
 	Internal(topic string) bool
 	// Brokers describes the cluster for DescribeCluster: its id, the
-	// controller and the brokers (just this one on a single broker).
-	Brokers() (clusterID string, controller int32, brokers []BrokerAddr)
+	// controller and the brokers (just this one on a single broker), at
+	// their addresses on the named listener (the client's).
+	Brokers(listener string) (clusterID string, controller int32, brokers []BrokerAddr)
 	// Security is the SCRAM credentials and ACLs (security.go).
 	Security() Security
 }

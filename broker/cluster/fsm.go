@@ -41,6 +41,11 @@ type BrokerInfo struct {
 	// it existed, until the broker is registered again.
 	GossipAddr string `json:"gossip_addr,omitempty"`
 	Alive      bool   `json:"alive"`
+	// Listeners are the broker's advertised Kafka listeners, name to
+	// host:port; a client learns the addresses of the listener it is
+	// connected to. Empty in metadata of brokers older than named
+	// listeners: they have KafkaAddr only.
+	Listeners map[string]string `json:"listeners,omitempty"`
 }
 
 // TopicInfo is one topic: its id, config overrides and the assignment of

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -51,6 +52,9 @@ type Config struct {
 	// KafkaAddr is the broker's advertised Kafka address (host:port),
 	// gossiped to the others and registered in the metadata.
 	KafkaAddr string
+	// Listeners are the broker's advertised Kafka listeners (name to
+	// host:port), gossiped and registered with KafkaAddr.
+	Listeners map[string]string
 	// RaftListen is the raft mux listener (host:port). Required.
 	RaftListen string
 	// RaftAdvertise is the address peers dial for raft. Default: the
@@ -142,6 +146,8 @@ type nodeMeta struct {
 	ID        int32  `json:"id"`
 	KafkaAddr string `json:"kafka"`
 	RaftAddr  string `json:"raft"`
+	// Listeners: Config.Listeners (absent from older brokers' meta).
+	Listeners map[string]string `json:"listeners,omitempty"`
 	// InCluster: this broker is part of a controller configuration, so
 	// nobody seeing it may bootstrap a new cluster.
 	InCluster bool `json:"in_cluster,omitempty"`
@@ -499,7 +505,7 @@ func (n *Node) members() map[int32]nodeMeta {
 }
 
 func (n *Node) selfMeta() nodeMeta {
-	return nodeMeta{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, RaftAddr: n.RaftAddr(), InCluster: n.inCluster.Load()}
+	return nodeMeta{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, Listeners: n.cfg.Listeners, RaftAddr: n.RaftAddr(), InCluster: n.inCluster.Load()}
 }
 
 func (n *Node) maybeBootstrap() {
@@ -585,8 +591,8 @@ func (n *Node) reconcile(ctx context.Context) {
 	}
 	for id, m := range members {
 		b, ok := md.Brokers[id]
-		if !ok || !b.Alive || b.KafkaAddr != m.KafkaAddr || b.RaftAddr != m.RaftAddr || b.GossipAddr != m.Gossip {
-			n.applyLogged(ctx, Command{Op: OpRegisterBroker, Broker: &BrokerInfo{ID: id, KafkaAddr: m.KafkaAddr, RaftAddr: m.RaftAddr, GossipAddr: m.Gossip, Alive: true}})
+		if !ok || !b.Alive || b.KafkaAddr != m.KafkaAddr || !maps.Equal(b.Listeners, m.Listeners) || b.RaftAddr != m.RaftAddr || b.GossipAddr != m.Gossip {
+			n.applyLogged(ctx, Command{Op: OpRegisterBroker, Broker: &BrokerInfo{ID: id, KafkaAddr: m.KafkaAddr, Listeners: m.Listeners, RaftAddr: m.RaftAddr, GossipAddr: m.Gossip, Alive: true}})
 		}
 		sid := raft.ServerID(strconv.Itoa(int(id)))
 		s, ok := inConfig[sid]
