@@ -12,6 +12,7 @@ func newBrokerCmd(g *globalFlags) *cobra.Command {
 	var cfg broker.Config
 	var noAutoCreate bool
 	var groupDelay time.Duration
+	var lf listenerFlags
 	cmd := &cobra.Command{
 		Use:   "broker",
 		Short: "Run a Kafka-compatible broker",
@@ -54,10 +55,15 @@ docs/broker.md, section Cluster.`,
 			cfg.DisableAutoCreate = noAutoCreate
 			cfg.GroupInitialRebalanceDelay = groupDelay
 			cfg.GroupInitialRebalanceDelaySet = true
+			if err := lf.apply(cmd, &cfg); err != nil {
+				return err
+			}
 			b, err := broker.New(cfg)
 			if err != nil {
 				return err
 			}
+			stop := reloadTLSOnHangup(cmd.Context(), b, log)
+			defer stop()
 			return b.Run(cmd.Context())
 		},
 	}
@@ -83,6 +89,7 @@ docs/broker.md, section Cluster.`,
 	f.BoolVar(&cfg.AutoRebalance, "auto-rebalance", true, "cluster mode: the controller spreads replicas and leaders evenly over the alive brokers, so a joining broker takes its share (false: only the simtel cluster rebalance command moves them)")
 	f.DurationVar(&cfg.ReplicaHeartbeatTimeout, "replica-heartbeat-timeout", time.Second, "cluster mode: raft heartbeat/election timeout of replicated partitions; longer means less idle CPU and slower failover after a hang or network partition (a crashed broker is noticed at once)")
 	f.StringToStringVar(&cfg.TopicDefaults, "topic-default", nil, "broker default for a topic config, e.g. --topic-default retention.ms=86400000")
+	lf.register(f, &cfg)
 	registerAuthorizerFlags(f, &cfg)
 	return cmd
 }
