@@ -321,24 +321,17 @@ func (b *Broker) clusterCreateTopic(name string, partitions int32, rf int16, con
 	if !b.cluster.IsLeader() {
 		return nil, admin.NotController()
 	}
-	if partitions == -1 {
-		partitions = b.cfg.DefaultPartitions
-	}
-	if partitions <= 0 || partitions > 100000 {
-		return nil, fmt.Errorf("%w: partition count %d must be between 1 and 100000", kerr.InvalidPartitions, partitions)
+	partitions, err := b.newTopicPartitions(partitions)
+	if err != nil {
+		return nil, err
 	}
 	if alive := len(b.cluster.Metadata().AliveBrokers()); rf == 0 || rf < -1 || int(rf) > alive {
 		return nil, fmt.Errorf("%w: replication factor %d: must be between 1 and the %d alive brokers, or -1 for the default (%d, at most the alive brokers)",
 			kerr.InvalidReplicationFactor, rf, alive, cluster.DefaultReplicationFactor)
 	}
-	overrides := map[string]string{}
-	for k, v := range configs {
-		if err := admin.ValidateTopicConfig(k, v); err != nil {
-			return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
-		}
-		if v != nil {
-			overrides[k] = *v
-		}
+	overrides, err := topicOverrides(configs)
+	if err != nil {
+		return nil, err
 	}
 	if b.cluster.Metadata().Topics[name] != nil {
 		return nil, fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, name)
@@ -386,11 +379,8 @@ func (b *Broker) clusterCreatePartitions(name string, count int32, validateOnly 
 	if t == nil {
 		return kerr.UnknownTopicOrPartition
 	}
-	if count <= int32(len(t.Partitions)) {
-		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, name, len(t.Partitions))
-	}
-	if count > 100000 {
-		return fmt.Errorf("%w: partition count %d is above 100000", kerr.InvalidPartitions, count)
+	if err := checkPartitionIncrease(name, len(t.Partitions), count); err != nil {
+		return err
 	}
 	if validateOnly {
 		return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/partition"
+	"github.com/simtel/simtel/internal/tick"
 )
 
 // startReplica starts the partition's raft group; the caller then
@@ -46,19 +47,11 @@ func (b *Broker) readyNewLeaders() {
 // every entry committed before their term is applied) and tells the
 // controller about partitions this broker leads (raft leader, term) when
 // its metadata says otherwise, so Metadata answers name the current leader
-// and epoch. It runs until ctx ends.
+// and epoch. It runs until ctx ends, every 100ms and as soon as a group
+// has a new leader (maybe this broker), so that it is made ready and
+// reported without waiting for the next tick.
 func (b *Broker) reportLeaders(ctx context.Context) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-b.cluster.LeaderChanges():
-			// A group has a new leader (maybe this broker): make it ready
-			// and report it now rather than at the next tick.
-		}
+	tick.EveryOr(ctx, 100*time.Millisecond, b.cluster.LeaderChanges(), func() {
 		b.readyNewLeaders()
 		b.eachLed(b.cluster.Metadata(), func(tp *topic, i int, p *partition.Partition, a cluster.Assignment) {
 			epoch := p.LeaderEpoch()
@@ -75,7 +68,7 @@ func (b *Broker) reportLeaders(ctx context.Context) {
 			}
 			b.log.Info("leading partition", "topic", tp.name, "partition", i, "epoch", epoch)
 		})
-	}
+	})
 }
 
 // eachLed calls fn with every replicated partition this broker leads

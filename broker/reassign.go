@@ -49,6 +49,7 @@ import (
 
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/partition"
+	"github.com/simtel/simtel/internal/tick"
 )
 
 const (
@@ -134,28 +135,25 @@ type placer struct {
 func (b *Broker) placementLoop(ctx context.Context) {
 	pl := &placer{b: b, caughtUpAt: map[uint64]map[int32]int64{}, preferredSince: map[uint64]time.Time{},
 		preferredFailures: map[uint64]int{}, reported: map[uint64]int64{}, downSince: map[int32]time.Time{}}
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		pl.partitionDuties(ctx)
-		switch {
-		case !b.cluster.IsLeader():
-			pl.planning = false
-			clear(pl.downSince)
-		case !pl.planning:
-			// A new controller leader may not have applied its
-			// predecessor's last commands yet: wait for them once.
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			pl.planning = b.cluster.CatchUp(cctx) == nil
-			cancel()
-		default:
-			pl.plan(ctx)
-		}
+	tick.Every(ctx, time.Second, func() { pl.step(ctx) })
+}
+
+// step is one pass of the placement loop: this broker's duties for its
+// partitions and, on the controller leader, planning.
+func (pl *placer) step(ctx context.Context) {
+	pl.partitionDuties(ctx)
+	switch {
+	case !pl.b.cluster.IsLeader():
+		pl.planning = false
+		clear(pl.downSince)
+	case !pl.planning:
+		// A new controller leader may not have applied its
+		// predecessor's last commands yet: wait for them once.
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		pl.planning = pl.b.cluster.CatchUp(cctx) == nil
+		cancel()
+	default:
+		pl.plan(ctx)
 	}
 }
 

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -183,12 +185,7 @@ func (b *Broker) topicByID(id [16]byte) *topic {
 func (b *Broker) allTopics() []*topic {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	out := make([]*topic, 0, len(b.mu.topics))
-	for _, t := range b.mu.topics {
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
+	return slices.SortedFunc(maps.Values(b.mu.topics), func(x, y *topic) int { return cmp.Compare(x.name, y.name) })
 }
 
 func (b *Broker) allPartitions() []*partition.Partition {
@@ -246,23 +243,16 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 		}
 		return b.clusterCreateTopic(name, partitions, rf, configs, validateOnly)
 	}
-	if partitions == -1 {
-		partitions = b.cfg.DefaultPartitions
-	}
-	if partitions <= 0 || partitions > 100000 {
-		return nil, fmt.Errorf("%w: partition count %d must be between 1 and 100000", kerr.InvalidPartitions, partitions)
+	partitions, err := b.newTopicPartitions(partitions)
+	if err != nil {
+		return nil, err
 	}
 	if rf != -1 && rf != 1 {
 		return nil, fmt.Errorf("%w: replication factor %d is larger than the 1 available broker", kerr.InvalidReplicationFactor, rf)
 	}
-	overrides := map[string]string{}
-	for k, v := range configs {
-		if err := admin.ValidateTopicConfig(k, v); err != nil {
-			return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
-		}
-		if v != nil {
-			overrides[k] = *v
-		}
+	overrides, err := topicOverrides(configs)
+	if err != nil {
+		return nil, err
 	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
@@ -338,6 +328,45 @@ func (b *Broker) deleteTopic(name string) error {
 	return nil
 }
 
+// newTopicPartitions is the partition count of a new topic asked for
+// partitions (-1: the broker's default), or why it is refused.
+func (b *Broker) newTopicPartitions(partitions int32) (int32, error) {
+	if partitions == -1 {
+		partitions = b.cfg.DefaultPartitions
+	}
+	if partitions <= 0 || partitions > cluster.MaxPartitions {
+		return 0, fmt.Errorf("%w: partition count %d must be between 1 and %d", kerr.InvalidPartitions, partitions, cluster.MaxPartitions)
+	}
+	return partitions, nil
+}
+
+// topicOverrides checks the configs a CreateTopics request sets and
+// returns those with a value (a nil value keeps the default).
+func topicOverrides(configs map[string]*string) (map[string]string, error) {
+	overrides := map[string]string{}
+	for k, v := range configs {
+		if err := admin.ValidateTopicConfig(k, v); err != nil {
+			return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+		}
+		if v != nil {
+			overrides[k] = *v
+		}
+	}
+	return overrides, nil
+}
+
+// checkPartitionIncrease refuses growing topic name from have partitions
+// to count (CreatePartitions) unless count is larger and within bounds.
+func checkPartitionIncrease(name string, have int, count int32) error {
+	if count <= int32(have) {
+		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, name, have)
+	}
+	if count > cluster.MaxPartitions {
+		return fmt.Errorf("%w: partition count %d is above %d", kerr.InvalidPartitions, count, cluster.MaxPartitions)
+	}
+	return nil
+}
+
 func (b *Broker) createPartitions(name string, count int32, validateOnly bool) error {
 	if b.cluster != nil {
 		return b.clusterCreatePartitions(name, count, validateOnly)
@@ -351,11 +380,8 @@ func (b *Broker) createPartitions(name string, count int32, validateOnly bool) e
 	if name == offsetsTopic || name == txnStateTopic {
 		return fmt.Errorf("%w: %s is an internal topic; its coordinator uses its partition 0 only", kerr.InvalidRequest, name)
 	}
-	if count <= int32(len(t.parts)) {
-		return fmt.Errorf("%w: topic %q has %d partitions; the new count must be larger", kerr.InvalidPartitions, name, len(t.parts))
-	}
-	if count > 100000 {
-		return fmt.Errorf("%w: partition count %d is above 100000", kerr.InvalidPartitions, count)
+	if err := checkPartitionIncrease(name, len(t.parts), count); err != nil {
+		return err
 	}
 	if validateOnly {
 		return nil
