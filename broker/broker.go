@@ -45,6 +45,8 @@ type Broker struct {
 	txn *txn.Coordinators
 	// sec is the SCRAM credentials and ACLs (secstate.go).
 	sec *secState
+	// sasl is the SASL listeners' mechanisms (sasl.go).
+	sasl *saslState
 	// coords holds, in cluster mode, the coordinators of the offsets
 	// partitions this broker leads (see coordinators.go); b.groups is
 	// then nil.
@@ -99,6 +101,9 @@ func New(cfg Config) (*Broker, error) {
 	b.txn = b.newTxnCoordinators()
 	b.apis = b.newRegistry()
 	if b.sec, err = openSecState(b); err != nil {
+		return nil, err
+	}
+	if b.sasl, err = newSASL(b); err != nil {
 		return nil, err
 	}
 	if b.pids, err = openPIDAllocator(filepath.Join(cfg.DataDir, "producer-ids")); err != nil {

@@ -52,6 +52,8 @@ type Config struct {
 	// TLSReloadInterval is how often the TLS files are checked for a
 	// change (a changed file is loaded for new connections). Default 10s.
 	TLSReloadInterval time.Duration
+	// SASL configures the SASL_PLAINTEXT and SASL_SSL listeners (sasl.go).
+	SASL SASLConfig
 	// HTTPListen serves /metrics, /healthz and /readyz. Empty: no HTTP.
 	HTTPListen string
 
@@ -195,6 +197,9 @@ func (c *Config) Validate() error {
 		return errors.New("no data directory: pass --data-dir DIR")
 	}
 	if err := c.validateListeners(); err != nil {
+		return err
+	}
+	if err := c.SASL.validate(c.Listeners); err != nil {
 		return err
 	}
 	if !c.clustered() && (c.GossipListen != "" || len(c.Join) > 0 || c.BootstrapExpect != 0) {

@@ -52,6 +52,8 @@ type conn struct {
 	listener  string
 	proto     string
 	principal auth.Principal
+	// sasl is the connection's SASL exchange and session (sasl.go).
+	sasl saslConn
 }
 
 // pending is one request's response slot.
@@ -67,6 +69,13 @@ type pending struct {
 	noResponse bool       // acks=0 produce
 	fetch      *fetchWire // zero-copy fetch body instead of resp
 	closeConn  bool       // handler asks to drop the connection after this
+	// raw answers a v0 SASL exchange's token: rawToken is written with a
+	// size prefix only (sasl.go).
+	raw      bool
+	rawToken []byte
+	// conn is the connection, for the SASL handlers, which change its
+	// state.
+	conn *conn
 
 	frameBytes int64               // request size held in sem until answered
 	sem        *semaphore.Weighted // nil once released
@@ -178,6 +187,12 @@ func (c *conn) readBody(r *bufio.Reader, n int32) ([]byte, error) {
 func (c *conn) readLoop() error {
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
+		if c.sasl.raw {
+			if err := c.readRawSASL(r); err != nil {
+				return err
+			}
+			continue
+		}
 		frame, err := c.readFrame(r)
 		if err != nil {
 			return err
@@ -186,7 +201,7 @@ func (c *conn) readLoop() error {
 		if hdr.clientID != nil {
 			c.clientID = *hdr.clientID
 		}
-		p := &pending{key: hdr.key, version: hdr.version, corr: hdr.corr, start: time.Now(), done: make(chan struct{}), frameBytes: int64(len(frame)), sem: c.b.reqBytes}
+		p := &pending{key: hdr.key, version: hdr.version, corr: hdr.corr, start: time.Now(), done: make(chan struct{}), frameBytes: int64(len(frame)), sem: c.b.reqBytes, conn: c}
 		if errors.Is(err, errTooNewAPIVersions) {
 			// KIP-511: answer a too-new ApiVersions with a v0 body that
 			// carries UNSUPPORTED_VERSION and our ranges so the client can
@@ -201,6 +216,10 @@ func (c *conn) readLoop() error {
 			c.b.metrics.badFrames.Inc()
 			return err
 		}
+		if err := c.admit(hdr.key); err != nil {
+			p.release()
+			return err
+		}
 		c.b.metrics.bytesIn.WithLabelValues(c.b.apis.Name(hdr.key)).Add(float64(len(frame) + 4))
 		select {
 		case c.out <- p:
@@ -209,6 +228,9 @@ func (c *conn) readLoop() error {
 			return c.ctx.Err()
 		}
 		c.b.dispatch(c, req, p)
+		if c.sasl.failed != nil {
+			return c.sasl.failed // after the failure's answer
+		}
 		if p.closeConn {
 			<-p.done
 			return protoErrorf("%s v%d request was refused", c.b.apis.Name(hdr.key), hdr.version)
@@ -228,7 +250,7 @@ func (c *conn) writeLoop() {
 		}
 		c.b.metrics.observeRequest(p, c.b.apis.Name(p.key))
 		c.logSlow(p)
-		if p.closeConn || (!p.noResponse && p.resp == nil && p.fetch == nil) {
+		if p.closeConn || (!p.noResponse && p.resp == nil && p.fetch == nil && !p.raw) {
 			// The handler refused the request (or acks=0 failed): drop the
 			// connection without answering, as Kafka does.
 			p.release()
@@ -245,9 +267,13 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		var err error
-		if p.fetch != nil {
+		switch {
+		case p.fetch != nil:
 			err = p.fetch.writeTo(c, w)
-		} else {
+		case p.raw:
+			buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(p.rawToken)))
+			_, err = w.Write(append(buf, p.rawToken...))
+		default:
 			buf = appendResponse(buf[:0], p)
 			c.b.metrics.bytesOut.WithLabelValues(c.b.apis.Name(p.key)).Add(float64(len(buf)))
 			_, err = w.Write(buf)

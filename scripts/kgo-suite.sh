@@ -15,6 +15,12 @@
 # 100000) sets how many records the long tests produce. Every test runs on
 # both, including the transactional ones (TestTxnEtl).
 # Exit status is go test's (1 also when a broker died during the suite).
+# SASL: every broker also has a SASL_PLAINTEXT listener on port +400
+# offering SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER in the unsecured
+# test mode; the script creates the SCRAM user kgo (simtel user add) and
+# passes KGO_TEST_SCRAM=kgo:...:512, KGO_TEST_SCRAM_SEEDS and
+# KGO_TEST_OAUTH_SEEDS, so TestSCRAMAuth, TestSCRAMAuthBadCredentials and
+# TestOAuthAuth run instead of being skipped (KGO_SUITE_SASL=0: no SASL).
 # KGO_SUITE_LOG_LEVEL (default warn) is the brokers' --log-level;
 # KGO_SUITE_KEEP=1 keeps the work directory (broker logs, suite output).
 set -euo pipefail
@@ -55,9 +61,20 @@ wait_port() {
   return 1
 }
 
+# SASL listeners (see the header): sasl_listener I is broker I's entry
+# of --listeners, sasl_args its SASL flags.
+sasl=${KGO_SUITE_SASL:-1}
+sasl_args=()
+sasl_listener() { :; }
+if [ "$sasl" = 1 ]; then
+  sasl_args=(--sasl-mechanisms SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER --sasl-oauthbearer-unsecured)
+  sasl_listener() { printf ',sasl=SASL_PLAINTEXT://127.0.0.1:%d' $((port + 400 + $1)); }
+fi
+
 seeds=()
 if [ "$brokers" = 1 ]; then
-  "$work/simtel" broker --node-id 0 --data-dir "$work/data0" --listen 127.0.0.1:$port \
+  "$work/simtel" broker --node-id 0 --data-dir "$work/data0" \
+    --listeners "local=PLAINTEXT://127.0.0.1:$port$(sasl_listener 0)" "${sasl_args[@]}" \
     --group-initial-rebalance-delay 0s --log-level "${KGO_SUITE_LOG_LEVEL:-warn}" 2>"$work/broker0.log" &
   pids+=($!)
   wait_port "$port"
@@ -68,7 +85,8 @@ else
     kafka=$((port + i)) raft=$((port + 100 + i)) gossip=$((port + 200 + i)) http=$((port + 300 + i))
     join=()
     [ "$i" -gt 0 ] && join=(--join 127.0.0.1:$((port + 200)))
-    "$work/simtel" broker --node-id $i --data-dir "$work/data$i" --listen 127.0.0.1:$kafka \
+    "$work/simtel" broker --node-id $i --data-dir "$work/data$i" \
+      --listeners "local=PLAINTEXT://127.0.0.1:$kafka$(sasl_listener $i)" "${sasl_args[@]}" \
       --raft-listen 127.0.0.1:$raft --gossip-listen 127.0.0.1:$gossip --http-listen 127.0.0.1:$http \
       "${join[@]}" --bootstrap-expect 3 \
       --group-initial-rebalance-delay 0s --log-level "${KGO_SUITE_LOG_LEVEL:-warn}" 2>"$work/broker$i.log" &
@@ -100,10 +118,25 @@ fi
 IFS=, seedlist="${seeds[*]}"
 unset IFS
 
+sasl_env=()
+if [ "$sasl" = 1 ]; then
+  sasl_seeds=127.0.0.1:$((port + 400))
+  for i in $(seq 1 $((brokers - 1))); do sasl_seeds+=,127.0.0.1:$((port + 400 + i)); done
+  sasl_env=(KGO_TEST_SCRAM_SEEDS=$sasl_seeds KGO_TEST_OAUTH_SEEDS=$sasl_seeds)
+  echo kgo-suite-secret >"$work/kgo.password"
+  if "$work/simtel" user add kgo --brokers "$seedlist" --mechanism SCRAM-SHA-512 \
+      --password-file "$work/kgo.password" >"$work/user-add.log" 2>&1; then
+    sasl_env+=(KGO_TEST_SCRAM=kgo:kgo-suite-secret:512)
+  else
+    echo "cannot create the SCRAM user kgo, TestSCRAMAuth will skip:" >&2
+    cat "$work/user-add.log" >&2
+  fi
+fi
+
 status=0
 start=$(date +%s)
 ( cd "$work/franz-go/pkg/kgo" && \
-  KGO_SEEDS=$seedlist KGO_TEST_RF=$rf KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-100000} \
+  env "${sasl_env[@]}" KGO_SEEDS=$seedlist KGO_TEST_RF=$rf KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-100000} \
   go test -count=1 -timeout 15m -v . "$@" ) >"$work/suite.log" 2>&1 || status=$?
 elapsed=$(( $(date +%s) - start ))
 
