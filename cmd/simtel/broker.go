@@ -91,5 +91,6 @@ docs/broker.md, section Cluster.`,
 	f.StringToStringVar(&cfg.TopicDefaults, "topic-default", nil, "broker default for a topic config, e.g. --topic-default retention.ms=86400000")
 	lf.register(f, &cfg)
 	registerAuthorizerFlags(f, &cfg)
+	registerSASLFlags(f, &cfg.SASL)
 	return cmd
 }
