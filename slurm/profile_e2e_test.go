@@ -122,14 +122,18 @@ func TestSlurmProfile(t *testing.T) {
 	// --run selects the job's profile, as for any run; the query of
 	// docs/slurm.md that keeps InfluxDB's point identity (the last of
 	// samples with the same tags and time) keeps one row per task and
-	// second.
+	// second, and so does its CPU and RSS per task.
 	all := lakeQuery(t, p, id, "SELECT count(*), count(DISTINCT (time, step, task, host)) FROM RSS")
-	last := lakeQuery(t, p, id, `SELECT count(*) FROM (SELECT * FROM RSS
-  QUALIFY row_number() OVER (PARTITION BY time, job, step, task, host ORDER BY _partition, _offset DESC) = 1)`)
+	last := lakeQuery(t, p, id, lastRSS("count(*)", ""))
 	if len(all) != 1 || len(last) != 1 || strings.Split(all[0], ",")[0] != strconv.Itoa(rows["RSS"]) || strings.Split(all[0], ",")[1] != last[0] {
-		t.Errorf("RSS of run %s: count and distinct identities %q, last write wins %q; want %d rows", id, all, last, rows["RSS"])
+		t.Fatalf("RSS of run %s: count and distinct identities %q, last write wins %q; want %d rows", id, all, last, rows["RSS"])
 	}
 	t.Logf("RSS of run %s: rows, distinct (time, step, task, host): %s; last write wins: %s", id, all, last)
+	if perTask := lakeQuery(t, p, id, cpuRSSQuery); strconv.Itoa(len(perTask)) != last[0] {
+		t.Errorf("docs/slurm.md's CPU and RSS per task: %d rows, want %s:\n%s", len(perTask), last[0], strings.Join(perTask, "\n"))
+	} else {
+		t.Logf("CPU and RSS per task: %d rows, first %q", len(perTask), perTask[0])
+	}
 
 	// simtel lake runs lists the job with the profile's measurements.
 	type lakeRun struct {
@@ -152,6 +156,50 @@ func TestSlurmProfile(t *testing.T) {
 	if !reflect.DeepEqual(runs, want) {
 		t.Errorf("simtel lake runs: %+v, want only %+v", runs, want)
 	}
+
+	// A second RSS sample of a task at the time of one it sent: the lake
+	// has both rows, the last-write-wins query only the second.
+	first := lakeQuery(t, p, id, "SELECT CAST(epoch(time) AS BIGINT), step, task, host FROM RSS ORDER BY time, step, task LIMIT 1")
+	f := strings.Split(first[0], ",")
+	line := fmt.Sprintf("RSS,job=%s,step=%s,task=%s,host=%s value=123456789 %s\n", id, f[1], f[2], f[3], f[0])
+	resp, err := http.Post("http://"+addr+"/write?db=slurm&rp=autogen&precision=s", "application/x-www-form-urlencoded", strings.NewReader(line))
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("POST %q: %v %v", line, err, resp)
+	}
+	resp.Body.Close()
+	testutil.WaitFor(t, 60*time.Second, "the lake holds the rewritten RSS sample", func() error {
+		if n := lakeQuery(t, p, id, "SELECT count(*) FROM RSS"); n[0] != strconv.Itoa(rows["RSS"]+1) {
+			return fmt.Errorf("%s rows", n[0])
+		}
+		return nil
+	})
+	at := fmt.Sprintf("epoch(time) = %s AND step = '%s' AND task = '%s'", f[0], f[1], f[2])
+	if got := lakeQuery(t, p, id, lastRSS("count(*), CAST(max(value) AS BIGINT)", at)); !slices.Equal(got, []string{"1,123456789"}) {
+		t.Errorf("last write of %s: %q, want one row with the second value", at, got)
+	}
+	if got := lakeQuery(t, p, id, lastRSS("count(*)", "")); !slices.Equal(got, last) {
+		t.Errorf("RSS as InfluxDB keeps it after the rewrite: %q rows, want %q", got, last)
+	}
+}
+
+// cpuRSSQuery is docs/slurm.md's query of a job's CPU and RSS per task.
+const cpuRSSQuery = `
+  WITH cpu AS (SELECT * FROM CPUUtilization
+               QUALIFY row_number() OVER (PARTITION BY time, step, task, host ORDER BY _offset DESC) = 1),
+       rss AS (SELECT * FROM RSS
+               QUALIFY row_number() OVER (PARTITION BY time, step, task, host ORDER BY _offset DESC) = 1)
+  SELECT time, step, task, host, cpu.value AS cpu_percent, rss.value / 1024 AS rss_mib
+  FROM cpu JOIN rss USING (time, step, task, host)
+  ORDER BY step, task, time`
+
+// lastRSS selects cols from RSS as InfluxDB keeps it (docs/slurm.md: the
+// last row of each tag set and time), with the condition where.
+func lastRSS(cols, where string) string {
+	if where != "" {
+		where = " WHERE " + where
+	}
+	return "SELECT " + cols + ` FROM (SELECT * FROM RSS
+  QUALIFY row_number() OVER (PARTITION BY time, step, task, host ORDER BY _offset DESC) = 1)` + where
 }
 
 // profilerAddr is the agent address the cluster's profiler sends to
