@@ -23,6 +23,7 @@ import (
 	"github.com/simtel/simtel/broker/group"
 	"github.com/simtel/simtel/broker/kapi"
 	"github.com/simtel/simtel/broker/txn"
+	"github.com/simtel/simtel/internal/tick"
 )
 
 // Broker is one Kafka-compatible broker node. New opens its state from
@@ -370,16 +371,7 @@ func writeFileAtomic(path string, data []byte) error {
 
 // maintenanceLoop runs retention and compaction for every partition.
 func (b *Broker) maintenanceLoop(ctx context.Context) {
-	t := time.NewTicker(b.cfg.RetentionCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			b.runMaintenance()
-		}
-	}
+	tick.Every(ctx, b.cfg.RetentionCheckInterval, b.runMaintenance)
 }
 
 func (b *Broker) runMaintenance() {
