@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -129,27 +128,19 @@ func (e *lakeTxnEnv) crashAndFinishSig(t *testing.T, rng *rand.Rand, topic strin
 	t.Helper()
 	killed := 0
 	for i := range kills + 1 {
-		cmd := exec.Command(testutil.Binary(t), append([]string{"lake"}, args...)...)
-		cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		run := startLake(t, args...)
 		if i == kills {
 			select {
-			case err := <-done:
+			case err := <-run.done:
 				if err != nil {
-					t.Fatalf("final run %v: %v\n%s", args, err, stderr.String())
+					t.Fatalf("final run %v: %v\n%s", args, err, run.stderr.String())
 				}
 			case <-time.After(5 * time.Minute):
-				cmd.Process.Kill()
-				<-done
-				t.Fatalf("final run %v did not finish in 5 minutes:\n%s", args, stderr.String())
+				run.cmd.Process.Kill()
+				<-run.done
+				t.Fatalf("final run %v did not finish in 5 minutes:\n%s", args, run.stderr.String())
 			}
-			return killed, stderr.String()
+			return killed, run.stderr.String()
 		}
 		target := e.highWatermark(t, topic) + 1 + rng.Int64N(step)
 		var exited error
@@ -157,7 +148,7 @@ func (e *lakeTxnEnv) crashAndFinishSig(t *testing.T, rng *rand.Rand, topic strin
 	wait:
 		for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); {
 			select {
-			case exited = <-done:
+			case exited = <-run.done:
 				finished = true
 				break wait
 			case <-time.After(10 * time.Millisecond):
@@ -167,20 +158,20 @@ func (e *lakeTxnEnv) crashAndFinishSig(t *testing.T, rng *rand.Rand, topic strin
 			}
 		}
 		if finished {
-			t.Logf("run %d finished before the kill point (%v): %s", i, exited, lastLine(stderr.String()))
+			t.Logf("run %d finished before the kill point (%v): %s", i, exited, lastLine(run.stderr.String()))
 			if exited != nil {
-				t.Fatalf("run %d: %v\n%s", i, exited, stderr.String())
+				t.Fatalf("run %d: %v\n%s", i, exited, run.stderr.String())
 			}
 			continue
 		}
 		if term && i == 0 {
-			cmd.Process.Signal(syscall.SIGTERM)
-			err := <-done
-			m := regexp.MustCompile(`stopped after (\d+) committed`).FindStringSubmatch(stderr.String())
+			run.cmd.Process.Signal(syscall.SIGTERM)
+			err := <-run.done
+			m := regexp.MustCompile(`stopped after (\d+) committed`).FindStringSubmatch(run.stderr.String())
 			if err == nil || m == nil || m[1] == "0" {
-				t.Fatalf("run %d after SIGTERM: %v, want an error that reports more than 0 committed records:\n%s", i, err, stderr.String())
+				t.Fatalf("run %d after SIGTERM: %v, want an error that reports more than 0 committed records:\n%s", i, err, run.stderr.String())
 			}
-			t.Logf("run %d SIGTERMed at high watermark >= %d: %s", i, target, lastLine(stderr.String()))
+			t.Logf("run %d SIGTERMed at high watermark >= %d: %s", i, target, lastLine(run.stderr.String()))
 			// Everything it produced was committed, nothing aborted.
 			c, u := len(e.readTopic(t, topic, kgo.ReadCommitted())), len(e.readTopic(t, topic, kgo.ReadUncommitted()))
 			if strconv.Itoa(c) != m[1] || u != c {
@@ -188,12 +179,33 @@ func (e *lakeTxnEnv) crashAndFinishSig(t *testing.T, rng *rand.Rand, topic strin
 			}
 			continue
 		}
-		cmd.Process.Kill()
-		<-done
+		run.cmd.Process.Kill()
+		<-run.done
 		killed++
 		t.Logf("run %d SIGKILLed at high watermark >= %d", i, target)
 	}
 	return killed, ""
+}
+
+// lakeRun is a `simtel lake` process running in the background.
+type lakeRun struct {
+	cmd    *exec.Cmd
+	stderr testutil.SyncBuffer
+	done   chan error // its exit, sent once
+}
+
+// startLake starts `simtel lake args...` with a cache directory of its
+// own.
+func startLake(t *testing.T, args ...string) *lakeRun {
+	t.Helper()
+	r := &lakeRun{cmd: exec.Command(testutil.Binary(t), append([]string{"lake"}, args...)...), done: make(chan error, 1)}
+	r.cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
+	r.cmd.Stderr = &r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.done <- r.cmd.Wait() }()
+	return r
 }
 
 func lastLine(s string) string {
@@ -365,51 +377,43 @@ func TestLakeTxnZombieFenced(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 9))
-	args := []string{"lake", "backfill", "--run", "r1", "--to-topic", "out", "--brokers", e.addr, "--lake", e.url, "--commit-records", "100", "--log-level", "warn"}
-	zombie := exec.Command(testutil.Binary(t), args...)
-	zombie.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
-	var zerr bytes.Buffer
-	zombie.Stderr = &zerr
-	if err := zombie.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- zombie.Wait() }()
+	args := []string{"backfill", "--run", "r1", "--to-topic", "out", "--brokers", e.addr, "--lake", e.url, "--commit-records", "100", "--log-level", "warn"}
+	zombie := startLake(t, args...)
 	defer func() {
-		zombie.Process.Kill()
-		<-done
+		zombie.cmd.Process.Kill()
+		<-zombie.done
 	}()
 	target := 1 + rng.Int64N(1000)
 	for e.highWatermark(t, "out") < target {
 		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("the run finished before it could be paused (%v): %s", err, zerr.String())
+		case err := <-zombie.done:
+			zombie.done <- err
+			t.Fatalf("the run finished before it could be paused (%v): %s", err, zombie.stderr.String())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if err := zombie.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := zombie.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("paused the first run at high watermark >= %d", target)
 
-	_, errOut, err := simtelLake(t, args[1:]...)
+	_, errOut, err := simtelLake(t, args...)
 	if err != nil {
 		t.Fatalf("rerun while the first run is paused: %v %s", err, errOut)
 	}
 	t.Logf("rerun: %s", lastLine(errOut))
-	if err := zombie.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := zombie.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
-		done <- err
-		if err == nil || !strings.Contains(zerr.String(), "took over this job") {
-			t.Fatalf("the fenced run: %v, want an error that says another run took over: %s", err, zerr.String())
+	case err := <-zombie.done:
+		zombie.done <- err
+		if err == nil || !strings.Contains(zombie.stderr.String(), "took over this job") {
+			t.Fatalf("the fenced run: %v, want an error that says another run took over: %s", err, zombie.stderr.String())
 		}
-		t.Logf("the fenced run: %v: %s", err, lastLine(zerr.String()))
+		t.Logf("the fenced run: %v: %s", err, lastLine(zombie.stderr.String()))
 	case <-time.After(3 * time.Minute):
-		t.Fatalf("the fenced run did not exit within 3 minutes after SIGCONT: %s", zerr.String())
+		t.Fatalf("the fenced run did not exit within 3 minutes after SIGCONT: %s", zombie.stderr.String())
 	}
 	if err := checkExactlyOnce(e.readTopic(t, "out", kgo.ReadCommitted()), e.want); err != nil {
 		t.Fatalf("read_committed: %v", err)
