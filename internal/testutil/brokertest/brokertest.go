@@ -38,6 +38,7 @@ type Option func(*options)
 type options struct {
 	process    bool
 	dir        string
+	logDir     string
 	listen     string
 	http       bool
 	groupDelay *time.Duration
@@ -59,6 +60,10 @@ func Process() Option { return func(o *options) { o.process = true } }
 // DataDir makes the broker keep its data in dir instead of a new
 // temporary directory.
 func DataDir(dir string) Option { return func(o *options) { o.dir = dir } }
+
+// LogDir makes a broker process write its log to a new file in dir
+// instead of a temporary directory, for a test that keeps its logs.
+func LogDir(dir string) Option { return func(o *options) { o.logDir = dir } }
 
 // Listen makes a broker process listen for Kafka clients on addr (from
 // testutil.FreePort), known before the broker starts, for a test that
@@ -142,8 +147,8 @@ func Start(t testing.TB, opts ...Option) *Broker {
 		}
 		b.startFresh()
 	} else {
-		if len(o.args) > 0 || o.listen != "" {
-			t.Fatal("brokertest.Args and brokertest.Listen apply to a broker process (brokertest.Process)")
+		if len(o.args) > 0 || o.listen != "" || o.logDir != "" {
+			t.Fatal("brokertest.Args, brokertest.Listen and brokertest.LogDir apply to a broker process (brokertest.Process)")
 		}
 		b.startInProcess()
 	}
@@ -277,7 +282,11 @@ func (b *Broker) args() []string {
 // why it did not come up, with its log.
 func (b *Broker) tryStart() error {
 	b.t.Helper()
-	b.Proc = testutil.Start(b.t, b.t.TempDir(), b.args()...)
+	logDir := b.o.logDir
+	if logDir == "" {
+		logDir = b.t.TempDir()
+	}
+	b.Proc = testutil.Start(b.t, logDir, b.args()...)
 	b.logs = append(b.logs, b.Proc.Log)
 	if err := testutil.WaitListening(b.Addr, b.Proc, 30*time.Second); err != nil {
 		return fmt.Errorf("broker %d: %w", b.ID, err)
