@@ -12,23 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
-
-// brokerProc returns a free address and a function that starts (and,
-// called again, restarts) a one-node `simtel broker` process listening on
-// it, with its data in dataDir, its logs in logDir and the extra flags,
-// and waits for its port.
-func brokerProc(t *testing.T, logDir, dataDir string, extra ...string) (string, func() *testutil.Proc) {
-	addr := testutil.FreePort(t)
-	return addr, func() *testutil.Proc {
-		t.Helper()
-		args := append([]string{"broker", "--node-id", "0", "--data-dir", dataDir, "--listen", addr}, extra...)
-		p := testutil.Start(t, logDir, args...)
-		testutil.WaitPort(t, addr, p)
-		return p
-	}
-}
 
 // TestCrashLosesNoAckedRecord SIGKILLs a real broker process three times
 // while idempotent producers send with acks=all and keep retrying across
@@ -39,18 +24,10 @@ func TestCrashLosesNoAckedRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	addr, start := brokerProc(t, t.TempDir(), t.TempDir())
-	proc := start()
+	b := brokertest.Start(t, brokertest.Process(), brokertest.Topic("crash", 3))
+	addr := b.Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	adm, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kadm.NewClient(adm).CreateTopic(ctx, 3, 1, nil, "crash"); err != nil {
-		t.Fatal(err)
-	}
-	adm.Close()
 
 	type ack struct {
 		partition int32
@@ -100,9 +77,9 @@ func TestCrashLosesNoAckedRecord(t *testing.T) {
 	}
 	for round := 0; round < 3; round++ {
 		time.Sleep(1500 * time.Millisecond)
-		proc.Kill()
+		b.Kill()
 		time.Sleep(300 * time.Millisecond)
-		proc = start()
+		b.Restart()
 	}
 	time.Sleep(time.Second)
 	close(stop)
@@ -155,5 +132,4 @@ func TestCrashLosesNoAckedRecord(t *testing.T) {
 		}
 	}
 	t.Logf("%d records acknowledged, %d stored, all acknowledged found exactly once across 3 SIGKILLs", len(acked), len(seen))
-	_ = proc
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // TestLibrdkafka runs tests/librdkafka (confluent-kafka-go v2.11.1, which
@@ -49,16 +51,15 @@ func TestLibrdkafka(t *testing.T) {
 
 	for _, check := range []string{"listgroups", "logappendtime", "txn", "partitions"} {
 		t.Run(check, func(t *testing.T) {
-			logDir := t.TempDir()
-			addr, start := brokerProc(t, logDir, t.TempDir(), "--group-initial-rebalance-delay", "0s")
-			p := start()
+			b := brokertest.Start(t, brokertest.Process(), brokertest.Args("--log-level", "info"), brokertest.GroupDelay(0))
+			addr := b.Addr
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, bin, "-broker", addr, "-check", check)
 			cmd.WaitDelay = 5 * time.Second
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				log, _ := os.ReadFile(p.Log)
+				log, _ := os.ReadFile(b.Proc.Log)
 				t.Fatalf("librdkafka check %s against %s: %v\n%s\nbroker log:\n%s", check, addr, err, out, tail(string(log), 4000))
 			}
 			if !strings.Contains(string(out), "OK: "+check) {
@@ -84,8 +85,7 @@ func tail(s string, n int) string {
 // the same time, as Kafka sends it.
 func TestLogAppendTimeBrokerDefault(t *testing.T) {
 	kcatPath(t)
-	addr, start := brokerProc(t, t.TempDir(), t.TempDir(), "--topic-default", "message.timestamp.type=LogAppendTime")
-	start()
+	addr := brokertest.Start(t, brokertest.Process(), brokertest.Args("--topic-default", "message.timestamp.type=LogAppendTime")).Addr
 
 	const old = 981173106000 // 2001-02-03, far from the append time
 	from := time.Now().UnixMilli()

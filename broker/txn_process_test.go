@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // The worker of TestTxnExactlyOnceUnderKills: a transactional
@@ -166,13 +168,14 @@ func TestTxnExactlyOnceUnderKills(t *testing.T) {
 	}
 	const records = 3000
 	const kills = 6
-	dataDir := t.TempDir()
 	logDir := t.TempDir()
 	if d := os.Getenv("SIMTEL_TEST_LOG_DIR"); d != "" {
 		logDir = d // keep the logs of the broker and the workers
 	}
-	addr, startBrokerProc := brokerProc(t, logDir, dataDir, "--group-initial-rebalance-delay", "0s")
-	brokerProc := startBrokerProc()
+	// At the info level: the log tells what the broker did around each kill.
+	br := brokertest.Start(t, brokertest.Process(), brokertest.LogDir(logDir), brokertest.Args("--log-level", "info"),
+		brokertest.GroupDelay(0), brokertest.Topic("txn-in", 3), brokertest.Topic("txn-out", 3))
+	addr := br.Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
@@ -182,12 +185,6 @@ func TestTxnExactlyOnceUnderKills(t *testing.T) {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "txn-in"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "txn-out"); err != nil {
-		t.Fatal(err)
-	}
 	produceNumbered(t, ctx, []string{addr}, "txn-in", records)
 	inEnds, err := adm.ListEndOffsets(ctx, "txn-in")
 	if err != nil {
@@ -218,9 +215,9 @@ func TestTxnExactlyOnceUnderKills(t *testing.T) {
 			// inside a transaction); the worker's next call fails and it
 			// is restarted like after its own crash.
 			t.Logf("kill %d: SIGKILL of the broker", k)
-			brokerProc.Kill()
+			br.Kill()
 			time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
-			brokerProc = startBrokerProc()
+			br.Restart()
 		} else {
 			t.Logf("kill %d: SIGKILL of the worker", k)
 			sup.worker.kill()
@@ -237,7 +234,7 @@ func TestTxnExactlyOnceUnderKills(t *testing.T) {
 	if all < records {
 		t.Fatalf("read_uncommitted sees %d records, fewer than the %d committed", all, records)
 	}
-	if err := brokerProc.Stop(30 * time.Second); err != nil {
+	if err := br.Stop(30 * time.Second); err != nil {
 		t.Errorf("broker did not stop cleanly: %v", err)
 	}
 }
@@ -352,19 +349,10 @@ func TestTxnBrokerRestartMidTransaction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	dataDir, logDir := t.TempDir(), t.TempDir()
-	addr, start := brokerProc(t, logDir, dataDir)
-	proc := start()
+	br := brokertest.Start(t, brokertest.Process(), brokertest.Topic("restart-tx", 2))
+	addr := br.Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	if _, err := kadm.NewClient(admCl).CreateTopic(ctx, 2, 1, nil, "restart-tx"); err != nil {
-		t.Fatal(err)
-	}
 	newProducer := func() *kgo.Client {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("restart-tx"),
 			kgo.TransactionalID("restart-writer"), kgo.TransactionTimeout(time.Minute), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
@@ -388,15 +376,15 @@ func TestTxnBrokerRestartMidTransaction(t *testing.T) {
 	p1 := newProducer()
 	defer p1.Close()
 	produce(p1, "kept", 10)
-	proc.Kill()
-	proc = start()
+	br.Kill()
+	br.Restart()
 	if err := p1.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("commit after the broker restart: %v", err)
 	}
 
 	produce(p1, "lost", 10)
-	proc.Kill()
-	proc = start()
+	br.Kill()
+	br.Restart()
 	p2 := newProducer() // fences p1 and aborts its open transaction
 	defer p2.Close()
 	if err := p2.BeginTransaction(); err != nil {
@@ -426,7 +414,7 @@ func TestTxnBrokerRestartMidTransaction(t *testing.T) {
 	if len(uncommitted) != 21 || count(uncommitted, "lost-") != 10 {
 		t.Fatalf("read_uncommitted got %d records %v, want 21 with the 10 aborted ones", len(uncommitted), uncommitted)
 	}
-	if err := proc.Stop(30 * time.Second); err != nil {
+	if err := br.Stop(30 * time.Second); err != nil {
 		t.Errorf("broker did not stop cleanly: %v", err)
 	}
 }
