@@ -9,7 +9,7 @@ import (
 )
 
 // FuzzFSMApply: any log entry bytes give a Result, never a panic, and a
-// rejected entry leaves the topics and brokers unchanged.
+// rejected entry leaves the topics, brokers and security state unchanged.
 func FuzzFSMApply(f *testing.F) {
 	f.Add([]byte(`{"op":"create_topic","topic":"a","partitions":3}`))
 	f.Add([]byte(`{"op":"register_broker","broker":{"id":1,"alive":true}}`))
@@ -17,6 +17,10 @@ func FuzzFSMApply(f *testing.F) {
 	f.Add([]byte(`{"op":"set_broker_alive","broker_id":7}`))
 	f.Add([]byte(`{"op":"register_broker"}`))
 	f.Add([]byte(`{`))
+	f.Add([]byte(`{"op":"upsert_scram","user":"u","credential":{"Mechanism":2,"Iterations":4096,"Salt":"c2FsdA=="}}`))
+	f.Add([]byte(`{"op":"delete_scram","user":"u","mechanism":1}`))
+	f.Add([]byte(`{"op":"create_acls","acls":[{"resource_type":"TOPIC","resource_name":"t","pattern_type":"PREFIXED","principal":"User:u","host":"*","operation":"READ","permission":"ALLOW"}]}`))
+	f.Add([]byte(`{"op":"delete_acls","filters":[{"resource_type":"ANY","pattern_type":"MATCH","resource_name":"t","operation":"ANY","permission":"ANY"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fsm := NewFSM()
 		fsm.Apply(&raft.Log{Index: 1, Data: []byte(`{"op":"register_broker","broker":{"id":1,"alive":true}}`)})
@@ -27,7 +31,7 @@ func FuzzFSMApply(f *testing.F) {
 		if after.Index != 3 {
 			t.Fatalf("index %d after apply, want 3", after.Index)
 		}
-		if res.Code != "" && (len(after.Topics) != len(before.Topics) || len(after.Brokers) != len(before.Brokers)) {
+		if res.Code != "" && (len(after.Topics) != len(before.Topics) || len(after.Brokers) != len(before.Brokers) || after.Security != before.Security) {
 			t.Fatalf("rejected entry (%s) changed the state", res.Message)
 		}
 	})
