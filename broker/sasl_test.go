@@ -391,3 +391,51 @@ func TestSASLKcatSCRAM(t *testing.T) {
 		t.Fatalf("kcat with a wrong password: %v\n%s", err, out)
 	}
 }
+
+// SASL_SSL: SCRAM inside TLS, with franz-go and with librdkafka.
+func TestSASLOverTLS(t *testing.T) {
+	ca := testutil.NewCA(t)
+	srv := ca.Server(t, "broker")
+	secure := testutil.FreePort(t)
+	startSASLBroker(t, func(c *broker.Config) {
+		c.Listeners = append(c.Listeners, broker.ListenerSpec{Name: "secure", Proto: broker.ProtoSASLSSL, Addr: secure})
+		c.TLS = auth.TLSFiles{Cert: srv.CertFile, Key: srv.KeyFile}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	good := scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(secure), kgo.DialTLSConfig(ca.ClientTLS()), kgo.SASL(good),
+		kgo.DefaultProduceTopic("sasl-ssl"), kgo.ConsumeTopics("sasl-ssl"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, kgo.StringRecord("over tls")).FirstErr(); err != nil {
+		t.Fatalf("produce over SASL_SSL: %v", err)
+	}
+	if fs := cl.PollFetches(ctx); fs.Err0() != nil || len(fs.Records()) != 1 {
+		t.Fatalf("consume over SASL_SSL: %v %v", fs.Err0(), fs.Records())
+	}
+	bad, err := kgo.NewClient(kgo.SeedBrokers(secure), kgo.DialTLSConfig(ca.ClientTLS()), kgo.SASL(scram.Auth{User: "alice", Pass: "nope"}.AsSha512Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	if err := bad.Ping(ctx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("wrong password over SASL_SSL: got %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+
+	kcatPath(t)
+	args := func(pass string, rest ...string) []string {
+		return append([]string{"-b", secure, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + ca.CAFile,
+			"-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=alice", "-X", "sasl.password=" + pass}, rest...)
+	}
+	runKcat(t, "three\n", args("alice-secret", "-P", "-t", "sasl-ssl")...)
+	if out := runKcat(t, "", args("alice-secret", "-C", "-t", "sasl-ssl", "-e", "-f", "%s\n")...); out != "over tls\nthree\n" {
+		t.Fatalf("kcat consumed %q over SASL_SSL", out)
+	}
+	out, err := exec.CommandContext(ctx, kcatPath(t), args("wrong", "-L", "-m", "5")...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Authentication failed") {
+		t.Fatalf("kcat with a wrong password over SASL_SSL: %v\n%s", err, out)
+	}
+}
