@@ -149,26 +149,12 @@ func (c *codecs) compress(codec int8, dst, src []byte) ([]byte, error) {
 		return append(dst, src...), nil
 	case CompressionGzip:
 		buf := bytes.NewBuffer(dst)
-		zw := gzip.NewWriter(buf)
-		if _, err := zw.Write(src); err != nil {
-			return nil, fmt.Errorf("cannot gzip batch: %w", err)
-		}
-		if err := zw.Close(); err != nil {
-			return nil, fmt.Errorf("cannot gzip batch: %w", err)
-		}
-		return buf.Bytes(), nil
+		return compressTo(buf, gzip.NewWriter(buf), src, "gzip")
 	case CompressionSnappy:
 		return append(dst, xerial.Encode(nil, src)...), nil
 	case CompressionLZ4:
 		buf := bytes.NewBuffer(dst)
-		zw := lz4.NewWriter(buf)
-		if _, err := zw.Write(src); err != nil {
-			return nil, fmt.Errorf("cannot lz4 batch: %w", err)
-		}
-		if err := zw.Close(); err != nil {
-			return nil, fmt.Errorf("cannot lz4 batch: %w", err)
-		}
-		return buf.Bytes(), nil
+		return compressTo(buf, lz4.NewWriter(buf), src, "lz4")
 	case CompressionZstd:
 		if c.zenc == nil {
 			e, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
@@ -181,4 +167,16 @@ func (c *codecs) compress(codec int8, dst, src []byte) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("unknown compression codec %d", codec)
 	}
+}
+
+// compressTo writes src through zw, a compressor writing into buf, and
+// returns buf's bytes once zw is closed; name says which codec failed.
+func compressTo(buf *bytes.Buffer, zw io.WriteCloser, src []byte, name string) ([]byte, error) {
+	if _, err := zw.Write(src); err != nil {
+		return nil, fmt.Errorf("cannot %s batch: %w", name, err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("cannot %s batch: %w", name, err)
+	}
+	return buf.Bytes(), nil
 }

@@ -42,25 +42,24 @@ func Open(cfg Config) (*Log, error) {
 	l.maint.cleaned = map[int64]cleanState{}
 	l.mu.txn = newTxnIndex()
 
-	if err := l.load(); err != nil {
+	// A log that fails to open lets go of the segment files it opened.
+	release := func() {
 		l.mu.Lock()
 		for _, s := range l.mu.segs {
 			s.file.release()
 		}
 		l.mu.segs = nil
 		l.mu.Unlock()
+	}
+	if err := l.load(); err != nil {
+		release()
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(c.Dir, txnMarkFile)); err == nil {
 		l.hasTxn.Store(true)
 	}
 	if err := l.rebuildTxnIndex(); err != nil {
-		l.mu.Lock()
-		for _, s := range l.mu.segs {
-			s.file.release()
-		}
-		l.mu.segs = nil
-		l.mu.Unlock()
+		release()
 		return nil, fmt.Errorf("cannot rebuild transaction index of %q: %w", c.Dir, err)
 	}
 	go l.flushLoop()
