@@ -176,30 +176,29 @@ func (p *Partition) RetentionFloor(committed func(group string) (int64, bool)) i
 func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
 
 // Close stops the partition's raft group and flusher and closes its log.
-func (p *Partition) Close() error {
-	if p.grp != nil {
-		if err := p.grp.Close(); err != nil {
-			p.cfg.Logger.Warn("cannot stop a partition's raft group", "partition", p.String(), "err", err)
-		}
-	}
-	p.flushStop()
-	<-p.flushDone
-	p.wakeWaiters()
-	return p.log.Close()
-}
+func (p *Partition) Close() error { return p.stop(false) }
 
 // Remove is Close that also deletes the raft group's state and the log's
 // files.
-func (p *Partition) Remove() error {
+func (p *Partition) Remove() error { return p.stop(true) }
+
+func (p *Partition) stop(remove bool) error {
 	if p.grp != nil {
-		if err := p.grp.Remove(); err != nil {
-			p.cfg.Logger.Warn("cannot remove a partition's raft group", "partition", p.String(), "err", err)
+		stopGroup, msg := p.grp.Close, "cannot stop a partition's raft group"
+		if remove {
+			stopGroup, msg = p.grp.Remove, "cannot remove a partition's raft group"
+		}
+		if err := stopGroup(); err != nil {
+			p.cfg.Logger.Warn(msg, "partition", p.String(), "err", err)
 		}
 	}
 	p.flushStop()
 	<-p.flushDone
 	p.wakeWaiters()
-	return p.log.Remove()
+	if remove {
+		return p.log.Remove()
+	}
+	return p.log.Close()
 }
 
 func (p *Partition) flusher(ctx context.Context) {
