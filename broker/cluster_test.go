@@ -383,16 +383,12 @@ func TestClusterThreeBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Metadata is eventually consistent across brokers (as in Kafka).
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		got := leadersOf("later")
-		if got[0]+got[1]+got[2]+got[3] == 12 {
-			break
+	waitUntil(t, 10*time.Second, "later has 12 partitions with leaders after adding 4", func() string {
+		if got := leadersOf("later"); got[0]+got[1]+got[2]+got[3] != 12 {
+			return fmt.Sprintf("leaders %v", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("later after adding 4 partitions: leaders %v, want 12 partitions", got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ""
+	})
 	// Clients send config changes to any broker: send one to a follower,
 	// which forwards it to the controller.
 	m, err = metadataFrom(ctx, bs[0].kafka)
@@ -457,7 +453,7 @@ func TestClusterThreeBrokers(t *testing.T) {
 // prefix (a deleted topic's partitions and their topic-id markers).
 func waitNoFiles(t *testing.T, b *clusterBroker, prefix string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	waitUntil(t, 10*time.Second, fmt.Sprintf("broker %d has no files of a deleted topic", b.id), func() string {
 		entries, _ := os.ReadDir(filepath.Join(b.dir, "data"))
 		var left []string
 		for _, e := range entries {
@@ -465,14 +461,11 @@ func waitNoFiles(t *testing.T, b *clusterBroker, prefix string) {
 				left = append(left, e.Name())
 			}
 		}
-		if len(left) == 0 {
-			return
+		if len(left) > 0 {
+			return fmt.Sprintf("left: %v", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker %d still has files of a deleted topic: %v", b.id, left)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 func TestClusterConfigValidate(t *testing.T) {

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -83,6 +84,19 @@ func (tr *groupTracker) commitsAfter(at time.Time) int {
 	return n
 }
 
+// commitsSince is a waitUntil condition: n commits acknowledged after at.
+func (tr *groupTracker) commitsSince(at time.Time, n int) func() string {
+	return func() string {
+		got := tr.commitsAfter(at)
+		if got >= n {
+			return ""
+		}
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return fmt.Sprintf("%d commits, %d failed, last error %v", got, tr.failures, tr.lastErr)
+	}
+}
+
 // fetchCommitted asks the cluster (through seeds) for the group's
 // committed offsets, retrying while the coordinator moves. Each try uses a
 // new client: a client's sharded admin requests keep a cached coordinator
@@ -147,16 +161,12 @@ func coordinatorsOn(bs []*clusterBroker) int {
 // per partition of __consumer_offsets (6).
 func waitCoordinators(t *testing.T, bs []*clusterBroker) {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		n := coordinatorsOn(bs)
-		if n == 6 {
-			return
+	waitUntil(t, 60*time.Second, "one group coordinator per offsets partition (6)", func() string {
+		if n := coordinatorsOn(bs); n != 6 {
+			return fmt.Sprintf("the brokers run %d group coordinators", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the brokers run %d group coordinators after 60s, want one per offsets partition (6)", n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // TestClusterGroupCoordinatorFailover SIGKILLs the coordinator of a
@@ -209,12 +219,7 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 		defer close(aDone)
 		tr.consumeAndCommit(actx, a, 3, false)
 	}()
-	for deadline := time.Now().Add(60 * time.Second); tr.commitsAfter(time.Time{}) < 5; {
-		if time.Now().After(deadline) {
-			t.Fatalf("member A made %d commits in 60s (last error %v)", tr.commitsAfter(time.Time{}), tr.lastErr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitUntil(t, 60*time.Second, "member A makes 5 commits", tr.commitsSince(time.Time{}, 5))
 
 	// Find and SIGKILL the group's coordinator.
 	fc, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
@@ -259,13 +264,7 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 	waitCoordinators(t, alive)
 	t.Logf("every offsets partition has a coordinator again %v after the kill", time.Since(killedAt).Round(time.Millisecond))
 	// Member A goes on committing through the new coordinator.
-	for deadline := time.Now().Add(90 * time.Second); tr.commitsAfter(killedAt) < 3; {
-		if time.Now().After(deadline) {
-			tr.mu.Lock()
-			t.Fatalf("member A made no commit on the new coordinator within 90s (%d failed, last %v)", tr.failures, tr.lastErr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitUntil(t, 90*time.Second, "member A commits 3 times on the new coordinator", tr.commitsSince(killedAt, 3))
 	tr.mu.Lock()
 	firstCommitAfter := time.Duration(0)
 	for _, c := range tr.commits {
