@@ -203,6 +203,14 @@ func submit(t *testing.T, cl cluster, dir, name string, simArgs ...string) job {
 		"SIMTEL_JOB_DIR="+filepath.Join(jdir, "nodes"),
 		"SIMTEL_AGENT_ARGS=--collect-interval=-1s --policies e2e-actor",
 		"SIM="+sim)
+	id := sbatch(t, cmd)
+	t.Logf("job %s (%s) submitted", id, name)
+	return job{id: id, dir: jdir}
+}
+
+// sbatch runs an `sbatch --parsable` command and returns the job id.
+func sbatch(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("sbatch: %v: %s", err, out)
@@ -211,8 +219,7 @@ func submit(t *testing.T, cl cluster, dir, name string, simArgs ...string) job {
 	if _, err := strconv.Atoi(id); err != nil {
 		t.Fatalf("sbatch printed %q, not a job id", out)
 	}
-	t.Logf("job %s (%s) submitted", id, name)
-	return job{id: id, dir: jdir}
+	return id
 }
 
 func brokerOf(cl cluster) string {

@@ -54,14 +54,7 @@ func TestSlurmProfile(t *testing.T) {
 	cmd := exec.Command("sbatch", "--parsable", "--profile=task", "--nodes", "2", "--ntasks-per-node", "1", "--job-name", "e2e-profile",
 		"--output", filepath.Join(jdir, "job.out"), "--wrap", "srun sh -c '"+burn+"'")
 	cmd.Dir = jdir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("sbatch: %v: %s", err, out)
-	}
-	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
-	if _, err := strconv.Atoi(id); err != nil {
-		t.Fatalf("sbatch printed %q, not a job id", out)
-	}
+	id := sbatch(t, cmd)
 	t.Logf("job %s submitted with --profile=task", id)
 	j := job{id: id, dir: jdir}
 	if st := waitJob(t, id); st != "COMPLETED" {
