@@ -21,6 +21,7 @@ import (
 
 	"github.com/simtel/simtel/agent"
 	"github.com/simtel/simtel/internal/lineproto"
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
@@ -307,19 +308,15 @@ func TestRefusedSamplesAreDroppedAlone(t *testing.T) {
 	if _, ok := find(counts, "big,"); ok {
 		t.Fatal("the line the topic cannot take arrived")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.WaitFor(t, 10*time.Second, "metrics of 1 dropped and 400 sent", func() error {
 		m := metrics(t, ta.addrs["http"])
 		dropped := grepLines(m, `simtel_agent_samples_dropped_total{reason="rejected_by_broker"}`)
 		sent := grepLines(m, "simtel_agent_samples_sent_total")
-		if strings.HasSuffix(dropped, " 1") && strings.HasSuffix(sent, " 400") {
-			break
+		if !strings.HasSuffix(dropped, " 1") || !strings.HasSuffix(sent, " 400") {
+			return fmt.Errorf("%q and %q", dropped, sent)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics: %q and %q, want 1 dropped and 400 sent", dropped, sent)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestSamplesOfSeveralRunsGoToTheirPartitions: lines whose own run tag

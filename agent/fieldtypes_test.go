@@ -63,18 +63,14 @@ func metricValue(page, series string) float64 {
 func waitDelivered(t *testing.T, br string, a *testAgent, want, wantDropped int) map[string]int {
 	t.Helper()
 	conflicts := `simtel_agent_samples_dropped_total{reason="field_type_conflict"}`
-	deadline := time.Now().Add(30 * time.Second)
 	var m string
-	for {
+	testutil.WaitFor(t, 30*time.Second, fmt.Sprintf("%d sent, %d dropped", want, wantDropped), func() error {
 		m = metrics(t, a.addrs["http"])
-		if metricValue(m, "simtel_agent_samples_sent_total") >= float64(want) && metricValue(m, conflicts) >= float64(wantDropped) {
-			break
+		if metricValue(m, "simtel_agent_samples_sent_total") < float64(want) || metricValue(m, conflicts) < float64(wantDropped) {
+			return fmt.Errorf("%s, %s", grepLines(m, "simtel_agent_samples_sent_total"), grepLines(m, conflicts))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s: %s, %s; want %d sent, %d dropped", grepLines(m, "simtel_agent_samples_sent_total"), grepLines(m, conflicts), want, wantDropped)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := metricValue(m, "simtel_agent_samples_spooled_total"); got != float64(want) {
 		t.Errorf("%v samples spooled, want %d", got, want)
 	}

@@ -1,8 +1,11 @@
 package spool
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 // While every record is acknowledged soon after it is appended, the
@@ -28,17 +31,12 @@ func TestSyncSkipsAcknowledged(t *testing.T) {
 	}
 	// The flusher closed the sealed segments the acks covered (a kick per
 	// seal and deletion; wait for the last one).
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		open, _ := openSealed(s)
-		if open == 0 {
-			break
+	testutil.WaitFor(t, 5*time.Second, "acknowledged sealed segments closed", func() error {
+		if open, _ := openSealed(s); open > 0 {
+			return fmt.Errorf("%d still open", open)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d acknowledged sealed segments still open", open)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // Records the broker has not acknowledged a tick after they were appended
@@ -48,20 +46,15 @@ func TestSyncUnacknowledged(t *testing.T) {
 	cfg.SyncInterval = 50 * time.Millisecond
 	s := mustOpen(t, cfg)
 	mustAppend(t, s, recs(0, 0, 100)) // several sealed segments and a head
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.WaitFor(t, 10*time.Second, "unacknowledged records synced", func() error {
 		open, segs := openSealed(s)
 		// Each sealed segment and the head once (the head is not synced
 		// again until it grows).
-		if open == 0 && s.Stats().DataSyncs == uint64(segs) {
-			break
+		if syncs := s.Stats().DataSyncs; open > 0 || syncs != uint64(segs) {
+			return fmt.Errorf("%d sealed segments open, %d data syncs for %d segments", open, syncs, segs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("unacknowledged records not synced after 10 s: %d sealed segments open, %d data syncs for %d segments",
-				open, s.Stats().DataSyncs, segs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 
 	cfg2 := smallConfig(t, t.TempDir())
 	cfg2.SyncInterval = time.Hour
