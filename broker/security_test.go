@@ -15,10 +15,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/cluster"
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
@@ -494,4 +498,71 @@ func checkBrokerSecurity(ctx context.Context, addr string, acls []string) error 
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// Users created through AlterUserScramCredentials log in over SASL (the
+// broker's own store backs SCRAM and PLAIN), their principal is what the
+// authorizer judges, and a deleted user cannot log in any more.
+func TestScramUsersLogIn(t *testing.T) {
+	saslAddr := testutil.FreePort(t)
+	tb := startBroker(t, t.TempDir(), func(c *broker.Config) {
+		c.Listen = ""
+		c.Listeners = []broker.ListenerSpec{
+			{Name: "local", Proto: "PLAINTEXT", Addr: "127.0.0.1:0"},
+			{Name: "sasl", Proto: "SASL_PLAINTEXT", Addr: saslAddr},
+		}
+		c.SASL = broker.SASLConfig{Mechanisms: []string{"SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"}}
+		// The local listener's anonymous clients set things up.
+		c.Authorizer, c.SuperUsers = broker.AuthorizerACL, []string{string(auth.Anonymous), "User:admin"}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := tb.admin().AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-pw"},
+		{User: "admin", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "admin-pw"},
+	})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("add users: %v %v", err, res.Error())
+	}
+	login := func(m sasl.Mechanism) (*kgo.Client, error) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(saslAddr), kgo.SASL(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		rctx, rcancel := context.WithTimeout(ctx, 15*time.Second)
+		defer rcancel()
+		_, err = kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
+		return cl, err
+	}
+
+	alice, err := login(scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha512Mechanism())
+	if err != nil {
+		t.Fatalf("alice's SCRAM-SHA-512 login: %v", err)
+	}
+	// alice is neither a superuser nor granted anything on the cluster.
+	if _, err := kadm.NewClient(alice).DescribeUserSCRAMs(ctx); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alice describes users: got %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	if _, err := login(plain.Auth{User: "alice", Pass: "alice-pw"}.AsMechanism()); err != nil {
+		t.Fatalf("alice's PLAIN login: %v", err)
+	}
+	if _, err := login(scram.Auth{User: "alice", Pass: "wrong"}.AsSha512Mechanism()); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("a wrong password: got %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+	if _, err := login(scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha256Mechanism()); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("a mechanism alice has no credential for: got %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+
+	admin, err := login(scram.Auth{User: "admin", Pass: "admin-pw"}.AsSha256Mechanism())
+	if err != nil {
+		t.Fatalf("admin's login: %v", err)
+	}
+	res, err = kadm.NewClient(admin).AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "alice", Mechanism: kadm.ScramSha512}}, nil)
+	if err != nil || res.Error() != nil {
+		t.Fatalf("the superuser deletes alice: %v %v", err, res.Error())
+	}
+	if _, err := login(scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha512Mechanism()); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("alice after her deletion: got %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
 }
