@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -60,21 +61,17 @@ func TestWatcherRepairsTheCache(t *testing.T) {
 
 	waitCache := func(want []Run) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		testutil.WaitFor(t, 20*time.Second, fmt.Sprintf("runs topic holds %+v", want), func() error {
 			latest := latestRuns(t, addr)
 			ok := len(latest) == len(want)
 			for _, r := range want {
 				ok = ok && reflect.DeepEqual(latest[r.Run], r)
 			}
-			if ok {
-				return
+			if !ok {
+				return fmt.Errorf("it holds %+v", latest)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("runs topic holds %+v, want %+v", latest, want)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	t0 = time.Now()
 	fold := Fold(evs)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -61,18 +62,14 @@ func TestDevShipsACurlPost(t *testing.T) {
 	// The same sample becomes a row of the lake that simtel lake query
 	// reads, within seconds (the sink flushes every 2 s in dev).
 	lake := "file://" + filepath.Join(dataDir, "lake")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, 30*time.Second, "the POSTed sample is a row of the lake", func() error {
 		out, err := exec.Command(testutil.Binary(t), "lake", "query", "--lake", lake, "--cache-dir", t.TempDir(), "--format", "csv",
 			"SELECT env, run, value FROM reward").CombinedOutput()
-		if err == nil && strings.Contains(string(out), "cartpole,dev,1.5") {
-			break
+		if err != nil || !strings.Contains(string(out), "cartpole,dev,1.5") {
+			return fmt.Errorf("last simtel lake query said (err %v):\n%s", err, out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the POSTed sample is not a row of the lake after 30s; last simtel lake query said (err %v):\n%s", err, out)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := p.Stop(20 * time.Second); err != nil {
 		t.Fatalf("simtel dev did not stop cleanly on SIGTERM: %v", err)
 	}
