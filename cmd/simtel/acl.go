@@ -135,36 +135,23 @@ func newACLAddCmd(a *adminFlags) *cobra.Command {
 }
 
 func newACLListCmd(a *adminFlags) *cobra.Command {
-	var f aclFlags
-	cmd := &cobra.Command{
-		Use:     "list",
-		Short:   "List the ACLs the filters select (all without filters)",
-		Example: "  simtel acl list --topic telemetry --match",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			filter, err := f.filter(cmd)
-			if err != nil {
-				return err
-			}
-			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
-				rows, err := cl.ListACLs(ctx, filter)
-				if err != nil {
-					return err
-				}
-				return a.emitACLs(rows)
-			})
-		},
-	}
-	f.register(cmd.Flags(), true)
-	return cmd
+	return newACLFilterCmd(a, "list", "List the ACLs the filters select (all without filters)",
+		"  simtel acl list --topic telemetry --match", (*admin.Client).ListACLs)
 }
 
 func newACLDeleteCmd(a *adminFlags) *cobra.Command {
+	return newACLFilterCmd(a, "delete", "Delete the ACLs the filters select, and list them",
+		"  simtel acl delete --principal User:alice", (*admin.Client).DeleteACLs)
+}
+
+// newACLFilterCmd is a command that runs op with the ACL filter of its
+// flags and prints the ACLs op returns.
+func newACLFilterCmd(a *adminFlags, use, short, example string, op func(*admin.Client, context.Context, admin.ACLFilter) ([]admin.ACL, error)) *cobra.Command {
 	var f aclFlags
 	cmd := &cobra.Command{
-		Use:     "delete",
-		Short:   "Delete the ACLs the filters select, and list them",
-		Example: "  simtel acl delete --principal User:alice",
+		Use:     use,
+		Short:   short,
+		Example: example,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			filter, err := f.filter(cmd)
@@ -172,7 +159,7 @@ func newACLDeleteCmd(a *adminFlags) *cobra.Command {
 				return err
 			}
 			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
-				rows, err := cl.DeleteACLs(ctx, filter)
+				rows, err := op(cl, ctx, filter)
 				if err != nil {
 					return err
 				}
