@@ -165,6 +165,16 @@ func (c *Config) validateListeners() error {
 			return fmt.Errorf("advertised address %q of listener %s is not host:port: %w", a.Addr, a.Name, err)
 		}
 	}
+	// A broker's gossiped meta (cluster.nodeMeta, JSON) carries every
+	// advertised listener and must fit memberlist's 512 bytes with the
+	// broker's other addresses.
+	gossiped := 0
+	for _, a := range c.AdvertisedListeners {
+		gossiped += len(a.Name) + len(a.Addr) + 6
+	}
+	if c.clustered() && gossiped > 300 {
+		return fmt.Errorf("the advertised listeners take %d bytes, more than the 300 a cluster can gossip: use fewer listeners or shorter names", gossiped)
+	}
 	if !names[c.InterBrokerListener] {
 		return fmt.Errorf("inter-broker listener %q names no listener", c.InterBrokerListener)
 	}
