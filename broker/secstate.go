@@ -42,7 +42,13 @@ const securityFile = "security.json"
 func openSecState(b *Broker) (*secState, error) {
 	s := &secState{b: b, path: filepath.Join(b.cfg.DataDir, securityFile)}
 	s.local.Store(&cluster.Security{})
-	if !b.cfg.clustered() {
+	if b.cfg.clustered() {
+		if _, err := os.Stat(s.path); err == nil {
+			// A single broker's users and ACLs in a cluster broker's
+			// directory: they now come from the controller.
+			b.log.Warn("ignoring a single broker's users and acls in cluster mode; add them again with simtel user and simtel acl", "file", s.path)
+		}
+	} else {
 		data, err := os.ReadFile(s.path)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
