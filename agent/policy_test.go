@@ -215,8 +215,7 @@ func TestPolicyFanOutAcrossAgentProcesses(t *testing.T) {
 	}
 
 	// Rollout status: every node of the pool holds v6.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, 30*time.Second, "rollout view of 3 nodes at v6", func() error {
 		resp, err := http.Get("http://" + agents[0].http + "/v1/rollout/actor")
 		if err != nil {
 			t.Fatal(err)
@@ -228,14 +227,11 @@ func TestPolicyFanOutAcrossAgentProcesses(t *testing.T) {
 		}
 		json.NewDecoder(resp.Body).Decode(&view)
 		resp.Body.Close()
-		if view.ByVersion[6] == 3 {
-			break
+		if view.ByVersion[6] != 3 {
+			return fmt.Errorf("newest %d, by version %v, nodes %s", view.Newest, view.ByVersion, view.Nodes)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rollout view did not converge to 3 nodes at v6: newest %d, by version %v, nodes %s", view.Newest, view.ByVersion, view.Nodes)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	out, err := exec.Command(testutil.Binary(t), "learner", "status", "--policy", "actor", "--agent", agents[1].http).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "newest version 6 on 3 nodes") {
 		t.Fatalf("simtel learner status: %v\n%s", err, out)
