@@ -2,7 +2,8 @@
 // shared by many raft groups on one listener, gossip discovery, and the
 // controller — a hashicorp/raft group over the brokers whose state machine
 // holds the cluster metadata (brokers, topics, configs, partition
-// assignments, leaders and leader epochs).
+// assignments, leaders and leader epochs, and the SCRAM credentials and
+// ACLs of security.go).
 //
 // # Data path
 //
@@ -36,7 +37,10 @@
 //  5. State. FSM.Apply builds a new immutable Metadata per command (copy
 //     on write), publishes it with an atomic pointer and signals Changes.
 //     Readers (Metadata requests, the broker's partition follower) never
-//     lock. Snapshots encode the current Metadata as JSON.
+//     lock. Snapshots encode the current Metadata as JSON. The security
+//     commands (credentials, ACLs) go to the leader through Apply from any
+//     broker, as Kafka's clients send CreateAcls to any broker; their
+//     readers call CatchUp first, so a change is seen on every broker.
 //
 // # The raft mux
 //
