@@ -29,7 +29,10 @@ answered 204 only once its samples are in the spool; while the broker is
 away samples wait there, up to --spool-max-bytes.
 
 Tags come from SLURMD_NODENAME (or the hostname), SLURM_JOB_ID,
-SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id).`,
+SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id). A sample that
+carries a job tag and no run tag, as Slurm's InfluxDB profiler sends them,
+gets run=<job> and Slurm's special steps by name (step=batch, extern,
+interactive); --run-from-tag off keeps the agent's run and the tags as sent.`,
 		Example: `  simtel agent --brokers broker1:9092 --spool-dir /var/spool/simtel --listen-http 127.0.0.1:8186
   curl -XPOST 'http://127.0.0.1:8186/write?db=sim' --data-binary 'reward,env=cartpole value=1.5'`,
 		Args: cobra.NoArgs,
@@ -76,6 +79,7 @@ SLURM_STEP_ID and --run / SIMTEL_RUN (default: the job id).`,
 	_ = f.MarkHidden("gossip-fast")
 	f.StringVar(&run, "run", "", "run id tag (default: SIMTEL_RUN, else SLURM_JOB_ID)")
 	f.StringVar(&host, "host", "", "host tag (default: SLURMD_NODENAME, else the hostname)")
+	f.StringVar(&cfg.RunFromTag, "run-from-tag", "job", "a sample with this tag and no run tag gets its value as run, and Slurm's special step ids by name (Slurm's profiler; off: keep the agent's run)")
 	f.DurationVar(&cfg.CollectInterval, "collect-interval", 10*time.Second, "node metrics interval (negative: off)")
 	f.IntVar(&cfg.MaxLineBytes, "max-line-bytes", 64<<10, "longest line accepted")
 	f.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 32<<20, "largest HTTP body accepted (after gzip)")
