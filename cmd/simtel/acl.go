@@ -44,7 +44,11 @@ func (f *aclFlags) register(fs *pflag.FlagSet, filter bool) {
 	fs.BoolVar(&f.allow, "allow", false, which+" allowing")
 	fs.BoolVar(&f.deny, "deny", false, which+" denying")
 	fs.StringVar(&f.principal, "principal", "", "principal, User:name (User:* is everyone)")
-	fs.StringVar(&f.host, "host", "", "client host (* or empty: every host)")
+	host := "client host (default *: every host)"
+	if filter {
+		host = "client host the ACLs name (* is the ACLs for every host; empty: any)"
+	}
+	fs.StringVar(&f.host, "host", "", host)
 	fs.StringVar(&f.operation, "operation", "", "operation: read, write, create, delete, alter, describe, cluster-action, describe-configs, alter-configs, idempotent-write, all")
 	fs.StringVar(&f.topic, "topic", "", "on topic T")
 	fs.StringVar(&f.group, "group", "", "on group G")
