@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,6 +41,12 @@ func TestSlurmProfile(t *testing.T) {
 	// arrive at the sink after that flush: a short flush age brings them.
 	p := startPipeline(t, cl, "2s")
 
+	// The agent must be the one the profiler reaches, not a leftover.
+	if ln, err := net.Listen("tcp", addr); err != nil {
+		t.Fatalf("the profiler's address %s is taken: %v", addr, err)
+	} else {
+		ln.Close()
+	}
 	agentDir := filepath.Join(p.dir, "node-agent")
 	agent := testutil.Start(t, p.dir, "agent", "--brokers", p.broker, "--spool-dir", filepath.Join(agentDir, "spool"),
 		"--policy-dir", filepath.Join(agentDir, "policy"), "--listen-http", addr, "--listen-udp", "", "--listen-tcp", "",
