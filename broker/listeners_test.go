@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -404,4 +405,38 @@ func TestClusterListeners(t *testing.T) {
 	if err := g.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatalf("commit over TLS: %v", err)
 	}
+}
+
+// TestTLSReloadOnSIGHUP: a broker process given SIGHUP reloads its TLS
+// files (its periodic check is an hour away) and keeps serving.
+func TestTLSReloadOnSIGHUP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker process")
+	}
+	ca := testutil.NewCA(t)
+	srv := ca.Server(t, "broker")
+	alice := ca.Client(t, pkix.Name{CommonName: "alice"})
+	plain, secure := testutil.FreePort(t), testutil.FreePort(t)
+	p := testutil.Start(t, t.TempDir(), "broker", "--data-dir", t.TempDir(),
+		"--listeners", "plain=PLAINTEXT://"+plain+",secure=SSL://"+secure,
+		"--tls-cert", srv.CertFile, "--tls-key", srv.KeyFile, "--tls-ca", ca.CAFile, "--tls-client-auth", "required", "--tls-reload-interval", "1h")
+	if err := testutil.WaitListening(secure, p, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tc := ca.ClientTLS(alice)
+	old := serverSerial(t, secure, tc)
+	renewed := ca.Server(t, "broker")
+	if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	want := renewed.TLS.Leaf.SerialNumber.String()
+	testutil.WaitFor(t, 10*time.Second, "the renewed certificate after SIGHUP", func() error {
+		if p.Exited() {
+			t.Fatalf("the broker exited on SIGHUP; log %s", p.Log)
+		}
+		if got := serverSerial(t, secure, tc); got != want {
+			return fmt.Errorf("serial %s (old %s), want %s", got, old, want)
+		}
+		return nil
+	})
 }

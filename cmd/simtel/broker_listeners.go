@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -28,6 +29,7 @@ func (lf *listenerFlags) register(f *pflag.FlagSet, cfg *broker.Config) {
 	f.StringVar(&cfg.TLS.Key, "tls-key", "", "PEM private key of --tls-cert")
 	f.StringVar(&cfg.TLS.CA, "tls-ca", "", "PEM CA certificates that client certificates must chain to (default: the system's)")
 	f.StringVar(&lf.clientAuth, "tls-client-auth", "none", "client certificates on SSL listeners: none, requested (verified if sent) or required")
+	f.DurationVar(&cfg.TLSReloadInterval, "tls-reload-interval", 10*time.Second, "how often the TLS files are checked for a change (SIGHUP reloads them at once)")
 	f.StringVar(&cfg.TLSPrincipalMapping, "tls-principal-mapping", "", "rules naming a client certificate's principal, as Kafka's ssl.principal.mapping.rules (RULE:pattern/replacement/[LU],...,DEFAULT); default: User:<subject CN>")
 }
 
