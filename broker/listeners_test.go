@@ -97,6 +97,13 @@ func authFailures(t *testing.T, b *broker.Broker, reason string) float64 {
 	return v
 }
 
+// testCerts makes a CA, a broker certificate for loopback and a client
+// certificate of User:alice.
+func testCerts(t *testing.T) (*testutil.CA, testutil.Cert, testutil.Cert) {
+	ca := testutil.NewCA(t)
+	return ca, ca.Server(t, "broker"), ca.Client(t, pkix.Name{CommonName: "alice"})
+}
+
 // serverSerial is the serial number of the certificate a TLS listener
 // presents to a new connection.
 func serverSerial(t *testing.T, addr string, tc *tls.Config) string {
@@ -110,9 +117,7 @@ func serverSerial(t *testing.T, addr string, tc *tls.Config) string {
 }
 
 func TestTLSListener(t *testing.T) {
-	ca := testutil.NewCA(t)
-	srv := ca.Server(t, "broker")
-	alice := ca.Client(t, pkix.Name{CommonName: "alice"})
+	ca, srv, alice := testCerts(t)
 	b := startListeners(t, broker.Config{
 		Listeners: []broker.ListenerSpec{
 			{Name: "plain", Proto: broker.ProtoPlaintext, Addr: "127.0.0.1:0"},
@@ -302,9 +307,7 @@ func TestListenerConfigValidate(t *testing.T) {
 // a client certificate, as an operator configures it.
 func TestKcatSSL(t *testing.T) {
 	kcatPath(t)
-	ca := testutil.NewCA(t)
-	srv := ca.Server(t, "broker")
-	alice := ca.Client(t, pkix.Name{CommonName: "alice"})
+	ca, srv, alice := testCerts(t)
 	b := startListeners(t, broker.Config{
 		Listeners: []broker.ListenerSpec{{Name: "secure", Proto: broker.ProtoSSL, Addr: "127.0.0.1:0"}},
 		TLS:       auth.TLSFiles{Cert: srv.CertFile, Key: srv.KeyFile, CA: ca.CAFile, ClientAuth: auth.ClientAuthRequired},
@@ -326,9 +329,7 @@ func TestClusterListeners(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts broker processes")
 	}
-	ca := testutil.NewCA(t)
-	srv := ca.Server(t, "broker")
-	alice := ca.Client(t, pkix.Name{CommonName: "alice"})
+	ca, srv, alice := testCerts(t)
 	var bs []*clusterBroker
 	secure := map[int32]string{}
 	defer func() { dumpLogs(t, bs) }()
@@ -413,9 +414,7 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker process")
 	}
-	ca := testutil.NewCA(t)
-	srv := ca.Server(t, "broker")
-	alice := ca.Client(t, pkix.Name{CommonName: "alice"})
+	ca, srv, alice := testCerts(t)
 	plain, secure := testutil.FreePort(t), testutil.FreePort(t)
 	p := testutil.Start(t, t.TempDir(), "broker", "--data-dir", t.TempDir(),
 		"--listeners", "plain=PLAINTEXT://"+plain+",secure=SSL://"+secure,
