@@ -439,3 +439,36 @@ func TestSASLOverTLS(t *testing.T) {
 		t.Fatalf("kcat with a wrong password over SASL_SSL: %v\n%s", err, out)
 	}
 }
+
+func TestSASLConfigErrors(t *testing.T) {
+	short := filepath.Join(t.TempDir(), "short.key")
+	if err := os.WriteFile(short, []byte("too short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	saslListener := []broker.ListenerSpec{{Name: "s", Proto: broker.ProtoSASLPlaintext, Addr: "127.0.0.1:0"}}
+	for _, tc := range []struct {
+		name      string
+		listeners []broker.ListenerSpec
+		sasl      broker.SASLConfig
+		want      string
+	}{
+		{"no mechanisms", saslListener, broker.SASLConfig{}, "needs --sasl-mechanisms"},
+		{"no SASL listener", nil, broker.SASLConfig{Mechanisms: []string{"PLAIN"}}, "needs a SASL_PLAINTEXT or SASL_SSL listener"},
+		{"unknown mechanism", saslListener, broker.SASLConfig{Mechanisms: []string{"GSSAPI"}}, `unknown SASL mechanism "GSSAPI"`},
+		{"OAUTHBEARER without keys", saslListener, broker.SASLConfig{Mechanisms: []string{"OAUTHBEARER"}}, "OAUTHBEARER needs"},
+		{"token flags without OAUTHBEARER", saslListener, broker.SASLConfig{Mechanisms: []string{"PLAIN"}, OAuthUnsecured: true}, "need OAUTHBEARER"},
+		{"short HMAC key", saslListener, broker.SASLConfig{Mechanisms: []string{"OAUTHBEARER"}, OAuthHMACKeyFile: short}, "use 32 or more"},
+		{"missing JWKS", saslListener, broker.SASLConfig{Mechanisms: []string{"OAUTHBEARER"}, OAuthJWKSFile: short + ".missing"}, "cannot read the OAUTHBEARER JWKS"},
+		{"negative lifetime", saslListener, broker.SASLConfig{Mechanisms: []string{"PLAIN"}, SessionLifetime: -time.Second}, "negative"},
+	} {
+		b, err := broker.New(broker.Config{DataDir: t.TempDir(), Listeners: tc.listeners, SASL: tc.sasl})
+		if err == nil {
+			b.Close()
+			t.Errorf("%s: accepted", tc.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %q, want it to say %q", tc.name, err, tc.want)
+		}
+	}
+}
