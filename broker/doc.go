@@ -31,7 +31,9 @@
 // A client connection (server.go) has a read loop and a write loop. The
 // read loop decodes each frame with kmsg (decodeRequest) and dispatches it
 // through the table (dispatch.go); the write loop answers in request
-// order.
+// order. On a SASL listener the read loop first lets through only
+// ApiVersions and the SASL exchange (sasl.go), whose handlers run inline
+// and keep the connection's principal and session.
 //
 // Produce: the partition checks each record batch (magic 2, length,
 // CRC-32C, size limit) and the idempotent-producer sequences, and appends
