@@ -2,6 +2,7 @@ package sink_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -108,16 +109,15 @@ func (e *env) verifyCatalog(st store.Store) {
 // the store as an orphan no reader is shown.)
 func (e *env) waitCompacted(st store.Store, maxGroup int, d time.Duration, procs ...*testutil.Proc) lakeState {
 	e.t.Helper()
-	deadline := time.Now().Add(d)
+	defer e.logTailOnFailure(procs...)
 	var s lakeState
-	for time.Now().Before(deadline) {
+	testutil.WaitFor(e.t, d, "lake compacted", func() error {
 		s = e.lakeState(st)
-		if s.committed == int64(len(e.produced)) && s.maxGroup <= maxGroup && s.leftover == 0 && s.merged > 0 {
-			return s
+		if s.committed != int64(len(e.produced)) || s.maxGroup > maxGroup || s.leftover != 0 || s.merged == 0 {
+			return fmt.Errorf("%+v", s)
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	e.t.Fatalf("lake not compacted after %v: %+v\n%s", d, s, tail(sinkLog(e.t, procs...), 60))
+		return nil
+	})
 	return s
 }
 
@@ -218,11 +218,10 @@ func (e *env) verifyCommitted(st store.Store, want int64) {
 // waitLogFor is waitLog with a deadline of d.
 func waitLogFor(t *testing.T, p *testutil.Proc, substr string, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !strings.Contains(sinkLog(t, p), substr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%q not logged after %v:\n%s", substr, d, tail(sinkLog(t, p), 30))
+	testutil.WaitFor(t, d, fmt.Sprintf("%q logged", substr), func() error {
+		if log := sinkLog(t, p); !strings.Contains(log, substr) {
+			return fmt.Errorf("log tail:\n%s", tail(log, 30))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -3,6 +3,7 @@ package sink_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -168,20 +169,26 @@ func (e *env) committedRecords(st store.Store) int64 {
 // waitCommitted waits until the catalog holds every produced record.
 func (e *env) waitCommitted(st store.Store, d time.Duration, procs ...*testutil.Proc) {
 	e.t.Helper()
+	defer e.logTailOnFailure(procs...)
 	want := int64(len(e.produced))
-	deadline := time.Now().Add(d)
-	var got int64
-	for time.Now().Before(deadline) {
-		if got = e.committedRecords(st); got == want {
-			return
+	testutil.WaitFor(e.t, d, fmt.Sprintf("catalog holds %d records", want), func() error {
+		if got := e.committedRecords(st); got != want {
+			return fmt.Errorf("it holds %d", got)
 		}
-		time.Sleep(300 * time.Millisecond)
+		return nil
+	})
+}
+
+// logTailOnFailure logs the tail of each process's log if the test has
+// failed (deferred, it runs after a wait's Fatal too).
+func (e *env) logTailOnFailure(procs ...*testutil.Proc) {
+	if !e.t.Failed() {
+		return
 	}
 	for _, p := range procs {
 		log, _ := os.ReadFile(p.Log)
 		e.t.Logf("sink log %s:\n%s", p.Log, tail(string(log), 60))
 	}
-	e.t.Fatalf("catalog holds %d records after %v, want %d", got, d, want)
 }
 
 func tail(s string, n int) string {
@@ -439,22 +446,21 @@ func TestSinkRunCompletion(t *testing.T) {
 	}
 	e.waitCommitted(st, 30*time.Second, p)
 	cat := catalog.New(st)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	defer e.logTailOnFailure(p)
+	testutil.WaitFor(t, 20*time.Second, "run marked after its completion event", func() error {
 		runs, err := cat.Runs(context.Background())
-		if err == nil {
-			if rs, ok := runs["done-run"]; ok {
-				if rs.State != scheduler.EventCompleted || !rs.Ended.Equal(time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)) {
-					t.Fatalf("run state %+v", rs)
-				}
-				break
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run not marked 20s after its completion event:\n%s", tail(sinkLog(t, p), 30))
+		rs, ok := runs["done-run"]
+		if !ok {
+			return errors.New("no run done-run in the catalog")
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		if rs.State != scheduler.EventCompleted || !rs.Ended.Equal(time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)) {
+			t.Fatalf("run state %+v", rs)
+		}
+		return nil
+	})
 	t.Logf("run flushed and marked %v after its completion event", time.Since(start).Round(time.Millisecond))
 	if !strings.Contains(sinkLog(t, p), "reason=run") {
 		t.Fatalf("no flush with reason run in the log")
@@ -499,13 +505,13 @@ func TestRunInProcess(t *testing.T) {
 		})
 	}()
 	st := e.store()
-	deadline := time.Now().Add(60 * time.Second)
-	for e.committedRecords(st) < 12_000 { // 3000 per partition; the rest waits for the shutdown flush
-		if time.Now().After(deadline) {
-			t.Fatalf("catalog holds %d records after 60s", e.committedRecords(st))
+	// 3000 per partition; the rest waits for the shutdown flush.
+	testutil.WaitFor(t, 60*time.Second, "catalog holds 12000 records", func() error {
+		if got := e.committedRecords(st); got < 12_000 {
+			return fmt.Errorf("it holds %d", got)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	select {
 	case err := <-done:
