@@ -21,9 +21,7 @@ import (
 // once, at the offset it was acknowledged with, and each producer's records
 // are in the order it sent them.
 func TestCrashLosesNoAckedRecord(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
+	// brokertest skips it with -short: it starts a broker process.
 	b := brokertest.Start(t, brokertest.Process(), brokertest.Topic("crash", 3))
 	addr := b.Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -346,9 +346,7 @@ func head(s []string) string {
 // same way, is aborted by a new producer with the same transactional id
 // and stays invisible to read_committed while read_uncommitted sees it.
 func TestTxnBrokerRestartMidTransaction(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
+	// brokertest skips it with -short: it starts a broker process.
 	br := brokertest.Start(t, brokertest.Process(), brokertest.Topic("restart-tx", 2))
 	addr := br.Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
