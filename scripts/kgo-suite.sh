@@ -21,6 +21,13 @@
 # passes KGO_TEST_SCRAM=kgo:...:512, KGO_TEST_SCRAM_SEEDS and
 # KGO_TEST_OAUTH_SEEDS, so TestSCRAMAuth, TestSCRAMAuthBadCredentials and
 # TestOAuthAuth run instead of being skipped (KGO_SUITE_SASL=0: no SASL).
+# TLS (KGO_SUITE_TLS=1): the suite's listener is SSL with required client
+# certificates (--tls-client-auth required) and the suite runs with
+# KGO_TEST_TLS=ca:..,cert:..,key:.. (client certificate CN admin); the CA
+# and certificates are made with openssl. A PLAINTEXT listener on port
+# +500 remains for the brokers' own client (a cluster's inter-broker
+# listener) and `simtel user add`. TestIssue769 is skipped: it dials
+# through a Dialer of its own, which franz-go refuses beside a TLS config.
 # KGO_SUITE_LOG_LEVEL (default warn) is the brokers' --log-level;
 # KGO_SUITE_KEEP=1 keeps the work directory (broker logs, suite output).
 set -euo pipefail
@@ -28,6 +35,7 @@ cd "$(dirname "$0")/.."
 version=v1.22.3
 brokers=${KGO_SUITE_BROKERS:-1}
 port=${KGO_SUITE_PORT:-19092}
+tls=${KGO_SUITE_TLS:-0}
 case "$brokers" in
   1|3) ;;
   *) echo "KGO_SUITE_BROKERS must be 1 or 3, not $brokers" >&2; exit 2 ;;
@@ -71,14 +79,49 @@ if [ "$sasl" = 1 ]; then
   sasl_listener() { printf ',sasl=SASL_PLAINTEXT://127.0.0.1:%d' $((port + 400 + $1)); }
 fi
 
+# The suite's listener (see the header): suite_listener I is broker I's
+# first entries of --listeners, tls_args the TLS flags; admin_seeds are
+# PLAINTEXT addresses for simtel's own commands.
+tls_args=()
+tls_env=()
+tls_skip=()
+suite_listener() { printf 'local=PLAINTEXT://127.0.0.1:%d' "$2"; }
+admin_port() { echo "$2"; }
+if [ "$tls" = 1 ]; then
+  command -v openssl >/dev/null || { echo "KGO_SUITE_TLS=1 needs openssl" >&2; exit 2; }
+  mkdir "$work/tls"
+  (
+    cd "$work/tls"
+    ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    openssl req -x509 "${ec[@]}" -keyout ca-key.pem -out ca.pem -days 2 -subj "/CN=simtel kgo-suite CA" \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+    for who in broker:serverAuth:subjectAltName=IP:127.0.0.1,DNS:localhost admin:clientAuth:; do
+      IFS=: read -r cn eku san <<<"$who"
+      openssl req "${ec[@]}" -keyout "$cn-key.pem" -out "$cn.csr" -subj "/CN=$cn" 2>/dev/null
+      ext="extendedKeyUsage=$eku"
+      [ -n "$san" ] && ext="$ext"$'\n'"$san"
+      openssl x509 -req -in "$cn.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 \
+        -out "$cn.pem" -extfile <(echo "$ext") 2>/dev/null
+    done
+  )
+  tls_args=(--tls-cert "$work/tls/broker.pem" --tls-key "$work/tls/broker-key.pem"
+    --tls-ca "$work/tls/ca.pem" --tls-client-auth required)
+  tls_skip=(-skip '^TestIssue769$')
+  tls_env=(KGO_TEST_TLS="ca:$work/tls/ca.pem,cert:$work/tls/admin.pem,key:$work/tls/admin-key.pem")
+  suite_listener() { printf 'suite=SSL://127.0.0.1:%d,internal=PLAINTEXT://127.0.0.1:%d' "$2" $((port + 500 + $1)); }
+  admin_port() { echo $((port + 500 + $1)); }
+fi
+
 seeds=()
+admin_seeds=()
 if [ "$brokers" = 1 ]; then
   "$work/simtel" broker --node-id 0 --data-dir "$work/data0" \
-    --listeners "local=PLAINTEXT://127.0.0.1:$port$(sasl_listener 0)" "${sasl_args[@]}" \
+    --listeners "$(suite_listener 0 $port)$(sasl_listener 0)" "${sasl_args[@]}" "${tls_args[@]}" \
     --group-initial-rebalance-delay 0s --log-level "${KGO_SUITE_LOG_LEVEL:-warn}" 2>"$work/broker0.log" &
   pids+=($!)
   wait_port "$port"
   seeds=(127.0.0.1:$port)
+  admin_seeds=(127.0.0.1:$(admin_port 0 $port))
   rf=1
 else
   for i in 0 1 2; do
@@ -86,12 +129,13 @@ else
     join=()
     [ "$i" -gt 0 ] && join=(--join 127.0.0.1:$((port + 200)))
     "$work/simtel" broker --node-id $i --data-dir "$work/data$i" \
-      --listeners "local=PLAINTEXT://127.0.0.1:$kafka$(sasl_listener $i)" "${sasl_args[@]}" \
+      --listeners "$(suite_listener $i $kafka)$(sasl_listener $i)" "${sasl_args[@]}" "${tls_args[@]}" \
       --raft-listen 127.0.0.1:$raft --gossip-listen 127.0.0.1:$gossip --http-listen 127.0.0.1:$http \
       "${join[@]}" --bootstrap-expect 3 \
       --group-initial-rebalance-delay 0s --log-level "${KGO_SUITE_LOG_LEVEL:-warn}" 2>"$work/broker$i.log" &
     pids+=($!)
     seeds+=(127.0.0.1:$kafka)
+    admin_seeds+=(127.0.0.1:$(admin_port $i $kafka))
   done
   for i in 0 1 2; do wait_port $((port + i)); done
   # Ready: every broker sees the three, and holds its replicas of the
@@ -115,7 +159,7 @@ else
   fi
   rf=3
 fi
-IFS=, seedlist="${seeds[*]}"
+IFS=, seedlist="${seeds[*]}" adminlist="${admin_seeds[*]}"
 unset IFS
 
 sasl_env=()
@@ -124,7 +168,7 @@ if [ "$sasl" = 1 ]; then
   for i in $(seq 1 $((brokers - 1))); do sasl_seeds+=,127.0.0.1:$((port + 400 + i)); done
   sasl_env=(KGO_TEST_SCRAM_SEEDS=$sasl_seeds KGO_TEST_OAUTH_SEEDS=$sasl_seeds)
   echo kgo-suite-secret >"$work/kgo.password"
-  if "$work/simtel" user add kgo --brokers "$seedlist" --mechanism SCRAM-SHA-512 \
+  if "$work/simtel" user add kgo --brokers "$adminlist" --mechanism SCRAM-SHA-512 \
       --password-file "$work/kgo.password" >"$work/user-add.log" 2>&1; then
     sasl_env+=(KGO_TEST_SCRAM=kgo:kgo-suite-secret:512)
   else
@@ -136,12 +180,12 @@ fi
 status=0
 start=$(date +%s)
 ( cd "$work/franz-go/pkg/kgo" && \
-  env "${sasl_env[@]}" KGO_SEEDS=$seedlist KGO_TEST_RF=$rf KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-100000} \
-  go test -count=1 -timeout 15m -v . "$@" ) >"$work/suite.log" 2>&1 || status=$?
+  env "${sasl_env[@]}" "${tls_env[@]}" KGO_SEEDS=$seedlist KGO_TEST_RF=$rf KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-100000} \
+  go test -count=1 -timeout 15m -v . "${tls_skip[@]}" "$@" ) >"$work/suite.log" 2>&1 || status=$?
 elapsed=$(( $(date +%s) - start ))
 
 grep -E '^(=== RUN|--- (PASS|FAIL|SKIP)|PASS|FAIL|ok )' "$work/suite.log" | grep -v '=== RUN' | sed 's/^/  /' || true
-echo "summary ($brokers broker(s), KGO_TEST_RF=$rf, ${elapsed}s): $(grep -c -- '^--- PASS' "$work/suite.log" || true) passed, $(grep -c -- '^--- FAIL' "$work/suite.log" || true) failed, $(grep -c -- '^--- SKIP' "$work/suite.log" || true) skipped (top-level and subtests)"
+echo "summary ($brokers broker(s), KGO_TEST_RF=$rf, TLS=$tls, ${elapsed}s): $(grep -c -- '^--- PASS' "$work/suite.log" || true) passed, $(grep -c -- '^--- FAIL' "$work/suite.log" || true) failed, $(grep -c -- '^--- SKIP' "$work/suite.log" || true) skipped (top-level and subtests)"
 if [ $status -ne 0 ]; then
   echo "--- why tests failed ---"
   grep -E '^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$work/suite.log" |
