@@ -194,6 +194,41 @@ func TestTLSListener(t *testing.T) {
 	}
 }
 
+// TestTLSListenerRequested: with requested client auth a client without a
+// certificate is served too, one whose certificate does not verify is not.
+func TestTLSListenerRequested(t *testing.T) {
+	ca, srv, alice := testCerts(t)
+	b := startListeners(t, broker.Config{
+		Listeners: []broker.ListenerSpec{{Name: "secure", Proto: broker.ProtoSSL, Addr: "127.0.0.1:0"}},
+		TLS:       auth.TLSFiles{Cert: srv.CertFile, Key: srv.KeyFile, CA: ca.CAFile, ClientAuth: auth.ClientAuthRequested},
+	})
+	addr := b.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	noCert := listenerClient(t, addr, ca.ClientTLS())
+	if _, err := kadm.NewClient(noCert).CreateTopic(ctx, 1, 1, nil, "requested"); err != nil {
+		t.Fatalf("create a topic over TLS without a client certificate: %v", err)
+	}
+	if err := produceOne(ctx, noCert, "requested", "anonymous"); err != nil {
+		t.Fatalf("produce without a client certificate: %v", err)
+	}
+	if err := produceOne(ctx, listenerClient(t, addr, ca.ClientTLS(alice)), "requested", "alice"); err != nil {
+		t.Fatalf("produce with a client certificate: %v", err)
+	}
+	if got := readListener(t, ctx, addr, ca.ClientTLS(), "requested", 2); strings.Join(got, ",") != "anonymous,alice" {
+		t.Fatalf("read %v, want anonymous,alice", got)
+	}
+	other := testutil.NewCA(t)
+	mallory := other.Client(t, pkix.Name{CommonName: "mallory"})
+	foreign := listenerClient(t, addr, ca.ClientTLS(mallory), kgo.RequestRetries(1), kgo.RetryTimeout(3*time.Second), kgo.RecordDeliveryTimeout(5*time.Second))
+	if err := produceOne(ctx, foreign, "requested", "refused"); err == nil {
+		t.Fatal("a client whose certificate does not verify produced")
+	}
+	if n := authFailures(t, b, "bad_client_cert"); n < 1 {
+		t.Fatalf("auth failures bad_client_cert = %v, want at least 1", n)
+	}
+}
+
 // TestMetadataPerListener: a client learns the addresses of the listener
 // it is connected to, from Metadata, FindCoordinator and DescribeCluster.
 func TestMetadataPerListener(t *testing.T) {
