@@ -49,8 +49,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
 	// Leaders spread 2/2/2 and every partition has 3 replicas; wait for
 	// the raft leaders to report themselves (epoch > 0).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitUntil(t, 30*time.Second, "spread, reported raft leaders", func() string {
 		m, err := metadataFrom(ctx, bs[controller].kafka, topic)
 		leads := map[int32]int{}
 		ok := err == nil && len(m.Topics) == 1 && len(m.Topics[0].Partitions) == parts
@@ -63,14 +62,11 @@ func TestClusterReplicationFailover(t *testing.T) {
 			}
 			ok = ok && leads[0] == 2 && leads[1] == 2 && leads[2] == 2
 		}
-		if ok {
-			break
+		if !ok {
+			return fmt.Sprintf("%v %+v", err, leads)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no spread, reported raft leaders after 30s: %v %+v", err, leads)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return ""
+	})
 
 	// Idempotent producers, acks=all (franz-go's default), send until
 	// told to stop.
@@ -187,21 +183,17 @@ func TestClusterReplicationFailover(t *testing.T) {
 
 	// The last restarted broker catches up while writes go on: its
 	// replicas' applied end moves past where they were at the kill.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	waitUntil(t, 30*time.Second, fmt.Sprintf("restarted broker %d catches up while writes go on", lastKilled.id), func() string {
 		hw, err := hwOf(lastKilled.http, topic)
 		caught := err == nil && len(hw) == parts
 		for p, v := range hw {
 			caught = caught && v > hwBeforeRestart[p]
 		}
-		if caught {
-			break
+		if !caught {
+			return fmt.Sprintf("now %v, at the kill %v (%v)", hw, hwBeforeRestart, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restarted broker %d does not catch up while writes go on: now %v, at the kill %v (%v)", lastKilled.id, hw, hwBeforeRestart, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return ""
+	})
 
 	// SIGSTOP a leader for longer than the election timeout: another
 	// replica takes over; after SIGCONT the old leader steps down and
@@ -287,26 +279,20 @@ func TestClusterReplicationFailover(t *testing.T) {
 	load.finish(t)
 
 	// Every replica of every partition ends at the same offset.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	waitUntil(t, 30*time.Second, "replica end offsets agree after the writes stopped", func() string {
 		var hws []map[int32]int64
 		for _, b := range bs {
 			hw, _ := hwOf(b.http, topic)
 			hws = append(hws, hw)
 		}
-		same := true
 		for p := range int32(parts) {
-			same = same && hws[0][p] > 0 && hws[0][p] == hws[1][p] && hws[1][p] == hws[2][p]
+			if hws[0][p] <= 0 || hws[0][p] != hws[1][p] || hws[1][p] != hws[2][p] {
+				return fmt.Sprintf("they differ: %v", hws)
+			}
 		}
-		if same {
-			t.Logf("replica end offsets agree on all brokers: %v", hws[0])
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica end offsets differ 30s after the writes stopped: %v", hws)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		t.Logf("replica end offsets agree on all brokers: %v", hws[0])
+		return ""
+	})
 
 	chk.mu.Lock()
 	acked := len(chk.acked)

@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/broker"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/broker"
 )
 
 // TestRetentionHoldGroups checks that simtel.retention.hold.groups keeps
@@ -57,17 +58,14 @@ func TestRetentionHoldGroups(t *testing.T) {
 	}
 	waitStart := func(cond func(int64) bool, what string) int64 {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			got := start()
-			if cond(got) {
-				return got
+		var got int64
+		waitUntil(t, 10*time.Second, "log start "+what, func() string {
+			if got = start(); !cond(got) {
+				return fmt.Sprintf("log start %d", got)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("log start %d: want %s", got, what)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return ""
+		})
+		return got
 	}
 	commit(100)
 	got := waitStart(func(o int64) bool { return o > 0 }, "> 0 after the group committed 100")
