@@ -90,24 +90,19 @@ func TestClusterThreeBrokers(t *testing.T) {
 	// of orders' 6 and of __consumer_offsets' 6, replication factor 3 by
 	// default) once it has applied the topics.
 	for _, b := range bs {
-		var body []byte
-		ok := false
-		for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); {
+		waitUntil(t, 10*time.Second, fmt.Sprintf("broker %d /metrics shows 3 alive brokers and 12 local partitions", b.id), func() string {
 			resp, err := http.Get("http://" + b.http + "/metrics")
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, _ = io.ReadAll(resp.Body)
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			ok = resp.StatusCode == 200 && strings.Contains(string(body), "simtel_broker_cluster_alive_brokers 3") &&
-				strings.Count(string(body), "simtel_broker_partition_high_watermark{partition=") == 12
-			if !ok {
-				time.Sleep(100 * time.Millisecond)
+			if resp.StatusCode != 200 || !strings.Contains(string(body), "simtel_broker_cluster_alive_brokers 3") ||
+				strings.Count(string(body), "simtel_broker_partition_high_watermark{partition=") != 12 {
+				return fmt.Sprintf("%s:\n%.3000s", resp.Status, body)
 			}
-		}
-		if !ok {
-			t.Fatalf("broker %d /metrics: want 3 alive brokers and 12 local partitions:\n%.3000s", b.id, body)
-		}
+			return ""
+		})
 	}
 
 	// More replicas than alive brokers is refused with a clear error.
