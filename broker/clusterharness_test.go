@@ -148,28 +148,25 @@ func metadataFrom(ctx context.Context, addr string, topics ...string) (*kmsg.Met
 // controller among them; it returns the controller's id.
 func waitCluster(t *testing.T, addr string, want int) int32 {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
+	var controller int32
+	waitUntil(t, 45*time.Second, fmt.Sprintf("%s: a cluster of %d brokers with a controller", addr, want), func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		m, err := metadataFrom(ctx, addr)
 		cancel()
-		if err == nil {
-			ids := []int32{}
-			for _, b := range m.Brokers {
-				ids = append(ids, b.NodeID)
-			}
-			last = fmt.Sprintf("brokers %v controller %d", ids, m.ControllerID)
-			if len(ids) == want && slices.Contains(ids, m.ControllerID) {
-				return m.ControllerID
-			}
-		} else {
-			last = err.Error()
+		if err != nil {
+			return err.Error()
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: no cluster of %d brokers with a controller after 45s (last: %s)", addr, want, last)
-	return -1
+		ids := []int32{}
+		for _, b := range m.Brokers {
+			ids = append(ids, b.NodeID)
+		}
+		if len(ids) != want || !slices.Contains(ids, m.ControllerID) {
+			return fmt.Sprintf("brokers %v controller %d", ids, m.ControllerID)
+		}
+		controller = m.ControllerID
+		return ""
+	})
+	return controller
 }
 
 // startClusterOf starts n brokers (ids 0..n-1) forming one cluster, each
@@ -500,11 +497,12 @@ func (l *chaosLoad) acked() int {
 // waitAcks waits until n records are acknowledged.
 func (l *chaosLoad) waitAcks(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); l.acked() < n; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d records acknowledged after 60s", l.acked(), n)
+	waitUntil(t, 60*time.Second, fmt.Sprintf("%d records acknowledged", n), func() string {
+		if got := l.acked(); got < n {
+			return fmt.Sprintf("only %d", got)
 		}
-	}
+		return ""
+	})
 }
 
 // waitAckAfter waits for the first acknowledgement on part after at.
