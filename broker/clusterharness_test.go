@@ -30,6 +30,7 @@ import (
 
 	"github.com/simtel/simtel/broker/internal/batchtest"
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // clusterBroker is one real `simtel broker` process in cluster mode.
@@ -144,29 +145,11 @@ func metadataFrom(ctx context.Context, addr string, topics ...string) (*kmsg.Met
 	return resp, nil
 }
 
-// waitCluster polls addr until it reports want alive brokers and a
-// controller among them; it returns the controller's id.
+// waitCluster waits up to 45 s until addr reports want alive brokers and
+// a controller among them; it returns the controller's id.
 func waitCluster(t *testing.T, addr string, want int) int32 {
 	t.Helper()
-	var controller int32
-	waitUntil(t, 45*time.Second, fmt.Sprintf("%s: a cluster of %d brokers with a controller", addr, want), func() string {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		m, err := metadataFrom(ctx, addr)
-		cancel()
-		if err != nil {
-			return err.Error()
-		}
-		ids := []int32{}
-		for _, b := range m.Brokers {
-			ids = append(ids, b.NodeID)
-		}
-		if len(ids) != want || !slices.Contains(ids, m.ControllerID) {
-			return fmt.Sprintf("brokers %v controller %d", ids, m.ControllerID)
-		}
-		controller = m.ControllerID
-		return ""
-	})
-	return controller
+	return brokertest.WaitCluster(t, addr, want, 45*time.Second)
 }
 
 // startClusterOf starts n brokers (ids 0..n-1) forming one cluster, each

@@ -182,7 +182,7 @@ func StartCluster(t testing.TB, n int, opts ...Option) []*Broker {
 		bs = append(bs, b)
 	}
 	for _, b := range bs {
-		waitCluster(t, b.Addr, n)
+		WaitCluster(t, b.Addr, n, 60*time.Second)
 	}
 	createTopics(t, Addrs(bs), int16(min(n, 3)), o.topics)
 	return bs
@@ -364,39 +364,38 @@ func (b *Broker) process(what string) {
 	}
 }
 
-// waitCluster polls addr until it reports want brokers and a controller
-// among them. It asks that one broker directly: kgo answers a Metadata
-// request through the client from its cache, which would keep a first
-// answer without a controller.
-func waitCluster(t testing.TB, addr string, want int) {
+// WaitCluster polls the broker at addr until it reports want brokers and
+// a controller among them, and returns the controller's node id; the test
+// fails if that takes longer than within. It asks that one broker
+// directly: kgo answers a Metadata request through the client from its
+// cache, which would keep a first answer without a controller.
+func WaitCluster(t testing.TB, addr string, want int, within time.Duration) int32 {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
+	var controller int32
+	testutil.WaitFor(t, within, fmt.Sprintf("%s: a cluster of %d brokers with a controller", addr, want), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
 		r, err := cl.SeedBrokers()[0].RetriableRequest(ctx, kmsg.NewPtrMetadataRequest())
-		cancel()
-		if err == nil {
-			m := r.(*kmsg.MetadataResponse)
-			var ids []int32
-			for _, b := range m.Brokers {
-				ids = append(ids, b.NodeID)
-			}
-			last = fmt.Sprintf("brokers %v, controller %d", ids, m.ControllerID)
-			if len(ids) == want && slices.Contains(ids, m.ControllerID) {
-				return
-			}
-		} else {
-			last = err.Error()
+		if err != nil {
+			return err
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: no cluster of %d brokers with a controller after 60s (last: %s)", addr, want, last)
+		m := r.(*kmsg.MetadataResponse)
+		var ids []int32
+		for _, b := range m.Brokers {
+			ids = append(ids, b.NodeID)
+		}
+		if len(ids) != want || !slices.Contains(ids, m.ControllerID) {
+			return fmt.Errorf("brokers %v, controller %d", ids, m.ControllerID)
+		}
+		controller = m.ControllerID
+		return nil
+	})
+	return controller
 }
 
 // createTopics creates topics and waits until each of their partitions
@@ -429,7 +428,7 @@ func createTopics(t testing.TB, seeds []string, rf int16, topics []topic) {
 
 // createTopic creates tp unless it exists and says whether each of its
 // partitions has a leader, asking the first seed broker directly (see
-// waitCluster).
+// WaitCluster).
 func createTopic(cl *kgo.Client, tp topic, rf int16) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
