@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Connection header: every connection to the raft listener starts with one
@@ -62,6 +64,11 @@ type Mux struct {
 	handlers map[byte]func(net.Conn)
 	// unknownGroupWait: see the constant.
 	unknownGroupWait time.Duration
+	// serverTLS and clientTLS, when set (before Serve), put every
+	// connection on mutual TLS (tls.go); tlsFailures counts the
+	// handshakes that failed, by side and reason (nil: not counted).
+	serverTLS, clientTLS *tls.Config
+	tlsFailures          *prometheus.CounterVec
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -149,6 +156,14 @@ func (m *Mux) Serve() {
 }
 
 func (m *Mux) route(c net.Conn) {
+	if m.serverTLS != nil {
+		tc, err := m.handshake(tls.Server(c, m.serverTLS), headerTimeout)
+		if err != nil {
+			m.tlsFailed("accept", c.RemoteAddr(), err)
+			return
+		}
+		c = tc
+	}
 	_ = c.SetReadDeadline(time.Now().Add(headerTimeout))
 	var kind [1]byte
 	if _, err := io.ReadFull(c, kind[:]); err != nil {
@@ -260,6 +275,12 @@ func (m *Mux) dial(addr raft.ServerAddress, timeout time.Duration, header []byte
 	if err != nil {
 		return nil, err
 	}
+	if m.clientTLS != nil {
+		if c, err = m.handshake(tls.Client(c, m.clientTLS), timeout); err != nil {
+			m.tlsFailed("dial", muxAddr(addr), err)
+			return nil, fmt.Errorf("cannot open a TLS connection to the raft mux at %s: %w", addr, err)
+		}
+	}
 	if timeout > 0 {
 		_ = c.SetWriteDeadline(time.Now().Add(timeout))
 	}
@@ -269,6 +290,33 @@ func (m *Mux) dial(addr raft.ServerAddress, timeout time.Duration, header []byte
 	}
 	_ = c.SetWriteDeadline(time.Time{})
 	return c, nil
+}
+
+// handshake runs c's TLS handshake within timeout (0: no bound); c is
+// closed when it fails.
+func (m *Mux) handshake(c *tls.Conn, timeout time.Duration) (*tls.Conn, error) {
+	if timeout > 0 {
+		_ = c.SetDeadline(time.Now().Add(timeout))
+	}
+	if err := c.Handshake(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// tlsFailed logs and counts a failed handshake. A connection closed before
+// its first byte (a port probe, see Node.Refused) is neither.
+func (m *Mux) tlsFailed(side string, remote net.Addr, err error) {
+	if errors.Is(err, io.EOF) {
+		return
+	}
+	reason := tlsFailureReason(err)
+	if m.tlsFailures != nil {
+		m.tlsFailures.WithLabelValues(side, reason).Inc()
+	}
+	m.log.Warn("raft mux refused a TLS connection", "side", side, "remote", remote.String(), "reason", reason, "err", err)
 }
 
 // Close stops accepting and waits for routing goroutines to finish. Stream

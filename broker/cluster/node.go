@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"maps"
 	"net"
@@ -96,6 +98,15 @@ type Config struct {
 	// NoFastElection turns off starting elections when a broker is seen
 	// to die; groups then wait for their heartbeat timeout.
 	NoFastElection bool
+	// TLS, when set, puts the raft mux on mutual TLS (tls.go): a process
+	// without a certificate of the cluster CA cannot open a raft stream,
+	// and the leader adds a gossip member to the controller only once it
+	// reached the member's raft mux over TLS. nil: plain TCP.
+	TLS *TLS
+	// GossipKeys, when set, encrypt and authenticate gossip (memberlist's
+	// keyring, AES-GCM): the first encrypts, all are accepted; a process
+	// without one of them cannot join. See ReadGossipKeys.
+	GossipKeys [][]byte
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -210,6 +221,14 @@ type Node struct {
 
 	commands *prometheus.CounterVec
 	forwards prometheus.Counter
+	// tlsFailures and gossipFailures are nil without cluster TLS and
+	// without gossip keys.
+	tlsFailures    *prometheus.CounterVec
+	gossipFailures prometheus.Counter
+	keyring        *memberlist.Keyring // nil without GossipKeys
+	// unverified are the gossip members whose raft mux the leader could
+	// not reach over TLS (logged once each); only the loop touches it.
+	unverified map[int32]bool
 	rejoins  *prometheus.CounterVec // gossip joins of known brokers, by result
 
 	// missing counts consecutive leader ticks a registered broker was
@@ -258,6 +277,11 @@ func New(cfg Config) (*Node, error) {
 		if n.mux.advertise != raft.ServerAddress(n.mux.ln.Addr().String()) {
 			n.log.Warn("raft listens on all interfaces and advertises loopback; pass --raft-advertise HOST:PORT for brokers on other machines", "raft_advertise", n.mux.advertise)
 		}
+	}
+	if cfg.TLS != nil {
+		n.mux.serverTLS, n.mux.clientTLS = cfg.TLS.ServerConfig(), cfg.TLS.ClientConfig()
+		n.tlsFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_cluster_tls_failures_total", Help: "TLS handshakes on the raft mux that failed, by side (accept, dial) and reason (bad_cert, no_cert, peer_name, not_tls, timeout, handshake)."}, []string{"side", "reason"})
+		n.mux.tlsFailures = n.tlsFailures
 	}
 	n.mux.SetForwardHandler(n.serveForward)
 	n.mux.handlers[kindHeartbeat] = n.serveHeartbeats
@@ -316,6 +340,14 @@ func New(cfg Config) (*Node, error) {
 	mc.Delegate = &gossipDelegate{n: n}
 	mc.Events = &gossipEvents{n: n}
 	mc.Logger = stdLoggerFor(n.log.With("part", "gossip"))
+	if len(cfg.GossipKeys) > 0 {
+		if mc.Keyring, err = memberlist.NewKeyring(cfg.GossipKeys, cfg.GossipKeys[0]); err != nil {
+			return nil, fmt.Errorf("cannot use the gossip keys: %w", err)
+		}
+		n.keyring = mc.Keyring
+		n.gossipFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_gossip_auth_failures_total", Help: "Gossip messages and state exchanges refused because they were not encrypted with a key of this broker's keyring."})
+		mc.Logger = log.New(&gossipFailureCounter{w: &stdWriter{l: n.log.With("part", "gossip")}, c: n.gossipFailures}, "", 0)
+	}
 	if n.ml, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("cannot start gossip on %s: %w", cfg.GossipListen, err)
 	}
@@ -326,6 +358,12 @@ func New(cfg Config) (*Node, error) {
 	n.rejoins = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_cluster_gossip_rejoins_total", Help: "Gossip joins this broker tried of known brokers missing from its gossip view, by result (ok, error)."}, []string{"result"})
 	if r := cfg.Registerer; r != nil {
 		n.stats.register(r)
+		if n.tlsFailures != nil {
+			r.MustRegister(n.tlsFailures)
+		}
+		if n.gossipFailures != nil {
+			r.MustRegister(n.gossipFailures)
+		}
 		r.MustRegister(n.commands, n.forwards, n.rejoins,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "simtel_broker_cluster_controller_leader", Help: "1 if this broker is the controller leader."}, func() float64 {
 				if n.IsLeader() {
@@ -357,6 +395,35 @@ func loopbackIfUnspecified(addr string) string {
 		return net.JoinHostPort("127.0.0.1", port)
 	}
 	return addr
+}
+
+// SetGossipKeys replaces the gossip keyring's keys (a rotation step, see
+// ReadGossipKeys): keys[0] encrypts from now on, the others are accepted,
+// any other key is dropped. Only for a node started with GossipKeys.
+func (n *Node) SetGossipKeys(keys [][]byte) error {
+	kr := n.keyring
+	if kr == nil {
+		return errors.New("gossip is not encrypted: a key file is taken at start only")
+	}
+	if len(keys) == 0 {
+		return errors.New("no gossip key")
+	}
+	for _, k := range keys {
+		if err := kr.AddKey(k); err != nil {
+			return fmt.Errorf("cannot add a gossip key: %w", err)
+		}
+	}
+	if err := kr.UseKey(keys[0]); err != nil {
+		return fmt.Errorf("cannot use the new primary gossip key: %w", err)
+	}
+	for _, k := range kr.GetKeys() {
+		if !slices.ContainsFunc(keys, func(w []byte) bool { return bytes.Equal(w, k) }) {
+			if err := kr.RemoveKey(k); err != nil {
+				return fmt.Errorf("cannot remove an old gossip key: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // RaftAddr is the mux's advertised address.
@@ -590,6 +657,9 @@ func (n *Node) reconcile(ctx context.Context) {
 		}
 	}
 	for id, m := range members {
+		if s, ok := inConfig[raft.ServerID(strconv.Itoa(int(id)))]; (!ok || s.Address != raft.ServerAddress(m.RaftAddr)) && !n.verifyMember(id, m) {
+			continue
+		}
 		b, ok := md.Brokers[id]
 		if !ok || !b.Alive || b.KafkaAddr != m.KafkaAddr || !maps.Equal(b.Listeners, m.Listeners) || b.RaftAddr != m.RaftAddr || b.GossipAddr != m.Gossip {
 			n.applyLogged(ctx, Command{Op: OpRegisterBroker, Broker: &BrokerInfo{ID: id, KafkaAddr: m.KafkaAddr, Listeners: m.Listeners, RaftAddr: m.RaftAddr, GossipAddr: m.Gossip, Alive: true}})
@@ -628,6 +698,31 @@ func (n *Node) reconcile(ctx context.Context) {
 			delete(n.missing, id)
 		}
 	}
+}
+
+// verifyMember reports whether a gossip member that is not (at this
+// address) in the controller may be added: without cluster TLS always;
+// with it, once its raft mux answered over mutual TLS, so a process that
+// holds the gossip key but no certificate of the cluster is neither
+// registered nor made a voter. Runs on the loop goroutine.
+func (n *Node) verifyMember(id int32, m nodeMeta) bool {
+	if n.cfg.TLS == nil || id == n.cfg.NodeID {
+		return true
+	}
+	c, _, err := n.dialWatch(n.runCtx, raft.ServerAddress(m.RaftAddr))
+	if err == nil {
+		c.Close()
+		delete(n.unverified, id)
+		return true
+	}
+	if n.unverified == nil {
+		n.unverified = map[int32]bool{}
+	}
+	if !n.unverified[id] {
+		n.unverified[id] = true
+		n.log.Warn("a gossip member's raft mux does not answer over the cluster's TLS; it is not added to the controller", "node_id", id, "raft", m.RaftAddr, "err", err)
+	}
+	return false
 }
 
 func (n *Node) applyLogged(ctx context.Context, c Command) {

@@ -30,7 +30,9 @@ type testNode struct {
 
 func startNode(t *testing.T, cfg Config) *testNode {
 	t.Helper()
-	cfg.Logger = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	cfg.Tick = 100 * time.Millisecond
 	n, err := New(cfg)
 	if err != nil {
