@@ -229,7 +229,7 @@ type Node struct {
 	// unverified are the gossip members whose raft mux the leader could
 	// not reach over TLS (logged once each); only the loop touches it.
 	unverified map[int32]bool
-	rejoins  *prometheus.CounterVec // gossip joins of known brokers, by result
+	rejoins    *prometheus.CounterVec // gossip joins of known brokers, by result
 
 	// missing counts consecutive leader ticks a registered broker was
 	// absent from gossip; only the loop goroutine touches it.
