@@ -62,7 +62,7 @@ docs/broker.md, section Cluster.`,
 			if err != nil {
 				return err
 			}
-			stop := reloadTLSOnHangup(cmd.Context(), b, log)
+			stop := reloadOnHangup(cmd.Context(), b.ReloadTLS, log)
 			defer stop()
 			return b.Run(cmd.Context())
 		},

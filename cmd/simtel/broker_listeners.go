@@ -56,9 +56,9 @@ func (lf *listenerFlags) apply(cmd *cobra.Command, cfg *broker.Config) error {
 	return nil
 }
 
-// reloadTLSOnHangup reloads the broker's TLS files on SIGHUP until stop
-// is called or ctx ends.
-func reloadTLSOnHangup(ctx context.Context, b *broker.Broker, log *slog.Logger) (stop func()) {
+// reloadOnHangup calls reload on SIGHUP until stop is called or ctx ends:
+// the broker's TLS files, the agent's TLS and token files.
+func reloadOnHangup(ctx context.Context, reload func() error, log *slog.Logger) (stop func()) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP)
 	ctx, cancel := context.WithCancel(ctx)
@@ -70,10 +70,10 @@ func reloadTLSOnHangup(ctx context.Context, b *broker.Broker, log *slog.Logger) 
 			case <-ctx.Done():
 				return
 			case <-ch:
-				if err := b.ReloadTLS(); err != nil {
-					log.Warn("cannot reload the TLS files on SIGHUP; the previous ones stay in use", "err", err)
+				if err := reload(); err != nil {
+					log.Warn("cannot reload the files on SIGHUP; the previous ones stay in use", "err", err)
 				} else {
-					log.Info("TLS files reloaded on SIGHUP")
+					log.Info("files reloaded on SIGHUP")
 				}
 			}
 		}
