@@ -2,6 +2,7 @@ package auth
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -102,6 +103,63 @@ func Implies(granted, op Operation) bool {
 		}
 	case kmsg.ACLOperationDescribeConfigs:
 		return granted == kmsg.ACLOperationAlterConfigs
+	}
+	return false
+}
+
+// TypeAuthorizer is an Authorizer that also answers Kafka's
+// authorizeByResourceType: may the principal do op on some resource of a
+// type. InitProducerId asks it for an idempotent producer without
+// IdempotentWrite on the cluster (Write on any topic will do).
+type TypeAuthorizer interface {
+	AuthorizeAny(p Principal, host string, op Operation, t ResourceType) bool
+}
+
+// AuthorizeAny implements TypeAuthorizer as Kafka's default does: a
+// superuser may; with no ACL of the type at all the answer is
+// AllowEveryoneIfNoACLFound; else an ALLOW ACL for the principal, host and
+// operation must name some resource that no DENY of the same (a DENY on
+// the literal "*", the same literal name, or a prefix of the allowed name)
+// takes back.
+func (z *ACLAuthorizer) AuthorizeAny(p Principal, host string, op Operation, t ResourceType) bool {
+	if slices.Contains(z.SuperUsers, p) {
+		return true
+	}
+	var allows, denies []ACL
+	found := false
+	for _, a := range z.ACLs() {
+		if a.ResourceType != t {
+			continue
+		}
+		found = true
+		if (a.Principal != p && a.Principal != WildcardPrincipal) || (a.Host != host && a.Host != Wildcard) {
+			continue
+		}
+		switch {
+		case a.Permission == kmsg.ACLPermissionTypeDeny && (a.Operation == op || a.Operation == kmsg.ACLOperationAll):
+			denies = append(denies, a)
+		case a.Permission == kmsg.ACLPermissionTypeAllow && Implies(a.Operation, op):
+			allows = append(allows, a)
+		}
+	}
+	if !found {
+		return z.AllowEveryoneIfNoACLFound
+	}
+	for _, a := range allows {
+		if !slices.ContainsFunc(denies, func(d ACL) bool { return denyCovers(d, a) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// denyCovers reports whether DENY d refuses every resource ALLOW a names.
+func denyCovers(d, a ACL) bool {
+	switch d.PatternType {
+	case kmsg.ACLResourcePatternTypeLiteral:
+		return d.ResourceName == Wildcard || (a.PatternType == kmsg.ACLResourcePatternTypeLiteral && d.ResourceName == a.ResourceName)
+	case kmsg.ACLResourcePatternTypePrefixed:
+		return strings.HasPrefix(a.ResourceName, d.ResourceName)
 	}
 	return false
 }

@@ -89,6 +89,47 @@ func TestACLAuthorizer(t *testing.T) {
 	}
 }
 
+func TestACLAuthorizeAny(t *testing.T) {
+	alice, bob := User("alice"), User("bob")
+	write := kmsg.ACLOperationWrite
+	for _, tc := range []struct {
+		name      string
+		acls      []ACL
+		super     []Principal
+		allowNone bool
+		p         Principal
+		want      bool
+	}{
+		{"no acl, default deny", nil, nil, false, alice, false},
+		{"no acl of the type, allow everyone", []ACL{acl(groupT, "g", literal, bob, "*", kmsg.ACLOperationRead, allow)}, nil, true, alice, true},
+		{"a topic acl, even for someone else, ends allow-everyone", []ACL{acl(topicT, "a", literal, bob, "*", write, allow)}, nil, true, alice, false},
+		{"superuser", nil, []Principal{alice}, false, alice, true},
+		{"write on one topic", []ACL{acl(topicT, "a", literal, alice, "*", write, allow)}, nil, false, alice, true},
+		{"all on a prefix", []ACL{acl(topicT, "policy.", prefixed, alice, "*", kmsg.ACLOperationAll, allow)}, nil, false, alice, true},
+		{"read is not write", []ACL{acl(topicT, "a", literal, alice, "*", kmsg.ACLOperationRead, allow)}, nil, false, alice, false},
+		{"another host", []ACL{acl(topicT, "a", literal, alice, "10.9.9.9", write, allow)}, nil, false, alice, false},
+		{"denied on the same literal", []ACL{
+			acl(topicT, "a", literal, alice, "*", write, allow),
+			acl(topicT, "a", literal, alice, "*", write, deny)}, nil, false, alice, false},
+		{"denied on a prefix of it", []ACL{
+			acl(topicT, "policy.ppo", literal, alice, "*", write, allow),
+			acl(topicT, "policy.", prefixed, WildcardPrincipal, "*", kmsg.ACLOperationAll, deny)}, nil, false, alice, false},
+		{"denied everywhere", []ACL{
+			acl(topicT, "a", literal, alice, "*", write, allow),
+			acl(topicT, "*", literal, alice, "*", write, deny)}, nil, false, alice, false},
+		{"a deny elsewhere leaves the allow", []ACL{
+			acl(topicT, "a", literal, alice, "*", write, allow),
+			acl(topicT, "b", literal, alice, "*", write, deny)}, nil, false, alice, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			z := &ACLAuthorizer{ACLs: func() []ACL { return tc.acls }, SuperUsers: tc.super, AllowEveryoneIfNoACLFound: tc.allowNone}
+			if got := z.AuthorizeAny(tc.p, "h", write, topicT); got != tc.want {
+				t.Errorf("AuthorizeAny(%s, WRITE, TOPIC) = %v, want %v", tc.p, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestACLFilterMatches(t *testing.T) {
 	str := func(s string) *string { return &s }
 	lit := acl(topicT, "telemetry", literal, User("alice"), "*", kmsg.ACLOperationRead, allow)
