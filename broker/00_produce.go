@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/partition"
 	"github.com/simtel/simtel/broker/storage"
 
@@ -36,7 +37,13 @@ import (
 
 var _ = apis.AddServe(kapi.API{Key: 0, Min: 3, Max: 9},
 	func(b *Broker, r *kapi.Request) {
-		b.handleProduce(r.Ctx, r.Msg.(*kmsg.ProduceRequest), r.Slot.(*pending))
+		req := r.Msg.(*kmsg.ProduceRequest)
+		// Write on each topic, and on the transactional id of a
+		// transactional request (its every partition refused without
+		// it), as Kafka authorizes Produce.
+		denied := kapi.DeniedTopics(r, kmsg.ACLOperationWrite, req.Topics, func(t *kmsg.ProduceRequestTopic) string { return t.Topic })
+		txnDenied := req.TransactionID != nil && !r.Allowed(kmsg.ACLOperationWrite, auth.TransactionalID(*req.TransactionID))
+		b.handleProduce(r.Ctx, req, r.Slot.(*pending), denied, txnDenied)
 	})
 
 type produceWait struct {
@@ -50,7 +57,7 @@ type produceWait struct {
 	n   int // bytes, for the metrics
 }
 
-func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *pending) {
+func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *pending, denied map[string]bool, txnDenied bool) {
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	resp.Version = r.Version
 	acks := r.Acks
@@ -72,6 +79,12 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 			switch {
 			case badAcks:
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+				continue
+			case txnDenied:
+				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+				continue
+			case denied[rt.Topic]:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				continue
 			case rt.Topic == offsetsTopic || rt.Topic == txnStateTopic:
 				// Only the group coordinator writes it, as in Kafka.

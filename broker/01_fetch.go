@@ -35,17 +35,23 @@ import (
 )
 
 var _ = apis.AddServe(kapi.API{Key: 1, Min: 4, Max: 12, Blocking: true},
-	func(b *Broker, r *kapi.Request) { b.handleFetch(r.Ctx, r.Msg.(*kmsg.FetchRequest), r.Slot.(*pending)) })
+	func(b *Broker, r *kapi.Request) {
+		req := r.Msg.(*kmsg.FetchRequest)
+		denied := kapi.DeniedTopics(r, kmsg.ACLOperationRead, req.Topics, func(t *kmsg.FetchRequestTopic) string { return t.Topic })
+		b.handleFetch(r.Ctx, req, r.Slot.(*pending), denied)
+	})
 
 const defaultFetchMaxBytes = 50 << 20
 
-func (b *Broker) handleFetch(ctx context.Context, r *kmsg.FetchRequest, p *pending) {
+// handleFetch answers TOPIC_AUTHORIZATION_FAILED for the denied topics
+// (no Read).
+func (b *Broker) handleFetch(ctx context.Context, r *kmsg.FetchRequest, p *pending, denied map[string]bool) {
 	deadline := time.Now().Add(time.Duration(max(r.MaxWaitMillis, 0)) * time.Millisecond)
 	wake := make(chan struct{}, 1)
 	var parts []*partition.Partition
 	for _, t := range r.Topics {
 		for _, rp := range t.Partitions {
-			if part := b.partition(t.Topic, rp.Partition); part != nil {
+			if part := b.partition(t.Topic, rp.Partition); part != nil && !denied[t.Topic] {
 				part.AddWaiter(wake)
 				parts = append(parts, part)
 			}
@@ -59,7 +65,7 @@ func (b *Broker) handleFetch(ctx context.Context, r *kmsg.FetchRequest, p *pendi
 
 	var timer *time.Timer
 	for {
-		resp, m, total, errs := b.readFetch(r)
+		resp, m, total, errs := b.readFetch(r, denied)
 		done := total >= int64(r.MinBytes) || errs || !time.Now().Before(deadline) || ctx.Err() != nil
 		if done {
 			wire, err := buildFetchWire(resp, p.corr, m)
@@ -95,7 +101,7 @@ func (b *Broker) handleFetch(ctx context.Context, r *kmsg.FetchRequest, p *pendi
 // readFetch builds a fetch response from the current state. It reports the
 // record bytes found and whether any partition had an error (an error is
 // answered at once, as Kafka does).
-func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSet, int64, bool) {
+func (b *Broker) readFetch(r *kmsg.FetchRequest, denied map[string]bool) (*kmsg.FetchResponse, *markerSet, int64, bool) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	resp.Version = r.Version
 	m := newMarkerSet()
@@ -120,6 +126,11 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest) (*kmsg.FetchResponse, *markerSe
 			sp.Partition = rp.Partition
 			// Empty, not null: librdkafka rejects a null record set.
 			sp.RecordBatches = []byte{}
+			if denied[rt.Topic] {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				anyErr = true
+				continue
+			}
 			part, code := b.servingPartition(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
 			if code != 0 {
 				sp.ErrorCode = code

@@ -7,6 +7,7 @@ package broker
 // high watermark's place.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/kapi"
@@ -14,10 +15,13 @@ import (
 
 var _ = apis.Add(kapi.API{Key: 2, Min: 1, Max: 6},
 	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleListOffsets(r.Msg.(*kmsg.ListOffsetsRequest))
+		req := r.Msg.(*kmsg.ListOffsetsRequest)
+		return b.handleListOffsets(req, kapi.DeniedTopics(r, kmsg.ACLOperationDescribe, req.Topics, func(t *kmsg.ListOffsetsRequestTopic) string { return t.Topic }))
 	})
 
-func (b *Broker) handleListOffsets(r *kmsg.ListOffsetsRequest) *kmsg.ListOffsetsResponse {
+// handleListOffsets answers TOPIC_AUTHORIZATION_FAILED for the denied
+// topics (no Describe).
+func (b *Broker) handleListOffsets(r *kmsg.ListOffsetsRequest, denied map[string]bool) *kmsg.ListOffsetsResponse {
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
 	resp.Version = r.Version
 	for _, rt := range r.Topics {
@@ -29,6 +33,8 @@ func (b *Broker) handleListOffsets(r *kmsg.ListOffsetsRequest) *kmsg.ListOffsets
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			part, code := b.servingPartition(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
 			switch {
+			case denied[rt.Topic]:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case code != 0:
 				sp.ErrorCode = code
 			default:

@@ -12,14 +12,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = apis.Add(kapi.API{Key: 10, Min: 0, Max: 3},
 	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleFindCoordinator(r.Listener, r.Msg.(*kmsg.FindCoordinatorRequest))
+		req := r.Msg.(*kmsg.FindCoordinatorRequest)
+		// Describe on the group or transactional id, as Kafka.
+		switch {
+		case req.CoordinatorType == 0 && !r.Allowed(kmsg.ACLOperationDescribe, auth.Group(req.CoordinatorKey)):
+			return coordinatorDenied(req, kerr.GroupAuthorizationFailed)
+		case req.CoordinatorType == 1 && !r.Allowed(kmsg.ACLOperationDescribe, auth.TransactionalID(req.CoordinatorKey)):
+			return coordinatorDenied(req, kerr.TransactionalIDAuthorizationFailed)
+		}
+		return b.handleFindCoordinator(r.Listener, req)
 	})
+
+// coordinatorDenied is the answer to a FindCoordinator the authorizer
+// refuses.
+func coordinatorDenied(r *kmsg.FindCoordinatorRequest, err *kerr.Error) *kmsg.FindCoordinatorResponse {
+	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	resp.Version = r.Version
+	resp.NodeID, resp.ErrorCode = -1, err.Code
+	return resp
+}
 
 // The coordinator's address is the one on the client's listener.
 func (b *Broker) handleFindCoordinator(listener string, r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {

@@ -5,6 +5,7 @@ package broker
 // epoch is unknown.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/kapi"
@@ -12,10 +13,13 @@ import (
 
 var _ = apis.Add(kapi.API{Key: 23, Min: 0, Max: 4},
 	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleOffsetForLeaderEpoch(r.Msg.(*kmsg.OffsetForLeaderEpochRequest))
+		req := r.Msg.(*kmsg.OffsetForLeaderEpochRequest)
+		return b.handleOffsetForLeaderEpoch(req, kapi.DeniedTopics(r, kmsg.ACLOperationDescribe, req.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) string { return t.Topic }))
 	})
 
-func (b *Broker) handleOffsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest) *kmsg.OffsetForLeaderEpochResponse {
+// handleOffsetForLeaderEpoch answers TOPIC_AUTHORIZATION_FAILED for the
+// denied topics (no Describe).
+func (b *Broker) handleOffsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest, denied map[string]bool) *kmsg.OffsetForLeaderEpochResponse {
 	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	resp.Version = r.Version
 	for _, rt := range r.Topics {
@@ -27,6 +31,8 @@ func (b *Broker) handleOffsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest)
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			part, code := b.servingPartition(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
 			switch {
+			case denied[rt.Topic]:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case code != 0:
 				sp.ErrorCode = code
 			case rp.LeaderEpoch > part.LeaderEpoch():

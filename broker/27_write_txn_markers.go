@@ -30,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 	"github.com/simtel/simtel/broker/storage"
 	"github.com/simtel/simtel/broker/txn"
@@ -37,8 +38,36 @@ import (
 
 var _ = apis.Add(kapi.API{Key: 27, Min: 0, Max: 1, ClusterOnly: true, Blocking: true},
 	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleWriteTxnMarkers(r.Ctx, r.Msg.(*kmsg.WriteTxnMarkersRequest))
+		req := r.Msg.(*kmsg.WriteTxnMarkersRequest)
+		// Only brokers send it: ClusterAction on the cluster, which
+		// the inter-broker principal needs (or --superusers).
+		if !r.Allowed(kmsg.ACLOperationClusterAction, auth.Cluster) {
+			return markersDenied(req)
+		}
+		return b.handleWriteTxnMarkers(r.Ctx, req)
 	})
+
+// markersDenied answers CLUSTER_AUTHORIZATION_FAILED for every partition.
+func markersDenied(r *kmsg.WriteTxnMarkersRequest) *kmsg.WriteTxnMarkersResponse {
+	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	resp.Version = r.Version
+	for _, m := range r.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			for _, i := range t.Partitions {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition, rp.ErrorCode = i, kerr.ClusterAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	return resp
+}
 
 func (b *Broker) handleWriteTxnMarkers(ctx context.Context, r *kmsg.WriteTxnMarkersRequest) *kmsg.WriteTxnMarkersResponse {
 	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)

@@ -37,7 +37,7 @@ func (b *Broker) dispatch(c *conn, req kmsg.Request, p *pending) {
 		p.finish(nil)
 		return
 	}
-	r := &kapi.Request{Ctx: c.ctx, Msg: req, ClientID: c.clientID, Host: c.host, Principal: c.principal, Listener: c.listener, Slot: p}
+	r := &kapi.Request{Ctx: c.ctx, Msg: req, ClientID: c.clientID, Host: c.host, Principal: c.principal, Listener: c.listener, Authz: b.sec.Authorizer(), Slot: p}
 	switch {
 	case api.Serve != nil && api.Blocking:
 		go api.Serve(r)

@@ -16,10 +16,10 @@ import (
 
 var _ = APIs.Add(kapi.API{Key: 19, Min: 0, Max: 7},
 	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleCreateTopics(b, r.Msg.(*kmsg.CreateTopicsRequest))
+		return handleCreateTopics(b, r, r.Msg.(*kmsg.CreateTopicsRequest))
 	})
 
-func handleCreateTopics(b Broker, r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
+func handleCreateTopics(b Broker, kr *kapi.Request, r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
 	resp.Version = r.Version
 	seen := map[string]int{}
@@ -37,6 +37,8 @@ func handleCreateTopics(b Broker, r *kmsg.CreateTopicsRequest) *kmsg.CreateTopic
 		parts := rt.NumPartitions
 		var err error
 		switch {
+		case !kapi.MayCreateTopic(kr, rt.Topic):
+			err = fmt.Errorf("%w: %s may not create topic %s", kerr.TopicAuthorizationFailed, kr.Principal, rt.Topic)
 		case seen[rt.Topic] > 1:
 			err = fmt.Errorf("%w: topic %q appears more than once in the request", kerr.InvalidRequest, rt.Topic)
 		case len(rt.ReplicaAssignment) > 0 && b.Cluster() != nil:

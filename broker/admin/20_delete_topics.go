@@ -8,15 +8,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = APIs.Add(kapi.API{Key: 20, Min: 0, Max: 6},
 	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleDeleteTopics(b, r.Msg.(*kmsg.DeleteTopicsRequest))
+		return handleDeleteTopics(b, r, r.Msg.(*kmsg.DeleteTopicsRequest))
 	})
 
-func handleDeleteTopics(b Broker, r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
+func handleDeleteTopics(b Broker, kr *kapi.Request, r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	resp.Version = r.Version
 	type target struct {
@@ -46,7 +47,9 @@ func handleDeleteTopics(b Broker, r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopic
 				st.Topic = &n
 			}
 		}
-		if name == "" {
+		if name != "" && !kr.Allowed(kmsg.ACLOperationDelete, auth.Topic(name)) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		} else if name == "" {
 			if tg.id != [16]byte{} {
 				st.ErrorCode = kerr.UnknownTopicID.Code
 			} else {

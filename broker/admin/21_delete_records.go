@@ -15,10 +15,13 @@ import (
 
 var _ = APIs.Add(kapi.API{Key: 21, Min: 0, Max: 2, Blocking: true},
 	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleDeleteRecords(r.Ctx, b, r.Msg.(*kmsg.DeleteRecordsRequest))
+		req := r.Msg.(*kmsg.DeleteRecordsRequest)
+		return handleDeleteRecords(r.Ctx, b, req, kapi.DeniedTopics(r, kmsg.ACLOperationDelete, req.Topics, func(t *kmsg.DeleteRecordsRequestTopic) string { return t.Topic }))
 	})
 
-func handleDeleteRecords(ctx context.Context, b Broker, r *kmsg.DeleteRecordsRequest) *kmsg.DeleteRecordsResponse {
+// handleDeleteRecords answers TOPIC_AUTHORIZATION_FAILED for the denied
+// topics (no Delete).
+func handleDeleteRecords(ctx context.Context, b Broker, r *kmsg.DeleteRecordsRequest, denied map[string]bool) *kmsg.DeleteRecordsResponse {
 	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	resp.Version = r.Version
 	for _, rt := range r.Topics {
@@ -28,6 +31,11 @@ func handleDeleteRecords(ctx context.Context, b Broker, r *kmsg.DeleteRecordsReq
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
+			if denied[rt.Topic] {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			part := b.Partition(rt.Topic, rp.Partition)
 			if b.Internal(rt.Topic) {
 				// Deleting records here would silently drop committed

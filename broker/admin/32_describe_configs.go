@@ -12,15 +12,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = APIs.Add(kapi.API{Key: 32, Min: 0, Max: 4},
 	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleDescribeConfigs(b, r.Msg.(*kmsg.DescribeConfigsRequest))
+		return handleDescribeConfigs(b, r, r.Msg.(*kmsg.DescribeConfigsRequest))
 	})
 
-func handleDescribeConfigs(b Broker, r *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
+func handleDescribeConfigs(b Broker, kr *kapi.Request, r *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	resp.Version = r.Version
 	for _, rr := range r.Resources {
@@ -44,6 +45,11 @@ func handleDescribeConfigs(b Broker, r *kmsg.DescribeConfigsRequest) *kmsg.Descr
 				c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
 			}
 			sr.Configs = append(sr.Configs, c)
+		}
+		if code := configDenied(kr, kmsg.ACLOperationDescribeConfigs, rr.ResourceType, rr.ResourceName); code != 0 {
+			sr.ErrorCode = code
+			resp.Resources = append(resp.Resources, sr)
+			continue
 		}
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
@@ -89,8 +95,30 @@ func handleDescribeConfigs(b Broker, r *kmsg.DescribeConfigsRequest) *kmsg.Descr
 	return resp
 }
 
-// alterTopicResource checks the resource is a topic and applies update.
-func alterTopicResource(b Broker, typ kmsg.ConfigResourceType, name string, validateOnly bool, update func(map[string]string) error) (int16, *string) {
+// configDenied is the error code of a config resource the principal may
+// not do op (DescribeConfigs, AlterConfigs) on, 0 if it may: a topic's
+// configs are the topic's, a broker's the cluster's, as Kafka authorizes
+// them.
+func configDenied(r *kapi.Request, op auth.Operation, typ kmsg.ConfigResourceType, name string) int16 {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if !r.Allowed(op, auth.Topic(name)) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+		if !r.Allowed(op, auth.Cluster) {
+			return kerr.ClusterAuthorizationFailed.Code
+		}
+	}
+	return 0
+}
+
+// alterTopicResource checks the principal may alter the resource's
+// configs and that it is a topic, and applies update.
+func alterTopicResource(b Broker, r *kapi.Request, typ kmsg.ConfigResourceType, name string, validateOnly bool, update func(map[string]string) error) (int16, *string) {
+	if code := configDenied(r, kmsg.ACLOperationAlterConfigs, typ, name); code != 0 {
+		return code, nil
+	}
 	if typ != kmsg.ConfigResourceTypeTopic {
 		msg := "only topic configs can be altered; broker settings are command-line flags"
 		return kerr.InvalidRequest.Code, &msg

@@ -13,16 +13,16 @@ import (
 
 var _ = APIs.Add(kapi.API{Key: 33, Min: 0, Max: 2},
 	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleAlterConfigs(b, r.Msg.(*kmsg.AlterConfigsRequest))
+		return handleAlterConfigs(b, r, r.Msg.(*kmsg.AlterConfigsRequest))
 	})
 
-func handleAlterConfigs(b Broker, r *kmsg.AlterConfigsRequest) *kmsg.AlterConfigsResponse {
+func handleAlterConfigs(b Broker, kr *kapi.Request, r *kmsg.AlterConfigsRequest) *kmsg.AlterConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
 	resp.Version = r.Version
 	for _, rr := range r.Resources {
 		sr := kmsg.NewAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		sr.ErrorCode, sr.ErrorMessage = alterTopicResource(b, rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
+		sr.ErrorCode, sr.ErrorMessage = alterTopicResource(b, kr, rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
 			// AlterConfigs replaces the whole set: unnamed configs reset.
 			clear(m)
 			for _, c := range rr.Configs {

@@ -16,16 +16,16 @@ import (
 
 var _ = APIs.Add(kapi.API{Key: 44, Min: 0, Max: 1},
 	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleIncrementalAlterConfigs(b, r.Msg.(*kmsg.IncrementalAlterConfigsRequest))
+		return handleIncrementalAlterConfigs(b, r, r.Msg.(*kmsg.IncrementalAlterConfigsRequest))
 	})
 
-func handleIncrementalAlterConfigs(b Broker, r *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
+func handleIncrementalAlterConfigs(b Broker, kr *kapi.Request, r *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	resp.Version = r.Version
 	for _, rr := range r.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		sr.ErrorCode, sr.ErrorMessage = alterTopicResource(b, rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
+		sr.ErrorCode, sr.ErrorMessage = alterTopicResource(b, kr, rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
 			for _, c := range rr.Configs {
 				v := c.Value
 				if c.Op == kmsg.IncrementalAlterConfigOpDelete {

@@ -20,13 +20,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = APIs.Add(kapi.API{Key: 45, Min: 0, Max: 0, ClusterOnly: true, Blocking: true},
 	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleAlterPartitionAssignments(r.Ctx, b, r.Msg.(*kmsg.AlterPartitionAssignmentsRequest))
+		req := r.Msg.(*kmsg.AlterPartitionAssignmentsRequest)
+		if !r.Allowed(kmsg.ACLOperationAlter, auth.Cluster) {
+			resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+			resp.Version = req.Version
+			resp.ErrorCode, resp.ErrorMessage = errorOf(errClusterAuthorization(r, kmsg.ACLOperationAlter))
+			return resp
+		}
+		return handleAlterPartitionAssignments(r.Ctx, b, req)
 	})
 
 func handleAlterPartitionAssignments(ctx context.Context, b Broker, r *kmsg.AlterPartitionAssignmentsRequest) *kmsg.AlterPartitionAssignmentsResponse {

@@ -11,12 +11,20 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = APIs.Add(kapi.API{Key: 46, Min: 0, Max: 0, ClusterOnly: true},
 	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleListPartitionReassignments(b, r.Msg.(*kmsg.ListPartitionReassignmentsRequest))
+		req := r.Msg.(*kmsg.ListPartitionReassignmentsRequest)
+		if !r.Allowed(kmsg.ACLOperationDescribe, auth.Cluster) {
+			resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+			resp.Version = req.Version
+			resp.ErrorCode, resp.ErrorMessage = errorOf(errClusterAuthorization(r, kmsg.ACLOperationDescribe))
+			return resp
+		}
+		return handleListPartitionReassignments(b, req)
 	})
 
 func handleListPartitionReassignments(b Broker, r *kmsg.ListPartitionReassignmentsRequest) *kmsg.ListPartitionReassignmentsResponse {

@@ -5,12 +5,20 @@ package admin
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = APIs.Add(kapi.API{Key: 60, Min: 0, Max: 0},
 	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleDescribeCluster(b, r.Listener, r.Msg.(*kmsg.DescribeClusterRequest))
+		req := r.Msg.(*kmsg.DescribeClusterRequest)
+		if !r.Allowed(kmsg.ACLOperationDescribe, auth.Cluster) {
+			resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+			resp.Version = req.Version
+			resp.ErrorCode, resp.ErrorMessage = errorOf(errClusterAuthorization(r, kmsg.ACLOperationDescribe))
+			return resp
+		}
+		return handleDescribeCluster(b, r.Listener, req)
 	})
 
 func handleDescribeCluster(b Broker, listener string, r *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {

@@ -5,6 +5,7 @@ package group
 // Blocking: it waits for the disk (single broker) or a raft majority.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/kapi"
@@ -12,5 +13,23 @@ import (
 
 var _ = oneGroup(kapi.API{Key: 47, Min: 0, Max: 0, Blocking: true},
 	func(c *Coordinator, r *kapi.Request, q *kmsg.OffsetDeleteRequest) kmsg.Response {
-		return c.OffsetDelete(q)
+		// Read on each topic besides Delete on the group (oneGroup).
+		allowed, denied := kapi.SplitTopics(r, kmsg.ACLOperationRead, q.Topics, func(t *kmsg.OffsetDeleteRequestTopic) string { return t.Topic })
+		if denied == nil {
+			return c.OffsetDelete(q)
+		}
+		sub := *q
+		sub.Topics = allowed
+		resp := c.OffsetDelete(&sub)
+		for _, t := range denied {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
 	})

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
@@ -31,7 +33,11 @@ var APIs kapi.Table[Router]
 func oneGroup[Q kmsg.Request](api kapi.API, handle func(*Coordinator, *kapi.Request, Q) kmsg.Response) struct{} {
 	return APIs.Add(api, func(rt Router, r *kapi.Request) kmsg.Response {
 		q := r.Msg.(Q)
-		return routeOne(rt, q, groupOf(q), func(c *Coordinator) kmsg.Response { return handle(c, r, q) })
+		g := groupOf(q)
+		if !r.Allowed(groupOperation(q), auth.Group(g)) {
+			return ErrorResponse(q, kerr.GroupAuthorizationFailed.Code)
+		}
+		return routeOne(rt, q, g, func(c *Coordinator) kmsg.Response { return handle(c, r, q) })
 	})
 }
 
@@ -54,6 +60,38 @@ func groupOf(req kmsg.Request) string {
 		return q.Group
 	}
 	panic(fmt.Sprintf("group: %s names no single group", kmsg.NameForKey(req.Key())))
+}
+
+// groupOperation is what Kafka authorizes on the group of a one-group
+// request: Describe to fetch offsets, Delete to delete them, Read to join,
+// sync, heartbeat, leave and commit.
+func groupOperation(req kmsg.Request) auth.Operation {
+	switch req.(type) {
+	case *kmsg.OffsetFetchRequest:
+		return kmsg.ACLOperationDescribe
+	case *kmsg.OffsetDeleteRequest:
+		return kmsg.ACLOperationDelete
+	}
+	return kmsg.ACLOperationRead
+}
+
+// splitGroups divides a request's groups into those the principal may do
+// op on and those it may not; denied is nil when every one is allowed.
+func splitGroups(r *kapi.Request, op auth.Operation, groups []string) (allowed, denied []string) {
+	if r.Authz == nil {
+		return groups, nil
+	}
+	for _, g := range groups {
+		if r.Allowed(op, auth.Group(g)) {
+			allowed = append(allowed, g)
+		} else {
+			denied = append(denied, g)
+		}
+	}
+	if denied == nil {
+		return groups, nil
+	}
+	return allowed, denied
 }
 
 // routeOne answers a request for one group from that group's coordinator.

@@ -42,9 +42,19 @@ type Request struct {
 	Principal auth.Principal
 	// Listener is the name of the listener the connection came in on.
 	Listener string
+	// Authz is the broker's authorizer, nil when it authorizes nothing
+	// (--authorizer none): Allowed is then true without a call.
+	Authz auth.Authorizer
 	// Slot is the server's response slot for this request; only handlers
 	// that answer in a way of their own (Serve) use it.
 	Slot any
+}
+
+// Allowed reports whether the request's principal, from its host, may do
+// op on res. Handlers ask it next to the work it guards and answer Kafka's
+// *_AUTHORIZATION_FAILED code when it says no.
+func (r *Request) Allowed(op auth.Operation, res auth.Resource) bool {
+	return r.Authz == nil || r.Authz.Authorize(r.Principal, r.Host, op, res)
 }
 
 // API is one Kafka API the broker serves.

@@ -14,13 +14,31 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = APIs.Add(kapi.API{Key: 22, Min: 0, Max: 4, Blocking: true},
 	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		return s.handleInitProducerID(r.Ctx, r.Msg.(*kmsg.InitProducerIDRequest))
+		req := r.Msg.(*kmsg.InitProducerIDRequest)
+		// Write on the transactional id; an idempotent producer needs
+		// IdempotentWrite on the cluster or Write on some topic.
+		switch {
+		case req.TransactionalID != nil && !r.Allowed(kmsg.ACLOperationWrite, auth.TransactionalID(*req.TransactionalID)):
+			return initProducerIDError(req, kerr.TransactionalIDAuthorizationFailed.Code)
+		case req.TransactionalID == nil && !r.Allowed(kmsg.ACLOperationIdempotentWrite, auth.Cluster) &&
+			!r.AllowedAny(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic):
+			return initProducerIDError(req, kerr.ClusterAuthorizationFailed.Code)
+		}
+		return s.handleInitProducerID(r.Ctx, req)
 	})
+
+func initProducerIDError(r *kmsg.InitProducerIDRequest, code int16) *kmsg.InitProducerIDResponse {
+	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.Version = r.Version
+	resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = -1, -1, code
+	return resp
+}
 
 func (s *Coordinators) handleInitProducerID(ctx context.Context, r *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)

@@ -13,13 +13,52 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = APIs.Add(kapi.API{Key: 24, Min: 0, Max: 4, Blocking: true},
 	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		return s.handleAddPartitionsToTxn(r.Ctx, r.Msg.(*kmsg.AddPartitionsToTxnRequest))
+		req := r.Msg.(*kmsg.AddPartitionsToTxnRequest)
+		if r.Authz != nil {
+			if resp := addPartitionsDenied(r, req); resp != nil {
+				return resp
+			}
+		}
+		return s.handleAddPartitionsToTxn(r.Ctx, req)
 	})
+
+// addPartitionsDenied is the answer to a request the authorizer refuses,
+// nil if it allows it. v4 is sent by brokers (KIP-890): ClusterAction on
+// the cluster. v0-v3 need Write on the transactional id, and on every
+// topic: without it on some, those are answered
+// TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED, as
+// Kafka does.
+func addPartitionsDenied(r *kapi.Request, req *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
+	if req.Version >= 4 {
+		if r.Allowed(kmsg.ACLOperationClusterAction, auth.Cluster) {
+			return nil
+		}
+		resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+		resp.Version, resp.ErrorCode = req.Version, kerr.ClusterAuthorizationFailed.Code
+		return resp
+	}
+	if !r.Allowed(kmsg.ACLOperationWrite, auth.TransactionalID(req.TransactionalID)) {
+		return verifyError(req, kerr.TransactionalIDAuthorizationFailed.Code)
+	}
+	denied := kapi.DeniedTopics(r, kmsg.ACLOperationWrite, req.Topics, func(t *kmsg.AddPartitionsToTxnRequestTopic) string { return t.Topic })
+	if denied == nil {
+		return nil
+	}
+	resp := addPartitionsResponse(req, func(i, _ int) int16 {
+		if denied[req.Topics[i].Topic] {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+		return kerr.OperationNotAttempted.Code
+	})
+	resp.Version = req.Version
+	return resp
+}
 
 func (s *Coordinators) handleAddPartitionsToTxn(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)

@@ -11,12 +11,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = APIs.Add(kapi.API{Key: 25, Min: 0, Max: 3, Blocking: true},
 	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		return s.handleAddOffsetsToTxn(r.Ctx, r.Msg.(*kmsg.AddOffsetsToTxnRequest))
+		req := r.Msg.(*kmsg.AddOffsetsToTxnRequest)
+		code := int16(0)
+		switch {
+		case !r.Allowed(kmsg.ACLOperationWrite, auth.TransactionalID(req.TransactionalID)):
+			code = kerr.TransactionalIDAuthorizationFailed.Code
+		case !r.Allowed(kmsg.ACLOperationRead, auth.Group(req.Group)):
+			code = kerr.GroupAuthorizationFailed.Code
+		default:
+			return s.handleAddOffsetsToTxn(r.Ctx, req)
+		}
+		resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+		resp.Version, resp.ErrorCode = req.Version, code
+		return resp
 	})
 
 func (s *Coordinators) handleAddOffsetsToTxn(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) *kmsg.AddOffsetsToTxnResponse {

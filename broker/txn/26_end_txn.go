@@ -13,12 +13,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = APIs.Add(kapi.API{Key: 26, Min: 0, Max: 3, Blocking: true},
 	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		return s.handleEndTxn(r.Ctx, r.Msg.(*kmsg.EndTxnRequest))
+		req := r.Msg.(*kmsg.EndTxnRequest)
+		if !r.Allowed(kmsg.ACLOperationWrite, auth.TransactionalID(req.TransactionalID)) {
+			resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+			resp.Version, resp.ErrorCode = req.Version, kerr.TransactionalIDAuthorizationFailed.Code
+			return resp
+		}
+		return s.handleEndTxn(r.Ctx, req)
 	})
 
 func (s *Coordinators) handleEndTxn(ctx context.Context, r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {

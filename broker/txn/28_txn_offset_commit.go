@@ -9,17 +9,72 @@ package txn
 
 import (
 	"context"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = APIs.Add(kapi.API{Key: 28, Min: 0, Max: 3, Blocking: true},
 	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		return s.handleTxnOffsetCommit(r.Ctx, r.Msg.(*kmsg.TxnOffsetCommitRequest))
+		req := r.Msg.(*kmsg.TxnOffsetCommitRequest)
+		if r.Authz == nil {
+			return s.handleTxnOffsetCommit(r.Ctx, req)
+		}
+		// The brokers' own forms (a member id of theirs, generation
+		// -1) need ClusterAction on the cluster; a client's, Write on
+		// the transactional id, Read on the group and on each topic.
+		code := int16(0)
+		switch {
+		case req.Generation == -1 && strings.HasPrefix(req.MemberID, internalMemberPrefix):
+			if !r.Allowed(kmsg.ACLOperationClusterAction, auth.Cluster) {
+				code = kerr.ClusterAuthorizationFailed.Code
+			}
+		case !r.Allowed(kmsg.ACLOperationWrite, auth.TransactionalID(req.TransactionalID)):
+			code = kerr.TransactionalIDAuthorizationFailed.Code
+		case !r.Allowed(kmsg.ACLOperationRead, auth.Group(req.Group)):
+			code = kerr.GroupAuthorizationFailed.Code
+		default:
+			allowed, denied := kapi.SplitTopics(r, kmsg.ACLOperationRead, req.Topics, func(t *kmsg.TxnOffsetCommitRequestTopic) string { return t.Topic })
+			if denied == nil {
+				return s.handleTxnOffsetCommit(r.Ctx, req)
+			}
+			sub, refused := *req, *req
+			sub.Topics, refused.Topics = allowed, denied
+			resp := s.handleTxnOffsetCommit(r.Ctx, &sub)
+			resp.Topics = append(resp.Topics, txnOffsetCommitError(&refused, kerr.TopicAuthorizationFailed.Code).Topics...)
+			return resp
+		}
+		if code == 0 {
+			return s.handleTxnOffsetCommit(r.Ctx, req)
+		}
+		return txnOffsetCommitError(req, code)
 	})
+
+// internalMemberPrefix begins the member ids of the TxnOffsetCommit
+// requests brokers send each other (txnForwardMember, txnApplyMember,
+// txnPendingMember); a client's member id never begins with a NUL.
+const internalMemberPrefix = "\x00simtel-txn-"
+
+// txnOffsetCommitError answers every partition of r with code.
+func txnOffsetCommitError(r *kmsg.TxnOffsetCommitRequest, code int16) *kmsg.TxnOffsetCommitResponse {
+	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	resp.Version = r.Version
+	for _, t := range r.Topics {
+		st := kmsg.NewTxnOffsetCommitResponseTopic()
+		st.Topic = t.Topic
+		for _, p := range t.Partitions {
+			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
 
 const maxTxnOffsetMetadataBytes = 4096
 

@@ -8,12 +8,34 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = APIs.Add(kapi.API{Key: 65, Min: 0, Max: 0},
 	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		return s.handleDescribeTransactions(r.Msg.(*kmsg.DescribeTransactionsRequest))
+		req := r.Msg.(*kmsg.DescribeTransactionsRequest)
+		if r.Authz == nil {
+			return s.handleDescribeTransactions(req)
+		}
+		// Describe on each transactional id, as Kafka.
+		var allowed []string
+		var denied []kmsg.DescribeTransactionsResponseTransactionState
+		for _, id := range req.TransactionalIDs {
+			if r.Allowed(kmsg.ACLOperationDescribe, auth.TransactionalID(id)) {
+				allowed = append(allowed, id)
+				continue
+			}
+			st := kmsg.NewDescribeTransactionsResponseTransactionState()
+			st.TransactionalID, st.ErrorCode = id, kerr.TransactionalIDAuthorizationFailed.Code
+			st.ProducerID, st.ProducerEpoch, st.StartTimestamp = -1, -1, -1
+			denied = append(denied, st)
+		}
+		sub := *req
+		sub.TransactionalIDs = allowed
+		resp := s.handleDescribeTransactions(&sub)
+		resp.TransactionStates = append(resp.TransactionStates, denied...)
+		return resp
 	})
 
 func (s *Coordinators) handleDescribeTransactions(r *kmsg.DescribeTransactionsRequest) *kmsg.DescribeTransactionsResponse {

@@ -9,12 +9,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
 var _ = APIs.Add(kapi.API{Key: 66, Min: 0, Max: 1},
 	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		return s.handleListTransactions(r.Msg.(*kmsg.ListTransactionsRequest))
+		resp := s.handleListTransactions(r.Msg.(*kmsg.ListTransactionsRequest))
+		// Only the transactional ids the principal may describe, as
+		// Kafka lists them.
+		if r.Authz != nil {
+			resp.TransactionStates = slices.DeleteFunc(resp.TransactionStates, func(st kmsg.ListTransactionsResponseTransactionState) bool {
+				return !r.Allowed(kmsg.ACLOperationDescribe, auth.TransactionalID(st.TransactionalID))
+			})
+		}
+		return resp
 	})
 
 func (s *Coordinators) handleListTransactions(r *kmsg.ListTransactionsRequest) *kmsg.ListTransactionsResponse {
