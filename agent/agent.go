@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"github.com/simtel/simtel/agent/producer"
 	"github.com/simtel/simtel/agent/spool"
 	"github.com/simtel/simtel/agent/tune"
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/internal/lineproto"
 )
 
@@ -37,6 +37,8 @@ type Agent struct {
 	tcp, unix   net.Listener
 	httpLn      net.Listener
 	httpSrv     *http.Server
+	httpAuth    *httpAuth
+	httpTLS     *auth.TLSServer // nil: plain HTTP
 
 	policies *policyState
 }
@@ -51,6 +53,9 @@ func New(cfg Config) (*Agent, error) {
 		a.types = newFieldTypes(cfg.FieldTypesMemory)
 	}
 	a.metrics = newMetrics(a)
+	if err := a.setupHTTP(); err != nil {
+		return nil, err
+	}
 	if _, err := lineproto.NewNormalizer(cfg.Tags); err != nil {
 		return nil, fmt.Errorf("cannot use the agent's tags: %w", err)
 	}
@@ -194,12 +199,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		start(func(ctx context.Context) { a.serveStream(ctx, a.unix, "unix") })
 	}
 	if a.httpLn != nil {
-		a.httpSrv = &http.Server{Handler: a.httpHandler(ingestCtx), ReadHeaderTimeout: 10 * time.Second}
-		start(func(context.Context) {
-			if err := a.httpSrv.Serve(a.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				a.log.Error("http listener stopped", "err", err)
-			}
-		})
+		a.serveHTTP(ingestCtx, start)
 	}
 	if a.cfg.CollectInterval > 0 {
 		start(a.collect)

@@ -27,6 +27,15 @@ type Config struct {
 	ListenHTTP   string // /write, /api/v2/write, /ping, /query, /metrics; e.g. 127.0.0.1:8186
 	ListenStatsD string // StatsD datagrams, e.g. 127.0.0.1:8125
 
+	// HTTPTLSCert and HTTPTLSKey, PEM files, make the HTTP listener serve
+	// HTTPS (TLS 1.2+) only; both or neither. HTTPTokenFile holds the
+	// tokens HTTP requests must carry, one a line (httpauth.go); empty:
+	// none required. The files are read again when they change (checked
+	// every HTTPReloadInterval, default 10s) and on Reload.
+	HTTPTLSCert, HTTPTLSKey string
+	HTTPTokenFile           string
+	HTTPReloadInterval      time.Duration
+
 	// SpoolDir holds accepted samples until the broker acknowledges them.
 	// Required.
 	SpoolDir string
@@ -182,6 +191,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if (c.HTTPTLSCert == "") != (c.HTTPTLSKey == "") {
+		return errors.New("HTTPS needs both --http-tls-cert and --http-tls-key")
+	}
+	if c.HTTPReloadInterval <= 0 {
+		c.HTTPReloadInterval = 10 * time.Second
 	}
 	if c.RunFromTag == "" {
 		c.RunFromTag = "job"

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/internal/lineproto"
 )
 
@@ -73,7 +76,84 @@ func (a *Agent) httpHandler(ctx context.Context) http.Handler {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ready\n")) })
-	return mux
+	return a.httpAuth.wrap(mux, func(path string, code int) {
+		a.metrics.httpRequests.WithLabelValues(path, fmt.Sprint(code)).Inc()
+	})
+}
+
+// setupHTTP reads the HTTP listener's token file and TLS files, so that a
+// mistake in them stops the agent at start.
+func (a *Agent) setupHTTP() error {
+	var err error
+	if a.httpAuth, err = newHTTPAuth(a.cfg.HTTPTokenFile, a.log.With("part", "http"), a.metrics.reg); err != nil {
+		return err
+	}
+	if a.cfg.HTTPTLSCert != "" {
+		files := auth.TLSFiles{Cert: a.cfg.HTTPTLSCert, Key: a.cfg.HTTPTLSKey}
+		if a.httpTLS, err = auth.NewTLSServer(files, a.log.With("part", "http")); err != nil {
+			return fmt.Errorf("cannot serve HTTPS: %w", err)
+		}
+	}
+	return nil
+}
+
+// serveHTTP serves the HTTP listener (over TLS when configured) and
+// watches its token and TLS files, in goroutines started by start.
+func (a *Agent) serveHTTP(ctx context.Context, start func(func(context.Context))) {
+	ln := a.httpLn
+	if a.httpTLS != nil {
+		ln = tls.NewListener(ln, a.httpTLS.Config(auth.ClientAuthNone))
+		start(func(ctx context.Context) { a.httpTLS.Watch(ctx, a.cfg.HTTPReloadInterval) })
+	}
+	if a.cfg.HTTPTokenFile != "" {
+		start(a.watchTokens)
+	}
+	a.httpSrv = &http.Server{
+		Handler:           a.httpHandler(ctx),
+		ReadHeaderTimeout: 10 * time.Second,
+		// TLS handshake errors (a scanner, a client that does not trust
+		// the certificate) are the server's to log; they name the peer.
+		ErrorLog: slog.NewLogLogger(a.log.With("part", "http").Handler(), slog.LevelInfo),
+	}
+	start(func(context.Context) {
+		if err := a.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("http listener stopped", "err", err)
+		}
+	})
+}
+
+// watchTokens reads the token file again whenever it changes, until ctx
+// ends. A file that cannot be read or holds no token leaves the previous
+// tokens in use.
+func (a *Agent) watchTokens(ctx context.Context) {
+	t := time.NewTicker(a.cfg.HTTPReloadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		switch changed, err := a.httpAuth.reload(false); {
+		case err != nil:
+			a.log.Warn("cannot reload the HTTP token file; the previous tokens stay in use", "err", err)
+		case changed:
+			a.log.Info("HTTP token file reloaded", "file", a.cfg.HTTPTokenFile)
+		}
+	}
+}
+
+// Reload reads the HTTP listener's token and TLS files again (SIGHUP).
+// On an error the previous ones stay in use.
+func (a *Agent) Reload() error {
+	var errs []error
+	if _, err := a.httpAuth.reload(true); err != nil {
+		errs = append(errs, err)
+	}
+	if a.httpTLS != nil {
+		errs = append(errs, a.httpTLS.Reload())
+	}
+	return errors.Join(errs...)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -55,6 +55,8 @@ interactive); --run-from-tag off keeps the agent's run and the tags as sent.`,
 			if err != nil {
 				return err
 			}
+			stop := reloadOnHangup(cmd.Context(), a.Reload, log)
+			defer stop()
 			return a.Run(cmd.Context())
 		}),
 	}
@@ -66,6 +68,9 @@ interactive); --run-from-tag off keeps the agent's run and the tags as sent.`,
 	f.StringVar(&cfg.ListenUnix, "listen-unix", "", "unix socket path for line protocol (empty: off)")
 	f.StringVar(&cfg.ListenHTTP, "listen-http", "127.0.0.1:8186", "HTTP address for /write, /api/v2/write, /metrics (empty: off)")
 	f.StringVar(&cfg.ListenStatsD, "listen-statsd", "", "UDP address for StatsD (empty: off)")
+	f.StringVar(&cfg.HTTPTLSCert, "http-tls-cert", "", "PEM certificate (chain) making the HTTP listener serve HTTPS only; reloaded when it changes and on SIGHUP")
+	f.StringVar(&cfg.HTTPTLSKey, "http-tls-key", "", "PEM private key of --http-tls-cert")
+	f.StringVar(&cfg.HTTPTokenFile, "http-token-file", "", "file of tokens, one a line, that HTTP requests must carry (Authorization: Token or Bearer, or as the password of Basic auth or ?p=); /metrics and health checks stay open; re-read when it changes and on SIGHUP (empty: no token; a policy is then published from loopback only)")
 	f.StringVar(&cfg.SpoolDir, "spool-dir", "", "directory where accepted samples wait for the broker (required)")
 	f.Int64Var(&cfg.SpoolMaxBytes, "spool-max-bytes", 1<<30, "largest spool on disk")
 	f.StringVar(&cfg.SpoolPolicy, "spool-policy", "block", "when the spool is full: block (senders wait) or drop-oldest")
