@@ -46,6 +46,10 @@ import (
 )
 
 func (b *Broker) startCluster() error {
+	clusterTLS, gossipKeys, err := b.clusterSecurity()
+	if err != nil {
+		return fmt.Errorf("cannot start cluster mode: %w", err)
+	}
 	n, err := cluster.New(cluster.Config{
 		NodeID:          b.cfg.NodeID,
 		DataDir:         b.cfg.DataDir,
@@ -56,6 +60,8 @@ func (b *Broker) startCluster() error {
 		GossipListen:    b.cfg.GossipListen,
 		Join:            b.cfg.Join,
 		BootstrapExpect: b.cfg.BootstrapExpect,
+		TLS:             clusterTLS,
+		GossipKeys:      gossipKeys,
 		Logger:          b.log.With("part", "cluster"),
 		Registerer:      b.metrics.reg,
 	})

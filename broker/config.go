@@ -54,6 +54,17 @@ type Config struct {
 	TLSReloadInterval time.Duration
 	// SASL configures the SASL_PLAINTEXT and SASL_SSL listeners (sasl.go).
 	SASL SASLConfig
+
+	// Security inside a cluster (cluster_tls.go).
+	//
+	// ClusterTLS puts the raft traffic and the brokers' Kafka client to
+	// each other's (SSL) inter-broker listener on mutual TLS; setting any
+	// of ClusterTLSFiles does too. Its empty files take TLS's.
+	ClusterTLS      bool
+	ClusterTLSFiles cluster.TLSFiles
+	// GossipKeyFile holds the keys gossip is encrypted and authenticated
+	// with (cluster.ReadGossipKeys). Empty: gossip in clear.
+	GossipKeyFile string
 	// HTTPListen serves /metrics, /healthz and /readyz. Empty: no HTTP.
 	HTTPListen string
 
@@ -200,6 +211,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.SASL.validate(c.Listeners); err != nil {
+		return err
+	}
+	if err := c.validateClusterSecurity(); err != nil {
 		return err
 	}
 	if !c.clustered() && (c.GossipListen != "" || len(c.Join) > 0 || c.BootstrapExpect != 0) {

@@ -236,14 +236,16 @@ func (b *Broker) openListeners() error {
 	return nil
 }
 
-// ReloadTLS reads the TLS certificate, key and CA files again (SIGHUP).
+// ReloadTLS reads the TLS certificate, key and CA files again (SIGHUP),
+// and the cluster's (cluster_tls.go).
 // New connections get the new certificate; open ones keep theirs. On an
 // error the previous files stay in use.
 func (b *Broker) ReloadTLS() error {
+	err := b.reloadClusterSecurity()
 	if b.tls == nil {
-		return nil
+		return err
 	}
-	return b.tls.Reload()
+	return errors.Join(b.tls.Reload(), err)
 }
 
 // ListenerAddr is the bound address of the named listener, nil if there

@@ -426,6 +426,9 @@ func (n *Node) SetGossipKeys(keys [][]byte) error {
 	return nil
 }
 
+// TLS is the cluster's mutual TLS, nil when off.
+func (n *Node) TLS() *TLS { return n.cfg.TLS }
+
 // RaftAddr is the mux's advertised address.
 func (n *Node) RaftAddr() string { return string(n.mux.Addr()) }
 

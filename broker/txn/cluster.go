@@ -229,8 +229,14 @@ func (s *Coordinators) peerRequest(ctx context.Context, addr string, req kmsg.Re
 	cl := s.cluster.peers[addr]
 	if cl == nil {
 		var err error
-		cl, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID("simtel-broker-"+strconv.Itoa(int(s.cfg.NodeID))),
-			kgo.DialTimeout(5*time.Second), kgo.RequestRetries(0))
+		opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID("simtel-broker-" + strconv.Itoa(int(s.cfg.NodeID))),
+			kgo.DialTimeout(5 * time.Second), kgo.RequestRetries(0)}
+		if s.cfg.PeerTLS != nil {
+			if tc := s.cfg.PeerTLS(); tc != nil {
+				opts = append(opts, kgo.DialTLSConfig(tc))
+			}
+		}
+		cl, err = kgo.NewClient(opts...)
 		if err != nil {
 			s.cluster.peersMu.Unlock()
 			return nil, fmt.Errorf("cannot create a client to broker %s: %w", addr, err)

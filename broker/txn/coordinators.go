@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -112,6 +113,9 @@ type Config struct {
 	// Registerer takes the coordinators' metrics.
 	Registerer prometheus.Registerer
 	Broker     Broker
+	// PeerTLS, when set, gives the TLS configuration of the clients to
+	// the other brokers (nil from it: plaintext).
+	PeerTLS func() *tls.Config
 }
 
 // Coordinators are the transaction coordinators of one broker and what

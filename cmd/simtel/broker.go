@@ -92,5 +92,6 @@ docs/broker.md, section Cluster.`,
 	lf.register(f, &cfg)
 	registerAuthorizerFlags(f, &cfg)
 	registerSASLFlags(f, &cfg.SASL)
+	registerClusterTLSFlags(f, &cfg)
 	return cmd
 }
