@@ -8,18 +8,53 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 	"github.com/simtel/simtel/broker/partition"
 )
 
 var _ = apis.Add(kapi.API{Key: 3, Min: 0, Max: 11},
 	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.handleMetadata(r.Ctx, r.Listener, r.Msg.(*kmsg.MetadataRequest))
+		req := r.Msg.(*kmsg.MetadataRequest)
+		mayCreate := func(topic string) error {
+			if !r.Allowed(kmsg.ACLOperationDescribe, auth.Topic(topic)) || !kapi.MayCreateTopic(r, topic) {
+				return fmt.Errorf("%w: %s may not create topic %s", kerr.TopicAuthorizationFailed, r.Principal, topic)
+			}
+			return nil
+		}
+		resp := b.handleMetadata(r.Ctx, r.Listener, req, mayCreate)
+		if r.Authz != nil {
+			hideTopics(r, resp, req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0))
+		}
+		return resp
 	})
+
+// hideTopics applies Describe on each topic of a Metadata answer, as
+// Kafka does: a topic the principal may not describe is left out of a
+// listing of all topics, and answered TOPIC_AUTHORIZATION_FAILED (without
+// its partitions or id) when the request named it.
+func hideTopics(r *kapi.Request, resp *kmsg.MetadataResponse, all bool) {
+	kept := resp.Topics[:0]
+	for _, mt := range resp.Topics {
+		if mt.Topic == nil || r.Allowed(kmsg.ACLOperationDescribe, auth.Topic(*mt.Topic)) || mt.ErrorCode == kerr.TopicAuthorizationFailed.Code {
+			kept = append(kept, mt)
+			continue
+		}
+		if all {
+			continue
+		}
+		denied := kmsg.NewMetadataResponseTopic()
+		denied.Topic, denied.IsInternal = mt.Topic, mt.IsInternal
+		denied.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		kept = append(kept, denied)
+	}
+	resp.Topics = kept
+}
 
 // brokerList is this broker at its address on the client's listener.
 func (b *Broker) brokerList(listener string) []kmsg.MetadataResponseBroker {
@@ -29,9 +64,12 @@ func (b *Broker) brokerList(listener string) []kmsg.MetadataResponseBroker {
 	return []kmsg.MetadataResponseBroker{br}
 }
 
-func (b *Broker) handleMetadata(ctx context.Context, listener string, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+// handleMetadata answers r; a topic it would auto-create is created only
+// if mayCreate (the authorizer's Create) returns nil, else answered with
+// its error.
+func (b *Broker) handleMetadata(ctx context.Context, listener string, r *kmsg.MetadataRequest, mayCreate func(string) error) *kmsg.MetadataResponse {
 	if b.cluster != nil {
-		return b.handleClusterMetadata(ctx, listener, r)
+		return b.handleClusterMetadata(ctx, listener, r, mayCreate)
 	}
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	resp.Version = r.Version
@@ -54,8 +92,10 @@ func (b *Broker) handleMetadata(ctx context.Context, listener string, r *kmsg.Me
 				t = b.topicByID(rt.TopicID)
 			}
 			if t == nil && rt.Topic != nil && autoCreate {
-				var err error
-				t, err = b.createTopic(*rt.Topic, -1, -1, nil, false)
+				err := mayCreate(*rt.Topic)
+				if err == nil {
+					t, err = b.createTopic(*rt.Topic, -1, -1, nil, false)
+				}
 				if err != nil && errors.Is(err, kerr.TopicAlreadyExists) {
 					t, err = b.topic(*rt.Topic), nil
 				}

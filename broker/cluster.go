@@ -487,7 +487,7 @@ func (b *Broker) clusterBrokers(md *cluster.Metadata) []cluster.BrokerInfo {
 	return alive
 }
 
-func (b *Broker) handleClusterMetadata(ctx context.Context, listener string, r *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+func (b *Broker) handleClusterMetadata(ctx context.Context, listener string, r *kmsg.MetadataRequest, mayCreate func(string) error) *kmsg.MetadataResponse {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	resp.Version = r.Version
 	md := b.cluster.Metadata()
@@ -539,7 +539,11 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, listener string, r *
 				}
 			}
 			if t == nil && rt.Topic != nil && autoCreate && *rt.Topic != offsetsTopic {
-				if err := b.clusterAutoCreate(ctx, *rt.Topic); err != nil {
+				err := mayCreate(*rt.Topic)
+				if err == nil {
+					err = b.clusterAutoCreate(ctx, *rt.Topic)
+				}
+				if err != nil {
 					mt := kmsg.NewMetadataResponseTopic()
 					mt.Topic = rt.Topic
 					mt.ErrorCode = kapi.ErrorCode(err)
