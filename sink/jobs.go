@@ -39,11 +39,11 @@ const nodesGrace = time.Minute
 // sink was running is still closed; runs the catalog already marks are
 // skipped. A missing jobs topic is not an error: the client keeps looking.
 func (s *sinker) watchJobs(ctx context.Context) {
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.ConsumeTopics(s.cfg.JobsTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)
+	}, s.cfg.ClientOpts...)...)
 	if err != nil {
 		s.log.Error("cannot start the jobs topic reader; runs will be flushed by age only", "topic", s.cfg.JobsTopic, "err", err)
 		return

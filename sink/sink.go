@@ -30,6 +30,9 @@ const (
 type Config struct {
 	// Brokers are seed broker addresses (host:port). Required.
 	Brokers []string
+	// ClientOpts are added to every Kafka client of the sink: the
+	// connection's TLS and SASL (internal/kafkasec).
+	ClientOpts []kgo.Opt
 	// Topics are the topics to consume. Required.
 	Topics []string
 	// TelemetryTopics are the topics among Topics whose values are
@@ -183,7 +186,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topics...),
@@ -195,11 +198,11 @@ func Run(ctx context.Context, cfg Config) error {
 		kgo.AdjustFetchOffsetsFn(s.adjustOffsets),
 		kgo.OnPartitionsRevoked(s.onRevoked),
 		kgo.OnPartitionsLost(s.onLost),
-		kgo.FetchMaxBytes(32<<20),
+		kgo.FetchMaxBytes(32 << 20),
 		// A crashed sink's partitions move after 10 s instead of 45.
-		kgo.SessionTimeout(10*time.Second),
+		kgo.SessionTimeout(10 * time.Second),
 		kgo.HeartbeatInterval(time.Second),
-	)
+	}, cfg.ClientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("sink: cannot create Kafka client for %v: %w", cfg.Brokers, err)
 	}

@@ -22,12 +22,14 @@ type adminFlags struct {
 	brokers string
 	timeout time.Duration
 	output  string
+	sec     clientSecFlags
 }
 
 func (a *adminFlags) register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&a.brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
 	cmd.PersistentFlags().DurationVar(&a.timeout, "timeout", 30*time.Second, "give up after this long")
 	cmd.PersistentFlags().StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+	a.sec.register(cmd.PersistentFlags())
 }
 
 // client checks --output and returns an admin client and a context bounded
@@ -36,7 +38,11 @@ func (a *adminFlags) client(ctx context.Context) (*admin.Client, context.Context
 	if a.output != "table" && a.output != "json" {
 		return nil, nil, nil, fmt.Errorf("--output %q is not table or json", a.output)
 	}
-	cl, err := admin.New(strings.Split(a.brokers, ","))
+	sec, err := a.sec.opts()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl, err := admin.New(strings.Split(a.brokers, ","), sec...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -19,6 +19,7 @@ func newSinkCmd(g *globalFlags) *cobra.Command {
 	var cfg sink.Config
 	var brokers, topics, telemetryTopics, compactTarget string
 	var uploadDelay time.Duration
+	var sec clientSecFlags
 	cmd := &cobra.Command{
 		Use:   "sink",
 		Short: "Write topics into the Parquet lake (local directory or S3), exactly once",
@@ -57,6 +58,9 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 			cfg.Topics = splitList(topics)
 			cfg.TelemetryTopics = splitList(telemetryTopics)
 			var err error
+			if cfg.ClientOpts, err = sec.dial(cmd.Context(), cfg.Brokers); err != nil {
+				return fmt.Errorf("sink: %w", err)
+			}
 			if cfg.Compact.TargetSize, err = parseSize(compactTarget); err != nil {
 				return fmt.Errorf("--compact-target-size: %w", err)
 			}
@@ -79,6 +83,7 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	sec.register(f)
 	f.StringVar(&topics, "topics", "telemetry", "comma-separated topics to write into the lake")
 	f.StringVar(&telemetryTopics, "telemetry-topics", "telemetry", "comma-separated topics holding line protocol, decoded into telemetry tables (others are written raw)")
 	f.StringVar(&cfg.Lake, "lake", "", "lake root: file:///dir or s3://bucket/prefix (required)")

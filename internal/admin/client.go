@@ -25,9 +25,10 @@ type Client struct {
 	adm *kadm.Client
 }
 
-// New returns a client that seeds from brokers. It dials nothing yet.
-func New(brokers []string) (*Client, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+// New returns a client that seeds from brokers, with opts added (the
+// connection's TLS and SASL). It dials nothing yet.
+func New(brokers []string, opts ...kgo.Opt) (*Client, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create client for %s: %w", strings.Join(brokers, ","), err)
 	}
