@@ -6,8 +6,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -217,5 +219,83 @@ func TestHTTPSettingsRefusedAtStart(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %q, want one with %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestAgentProcessTokensAndSIGHUP: a `simtel agent` process serving HTTPS
+// with tokens publishes a policy only with a token, `simtel learner status`
+// reaches it with --agent-tls-ca and --agent-token-file, and SIGHUP makes it
+// read a new token file at once and keep serving.
+func TestAgentProcessTokensAndSIGHUP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an agent process")
+	}
+	br := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
+	dir := t.TempDir()
+	ca := testutil.NewCA(t)
+	cert := ca.Server(t, "agent")
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("first-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, gossipAddr := testutil.FreePort(t), testutil.FreePort(t)
+	p := testutil.Start(t, dir, "agent", "--brokers", br, "--spool-dir", filepath.Join(dir, "spool"),
+		"--listen-http", addr, "--listen-udp", "", "--listen-tcp", "", "--collect-interval", "-1s",
+		"--http-tls-cert", cert.CertFile, "--http-tls-key", cert.KeyFile, "--http-token-file", tokens,
+		"--policies", "actor", "--policy-dir", filepath.Join(dir, "policy"),
+		"--gossip-listen", gossipAddr, "--gossip-fast", "--run", "tok-run")
+	testutil.WaitPort(t, addr, p)
+	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientTLS()}, Timeout: 30 * time.Second}
+	base := "https://" + addr
+	tok := func(s string) map[string]string { return map[string]string{"Authorization": "Token " + s} }
+	authCase{name: "policy POST without token", method: "POST", path: "/v1/policy/actor", body: "w1", code: 401}.do(t, cl, base)
+	authCase{name: "policy POST with token", method: "POST", path: "/v1/policy/actor", header: tok("first-token"), body: "w1", code: 201}.do(t, cl, base)
+
+	status := func(extra ...string) (string, error) {
+		args := append([]string{"learner", "status", "--policy", "actor", "--agent", "https://" + addr, "--agent-tls-ca", ca.CAFile, "--timeout", "5s"}, extra...)
+		out, err := exec.Command(testutil.Binary(t), args...).CombinedOutput()
+		return string(out), err
+	}
+	tokenFile := filepath.Join(dir, "client-token")
+	if err := os.WriteFile(tokenFile, []byte("first-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "learner status through HTTPS with a token", func() error {
+		out, err := status("--agent-token-file", tokenFile)
+		if err != nil || !strings.Contains(out, "newest version 1 on 1 nodes") {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	if out, err := status(); err == nil || !strings.Contains(out, "401") {
+		t.Errorf("learner status without a token: %v %s, want a 401", err, out)
+	}
+
+	// SIGHUP reads the new file at once (the periodic check is 10 s).
+	if err := os.WriteFile(tokens, []byte("second-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 3*time.Second, "the token file read on SIGHUP", func() error {
+		req, _ := http.NewRequest("POST", base+"/api/v2/write?bucket=b", strings.NewReader("hup v=1"))
+		req.Header.Set("Authorization", "Token second-token")
+		resp, err := cl.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 204 {
+			return fmt.Errorf("the new token gets %d", resp.StatusCode)
+		}
+		return nil
+	})
+	authCase{name: "old token after SIGHUP", method: "POST", path: "/write?db=x", header: tok("first-token"), body: "m v=1", code: 401}.do(t, cl, base)
+	if p.Exited() {
+		t.Fatalf("the agent exited on SIGHUP; log %s", p.Log)
+	}
+	if err := p.Stop(20 * time.Second); err != nil {
+		t.Errorf("agent stop: %v", err)
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 // gossip pool holds: which node has which version, and how stale.
 func newLearnerStatusCmd() *cobra.Command {
 	var policy, agentAddr, output string
+	var agentHTTP agentHTTPFlags
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -33,7 +36,7 @@ versions they hold (start them with --gossip-listen and --gossip-join).`,
 			if policy == "" {
 				return fmt.Errorf("name the policy with --policy")
 			}
-			v, err := fetchRollout(agentAddr, policy, timeout)
+			v, err := fetchRollout(agentAddr, policy, agentHTTP, timeout)
 			if err != nil {
 				return err
 			}
@@ -46,16 +49,62 @@ versions they hold (start them with --gossip-listen and --gossip-join).`,
 		},
 	}
 	cmd.Flags().StringVar(&policy, "policy", "", "policy name")
-	cmd.Flags().StringVar(&agentAddr, "agent", "127.0.0.1:8186", "HTTP address of any agent of the run")
+	cmd.Flags().StringVar(&agentAddr, "agent", "127.0.0.1:8186", "HTTP address of any agent of the run (https://host:port for an agent serving HTTPS)")
+	cmd.Flags().StringVar(&agentHTTP.tokenFile, "agent-token-file", "", "file whose first line is a token of the agent's --http-token-file")
+	cmd.Flags().StringVar(&agentHTTP.ca, "agent-tls-ca", "", "PEM CA certificates the agent's HTTPS certificate must chain to (default: the system's; implies https)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "give up after this long")
 	return cmd
 }
 
+// agentHTTPFlags reach an agent whose HTTP listener serves HTTPS or
+// requires a token (docs/agent.md, "HTTPS and tokens").
+type agentHTTPFlags struct{ tokenFile, ca string }
+
+// request is a GET of path on the agent at addr, with the token if any.
+func (f agentHTTPFlags) request(addr, path string, timeout time.Duration) (*http.Client, *http.Request, error) {
+	scheme := "http://"
+	if strings.HasPrefix(addr, "https://") || f.ca != "" {
+		scheme = "https://"
+	}
+	addr = strings.TrimPrefix(strings.TrimPrefix(addr, "http://"), "https://")
+	req, err := http.NewRequest(http.MethodGet, scheme+addr+path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl := &http.Client{Timeout: timeout}
+	if f.ca != "" {
+		pem, err := os.ReadFile(f.ca)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot read --agent-tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("--agent-tls-ca %s holds no PEM certificate", f.ca)
+		}
+		cl.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot read --agent-token-file: %w", err)
+		}
+		tok, _, _ := strings.Cut(string(b), "\n")
+		if tok = strings.TrimSpace(tok); tok == "" {
+			return nil, nil, fmt.Errorf("--agent-token-file %s starts with no token", f.tokenFile)
+		}
+		req.Header.Set("Authorization", "Token "+tok)
+	}
+	return cl, req, nil
+}
+
 // fetchRollout asks the agent at addr for its view of policy's rollout.
-func fetchRollout(addr, policy string, timeout time.Duration) (*gossip.View, error) {
-	url := "http://" + strings.TrimPrefix(addr, "http://") + "/v1/rollout/" + policy
-	resp, err := (&http.Client{Timeout: timeout}).Get(url)
+func fetchRollout(addr, policy string, f agentHTTPFlags, timeout time.Duration) (*gossip.View, error) {
+	cl, req, err := f.request(addr, "/v1/rollout/"+policy, timeout)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cl.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach the agent at %s: %w (is `simtel agent` running there with --gossip-listen?)", addr, err)
 	}
