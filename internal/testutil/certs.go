@@ -74,6 +74,19 @@ func (ca *CA) Server(t testing.TB, name string) Cert {
 	})
 }
 
+// Peer issues a certificate for both ends of a connection (serverAuth and
+// clientAuth), as a broker of a cluster needs, for 127.0.0.1, ::1 and
+// localhost.
+func (ca *CA) Peer(t testing.TB, name string) Cert {
+	t.Helper()
+	return ca.issue(t, name, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: name},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:    []string{"localhost"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	})
+}
+
 // Client issues a client certificate with this subject (its common name
 // is the principal's user name by default).
 func (ca *CA) Client(t testing.TB, subject pkix.Name) Cert {
