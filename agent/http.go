@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -107,6 +108,8 @@ func (a *Agent) serveHTTP(ctx context.Context, start func(func(context.Context))
 	}
 	if a.cfg.HTTPTokenFile != "" {
 		start(a.watchTokens)
+	} else if ta, ok := a.httpLn.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+		a.log.Warn("the HTTP listener takes writes from other hosts without a token; policies are published from this node only (see --http-token-file)", "addr", ta.String())
 	}
 	a.httpSrv = &http.Server{
 		Handler:           a.httpHandler(ctx),
