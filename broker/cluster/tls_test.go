@@ -269,3 +269,35 @@ func serveTLSMux(t *testing.T, cfg *tls.Config) *Mux {
 	t.Cleanup(func() { m.Close(); <-done })
 	return m
 }
+
+// TestSetGossipKeys: a rotation step by step on a running node: the new
+// key added second, then made primary, then the old one dropped.
+func TestSetGossipKeys(t *testing.T) {
+	k1, k2 := newGossipKey(t), newGossipKey(t)
+	cfg := clusterConfigs(t, 1)[0]
+	cfg.GossipKeys = [][]byte{k1}
+	n := startNode(t, cfg)
+	check := func(step string, primary []byte, all ...[]byte) {
+		t.Helper()
+		if got := n.keyring.GetPrimaryKey(); string(got) != string(primary) {
+			t.Errorf("%s: another primary key", step)
+		}
+		if got := n.keyring.GetKeys(); len(got) != len(all) {
+			t.Errorf("%s: %d keys, want %d", step, len(got), len(all))
+		}
+	}
+	for _, step := range []struct {
+		name    string
+		keys    [][]byte
+		primary []byte
+	}{{"add", [][]byte{k1, k2}, k1}, {"switch", [][]byte{k2, k1}, k2}, {"drop", [][]byte{k2}, k2}} {
+		if err := n.SetGossipKeys(step.keys); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		check(step.name, step.primary, step.keys...)
+	}
+	plain := clusterConfigs(t, 1)[0]
+	if err := startNode(t, plain).SetGossipKeys([][]byte{k1}); err == nil {
+		t.Error("keys set on a node started without gossip encryption")
+	}
+}
