@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // aclBroker is a broker with --authorizer acl, a PLAINTEXT listener whose
@@ -359,4 +361,120 @@ func TestACLAllowEveryoneIfNoACLFound(t *testing.T) {
 	}
 	err := bob.ProduceSync(ctx, &kgo.Record{Topic: "guarded", Value: []byte("x")}).FirstErr()
 	wantCode(t, "bob produces to a guarded topic", err, 0, kerr.TopicAuthorizationFailed)
+}
+
+// seedRequest sends req to the broker at addr itself (not one a client
+// picks from the metadata).
+func seedRequest(ctx context.Context, addr string, req kmsg.Request) (kmsg.Response, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	return cl.SeedBrokers()[0].Request(ctx, req)
+}
+
+// ACLs created through one broker of a cluster are enforced by every
+// broker, and the brokers' own requests to each other (transaction
+// markers) pass once their principal has ClusterAction on the cluster.
+func TestACLEnforcementCluster(t *testing.T) {
+	bs := brokertest.StartCluster(t, 3,
+		brokertest.Args("--authorizer", "acl", "--allow-everyone-if-no-acl-found"),
+		brokertest.Topic("open", 3), brokertest.Topic("closed", 1))
+	ctx := ctxT(t, 3*time.Minute)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[1].Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	create := func(b *kadm.ACLBuilder) {
+		t.Helper()
+		res, err := adm.CreateACLs(ctx, b)
+		for _, r := range res {
+			err = errors.Join(err, r.Err)
+		}
+		if err != nil {
+			t.Fatalf("create acls: %v", err)
+		}
+	}
+	// Every client here, and each broker to the others, is
+	// User:ANONYMOUS on the PLAINTEXT listener.
+	create(kadm.NewACLs().Deny(string(auth.Anonymous)).DenyHosts("*").Topics("closed").Operations(kadm.OpAll))
+
+	for _, b := range bs {
+		waitUntil(t, 90*time.Second, "the acl on every broker", func() string {
+			pr := kmsg.NewPtrProduceRequest()
+			pr.Acks, pr.TimeoutMillis = 1, 5000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = "closed"
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Records = []byte{} // refused before it is read
+			rt.Partitions = append(rt.Partitions, rp)
+			pr.Topics = append(pr.Topics, rt)
+			resp, err := seedRequest(ctx, b.Addr, pr)
+			if err != nil {
+				return err.Error()
+			}
+			if code := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.TopicAuthorizationFailed.Code {
+				return fmt.Sprintf("broker %d: produce to closed: %v", b.ID, kerr.ErrorForCode(code))
+			}
+			mresp, err := seedRequest(ctx, b.Addr, kmsg.NewPtrMetadataRequest())
+			if err != nil {
+				return err.Error()
+			}
+			for _, mt := range mresp.(*kmsg.MetadataResponse).Topics {
+				if *mt.Topic == "closed" {
+					return fmt.Sprintf("broker %d lists closed", b.ID)
+				}
+			}
+			return ""
+		})
+	}
+
+	transact := func(id string, n int) {
+		t.Helper()
+		p, err := kgo.NewClient(kgo.SeedBrokers(brokertest.Addrs(bs)...), kgo.TransactionalID(id),
+			kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if err := p.ProduceSync(ctx, &kgo.Record{Topic: "open", Value: []byte(fmt.Sprintf("%s-%d", id, i))}).FirstErr(); err != nil {
+				t.Fatalf("%s: produce: %v", id, err)
+			}
+		}
+		if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatalf("%s: commit: %v", id, err)
+		}
+	}
+	// No ACL names the cluster yet: allowed to everyone.
+	transact("tx-open", 3)
+	// Once the cluster has ACLs, the brokers' principal needs
+	// ClusterAction for the markers and IdempotentWrite for producers.
+	create(kadm.NewACLs().Allow(string(auth.Anonymous)).AllowHosts("*").Clusters().
+		Operations(kadm.OpClusterAction, kadm.OpIdempotentWrite, kadm.OpAlter, kadm.OpDescribe))
+	transact("tx-granted", 3)
+
+	c, err := kgo.NewClient(kgo.SeedBrokers(brokertest.Addrs(bs)...), kgo.ConsumeTopics("open"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got []string
+	for len(got) < 6 && ctx.Err() == nil {
+		c.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	slices.Sort(got)
+	want := []string{"tx-granted-0", "tx-granted-1", "tx-granted-2", "tx-open-0", "tx-open-1", "tx-open-2"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("committed records %q, want %q", got, want)
+	}
 }
