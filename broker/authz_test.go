@@ -468,9 +468,13 @@ func TestACLEnforcementCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// Without the markers the records never become readable: wait
+	// a minute at most.
+	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	var got []string
-	for len(got) < 6 && ctx.Err() == nil {
-		c.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	for len(got) < 6 && pctx.Err() == nil {
+		c.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
 	}
 	slices.Sort(got)
 	want := []string{"tx-granted-0", "tx-granted-1", "tx-granted-2", "tx-open-0", "tx-open-1", "tx-open-2"}
