@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/simtel/simtel/broker"
+	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/internal/testutil"
 )
 
@@ -181,4 +184,42 @@ func readCommitted(t *testing.T, ctx context.Context, seeds []string, topic stri
 		fs.EachRecord(func(r *kgo.Record) { count[string(r.Value)]++; read++ })
 	}
 	return fmt.Sprintf("after:%d before:%d", count["after"], count["before"])
+}
+
+// TestClusterSecurityConfig: cluster TLS and a gossip key need cluster
+// mode; a cluster broker asked for TLS without a certificate and CA, or
+// given a bad gossip key file, does not start, and says why.
+func TestClusterSecurityConfig(t *testing.T) {
+	for _, cfg := range []broker.Config{
+		{DataDir: "d", ClusterTLS: true},
+		{DataDir: "d", ClusterTLSFiles: cluster.TLSFiles{CA: "ca.pem"}},
+		{DataDir: "d", GossipKeyFile: "k"},
+	} {
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "need --raft-listen") {
+			t.Errorf("%+v: got %v, want an error naming --raft-listen", cfg, err)
+		}
+	}
+	badKey := filepath.Join(t.TempDir(), "k")
+	if err := os.WriteFile(badKey, []byte("c2hvcnQ=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mod  func(*broker.Config)
+		want string
+	}{
+		{func(c *broker.Config) { c.ClusterTLS = true }, "needs a certificate and a key"},
+		{func(c *broker.Config) { c.ClusterTLSFiles.Cert, c.ClusterTLSFiles.Key = "c.pem", "k.pem" }, "needs the cluster's CA"},
+		{func(c *broker.Config) { c.GossipKeyFile = badKey }, "16, 24 or 32 wanted"},
+	} {
+		cfg := broker.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", RaftListen: "127.0.0.1:0",
+			GossipListen: testutil.FreePort(t), BootstrapExpect: 1, Logger: slog.New(slog.DiscardHandler)}
+		tc.mod(&cfg)
+		b, err := broker.New(cfg)
+		if err == nil {
+			b.Close()
+			t.Errorf("a broker started with %q missing", tc.want)
+		} else if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want an error with %q", err, tc.want)
+		}
+	}
 }
