@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/simtel/simtel/scheduler"
 )
 
@@ -49,6 +51,9 @@ import (
 type HookConfig struct {
 	// Brokers are the Kafka bootstrap addresses. Required.
 	Brokers []string
+	// ClientOpts are extra franz-go options of the hook's client (TLS,
+	// SASL).
+	ClientOpts []kgo.Opt
 	// Timeout bounds the whole hook. Default 5s: Slurm waits for the
 	// prolog before starting the job.
 	Timeout time.Duration
@@ -147,7 +152,7 @@ func RunHook(ctx context.Context, kind string, cfg HookConfig) error {
 		since = since.Add(-10 * time.Minute) // clock skew between nodes
 	}
 
-	reg, err := scheduler.Open(scheduler.Config{Brokers: cfg.Brokers, Logger: cfg.Logger})
+	reg, err := scheduler.Open(scheduler.Config{Brokers: cfg.Brokers, ClientOpts: cfg.ClientOpts, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}

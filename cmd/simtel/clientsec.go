@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -25,6 +26,27 @@ func (s *clientSecFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.cfg.CA, "tls-ca", "", "PEM CA certificates the brokers' certificates must chain to, for SSL and SASL_SSL (default: the system's)")
 	f.StringVar(&s.cfg.Cert, "tls-cert", "", "PEM client certificate for SSL and SASL_SSL, for brokers that ask for one")
 	f.StringVar(&s.cfg.Key, "tls-key", "", "PEM private key of --tls-cert")
+}
+
+// names are the flags of the group.
+var clientSecNames = []string{"security-protocol", "sasl-mechanism", "sasl-username", "sasl-password-file",
+	"sasl-token-file", "tls-ca", "tls-cert", "tls-key"}
+
+// fromVars sets each flag of the group that the command line and the
+// environment left unset from SIMTEL_<FLAG> in vars (a Slurm hook's
+// --env-file: Slurm gives its hooks neither arguments nor this
+// environment).
+func (s *clientSecFlags) fromVars(f *pflag.FlagSet, vars map[string]string) error {
+	for _, name := range clientSecNames {
+		fl := f.Lookup(name)
+		key := "SIMTEL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		if v, ok := vars[key]; ok && fl != nil && !fl.Changed {
+			if err := fl.Value.Set(v); err != nil {
+				return fmt.Errorf("%s=%q is not valid for --%s: %w", key, v, name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // opts are the franz-go options of the flags: none for PLAINTEXT.

@@ -108,6 +108,9 @@ func (o *lakeReplayFlags) config(cmd *cobra.Command) (replay.Config, float64, er
 	if o.toTopic != "" && len(cfg.Brokers) == 0 {
 		return replay.Config{}, 0, errors.New("--to-topic needs --brokers")
 	}
+	if cfg.ClientOpts, err = o.txf.sec.opts(); err != nil {
+		return replay.Config{}, 0, err
+	}
 	return cfg, factor, nil
 }
 

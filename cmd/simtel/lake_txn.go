@@ -21,6 +21,7 @@ type lakeTxnFlags struct {
 	interval time.Duration
 	timeout  time.Duration
 	restart  bool
+	sec      clientSecFlags
 }
 
 func (t *lakeTxnFlags) add(fl *pflag.FlagSet, idHelp string) {
@@ -30,23 +31,28 @@ func (t *lakeTxnFlags) add(fl *pflag.FlagSet, idHelp string) {
 	fl.DurationVar(&t.interval, "commit-interval", replay.DefaultCommitInterval, "commit a transaction once it has been open this long: how late read_committed consumers see the output")
 	fl.DurationVar(&t.timeout, "transaction-timeout", replay.DefaultTxnTimeout, "the broker aborts a transaction open longer than this (a crashed run's transaction at the latest after this; a rerun aborts it at once)")
 	fl.BoolVar(&t.restart, "restart", false, "ignore the job's committed progress and produce everything again (duplicates what earlier runs committed)")
+	t.sec.register(fl)
 }
 
 // open starts the output: a transactional producer resuming the job
 // defID/job, or with --no-transactions the idempotent one. It reports a
 // resume on stderr.
 func (t *lakeTxnFlags) open(ctx context.Context, brokers []string, topic, defID, job string, log *slog.Logger, stderr io.Writer) (replay.Output, error) {
+	sec, err := t.sec.opts()
+	if err != nil {
+		return nil, err
+	}
 	if t.noTxn {
 		if t.restart || t.id != "" {
 			return nil, errors.New("--restart and --transactional-id need transactions: drop --no-transactions")
 		}
-		return replay.NewProducer(brokers, topic)
+		return replay.NewProducer(brokers, topic, sec...)
 	}
 	id := t.id
 	if id == "" {
 		id = defID
 	}
-	tp, err := replay.OpenTxn(ctx, replay.TxnConfig{Brokers: brokers, Topic: topic, TransactionalID: id, Job: job,
+	tp, err := replay.OpenTxn(ctx, replay.TxnConfig{Brokers: brokers, ClientOpts: sec, Topic: topic, TransactionalID: id, Job: job,
 		CommitRecords: t.records, CommitInterval: t.interval, TxnTimeout: t.timeout, Restart: t.restart, Logger: log})
 	if err != nil {
 		return nil, err

@@ -49,6 +49,7 @@ type learnerPublishFlags struct {
 	quiet   bool
 	keep    int
 	timeout time.Duration
+	sec     clientSecFlags
 }
 
 func newLearnerPublishCmd(g *globalFlags, lf *learnerFlags) *cobra.Command {
@@ -72,6 +73,7 @@ stderr for large inputs when stderr is a terminal, unless --quiet.`,
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
 	cmd.Flags().IntVar(&o.keep, "keep", learner.DefaultKeep, "versions the topic's retention keeps (at least 2)")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "give up after this long (0: no limit)")
+	o.sec.register(cmd.Flags())
 	return cmd
 }
 
@@ -99,7 +101,11 @@ func runLearnerPublish(cmd *cobra.Command, g *globalFlags, lf *learnerFlags, o *
 	if len(brokers) == 0 {
 		return errors.New("no brokers: pass --brokers HOST:PORT")
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	sec, err := o.sec.opts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, sec...)...)
 	if err != nil {
 		return fmt.Errorf("cannot create client for %s: %w", lf.brokers, err)
 	}

@@ -17,6 +17,7 @@ import (
 func newRunsCmd(g *globalFlags) *cobra.Command {
 	var brokers, format, run, source string
 	var timeout time.Duration
+	var sec clientSecFlags
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List runs: job, user, nodes, state, exit code, start, end, duration",
@@ -37,7 +38,7 @@ when a hook could not refresh the registry).`,
 			if source != "runs" && source != "jobs" {
 				return fmt.Errorf("--source %q is not runs or jobs", source)
 			}
-			runs, err := readRuns(cmd.Context(), g, brokers, source, timeout)
+			runs, err := readRuns(cmd.Context(), g, brokers, &sec, source, timeout)
 			if err != nil {
 				return err
 			}
@@ -51,6 +52,7 @@ when a hook could not refresh the registry).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	sec.register(f)
 	f.StringVar(&format, "format", "table", "output format: table or json")
 	f.StringVar(&run, "run", "", "show only this run")
 	f.StringVar(&source, "source", "runs", "runs (the registry topic) or jobs (fold the events)")
@@ -60,12 +62,16 @@ when a hook could not refresh the registry).`,
 
 // readRuns reads the run registry from the runs topic, or folds the jobs
 // topic with source "jobs". Nothing published yet is no runs.
-func readRuns(ctx context.Context, g *globalFlags, brokers, source string, timeout time.Duration) ([]scheduler.Run, error) {
+func readRuns(ctx context.Context, g *globalFlags, brokers string, sec *clientSecFlags, source string, timeout time.Duration) ([]scheduler.Run, error) {
 	log, err := g.logger()
 	if err != nil {
 		return nil, err
 	}
-	reg, err := scheduler.Open(scheduler.Config{Brokers: splitList(brokers), Logger: log})
+	opts, err := sec.opts()
+	if err != nil {
+		return nil, err
+	}
+	reg, err := scheduler.Open(scheduler.Config{Brokers: splitList(brokers), ClientOpts: opts, Logger: log})
 	if err != nil {
 		return nil, err
 	}

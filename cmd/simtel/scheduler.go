@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 func newSchedulerCmd(g *globalFlags) *cobra.Command {
 	var cfg scheduler.WatchConfig
 	var brokers string
+	var sec clientSecFlags
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Keep the run registry: fold the jobs topic into the runs topic",
@@ -28,6 +30,10 @@ topic's retention has dropped old events. Run one or more anywhere: they agree.
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Brokers = splitList(brokers)
 			cfg.Logger = log
+			var err error
+			if cfg.ClientOpts, err = sec.dial(cmd.Context(), cfg.Brokers); err != nil {
+				return fmt.Errorf("scheduler: %w", err)
+			}
 			w, err := scheduler.NewWatcher(cfg)
 			if err != nil {
 				return err
@@ -37,6 +43,7 @@ topic's retention has dropped old events. Run one or more anywhere: they agree.
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	sec.register(f)
 	f.DurationVar(&cfg.WriteInterval, "write-interval", time.Second, "how often changed runs are written")
 	f.StringVar(&cfg.HTTPListen, "http-listen", "", "host:port for /metrics, /healthz, /readyz (empty: off)")
 	return cmd

@@ -30,7 +30,8 @@ arguments):
   JobCompLoc=/usr/local/libexec/simtel/jobcomp  # exec simtel slurm jobcomp
 
 The broker list comes from --brokers, SIMTEL_BROKERS, or SIMTEL_BROKERS in
---env-file (default /etc/simtel/slurm.env). A hook never fails the job:
+--env-file (default /etc/simtel/slurm.env), and so do the security settings
+(--security-protocol, SIMTEL_SECURITY_PROTOCOL in the file, ...). A hook never fails the job:
 whatever happens it exits 0 within --timeout, and a failure is logged to
 stderr, syslog (tag simtel-slurm) and --log-file.`,
 	}
@@ -50,6 +51,7 @@ stderr, syslog (tag simtel-slurm) and --log-file.`,
 func newSlurmHookCmd(g *globalFlags, kind, short, long string) *cobra.Command {
 	var cfg slurm.HookConfig
 	var brokers, envFile, logFile string
+	var sec clientSecFlags
 	cmd := &cobra.Command{
 		Use:   kind,
 		Short: short,
@@ -73,6 +75,13 @@ func newSlurmHookCmd(g *globalFlags, kind, short, long string) *cobra.Command {
 			}
 			cfg.Brokers = splitList(brokers)
 			cfg.Logger = log
+			if err = sec.fromVars(cmd.Flags(), vars); err == nil {
+				cfg.ClientOpts, err = sec.opts()
+			}
+			if err != nil {
+				log.Error("slurm hook cannot use its security settings; no job event sent", "hook", kind, "err", err)
+				return nil
+			}
 			start := time.Now()
 			if err := slurm.RunHook(cmd.Context(), kind, cfg); err != nil {
 				// Exit 0 anyway: a failing prolog drains the node and
@@ -85,7 +94,8 @@ func newSlurmHookCmd(g *globalFlags, kind, short, long string) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "", "comma-separated broker addresses (default: SIMTEL_BROKERS from --env-file)")
-	f.StringVar(&envFile, "env-file", "/etc/simtel/slurm.env", "KEY=VALUE file with SIMTEL_BROKERS (and SIMTEL_TIMEOUT)")
+	f.StringVar(&envFile, "env-file", "/etc/simtel/slurm.env", "KEY=VALUE file with SIMTEL_BROKERS (and SIMTEL_TIMEOUT and the security settings, SIMTEL_SECURITY_PROTOCOL...)")
+	sec.register(f)
 	f.StringVar(&logFile, "log-file", "", "also append log lines to this file")
 	f.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "give up after this long (the hook still exits 0)")
 	f.StringVar(&cfg.Scontrol, "scontrol", "scontrol", "scontrol binary, to read the job's details")

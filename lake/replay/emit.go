@@ -112,17 +112,18 @@ type Producer struct {
 	buf   []byte
 }
 
-// NewProducer connects to brokers. Records of one key keep their order:
-// the default partitioner sends a key to one partition and the idempotent
-// producer keeps each partition's order across retries.
-func NewProducer(brokers []string, topic string) (*Producer, error) {
+// NewProducer connects to brokers, with opts added (TLS, SASL). Records of
+// one key keep their order: the default partitioner sends a key to one
+// partition and the idempotent producer keeps each partition's order
+// across retries.
+func NewProducer(brokers []string, topic string, opts ...kgo.Opt) (*Producer, error) {
 	if topic == "" {
 		return nil, fmt.Errorf("no topic to produce to")
 	}
 	// No RecordDeliveryTimeout: the client measures it from the record
 	// timestamp, which is the original sample time here.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
-		kgo.ProducerLinger(5*time.Millisecond))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerLinger(5 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a producer for %v: %w", brokers, err)
 	}

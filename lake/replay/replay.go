@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query"
@@ -39,6 +41,9 @@ type Config struct {
 	// Brokers, when not empty, are read for the records after the lake's
 	// last committed offset of every partition.
 	Brokers []string
+	// ClientOpts are extra franz-go options of the clients reading the
+	// brokers (TLS, SASL).
+	ClientOpts []kgo.Opt
 	// Logger receives progress and warnings; nil discards them.
 	Logger *slog.Logger
 	// Engine configures the query engine (logger, progress of downloads).

@@ -19,7 +19,7 @@ import (
 func (r *Replay) readTail(ctx context.Context) ([]Sample, error) {
 	log := r.cfg.Logger
 	topic := r.cfg.Topic
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.cfg.Brokers...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a client for %v: %w", r.cfg.Brokers, err)
 	}
@@ -71,9 +71,9 @@ func (r *Replay) readTail(ctx context.Context) ([]Sample, error) {
 		return nil, nil
 	}
 	log.Debug("reading the broker tail", "topic", topic, "partitions", len(want))
-	cons, err := kgo.NewClient(kgo.SeedBrokers(r.cfg.Brokers...),
+	cons, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		kgo.FetchIsolationLevel(kgo.ReadCommitted())}, r.cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a consumer for %v: %w", r.cfg.Brokers, err)
 	}

@@ -83,6 +83,8 @@ const (
 type TxnConfig struct {
 	// Brokers to connect to (required).
 	Brokers []string
+	// ClientOpts are extra franz-go options of the producer (TLS, SASL).
+	ClientOpts []kgo.Opt
 	// Topic is the output topic (required).
 	Topic string
 	// TransactionalID names the job (required). A second producer with the
@@ -193,9 +195,9 @@ func OpenTxn(ctx context.Context, cfg TxnConfig) (*TxnProducer, error) {
 	}
 	sum := sha256.Sum256([]byte(cfg.Job))
 	t := &TxnProducer{cfg: cfg, job: hex.EncodeToString(sum[:8])}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.DefaultProduceTopic(cfg.Topic),
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TxnTimeout),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(max(10000, cfg.CommitRecords+1)))
+		kgo.ProducerLinger(5 * time.Millisecond), kgo.MaxBufferedRecords(max(10000, cfg.CommitRecords+1))}, cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a transactional producer for %v: %w", cfg.Brokers, err)
 	}
