@@ -590,6 +590,12 @@ func (n *Node) maybeBootstrap() {
 		}
 		ids = append(ids, id)
 	}
+	// With cluster TLS only members whose raft mux answers over it
+	// count: one with the gossip key but no cluster certificate must not
+	// become a voter of the new controller.
+	if n.cfg.TLS != nil && len(ids) >= n.cfg.BootstrapExpect {
+		ids = slices.DeleteFunc(ids, func(id int32) bool { return !n.verifyMember(id, members[id]) })
+	}
 	if len(ids) < n.cfg.BootstrapExpect {
 		return
 	}
@@ -704,7 +710,7 @@ func (n *Node) reconcile(ctx context.Context) {
 }
 
 // verifyMember reports whether a gossip member that is not (at this
-// address) in the controller may be added: without cluster TLS always;
+// address) in the controller may be added or bootstrap it: without cluster TLS always;
 // with it, once its raft mux answered over mutual TLS, so a process that
 // holds the gossip key but no certificate of the cluster is neither
 // registered nor made a voter. Runs on the loop goroutine.

@@ -301,3 +301,42 @@ func TestSetGossipKeys(t *testing.T) {
 		t.Error("keys set on a node started without gossip encryption")
 	}
 }
+
+// TestClusterTLSBootstrapSkipsForeignCert: of four brokers that gossip
+// with the same key before any controller exists, the one with the
+// lowest id holds another CA's certificate: the other three bootstrap the
+// controller without it.
+func TestClusterTLSBootstrapSkipsForeignCert(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs raft elections")
+	}
+	ca, other := testutil.NewCA(t), testutil.NewCA(t)
+	key := newGossipKey(t)
+	cfgs := clusterConfigs(t, 4)
+	for i := range cfgs {
+		cfgs[i].TLS = clusterTLS(t, ca, "broker-"+strconv.Itoa(i))
+		cfgs[i].GossipKeys = [][]byte{key}
+		cfgs[i].Registerer = prometheus.NewRegistry()
+	}
+	cfgs[0].TLS = clusterTLS(t, other, "intruder-0")
+	nodes := startNodes(t, cfgs)
+	waitFor(t, "brokers 1-3 in a controller with 3 alive brokers", func() bool {
+		for _, n := range nodes[1:] {
+			if len(n.Metadata().AliveBrokers()) != 3 || n.Metadata().ClusterID == "" {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range nodes[1:] {
+		if _, ok := raftServer(n, "0"); ok {
+			t.Errorf("node %d has the intruder in its raft configuration", n.cfg.NodeID)
+		}
+		if _, ok := n.Metadata().Brokers[0]; ok {
+			t.Errorf("node %d registered the intruder", n.cfg.NodeID)
+		}
+	}
+	if nodes[0].inCluster.Load() {
+		t.Error("the intruder believes it is in the controller")
+	}
+}
