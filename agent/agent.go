@@ -154,6 +154,7 @@ func (a *Agent) closeListeners() {
 func (a *Agent) Run(ctx context.Context) error {
 	prod, err := producer.New(producer.Config{
 		Brokers:       a.cfg.Brokers,
+		ClientOpts:    a.cfg.ClientOpts,
 		Topic:         a.cfg.Topic,
 		Linger:        a.cfg.Linger,
 		BatchMaxBytes: a.cfg.BatchMaxBytes,

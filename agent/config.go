@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/simtel/simtel/agent/spool"
 	"github.com/simtel/simtel/internal/lineproto"
 )
@@ -17,6 +19,10 @@ import (
 type Config struct {
 	// Brokers are the Kafka bootstrap addresses. Required.
 	Brokers []string
+	// ClientOpts are added to every Kafka client of the agent (the
+	// producer, the policy subscribers and publisher): the connection's
+	// TLS and SASL (internal/kafkasec).
+	ClientOpts []kgo.Opt
 	// Topic receives one record per sample. Default "telemetry".
 	Topic string
 

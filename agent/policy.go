@@ -80,11 +80,12 @@ func (a *Agent) startPolicies(ctx context.Context, wg *sync.WaitGroup) error {
 	}
 	for _, name := range a.cfg.Policies {
 		sub, err := learner.NewSubscriber(learner.SubscriberConfig{
-			Brokers: a.cfg.Brokers,
-			Policy:  name,
-			Dir:     a.cfg.PolicyDir,
-			Keep:    a.cfg.PolicyKeep,
-			Logger:  a.log.With("part", "policy", "policy", name),
+			Brokers:    a.cfg.Brokers,
+			ClientOpts: a.cfg.ClientOpts,
+			Policy:     name,
+			Dir:        a.cfg.PolicyDir,
+			Keep:       a.cfg.PolicyKeep,
+			Logger:     a.log.With("part", "policy", "policy", name),
 		})
 		if err != nil {
 			return fmt.Errorf("cannot subscribe to policy %q: %w", name, err)
@@ -136,7 +137,7 @@ func (a *Agent) stopPolicies() {
 func (a *Agent) publisher() (*learner.Publisher, error) {
 	ps := a.policies
 	ps.pubOnce.Do(func() {
-		ps.pubClient, ps.pubErr = kgo.NewClient(kgo.SeedBrokers(a.cfg.Brokers...))
+		ps.pubClient, ps.pubErr = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...)}, a.cfg.ClientOpts...)...)
 		if ps.pubErr == nil {
 			ps.publisher = learner.NewPublisher(ps.pubClient, a.log.With("part", "publisher"))
 		}

@@ -90,6 +90,8 @@ type Delivery struct {
 type Config struct {
 	// Brokers are the seed brokers, host:port. Required.
 	Brokers []string
+	// ClientOpts are added to the Kafka client's options (TLS, SASL).
+	ClientOpts []kgo.Opt
 	// Topic receives the records; it is created if the broker allows it.
 	// Required.
 	Topic string
@@ -129,10 +131,10 @@ func New(cfg Config) (*Producer, error) {
 	}
 	// The client keeps the connections to the brokers, their versions and
 	// metadata; the producer builds and sends the record batches itself.
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.WithLogger(kgoLogger{cfg.Logger.With("part", "kafka-client")}),
-	)
+	}, cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create producer for %v: %w", cfg.Brokers, err)
 	}
