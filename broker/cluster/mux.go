@@ -306,7 +306,8 @@ func (m *Mux) handshake(c *tls.Conn, timeout time.Duration) (*tls.Conn, error) {
 	return c, nil
 }
 
-// tlsFailed logs and counts a failed handshake. A connection closed before
+// tlsFailed counts a failed handshake and logs it (a refused peer with a
+// warning, a failed dial for debugging). A connection closed before
 // its first byte (a port probe, see Node.Refused) is neither.
 func (m *Mux) tlsFailed(side string, remote net.Addr, err error) {
 	if errors.Is(err, io.EOF) {
@@ -316,7 +317,12 @@ func (m *Mux) tlsFailed(side string, remote net.Addr, err error) {
 	if m.tlsFailures != nil {
 		m.tlsFailures.WithLabelValues(side, reason).Inc()
 	}
-	m.log.Warn("raft mux refused a TLS connection", "side", side, "remote", remote.String(), "reason", reason, "err", err)
+	lvl := slog.LevelWarn
+	if side == "dial" {
+		// The caller reports it (and may retry every tick).
+		lvl = slog.LevelDebug
+	}
+	m.log.Log(context.Background(), lvl, "raft mux refused a TLS connection", "side", side, "remote", remote.String(), "reason", reason, "err", err)
 }
 
 // Close stops accepting and waits for routing goroutines to finish. Stream
