@@ -115,7 +115,7 @@ type agentProbe struct {
 	adm        *kadm.Client
 }
 
-func newAgentProbe(agentHTTP string, brokers []string, topic string, log *slog.Logger) (*agentProbe, error) {
+func newAgentProbe(agentHTTP string, brokers []string, sec []kgo.Opt, topic string, log *slog.Logger) (*agentProbe, error) {
 	p := &agentProbe{
 		metricsURL: "http://" + agentHTTP + "/metrics",
 		http:       &http.Client{Timeout: 10 * time.Second},
@@ -125,7 +125,7 @@ func newAgentProbe(agentHTTP string, brokers []string, topic string, log *slog.L
 		// kadm answers from kgo's metadata cache for MetadataMinAge (5 s
 		// by default): the topic the agent creates with its first record
 		// would stay unknown, and its offsets 0, that long.
-		cl, err := kgo.NewClient(append(clientOpts(brokers, log, "simtel-bench-agent"), kgo.MetadataMinAge(50*time.Millisecond))...)
+		cl, err := kgo.NewClient(append(clientOpts(brokers, sec, log, "simtel-bench-agent"), kgo.MetadataMinAge(50*time.Millisecond))...)
 		if err != nil {
 			return nil, fmt.Errorf("cannot create admin client for %v: %w", brokers, err)
 		}

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/simtel/simtel/internal/linegen"
 )
 
@@ -69,6 +71,8 @@ type AgentLoadConfig struct {
 	// Brokers, if set, are asked for the end offsets of Topic before and
 	// after the run: what reached the broker.
 	Brokers []string
+	// ClientOpts are added to every Kafka client of the run (TLS, SASL).
+	ClientOpts []kgo.Opt
 	// Topic the agent ships to. Default "telemetry".
 	Topic string
 	// DrainTimeout bounds the wait, after the last line, for the agent to
@@ -292,7 +296,7 @@ func AgentLoad(ctx context.Context, cfg AgentLoadConfig) (*AgentLoadResult, erro
 		}
 	}
 	if cfg.AgentHTTP != "" {
-		probe, err := newAgentProbe(cfg.AgentHTTP, cfg.Brokers, cfg.Topic, cfg.Logger)
+		probe, err := newAgentProbe(cfg.AgentHTTP, cfg.Brokers, cfg.ClientOpts, cfg.Topic, cfg.Logger)
 		if err != nil {
 			return nil, err
 		}

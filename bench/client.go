@@ -7,13 +7,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// clientOpts are the options every client of a run shares.
-func clientOpts(brokers []string, log *slog.Logger, id string) []kgo.Opt {
-	return []kgo.Opt{
+// clientOpts are the options every client of a run shares: sec are the
+// connection's TLS and SASL.
+func clientOpts(brokers []string, sec []kgo.Opt, log *slog.Logger, id string) []kgo.Opt {
+	return append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID(id),
 		kgo.WithLogger(kgoLogger{log}),
-	}
+	}, sec...)
 }
 
 // kgoLogger passes kgo's warnings and errors to the run's logger; kgo's

@@ -19,6 +19,8 @@ import (
 type ConsumeConfig struct {
 	// Brokers are the seed brokers, host:port. Default 127.0.0.1:9092.
 	Brokers []string
+	// ClientOpts are added to every Kafka client of the run (TLS, SASL).
+	ClientOpts []kgo.Opt
 	// Topic to read, from its start. Required; it must exist.
 	Topic string
 	// Group, if set, makes the poll-mode consumers join this consumer
@@ -140,7 +142,7 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) {
 		res.BytesOf = "batches"
 	}
 
-	admin, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.Logger, "simtel-bench-admin")...)
+	admin, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, "simtel-bench-admin")...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create admin client: %w", err)
 	}
@@ -312,7 +314,7 @@ func (c *consumeRun) fill(res *ConsumeResult) {
 func (c *consumeRun) runPoll(parts []partitionInfo) {
 	var wg sync.WaitGroup
 	for i := range c.cfg.Consumers {
-		opts := append(clientOpts(c.cfg.Brokers, c.cfg.Logger, fmt.Sprintf("simtel-bench-consumer-%d", i)),
+		opts := append(clientOpts(c.cfg.Brokers, c.cfg.ClientOpts, c.cfg.Logger, fmt.Sprintf("simtel-bench-consumer-%d", i)),
 			kgo.FetchMaxBytes(c.cfg.FetchMaxBytes),
 			kgo.FetchMaxPartitionBytes(c.cfg.PartitionMaxBytes),
 			kgo.BrokerMaxReadBytes(brokerMaxReadBytes(c.cfg.FetchMaxBytes)),

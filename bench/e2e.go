@@ -24,6 +24,8 @@ import (
 type E2EConfig struct {
 	// Brokers are the seed brokers, host:port. Default 127.0.0.1:9092.
 	Brokers []string
+	// ClientOpts are added to every Kafka client of the run (TLS, SASL).
+	ClientOpts []kgo.Opt
 	// Topic to produce to and read from; created with Partitions if it
 	// does not exist. Records of earlier runs in it are skipped. Required.
 	Topic string
@@ -240,7 +242,7 @@ func E2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	cfg = cfg.withDefaults()
 	res := &E2EResult{Kind: "e2e", Settings: cfg.settings()}
 
-	admin, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.Logger, "simtel-bench-admin")...)
+	admin, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, "simtel-bench-admin")...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create admin client: %w", err)
 	}
@@ -380,7 +382,7 @@ func newE2ERun(ctx context.Context, cfg E2EConfig) (*e2eRun, error) {
 	codec, _ := parseCompression(cfg.Compression)
 	words := (r.perCap + 63) / 64
 	for i := range cfg.Producers {
-		opts := append(clientOpts(cfg.Brokers, cfg.Logger, fmt.Sprintf("simtel-bench-e2e-producer-%d", i)),
+		opts := append(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, fmt.Sprintf("simtel-bench-e2e-producer-%d", i)),
 			kgo.DefaultProduceTopic(cfg.Topic),
 			kgo.RequiredAcks(acks),
 			kgo.ProducerBatchCompression(codec),
@@ -438,7 +440,7 @@ func (r *e2eRun) startConsumers(parts []partitionInfo) error {
 		if len(offsets) == 0 {
 			continue
 		}
-		cl, err := kgo.NewClient(append(clientOpts(r.cfg.Brokers, r.cfg.Logger, fmt.Sprintf("simtel-bench-e2e-consumer-%d", i)),
+		cl, err := kgo.NewClient(append(clientOpts(r.cfg.Brokers, r.cfg.ClientOpts, r.cfg.Logger, fmt.Sprintf("simtel-bench-e2e-consumer-%d", i)),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: offsets}),
 			kgo.FetchMaxWait(time.Second),
 		)...)

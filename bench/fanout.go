@@ -75,6 +75,8 @@ const (
 type FanoutConfig struct {
 	// Brokers are seed brokers, host:port. Required.
 	Brokers []string
+	// ClientOpts are added to every Kafka client of the run (TLS, SASL).
+	ClientOpts []kgo.Opt
 	// Mode is FanoutNode or FanoutDirect. Default FanoutNode.
 	Mode string
 	// Nodes is the number of emulated nodes, each one learner.Subscriber.
@@ -540,7 +542,7 @@ func (r *fanoutRun) cpuSince(a cpuMark) {
 
 // run does steps 2 to 6 of a run (see the top of this file).
 func (r *fanoutRun) run(ctx context.Context) error {
-	cl, err := kgo.NewClient(clientOpts(r.cfg.Brokers, r.log, "simtel-bench-fanout-learner")...)
+	cl, err := kgo.NewClient(clientOpts(r.cfg.Brokers, r.cfg.ClientOpts, r.log, "simtel-bench-fanout-learner")...)
 	if err != nil {
 		return fmt.Errorf("cannot create kafka client for %v: %w", r.cfg.Brokers, err)
 	}

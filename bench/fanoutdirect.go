@@ -37,7 +37,7 @@ func (r *fanoutRun) runDirect(ctx context.Context, p *fanoutPublish) error {
 		}
 	}()
 	for i := range clients {
-		cl, err := kgo.NewClient(clientOpts(cfg.Brokers, r.log, fmt.Sprintf("simtel-bench-fanout-direct-%d", i))...)
+		cl, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.ClientOpts, r.log, fmt.Sprintf("simtel-bench-fanout-direct-%d", i))...)
 		if err != nil {
 			return fmt.Errorf("cannot create the client of direct subscriber %d: %w", i, err)
 		}

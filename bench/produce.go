@@ -19,6 +19,8 @@ import (
 type ProduceConfig struct {
 	// Brokers are the seed brokers, host:port. Default 127.0.0.1:9092.
 	Brokers []string
+	// ClientOpts are added to every Kafka client of the run (TLS, SASL).
+	ClientOpts []kgo.Opt
 	// Topic to produce to. Required.
 	Topic string
 	// Partitions the topic is created with if it does not exist. An
@@ -246,7 +248,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) {
 
 	// Set the topic up with an admin client of its own, so producers start
 	// with a known partition count.
-	admin, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.Logger, "simtel-bench-admin")...)
+	admin, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, "simtel-bench-admin")...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create admin client: %w", err)
 	}
@@ -336,7 +338,7 @@ func newProduceRun(cfg ProduceConfig) (*produceRun, error) {
 	codec, _ := parseCompression(cfg.Compression)
 	partitioner, _ := parsePartitioner(cfg.Partitioner)
 	for i := range cfg.Producers {
-		opts := append(clientOpts(cfg.Brokers, cfg.Logger, fmt.Sprintf("simtel-bench-producer-%d", i)),
+		opts := append(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, fmt.Sprintf("simtel-bench-producer-%d", i)),
 			kgo.DefaultProduceTopic(cfg.Topic),
 			kgo.RequiredAcks(acks),
 			kgo.ProducerBatchCompression(codec),

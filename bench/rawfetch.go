@@ -48,7 +48,7 @@ func (c *consumeRun) runRaw(parts []partitionInfo) {
 		ci := i % c.cfg.Consumers
 		for len(clients) <= ci {
 			n := len(clients)
-			cl, err := kgo.NewClient(append(clientOpts(c.cfg.Brokers, c.cfg.Logger, fmt.Sprintf("simtel-bench-raw-%d", n)),
+			cl, err := kgo.NewClient(append(clientOpts(c.cfg.Brokers, c.cfg.ClientOpts, c.cfg.Logger, fmt.Sprintf("simtel-bench-raw-%d", n)),
 				kgo.FetchMaxBytes(c.cfg.FetchMaxBytes),
 				kgo.BrokerMaxReadBytes(brokerMaxReadBytes(c.cfg.FetchMaxBytes)))...)
 			if err != nil {

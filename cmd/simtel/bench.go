@@ -65,6 +65,7 @@ func (o *benchOutput) emit(res any, runErr error, human func(io.Writer)) error {
 
 func newBenchProduceCmd(g *globalFlags) *cobra.Command {
 	var cfg bench.ProduceConfig
+	var sec clientSecFlags
 	var brokers string
 	var idempotent bool
 	var out benchOutput
@@ -83,6 +84,10 @@ was acknowledged for --stall-timeout.`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Brokers = splitList(brokers)
+			var err error
+			if cfg.ClientOpts, err = sec.opts(); err != nil {
+				return err
+			}
 			cfg.NoIdempotence = !idempotent
 			if cfg.Duration == 0 && cfg.Records == 0 {
 				cfg.Duration = 10 * time.Second
@@ -95,6 +100,7 @@ was acknowledged for --stall-timeout.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	sec.register(f)
 	f.StringVar(&cfg.Topic, "topic", "simtel-bench", "topic to produce to")
 	f.Int32Var(&cfg.Partitions, "partitions", 1, "partitions to create the topic with if it does not exist")
 	f.IntVar(&cfg.RecordSize, "record-size", 1024, "bytes of each record's value")
@@ -118,6 +124,7 @@ was acknowledged for --stall-timeout.`,
 
 func newBenchConsumeCmd(g *globalFlags) *cobra.Command {
 	var cfg bench.ConsumeConfig
+	var sec clientSecFlags
 	var brokers string
 	var out benchOutput
 	cmd := &cobra.Command{
@@ -138,6 +145,10 @@ the run began. The run also ends when nothing arrived for --idle.`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Brokers = splitList(brokers)
+			var err error
+			if cfg.ClientOpts, err = sec.opts(); err != nil {
+				return err
+			}
 			cfg.Logger = log
 			cfg.Progress = out.progress()
 			res, runErr := bench.Consume(cmd.Context(), cfg)
@@ -149,6 +160,7 @@ the run began. The run also ends when nothing arrived for --idle.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	sec.register(f)
 	f.StringVar(&cfg.Topic, "topic", "simtel-bench", "topic to read")
 	f.StringVar(&cfg.Group, "group", "", "consumer group to join (poll mode; default: assign partitions directly)")
 	f.IntVar(&cfg.Consumers, "consumers", 1, "independent clients reading in parallel")

@@ -12,6 +12,7 @@ import (
 
 func newBenchAgentCmd(g *globalFlags) *cobra.Command {
 	var cfg bench.AgentLoadConfig
+	var sec clientSecFlags
 	var brokers string
 	var out benchOutput
 	cmd := &cobra.Command{
@@ -37,6 +38,10 @@ topic's end offsets. After the last line the run waits up to
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Brokers = splitList(brokers)
+			var err error
+			if cfg.ClientOpts, err = sec.opts(); err != nil {
+				return err
+			}
 			if cfg.AgentHTTP == "" && cfg.Transport == "http" {
 				cfg.AgentHTTP = cfg.Addr
 			}
@@ -61,6 +66,7 @@ topic's end offsets. After the last line the run waits up to
 	f.IntVar(&cfg.AgentPID, "agent-pid", 0, "agent process to measure (0: none)")
 	f.StringVar(&cfg.AgentHTTP, "agent-http", "", "the agent's HTTP listener for /metrics and /debug/pprof (default: --addr with --transport http)")
 	f.StringVar(&brokers, "brokers", "", "brokers to read the topic's end offsets from (empty: no check)")
+	sec.register(f)
 	f.StringVar(&cfg.Topic, "topic", "telemetry", "the topic the agent ships to")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", time.Minute, "how long to wait for the agent to ship what it accepted")
 	f.DurationVar(&cfg.SampleInterval, "sample-interval", time.Second, "how often the agent is sampled")

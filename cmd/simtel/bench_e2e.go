@@ -13,6 +13,7 @@ import (
 
 func newBenchE2ECmd(g *globalFlags) *cobra.Command {
 	var cfg bench.E2EConfig
+	var sec clientSecFlags
 	var brokers string
 	var out benchOutput
 	cmd := &cobra.Command{
@@ -40,6 +41,10 @@ setup and the first batches out of the figures.`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Brokers = splitList(brokers)
+			var err error
+			if cfg.ClientOpts, err = sec.opts(); err != nil {
+				return err
+			}
 			cfg.Logger = log
 			cfg.Progress = out.progress()
 			res, runErr := bench.E2E(cmd.Context(), cfg)
@@ -51,6 +56,7 @@ setup and the first batches out of the figures.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	sec.register(f)
 	f.StringVar(&cfg.Topic, "topic", "simtel-e2e", "topic to produce to and read (created if it does not exist)")
 	f.Int32Var(&cfg.Partitions, "partitions", 1, "partitions to create the topic with if it does not exist")
 	f.IntVar(&cfg.RecordSize, "record-size", 1024, fmt.Sprintf("bytes of each record's value (at least %d, the header)", bench.E2EHeaderSize))

@@ -13,6 +13,7 @@ import (
 
 func newBenchFanoutCmd(g *globalFlags) *cobra.Command {
 	var cfg bench.FanoutConfig
+	var sec clientSecFlags
 	var brokers, size string
 	var out benchOutput
 	cmd := &cobra.Command{
@@ -48,6 +49,9 @@ published first, so subscribers start from a held version.`,
 				return fmt.Errorf("--size: %w", err)
 			}
 			cfg.Brokers = splitList(brokers)
+			if cfg.ClientOpts, err = sec.opts(); err != nil {
+				return err
+			}
 			cfg.Logger = log
 			cfg.Progress = out.progress()
 			res, runErr := bench.Fanout(cmd.Context(), cfg)
@@ -56,6 +60,7 @@ published first, so subscribers start from a held version.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
+	sec.register(f)
 	f.StringVar(&cfg.Mode, "mode", "node", "node (one subscriber per node, workers read its copy) or direct (every worker fetches)")
 	f.IntVar(&cfg.Nodes, "nodes", 50, "emulated nodes")
 	f.IntVar(&cfg.WorkersPerNode, "workers-per-node", 20, "workers per node (direct mode: nodes × workers-per-node direct subscribers)")

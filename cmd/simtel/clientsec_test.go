@@ -30,6 +30,13 @@ func TestAdminOverSASLSSL(t *testing.T) {
 		t.Errorf("user list over SASL_SSL:\n%s", out)
 	}
 
+	// A load generator too: it creates its topic and produces through the
+	// secure listener.
+	simtelOK(t, append([]string{"bench", "produce", brokers, "--topic", "secured-bench", "--records", "1000", "--json"}, sec...)...)
+	if out := simtelOK(t, append([]string{"topic", "describe", "secured-bench", brokers, "-o", "json"}, sec...)...); !strings.Contains(out, "secured-bench") {
+		t.Errorf("bench produce over SASL_SSL made no topic:\n%s", out)
+	}
+
 	cfg := b.SCRAM()
 	cmd := exec.Command(testutil.Binary(t), "topic", "list", brokers)
 	cmd.Env = append(os.Environ(), "SIMTEL_SECURITY_PROTOCOL=SASL_SSL", "SIMTEL_SASL_MECHANISM=SCRAM-SHA-256",
