@@ -53,10 +53,10 @@ func (r *fanoutRun) runNodes(ctx context.Context, p *fanoutPublish) error {
 			Policy:  p.policy,
 			Dir:     filepath.Join(root, fmt.Sprintf("node-%04d", i)),
 			Logger:  r.log.With("node", i),
-			ClientOpts: []kgo.Opt{
+			ClientOpts: append([]kgo.Opt{
 				kgo.ClientID(fmt.Sprintf("simtel-bench-fanout-node-%d", i)),
 				kgo.WithLogger(kgoLogger{r.log}),
-			},
+			}, cfg.ClientOpts...),
 		})
 		if err != nil {
 			return fmt.Errorf("cannot create the subscriber of node %d: %w", i, err)
