@@ -20,6 +20,7 @@ import (
 
 	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/internal/lineproto"
+	"github.com/simtel/simtel/internal/tick"
 )
 
 // The agent speaks enough of InfluxDB's HTTP API for unchanged clients:
@@ -129,21 +130,14 @@ func (a *Agent) serveHTTP(ctx context.Context, start func(func(context.Context))
 // ends. A file that cannot be read or holds no token leaves the previous
 // tokens in use.
 func (a *Agent) watchTokens(ctx context.Context) {
-	t := time.NewTicker(a.cfg.HTTPReloadInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, a.cfg.HTTPReloadInterval, func() {
 		switch changed, err := a.httpAuth.reload(false); {
 		case err != nil:
 			a.log.Warn("cannot reload the HTTP token file; the previous tokens stay in use", "err", err)
 		case changed:
 			a.log.Info("HTTP token file reloaded", "file", a.cfg.HTTPTokenFile)
 		}
-	}
+	})
 }
 
 // Reload reads the HTTP listener's token and TLS files again (SIGHUP).

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/simtel/simtel/internal/tick"
 )
 
 // ClientAuth is whether a TLS listener asks its clients for a certificate
@@ -117,29 +119,24 @@ func (s *TLSServer) Reload() error {
 // by writing the key and the certificate one after the other may fail to
 // load in between; the next change loads it.
 func (s *TLSServer) Watch(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.mu.Lock()
-		stamp := s.fileStamp()
-		changed := stamp != s.stamp
-		s.stamp = stamp
-		var err error
-		if changed {
-			err = s.load()
-		}
-		s.mu.Unlock()
-		switch {
-		case err != nil:
-			s.log.Warn("cannot reload the TLS certificate; the previous one stays in use", "err", err)
-		case changed:
-			s.log.Info("TLS certificate reloaded", "cert", s.files.Cert)
-		}
+	tick.Every(ctx, interval, s.reloadIfChanged)
+}
+
+func (s *TLSServer) reloadIfChanged() {
+	s.mu.Lock()
+	stamp := s.fileStamp()
+	changed := stamp != s.stamp
+	s.stamp = stamp
+	var err error
+	if changed {
+		err = s.load()
+	}
+	s.mu.Unlock()
+	switch {
+	case err != nil:
+		s.log.Warn("cannot reload the TLS certificate; the previous one stays in use", "err", err)
+	case changed:
+		s.log.Info("TLS certificate reloaded", "cert", s.files.Cert)
 	}
 }
 
