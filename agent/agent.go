@@ -13,8 +13,8 @@ import (
 	"github.com/simtel/simtel/agent/producer"
 	"github.com/simtel/simtel/agent/spool"
 	"github.com/simtel/simtel/agent/tune"
-	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/internal/lineproto"
+	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
 // Agent is a running node agent. New opens the spool and binds every
@@ -38,7 +38,7 @@ type Agent struct {
 	httpLn      net.Listener
 	httpSrv     *http.Server
 	httpAuth    *httpAuth
-	httpTLS     *auth.TLSServer // nil: plain HTTP
+	httpTLS     *tlsfiles.Server // nil: plain HTTP
 
 	policies *policyState
 }

@@ -18,9 +18,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/internal/lineproto"
 	"github.com/simtel/simtel/internal/tick"
+	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
 // The agent speaks enough of InfluxDB's HTTP API for unchanged clients:
@@ -91,8 +91,8 @@ func (a *Agent) setupHTTP() error {
 		return err
 	}
 	if a.cfg.HTTPTLSCert != "" {
-		files := auth.TLSFiles{Cert: a.cfg.HTTPTLSCert, Key: a.cfg.HTTPTLSKey}
-		if a.httpTLS, err = auth.NewTLSServer(files, a.log.With("part", "http")); err != nil {
+		files := tlsfiles.Files{Cert: a.cfg.HTTPTLSCert, Key: a.cfg.HTTPTLSKey}
+		if a.httpTLS, err = tlsfiles.NewServer(files, a.log.With("part", "http")); err != nil {
 			return fmt.Errorf("cannot serve HTTPS: %w", err)
 		}
 	}
@@ -104,7 +104,7 @@ func (a *Agent) setupHTTP() error {
 func (a *Agent) serveHTTP(ctx context.Context, start func(func(context.Context))) {
 	ln := a.httpLn
 	if a.httpTLS != nil {
-		ln = tls.NewListener(ln, a.httpTLS.Config(auth.ClientAuthNone))
+		ln = tls.NewListener(ln, a.httpTLS.Config(tlsfiles.ClientAuthNone))
 		start(func(ctx context.Context) { a.httpTLS.Watch(ctx, a.cfg.HTTPReloadInterval) })
 	}
 	if a.cfg.HTTPTokenFile != "" {

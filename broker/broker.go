@@ -24,6 +24,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 	"github.com/simtel/simtel/broker/txn"
 	"github.com/simtel/simtel/internal/tick"
+	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
 // Broker is one Kafka-compatible broker node. New opens its state from
@@ -70,7 +71,7 @@ type Broker struct {
 	// listeners are the Kafka listeners (listeners.go); tls serves the
 	// certificate of the TLS ones, principals names their clients.
 	listeners  []*listener
-	tls        *auth.TLSServer
+	tls        *tlsfiles.Server
 	principals *auth.PrincipalMapping
 	httpLn     net.Listener
 	ready      atomic.Bool

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/broker/admin"
-	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/cluster"
+	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
 // Config configures one broker. Zero values take the documented defaults;
@@ -45,7 +45,7 @@ type Config struct {
 	InterBrokerListener string
 	// TLS are the PEM files of the SSL and SASL_SSL listeners and the
 	// client certificate policy of the SSL ones.
-	TLS auth.TLSFiles
+	TLS tlsfiles.Files
 	// TLSPrincipalMapping are the rules naming a client certificate's
 	// principal (auth.PrincipalMapping). Default: User:<subject CN>.
 	TLSPrincipalMapping string

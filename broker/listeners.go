@@ -22,6 +22,7 @@ import (
 
 	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/cluster"
+	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
 // The security protocols, by Kafka's names.
@@ -205,7 +206,7 @@ const handshakeTimeout = 10 * time.Second
 func (b *Broker) openListeners() error {
 	if slices.ContainsFunc(b.cfg.Listeners, ListenerSpec.usesTLS) {
 		var err error
-		if b.tls, err = auth.NewTLSServer(b.cfg.TLS, b.log.With("part", "tls")); err != nil {
+		if b.tls, err = tlsfiles.NewServer(b.cfg.TLS, b.log.With("part", "tls")); err != nil {
 			return err
 		}
 		if b.principals, err = auth.ParsePrincipalMapping(b.cfg.TLSPrincipalMapping); err != nil {
@@ -229,7 +230,7 @@ func (b *Broker) openListeners() error {
 			l.tls = b.tls.Config(b.cfg.TLS.ClientAuth)
 		case spec.Proto == ProtoSASLSSL:
 			// SASL names the client; a certificate is not asked for.
-			l.tls = b.tls.Config(auth.ClientAuthNone)
+			l.tls = b.tls.Config(tlsfiles.ClientAuthNone)
 		}
 	}
 	b.cfg.Advertise = b.listeners[0].advertise
@@ -332,7 +333,7 @@ func (b *Broker) accept(ctx context.Context, l *listener, nc net.Conn) {
 			principal, err = b.certPrincipal(tc.ConnectionState())
 		}
 		if err != nil {
-			reason := auth.TLSFailureReason(err)
+			reason := tlsfiles.FailureReason(err)
 			if errors.Is(err, auth.ErrNoMappingRule) {
 				reason = "no_mapping_rule"
 			}

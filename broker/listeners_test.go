@@ -20,8 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker"
-	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
 // startListeners runs an in-process broker with cfg (its data directory,
@@ -123,7 +123,7 @@ func TestTLSListener(t *testing.T) {
 			{Name: "plain", Proto: broker.ProtoPlaintext, Addr: "127.0.0.1:0"},
 			{Name: "secure", Proto: broker.ProtoSSL, Addr: "127.0.0.1:0"},
 		},
-		TLS:               auth.TLSFiles{Cert: srv.CertFile, Key: srv.KeyFile, CA: ca.CAFile, ClientAuth: auth.ClientAuthRequired},
+		TLS:               tlsfiles.Files{Cert: srv.CertFile, Key: srv.KeyFile, CA: ca.CAFile, ClientAuth: tlsfiles.ClientAuthRequired},
 		TLSReloadInterval: 50 * time.Millisecond,
 	})
 	plain, secure := b.ListenerAddr("plain").String(), b.ListenerAddr("secure").String()
@@ -200,7 +200,7 @@ func TestTLSListenerRequested(t *testing.T) {
 	ca, srv, alice := testCerts(t)
 	b := startListeners(t, broker.Config{
 		Listeners: []broker.ListenerSpec{{Name: "secure", Proto: broker.ProtoSSL, Addr: "127.0.0.1:0"}},
-		TLS:       auth.TLSFiles{Cert: srv.CertFile, Key: srv.KeyFile, CA: ca.CAFile, ClientAuth: auth.ClientAuthRequested},
+		TLS:       tlsfiles.Files{Cert: srv.CertFile, Key: srv.KeyFile, CA: ca.CAFile, ClientAuth: tlsfiles.ClientAuthRequested},
 	})
 	addr := b.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -303,7 +303,7 @@ func TestListenerConfigValidate(t *testing.T) {
 		cfg  broker.Config
 		want string // "" : valid
 	}{
-		{"two listeners", broker.Config{Listeners: l("a=PLAINTEXT://127.0.0.1:1,b=SSL://127.0.0.1:2"), TLS: auth.TLSFiles{Cert: "c", Key: "k"}}, ""},
+		{"two listeners", broker.Config{Listeners: l("a=PLAINTEXT://127.0.0.1:1,b=SSL://127.0.0.1:2"), TLS: tlsfiles.Files{Cert: "c", Key: "k"}}, ""},
 		{"unnamed", broker.Config{Listeners: l("PLAINTEXT://127.0.0.1:1")}, ""},
 		{"listen besides listeners", broker.Config{Listen: "127.0.0.1:3", Listeners: l("a=PLAINTEXT://127.0.0.1:1")}, "one-listener shorthand"},
 		{"unknown protocol", broker.Config{Listeners: l("a=HTTP://127.0.0.1:1")}, "security protocol"},
@@ -345,7 +345,7 @@ func TestKcatSSL(t *testing.T) {
 	ca, srv, alice := testCerts(t)
 	b := startListeners(t, broker.Config{
 		Listeners: []broker.ListenerSpec{{Name: "secure", Proto: broker.ProtoSSL, Addr: "127.0.0.1:0"}},
-		TLS:       auth.TLSFiles{Cert: srv.CertFile, Key: srv.KeyFile, CA: ca.CAFile, ClientAuth: auth.ClientAuthRequired},
+		TLS:       tlsfiles.Files{Cert: srv.CertFile, Key: srv.KeyFile, CA: ca.CAFile, ClientAuth: tlsfiles.ClientAuthRequired},
 	})
 	ssl := []string{"-b", b.Addr().String(), "-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + ca.CAFile,
 		"-X", "ssl.certificate.location=" + alice.CertFile, "-X", "ssl.key.location=" + alice.KeyFile}

@@ -27,6 +27,7 @@ import (
 	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
 // saslBroker is a broker with a PLAINTEXT listener (Addr, for setup) and a
@@ -399,7 +400,7 @@ func TestSASLOverTLS(t *testing.T) {
 	secure := testutil.FreePort(t)
 	startSASLBroker(t, func(c *broker.Config) {
 		c.Listeners = append(c.Listeners, broker.ListenerSpec{Name: "secure", Proto: broker.ProtoSASLSSL, Addr: secure})
-		c.TLS = auth.TLSFiles{Cert: srv.CertFile, Key: srv.KeyFile}
+		c.TLS = tlsfiles.Files{Cert: srv.CertFile, Key: srv.KeyFile}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/simtel/simtel/broker"
-	"github.com/simtel/simtel/broker/auth"
+	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
 // listenerFlags are the broker's listener and TLS flags.
@@ -37,7 +37,7 @@ func (lf *listenerFlags) register(f *pflag.FlagSet, cfg *broker.Config) {
 // --listeners is given.
 func (lf *listenerFlags) apply(cmd *cobra.Command, cfg *broker.Config) error {
 	var err error
-	if cfg.TLS.ClientAuth, err = auth.ParseClientAuth(lf.clientAuth); err != nil {
+	if cfg.TLS.ClientAuth, err = tlsfiles.ParseClientAuth(lf.clientAuth); err != nil {
 		return err
 	}
 	if lf.listeners != "" {

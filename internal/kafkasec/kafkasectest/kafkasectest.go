@@ -19,6 +19,7 @@ import (
 	"github.com/simtel/simtel/internal/kafkasec"
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
 // User and Password are the SCRAM user the broker knows (both hashes).
@@ -54,7 +55,7 @@ func Start(t testing.TB, opts ...brokertest.Option) *Broker {
 			{Name: "local", Proto: broker.ProtoPlaintext, Addr: "127.0.0.1:0"},
 			{Name: "secure", Proto: broker.ProtoSASLSSL, Addr: b.Secure},
 		}
-		c.TLS = auth.TLSFiles{Cert: srv.CertFile, Key: srv.KeyFile}
+		c.TLS = tlsfiles.Files{Cert: srv.CertFile, Key: srv.KeyFile}
 		c.SASL = broker.SASLConfig{Mechanisms: auth.Mechanisms, OAuthHMACKeyFile: keyFile}
 	})}, opts...)
 	b.Broker = brokertest.Start(t, opts...)

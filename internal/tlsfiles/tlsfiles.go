@@ -1,4 +1,7 @@
-package auth
+// Package tlsfiles serves TLS from PEM files that are read again when they
+// change or on demand (SIGHUP), so a renewed certificate is used without a
+// restart; the broker's listeners and the agent's HTTP listener use it.
+package tlsfiles
 
 import (
 	"bytes"
@@ -54,8 +57,8 @@ func (c ClientAuth) String() string {
 // certificate to a listener that requires one.
 var ErrNoClientCert = errors.New("the client sent no certificate and the listener requires one")
 
-// TLSFiles names the PEM files of a TLS listener.
-type TLSFiles struct {
+// Files names the PEM files of a TLS listener.
+type Files struct {
 	// Cert is the server's certificate chain, Key its private key.
 	Cert, Key string
 	// CA holds the certificates client certificates must chain to. Empty:
@@ -65,11 +68,11 @@ type TLSFiles struct {
 	ClientAuth ClientAuth
 }
 
-// TLSServer serves the current certificate and CA of a set of PEM files:
+// Server serves the current certificate and CA of a set of PEM files:
 // Reload (or Watch, when the files change) swaps them for new handshakes
 // while established connections keep the session they negotiated.
-type TLSServer struct {
-	files TLSFiles
+type Server struct {
+	files Files
 	log   *slog.Logger
 	// cur is the tls.Config of new handshakes, per client auth policy.
 	cur atomic.Pointer[[3]*tls.Config]
@@ -78,15 +81,15 @@ type TLSServer struct {
 	stamp string // the files' sizes and mtimes at the last load attempt
 }
 
-// NewTLSServer loads the files; an error names the file that failed.
-func NewTLSServer(files TLSFiles, log *slog.Logger) (*TLSServer, error) {
+// NewServer loads the files; an error names the file that failed.
+func NewServer(files Files, log *slog.Logger) (*Server, error) {
 	if files.Cert == "" || files.Key == "" {
 		return nil, errors.New("a TLS listener needs --tls-cert and --tls-key")
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &TLSServer{files: files, log: log}
+	s := &Server{files: files, log: log}
 	s.stamp = s.fileStamp()
 	if err := s.load(); err != nil {
 		return nil, err
@@ -96,7 +99,7 @@ func NewTLSServer(files TLSFiles, log *slog.Logger) (*TLSServer, error) {
 
 // Config is the tls.Config of a listener with the given client
 // certificate policy. Each handshake takes the certificate loaded last.
-func (s *TLSServer) Config(ca ClientAuth) *tls.Config {
+func (s *Server) Config(ca ClientAuth) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
@@ -107,7 +110,7 @@ func (s *TLSServer) Config(ca ClientAuth) *tls.Config {
 
 // Reload reads the files again. On an error the previous certificate
 // stays in use.
-func (s *TLSServer) Reload() error {
+func (s *Server) Reload() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stamp = s.fileStamp()
@@ -118,11 +121,11 @@ func (s *TLSServer) Reload() error {
 // changes, checking every interval, until ctx ends. A certificate renewed
 // by writing the key and the certificate one after the other may fail to
 // load in between; the next change loads it.
-func (s *TLSServer) Watch(ctx context.Context, interval time.Duration) {
+func (s *Server) Watch(ctx context.Context, interval time.Duration) {
 	tick.Every(ctx, interval, s.reloadIfChanged)
 }
 
-func (s *TLSServer) reloadIfChanged() {
+func (s *Server) reloadIfChanged() {
 	s.mu.Lock()
 	stamp := s.fileStamp()
 	changed := stamp != s.stamp
@@ -142,7 +145,7 @@ func (s *TLSServer) reloadIfChanged() {
 
 // fileStamp sums up the files' identity; a file that cannot be read
 // stamps as missing.
-func (s *TLSServer) fileStamp() string {
+func (s *Server) fileStamp() string {
 	var b bytes.Buffer
 	for _, p := range []string{s.files.Cert, s.files.Key, s.files.CA} {
 		if p == "" {
@@ -157,7 +160,7 @@ func (s *TLSServer) fileStamp() string {
 	return b.String()
 }
 
-func (s *TLSServer) load() error {
+func (s *Server) load() error {
 	cert, err := tls.LoadX509KeyPair(s.files.Cert, s.files.Key)
 	if err != nil {
 		return fmt.Errorf("cannot load TLS certificate %s with key %s: %w", s.files.Cert, s.files.Key, err)
@@ -200,9 +203,9 @@ func (s *TLSServer) load() error {
 	return nil
 }
 
-// TLSFailureReason classifies a failed server handshake for the
+// FailureReason classifies a failed server handshake for the
 // simtel_broker_auth_failures_total{mechanism="tls"} counter.
-func TLSFailureReason(err error) string {
+func FailureReason(err error) string {
 	var rh tls.RecordHeaderError
 	var cv *tls.CertificateVerificationError
 	var te interface{ Timeout() bool }

@@ -1,4 +1,4 @@
-package auth_test
+package tlsfiles_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
 // handshake runs one TLS handshake over loopback TCP between a server
@@ -63,25 +63,25 @@ func TestTLSServerClientAuth(t *testing.T) {
 	srv := ca.Server(t, "broker")
 	alice := ca.Client(t, pkix.Name{CommonName: "alice"})
 	mallory := other.Client(t, pkix.Name{CommonName: "mallory"})
-	ts, err := auth.NewTLSServer(auth.TLSFiles{Cert: srv.CertFile, Key: srv.KeyFile, CA: ca.CAFile}, nil)
+	ts, err := tlsfiles.NewServer(tlsfiles.Files{Cert: srv.CertFile, Key: srv.KeyFile, CA: ca.CAFile}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name    string
-		policy  auth.ClientAuth
+		policy  tlsfiles.ClientAuth
 		certs   []testutil.Cert
 		reason  string // "" : accepted
 		subject string // the client certificate the server saw
 	}{
-		{"none without cert", auth.ClientAuthNone, nil, "", ""},
-		{"none ignores a cert", auth.ClientAuthNone, []testutil.Cert{alice}, "", ""},
-		{"requested without cert", auth.ClientAuthRequested, nil, "", ""},
-		{"requested with cert", auth.ClientAuthRequested, []testutil.Cert{alice}, "", "alice"},
-		{"requested with a foreign cert", auth.ClientAuthRequested, []testutil.Cert{mallory}, "bad_client_cert", ""},
-		{"required without cert", auth.ClientAuthRequired, nil, "no_client_cert", ""},
-		{"required with cert", auth.ClientAuthRequired, []testutil.Cert{alice}, "", "alice"},
-		{"required with a foreign cert", auth.ClientAuthRequired, []testutil.Cert{mallory}, "bad_client_cert", ""},
+		{"none without cert", tlsfiles.ClientAuthNone, nil, "", ""},
+		{"none ignores a cert", tlsfiles.ClientAuthNone, []testutil.Cert{alice}, "", ""},
+		{"requested without cert", tlsfiles.ClientAuthRequested, nil, "", ""},
+		{"requested with cert", tlsfiles.ClientAuthRequested, []testutil.Cert{alice}, "", "alice"},
+		{"requested with a foreign cert", tlsfiles.ClientAuthRequested, []testutil.Cert{mallory}, "bad_client_cert", ""},
+		{"required without cert", tlsfiles.ClientAuthRequired, nil, "no_client_cert", ""},
+		{"required with cert", tlsfiles.ClientAuthRequired, []testutil.Cert{alice}, "", "alice"},
+		{"required with a foreign cert", tlsfiles.ClientAuthRequired, []testutil.Cert{mallory}, "bad_client_cert", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err, cs := handshake(t, ts.Config(tc.policy), ca.ClientTLS(tc.certs...))
@@ -101,7 +101,7 @@ func TestTLSServerClientAuth(t *testing.T) {
 			if err == nil {
 				t.Fatal("handshake succeeded, want it refused")
 			}
-			if got := auth.TLSFailureReason(err); got != tc.reason {
+			if got := tlsfiles.FailureReason(err); got != tc.reason {
 				t.Fatalf("reason %q (err %v), want %q", got, err, tc.reason)
 			}
 		})
@@ -111,7 +111,7 @@ func TestTLSServerClientAuth(t *testing.T) {
 func TestTLSFailureReasonNotTLS(t *testing.T) {
 	ca := testutil.NewCA(t)
 	srv := ca.Server(t, "broker")
-	ts, err := auth.NewTLSServer(auth.TLSFiles{Cert: srv.CertFile, Key: srv.KeyFile}, nil)
+	ts, err := tlsfiles.NewServer(tlsfiles.Files{Cert: srv.CertFile, Key: srv.KeyFile}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +122,8 @@ func TestTLSFailureReasonNotTLS(t *testing.T) {
 		_, _ = b.Write([]byte{0, 0, 0, 10, 0, 18, 0, 3, 0, 0, 0, 1, 0, 0})
 		b.Close()
 	}()
-	err = tls.Server(a, ts.Config(auth.ClientAuthNone)).Handshake()
-	if got := auth.TLSFailureReason(err); got != "not_tls" {
+	err = tls.Server(a, ts.Config(tlsfiles.ClientAuthNone)).Handshake()
+	if got := tlsfiles.FailureReason(err); got != "not_tls" {
 		t.Fatalf("reason %q (err %v), want not_tls", got, err)
 	}
 }
@@ -131,13 +131,13 @@ func TestTLSFailureReasonNotTLS(t *testing.T) {
 func TestTLSServerReload(t *testing.T) {
 	ca := testutil.NewCA(t)
 	first := ca.Server(t, "broker")
-	ts, err := auth.NewTLSServer(auth.TLSFiles{Cert: first.CertFile, Key: first.KeyFile}, nil)
+	ts, err := tlsfiles.NewServer(tlsfiles.Files{Cert: first.CertFile, Key: first.KeyFile}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	serial := func() string {
 		t.Helper()
-		ln, err := tls.Listen("tcp", "127.0.0.1:0", ts.Config(auth.ClientAuthNone))
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", ts.Config(tlsfiles.ClientAuthNone))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,12 +197,12 @@ func TestTLSServerReload(t *testing.T) {
 }
 
 func TestParseClientAuth(t *testing.T) {
-	for in, want := range map[string]auth.ClientAuth{"": auth.ClientAuthNone, "none": auth.ClientAuthNone, "requested": auth.ClientAuthRequested, "required": auth.ClientAuthRequired} {
-		if got, err := auth.ParseClientAuth(in); err != nil || got != want {
+	for in, want := range map[string]tlsfiles.ClientAuth{"": tlsfiles.ClientAuthNone, "none": tlsfiles.ClientAuthNone, "requested": tlsfiles.ClientAuthRequested, "required": tlsfiles.ClientAuthRequired} {
+		if got, err := tlsfiles.ParseClientAuth(in); err != nil || got != want {
 			t.Errorf("ParseClientAuth(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	if _, err := auth.ParseClientAuth("want"); err == nil {
+	if _, err := tlsfiles.ParseClientAuth("want"); err == nil {
 		t.Error(`ParseClientAuth("want") succeeded`)
 	}
 }
