@@ -21,7 +21,7 @@ type Security interface {
 	// catches up with the controller (a read barrier). Its error is a
 	// kerr error.
 	State(ctx context.Context, fresh bool) (*cluster.Security, error)
-	// Apply runs a security command (cluster.IsSecurity) through the
+	// Apply runs a security command (credential or ACL changes) through the
 	// controller, or on a single broker. Its errors wrap the cluster's
 	// sentinels.
 	Apply(ctx context.Context, c cluster.Command) (cluster.Result, error)

@@ -31,13 +31,6 @@ type Authorizer interface {
 	Authorize(p Principal, host string, op Operation, res Resource) bool
 }
 
-// AllowAll is the authorizer of a broker without --authorizer: every
-// request is allowed.
-type AllowAll struct{}
-
-// Authorize always allows.
-func (AllowAll) Authorize(Principal, string, Operation, Resource) bool { return true }
-
 // ACLAuthorizer is Kafka's ACL authorizer (kafka.security.authorizer.
 // AclAuthorizer), deciding in this order:
 //

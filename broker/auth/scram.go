@@ -21,18 +21,6 @@ const (
 // scramSaltBytes is the length of the salt NewScramCredential draws.
 const scramSaltBytes = 32
 
-// ParseScramMechanism reads a SASL mechanism name, SCRAM-SHA-256 or
-// SCRAM-SHA-512.
-func ParseScramMechanism(name string) (ScramMechanism, bool) {
-	switch name {
-	case "SCRAM-SHA-256":
-		return ScramSHA256, true
-	case "SCRAM-SHA-512":
-		return ScramSHA512, true
-	}
-	return 0, false
-}
-
 // hash is the mechanism's hash function, nil for an unknown mechanism.
 func (m ScramMechanism) hash() func() hash.Hash {
 	switch m {

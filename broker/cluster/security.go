@@ -61,16 +61,6 @@ func (s *Security) ScramCredential(user string, m auth.ScramMechanism) (auth.Scr
 	return auth.ScramCredential{}, false
 }
 
-// IsSecurity reports whether op is one of the security commands, which
-// Security.Apply applies.
-func IsSecurity(op Op) bool {
-	switch op {
-	case OpUpsertScram, OpDeleteScram, OpCreateACLs, OpDeleteACLs:
-		return true
-	}
-	return false
-}
-
 // Apply returns the state after c (a security command) and its result;
 // s itself is not changed. A failed command returns s.
 func (s *Security) Apply(c Command) (*Security, Result) {
