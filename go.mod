@@ -3,6 +3,7 @@ module github.com/simtel/simtel
 go 1.26.8
 
 require (
+	github.com/DataDog/sketches-go v1.4.8
 	github.com/DataDog/zstd v1.5.7
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/IBM/sarama v1.61.1

@@ -35,7 +35,7 @@ example SIMTEL_DATA_DIR for --data-dir. A flag on the command line wins.`,
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(newDevCmd(g), newBrokerCmd(g), newAgentCmd(g), newTopicCmd(), newGroupCmd(), newLearnerCmd(g))
 	root.AddCommand(newClusterCmd(), newUserCmd(), newACLCmd())
-	root.AddCommand(newBenchCmd(g), newLakeCmd(g), newSinkCmd(g))
+	root.AddCommand(newBenchCmd(g), newLakeCmd(g), newSinkCmd(g), newRollupCmd(g))
 	root.AddCommand(newSlurmCmd(g), newRunsCmd(g), newSchedulerCmd(g))
 	return root
 }

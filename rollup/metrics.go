@@ -1,0 +1,93 @@
+package rollup
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+type metrics struct {
+	samples      prometheus.Counter
+	late         prometheus.Counter
+	overflow     prometheus.Counter
+	decodeErrors prometheus.Counter
+	nonfinite    prometheus.Counter
+	windows      *prometheus.CounterVec
+	txns         *prometheus.CounterVec
+	series       prometheus.Gauge
+	loads        prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		samples: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_rollup_samples_total",
+			Help: "Samples added to their windows (counted again when an aborted transaction is redone)."}),
+		late: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_rollup_late_samples_total",
+			Help: "Samples dropped because their 10 s window had closed (later than --allowed-lateness)."}),
+		overflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_rollup_series_overflow_samples_total",
+			Help: "Samples of new series dropped because the worker held --max-series series."}),
+		decodeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_rollup_decode_errors_total",
+			Help: "Records that are not a canonical line-protocol line."}),
+		nonfinite: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_rollup_nonfinite_values_total",
+			Help: "NaN and infinite field values, counted in <field>_nonfinite and kept out of the statistics."}),
+		windows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_rollup_windows_total",
+			Help: "Windows emitted, by resolution (counted again when an aborted transaction is redone)."}, []string{"resolution"}),
+		txns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_rollup_transactions_total",
+			Help: "Transactions ended, by result (committed or aborted)."}, []string{"result"}),
+		series: prometheus.NewGauge(prometheus.GaugeOpts{Name: "simtel_rollup_series",
+			Help: "Series with open windows held by the worker."}),
+		loads: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_rollup_state_loads_total",
+			Help: "Partitions whose open windows were read back from the state topic (assignment, restart, abort)."}),
+	}
+	reg.MustRegister(m.samples, m.late, m.overflow, m.decodeErrors, m.nonfinite, m.windows, m.txns, m.series, m.loads)
+	for _, r := range Resolutions {
+		m.windows.WithLabelValues(r.Name)
+	}
+	m.txns.WithLabelValues("committed")
+	m.txns.WithLabelValues("aborted")
+	return m
+}
+
+// newRegistry is a registry with the Go and process collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// listenHTTP serves /metrics and /healthz on addr until ctx ends; the
+// returned function waits for the server to stop.
+func listenHTTP(ctx context.Context, addr string, reg prometheus.Gatherer, log *slog.Logger) (wait func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "addr", addr, "err", err)
+		}
+	}()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-done
+	}()
+	return func() { <-stopped }, nil
+}

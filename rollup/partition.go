@@ -1,0 +1,148 @@
+package rollup
+
+import (
+	"math"
+
+	"github.com/simtel/simtel/internal/lineproto"
+)
+
+// series is one measurement and tag set of one input partition, with its
+// open windows at each resolution (sorted by start).
+type series struct {
+	key         string // the canonical line's series key: measurement and sorted tags, escaped
+	measurement string
+	tags        map[string]string
+	open        [levels][]*window
+}
+
+// dirtyRef points at a window changed since the last checkpoint.
+type dirtyRef struct {
+	s   *series
+	res int
+	w   *window
+}
+
+// partition is the rollup state of one input partition. Event time and
+// the watermark are per partition: the agent keys records by run and
+// host, so a series lives in one partition, and a partition replaying an
+// old run does not make another partition's live samples late.
+//
+// Only the worker's loop goroutine touches it.
+type partition struct {
+	id     int32
+	series map[string]*series
+	// maxEvent is the latest sample time seen (unix ns).
+	maxEvent int64
+	// closed is the watermark of the last close pass: every window
+	// ending at or before it has been emitted, and a sample of such a
+	// window is late.
+	closed int64
+	// nextEnd is the earliest end of an open window: the close pass has
+	// nothing to do before the watermark reaches it.
+	nextEnd int64
+	// lastArrival is when the partition last received a record (wall
+	// clock, unix ns), for the idle advance of the watermark.
+	lastArrival int64
+	metaDirty   bool
+	dirty       []dirtyRef
+	tombstones  [][]byte // state keys of saved windows closed since the last checkpoint
+}
+
+func newPartition(id int32, now int64) *partition {
+	return &partition{id: id, series: map[string]*series{}, maxEvent: math.MinInt64, closed: math.MinInt64, nextEnd: math.MaxInt64, lastArrival: now}
+}
+
+// emitFunc receives each window a close pass closes, in resolution order
+// per series.
+type emitFunc func(res int, s *series, w *window)
+
+// window returns s's window at resolution res starting at start, adding
+// it; it keeps nextEnd and the dirty list up to date.
+func (p *partition) window(s *series, res int, start int64) *window {
+	ws, w, created := insertWindow(s.open[res], start)
+	s.open[res] = ws
+	if created {
+		p.nextEnd = min(p.nextEnd, start+int64(Resolutions[res].Length))
+	}
+	if !w.dirty {
+		w.dirty = true
+		p.dirty = append(p.dirty, dirtyRef{s, res, w})
+	}
+	return w
+}
+
+// closeThrough emits every window ending at or before wm: the 10 s
+// windows first, each merged into its 1 min window, then the 1 min
+// windows, each merged into its 1 h window, then the 1 h windows. A
+// series left without open windows is forgotten. It returns how many
+// series were forgotten.
+func (p *partition) closeThrough(wm int64, sk *sketches, emit emitFunc) (forgotten int) {
+	if wm <= p.closed {
+		return 0
+	}
+	p.closed, p.metaDirty = wm, true
+	if wm < p.nextEnd {
+		return 0
+	}
+	next := int64(math.MaxInt64)
+	for key, s := range p.series {
+		empty := true
+		for res := range levels {
+			length := int64(Resolutions[res].Length)
+			ws := s.open[res]
+			n := 0
+			for n < len(ws) && ws[n].start+length <= wm {
+				w := ws[n]
+				emit(res, s, w)
+				if res+1 < levels {
+					parent := p.window(s, res+1, floorTo(w.start, int64(Resolutions[res+1].Length)))
+					parent.merge(w, sk)
+				}
+				if w.saved {
+					p.tombstones = append(p.tombstones, stateKey(s.key, res, w.start))
+				}
+				w.closed = true
+				w.release(sk)
+				n++
+			}
+			if n > 0 {
+				clear(ws[:n])
+				s.open[res] = ws[n:]
+			}
+			if len(s.open[res]) > 0 {
+				empty = false
+				next = min(next, s.open[res][0].start+length)
+			}
+		}
+		if empty {
+			delete(p.series, key)
+			forgotten++
+		}
+	}
+	p.nextEnd = next
+	return forgotten
+}
+
+// watermark is the event time up to which windows close: the latest
+// sample time less the allowed lateness, advanced by the wall-clock time
+// the partition has been idle once that exceeds idle (so the last windows
+// of a run that stopped sending close too).
+func (p *partition) watermark(lateness, idle, now int64) int64 {
+	if p.maxEvent == math.MinInt64 {
+		return math.MinInt64
+	}
+	wm := p.maxEvent - lateness
+	if quiet := now - p.lastArrival; idle > 0 && quiet >= idle {
+		wm += quiet
+	}
+	return wm
+}
+
+// newSeries makes the series of a decoded line whose series key is key.
+func newSeries(key string, d *lineproto.Decoder) *series {
+	s := &series{key: key, measurement: string(d.Measurement), tags: make(map[string]string, len(d.Tags))}
+	for _, t := range d.Tags {
+		s.tags[string(t.Key)] = string(t.Value)
+	}
+	return s
+}

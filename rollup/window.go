@@ -1,0 +1,304 @@
+package rollup
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+	"github.com/DataDog/sketches-go/ddsketch/store"
+
+	"github.com/simtel/simtel/internal/lineproto"
+)
+
+// Resolution is one rollup level: its window length and its name, which
+// names the output topic and the lake namespace (rollup_<name>).
+type Resolution struct {
+	Name   string
+	Length time.Duration
+}
+
+// Resolutions are the rollup levels, finest first. Each level's windows
+// are built by merging the closed windows of the level before it, so a
+// coarser length must be a multiple of the finer one.
+var Resolutions = [...]Resolution{{"10s", 10 * time.Second}, {"1m", time.Minute}, {"1h", time.Hour}}
+
+// Topic is the output topic of a resolution; it is also the lake
+// namespace of its tables (rollup_1m.<measurement>).
+func (r Resolution) Topic() string { return "rollup_" + r.Name }
+
+const levels = len(Resolutions)
+
+// Sketch parameters. The sketch answers a quantile q with a value within
+// RelativeAccuracy of the value of rank q·(count−1) among the window's
+// finite values, as long as no bins collapsed: with sketchBins bins of a
+// 1% mapping the values of one window must span less than a factor
+// (1.02)^2048 ≈ 4·10^17 on each side of zero, beyond which the smallest
+// magnitudes lose their accuracy first.
+const (
+	RelativeAccuracy = 0.01
+	sketchBins       = 2048
+)
+
+// quantiles are the quantiles each window reports, and their column
+// suffixes.
+var quantiles = [...]struct {
+	q      float64
+	suffix string
+}{{0.5, "_p50"}, {0.95, "_p95"}, {0.99, "_p99"}}
+
+// sketches creates and recycles the windows' sketches. All share one
+// index mapping, so any two merge.
+type sketches struct {
+	mapping mapping.IndexMapping
+	free    []*ddsketch.DDSketch
+}
+
+func newSketches() *sketches {
+	m, err := mapping.NewLogarithmicMapping(RelativeAccuracy)
+	if err != nil {
+		panic(err) // a constant accuracy in (0, 1)
+	}
+	return &sketches{mapping: m}
+}
+
+func (p *sketches) provider() store.Store { return store.NewCollapsingLowestDenseStore(sketchBins) }
+
+func (p *sketches) get() *ddsketch.DDSketch {
+	if n := len(p.free); n > 0 {
+		s := p.free[n-1]
+		p.free = p.free[:n-1]
+		return s
+	}
+	return ddsketch.NewDDSketch(p.mapping, p.provider(), p.provider())
+}
+
+func (p *sketches) put(s *ddsketch.DDSketch) {
+	if s != nil && len(p.free) < 1<<16 {
+		s.Clear()
+		p.free = append(p.free, s)
+	}
+}
+
+func (p *sketches) decode(b []byte) (*ddsketch.DDSketch, error) {
+	return ddsketch.DecodeDDSketch(b, p.provider, p.mapping)
+}
+
+// lastKind is the type of a field's last value.
+type lastKind uint8
+
+const (
+	lastNone lastKind = iota
+	lastNumber
+	lastString
+	lastBool
+)
+
+// field aggregates one field of one series over one window. Numbers
+// (floats, integers, unsigned) feed count, min, max, sum and the sketch
+// when finite; NaN and ±Inf are only counted in nonfinite. Strings and
+// booleans are carried as last only. last is the value with the latest
+// sample time (the later record on a tie); a non-finite number is never
+// last.
+type field struct {
+	name          string
+	count         int64
+	nonfinite     int64
+	min, max, sum float64
+	sk            *ddsketch.DDSketch // nil while count is 0
+	lastT         int64
+	kind          lastKind
+	lastNum       float64
+	lastStr       string
+}
+
+func (f *field) setLast(t int64) bool {
+	if f.kind != lastNone && t < f.lastT {
+		return false
+	}
+	f.lastT = t
+	return true
+}
+
+// addNumber adds a numeric value at sample time t.
+func (f *field) addNumber(v float64, t int64, p *sketches) bool {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		f.nonfinite++
+		return false
+	}
+	if f.count == 0 {
+		f.min, f.max, f.sk = v, v, p.get()
+	} else {
+		f.min, f.max = min(f.min, v), max(f.max, v)
+	}
+	f.count++
+	f.sum += v
+	_ = f.sk.Add(v) // only fails for a negative count
+	if f.setLast(t) {
+		f.kind, f.lastNum = lastNumber, v
+	}
+	return true
+}
+
+// add adds a decoded value at sample time t; it reports false for a
+// non-finite number.
+func (f *field) add(v *lineproto.FieldValue, t int64, p *sketches) bool {
+	switch v.Type {
+	case lineproto.Float:
+		return f.addNumber(v.Float(), t, p)
+	case lineproto.Integer:
+		return f.addNumber(float64(v.Int()), t, p)
+	case lineproto.Unsigned:
+		return f.addNumber(float64(v.Uint()), t, p)
+	case lineproto.Boolean:
+		if f.setLast(t) {
+			f.kind, f.lastNum = lastBool, 0
+			if v.Bool() {
+				f.lastNum = 1
+			}
+		}
+	case lineproto.String:
+		if f.setLast(t) && (f.kind != lastString || f.lastStr != string(v.Str)) {
+			f.kind, f.lastStr = lastString, string(v.Str)
+		}
+	}
+	return true
+}
+
+// merge adds the aggregate of a finer window.
+func (f *field) merge(o *field, p *sketches) {
+	if o.count > 0 {
+		if f.count == 0 {
+			f.min, f.max, f.sk = o.min, o.max, p.get()
+		} else {
+			f.min, f.max = min(f.min, o.min), max(f.max, o.max)
+		}
+		f.count += o.count
+		f.sum += o.sum
+		_ = f.sk.MergeWith(o.sk) // one mapping for all sketches
+	}
+	f.nonfinite += o.nonfinite
+	if o.kind != lastNone && f.setLast(o.lastT) {
+		f.kind, f.lastNum, f.lastStr = o.kind, o.lastNum, o.lastStr
+	}
+}
+
+// window is one open window of one series at one resolution.
+type window struct {
+	start  int64 // unix ns, a multiple of the resolution's length
+	fields []*field
+	// dirty: changed since the last checkpoint; saved: a checkpoint of it
+	// is in the state topic (closing it writes a tombstone); closed: it
+	// was emitted (a dirty list may still point at it).
+	dirty, saved, closed bool
+}
+
+// field returns the window's aggregate of the field named name, adding it.
+func (w *window) field(name []byte) *field {
+	for _, f := range w.fields {
+		if f.name == string(name) {
+			return f
+		}
+	}
+	f := &field{name: string(name)}
+	w.fields = append(w.fields, f)
+	return f
+}
+
+func (w *window) merge(o *window, p *sketches) {
+	for _, of := range o.fields {
+		w.field([]byte(of.name)).merge(of, p)
+	}
+}
+
+func (w *window) release(p *sketches) {
+	for _, f := range w.fields {
+		p.put(f.sk)
+		f.sk = nil
+	}
+}
+
+// floorTo is the start of the window of length n (ns) holding t.
+func floorTo(t, n int64) int64 {
+	s := t - t%n
+	if t < 0 && s != t {
+		s -= n
+	}
+	return s
+}
+
+// appendLine writes the output line of a closed window: measurement
+// rollup_<res>.<measurement>, the series' tags, and per field
+// <field>_count, _min, _max, _sum, _mean, _last, _p50, _p95, _p99 (and
+// _nonfinite when any value was NaN or infinite), at the window's start.
+// A field without finite values has count 0 and no statistics; a string
+// or boolean field has only _last.
+func appendLine(dst []byte, res int, s *series, w *window) ([]byte, error) {
+	fields := make(map[string]any, len(w.fields)*9)
+	for _, f := range w.fields {
+		numeric := f.count > 0 || f.nonfinite > 0
+		if numeric {
+			fields[f.name+"_count"] = f.count
+		}
+		if f.nonfinite > 0 {
+			fields[f.name+"_nonfinite"] = f.nonfinite
+		}
+		if f.count > 0 {
+			fields[f.name+"_min"] = f.min
+			fields[f.name+"_max"] = f.max
+			fields[f.name+"_sum"] = f.sum
+			fields[f.name+"_mean"] = f.sum / float64(f.count)
+			for _, q := range quantiles {
+				if v, err := f.sk.GetValueAtQuantile(q.q); err == nil {
+					fields[f.name+q.suffix] = v
+				}
+			}
+		}
+		switch f.kind {
+		case lastNumber:
+			fields[f.name+"_last"] = f.lastNum
+		case lastString:
+			if !numeric {
+				fields[f.name+"_last"] = f.lastStr
+			}
+		case lastBool:
+			if !numeric {
+				fields[f.name+"_last"] = f.lastNum != 0
+			}
+		}
+	}
+	return lineproto.AppendLine(dst, Resolutions[res].Topic()+"."+s.measurement, s.tags, fields, w.start)
+}
+
+// outputKey is the key of a window's output record: the series key and
+// the window start, so compaction keeps one record per series and window.
+func outputKey(s *series, w *window) []byte {
+	k := make([]byte, 0, len(s.key)+21)
+	k = append(k, s.key...)
+	k = append(k, ' ')
+	return strconv.AppendInt(k, w.start, 10)
+}
+
+// insertWindow returns the window of ws starting at start, adding it in
+// start order if missing (created reports that).
+func insertWindow(ws []*window, start int64) (_ []*window, w *window, created bool) {
+	if n := len(ws); n > 0 && ws[n-1].start == start {
+		return ws, ws[n-1], false
+	}
+	i, found := slices.BinarySearchFunc(ws, start, func(w *window, s int64) int {
+		switch {
+		case w.start < s:
+			return -1
+		case w.start > s:
+			return 1
+		}
+		return 0
+	})
+	if found {
+		return ws, ws[i], false
+	}
+	w = &window{start: start}
+	return slices.Insert(ws, i, w), w, true
+}

@@ -1,0 +1,593 @@
+package rollup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/internal/lineproto"
+)
+
+// worker is one Run: the transactional session and the state of its
+// partitions. Only the loop goroutine touches it, except mu's fields,
+// which kgo's group callbacks set.
+type worker struct {
+	cfg  Config
+	log  *slog.Logger
+	m    *metrics
+	sess *kgo.GroupTransactSession
+	sk   *sketches
+	dec  lineproto.Decoder
+	buf  []byte
+
+	parts    map[int32]*partition // loaded partitions
+	series   int                  // series held over all partitions
+	inTxn    bool
+	txnStart time.Time
+	// overflowLogged is when the series cap was last logged.
+	overflowLogged time.Time
+	overflowSince  int64
+
+	mu struct {
+		sync.Mutex
+		assigned map[int32]bool // partitions the group gave this worker
+		revoked  []int32        // partitions to drop at the next safe point
+	}
+}
+
+// Run consumes cfg.Topic in cfg.Group and produces the rollups of its
+// samples to the topics rollup_10s, rollup_1m and rollup_1h, exactly once,
+// until ctx ends. It returns nil after a clean shutdown (the open
+// transaction committed), or the error that stopped it.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = newRegistry()
+	}
+	w := &worker{cfg: cfg, log: cfg.Logger, m: newMetrics(reg), sk: newSketches(), parts: map[int32]*partition{}}
+	w.mu.assigned = map[int32]bool{}
+	if cfg.HTTPListen != "" {
+		hctx, stop := context.WithCancel(ctx)
+		wait, err := listenHTTP(hctx, cfg.HTTPListen, reg, w.log)
+		if err != nil {
+			stop()
+			return fmt.Errorf("rollup: cannot listen on %s for metrics: %w", cfg.HTTPListen, err)
+		}
+		defer wait()
+		defer stop()
+	}
+	if err := w.createTopics(ctx); err != nil {
+		return err
+	}
+	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.TransactionalID(cfg.TransactionalID),
+		kgo.TransactionTimeout(cfg.TxnTimeout),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.InstanceID(cfg.TransactionalID),
+		kgo.SessionTimeout(15 * time.Second),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(w.onAssigned),
+		kgo.OnPartitionsRevoked(w.onRevoked),
+		kgo.OnPartitionsLost(w.onRevoked),
+		kgo.RecordPartitioner(kgo.BasicConsistentPartitioner(w.partitioner)),
+		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.MaxBufferedRecords(1 << 20),
+	}, cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("rollup: cannot create the transactional session %s: %w", cfg.TransactionalID, err)
+	}
+	w.sess = sess
+	err = w.loop(ctx)
+	sess.Close()
+	return err
+}
+
+// partitioner sends a state record to the state partition of its input
+// partition (set on the record), and an output record to a partition by
+// a hash of its key, so a window's amendments replace it under compaction.
+func (w *worker) partitioner(topic string) func(*kgo.Record, int) int {
+	if topic == w.cfg.StateTopic {
+		return func(r *kgo.Record, _ int) int { return int(r.Partition) }
+	}
+	return func(r *kgo.Record, n int) int {
+		h := fnv.New32a()
+		_, _ = h.Write(r.Key)
+		return int(h.Sum32() % uint32(n)) //nolint:gosec // n is a partition count
+	}
+}
+
+func (w *worker) onAssigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range m[w.cfg.Topic] {
+		w.mu.assigned[p] = true
+	}
+}
+
+func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range m[w.cfg.Topic] {
+		delete(w.mu.assigned, p)
+		w.mu.revoked = append(w.mu.revoked, p)
+	}
+}
+
+// createTopics waits for the input topic and creates the state and output
+// topics (compacted) if missing.
+func (w *worker) createTopics(ctx context.Context) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.cfg.Brokers...)}, w.cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("rollup: cannot connect to %v: %w", w.cfg.Brokers, err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var n int32
+	for waited := false; ; waited = true {
+		td, err := adm.ListTopics(ctx, w.cfg.Topic)
+		if err == nil {
+			if d, ok := td[w.cfg.Topic]; ok && d.Err == nil && len(d.Partitions) > 0 {
+				n = int32(len(d.Partitions)) //nolint:gosec // a partition count
+				break
+			}
+		}
+		if !waited {
+			w.log.Info("waiting for the input topic", "topic", w.cfg.Topic, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	outParts := n
+	if w.cfg.Partitions > 0 {
+		outParts = w.cfg.Partitions
+	}
+	topics := map[string]int32{w.cfg.StateTopic: n}
+	for _, r := range Resolutions {
+		topics[r.Topic()] = outParts
+	}
+	for _, t := range slices.Sorted(maps.Keys(topics)) {
+		resp, err := adm.CreateTopic(ctx, topics[t], -1, compact, t)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("rollup: cannot create topic %s: %w", t, err)
+		}
+	}
+	td, err := adm.ListTopics(ctx, w.cfg.StateTopic)
+	if err != nil {
+		return fmt.Errorf("rollup: cannot describe the state topic %s: %w", w.cfg.StateTopic, err)
+	}
+	if got := len(td[w.cfg.StateTopic].Partitions); got < int(n) {
+		return fmt.Errorf("rollup: the state topic %s has %d partitions, fewer than the %d of %s: add partitions to it", w.cfg.StateTopic, got, n, w.cfg.Topic)
+	}
+	return nil
+}
+
+// loop is the read-process-write loop. Each transaction holds the output
+// windows emitted, the checkpoint of the windows changed and the input
+// offsets consumed since the last one: after a crash, or an aborted
+// transaction, the state topic and the group's offsets agree, and the
+// worker resumes from them.
+func (w *worker) loop(ctx context.Context) error {
+	for {
+		w.dropRevoked()
+		if err := w.loadAssigned(ctx); err != nil {
+			if ctx.Err() != nil {
+				return w.finish()
+			}
+			return err
+		}
+		wait := w.cfg.CommitInterval
+		if w.inTxn {
+			wait = max(time.Millisecond, w.cfg.CommitInterval-time.Since(w.txnStart))
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		fs := w.sess.PollRecords(pctx, 10000)
+		cancel()
+		if ctx.Err() != nil {
+			// The session commits the offsets of every polled record,
+			// so what this poll returned is processed before the last
+			// commit.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TxnTimeout)
+			err := w.process(sctx, fs)
+			cancel()
+			if err != nil {
+				return err
+			}
+			return w.finish()
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				w.log.Warn("fetch failed", "topic", t, "partition", p, "err", err)
+			}
+		})
+		if err := w.process(ctx, fs); err != nil {
+			return err
+		}
+		w.idle(ctx)
+		if w.inTxn && time.Since(w.txnStart) >= w.cfg.CommitInterval {
+			if err := w.end(ctx); err != nil {
+				return err
+			}
+		}
+		if !w.inTxn {
+			w.sess.AllowRebalance()
+		}
+	}
+}
+
+// finish commits the open transaction at shutdown.
+func (w *worker) finish() error {
+	if !w.inTxn {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.TxnTimeout)
+	defer cancel()
+	return w.end(ctx)
+}
+
+func (w *worker) begin() error {
+	if w.inTxn {
+		return nil
+	}
+	if err := w.sess.Begin(); err != nil {
+		return fmt.Errorf("rollup: cannot begin a transaction: %w", err)
+	}
+	w.inTxn, w.txnStart = true, time.Now()
+	return nil
+}
+
+// end checkpoints the changed windows and commits the transaction. If the
+// transaction aborts (a rebalance, a fenced or failed produce), every
+// partition's state is dropped and read back from the state topic, and
+// the session rewinds to the committed offsets.
+func (w *worker) end(ctx context.Context) error {
+	for _, p := range w.parts {
+		w.checkpoint(ctx, p)
+	}
+	committed, err := w.sess.End(ctx, kgo.TryCommit)
+	w.inTxn = false
+	if err != nil {
+		w.m.txns.WithLabelValues("aborted").Inc()
+		return fmt.Errorf("rollup: cannot end the transaction of %s: %w", w.cfg.TransactionalID, err)
+	}
+	if !committed {
+		w.m.txns.WithLabelValues("aborted").Inc()
+		w.log.Info("transaction aborted; reading the state back", "transactional_id", w.cfg.TransactionalID)
+		w.reset()
+		return nil
+	}
+	w.m.txns.WithLabelValues("committed").Inc()
+	return nil
+}
+
+// reset forgets every partition's state; loadAssigned reads it back.
+func (w *worker) reset() {
+	w.parts = map[int32]*partition{}
+	w.series = 0
+	w.m.series.Set(0)
+}
+
+func (w *worker) dropRevoked() {
+	w.mu.Lock()
+	revoked := w.mu.revoked
+	w.mu.revoked = nil
+	w.mu.Unlock()
+	for _, id := range revoked {
+		if p, ok := w.parts[id]; ok {
+			w.series -= len(p.series)
+			delete(w.parts, id)
+		}
+	}
+	w.m.series.Set(float64(w.series))
+}
+
+// checkpoint produces the state records of p's windows changed since the
+// last checkpoint, the tombstones of its saved windows that closed, and
+// its event time.
+func (w *worker) checkpoint(ctx context.Context, p *partition) {
+	produce := func(key, value []byte) {
+		w.sess.Produce(ctx, &kgo.Record{Topic: w.cfg.StateTopic, Partition: p.id, Key: key, Value: value}, w.produced)
+	}
+	for _, d := range p.dirty {
+		if d.w.closed {
+			continue
+		}
+		d.w.dirty, d.w.saved = false, true
+		produce(stateKey(d.s.key, d.res, d.w.start), appendWindow(nil, d.s, d.res, d.w))
+	}
+	clear(p.dirty)
+	p.dirty = p.dirty[:0]
+	for _, k := range p.tombstones {
+		produce(k, nil)
+	}
+	p.tombstones = nil
+	if p.metaDirty {
+		produce(metaKey, appendMeta(nil, p))
+		p.metaDirty = false
+	}
+}
+
+// produced logs a failed produce; the session then aborts the transaction
+// at End.
+func (w *worker) produced(r *kgo.Record, err error) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		w.log.Warn("produce failed; the transaction will abort", "topic", r.Topic, "err", err)
+	}
+}
+
+// loadAssigned reads back the state of assigned partitions not loaded yet.
+func (w *worker) loadAssigned(ctx context.Context) error {
+	w.mu.Lock()
+	var ids []int32
+	for id := range w.mu.assigned {
+		if w.parts[id] == nil {
+			ids = append(ids, id)
+		}
+	}
+	w.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	return w.load(ctx, ids)
+}
+
+// load reads the state partitions ids up to their last stable offset and
+// rebuilds their open windows. Called when no transaction of this worker
+// wrote to them, so what it reads matches the group's committed offsets.
+func (w *worker) load(ctx context.Context, ids []int32) error {
+	offsets := map[int32]kgo.Offset{}
+	for _, id := range ids {
+		offsets[id] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(w.cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.cfg.StateTopic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Control records are how a reader sees that it reached the end
+		// when a partition ends with a transaction marker.
+		kgo.KeepControlRecords(),
+	}, w.cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("rollup: cannot read the state topic %s: %w", w.cfg.StateTopic, err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListCommittedOffsets(ctx, w.cfg.StateTopic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("rollup: cannot list the end offsets of the state topic %s: %w", w.cfg.StateTopic, err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, w.cfg.StateTopic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("rollup: cannot list the start offsets of the state topic %s: %w", w.cfg.StateTopic, err)
+	}
+	now := time.Now().UnixNano()
+	pending := map[int32]int64{}
+	loaded := map[int32]*partition{}
+	for _, id := range ids {
+		loaded[id] = newPartition(id, now)
+		end, _ := ends.Lookup(w.cfg.StateTopic, id)
+		start, _ := starts.Lookup(w.cfg.StateTopic, id)
+		if end.Offset > start.Offset {
+			pending[id] = end.Offset
+		}
+	}
+	for len(pending) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			ferr = fmt.Errorf("rollup: cannot read partition %d of the state topic %s: %w", p, t, err)
+		})
+		if ferr != nil {
+			return ferr
+		}
+		for _, r := range fs.Records() {
+			end, ok := pending[r.Partition]
+			if !ok {
+				continue
+			}
+			if !r.Attrs.IsControl() {
+				if err := w.apply(loaded[r.Partition], r); err != nil {
+					return fmt.Errorf("rollup: partition %d of the state topic %s at offset %d: %w", r.Partition, r.Topic, r.Offset, err)
+				}
+			}
+			if r.Offset+1 >= end {
+				delete(pending, r.Partition)
+			}
+		}
+	}
+	for id, p := range loaded {
+		for _, s := range p.series {
+			for res := range levels {
+				for _, win := range s.open[res] {
+					win.dirty = false
+				}
+			}
+		}
+		p.metaDirty = false
+		w.parts[id] = p
+		w.series += len(p.series)
+		w.m.loads.Inc()
+		w.log.Debug("partition state loaded", "partition", id, "series", len(p.series), "max_event", p.maxEvent, "closed", p.closed)
+	}
+	w.m.series.Set(float64(w.series))
+	return nil
+}
+
+// apply applies one state record to p.
+func (w *worker) apply(p *partition, r *kgo.Record) error {
+	switch {
+	case bytes.Equal(r.Key, metaKey):
+		return decodeMeta(r.Value, p)
+	case r.Value == nil:
+		dropWindow(r.Key, p, w.sk)
+		return nil
+	}
+	_, err := decodeWindow(r.Value, p, w.sk)
+	return err
+}
+
+// process adds the polled records to their windows.
+func (w *worker) process(ctx context.Context, fs kgo.Fetches) error {
+	if fs.NumRecords() == 0 {
+		return nil
+	}
+	if err := w.begin(); err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	var err error
+	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		if err != nil || len(ftp.Records) == 0 {
+			return
+		}
+		p := w.parts[ftp.Partition]
+		if p == nil {
+			// Fetched before the assignment callback was seen.
+			if err = w.load(ctx, []int32{ftp.Partition}); err != nil {
+				return
+			}
+			p = w.parts[ftp.Partition]
+		}
+		p.lastArrival = now
+		for _, r := range ftp.Records {
+			w.add(ctx, p, r)
+		}
+	})
+	return err
+}
+
+// add adds one sample to its 10 s window and closes the windows its time
+// makes due.
+func (w *worker) add(ctx context.Context, p *partition, r *kgo.Record) {
+	line := bytes.TrimSuffix(r.Value, []byte{'\n'})
+	k := lineproto.SeriesEnd(line)
+	var s *series
+	if k > 0 {
+		s = p.series[string(line[:k])]
+	}
+	var err error
+	if s != nil {
+		err = w.dec.DecodeFields(line, k)
+	} else {
+		err = w.dec.Decode(line)
+	}
+	if err != nil || k <= 0 {
+		w.m.decodeErrors.Inc()
+		return
+	}
+	t := r.Timestamp.UnixNano()
+	if w.dec.HasTime {
+		t = w.dec.Time
+	}
+	if t > p.maxEvent {
+		p.maxEvent, p.metaDirty = t, true
+	}
+	tenSec := int64(Resolutions[0].Length)
+	start := floorTo(t, tenSec)
+	if start+tenSec <= p.closed {
+		w.m.late.Inc()
+		return
+	}
+	if s == nil {
+		if w.series >= w.cfg.MaxSeries {
+			w.overflow()
+			return
+		}
+		s = newSeries(string(line[:k]), &w.dec)
+		p.series[s.key] = s
+		w.series++
+		w.m.series.Set(float64(w.series))
+	}
+	win := p.window(s, 0, start)
+	for i := range w.dec.Fields {
+		if !win.field(w.dec.Fields[i].Key).add(&w.dec.Fields[i], t, w.sk) {
+			w.m.nonfinite.Inc()
+		}
+	}
+	w.m.samples.Inc()
+	if wm := p.watermark(int64(w.cfg.AllowedLateness), 0, 0); wm > p.closed {
+		w.close(ctx, p, wm)
+	}
+}
+
+// overflow counts a sample of a series over the cap, and logs at most
+// once a minute.
+func (w *worker) overflow() {
+	w.m.overflow.Inc()
+	w.overflowSince++
+	if time.Since(w.overflowLogged) >= time.Minute {
+		w.log.Warn("series cap reached: samples of new series are dropped", "max_series", w.cfg.MaxSeries, "dropped_since_last_log", w.overflowSince)
+		w.overflowLogged, w.overflowSince = time.Now(), 0
+	}
+}
+
+// idle closes the windows of partitions whose event time advances with
+// the wall clock (IdleTimeout).
+func (w *worker) idle(ctx context.Context) {
+	if w.cfg.IdleTimeout < 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	for _, p := range w.parts {
+		wm := p.watermark(int64(w.cfg.AllowedLateness), int64(w.cfg.IdleTimeout), now)
+		if wm > p.closed && wm >= p.nextEnd {
+			if err := w.begin(); err != nil {
+				w.log.Warn("cannot close idle windows", "partition", p.id, "err", err)
+				return
+			}
+			w.close(ctx, p, wm)
+		}
+	}
+}
+
+func (w *worker) close(ctx context.Context, p *partition, wm int64) {
+	forgotten := p.closeThrough(wm, w.sk, func(res int, s *series, win *window) {
+		line, err := appendLine(w.buf[:0], res, s, win)
+		if err != nil {
+			w.log.Warn("window cannot be written as line protocol", "series", s.key, "resolution", Resolutions[res].Name, "start", win.start, "err", err)
+			return
+		}
+		w.buf = line
+		rec := &kgo.Record{Topic: Resolutions[res].Topic(), Key: outputKey(s, win), Value: bytes.Clone(line), Timestamp: time.Unix(0, win.start)}
+		w.sess.Produce(ctx, rec, w.produced)
+		w.m.windows.WithLabelValues(Resolutions[res].Name).Inc()
+	})
+	if forgotten > 0 {
+		w.series -= forgotten
+		w.m.series.Set(float64(w.series))
+	}
+}
