@@ -5,7 +5,10 @@ package txn
 // partitions; the answer comes after the markers and the group offsets
 // are written, so a producer's next transaction never overlaps this one
 // in a partition. A retried EndTxn of a transaction already completed
-// the same way succeeds.
+// the same way succeeds. When a marker cannot be written for a moment
+// (no leader) the answer is still success, as Kafka's (the decision is
+// durable; the coordinator retries); when another broker refuses it
+// (authorization) it is CONCURRENT_TRANSACTIONS until it is written.
 
 import (
 	"context"
@@ -72,16 +75,25 @@ func (c *coordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) int16 {
 			c.log.Error("cannot end transaction", "transactional_id", e.id, "err", err)
 			return kerr.CoordinatorNotAvailable.Code
 		}
-		if err := c.completeLocked(ctx, e); err != nil {
-			// Decided and durable: the background loop finishes it, and
-			// the producer's next request waits for that.
-			c.log.Warn("cannot complete transaction yet, will retry", "transactional_id", e.id, "err", err)
-		}
+		err := c.completeLocked(ctx, e)
 		if r.Commit {
 			c.ended.WithLabelValues("commit").Inc()
 		} else {
 			c.ended.WithLabelValues("abort").Inc()
 		}
+		if err != nil && refusedByPeer(err) {
+			// Decided and durable, but another broker refused the
+			// markers: until an operator grants this broker's
+			// principal ClusterAction they are never written and the
+			// records never readable, so the producer is not told it
+			// is done. It retries CONCURRENT_TRANSACTIONS, and its
+			// retry succeeds once the markers are written (by the
+			// retry itself or the coordinator's loop).
+			return kerr.ConcurrentTransactions.Code
+		}
+		// Done, or a failure that passes by itself (a partition
+		// without a leader for a moment): the loop finishes it, and
+		// the producer's next request waits for that.
 		return 0
 	case txnPrepareCommit, txnPrepareAbort:
 		if (m.Status == txnPrepareCommit) != r.Commit {

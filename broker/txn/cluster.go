@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -72,25 +71,24 @@ type clusterState struct {
 	wanted atomic.Bool
 
 	once        sync.Once
-	ended       *prometheus.CounterVec
+	metrics     *metrics
 	peersMu     sync.Mutex
 	peers       map[string]*kgo.Client // by Kafka address
 	peersClosed bool                   // the broker is stopping: no new clients
 }
 
-func (s *Coordinators) clusterMetrics() *prometheus.CounterVec {
+func (s *Coordinators) clusterMetrics() *metrics {
 	cs := &s.cluster
 	cs.once.Do(func() {
-		cs.ended = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_txn_ended_total", Help: "Transactions ended by the coordinator, by result (commit, abort, timeout: aborted because the producer went quiet)."}, []string{"result"})
-		s.cfg.Registerer.MustRegister(cs.ended, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "simtel_broker_txn_ongoing", Help: "Transactions in progress on the coordinators of this broker."}, func() float64 {
+		cs.metrics = newMetrics(s.cfg.Registerer, func(states ...txnStatus) float64 {
 			n := 0.0
 			for _, c := range s.all() {
-				n += c.countOngoing()
+				n += c.count(states...)
 			}
 			return n
-		}))
+		})
 	})
-	return cs.ended
+	return cs.metrics
 }
 
 // partitionOf maps a transactional id to its state partition.
@@ -177,7 +175,7 @@ func (s *Coordinators) ensureStateTopic(ctx context.Context) {
 func (s *Coordinators) openSlot(ctx context.Context, i int32, p StatePartition) (*txnSlot, error) {
 	term := p.Term()
 	c := &coordinator{s: s, log: s.log.With("part", "txn", "state_partition", i, "term", term), now: time.Now,
-		pending: map[pendingKey]map[string]struct{}{}, state: p, term: term, clustered: true, ended: s.clusterMetrics()}
+		pending: map[pendingKey]map[string]struct{}{}, state: p, term: term, clustered: true, metrics: s.clusterMetrics()}
 	c.mu.txns = map[string]*txnEntry{}
 	if err := c.load(); err != nil {
 		return nil, err

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -48,6 +47,11 @@ type txnEntry struct {
 	// meta is guarded by mu. ProducerID < 0 marks an entry created by
 	// a first InitProducerID whose state is not written yet.
 	meta txnMeta
+	// refusedLogged is when a refused completion of the decided
+	// transaction was last logged (guarded by mu; zero: none since the
+	// last completion), so the retry every txnCheckInterval logs it
+	// once in refusedLogInterval.
+	refusedLogged time.Time
 }
 
 type pendingKey struct {
@@ -84,7 +88,7 @@ type coordinator struct {
 	pendingMu sync.Mutex
 	pending   map[pendingKey]map[string]struct{}
 
-	ended *prometheus.CounterVec
+	*metrics
 }
 
 // load replays __transaction_state and finishes the transactions that
@@ -128,9 +132,7 @@ func (c *coordinator) load() error {
 		e.mu.Lock()
 		if s := e.meta.Status; s == txnPrepareCommit || s == txnPrepareAbort {
 			c.log.Info("completing a transaction decided before the restart", "transactional_id", e.id, "state", s.String())
-			if err := c.completeLocked(ctx, e); err != nil {
-				c.log.Warn("cannot complete transaction yet, will retry", "transactional_id", e.id, "err", err)
-			}
+			_ = c.completeLocked(ctx, e) // logged; the loop retries it
 		}
 		e.mu.Unlock()
 	}
@@ -154,9 +156,7 @@ func (c *coordinator) checkLocked(ctx context.Context, e *txnEntry) {
 	switch {
 	case m.ProducerID < 0:
 	case m.Status == txnPrepareCommit || m.Status == txnPrepareAbort:
-		if err := c.completeLocked(ctx, e); err != nil && ctx.Err() == nil {
-			c.log.Warn("cannot complete transaction yet, will retry", "transactional_id", e.id, "err", err)
-		}
+		_ = c.completeLocked(ctx, e) // logged; retried on the next tick
 	case m.Status != txnOngoing && c.now().UnixMilli()-m.UpdateMs > txnIDExpiration.Milliseconds():
 		if err := c.expireLocked(ctx, e); err != nil && ctx.Err() == nil {
 			c.log.Warn("cannot expire transactional id, will retry", "transactional_id", e.id, "err", err)
@@ -238,11 +238,12 @@ func (c *coordinator) lookup(id string) *txnEntry {
 	return c.mu.txns[id]
 }
 
-func (c *coordinator) countOngoing() float64 {
+// count is how many transactions here are in one of the states.
+func (c *coordinator) count(states ...txnStatus) float64 {
 	n := 0
 	for _, e := range c.entries() {
 		e.mu.Lock()
-		if e.meta.Status == txnOngoing {
+		if slices.Contains(states, e.meta.Status) {
 			n++
 		}
 		e.mu.Unlock()
@@ -384,8 +385,21 @@ func (c *coordinator) pendingOf(grp string) []pendingKey {
 }
 
 // completeLocked finishes a transaction in Prepare*: markers, group
-// offsets on commit, then Complete*.
+// offsets on commit, then Complete*. A failure is counted and logged here
+// (noteIncomplete) and leaves Prepare*, which the coordinator's loop
+// retries.
 func (c *coordinator) completeLocked(ctx context.Context, e *txnEntry) error {
+	err := c.tryCompleteLocked(ctx, e)
+	if err != nil {
+		c.noteIncomplete(ctx, e, err)
+	} else if !e.refusedLogged.IsZero() {
+		c.log.Info("transaction completed: its markers are written now", "transactional_id", e.id, "state", e.meta.Status.String())
+		e.refusedLogged = time.Time{}
+	}
+	return err
+}
+
+func (c *coordinator) tryCompleteLocked(ctx context.Context, e *txnEntry) error {
 	m := e.meta
 	commit := m.Status == txnPrepareCommit
 	ct := storage.ControlAbort
@@ -511,7 +525,6 @@ func (c *coordinator) finishPendingLocked(ctx context.Context, e *txnEntry) *ker
 		return nil
 	}
 	if err := c.completeLocked(ctx, e); err != nil {
-		c.log.Warn("cannot complete transaction yet", "transactional_id", e.id, "err", err)
 		return kerr.ConcurrentTransactions
 	}
 	return nil

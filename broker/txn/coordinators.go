@@ -146,8 +146,7 @@ func New(cfg Config) *Coordinators {
 func (s *Coordinators) Open() error {
 	c := &coordinator{s: s, log: s.log.With("part", "txn"), now: time.Now, pending: map[pendingKey]map[string]struct{}{}}
 	c.mu.txns = map[string]*txnEntry{}
-	c.ended = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_txn_ended_total", Help: "Transactions ended by the coordinator, by result (commit, abort, timeout: aborted because the producer went quiet)."}, []string{"result"})
-	s.cfg.Registerer.MustRegister(c.ended, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "simtel_broker_txn_ongoing", Help: "Transactions in progress on this coordinator."}, c.countOngoing))
+	c.metrics = newMetrics(s.cfg.Registerer, c.count)
 	if p := s.b.StatePartition(0); p != nil {
 		c.state = p
 		if err := c.load(); err != nil {

@@ -67,7 +67,12 @@
 //     epoch, the raft term of its state partition, so the replicas refuse
 //     a marker of a deposed coordinator. Any failure leaves the
 //     transaction in Prepare*, retried every txnCheckInterval until every
-//     marker is written.
+//     marker is written. A leader that refuses the request (this
+//     broker's principal lacks ClusterAction on the cluster) is no
+//     passing failure: it is logged at error level, counted
+//     (simtel_broker_txn_completion_failures_total{reason="refused"}), and
+//     EndTxn answers CONCURRENT_TRANSACTIONS rather than success until the
+//     markers are written (metrics.go).
 //   - A transactional produce at a partition's leader is checked against
 //     the coordinator once per transaction and partition (VerifyPartition:
 //     a verify-only AddPartitionsToTxn to the coordinator's broker).
