@@ -64,9 +64,9 @@ type GroupConfig struct {
 	// (checked every 10 s). Default 8192.
 	SnapshotEntries uint64
 	// HeartbeatTimeout is raft's heartbeat and election timeout for the
-	// group (the leader sends a heartbeat every tenth of it; the leader
-	// lease is half of it). Longer: less idle CPU, slower failover.
-	// Default 1s.
+	// group and its leader lease (see fullLease; the leader sends a
+	// heartbeat every tenth of it). Longer: less idle CPU, slower
+	// failover. Default 1s.
 	HeartbeatTimeout time.Duration
 	Logger           *slog.Logger
 }
@@ -152,8 +152,9 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	}
 	rc.SnapshotInterval = 10 * time.Second
 	if d := cfg.HeartbeatTimeout; d > 0 {
-		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = d, d, d/2
+		rc.HeartbeatTimeout, rc.ElectionTimeout = d, d
 	}
+	fullLease(rc)
 	// An idle leader sends each follower an AppendEntries every
 	// CommitTimeout to 2×CommitTimeout (50-100 ms by default) to move its
 	// commit index; with hundreds of groups that was most of the idle CPU
@@ -238,6 +239,23 @@ func (g *Group) Remove() error {
 		err = g.wal.DropGroup(g.id)
 	}
 	return errors.Join(err, g.Close(), os.RemoveAll(g.dir))
+}
+
+// fullLease makes a raft leader step down only once it has heard from no
+// quorum for a whole heartbeat timeout, not half of one (raft's default).
+// A leader steps down when its heartbeats go unanswered for the lease,
+// while its followers start an election only after a heartbeat timeout
+// without hearing from it: on a CPU-starved machine heartbeat round trips
+// between half and one timeout are common, and with the shorter lease a
+// leader that every follower still followed stepped down, the group had
+// no leader until one of them timed out, and the leadership often moved
+// (for __consumer_offsets, the group coordinator with it). The lease
+// guards no read here (followers serve none, and a new leader runs a
+// barrier before serving), so the longer one only lets a leader cut off
+// from its followers accept entries that cannot commit for half a
+// timeout more. Raft does not allow a lease longer than the timeout.
+func fullLease(rc *raft.Config) {
+	rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
 }
 
 // groupStore is a group's raft log and stable store.

@@ -317,6 +317,7 @@ func New(cfg Config) (*Node, error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
 	rc.Logger = hl
+	fullLease(rc)
 	if n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans); err != nil {
 		return nil, fmt.Errorf("cannot start the controller raft: %w", err)
 	}
