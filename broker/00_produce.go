@@ -29,10 +29,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/auth"
-	"github.com/simtel/simtel/broker/partition"
-	"github.com/simtel/simtel/broker/storage"
-
 	"github.com/simtel/simtel/broker/kapi"
+	"github.com/simtel/simtel/broker/partition"
+	"github.com/simtel/simtel/broker/server"
+	"github.com/simtel/simtel/broker/storage"
 )
 
 var _ = apis.AddServe(kapi.API{Key: 0, Min: 3, Max: 9},
@@ -43,7 +43,7 @@ var _ = apis.AddServe(kapi.API{Key: 0, Min: 3, Max: 9},
 		// it), as Kafka authorizes Produce.
 		denied := kapi.DeniedTopics(r, kmsg.ACLOperationWrite, req.Topics, func(t *kmsg.ProduceRequestTopic) string { return t.Topic })
 		txnDenied := req.TransactionID != nil && !r.Allowed(kmsg.ACLOperationWrite, auth.TransactionalID(*req.TransactionID))
-		b.handleProduce(r.Ctx, req, r.Slot.(*pending), denied, txnDenied)
+		b.handleProduce(r.Ctx, req, r.Slot.(*server.Slot), denied, txnDenied)
 	})
 
 type produceWait struct {
@@ -57,7 +57,7 @@ type produceWait struct {
 	n   int // bytes, for the metrics
 }
 
-func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *pending, denied map[string]bool, txnDenied bool) {
+func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *server.Slot, denied map[string]bool, txnDenied bool) {
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	resp.Version = r.Version
 	acks := r.Acks
@@ -175,19 +175,17 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 		waits = nil
 		// No response; like Kafka, drop the connection if anything failed
 		// so the client refreshes its metadata instead of sending into a void.
-		p.noResponse = true
+		failed := false
 		for _, t := range resp.Topics {
 			for _, sp := range t.Partitions {
-				if sp.ErrorCode != 0 {
-					p.closeConn = true
-				}
+				failed = failed || sp.ErrorCode != 0
 			}
 		}
-		close(p.done)
+		p.FinishNoResponse(failed)
 		return
 	}
 	if len(waits) == 0 {
-		p.finish(resp)
+		p.Finish(resp)
 		return
 	}
 	go func() {
@@ -224,6 +222,6 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *p
 				b.log.Warn("produce not committed", "topic", w.part.Topic(), "partition", w.part.Index(), "err", err)
 			}
 		}
-		p.finish(resp)
+		p.Finish(resp)
 	}()
 }

@@ -28,24 +28,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/simtel/simtel/broker/partition"
-	"github.com/simtel/simtel/broker/storage"
-
 	"github.com/simtel/simtel/broker/kapi"
+	"github.com/simtel/simtel/broker/partition"
+	"github.com/simtel/simtel/broker/server"
+	"github.com/simtel/simtel/broker/storage"
 )
 
 var _ = apis.AddServe(kapi.API{Key: 1, Min: 4, Max: 12, Blocking: true},
 	func(b *Broker, r *kapi.Request) {
 		req := r.Msg.(*kmsg.FetchRequest)
 		denied := kapi.DeniedTopics(r, kmsg.ACLOperationRead, req.Topics, func(t *kmsg.FetchRequestTopic) string { return t.Topic })
-		b.handleFetch(r.Ctx, req, r.Slot.(*pending), denied)
+		b.handleFetch(r.Ctx, req, r.Slot.(*server.Slot), denied)
 	})
 
 const defaultFetchMaxBytes = 50 << 20
 
 // handleFetch answers TOPIC_AUTHORIZATION_FAILED for the denied topics
 // (no Read).
-func (b *Broker) handleFetch(ctx context.Context, r *kmsg.FetchRequest, p *pending, denied map[string]bool) {
+func (b *Broker) handleFetch(ctx context.Context, r *kmsg.FetchRequest, p *server.Slot, denied map[string]bool) {
 	deadline := time.Now().Add(time.Duration(max(r.MaxWaitMillis, 0)) * time.Millisecond)
 	wake := make(chan struct{}, 1)
 	var parts []*partition.Partition
@@ -68,19 +68,17 @@ func (b *Broker) handleFetch(ctx context.Context, r *kmsg.FetchRequest, p *pendi
 		resp, m, total, errs := b.readFetch(r, denied)
 		done := total >= int64(r.MinBytes) || errs || !time.Now().Before(deadline) || ctx.Err() != nil
 		if done {
-			wire, err := buildFetchWire(resp, p.corr, m)
+			wire, err := buildFetchWire(resp, p.Corr(), m)
 			if err != nil {
 				b.log.Error("cannot encode fetch response", "err", err)
 				for _, res := range m.results {
 					res.Release()
 				}
-				p.closeConn = true
-				p.finish(nil)
+				p.Refuse()
 				return
 			}
 			b.metrics.fetchedBytes.Add(float64(total))
-			p.fetch = wire
-			close(p.done)
+			p.FinishFetch(wire)
 			return
 		}
 		for _, res := range m.results {
@@ -223,14 +221,14 @@ func newMarkerSet() *markerSet { return &markerSet{seed: rand.Uint64() | 1} }
 
 // buildFetchWire encodes resp (whose partitions with data carry markers from
 // m) and splices in the file ranges.
-func buildFetchWire(resp *kmsg.FetchResponse, corr int32, m *markerSet) (*fetchWire, error) {
+func buildFetchWire(resp *kmsg.FetchResponse, corr int32, m *markerSet) (*server.FetchWire, error) {
 	buf := binary.BigEndian.AppendUint32(nil, uint32(corr))
 	flexible := resp.IsFlexible()
 	if flexible {
 		buf = append(buf, 0)
 	}
 	buf = resp.AppendTo(buf)
-	w := &fetchWire{results: m.results}
+	w := server.NewFetchWire(m.results)
 	pos := 0
 	for i, r := range m.results {
 		marker := make([]byte, markerLen)
@@ -245,26 +243,19 @@ func buildFetchWire(resp *kmsg.FetchResponse, corr int32, m *markerSet) (*fetchW
 		if flexible {
 			prefix = 1 // uvarint(16+1)
 		}
-		w.pieces = append(w.pieces, wirePiece{data: buf[pos : idx-prefix]})
+		w.AddBytes(buf[pos : idx-prefix])
 		var lenBuf []byte
 		if flexible {
 			lenBuf = binary.AppendUvarint(nil, uint64(r.Bytes)+1)
 		} else {
 			lenBuf = binary.BigEndian.AppendUint32(nil, uint32(r.Bytes))
 		}
-		w.pieces = append(w.pieces, wirePiece{data: lenBuf})
+		w.AddBytes(lenBuf)
 		for _, c := range r.Chunks {
-			w.pieces = append(w.pieces, wirePiece{chunk: c})
+			w.AddChunk(c)
 		}
 		pos = idx + markerLen
 	}
-	w.pieces = append(w.pieces, wirePiece{data: buf[pos:]})
-	for _, p := range w.pieces {
-		if p.data != nil {
-			w.size += int64(len(p.data))
-		} else {
-			w.size += p.chunk.Size
-		}
-	}
+	w.AddBytes(buf[pos:])
 	return w, nil
 }

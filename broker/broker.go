@@ -16,15 +16,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
-	"github.com/simtel/simtel/broker/auth"
+	"github.com/simtel/simtel/broker/admin"
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/group"
 	"github.com/simtel/simtel/broker/kapi"
+	"github.com/simtel/simtel/broker/server"
 	"github.com/simtel/simtel/broker/txn"
 	"github.com/simtel/simtel/internal/tick"
-	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
 // Broker is one Kafka-compatible broker node. New opens its state from
@@ -36,8 +34,10 @@ type Broker struct {
 	metrics   *metrics
 	groups    *group.Coordinator
 	pids      *pidAllocator
-	reqBytes  *semaphore.Weighted // request bytes in flight, all connections
-	apis      *kapi.Registry      // the APIs served, from their NN_ files
+	apis      *kapi.Registry // the APIs served, from their NN_ files
+	// srv is the connection server: the listeners, the connections and
+	// the SASL exchange (package server).
+	srv *server.Server
 	// cluster is the controller membership in cluster mode, nil on a
 	// single node. Topics then come from its metadata (see cluster.go).
 	cluster *cluster.Node
@@ -47,8 +47,6 @@ type Broker struct {
 	txn *txn.Coordinators
 	// sec is the SCRAM credentials and ACLs (secstate.go).
 	sec *secState
-	// sasl is the SASL listeners' mechanisms (sasl.go).
-	sasl *saslState
 	// coords holds, in cluster mode, the coordinators of the offsets
 	// partitions this broker leads (see coordinators.go); b.groups is
 	// then nil.
@@ -65,17 +63,9 @@ type Broker struct {
 	// the topics file and the in-memory map change together.
 	adminMu sync.Mutex
 
-	connsMu sync.Mutex
-	conns   map[net.Conn]struct{}
-
-	// listeners are the Kafka listeners (listeners.go); tls serves the
-	// certificate of the TLS ones, principals names their clients.
-	listeners  []*listener
-	tls        *tlsfiles.Server
-	principals *auth.PrincipalMapping
-	httpLn     net.Listener
-	ready      atomic.Bool
-	closeMu    sync.Once
+	httpLn  net.Listener
+	ready   atomic.Bool
+	closeMu sync.Once
 }
 
 type nodeMeta struct {
@@ -89,7 +79,7 @@ func New(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, log: cfg.Logger, conns: make(map[net.Conn]struct{}), reqBytes: semaphore.NewWeighted(cfg.MaxInflightRequestBytes)}
+	b := &Broker{cfg: cfg, log: cfg.Logger}
 	b.mu.topics = make(map[string]*topic)
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "data"), 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create data directory %q: %w", cfg.DataDir, err)
@@ -103,9 +93,6 @@ func New(cfg Config) (*Broker, error) {
 	b.txn = b.newTxnCoordinators()
 	b.apis = b.newRegistry()
 	if b.sec, err = openSecState(b); err != nil {
-		return nil, err
-	}
-	if b.sasl, err = newSASL(b); err != nil {
 		return nil, err
 	}
 	if b.pids, err = openPIDAllocator(filepath.Join(cfg.DataDir, "producer-ids")); err != nil {
@@ -128,7 +115,7 @@ func New(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 	}
-	if err := b.openListeners(); err != nil {
+	if err := b.startServer(); err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -171,9 +158,146 @@ func (b *Broker) openLocalCoordinator() error {
 	return nil
 }
 
+// apis are the APIs the broker itself answers, each declared in its NN_
+// file. Only record batches (magic 2) are stored, so Produce and Fetch
+// start at v3 and v4; every other range is at least Kafka 2.8's where the
+// semantics are implemented.
+var apis kapi.Table[*Broker]
+
+// newRegistry is the table of every API this broker serves: its own and
+// the coordinators'. The server adds the ones a connection answers itself
+// (ApiVersions and the SASL exchange).
+func (b *Broker) newRegistry() *kapi.Registry {
+	reg := kapi.NewRegistry(b.cfg.clustered())
+	reg.Add(apis.Bind(b)...)
+	reg.Add(admin.APIs.Bind(adminBroker{b})...)
+	reg.Add(group.APIs.Bind(groupRouter{b})...)
+	reg.Add(txn.APIs.Bind(b.txn)...)
+	return reg
+}
+
+// groupRouter finds this broker's group coordinators for the group APIs.
+type groupRouter struct{ b *Broker }
+
+func (g groupRouter) Single() *group.Coordinator {
+	if g.b.cluster != nil {
+		return nil
+	}
+	return g.b.groups
+}
+
+func (g groupRouter) CoordinatorFor(id string) (*group.Coordinator, int16) {
+	return g.b.coordinatorFor(id)
+}
+
+func (g groupRouter) Served() []*group.Coordinator { return g.b.servedCoordinators() }
+
+// startServer binds the listeners. SASL's PLAIN and SCRAM check the
+// broker's own credentials unless the config names others.
+func (b *Broker) startServer() error {
+	sasl := b.cfg.SASL
+	if sasl.Credentials == nil {
+		sasl.Credentials = b.sec
+	}
+	var err error
+	b.srv, err = server.New(server.Config{
+		Listeners:               b.cfg.Listeners,
+		AdvertisedListeners:     b.cfg.AdvertisedListeners,
+		TLS:                     b.cfg.TLS,
+		TLSPrincipalMapping:     b.cfg.TLSPrincipalMapping,
+		TLSReloadInterval:       b.cfg.TLSReloadInterval,
+		SASL:                    sasl,
+		MaxRequestBytes:         b.cfg.MaxRequestBytes,
+		MaxInflightRequestBytes: b.cfg.MaxInflightRequestBytes,
+		MaxInflightPerConn:      b.cfg.MaxInflightPerConn,
+		APIs:                    b.apis,
+		Authorizer:              b.sec.Authorizer(),
+		Metrics:                 b.metrics.reg,
+		Logger:                  b.log,
+	})
+	if err != nil {
+		return err
+	}
+	b.cfg.Advertise = b.srv.Bound()[0].Advertise
+	return nil
+}
+
 // Addr is the first Kafka listener's address (useful with port 0);
 // ListenerAddr names another.
-func (b *Broker) Addr() net.Addr { return b.listeners[0].ln.Addr() }
+func (b *Broker) Addr() net.Addr { return b.srv.Bound()[0].Listen }
+
+// ListenerAddr is the bound address of the named listener, nil if there
+// is none of that name.
+func (b *Broker) ListenerAddr(name string) net.Addr {
+	for _, l := range b.srv.Bound() {
+		if l.Name == name {
+			return l.Listen
+		}
+	}
+	return nil
+}
+
+// ReloadTLS reads the TLS certificate, key and CA files again (SIGHUP),
+// and the cluster's (cluster_tls.go).
+// New connections get the new certificate; open ones keep theirs. On an
+// error the previous files stay in use.
+func (b *Broker) ReloadTLS() error {
+	err := b.reloadClusterSecurity()
+	if terr := b.srv.ReloadTLS(); terr != nil {
+		return errors.Join(terr, err)
+	}
+	return err
+}
+
+// advertisedListeners maps each listener's name to its advertised
+// address, as gossiped to the other brokers.
+func (b *Broker) advertisedListeners() map[string]string {
+	m := make(map[string]string, len(b.srv.Bound()))
+	for _, l := range b.srv.Bound() {
+		m[l.Name] = l.Advertise
+	}
+	return m
+}
+
+// interBrokerAddr is the advertised address of the listener the other
+// brokers dial.
+func (b *Broker) interBrokerAddr() string {
+	for _, l := range b.srv.Bound() {
+		if l.Name == b.cfg.InterBrokerListener {
+			return l.Advertise
+		}
+	}
+	return b.cfg.Advertise
+}
+
+// advertised is this broker's address on the named listener ("" or an
+// unknown name: the inter-broker listener).
+func (b *Broker) advertised(listenerName string) (string, int32) {
+	for _, l := range b.srv.Bound() {
+		if l.Name == listenerName {
+			return splitHostPort(l.Advertise)
+		}
+	}
+	return splitHostPort(b.interBrokerAddr())
+}
+
+// brokerAddr is where a client of the named listener reaches a broker of
+// the cluster: its address on the listener of that name; a broker
+// registered before named listeners existed has only KafkaAddr. A broker
+// without that listener is not reachable from it (ok false), and Kafka
+// leaves such a broker out.
+func brokerAddr(listenerName string, br cluster.BrokerInfo) (host string, port int32, ok bool) {
+	if len(br.Listeners) == 0 || listenerName == "" {
+		host, port = splitHostPort(br.KafkaAddr)
+		return host, port, true
+	}
+	addr, ok := br.Listeners[listenerName]
+	if !ok {
+		return "", 0, false
+	}
+	host, port = splitHostPort(addr)
+	return host, port, true
+}
 
 // HTTPAddr is the HTTP listener's address, nil without one.
 func (b *Broker) HTTPAddr() net.Addr {
@@ -204,20 +328,11 @@ func (b *Broker) Run(ctx context.Context) error {
 		defer wg.Done()
 		b.maintenanceLoop(ctx)
 	}()
-	for _, l := range b.listeners {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b.serve(ctx, l)
-		}()
-	}
-	if b.tls != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b.tls.Watch(ctx, b.cfg.TLSReloadInterval)
-		}()
-	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		b.srv.Run(ctx)
+	}()
 	if b.cluster == nil {
 		wg.Add(1)
 		go func() {
@@ -255,21 +370,21 @@ func (b *Broker) Run(ctx context.Context) error {
 		}()
 	}
 	b.ready.Store(true)
-	for _, l := range b.listeners {
-		b.log.Info("broker serving", "node_id", b.cfg.NodeID, "listener", l.Name, "protocol", l.Proto, "listen", l.ln.Addr().String(), "advertise", l.advertise, "cluster_id", b.clusterID)
+	for _, l := range b.srv.Bound() {
+		b.log.Info("broker serving", "node_id", b.cfg.NodeID, "listener", l.Name, "protocol", l.Proto, "listen", l.Listen.String(), "advertise", l.Advertise, "cluster_id", b.clusterID)
 	}
 	<-ctx.Done()
 	// Refuse new client connections at once: one accepted now would be
 	// closed before its first answer (its context is cancelled), which a
 	// client may take as a failed request rather than a broker to skip;
 	// a refused dial is retried on another broker.
-	b.closeListeners()
+	b.srv.CloseListeners()
 	if b.cluster != nil {
 		b.handOffLeadership()
 	}
 	stopCluster()
 	b.ready.Store(false)
-	b.closeConns()
+	b.srv.CloseConns()
 	if srv != nil {
 		sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = srv.Shutdown(sctx)
@@ -279,30 +394,14 @@ func (b *Broker) Run(ctx context.Context) error {
 	return b.Close()
 }
 
-func (b *Broker) trackConn(nc net.Conn, add bool) {
-	b.connsMu.Lock()
-	defer b.connsMu.Unlock()
-	if add {
-		b.conns[nc] = struct{}{}
-	} else {
-		delete(b.conns, nc)
-	}
-}
-
-func (b *Broker) closeConns() {
-	b.connsMu.Lock()
-	defer b.connsMu.Unlock()
-	for nc := range b.conns {
-		nc.Close()
-	}
-}
-
 // Close stops the group coordinator and closes every partition log.
 // Safe to call more than once.
 func (b *Broker) Close() error {
 	var err error
 	b.closeMu.Do(func() {
-		b.closeListeners()
+		if b.srv != nil {
+			b.srv.CloseListeners()
+		}
 		if b.httpLn != nil {
 			b.httpLn.Close()
 		}

@@ -52,7 +52,7 @@ func (b *Broker) clusterSecurity() (*cluster.TLS, [][]byte, error) {
 		if t, err = cluster.NewTLS(b.cfg.clusterTLSFiles()); err != nil {
 			return nil, nil, err
 		}
-		if l := b.interBrokerListener(); !l.usesTLS() {
+		if l := b.interBrokerListener(); !l.UsesTLS() {
 			b.log.Warn("cluster TLS is on but the inter-broker listener is not SSL: the brokers' Kafka traffic to each other stays in clear", "inter_broker_listener", l.Name, "protocol", l.Proto)
 		}
 	}
@@ -79,7 +79,7 @@ func (b *Broker) interBrokerListener() ListenerSpec {
 // listener is SSL and cluster TLS is on, else nil (plaintext). All brokers
 // of a cluster are expected to name the same protocol for it.
 func (b *Broker) peerTLS() *tls.Config {
-	if b.cluster == nil || b.cluster.TLS() == nil || !b.interBrokerListener().usesTLS() {
+	if b.cluster == nil || b.cluster.TLS() == nil || !b.interBrokerListener().UsesTLS() {
 		return nil
 	}
 	return b.cluster.TLS().ClientConfig()

@@ -4,12 +4,32 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/simtel/simtel/broker/admin"
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/cluster"
+	"github.com/simtel/simtel/broker/server"
 	"github.com/simtel/simtel/internal/tlsfiles"
+)
+
+// The listener and SASL settings are the connection server's (package
+// server); the broker's configuration names them as its own.
+type (
+	ListenerSpec = server.ListenerSpec
+	SASLConfig   = server.SASLConfig
+)
+
+// The security protocols, by Kafka's names.
+const (
+	ProtoPlaintext     = server.ProtoPlaintext
+	ProtoSSL           = server.ProtoSSL
+	ProtoSASLPlaintext = server.ProtoSASLPlaintext
+	ProtoSASLSSL       = server.ProtoSASLSSL
 )
 
 // Config configures one broker. Zero values take the documented defaults;
@@ -29,7 +49,7 @@ type Config struct {
 	// Default: Listen (with 0.0.0.0/:: replaced by 127.0.0.1).
 	Advertise string
 
-	// Listeners and TLS (listeners.go).
+	// Listeners and TLS (package server, listeners.go).
 	//
 	// Listeners are the named listeners (--listeners
 	// name=PROTO://host:port,...). Empty: the one PLAINTEXT listener of
@@ -52,7 +72,8 @@ type Config struct {
 	// TLSReloadInterval is how often the TLS files are checked for a
 	// change (a changed file is loaded for new connections). Default 10s.
 	TLSReloadInterval time.Duration
-	// SASL configures the SASL_PLAINTEXT and SASL_SSL listeners (sasl.go).
+	// SASL configures the SASL_PLAINTEXT and SASL_SSL listeners
+	// (package server, sasl.go).
 	SASL SASLConfig
 
 	// Security inside a cluster (cluster_tls.go).
@@ -210,7 +231,7 @@ func (c *Config) Validate() error {
 	if err := c.validateListeners(); err != nil {
 		return err
 	}
-	if err := c.SASL.validate(c.Listeners); err != nil {
+	if err := c.SASL.Validate(c.Listeners); err != nil {
 		return err
 	}
 	if err := c.validateClusterSecurity(); err != nil {
@@ -245,6 +266,117 @@ func (c *Config) Validate() error {
 	for k, v := range c.TopicDefaults {
 		if err := admin.ValidateTopicConfig(k, &v); err != nil {
 			return fmt.Errorf("broker default for topic config %q: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// checkShorthand refuses Listen or Advertise besides Listeners (before
+// setListenerDefaults, which makes them name the first listener).
+func (c *Config) checkShorthand() error {
+	if len(c.Listeners) == 0 {
+		return nil
+	}
+	if (c.Listen != "" && c.Listen != c.Listeners[0].Addr) || (c.Advertise != "" && c.Advertise != c.advertisedAddr(c.Listeners[0].Name)) {
+		return errors.New("--listen and --advertise are the one-listener shorthand: with --listeners use --advertised-listeners")
+	}
+	return nil
+}
+
+// setListenerDefaults turns Listen/Advertise into the one PLAINTEXT
+// listener when no Listeners are given, and gives every listener without
+// an advertised address its bind address (0.0.0.0 and :: as 127.0.0.1).
+func (c *Config) setListenerDefaults() {
+	if len(c.Listeners) == 0 {
+		if c.Listen == "" {
+			c.Listen = "127.0.0.1:9092"
+		}
+		c.Listeners = []ListenerSpec{{Name: ProtoPlaintext, Proto: ProtoPlaintext, Addr: c.Listen}}
+		if c.Advertise != "" && len(c.AdvertisedListeners) == 0 {
+			c.AdvertisedListeners = []ListenerSpec{{Name: ProtoPlaintext, Proto: ProtoPlaintext, Addr: c.Advertise}}
+		}
+	}
+	for _, l := range c.Listeners {
+		if slices.ContainsFunc(c.AdvertisedListeners, func(a ListenerSpec) bool { return a.Name == l.Name }) {
+			continue
+		}
+		adv := l
+		if host, port, err := net.SplitHostPort(l.Addr); err == nil {
+			if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+				adv.Addr = net.JoinHostPort("127.0.0.1", port)
+			}
+		}
+		c.AdvertisedListeners = append(c.AdvertisedListeners, adv)
+	}
+	if c.InterBrokerListener == "" {
+		c.InterBrokerListener = c.Listeners[0].Name
+		if i := slices.IndexFunc(c.Listeners, func(l ListenerSpec) bool { return l.Proto == ProtoPlaintext }); i >= 0 {
+			c.InterBrokerListener = c.Listeners[i].Name
+		}
+	}
+	if c.TLSReloadInterval <= 0 {
+		c.TLSReloadInterval = 10 * time.Second
+	}
+	// Listen and Advertise keep naming the first listener, for what
+	// reads them (logs, tests written before named listeners).
+	c.Listen = c.Listeners[0].Addr
+	c.Advertise = c.advertisedAddr(c.Listeners[0].Name)
+}
+
+// advertisedAddr is the host:port clients are told for a listener.
+func (c *Config) advertisedAddr(name string) string {
+	return server.AdvertisedAddr(c.AdvertisedListeners, name)
+}
+
+// validateListeners checks the listener fields after setListenerDefaults.
+func (c *Config) validateListeners() error {
+	names := map[string]bool{}
+	tlsNeeded := false
+	for _, l := range c.Listeners {
+		switch l.Proto {
+		case ProtoPlaintext, ProtoSSL, ProtoSASLPlaintext, ProtoSASLSSL:
+		default:
+			return fmt.Errorf("listener %s: security protocol %q is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", l.Name, l.Proto)
+		}
+		if l.Name == "" {
+			return fmt.Errorf("listener %q has no name", l.String())
+		}
+		if names[l.Name] {
+			return fmt.Errorf("listener name %q is used twice: every listener needs a name of its own", l.Name)
+		}
+		names[l.Name] = true
+		if _, _, err := net.SplitHostPort(l.Addr); err != nil {
+			return fmt.Errorf("listen address %q of listener %s is not host:port: %w", l.Addr, l.Name, err)
+		}
+		tlsNeeded = tlsNeeded || l.UsesTLS()
+	}
+	for _, a := range c.AdvertisedListeners {
+		if !names[a.Name] {
+			return fmt.Errorf("advertised listener %s names no listener (listeners: %s)", a.Name, strings.Join(slices.Sorted(maps.Keys(names)), ", "))
+		}
+		if _, _, err := net.SplitHostPort(a.Addr); err != nil {
+			return fmt.Errorf("advertised address %q of listener %s is not host:port: %w", a.Addr, a.Name, err)
+		}
+	}
+	// A broker's gossiped meta (cluster.nodeMeta, JSON) carries every
+	// advertised listener and must fit memberlist's 512 bytes with the
+	// broker's other addresses.
+	gossiped := 0
+	for _, a := range c.AdvertisedListeners {
+		gossiped += len(a.Name) + len(a.Addr) + 6
+	}
+	if c.clustered() && gossiped > 300 {
+		return fmt.Errorf("the advertised listeners take %d bytes, more than the 300 a cluster can gossip: use fewer listeners or shorter names", gossiped)
+	}
+	if !names[c.InterBrokerListener] {
+		return fmt.Errorf("inter-broker listener %q names no listener", c.InterBrokerListener)
+	}
+	if tlsNeeded && (c.TLS.Cert == "" || c.TLS.Key == "") {
+		return errors.New("an SSL or SASL_SSL listener needs --tls-cert and --tls-key")
+	}
+	if c.TLSPrincipalMapping != "" {
+		if _, err := auth.ParsePrincipalMapping(c.TLSPrincipalMapping); err != nil {
+			return fmt.Errorf("--tls-principal-mapping: %w", err)
 		}
 	}
 	return nil

@@ -2,16 +2,20 @@
 //
 // # Layout
 //
-// The root package is the server and the broker's state: connections
-// (server.go), the table of APIs and dispatch (dispatch.go), the topics
-// and their partitions (topics.go), cluster mode (cluster.go, leaders.go,
-// reassign.go), the group coordinators' placement (coordinators.go), the
-// broker's side of transactions (transactions.go), metrics and
-// configuration. The APIs it answers itself, those on a partition's data
-// path, Metadata and the coordinator lookups, each have an NN_ file named
-// after the key (00_produce.go, 01_fetch.go, …) with the supported
-// versions in its header. The rest are packages:
+// The root package is the broker's state: the table of APIs it serves
+// (broker.go), the topics and their partitions (topics.go), cluster mode
+// (cluster.go, leaders.go, reassign.go), the group coordinators'
+// placement (coordinators.go), the broker's side of transactions
+// (transactions.go), security state (secstate.go, cluster_tls.go),
+// metrics and configuration. The APIs it answers itself, those on a
+// partition's data path, Metadata and the coordinator lookups, each have
+// an NN_ file named after the key (00_produce.go, 01_fetch.go, …) with
+// the supported versions in its header. The rest are packages:
 //
+//   - server: the connection server: listeners, TLS and SASL, each
+//     connection's read and write loops, request decoding, dispatch
+//     through the table, and the APIs a connection answers itself
+//     (ApiVersions, SaslHandshake, SaslAuthenticate).
 //   - partition: one partition: its log, idempotent producer state, high
 //     watermark and, when replicated, its raft state machine and
 //     snapshots.
@@ -28,12 +32,12 @@
 //
 // # Data path
 //
-// A client connection (server.go) has a read loop and a write loop. The
-// read loop decodes each frame with kmsg (decodeRequest) and dispatches it
-// through the table (dispatch.go); the write loop answers in request
-// order. On a SASL listener the read loop first lets through only
-// ApiVersions and the SASL exchange (sasl.go), whose handlers run inline
-// and keep the connection's principal and session.
+// A client connection (package server) has a read loop and a write loop.
+// The read loop decodes each frame with kmsg and dispatches it through the
+// table; the write loop answers in request order. On a SASL listener the
+// read loop first lets through only ApiVersions and the SASL exchange,
+// whose handlers run inline and keep the connection's principal and
+// session.
 //
 // Produce: the partition checks each record batch (magic 2, length,
 // CRC-32C, size limit) and the idempotent-producer sequences, and appends
@@ -62,10 +66,10 @@
 //
 // # Goroutines
 //
-//   - Run: the accept loop, the HTTP server, the maintenance loop
-//     (retention, compaction), each waited for before Run returns.
-//   - Per connection: read loop and write loop (serveConn waits for both);
-//     per in-flight blocking request (acks=all commit, fetch long poll,
+//   - Run: the server's accept loops, the HTTP server, the maintenance
+//     loop (retention, compaction), each waited for before Run returns.
+//   - Per connection (package server): read loop and write loop; per
+//     in-flight blocking request (acks=all commit, fetch long poll,
 //     JoinGroup/SyncGroup, OffsetCommit) one goroutine that finishes its
 //     pending response and exits when the connection's context ends.
 //   - The transaction coordinator's loop (txn.Coordinators.Run, started by

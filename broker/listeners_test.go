@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker"
+	"github.com/simtel/simtel/broker/server"
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/tlsfiles"
 )
@@ -287,7 +288,7 @@ func TestMetadataPerListener(t *testing.T) {
 
 func TestListenerConfigValidate(t *testing.T) {
 	l := func(s string) []broker.ListenerSpec {
-		ls, err := broker.ParseListeners(s)
+		ls, err := server.ParseListeners(s)
 		if err != nil {
 			t.Fatalf("ParseListeners(%q): %v", s, err)
 		}
@@ -333,7 +334,7 @@ func TestListenerConfigValidate(t *testing.T) {
 			}
 		})
 	}
-	if _, err := broker.ParseListeners("a=127.0.0.1:1"); err == nil {
+	if _, err := server.ParseListeners("a=127.0.0.1:1"); err == nil {
 		t.Error(`ParseListeners("a=127.0.0.1:1") succeeded, want an error (no protocol)`)
 	}
 }

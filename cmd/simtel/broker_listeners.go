@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/simtel/simtel/broker"
+	"github.com/simtel/simtel/broker/server"
 	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
@@ -44,12 +45,12 @@ func (lf *listenerFlags) apply(cmd *cobra.Command, cfg *broker.Config) error {
 		if !cmd.Flags().Changed("listen") {
 			cfg.Listen = ""
 		}
-		if cfg.Listeners, err = broker.ParseListeners(lf.listeners); err != nil {
+		if cfg.Listeners, err = server.ParseListeners(lf.listeners); err != nil {
 			return err
 		}
 	}
 	if lf.advertised != "" {
-		if cfg.AdvertisedListeners, err = broker.ParseListeners(lf.advertised); err != nil {
+		if cfg.AdvertisedListeners, err = server.ParseListeners(lf.advertised); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package broker
+package server
 
 // SaslAuthenticate, versions 0-2 (v1 adds session_lifetime_ms, KIP-368;
 // v2 is flexible): one message of the exchange a v1 SaslHandshake started.
@@ -15,8 +15,8 @@ import (
 )
 
 var _ = apis.AddServe(kapi.API{Key: 36, Min: 0, Max: 2},
-	func(b *Broker, r *kapi.Request) {
-		p := r.Slot.(*pending)
+	func(_ *Server, r *kapi.Request) {
+		p := r.Slot.(*Slot)
 		p.finish(p.conn.saslAuthenticate(r.Msg.(*kmsg.SASLAuthenticateRequest)))
 	})
 

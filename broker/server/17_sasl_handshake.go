@@ -1,4 +1,4 @@
-package broker
+package server
 
 // SaslHandshake, versions 0-1: the client names a mechanism; the answer
 // lists the enabled ones. After v0 the exchange's tokens follow as bare
@@ -19,8 +19,8 @@ import (
 )
 
 var _ = apis.AddServe(kapi.API{Key: 17, Min: 0, Max: 1},
-	func(b *Broker, r *kapi.Request) {
-		p := r.Slot.(*pending)
+	func(_ *Server, r *kapi.Request) {
+		p := r.Slot.(*Slot)
 		p.finish(p.conn.saslHandshake(r.Msg.(*kmsg.SASLHandshakeRequest)))
 	})
 
@@ -30,7 +30,7 @@ func (c *conn) saslHandshake(req *kmsg.SASLHandshakeRequest) *kmsg.SASLHandshake
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return resp
 	}
-	resp.SupportedMechanisms = c.b.sasl.srv.Enabled()
+	resp.SupportedMechanisms = c.s.sasl.srv.Enabled()
 	if c.sasl.session != nil {
 		// A second handshake in the middle of an exchange.
 		resp.ErrorCode = kerr.IllegalSaslState.Code
@@ -43,11 +43,11 @@ func (c *conn) saslHandshake(req *kmsg.SASLHandshakeRequest) *kmsg.SASLHandshake
 			Message: "re-authentication must use SaslHandshake v1 and the session's mechanism " + c.sasl.authMechanism})
 		return resp
 	}
-	session, ok := c.b.sasl.srv.Start(req.Mechanism)
+	session, ok := c.s.sasl.srv.Start(req.Mechanism)
 	if !ok {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		c.authFailed(mechanismLabel(req.Mechanism), auth.ReasonUnsupportedMech, "client asked for "+req.Mechanism)
-		c.b.sasl.delays.wait(c.ctx, c.host)
+		c.s.sasl.delays.wait(c.ctx, c.host)
 		return resp
 	}
 	c.sasl.session = session

@@ -1,4 +1,4 @@
-package broker
+package server
 
 // ApiVersions, versions 0-4 (v4 differs from v3 only in the rules for
 // supported feature versions, and we advertise no features).
@@ -15,16 +15,18 @@ import (
 )
 
 var _ = apis.Add(kapi.API{Key: 18, Min: 0, Max: 4},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		return b.apiVersionsResponse(r.Msg.GetVersion(), false)
+	func(s *Server, r *kapi.Request) kmsg.Response {
+		return s.apiVersionsResponse(r.Msg.GetVersion(), false)
 	})
 
-func (b *Broker) apiVersionsResponse(version int16, tooNew bool) *kmsg.ApiVersionsResponse {
+// apiVersionsResponse lists every API of the table, the broker's and the
+// server's.
+func (s *Server) apiVersionsResponse(version int16, tooNew bool) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = version
 	if tooNew {
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
 	}
-	resp.ApiKeys = b.apis.Versions()
+	resp.ApiKeys = s.apis.Versions()
 	return resp
 }

@@ -1,4 +1,4 @@
-package broker
+package server
 
 import (
 	"encoding/binary"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/kapi"
 )
 
 // encodeRequest frames a request body the way a client does (without the
@@ -23,8 +25,21 @@ func encodeRequest(req kmsg.Request, corr int32) []byte {
 	return req.AppendTo(b)
 }
 
-// testAPIs is the table a broker serves, for decoding without a broker.
-var testAPIs = (&Broker{}).newRegistry()
+// testAPIs is a table of every key kmsg knows at every version it
+// encodes: the server's own APIs and a handler for each other key (never
+// called: these tests only decode).
+var testAPIs = func() *kapi.Registry {
+	reg := kapi.NewRegistry(false)
+	reg.Add(apis.Bind(nil)...)
+	for key := int16(0); key <= kmsg.MaxKey; key++ {
+		req := kmsg.RequestForKey(key)
+		if _, served := reg.Get(key); served || req == nil {
+			continue
+		}
+		reg.Add(kapi.API{Key: key, Min: 0, Max: req.MaxVersion(), Handle: func(*kapi.Request) kmsg.Response { return nil }})
+	}
+	return reg
+}()
 
 func seedRequests() [][]byte {
 	var out [][]byte

@@ -1,4 +1,4 @@
-package broker
+package server
 
 // SASL authentication on the SASL_PLAINTEXT and SASL_SSL listeners.
 //
@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -54,7 +55,7 @@ type SASLConfig struct {
 	// Credentials are the SCRAM credentials PLAIN and SCRAM check.
 	// Default: the broker's own (the cluster's replicated state, or a
 	// single broker's data directory), which AlterUserScramCredentials and
-	// `simtel user add` change.
+	// `simtel user add` change; the broker sets it before New.
 	Credentials auth.CredentialStore
 
 	// OAuthHMACKeyFile holds the shared key verifying HS256 tokens (the
@@ -79,8 +80,8 @@ type SASLConfig struct {
 	SessionLifetime time.Duration
 }
 
-// validate checks the SASL settings against the listeners.
-func (c *SASLConfig) validate(listeners []ListenerSpec) error {
+// Validate checks the SASL settings against the listeners.
+func (c *SASLConfig) Validate(listeners []ListenerSpec) error {
 	mechs, err := auth.ParseMechanisms(c.Mechanisms)
 	if err != nil {
 		return fmt.Errorf("--sasl-mechanisms: %w", err)
@@ -108,7 +109,7 @@ func (c *SASLConfig) validate(listeners []ListenerSpec) error {
 
 func isSASL(proto string) bool { return proto == ProtoSASLPlaintext || proto == ProtoSASLSSL }
 
-// saslState is the broker's side of SASL: the mechanisms (nil without a
+// saslState is the server's side of SASL: the mechanisms (nil without a
 // SASL listener) and the failure delays.
 type saslState struct {
 	srv      *auth.SASLServer
@@ -117,16 +118,12 @@ type saslState struct {
 }
 
 // newSASL builds the mechanisms, reading the OAUTHBEARER key files.
-func newSASL(b *Broker) (*saslState, error) {
-	cfg := b.cfg.SASL
+func newSASL(cfg SASLConfig, log *slog.Logger) (*saslState, error) {
 	s := &saslState{lifetime: cfg.SessionLifetime, delays: newFailureDelays()}
 	if len(cfg.Mechanisms) == 0 {
 		return s, nil
 	}
 	sc := auth.SASLConfig{Mechanisms: cfg.Mechanisms, Credentials: cfg.Credentials}
-	if sc.Credentials == nil {
-		sc.Credentials = b.sec
-	}
 	if slices.Contains(cfg.Mechanisms, auth.MechanismOAuthBearer) {
 		tc := auth.TokenConfig{Audience: cfg.OAuthAudience, Issuer: cfg.OAuthIssuer, PrincipalClaim: cfg.OAuthPrincipalClaim, Unsecured: cfg.OAuthUnsecured}
 		var err error
@@ -147,7 +144,7 @@ func newSASL(b *Broker) (*saslState, error) {
 			return nil, fmt.Errorf("OAUTHBEARER: %w", err)
 		}
 		if cfg.OAuthUnsecured {
-			b.log.Warn("OAUTHBEARER accepts unsigned tokens (--sasl-oauthbearer-unsecured): anyone can claim any principal; for tests only")
+			log.Warn("OAUTHBEARER accepts unsigned tokens (--sasl-oauthbearer-unsecured): anyone can claim any principal; for tests only")
 		}
 	}
 	var err error
@@ -193,7 +190,7 @@ func (c *conn) admit(key int16) error {
 	case 18, 17, 36: // ApiVersions, SaslHandshake, SaslAuthenticate
 		return nil
 	}
-	name := c.b.apis.Name(key)
+	name := c.s.apis.Name(key)
 	if !c.sasl.authenticated {
 		c.authFailed("none", auth.ReasonUnauthenticated, name+" request before SASL authentication")
 		return fmt.Errorf("%w: %s before authenticating", errAuthClosed, name)
@@ -207,8 +204,8 @@ func (c *conn) admit(key int16) error {
 
 // authFailed logs and counts one refused authentication.
 func (c *conn) authFailed(mechanism, reason, detail string) {
-	c.b.metrics.authFailures.WithLabelValues(mechanism, reason).Inc()
-	c.b.log.Warn("authentication failed", "listener", c.listener, "remote", c.remote, "client_id", c.clientID,
+	c.s.metrics.authFailures.WithLabelValues(mechanism, reason).Inc()
+	c.s.log.Warn("authentication failed", "listener", c.listener, "remote", c.remote, "client_id", c.clientID,
 		"mechanism", mechanism, "reason", reason, "detail", detail)
 }
 
@@ -218,7 +215,7 @@ func (c *conn) failExchange(mechanism string, se *auth.SASLError) {
 	c.authFailed(mechanism, se.Reason, se.Error())
 	c.sasl.session = nil
 	c.sasl.failed = fmt.Errorf("%w: %s", errAuthClosed, se.Reason)
-	c.b.sasl.delays.wait(c.ctx, c.host)
+	c.s.sasl.delays.wait(c.ctx, c.host)
 }
 
 // step runs one message of the exchange in progress. It returns the
@@ -245,14 +242,14 @@ func (c *conn) step(msg []byte) ([]byte, *auth.SASLError) {
 		return nil, se
 	}
 	if !c.sasl.authenticated {
-		c.b.log.Debug("authenticated", "listener", c.listener, "remote", c.remote, "mechanism", mech, "principal", res.Principal)
+		c.s.log.Debug("authenticated", "listener", c.listener, "remote", c.remote, "mechanism", mech, "principal", res.Principal)
 	}
 	c.principal = res.Principal
 	c.sasl.authenticated = true
 	c.sasl.authMechanism = mech
 	c.sasl.expires = time.Time{}
-	if c.b.sasl.lifetime > 0 {
-		c.sasl.expires = time.Now().Add(c.b.sasl.lifetime)
+	if c.s.sasl.lifetime > 0 {
+		c.sasl.expires = time.Now().Add(c.s.sasl.lifetime)
 	}
 	if !res.Expires.IsZero() && (c.sasl.expires.IsZero() || res.Expires.Before(c.sasl.expires)) {
 		c.sasl.expires = res.Expires
@@ -290,7 +287,7 @@ func (c *conn) readRawSASL(r *bufio.Reader) error {
 	if _, err := io.ReadFull(r, token); err != nil {
 		return err
 	}
-	p := &pending{key: 36, start: time.Now(), done: make(chan struct{}), raw: true}
+	p := &Slot{key: 36, start: time.Now(), done: make(chan struct{}), raw: true}
 	select {
 	case c.out <- p:
 	case <-c.ctx.Done():

@@ -1,4 +1,10 @@
-package broker
+// Package server is the broker's connection server: the Kafka listeners
+// (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), each connection's read and
+// write loops, request decoding, dispatch through the API table
+// (package kapi), and the APIs a connection answers itself: ApiVersions
+// and the SASL exchange. The broker (package broker) builds the table
+// and serves its partitions and coordinators behind it.
+package server
 
 import (
 	"bufio"
@@ -7,11 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/semaphore"
@@ -20,7 +28,127 @@ import (
 	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 	"github.com/simtel/simtel/broker/storage"
+	"github.com/simtel/simtel/internal/tlsfiles"
 )
+
+// Config is what the server needs of the broker's configuration, already
+// validated and given its defaults (broker.Config.Validate).
+type Config struct {
+	// Listeners are bound by New; AdvertisedListeners name the address
+	// clients are told for each (see the broker's Config).
+	Listeners           []ListenerSpec
+	AdvertisedListeners []ListenerSpec
+	// TLS, TLSPrincipalMapping and TLSReloadInterval serve the SSL and
+	// SASL_SSL listeners.
+	TLS                 tlsfiles.Files
+	TLSPrincipalMapping string
+	TLSReloadInterval   time.Duration
+	// SASL configures the SASL listeners; its Credentials must be set
+	// when it names mechanisms.
+	SASL SASLConfig
+	// MaxRequestBytes bounds one request frame, MaxInflightRequestBytes
+	// the request bytes held by all connections, MaxInflightPerConn the
+	// requests one connection has in flight.
+	MaxRequestBytes         int32
+	MaxInflightRequestBytes int64
+	MaxInflightPerConn      int
+
+	// APIs is the table requests are dispatched through; New adds the
+	// APIs the server answers itself (ApiVersions, SaslHandshake,
+	// SaslAuthenticate).
+	APIs *kapi.Registry
+	// Authorizer is handed to every request (nil: everything allowed).
+	Authorizer auth.Authorizer
+	// Metrics is where the server's series are registered.
+	Metrics prometheus.Registerer
+	Logger  *slog.Logger
+}
+
+// Server serves Kafka connections on the broker's listeners.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	apis     *kapi.Registry
+	metrics  *metrics
+	reqBytes *semaphore.Weighted // request bytes in flight, all connections
+	sasl     *saslState
+
+	// listeners are the bound listeners (listeners.go), bound their
+	// public view; tls serves the certificate of the TLS ones,
+	// principals names their clients.
+	listeners  []*listener
+	bound      []Bound
+	tls        *tlsfiles.Server
+	principals *auth.PrincipalMapping
+
+	connsMu sync.Mutex
+	conns   map[net.Conn]struct{}
+}
+
+// New builds the SASL mechanisms and binds every listener, so a caller
+// knows the addresses before Run. Close releases the listeners of a server
+// that is not run.
+func New(cfg Config) (*Server, error) {
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		apis:     cfg.APIs,
+		metrics:  newMetrics(cfg.Metrics),
+		reqBytes: semaphore.NewWeighted(cfg.MaxInflightRequestBytes),
+		conns:    make(map[net.Conn]struct{}),
+	}
+	s.apis.Add(apis.Bind(s)...)
+	var err error
+	if s.sasl, err = newSASL(cfg.SASL, s.log); err != nil {
+		return nil, err
+	}
+	if err := s.openListeners(); err != nil {
+		s.CloseListeners()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run accepts connections on every listener, and watches the TLS files,
+// until ctx ends and the listeners are closed (CloseListeners); it returns
+// once every connection it accepted has ended.
+func (s *Server) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, l := range s.listeners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serve(ctx, l)
+		}()
+	}
+	if s.tls != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.tls.Watch(ctx, s.cfg.TLSReloadInterval)
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *Server) trackConn(nc net.Conn, add bool) {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	if add {
+		s.conns[nc] = struct{}{}
+	} else {
+		delete(s.conns, nc)
+	}
+}
+
+// CloseConns closes every open client connection.
+func (s *Server) CloseConns() {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	for nc := range s.conns {
+		nc.Close()
+	}
+}
 
 // A conn serves one client connection with two goroutines:
 //
@@ -29,18 +157,18 @@ import (
 //     appends inline (so a connection's appends keep request order, which
 //     idempotent sequence numbers rely on) and waits for durability in a
 //     goroutine; Fetch long-polls and group joins run in a goroutine.
-//  2. writeLoop takes the pending responses in request order and writes
+//  2. writeLoop takes the Slot responses in request order and writes
 //     each once it is complete, so pipelined requests are answered in the
 //     order they arrived even when a later one finishes first.
 //
 // The out channel bounds how many requests one connection may have in
 // flight; a client that pipelines more is back-pressured by TCP.
 type conn struct {
-	b        *Broker
+	s        *Server
 	nc       net.Conn
 	remote   string
 	host     string // remote without the port, as Kafka reports it in DescribeGroups
-	out      chan *pending
+	out      chan *Slot
 	ctx      context.Context
 	cancel   context.CancelFunc
 	clientID string
@@ -56,8 +184,9 @@ type conn struct {
 	sasl saslConn
 }
 
-// pending is one request's response slot.
-type pending struct {
+// Slot is one request's response slot: the server's kapi.Request.Slot,
+// through which the handlers declared with AddServe answer.
+type Slot struct {
 	key     int16
 	version int16
 	corr    int32
@@ -67,7 +196,7 @@ type pending struct {
 	// Set by the handler before done is closed.
 	resp       kmsg.Response
 	noResponse bool       // acks=0 produce
-	fetch      *fetchWire // zero-copy fetch body instead of resp
+	fetch      *FetchWire // zero-copy fetch body instead of resp
 	closeConn  bool       // handler asks to drop the connection after this
 	// raw answers a v0 SASL exchange's token: rawToken is written with a
 	// size prefix only (sasl.go).
@@ -81,8 +210,37 @@ type pending struct {
 	sem        *semaphore.Weighted // nil once released
 }
 
-func (p *pending) finish(resp kmsg.Response) {
+func (p *Slot) finish(resp kmsg.Response) {
 	p.resp = resp
+	close(p.done)
+}
+
+// Corr is the request's correlation id.
+func (p *Slot) Corr() int32 { return p.corr }
+
+// Finish answers the request with resp.
+func (p *Slot) Finish(resp kmsg.Response) { p.finish(resp) }
+
+// FinishFetch answers a Fetch with its zero-copy body; the slot releases
+// w's read results once written.
+func (p *Slot) FinishFetch(w *FetchWire) {
+	p.fetch = w
+	close(p.done)
+}
+
+// Refuse answers nothing and closes the connection, as Kafka does with a
+// request it cannot answer.
+func (p *Slot) Refuse() {
+	p.closeConn = true
+	p.finish(nil)
+}
+
+// FinishNoResponse ends a request that gets no response (an acks=0
+// Produce); closeConn drops the connection once it is the request's turn,
+// so the client refreshes its metadata instead of sending into a void.
+func (p *Slot) FinishNoResponse(closeConn bool) {
+	p.noResponse = true
+	p.closeConn = closeConn
 	close(p.done)
 }
 
@@ -95,25 +253,25 @@ func protoErrorf(format string, args ...any) error {
 	return &protocolError{msg: fmt.Sprintf(format, args...)}
 }
 
-func (b *Broker) serveConn(ctx context.Context, nc net.Conn, l *listener, principal auth.Principal) {
+func (s *Server) serveConn(ctx context.Context, nc net.Conn, l *listener, principal auth.Principal) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	c := &conn{
-		b:         b,
+		s:         s,
 		nc:        nc,
 		remote:    nc.RemoteAddr().String(),
 		host:      remoteHost(nc.RemoteAddr().String()),
-		out:       make(chan *pending, b.cfg.MaxInflightPerConn),
+		out:       make(chan *Slot, s.cfg.MaxInflightPerConn),
 		ctx:       cctx,
 		cancel:    cancel,
 		listener:  l.Name,
 		proto:     l.Proto,
 		principal: principal,
 	}
-	b.metrics.connections.Inc()
-	defer b.metrics.connections.Dec()
+	s.metrics.connections.Inc()
+	defer s.metrics.connections.Dec()
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -126,9 +284,9 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn, l *listener, princi
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, context.Canceled):
 	case errors.As(err, &pe):
-		b.log.Warn("closing connection after bad request", "remote", c.remote, "client_id", c.clientID, "err", err)
+		s.log.Warn("closing connection after bad request", "remote", c.remote, "client_id", c.clientID, "err", err)
 	default:
-		b.log.Debug("connection read ended", "remote", c.remote, "err", err)
+		s.log.Debug("connection read ended", "remote", c.remote, "err", err)
 	}
 	close(c.out)
 	wg.Wait()
@@ -144,19 +302,19 @@ func (c *conn) readFrame(r *bufio.Reader) ([]byte, error) {
 		return nil, err
 	}
 	n := int32(binary.BigEndian.Uint32(sz[:]))
-	if n < 8 || n > c.b.cfg.MaxRequestBytes {
-		c.b.metrics.badFrames.Inc()
-		return nil, protoErrorf("request frame of %d bytes is outside [8, %d] (socket.request.max.bytes)", n, c.b.cfg.MaxRequestBytes)
+	if n < 8 || n > c.s.cfg.MaxRequestBytes {
+		c.s.metrics.badFrames.Inc()
+		return nil, protoErrorf("request frame of %d bytes is outside [8, %d] (socket.request.max.bytes)", n, c.s.cfg.MaxRequestBytes)
 	}
 	// Bound the request bytes held by all connections together
 	// (queued.max.request.bytes): a reader waits here rather than letting
 	// many large requests exhaust memory. Released once answered.
-	if err := c.b.reqBytes.Acquire(c.ctx, int64(n)); err != nil {
+	if err := c.s.reqBytes.Acquire(c.ctx, int64(n)); err != nil {
 		return nil, err
 	}
 	buf, err := c.readBody(r, n)
 	if err != nil {
-		c.b.reqBytes.Release(int64(n))
+		c.s.reqBytes.Release(int64(n))
 	}
 	return buf, err
 }
@@ -197,43 +355,43 @@ func (c *conn) readLoop() error {
 		if err != nil {
 			return err
 		}
-		req, hdr, err := decodeRequest(c.b.apis, frame)
+		req, hdr, err := decodeRequest(c.s.apis, frame)
 		if hdr.clientID != nil {
 			c.clientID = *hdr.clientID
 		}
-		p := &pending{key: hdr.key, version: hdr.version, corr: hdr.corr, start: time.Now(), done: make(chan struct{}), frameBytes: int64(len(frame)), sem: c.b.reqBytes, conn: c}
+		p := &Slot{key: hdr.key, version: hdr.version, corr: hdr.corr, start: time.Now(), done: make(chan struct{}), frameBytes: int64(len(frame)), sem: c.s.reqBytes, conn: c}
 		if errors.Is(err, errTooNewAPIVersions) {
 			// KIP-511: answer a too-new ApiVersions with a v0 body that
 			// carries UNSUPPORTED_VERSION and our ranges so the client can
 			// retry with a version we speak.
 			p.version = 0
 			c.out <- p
-			p.finish(c.b.apiVersionsResponse(0, true))
+			p.finish(c.s.apiVersionsResponse(0, true))
 			continue
 		}
 		if err != nil {
 			p.release()
-			c.b.metrics.badFrames.Inc()
+			c.s.metrics.badFrames.Inc()
 			return err
 		}
 		if err := c.admit(hdr.key); err != nil {
 			p.release()
 			return err
 		}
-		c.b.metrics.bytesIn.WithLabelValues(c.b.apis.Name(hdr.key)).Add(float64(len(frame) + 4))
+		c.s.metrics.bytesIn.WithLabelValues(c.s.apis.Name(hdr.key)).Add(float64(len(frame) + 4))
 		select {
 		case c.out <- p:
 		case <-c.ctx.Done():
 			p.release()
 			return c.ctx.Err()
 		}
-		c.b.dispatch(c, req, p)
+		c.s.dispatch(c, req, p)
 		if c.sasl.failed != nil {
 			return c.sasl.failed // after the failure's answer
 		}
 		if p.closeConn {
 			<-p.done
-			return protoErrorf("%s v%d request was refused", c.b.apis.Name(hdr.key), hdr.version)
+			return protoErrorf("%s v%d request was refused", c.s.apis.Name(hdr.key), hdr.version)
 		}
 	}
 }
@@ -248,7 +406,7 @@ func (c *conn) writeLoop() {
 		case <-c.ctx.Done():
 			<-p.done // handlers observe ctx and finish promptly
 		}
-		c.b.metrics.observeRequest(p, c.b.apis.Name(p.key))
+		c.s.metrics.observeRequest(p, c.s.apis.Name(p.key))
 		c.logSlow(p)
 		if p.closeConn || (!p.noResponse && p.resp == nil && p.fetch == nil && !p.raw) {
 			// The handler refused the request (or acks=0 failed): drop the
@@ -275,7 +433,7 @@ func (c *conn) writeLoop() {
 			_, err = w.Write(append(buf, p.rawToken...))
 		default:
 			buf = appendResponse(buf[:0], p)
-			c.b.metrics.bytesOut.WithLabelValues(c.b.apis.Name(p.key)).Add(float64(len(buf)))
+			c.s.metrics.bytesOut.WithLabelValues(c.s.apis.Name(p.key)).Add(float64(len(buf)))
 			_, err = w.Write(buf)
 		}
 		p.release()
@@ -283,7 +441,7 @@ func (c *conn) writeLoop() {
 			err = w.Flush()
 		}
 		if err != nil {
-			c.b.log.Debug("connection write failed", "remote", c.remote, "err", err)
+			c.s.log.Debug("connection write failed", "remote", c.remote, "err", err)
 			broken = true
 			c.cancel()
 			c.nc.Close()
@@ -305,7 +463,7 @@ func remoteHost(remote string) string {
 
 // release returns what the request held: its fetch file ranges and its
 // share of the broker's in-flight request bytes. Called exactly once.
-func (p *pending) release() {
+func (p *Slot) release() {
 	if p.fetch != nil {
 		p.fetch.release()
 	}
@@ -317,7 +475,7 @@ func (p *pending) release() {
 
 // appendResponse frames a response: size, correlation id, header tags for
 // flexible responses (ApiVersions always uses header v0), body.
-func appendResponse(dst []byte, p *pending) []byte {
+func appendResponse(dst []byte, p *Slot) []byte {
 	dst = append(dst, 0, 0, 0, 0)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(p.corr))
 	if p.resp.IsFlexible() && p.key != 18 {
@@ -329,7 +487,7 @@ func appendResponse(dst []byte, p *pending) []byte {
 }
 
 // serve accepts connections on one listener until ctx ends.
-func (b *Broker) serve(ctx context.Context, l *listener) {
+func (s *Server) serve(ctx context.Context, l *listener) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -338,16 +496,16 @@ func (b *Broker) serve(ctx context.Context, l *listener) {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			b.log.Warn("accept failed", "err", err)
+			s.log.Warn("accept failed", "err", err)
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.trackConn(nc, true)
-			defer b.trackConn(nc, false)
-			b.accept(ctx, l, nc)
+			s.trackConn(nc, true)
+			defer s.trackConn(nc, false)
+			s.accept(ctx, l, nc)
 		}()
 	}
 }
@@ -405,19 +563,20 @@ const slowRequest = 3 * time.Second
 // logSlow logs a request answered after slowRequest. Responses go out in
 // request order, so the time includes waiting behind earlier requests of
 // the same connection; those are logged too.
-func (c *conn) logSlow(p *pending) {
+func (c *conn) logSlow(p *Slot) {
 	switch p.key {
 	case 1, 11, 14:
 		return
 	}
 	if d := time.Since(p.start); d > slowRequest {
-		c.b.log.Warn("slow request", "api", c.b.apis.Name(p.key), "version", p.version,
+		c.s.log.Warn("slow request", "api", c.s.apis.Name(p.key), "version", p.version,
 			"seconds", d.Round(time.Millisecond).Seconds(), "client", c.clientID, "remote", c.host)
 	}
 }
 
-// A Fetch answer (01_fetch.go, "Zero-copy responses") is written as its
-// encoded bytes and the segment file ranges holding its records.
+// A Fetch answer (the broker's 01_fetch.go, "Zero-copy responses") is
+// written as its encoded bytes and the segment file ranges holding its
+// records.
 
 // sendfileMin is the size from which a chunk goes out with sendfile; smaller
 // chunks are read into the write buffer, which costs fewer syscalls.
@@ -428,27 +587,49 @@ type wirePiece struct {
 	chunk storage.Chunk
 }
 
-// fetchWire is an encoded fetch response body made of bytes and file ranges.
-type fetchWire struct {
+// FetchWire is an encoded fetch response body made of bytes and file
+// ranges.
+type FetchWire struct {
 	pieces  []wirePiece
 	size    int64 // bytes after the 4-byte size prefix
 	results []*storage.ReadResult
 }
 
-func (f *fetchWire) release() {
+// NewFetchWire starts a body whose file ranges are those of results,
+// released once the body is written.
+func NewFetchWire(results []*storage.ReadResult) *FetchWire {
+	return &FetchWire{results: results}
+}
+
+// AddBytes appends encoded bytes (held, not copied).
+func (f *FetchWire) AddBytes(data []byte) {
+	if len(data) == 0 {
+		return // a piece without data is a file range
+	}
+	f.pieces = append(f.pieces, wirePiece{data: data})
+	f.size += int64(len(data))
+}
+
+// AddChunk appends a file range of one of the results.
+func (f *FetchWire) AddChunk(c storage.Chunk) {
+	f.pieces = append(f.pieces, wirePiece{chunk: c})
+	f.size += c.Size
+}
+
+func (f *FetchWire) release() {
 	for _, r := range f.results {
 		r.Release()
 	}
 	f.results = nil
 }
 
-func (f *fetchWire) writeTo(c *conn, w *bufio.Writer) error {
+func (f *FetchWire) writeTo(c *conn, w *bufio.Writer) error {
 	var sz [4]byte
 	binary.BigEndian.PutUint32(sz[:], uint32(f.size))
 	if _, err := w.Write(sz[:]); err != nil {
 		return err
 	}
-	c.b.metrics.bytesOut.WithLabelValues("Fetch").Add(float64(f.size + 4))
+	c.s.metrics.bytesOut.WithLabelValues("Fetch").Add(float64(f.size + 4))
 	for _, p := range f.pieces {
 		if p.data != nil {
 			if _, err := w.Write(p.data); err != nil {
