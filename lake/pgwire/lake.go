@@ -1,0 +1,219 @@
+package pgwire
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/simtel/simtel/lake"
+	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/query"
+)
+
+// lakeSource hands out catalog snapshots (loaded at most once per TTL, so a
+// burst of queries costs one catalog read while runs stay live) and the
+// schema database every connection shares.
+type lakeSource struct {
+	cfg *Config
+
+	mu      sync.Mutex
+	snap    *catalog.Snapshot
+	loaded  time.Time
+	schema  *query.Engine
+	schemaK string
+	tables  map[string]bool // lower-case names of the lake's tables
+}
+
+func (l *lakeSource) snapshot(ctx context.Context) (*catalog.Snapshot, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.snap != nil && time.Since(l.loaded) < l.cfg.CatalogTTL {
+		return l.snap, nil
+	}
+	snap, err := l.cfg.Catalog.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.snap, l.loaded = snap, time.Now()
+	return snap, nil
+}
+
+// schemaDB is an engine whose lake tables are empty tables with the
+// columns of the lake's views: catalog queries (psql's \dt, Grafana's table
+// and column lists) see them as tables, and statements are described
+// without reading data. It is rebuilt when the catalog gains a table or a
+// column set.
+func (l *lakeSource) schemaDB(ctx context.Context) (*query.Engine, map[string]bool, error) {
+	snap, err := l.snapshot(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	// One object per (table, column set) defines every column.
+	seen := map[string]bool{}
+	var objs []catalog.Object
+	for _, o := range query.Select(snap, query.Filter{}) {
+		k := o.Kind + "\x00" + o.Measurement + "\x00" + tableOf(o) + "\x00" + strings.Join(o.Columns, ",")
+		if len(o.Columns) > 0 && seen[k] {
+			continue
+		}
+		seen[k] = true
+		objs = append(objs, o)
+	}
+	h := sha256.New()
+	for _, o := range objs {
+		h.Write([]byte(o.Key + "\n"))
+	}
+	key := hex.EncodeToString(h.Sum(nil))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.schema != nil && l.schemaK == key {
+		return l.schema, l.tables, nil
+	}
+	e, err := query.OpenObjects(ctx, objs, l.cfg.Cache, query.Filter{}, query.Options{Logger: l.cfg.Logger, FieldTypes: snap.FieldTypes})
+	if err != nil {
+		return nil, nil, err
+	}
+	tables := map[string]bool{}
+	for _, v := range e.Views() {
+		tables[strings.ToLower(v.Name)] = true
+		tmp := query.Ident("simtel_tmp_" + v.Name)
+		for _, q := range []string{
+			"CREATE TABLE " + tmp + " AS SELECT * FROM " + query.Ident(v.Name) + " LIMIT 0",
+			"DROP VIEW " + query.Ident(v.Name),
+			"ALTER TABLE " + tmp + " RENAME TO " + query.Ident(v.Name),
+		} {
+			if err := e.Exec(ctx, q); err != nil {
+				e.Close()
+				return nil, nil, err
+			}
+		}
+	}
+	if err := lockDown(ctx, e, l.cfg, nil); err != nil {
+		e.Close()
+		return nil, nil, err
+	}
+	if l.schema != nil {
+		old := l.schema
+		// Connections may still describe with it for a moment.
+		time.AfterFunc(time.Minute, func() { old.Close() })
+	}
+	l.schema, l.schemaK, l.tables = e, key, tables
+	return e, tables, nil
+}
+
+func tableOf(o catalog.Object) string {
+	if o.Kind == lake.KindTelemetry {
+		return o.Measurement
+	}
+	return o.Key[:strings.Index(o.Key+"/date=", "/date=")]
+}
+
+// compatMacros make the catalog queries of PostgreSQL clients run on
+// DuckDB: functions psql and Grafana call that DuckDB lacks.
+var compatMacros = []string{
+	`CREATE MACRO pg_get_userbyid(id) AS 'simtel'`,
+	`CREATE MACRO quote_ident(s) AS CASE WHEN regexp_full_match(s, '[a-z_][a-z0-9_$]*') THEN s ELSE '"' || replace(s, '"', '""') || '"' END`,
+	`CREATE MACRO parse_ident(s) AS list_transform(string_split(s, '.'), x -> trim(x, '"'))`,
+	`CREATE MACRO array_lower(a, d) AS 1`,
+	`CREATE MACRO array_upper(a, d) AS len(a)`,
+	`CREATE MACRO pg_encoding_to_char(e) AS 'UTF8'`,
+	`CREATE MACRO obj_description(o, c) AS NULL`,
+	`CREATE MACRO pg_relation_size(o) AS 0`,
+	`CREATE MACRO pg_total_relation_size(o) AS 0`,
+	`CREATE MACRO pg_size_pretty(n) AS CAST(n AS VARCHAR) || ' bytes'`,
+}
+
+// lockDown makes an engine read-only for clients: the compatibility macros,
+// then DuckDB's memory and thread limits, no file access but to the
+// engine's own objects (allowed), no extensions, and the configuration
+// locked so no statement can change any of it back.
+func lockDown(ctx context.Context, e *query.Engine, cfg *Config, allowed []string) error {
+	stmts := slices.Clone(compatMacros)
+	if cfg.MemoryLimitMB > 0 {
+		stmts = append(stmts, fmt.Sprintf("SET memory_limit = '%dMB'", cfg.MemoryLimitMB))
+	}
+	if cfg.Threads > 0 {
+		stmts = append(stmts, fmt.Sprintf("SET threads = %d", cfg.Threads))
+	}
+	if len(allowed) > 0 {
+		stmts = append(stmts, "SET allowed_paths = "+query.ReadList(allowed))
+	}
+	stmts = append(stmts,
+		"SET autoinstall_known_extensions = false",
+		"SET autoload_known_extensions = false",
+		"SET enable_external_access = false",
+		"SET lock_configuration = true")
+	for _, q := range stmts {
+		if err := e.Exec(ctx, q); err != nil {
+			return fmt.Errorf("cannot lock down DuckDB (%s): %w", q, err)
+		}
+	}
+	return nil
+}
+
+// selectObjects is what a pruned statement reads: the objects of the
+// tables it names (telemetry too when it names a dead-letter table, whose
+// rows include the values of conflicting types), and a key naming them,
+// so a connection reuses its engine while the key stays the same.
+func (l *lakeSource) selectObjects(ctx context.Context, sqlText string, p pruning) ([]catalog.Object, map[string]map[string]string, string, error) {
+	snap, err := l.snapshot(ctx)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	deadLetters := query.Mentions(sqlText, lake.KindDeadLetter) || strings.Contains(strings.ToLower(sqlText), lake.KindDeadLetter+"_")
+	var keep []catalog.Object
+	for _, o := range query.Select(snap, query.Filter{Run: p.run, From: p.from, To: p.to}) {
+		name := tableOf(o)
+		if o.Kind != lake.KindTelemetry {
+			name = o.Kind + "_" + query.Unescape(strings.TrimPrefix(name, o.Kind+"/"))
+		}
+		if query.Mentions(sqlText, name) || o.Kind == lake.KindTelemetry && deadLetters {
+			keep = append(keep, o)
+		}
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n", p.run)
+	for _, o := range keep {
+		h.Write([]byte(o.Key + "\n"))
+	}
+	return keep, snap.FieldTypes, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// openData opens an engine over objs, locked down to read only them.
+func (l *lakeSource) openData(ctx context.Context, objs []catalog.Object, types map[string]map[string]string, run string) (*query.Engine, error) {
+	e, err := query.OpenObjects(ctx, objs, l.cfg.Cache, query.Filter{Run: run}, query.Options{Logger: l.cfg.Logger, FieldTypes: types})
+	if err != nil {
+		return nil, err
+	}
+	var allowed []string
+	for _, v := range e.Views() {
+		allowed = append(allowed, v.Paths...)
+	}
+	if err := lockDown(ctx, e, l.cfg, allowed); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Grafana's query builder finds the schemas on the search path with a
+// subquery DuckDB cannot run (set-returning functions in FROM): the tables
+// live in DuckDB's main schema, which is what it evaluates to.
+var searchPathRE = regexp.MustCompile(`(?is)\(\s*SELECT\s+CASE\s+WHEN\s+trim\(s\[i\]\)\s*=\s*'"\$user"'\s+THEN\s+user\s+ELSE\s+trim\(s\[i\]\)\s+END\s+FROM\s+generate_series\(.*?\)\s+as\s+i\s*,\s*string_to_array\(current_setting\('search_path'\)\s*,\s*','\)\s+s\s*\)`)
+
+var pgCatalogFuncRE = regexp.MustCompile(`(?i)pg_catalog\.(pg_get_userbyid|quote_ident|parse_ident|array_lower|array_upper|pg_encoding_to_char|obj_description|pg_relation_size|pg_total_relation_size|pg_size_pretty)\s*\(`)
+
+// rewrite adapts the SQL of PostgreSQL clients' catalog queries to DuckDB.
+func rewrite(q string) string {
+	q = searchPathRE.ReplaceAllString(q, "(SELECT 'main')")
+	q = pgCatalogFuncRE.ReplaceAllString(q, "$1(")
+	q = strings.ReplaceAll(q, "OPERATOR(pg_catalog.~)", "~")
+	q = strings.ReplaceAll(q, "COLLATE pg_catalog.default", "")
+	return q
+}
