@@ -25,6 +25,9 @@ const (
 	HeaderVersion = "simtel.version"
 	// HeaderIndex is a chunk's index within its version, decimal from 0.
 	HeaderIndex = "simtel.index"
+	// HeaderFormat is "2" on the records of a format 2 version; absent
+	// on format 1's.
+	HeaderFormat = "simtel.format"
 	// HeaderPublish is the random id of one Publish call, on its chunks and
 	// its manifest. Two publishers that race and pick the same version
 	// number write chunks with different ids, so readers never mix them.
@@ -65,6 +68,34 @@ type Manifest struct {
 	// PublishID is the HeaderPublish value of this version's records;
 	// empty for versions written without one.
 	PublishID string `json:"publish_id,omitempty"`
+
+	// The fields below are format 2's (see format2.go); all are empty in
+	// format 1, whose JSON is unchanged.
+
+	// Format is 2 for format 2; 0 (absent) means format 1.
+	Format int `json:"format,omitempty"`
+	// Base is the version a delta was published against (0: a full
+	// version, every chunk sent).
+	Base int64 `json:"base,omitempty"`
+	// Sent is how many chunk records this publish wrote, at
+	// [FirstChunkOffset, LastChunkOffset]; the other chunks of ChunkList
+	// are earlier versions' records.
+	Sent int `json:"sent,omitempty"`
+	// DeltaBytes is the chunk bytes written since the last full version,
+	// this delta's included (0 for a full version).
+	DeltaBytes int64 `json:"delta_bytes,omitempty"`
+	// Digest is the SHA-256 (lowercase hex) of the manifest's canonical
+	// encoding without Digest, KeyID and Signature; Signature signs it.
+	Digest    string `json:"digest,omitempty"`
+	KeyID     string `json:"key_id,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	// ChunkList is every chunk of the full version, in order: its size,
+	// the offset of the record holding its bytes and their xxh3-128.
+	// Encoded as the JSON field "chunks" (an array, where format 1 has
+	// the count), so format 1 readers fail to decode a format 2
+	// manifest instead of misreading it.
+	ChunkList []ChunkRef `json:"-"`
+
 	// Offset is the manifest record's own offset, filled by readers.
 	Offset int64 `json:"-"`
 }
@@ -101,6 +132,12 @@ func (m *Manifest) Validate() error {
 	if err := CheckPolicyName(m.Policy); err != nil {
 		return err
 	}
+	if m.Format >= Format2 {
+		return m.validate2()
+	}
+	if m.Base != 0 || m.Sent != 0 || m.DeltaBytes != 0 || m.Digest != "" || m.KeyID != "" || m.Signature != "" || m.ChunkList != nil {
+		return errors.New("format 1 manifest carries format 2 fields")
+	}
 	switch {
 	case m.Version < 1:
 		return fmt.Errorf("version %d is below 1", m.Version)
@@ -116,19 +153,34 @@ func (m *Manifest) Validate() error {
 		return fmt.Errorf("chunk offsets [%d, %d] are not a range", m.FirstChunkOffset, m.LastChunkOffset)
 	case m.Chunks > 0 && m.LastChunkOffset-m.FirstChunkOffset+1 < int64(m.Chunks):
 		return fmt.Errorf("%d chunks do not fit in offsets [%d, %d]", m.Chunks, m.FirstChunkOffset, m.LastChunkOffset)
-	case len(m.SHA256) != 64:
-		return fmt.Errorf("sha256 %q is not 64 hex digits", m.SHA256)
 	}
-	if _, err := hex.DecodeString(m.SHA256); err != nil {
-		return fmt.Errorf("sha256 %q is not hex: %w", m.SHA256, err)
-	}
-	for _, c := range []byte(m.SHA256) {
-		if c >= 'A' && c <= 'F' {
-			return fmt.Errorf("sha256 %q is not lowercase", m.SHA256)
-		}
+	return m.validateCommon()
+}
+
+// validateCommon checks what both formats share: the whole blob's
+// SHA-256 and the metadata.
+func (m *Manifest) validateCommon() error {
+	if err := checkHex("sha256", m.SHA256, 32); err != nil {
+		return err
 	}
 	if n := metaBytes(m.Metadata); n > maxMetadataBytes {
 		return fmt.Errorf("metadata holds %d bytes, the limit is %d", n, maxMetadataBytes)
+	}
+	return nil
+}
+
+// checkHex reports whether s is n bytes in lowercase hex.
+func checkHex(what, s string, n int) error {
+	if len(s) != 2*n {
+		return fmt.Errorf("%s %q is not %d hex digits", what, s, 2*n)
+	}
+	if _, err := hex.DecodeString(s); err != nil {
+		return fmt.Errorf("%s %q is not hex: %w", what, s, err)
+	}
+	for _, c := range []byte(s) {
+		if c >= 'A' && c <= 'F' {
+			return fmt.Errorf("%s %q is not lowercase", what, s)
+		}
 	}
 	return nil
 }
@@ -139,6 +191,7 @@ type recordHeader struct {
 	version int64
 	index   int // chunks only
 	publish string
+	format  int // HeaderFormat; 0 when absent (format 1)
 }
 
 // parseHeaders classifies a record of a policy topic. It fails for records
@@ -146,8 +199,8 @@ type recordHeader struct {
 // reader skips those.
 func parseHeaders(hs []kgo.RecordHeader) (recordHeader, error) {
 	var h recordHeader
-	var seen [4]bool
-	var rawVersion, rawIndex string
+	var seen [5]bool
+	var rawVersion, rawIndex, rawFormat string
 	for _, kv := range hs {
 		var i int
 		switch kv.Key {
@@ -159,6 +212,8 @@ func parseHeaders(hs []kgo.RecordHeader) (recordHeader, error) {
 			i, rawIndex = 2, string(kv.Value)
 		case HeaderPublish:
 			i, h.publish = 3, string(kv.Value)
+		case HeaderFormat:
+			i, rawFormat = 4, string(kv.Value)
 		default:
 			continue
 		}
@@ -175,6 +230,13 @@ func parseHeaders(hs []kgo.RecordHeader) (recordHeader, error) {
 		return h, fmt.Errorf("header %s: %w", HeaderVersion, err)
 	}
 	h.version = v
+	if seen[4] {
+		f, err := parseDecimal(rawFormat, Format2, 1<<20)
+		if err != nil {
+			return h, fmt.Errorf("header %s: %w", HeaderFormat, err)
+		}
+		h.format = int(f)
+	}
 	if len(h.publish) > 64 {
 		return h, fmt.Errorf("header %s is %d bytes long, the limit is 64", HeaderPublish, len(h.publish))
 	}
@@ -238,11 +300,18 @@ func decodeManifest(value []byte, h recordHeader) (Manifest, error) {
 	if h.kind != KindManifest {
 		return m, fmt.Errorf("record is a %s, not a manifest", h.kind)
 	}
-	if len(value) > maxManifestBytes {
-		return m, fmt.Errorf("manifest is %d bytes, the limit is %d", len(value), maxManifestBytes)
+	limit := maxManifestBytes
+	if h.format >= Format2 {
+		limit = maxManifestBytes2
+	}
+	if len(value) > limit {
+		return m, fmt.Errorf("manifest is %d bytes, the limit is %d", len(value), limit)
 	}
 	if err := json.Unmarshal(value, &m); err != nil {
 		return m, fmt.Errorf("manifest is not JSON: %w", err)
+	}
+	if max(m.Format, 1) != max(h.format, 1) {
+		return m, fmt.Errorf("manifest says format %d, its header %d", max(m.Format, 1), max(h.format, 1))
 	}
 	if m.Version != h.version {
 		return m, fmt.Errorf("manifest says version %d, its header %d", m.Version, h.version)

@@ -2,6 +2,7 @@ package learner
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -143,6 +145,45 @@ func (p *Publisher) lock(ctx context.Context, policy string) (func(), error) {
 // A Publish that fails or is cancelled leaves chunks without a manifest,
 // which readers ignore.
 func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, meta map[string]string, progress func(sent int64)) (Manifest, error) {
+	return p.PublishWith(ctx, policy, r, PublishOptions{Meta: meta, Progress: progress})
+}
+
+// DeltaAuto as PublishOptions.DeltaFrom publishes a delta against the
+// newest version when that is cheap and safe (see PublishWith).
+const DeltaAuto = -1
+
+// PublishOptions are a Publish's options.
+type PublishOptions struct {
+	// Meta is the version's metadata.
+	Meta map[string]string
+	// Progress, if not nil, is called with the blob's bytes read so far
+	// (see Publish).
+	Progress func(sent int64)
+	// Format is 1 (the default) or 2. DeltaFrom and SignKey need 2 and
+	// imply it.
+	Format int
+	// DeltaFrom publishes a delta: 0 is a full version, a version number
+	// that version as the base, DeltaAuto the newest version if it is
+	// format 2, its chunks are still on the topic and the deltas since
+	// the last full version stay within what retention keeps (else a
+	// full version).
+	DeltaFrom int64
+	// SignKey, if set, signs the manifest.
+	SignKey ed25519.PrivateKey
+}
+
+// PublishWith is Publish with options: format 2 (content-defined chunks
+// listed by hash in the manifest), deltas and signatures. See Publish for
+// what it does and returns.
+func (p *Publisher) PublishWith(ctx context.Context, policy string, r io.Reader, o PublishOptions) (Manifest, error) {
+	meta, progress := o.Meta, o.Progress
+	format := max(o.Format, Format1)
+	if o.DeltaFrom != 0 || o.SignKey != nil {
+		format = max(format, Format2)
+	}
+	if format > Format2 {
+		return Manifest{}, fmt.Errorf("format %d is not 1 or 2", o.Format)
+	}
 	if err := CheckPolicyName(policy); err != nil {
 		return Manifest{}, err
 	}
@@ -185,6 +226,23 @@ func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, met
 		return m, fmt.Errorf("cannot find the newest version of %s: %w", policy, err)
 	}
 	m.Version = prev.Version + 1
+	// base maps the chunk hashes of a delta's base to the records that
+	// hold them.
+	var base map[string]ChunkRef
+	if format >= Format2 {
+		m.Format = Format2
+		b, err := p.deltaBase(ctx, policy, o.DeltaFrom, prev, start)
+		if err != nil {
+			return m, err
+		}
+		if b.Version > 0 {
+			m.Base, m.DeltaBytes = b.Version, b.DeltaBytes
+			base = make(map[string]ChunkRef, len(b.ChunkList))
+			for _, c := range b.ChunkList {
+				base[c.Hash] = c
+			}
+		}
+	}
 	var id [8]byte
 	rand.Read(id[:])
 	m.PublishID = hex.EncodeToString(id[:])
@@ -231,7 +289,13 @@ func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, met
 		}
 	}
 	h := sha256.New()
-	var sent int64
+	// sent counts the blob's bytes read, produced counts those written
+	// to the topic (fewer in a delta).
+	var sent, produced int64
+	var cut *chunker
+	if format >= Format2 {
+		cut = newChunker(r, p.chunkSize)
+	}
 	for index := 0; ; index++ {
 		mu.Lock()
 		err := firstErr
@@ -239,17 +303,61 @@ func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, met
 		if err != nil {
 			break
 		}
-		buf, err := getBuf()
-		if err != nil {
-			return m, err
+		var n int
+		var rerr error
+		var buf []byte
+		if cut != nil {
+			var c []byte
+			c, rerr = cut.next()
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				return m, fmt.Errorf("cannot read the blob for %s: %w", policy, rerr)
+			}
+			if len(m.ChunkList) >= maxChunks2 {
+				return m, fmt.Errorf("cannot publish %s: the blob exceeds the %d chunks of one format 2 manifest", policy, maxChunks2)
+			}
+			h.Write(c)
+			sent += int64(len(c))
+			ref := ChunkRef{Size: len(c), Offset: -1, Hash: chunkHash(c)}
+			if b, ok := base[ref.Hash]; ok && b.Size == ref.Size {
+				// The base has these bytes: point at its record.
+				ref.Offset = b.Offset
+				mu.Lock()
+				m.ChunkList = append(m.ChunkList, ref)
+				mu.Unlock()
+				if progress != nil {
+					progress(sent)
+				}
+				continue
+			}
+			mu.Lock()
+			m.ChunkList = append(m.ChunkList, ref)
+			mu.Unlock()
+			if buf, err = getBuf(); err != nil {
+				return m, err
+			}
+			n = copy(buf, c)
+		} else {
+			if buf, err = getBuf(); err != nil {
+				return m, err
+			}
+			n, rerr = io.ReadFull(r, buf)
 		}
-		n, rerr := io.ReadFull(r, buf)
 		if n > 0 {
 			if index >= maxChunks {
 				return m, fmt.Errorf("cannot publish %s: the blob exceeds %d chunks", policy, maxChunks)
 			}
-			h.Write(buf[:n])
-			rec := &kgo.Record{Topic: topic, Partition: 0, Value: buf[:n], Headers: chunkHeaders(m.Version, index, m.PublishID)}
+			headers := chunkHeaders(m.Version, m.Chunks, m.PublishID)
+			if cut != nil {
+				headers = chunkHeaders2(m.Version, m.Sent, m.PublishID)
+			} else {
+				h.Write(buf[:n])
+				sent += int64(n)
+			}
+			ref := len(m.ChunkList) - 1 // format 2: the entry to fill with the offset
+			rec := &kgo.Record{Topic: topic, Partition: 0, Value: buf[:n], Headers: headers}
 			prod.Produce(ctx, rec, func(rec *kgo.Record, err error) {
 				mu.Lock()
 				if err != nil && firstErr == nil {
@@ -260,19 +368,26 @@ func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, met
 						minOff = rec.Offset
 					}
 					maxOff = max(maxOff, rec.Offset)
+					if ref >= 0 {
+						m.ChunkList[ref].Offset = rec.Offset
+					}
 				}
 				mu.Unlock()
 				free <- buf[:cap(buf)]
 			})
-			m.Chunks++
-			sent += int64(n)
-			if retention >= 0 && p.retentionFor(sent) > retention {
+			if cut != nil {
+				m.Sent++
+			} else {
+				m.Chunks++
+			}
+			produced += int64(n)
+			if retention >= 0 && p.retentionFor(produced) > retention {
 				// The blob outgrew the retention (its size was not
 				// known, or it is bigger than the last versions):
 				// raise it before the topic cuts this very version.
 				// Doubling keeps a blob of unknown size to a handful
 				// of config changes.
-				if retention, err = p.raiseRetention(ctx, topic, retention, max(2*sent, 64<<20)); err != nil {
+				if retention, err = p.raiseRetention(ctx, topic, retention, max(2*produced, 64<<20)); err != nil {
 					return m, err
 				}
 			}
@@ -280,7 +395,7 @@ func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, met
 				progress(sent)
 			}
 		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+		if cut == nil && (rerr == io.EOF || rerr == io.ErrUnexpectedEOF) {
 			break
 		}
 		if rerr != nil {
@@ -301,6 +416,12 @@ func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, met
 	m.Size = sent
 	m.SHA256 = hex.EncodeToString(h.Sum(nil))
 	m.Published = time.Now().UTC()
+	if format >= Format2 {
+		m.Chunks = len(m.ChunkList)
+		if m.Base > 0 {
+			m.DeltaBytes += produced
+		}
+	}
 	if progress != nil {
 		progress(sent)
 	}
@@ -320,7 +441,7 @@ func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, met
 	// which costs a few reads of the log's tail (on a busy node, most
 	// of a Publish's time after the last chunk).
 	quiet := false
-	if end0 >= 0 && m.Chunks > 0 && m.FirstChunkOffset == end0 && m.LastChunkOffset == end0+int64(m.Chunks)-1 {
+	if n := int64(m.records()); end0 >= 0 && n > 0 && m.FirstChunkOffset == end0 && m.LastChunkOffset == end0+n-1 {
 		_, end, exists, err := logRange(ctx, p.cl, topic)
 		quiet = err == nil && exists && end == m.LastChunkOffset+1
 	}
@@ -331,11 +452,19 @@ func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, met
 	} else if ok && now.Version >= m.Version {
 		return m, fmt.Errorf("cannot publish %s version %d: version %d appeared meanwhile: %w", policy, m.Version, now.Version, ErrConflict)
 	}
+	headers := manifestHeaders(m.Version, m.PublishID)
+	if format >= Format2 {
+		m.seal(o.SignKey)
+		headers = manifestHeaders2(m.Version, m.PublishID)
+	}
 	value, err := json.Marshal(m)
 	if err != nil {
 		return m, fmt.Errorf("cannot encode manifest: %w", err)
 	}
-	rec := &kgo.Record{Topic: topic, Partition: 0, Value: value, Headers: manifestHeaders(m.Version, m.PublishID)}
+	if len(value) > maxManifestBytes2 {
+		return m, fmt.Errorf("cannot publish %s: its manifest of %d chunks takes %d bytes, the limit is %d", policy, m.Chunks, len(value), maxManifestBytes2)
+	}
+	rec := &kgo.Record{Topic: topic, Partition: 0, Value: value, Headers: headers}
 	if err := prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return m, fmt.Errorf("cannot produce manifest of %s version %d: %w", policy, m.Version, err)
 	}
@@ -348,6 +477,7 @@ func (p *Publisher) Publish(ctx context.Context, policy string, r io.Reader, met
 		}
 	}
 	p.log.Info("published policy version", "policy", policy, "version", m.Version, "bytes", m.Size, "chunks", m.Chunks, "offset", m.Offset,
+		"format", max(m.Format, Format1), "base", m.Base, "bytes_sent", produced, "signed", m.Signature != "",
 		"prepare_s", tStream.Sub(tStart).Seconds(), "stream_s", tAcked.Sub(tStream).Seconds(), "manifest_s", time.Since(tAcked).Seconds())
 	return m, nil
 }
@@ -547,4 +677,66 @@ func (p *Publisher) settleRetention(ctx context.Context, topic string, cur, size
 	}
 	p.log.Info("settled policy topic retention", "topic", topic, "retention_bytes", want)
 	return nil
+}
+
+// deltaBase picks the base of a format 2 publish (see
+// PublishOptions.DeltaFrom): a Manifest with Version 0 means a full
+// version. newest is the newest complete version, start the log start.
+func (p *Publisher) deltaBase(ctx context.Context, policy string, from int64, newest Manifest, start int64) (Manifest, error) {
+	if from == 0 {
+		return Manifest{}, nil
+	}
+	if from == DeltaAuto {
+		b := newest
+		switch {
+		case b.Version == 0:
+			return Manifest{}, nil
+		case b.Format < Format2:
+			p.log.Info("publishing a full version: the newest is format 1", "policy", policy, "newest", b.Version)
+			return Manifest{}, nil
+		case b.DeltaBytes > int64(p.keep-1)*b.Size/2:
+			// Retention keeps about keep versions' bytes; a chain
+			// of deltas longer than that could outlive the full
+			// version it points into.
+			p.log.Info("publishing a full version: the deltas since the last one add up", "policy", policy, "newest", b.Version, "delta_bytes", b.DeltaBytes)
+			return Manifest{}, nil
+		case b.oldestRecord() < start:
+			p.log.Info("publishing a full version: the newest version's chunks are gone from the topic", "policy", policy, "newest", b.Version)
+			return Manifest{}, nil
+		}
+		return b, nil
+	}
+	if from < 0 || from > newest.Version {
+		return Manifest{}, fmt.Errorf("cannot publish a delta from version %d: the newest version of %s is %d", from, policy, newest.Version)
+	}
+	b := newest
+	for b.Version > from {
+		prev, ok, err := latestBefore(ctx, p.cl, policy, start, b.Offset)
+		if err != nil {
+			return Manifest{}, fmt.Errorf("cannot find version %d of %s: %w", from, policy, err)
+		}
+		if !ok {
+			break
+		}
+		b = prev
+	}
+	switch {
+	case b.Version != from:
+		return Manifest{}, fmt.Errorf("cannot publish a delta from version %d of %s: it is not on the topic any more", from, policy)
+	case b.Format < Format2:
+		return Manifest{}, fmt.Errorf("cannot publish a delta from version %d of %s: it is format 1, whose manifest lists no chunk hashes; publish a format 2 version first", from, policy)
+	case b.oldestRecord() < start:
+		return Manifest{}, fmt.Errorf("cannot publish a delta from version %d of %s: some of its chunks are gone from the topic (retention)", from, policy)
+	}
+	return b, nil
+}
+
+// oldestRecord is the lowest offset a format 2 version's chunks are read
+// from (MaxInt64 with no chunks).
+func (m *Manifest) oldestRecord() int64 {
+	o := int64(math.MaxInt64)
+	for _, c := range m.ChunkList {
+		o = min(o, c.Offset)
+	}
+	return o
 }

@@ -2,6 +2,7 @@ package learner
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,12 @@ type SubscriberConfig struct {
 	RetryInterval time.Duration
 	// Logger receives the subscriber's logs. Default slog.Default().
 	Logger *slog.Logger
+	// TrustedKeys, if not empty, are the keys a version must be signed
+	// by: unsigned versions (format 1 included), versions signed by
+	// another key and versions whose signature does not verify are
+	// refused, counted in Stats.Untrusted and never installed. Cached
+	// versions are checked against them too.
+	TrustedKeys []ed25519.PublicKey
 	// ClientOpts are extra kgo options for the subscriber's clients
 	// (after SeedBrokers): connection options such as TLS, SASL, a
 	// dialer or a logger. Producer and consumer options are ignored; the
@@ -67,7 +74,10 @@ type SubscriberStats struct {
 	Held         int64     // version held (0: none)
 	HeldAt       time.Time // when the held version was installed (for a cached version: its file's time)
 	Fetched      int64     // versions obtained from the topic and installed
-	Corrupt      int64     // versions rejected: hash, size or chunk mismatch, or an invalid manifest
+	Corrupt      int64     // versions rejected: hash, size or chunk mismatch, an invalid manifest, or chunks gone from the topic
+	Untrusted    int64     // versions refused: not signed by a trusted key (see SubscriberConfig.TrustedKeys)
+	Received     int64     // record bytes received from the brokers: the followed stream, range and chunk reads
+	Reused       int64     // chunk bytes of format 2 versions taken from versions already on this node
 	Skipped      int64     // versions jumped over: never held although a newer one was installed
 	LatestSeen   int64     // newest version seen on the topic (or held)
 	LatestSeenAt time.Time // when LatestSeen was first seen
@@ -99,6 +109,7 @@ type Subscriber struct {
 
 	// Run's own state, touched only by the goroutine in Run.
 	asm         *streamAsm     // the version being assembled from the followed stream
+	spool       *spoolAsm      // the format 2 records kept from the followed stream
 	bad         map[int64]bool // versions found corrupt: never tried again
 	lastRecords int64          // records (chunks + manifest) of the newest manifest seen
 
@@ -131,6 +142,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.trust = func(m Manifest) error { return Trust(m, cfg.TrustedKeys) }
 	s := &Subscriber{cfg: cfg, topic: Topic(cfg.Policy), cache: c, log: log, bad: map[int64]bool{}, lastRecords: 1}
 	s.mu.changed = make(chan struct{})
 	m, path, ok, err := c.load(cfg.Policy)
@@ -142,7 +154,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 		s.mu.held, s.mu.path, s.mu.ok = m, path, true
 		s.mu.stats.Held, s.mu.stats.HeldAt = m.Version, at
 		s.mu.stats.LatestSeen, s.mu.stats.LatestSeenAt = m.Version, at
-		s.lastRecords = int64(m.Chunks) + 1
+		s.lastRecords = int64(m.records()) + 1
 		log.Info("serving cached policy version", "version", m.Version, "path", path)
 	}
 	return s, nil
@@ -215,6 +227,7 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	}
 	defer cl.Close()
 	defer s.dropAsm()
+	defer s.dropSpool()
 	for ctx.Err() == nil {
 		pos, ok, err := s.catchUp(ctx, cl)
 		if err == nil && ok {
@@ -261,8 +274,9 @@ func (s *Subscriber) catchUp(ctx context.Context, cl *kgo.Client) (pos int64, ok
 		return start, true, nil
 	}
 	s.seen(newest)
-	s.lastRecords = int64(newest.Chunks) + 1
+	s.lastRecords = int64(newest.records()) + 1
 	s.dropAsm()
+	s.dropSpool()
 	m := newest
 	for range 3 {
 		if m.Version <= s.heldVersion() {
@@ -273,7 +287,7 @@ func (s *Subscriber) catchUp(ctx context.Context, cl *kgo.Client) (pos int64, ok
 			if err == nil {
 				break
 			}
-			if !errors.Is(err, ErrCorrupt) {
+			if !rejected(err) {
 				return 0, false, err
 			}
 		}
@@ -309,6 +323,9 @@ func (s *Subscriber) follow(ctx context.Context, cl *kgo.Client, pos int64) erro
 			return fmt.Errorf("cannot follow %s: %w", s.topic, err)
 		}
 		var herr error
+		var got int64
+		fs.EachRecord(func(r *kgo.Record) { got += int64(len(r.Value)) })
+		s.addStats(got, 0)
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			for _, r := range p.Records {
 				if herr != nil {
@@ -345,7 +362,16 @@ func (s *Subscriber) handle(ctx context.Context, cl *kgo.Client, r *kgo.Record, 
 					return err
 				}
 			}
-			s.startAsm(h)
+			if h.format >= Format2 {
+				s.dropAsm()
+			} else {
+				s.dropSpool()
+				s.startAsm(h)
+			}
+		}
+		if h.format >= Format2 {
+			s.spoolChunk(r, h)
+			return nil
 		}
 		if a := s.asm; a != nil && a.a.version == h.version && a.a.publish == h.publish {
 			if err := a.a.add(r.Offset, h.index, r.Value, -1); err != nil {
@@ -372,10 +398,13 @@ func (s *Subscriber) handle(ctx context.Context, cl *kgo.Client, r *kgo.Record, 
 	}
 	m.Offset = r.Offset
 	s.seen(m)
-	s.lastRecords = int64(m.Chunks) + 1
+	s.lastRecords = int64(m.records()) + 1
 	if m.Version <= held || s.bad[m.Version] {
 		if s.asm != nil && s.asm.a.version <= m.Version {
 			s.dropAsm()
+		}
+		if s.spool != nil && s.spool.version <= m.Version {
+			s.dropSpool()
 		}
 		return nil
 	}
@@ -384,8 +413,12 @@ func (s *Subscriber) handle(ctx context.Context, cl *kgo.Client, r *kgo.Record, 
 			return err
 		}
 	}
-	err = s.obtain(ctx, cl, m, s.takeAsm(m))
-	if errors.Is(err, ErrCorrupt) {
+	if m.Format >= Format2 {
+		err = s.obtain2(ctx, cl, m, s.takeSpool(m))
+	} else {
+		err = s.obtain(ctx, cl, m, s.takeAsm(m))
+	}
+	if rejected(err) {
 		return nil // counted; keep following
 	}
 	return err
@@ -451,17 +484,28 @@ func (s *Subscriber) dropAsm() {
 // by range if asm is nil) and installs it. A corrupt version is counted
 // and its error (wrapping ErrCorrupt) returned.
 func (s *Subscriber) obtain(ctx context.Context, cl *kgo.Client, m Manifest, asm *streamAsm) error {
+	if m.Format >= Format2 {
+		return s.obtain2(ctx, cl, m, nil)
+	}
 	if s.hooks.beforeObtain != nil {
 		s.hooks.beforeObtain(ctx, m)
 	}
 	var f *os.File
 	var err error
+	if err = s.trusted(m); err != nil {
+		if asm != nil {
+			s.cache.discard(asm.f)
+		}
+		return err
+	}
 	if err = ctx.Err(); err == nil {
 		if asm != nil {
 			f = asm.f
 			err = asm.a.verify(m)
 		} else if f, err = s.cache.create(m.Version); err == nil {
-			err = fetch(ctx, cl, m, s.writer(f, m.Version), sessionFetchBytes)
+			if err = fetch(ctx, cl, m, s.writer(f, m.Version), sessionFetchBytes); err == nil {
+				s.addStats(m.Size, 0)
+			}
 		}
 	} else if asm != nil {
 		f = asm.f
@@ -475,13 +519,71 @@ func (s *Subscriber) obtain(ctx context.Context, cl *kgo.Client, m Manifest, asm
 		}
 		return err
 	}
+	return s.install(m, f, "streamed", asm != nil)
+}
+
+// install installs the verified temporary file f as version m and holds
+// it; logArgs go to the log line.
+func (s *Subscriber) install(m Manifest, f *os.File, logArgs ...any) error {
 	path, err := s.cache.install(m, f)
 	if err != nil {
 		return fmt.Errorf("cannot install %s version %d: %w", s.topic, m.Version, err)
 	}
 	s.hold(m, path)
-	s.log.Info("installed policy version", "version", m.Version, "bytes", m.Size, "streamed", asm != nil, "path", path)
+	s.log.Info("installed policy version", append([]any{"version", m.Version, "bytes", m.Size, "format", max(m.Format, Format1), "path", path}, logArgs...)...)
 	return nil
+}
+
+// obtain2 is obtain for format 2: it assembles m (see assemble2), using
+// sp, its spooled records, if not nil.
+func (s *Subscriber) obtain2(ctx context.Context, cl *kgo.Client, m Manifest, sp *spoolAsm) error {
+	if s.hooks.beforeObtain != nil {
+		s.hooks.beforeObtain(ctx, m)
+	}
+	if err := s.trusted(m); err != nil {
+		if sp != nil {
+			s.cache.discard(sp.f)
+		}
+		return err
+	}
+	before := s.Stats()
+	f, err := s.assemble2(ctx, cl, m, sp)
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrMissing) {
+			s.corrupt(m.Version, err)
+		}
+		return err
+	}
+	after := s.Stats()
+	return s.install(m, f, "base", m.Base, "reused_bytes", after.Reused-before.Reused)
+}
+
+// trusted checks m against the trusted keys; a refusal is logged, counted
+// and returned (wrapping ErrUntrusted), and m is never tried again.
+func (s *Subscriber) trusted(m Manifest) error {
+	err := Trust(m, s.cfg.TrustedKeys)
+	if err == nil {
+		return nil
+	}
+	s.bad[m.Version] = true
+	s.mu.Lock()
+	s.mu.stats.Untrusted++
+	s.mu.Unlock()
+	s.log.Error("refused untrusted policy version", "version", m.Version, "key_id", m.KeyID, "err", err)
+	return err
+}
+
+// rejected reports whether err refuses a version for good (corrupt,
+// untrusted or gone), rather than failing to reach the brokers.
+func rejected(err error) bool {
+	return errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUntrusted) || errors.Is(err, ErrMissing)
+}
+
+func (s *Subscriber) addStats(received, reused int64) {
+	s.mu.Lock()
+	s.mu.stats.Received += received
+	s.mu.stats.Reused += reused
+	s.mu.Unlock()
 }
 
 // writer wraps f with the onWrite hook, if any.
