@@ -2,9 +2,11 @@ package deploy
 
 import (
 	"bufio"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,36 +122,53 @@ func TestSystemdUnits(t *testing.T) {
 		})
 	}
 
-	t.Run("systemd-analyze verify", func(t *testing.T) {
-		analyze, err := exec.LookPath("systemd-analyze")
-		if err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatal("systemd-analyze is missing; CI installs it with: apt-get install -y systemd")
-			}
-			t.Skip("systemd-analyze is not installed (apt-get install -y systemd); the units were only parsed")
+	t.Run("systemd-analyze verify", func(t *testing.T) { systemdVerify(t, slices.Collect(maps.Values(units)), "") })
+}
+
+// systemdVerify runs systemd-analyze verify on copies of the units in
+// systemd/ (unit file names), their ExecStart pointed at the binary under
+// test; with dropInDir, each unit gets systemd/<dropInDir>/<unit
+// without .service>.conf as a drop-in. Any output is a finding: verify
+// exits 0 on unknown keys and bad values but prints them.
+func systemdVerify(t *testing.T, units []string, dropInDir string) {
+	t.Helper()
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("systemd-analyze is missing; CI installs it with: apt-get install -y systemd")
 		}
-		// verify checks that ExecStart's program exists: point the copies
-		// at the binary under test.
-		dir := t.TempDir()
-		var paths []string
-		for _, name := range units {
-			b, err := os.ReadFile(filepath.Join("systemd", name))
+		t.Skip("systemd-analyze is not installed (apt-get install -y systemd); the units were only parsed")
+	}
+	dir := t.TempDir()
+	var paths []string
+	for _, name := range units {
+		b, err := os.ReadFile(filepath.Join("systemd", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(strings.ReplaceAll(string(b), "/usr/local/bin/simtel", binary(t))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if dropInDir != "" {
+			// verify reads a unit's drop-ins from <unit>.d next to it.
+			drop, err := os.ReadFile(filepath.Join("systemd", dropInDir, strings.TrimSuffix(name, ".service")+".conf"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := filepath.Join(dir, name)
-			if err := os.WriteFile(p, []byte(strings.ReplaceAll(string(b), "/usr/local/bin/simtel", binary(t))), 0o644); err != nil {
+			if err := os.MkdirAll(p+".d", 0o755); err != nil {
 				t.Fatal(err)
 			}
-			paths = append(paths, p)
+			if err := os.WriteFile(filepath.Join(p+".d", dropInDir+".conf"), drop, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-		out, err := exec.Command(analyze, append([]string{"verify"}, paths...)...).CombinedOutput()
-		// verify exits 0 on unknown keys and bad values but prints them:
-		// any output is a finding.
-		if err != nil || len(strings.TrimSpace(string(out))) > 0 {
-			t.Errorf("systemd-analyze verify: %v\n%s", err, out)
-		}
-	})
+		paths = append(paths, p)
+	}
+	out, err := exec.Command(analyze, append([]string{"verify"}, paths...)...).CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
 }
 
 // TestEnvFiles checks the environment files: every SIMTEL_* variable is a
