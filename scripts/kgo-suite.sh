@@ -21,13 +21,29 @@
 # passes KGO_TEST_SCRAM=kgo:...:512, KGO_TEST_SCRAM_SEEDS and
 # KGO_TEST_OAUTH_SEEDS, so TestSCRAMAuth, TestSCRAMAuthBadCredentials and
 # TestOAuthAuth run instead of being skipped (KGO_SUITE_SASL=0: no SASL).
-# TLS (KGO_SUITE_TLS=1): the suite's listener is SSL with required client
-# certificates (--tls-client-auth required) and the suite runs with
+# TLS (KGO_SUITE_TLS=1): a secured cluster as a site would run it. The
+# suite's listener is SSL with required client certificates
+# (--tls-client-auth required) and the suite runs with
 # KGO_TEST_TLS=ca:..,cert:..,key:.. (client certificate CN admin); the CA
-# and certificates are made with openssl. A PLAINTEXT listener on port
-# +500 remains for the brokers' own client (a cluster's inter-broker
-# listener) and `simtel user add`. TestIssue769 is skipped: it dials
-# through a Dialer of its own, which franz-go refuses beside a TLS config.
+# and certificates are made with openssl. The brokers run --authorizer acl
+# with --superusers User:admin,User:broker: the suite's principal is its
+# certificate's CN (the default principal mapping), and OAUTHBEARER's
+# test token names sub admin, the same principal. The SCRAM user kgo gets
+# no ACL and is no superuser: TestSCRAMAuth only pings and asks Metadata,
+# which the authorizer answers with the brokers and no topics (the script
+# checks that kgo is refused `simtel acl list`, so a run whose authorizer
+# is off fails). There is no PLAINTEXT listener: `simtel user add` and
+# that check connect over SSL and SASL like any client. On 3 brokers the
+# brokers talk to each other as a site's would: raft and their Kafka
+# client over mutual TLS (--cluster-tls, the broker certificate, CN broker,
+# serving both ends), gossip encrypted with a shared key
+# (--gossip-key-file), and the inter-broker listener is the suite's SSL
+# one, where the brokers' principal is User:broker, a superuser (the
+# transaction markers they send each other need ClusterAction). An
+# anonymous PLAINTEXT inter-broker listener would make User:ANONYMOUS need
+# ClusterAction, i.e. anyone reaching that port could write markers.
+# TestIssue769 is skipped: it dials through a Dialer of its own, which
+# franz-go refuses beside a TLS config.
 # KGO_SUITE_LOG_LEVEL (default warn) is the brokers' --log-level;
 # KGO_SUITE_KEEP=1 keeps the work directory (broker logs, suite output).
 set -euo pipefail
@@ -79,14 +95,16 @@ if [ "$sasl" = 1 ]; then
   sasl_listener() { printf ',sasl=SASL_PLAINTEXT://127.0.0.1:%d' $((port + 400 + $1)); }
 fi
 
-# The suite's listener (see the header): suite_listener I is broker I's
-# first entries of --listeners, tls_args the TLS flags; admin_seeds are
-# PLAINTEXT addresses for simtel's own commands.
+# The suite's listener (see the header): suite_listener I PORT is broker
+# I's first entries of --listeners, tls_args the TLS and authorizer flags
+# (cluster_args those of a cluster), admin_sec the security flags of
+# simtel's own commands.
 tls_args=()
+cluster_args=()
 tls_env=()
 tls_skip=()
+admin_sec=()
 suite_listener() { printf 'local=PLAINTEXT://127.0.0.1:%d' "$2"; }
-admin_port() { echo "$2"; }
 if [ "$tls" = 1 ]; then
   command -v openssl >/dev/null || { echo "KGO_SUITE_TLS=1 needs openssl" >&2; exit 2; }
   mkdir "$work/tls"
@@ -95,7 +113,9 @@ if [ "$tls" = 1 ]; then
     ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
     openssl req -x509 "${ec[@]}" -keyout ca-key.pem -out ca.pem -days 2 -subj "/CN=simtel kgo-suite CA" \
       -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
-    for who in broker:serverAuth:subjectAltName=IP:127.0.0.1,DNS:localhost admin:clientAuth:; do
+    # The broker certificate serves clients and, with cluster TLS, is
+    # also the brokers' client certificate to each other.
+    for who in broker:serverAuth,clientAuth:subjectAltName=IP:127.0.0.1,DNS:localhost admin:clientAuth:; do
       IFS=: read -r cn eku san <<<"$who"
       openssl req "${ec[@]}" -keyout "$cn-key.pem" -out "$cn.csr" -subj "/CN=$cn" 2>/dev/null
       ext="extendedKeyUsage=$eku"
@@ -103,17 +123,19 @@ if [ "$tls" = 1 ]; then
       openssl x509 -req -in "$cn.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 \
         -out "$cn.pem" -extfile <(echo "$ext") 2>/dev/null
     done
+    head -c 32 /dev/urandom | base64 >gossip.key
   )
   tls_args=(--tls-cert "$work/tls/broker.pem" --tls-key "$work/tls/broker-key.pem"
-    --tls-ca "$work/tls/ca.pem" --tls-client-auth required)
+    --tls-ca "$work/tls/ca.pem" --tls-client-auth required
+    --authorizer acl --superusers User:admin,User:broker)
+  cluster_args=(--cluster-tls --inter-broker-listener suite --gossip-key-file "$work/tls/gossip.key")
   tls_skip=(-skip '^TestIssue769$')
   tls_env=(KGO_TEST_TLS="ca:$work/tls/ca.pem,cert:$work/tls/admin.pem,key:$work/tls/admin-key.pem")
-  suite_listener() { printf 'suite=SSL://127.0.0.1:%d,internal=PLAINTEXT://127.0.0.1:%d' "$2" $((port + 500 + $1)); }
-  admin_port() { echo $((port + 500 + $1)); }
+  admin_sec=(--security-protocol SSL --tls-ca "$work/tls/ca.pem" --tls-cert "$work/tls/admin.pem" --tls-key "$work/tls/admin-key.pem")
+  suite_listener() { printf 'suite=SSL://127.0.0.1:%d' "$2"; }
 fi
 
 seeds=()
-admin_seeds=()
 if [ "$brokers" = 1 ]; then
   "$work/simtel" broker --node-id 0 --data-dir "$work/data0" \
     --listeners "$(suite_listener 0 $port)$(sasl_listener 0)" "${sasl_args[@]}" "${tls_args[@]}" \
@@ -121,7 +143,6 @@ if [ "$brokers" = 1 ]; then
   pids+=($!)
   wait_port "$port"
   seeds=(127.0.0.1:$port)
-  admin_seeds=(127.0.0.1:$(admin_port 0 $port))
   rf=1
 else
   for i in 0 1 2; do
@@ -131,11 +152,10 @@ else
     "$work/simtel" broker --node-id $i --data-dir "$work/data$i" \
       --listeners "$(suite_listener $i $kafka)$(sasl_listener $i)" "${sasl_args[@]}" "${tls_args[@]}" \
       --raft-listen 127.0.0.1:$raft --gossip-listen 127.0.0.1:$gossip --http-listen 127.0.0.1:$http \
-      "${join[@]}" --bootstrap-expect 3 \
+      "${cluster_args[@]}" "${join[@]}" --bootstrap-expect 3 \
       --group-initial-rebalance-delay 0s --log-level "${KGO_SUITE_LOG_LEVEL:-warn}" 2>"$work/broker$i.log" &
     pids+=($!)
     seeds+=(127.0.0.1:$kafka)
-    admin_seeds+=(127.0.0.1:$(admin_port $i $kafka))
   done
   for i in 0 1 2; do wait_port $((port + i)); done
   # Ready: every broker sees the three, and holds its replicas of the
@@ -159,7 +179,7 @@ else
   fi
   rf=3
 fi
-IFS=, seedlist="${seeds[*]}" adminlist="${admin_seeds[*]}"
+IFS=, seedlist="${seeds[*]}"
 unset IFS
 
 sasl_env=()
@@ -168,12 +188,22 @@ if [ "$sasl" = 1 ]; then
   for i in $(seq 1 $((brokers - 1))); do sasl_seeds+=,127.0.0.1:$((port + 400 + i)); done
   sasl_env=(KGO_TEST_SCRAM_SEEDS=$sasl_seeds KGO_TEST_OAUTH_SEEDS=$sasl_seeds)
   echo kgo-suite-secret >"$work/kgo.password"
-  if "$work/simtel" user add kgo --brokers "$adminlist" --mechanism SCRAM-SHA-512 \
+  if "$work/simtel" user add kgo --brokers "$seedlist" "${admin_sec[@]}" --mechanism SCRAM-SHA-512 \
       --password-file "$work/kgo.password" >"$work/user-add.log" 2>&1; then
     sasl_env+=(KGO_TEST_SCRAM=kgo:kgo-suite-secret:512)
   else
     echo "cannot create the SCRAM user kgo, TestSCRAMAuth will skip:" >&2
     cat "$work/user-add.log" >&2
+  fi
+  if [ "$tls" = 1 ]; then
+    "$work/simtel" acl list --brokers "$sasl_seeds" --security-protocol SASL_PLAINTEXT \
+      --sasl-mechanism SCRAM-SHA-512 --sasl-username kgo --sasl-password-file "$work/kgo.password" \
+      >"$work/acl-check.log" 2>&1 || true
+    if ! grep -q CLUSTER_AUTHORIZATION_FAILED "$work/acl-check.log"; then
+      echo "simtel acl list as the SCRAM user kgo was not refused with CLUSTER_AUTHORIZATION_FAILED (is the acl authorizer on?):" >&2
+      cat "$work/acl-check.log" >&2
+      exit 1
+    fi
   fi
 fi
 
@@ -185,7 +215,9 @@ start=$(date +%s)
 elapsed=$(( $(date +%s) - start ))
 
 grep -E '^(=== RUN|--- (PASS|FAIL|SKIP)|PASS|FAIL|ok )' "$work/suite.log" | grep -v '=== RUN' | sed 's/^/  /' || true
-echo "summary ($brokers broker(s), KGO_TEST_RF=$rf, TLS=$tls, ${elapsed}s): $(grep -c -- '^--- PASS' "$work/suite.log" || true) passed, $(grep -c -- '^--- FAIL' "$work/suite.log" || true) failed, $(grep -c -- '^--- SKIP' "$work/suite.log" || true) skipped (top-level and subtests)"
+left_out=
+[ "$tls" = 1 ] && left_out=", TestIssue769 left out (see the header)"
+echo "summary ($brokers broker(s), KGO_TEST_RF=$rf, TLS=$tls, ${elapsed}s): $(grep -c -- '^--- PASS' "$work/suite.log" || true) passed, $(grep -c -- '^--- FAIL' "$work/suite.log" || true) failed, $(grep -c -- '^--- SKIP' "$work/suite.log" || true) skipped (top-level and subtests)$left_out"
 if [ $status -ne 0 ]; then
   echo "--- why tests failed ---"
   grep -E '^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$work/suite.log" |
