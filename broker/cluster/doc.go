@@ -35,7 +35,8 @@
 //     non-leaders with NOT_CONTROLLER and uses Apply's forwarding only for
 //     auto-creation. Node.CatchUp is a read barrier for followers.
 //  5. State. FSM.Apply builds a new immutable Metadata per command (copy
-//     on write), publishes it with an atomic pointer and signals Changes.
+//     on write), publishes it with an atomic pointer and signals each
+//     reader of Changes on a channel of its own.
 //     Readers (Metadata requests, the broker's partition follower) never
 //     lock. Snapshots encode the current Metadata as JSON. The security
 //     commands (credentials, ACLs) go to the leader through Apply from any

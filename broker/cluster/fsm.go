@@ -242,8 +242,12 @@ func failure(sentinel error, format string, args ...any) Result {
 // the next Metadata from the current one and publishes it.
 type FSM struct {
 	state atomic.Pointer[Metadata]
-	// notify gets a token after every change (coalescing, never blocks).
-	notify chan struct{}
+	// subs are the channels of Changes, each given a token after every
+	// change (coalescing, never blocks).
+	subs struct {
+		sync.Mutex
+		chans []chan struct{}
+	}
 	// applyMu serializes Apply/Restore against Snapshot's read; raft
 	// already calls Apply from one goroutine.
 	applyMu sync.Mutex
@@ -251,7 +255,7 @@ type FSM struct {
 
 // NewFSM returns an empty state machine.
 func NewFSM() *FSM {
-	f := &FSM{notify: make(chan struct{}, 1)}
+	f := &FSM{}
 	f.state.Store((&Metadata{}).clone())
 	return f
 }
@@ -259,14 +263,30 @@ func NewFSM() *FSM {
 // Metadata is the current state (immutable).
 func (f *FSM) Metadata() *Metadata { return f.state.Load() }
 
-// Changes receives a token after the state changed.
-func (f *FSM) Changes() <-chan struct{} { return f.notify }
+// Changes returns a new channel that receives a token after each later
+// change of the state (tokens coalesce: one may stand for several
+// changes). Every reader takes its own: with one channel shared, a token
+// one reader took was a change the others never heard of (the broker
+// then opened a new topic's partitions only on its next periodic pass,
+// seconds later, and its clients were told it led partitions it did not
+// have yet).
+func (f *FSM) Changes() <-chan struct{} {
+	c := make(chan struct{}, 1)
+	f.subs.Lock()
+	f.subs.chans = append(f.subs.chans, c)
+	f.subs.Unlock()
+	return c
+}
 
 func (f *FSM) publish(m *Metadata) {
 	f.state.Store(m)
-	select {
-	case f.notify <- struct{}{}:
-	default:
+	f.subs.Lock()
+	defer f.subs.Unlock()
+	for _, c := range f.subs.chans {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
 	}
 }
 

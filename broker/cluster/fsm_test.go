@@ -95,6 +95,7 @@ func TestFSMApplySnapshotRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := NewFSM()
+	changes := g.Changes()
 	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestFSMApplySnapshotRestore(t *testing.T) {
 		t.Fatalf("restored state differs:\ngot  %+v\nwant %+v", g.Metadata(), m)
 	}
 	select {
-	case <-g.Changes():
+	case <-changes:
 	default:
 		t.Error("restore did not signal a change")
 	}
@@ -245,5 +246,27 @@ func TestPlacementEven(t *testing.T) {
 	idx++
 	if r := applyCmd(t, f, idx, Command{Op: OpCreateTopic, Topic: "none", Partitions: 1}); !errors.Is(r.Err(), ErrNoAliveBrokers) {
 		t.Fatalf("create with no alive broker: got %v, want ErrNoAliveBrokers", r.Err())
+	}
+}
+
+// TestFSMChangesEveryReader: every reader of Changes hears of every
+// change; one reader taking its token leaves the others theirs.
+func TestFSMChangesEveryReader(t *testing.T) {
+	f := NewFSM()
+	a, b := f.Changes(), f.Changes()
+	applyCmd(t, f, 1, Command{Op: OpSetClusterID, ClusterID: "one"})
+	for name, c := range map[string]<-chan struct{}{"first": a, "second": b} {
+		select {
+		case <-c:
+		default:
+			t.Errorf("the %s reader did not hear of the change", name)
+		}
+	}
+	applyCmd(t, f, 2, Command{Op: OpSetClusterID, ClusterID: "two"})
+	<-a
+	select {
+	case <-b:
+	default:
+		t.Error("the second reader missed a change the first one took")
 	}
 }

@@ -180,6 +180,8 @@ type Node struct {
 	ml    *memberlist.Memberlist
 	hub   *heartbeatHub // nil without heartbeat coalescing
 	stats *transportStats
+	// changes is the broker's subscription to fsm's changes (Changes).
+	changes <-chan struct{}
 
 	// incarnation identifies this process to watchers (watch.go).
 	incarnation uint64
@@ -251,6 +253,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, fsm: NewFSM(), events: make(chan struct{}, 1), missing: map[int32]time.Time{}}
+	n.changes = n.fsm.Changes()
 	n.gossip.members = map[string]nodeMeta{}
 	n.down.ids = map[int32]bool{}
 	n.down.up = make(chan struct{})
@@ -439,8 +442,9 @@ func (n *Node) Mux() *Mux { return n.mux }
 // Metadata is the latest applied cluster metadata (immutable).
 func (n *Node) Metadata() *Metadata { return n.fsm.Metadata() }
 
-// Changes receives a token whenever the metadata changed.
-func (n *Node) Changes() <-chan struct{} { return n.fsm.Changes() }
+// Changes receives a token whenever the metadata changed. It has one
+// reader, the broker (FSM.Changes: every reader needs its own channel).
+func (n *Node) Changes() <-chan struct{} { return n.changes }
 
 // IsLeader reports whether this node is the controller leader.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }

@@ -66,6 +66,7 @@ func (n *Node) watchPeers(ctx context.Context) {
 		done   chan struct{}
 	}
 	watchers := map[int32]*watcher{}
+	changes := n.fsm.Changes()
 	defer func() {
 		for _, w := range watchers {
 			w.cancel()
@@ -95,7 +96,7 @@ func (n *Node) watchPeers(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-n.fsm.Changes():
+		case <-changes:
 		}
 	}
 }
