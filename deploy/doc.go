@@ -1,6 +1,6 @@
 // Package deploy holds simtel's deployment files — systemd units
 // (systemd/), a docker compose setup (compose/), Kubernetes manifests
-// (k8s/), the Grafana dashboard (grafana/) and example configurations
+// (k8s/, and k8s-secure/ with TLS, SASL and ACLs), the Grafana dashboard (grafana/) and example configurations
 // (examples/) — and the tests that keep them true to the binary: every
 // file parses, every flag they pass exists in `simtel <cmd> --help` of the
 // built binary, every metric the dashboard queries is served by a running
