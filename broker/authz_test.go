@@ -482,3 +482,112 @@ func TestACLEnforcementCluster(t *testing.T) {
 		t.Fatalf("committed records %q, want %q", got, want)
 	}
 }
+
+// A principal's transactional requests each need their own ACL: Write on
+// the transactional id (Describe is not enough), Read on the group whose
+// offsets the transaction commits and on each topic of those offsets.
+// Each refusal carries Kafka's error code; with the ACLs the transaction
+// commits its records and offsets.
+func TestACLEnforcementTransactions(t *testing.T) {
+	ctx := ctxT(t, 2*time.Minute)
+	ab := startACLBroker(t)
+	ab.users(t, ctx, "etl")
+	setup := ab.client(kgo.AllowAutoTopicCreation())
+	for _, topic := range []string{"in", "out"} {
+		if err := setup.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("in " + topic)}).FirstErr(); err != nil {
+			t.Fatalf("setup produce to %s: %v", topic, err)
+		}
+	}
+	ab.acls(t, ctx,
+		kadm.NewACLs().Allow("User:etl").Topics("in").Operations(kadm.OpRead),
+		kadm.NewACLs().Allow("User:etl").Topics("out").Operations(kadm.OpWrite),
+		kadm.NewACLs().Allow("User:etl").TransactionalIDs("etl-ok").Operations(kadm.OpWrite),
+		kadm.NewACLs().Allow("User:etl").TransactionalIDs("etl-describe").Operations(kadm.OpDescribe),
+		kadm.NewACLs().Allow("User:etl").Groups("g-ok").Operations(kadm.OpRead),
+	)
+	etl := ab.login(t, "etl")
+
+	t.Run("transactional id with Describe only", func(t *testing.T) {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID = kmsg.StringPtr("etl-describe")
+		req.TransactionTimeoutMillis = 10000
+		resp, err := req.RequestWith(ctx, etl)
+		code := int16(0)
+		if err == nil {
+			code = resp.ErrorCode
+		}
+		wantCode(t, "init producer id with etl-describe", err, code, kerr.TransactionalIDAuthorizationFailed)
+		end := kmsg.NewPtrEndTxnRequest()
+		end.TransactionalID, end.ProducerID, end.Commit = "etl-describe", 1, true
+		eresp, err := end.RequestWith(ctx, etl)
+		if err == nil {
+			code = eresp.ErrorCode
+		}
+		wantCode(t, "end a transaction of etl-describe", err, code, kerr.TransactionalIDAuthorizationFailed)
+	})
+
+	txn := ab.login(t, "etl", kgo.TransactionalID("etl-ok"))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte("etl")}).FirstErr(); err != nil {
+		t.Fatalf("transactional produce to out: %v", err)
+	}
+	pid, epoch, err := txn.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addOffsets := func(group string) (int16, error) {
+		req := kmsg.NewPtrAddOffsetsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = "etl-ok", pid, epoch, group
+		resp, err := req.RequestWith(ctx, etl)
+		if err != nil {
+			return 0, err
+		}
+		return resp.ErrorCode, nil
+	}
+	commitOffset := func(group, topic string) (int16, error) {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = "etl-ok", group, pid, epoch
+		req.Generation = -1
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Offset = 1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, etl)
+		if err != nil {
+			return 0, err
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return 0, fmt.Errorf("answer for %d topics", len(resp.Topics))
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode, nil
+	}
+	code, err := addOffsets("g-no")
+	wantCode(t, "add offsets of a group without Read", err, code, kerr.GroupAuthorizationFailed)
+	code, err = commitOffset("g-no", "in")
+	wantCode(t, "transactional commit for a group without Read", err, code, kerr.GroupAuthorizationFailed)
+	if code, err := addOffsets("g-ok"); err != nil || code != 0 {
+		t.Fatalf("add offsets of g-ok: %v %v", err, kerr.ErrorForCode(code))
+	}
+	code, err = commitOffset("g-ok", "out")
+	wantCode(t, "transactional commit of a topic without Read", err, code, kerr.TopicAuthorizationFailed)
+	if code, err := commitOffset("g-ok", "in"); err != nil || code != 0 {
+		t.Fatalf("transactional commit of in for g-ok: %v %v", err, kerr.ErrorForCode(code))
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	fetched, err := kadm.NewClient(setup).FetchOffsets(ctx, "g-ok")
+	if err != nil || fetched.Error() != nil {
+		t.Fatalf("fetch offsets of g-ok: %v %v", err, fetched.Error())
+	}
+	if o, ok := fetched.Lookup("in", 0); !ok || o.At != 1 {
+		t.Errorf("g-ok's committed offset of in: %+v %v, want 1", o, ok)
+	}
+	if _, ok := fetched.Lookup("out", 0); ok {
+		t.Errorf("g-ok has an offset of out, which etl may not read")
+	}
+}
