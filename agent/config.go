@@ -72,6 +72,10 @@ type Config struct {
 	Policies   []string
 	PolicyDir  string
 	PolicyKeep int
+	// PolicyTrustedKeys is a PEM file of ed25519 public keys; when set, a
+	// policy version must be signed by one of them (learner publish
+	// --sign-key) to be installed.
+	PolicyTrustedKeys string
 
 	// GossipListen enables the rollout pool (host:port, TCP and UDP);
 	// GossipJoin lists other agents' gossip addresses. The pool is named

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,14 +80,30 @@ func (a *Agent) startPolicies(ctx context.Context, wg *sync.WaitGroup) error {
 		}
 		ps.pool = pool
 	}
+	var keys []ed25519.PublicKey
+	if a.cfg.PolicyTrustedKeys != "" {
+		b, err := os.ReadFile(a.cfg.PolicyTrustedKeys)
+		if err != nil {
+			return fmt.Errorf("cannot read the policy trusted keys: %w", err)
+		}
+		if keys, err = learner.ParseTrustedKeys(b); err != nil {
+			return fmt.Errorf("policy trusted keys %s: %w", a.cfg.PolicyTrustedKeys, err)
+		}
+		ids := make([]string, len(keys))
+		for i, k := range keys {
+			ids[i] = learner.KeyID(k)
+		}
+		a.log.Info("policy versions must be signed", "keys", ids)
+	}
 	for _, name := range a.cfg.Policies {
 		sub, err := learner.NewSubscriber(learner.SubscriberConfig{
-			Brokers:    a.cfg.Brokers,
-			ClientOpts: a.cfg.ClientOpts,
-			Policy:     name,
-			Dir:        a.cfg.PolicyDir,
-			Keep:       a.cfg.PolicyKeep,
-			Logger:     a.log.With("part", "policy", "policy", name),
+			Brokers:     a.cfg.Brokers,
+			ClientOpts:  a.cfg.ClientOpts,
+			Policy:      name,
+			Dir:         a.cfg.PolicyDir,
+			Keep:        a.cfg.PolicyKeep,
+			TrustedKeys: keys,
+			Logger:      a.log.With("part", "policy", "policy", name),
 		})
 		if err != nil {
 			return fmt.Errorf("cannot subscribe to policy %q: %w", name, err)
@@ -247,11 +265,14 @@ var (
 	descPolicyStaleS   = prometheus.NewDesc("simtel_agent_policy_stale_seconds", "Seconds since a newer version than the one held was published (0: up to date).", []string{"policy"}, nil)
 	descPolicyCorrupt  = prometheus.NewDesc("simtel_agent_policy_corrupt_total", "Versions rejected: hash mismatch or missing chunks.", []string{"policy"}, nil)
 	descPolicyFetched  = prometheus.NewDesc("simtel_agent_policy_fetched_total", "Versions fetched and installed.", []string{"policy"}, nil)
+	descPolicyUntrust  = prometheus.NewDesc("simtel_agent_policy_untrusted_total", "Versions refused: not signed by a key of --policy-trusted-keys.", []string{"policy"}, nil)
+	descPolicyRecv     = prometheus.NewDesc("simtel_agent_policy_received_bytes_total", "Policy record bytes received from the brokers.", []string{"policy"}, nil)
+	descPolicyReused   = prometheus.NewDesc("simtel_agent_policy_reused_bytes_total", "Chunk bytes of new versions taken from versions already on this node (deltas).", []string{"policy"}, nil)
 	descPolicyPoolNode = prometheus.NewDesc("simtel_agent_policy_pool_nodes", "Nodes of the gossip pool by the version they hold.", []string{"policy", "version"}, nil)
 )
 
 func (c *policyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPolicyVersion, descPolicyStaleV, descPolicyStaleS, descPolicyCorrupt, descPolicyFetched, descPolicyPoolNode} {
+	for _, d := range []*prometheus.Desc{descPolicyVersion, descPolicyStaleV, descPolicyStaleS, descPolicyCorrupt, descPolicyFetched, descPolicyPoolNode, descPolicyUntrust, descPolicyRecv, descPolicyReused} {
 		ch <- d
 	}
 }
@@ -284,5 +305,8 @@ func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPolicyStaleS, prometheus.GaugeValue, staleSec, name)
 		ch <- prometheus.MustNewConstMetric(descPolicyCorrupt, prometheus.CounterValue, float64(st.Corrupt), name)
 		ch <- prometheus.MustNewConstMetric(descPolicyFetched, prometheus.CounterValue, float64(st.Fetched), name)
+		ch <- prometheus.MustNewConstMetric(descPolicyUntrust, prometheus.CounterValue, float64(st.Untrusted), name)
+		ch <- prometheus.MustNewConstMetric(descPolicyRecv, prometheus.CounterValue, float64(st.Received), name)
+		ch <- prometheus.MustNewConstMetric(descPolicyReused, prometheus.CounterValue, float64(st.Reused), name)
 	}
 }

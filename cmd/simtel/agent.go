@@ -85,6 +85,7 @@ interactive); --run-from-tag off keeps the agent's run and the tags as sent.`,
 	f.StringVar(&policies, "policies", "", "comma-separated policies to keep the newest version of, for this node's workers")
 	f.StringVar(&cfg.PolicyDir, "policy-dir", "/dev/shm/simtel/policy", "where policy versions are kept (<dir>/<policy>/<version>, latest link)")
 	f.IntVar(&cfg.PolicyKeep, "policy-keep", 3, "policy versions kept on disk")
+	f.StringVar(&cfg.PolicyTrustedKeys, "policy-trusted-keys", "", "PEM file of ed25519 public keys (openssl pkey -pubout); policy versions not signed by one of them are refused (empty: versions need no signature)")
 	f.StringVar(&cfg.GossipListen, "gossip-listen", "", "host:port for the rollout gossip pool (empty: off)")
 	f.StringVar(&gossipJoin, "gossip-join", "", "comma-separated gossip addresses of other agents of the run")
 	f.BoolVar(&cfg.GossipFast, "gossip-fast", false, "short gossip timers, for tests on one machine")

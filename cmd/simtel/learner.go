@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,11 @@ type learnerPublishFlags struct {
 	keep    int
 	timeout time.Duration
 	sec     clientSecFlags
+	// format 2: deltas and signatures
+	format    int
+	formatSet bool // --format given explicitly
+	deltaFrom string
+	signKey   string
 }
 
 func newLearnerPublishCmd(g *globalFlags, lf *learnerFlags) *cobra.Command {
@@ -62,7 +68,8 @@ its manifest as JSON on stdout. The topic is created on first publish (one
 partition, retention sized to keep --keep versions). A progress bar goes to
 stderr for large inputs when stderr is a terminal, unless --quiet.`,
 		Example: `  simtel learner publish --brokers broker1:9092 --policy cartpole --file weights.pt --meta step=1200
-  python train.py --dump-weights | simtel learner publish --policy cartpole`,
+  python train.py --dump-weights | simtel learner publish --policy cartpole
+  simtel learner publish --policy cartpole --file weights.pt --delta-from auto --sign-key learner.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runLearnerPublish(cmd, g, lf, &o)
@@ -73,6 +80,9 @@ stderr for large inputs when stderr is a terminal, unless --quiet.`,
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "no progress bar")
 	cmd.Flags().IntVar(&o.keep, "keep", learner.DefaultKeep, "versions the topic's retention keeps (at least 2)")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "give up after this long (0: no limit)")
+	cmd.Flags().IntVar(&o.format, "format", 1, "version format: 1, or 2 (chunks listed by hash; agents before format 2 refuse it); --delta-from and --sign-key imply 2")
+	cmd.Flags().StringVar(&o.deltaFrom, "delta-from", "", "publish a delta: only the chunks the base lacks are sent; a version number, or auto (the newest version when it is format 2 and the deltas since the last full version are small)")
+	cmd.Flags().StringVar(&o.signKey, "sign-key", "", "ed25519 private key (PEM, as openssl genpkey -algorithm ed25519 writes it) that signs the manifest, for agents with --policy-trusted-keys")
 	o.sec.register(cmd.Flags())
 	return cmd
 }
@@ -92,6 +102,12 @@ func runLearnerPublish(cmd *cobra.Command, g *globalFlags, lf *learnerFlags, o *
 	if err != nil {
 		return err
 	}
+	o.formatSet = cmd.Flags().Changed("format")
+	popts, err := o.publishOptions()
+	if err != nil {
+		return err
+	}
+	popts.Meta = md
 	in, size, err := openInput(o.file)
 	if err != nil {
 		return err
@@ -117,12 +133,11 @@ func runLearnerPublish(cmd *cobra.Command, g *globalFlags, lf *learnerFlags, o *
 		defer cancel()
 	}
 	var bar *progressbar.ProgressBar
-	var progress func(int64)
 	if !o.quiet && term.IsTerminal(int(os.Stderr.Fd())) && (size < 0 || size >= 4<<20) {
 		bar = publishBar(size, lf.policy)
-		progress = func(sent int64) { bar.Set64(sent) }
+		popts.Progress = func(sent int64) { bar.Set64(sent) }
 	}
-	m, err := learner.NewPublisher(cl, log, learner.KeepVersions(o.keep)).Publish(ctx, lf.policy, in, md, progress)
+	m, err := learner.NewPublisher(cl, log, learner.KeepVersions(o.keep)).PublishWith(ctx, lf.policy, in, popts)
 	if bar != nil {
 		bar.Finish()
 	}
@@ -132,6 +147,39 @@ func runLearnerPublish(cmd *cobra.Command, g *globalFlags, lf *learnerFlags, o *
 	enc := json.NewEncoder(stdout())
 	enc.SetIndent("", "  ")
 	return enc.Encode(m)
+}
+
+// publishOptions reads --format, --delta-from and --sign-key.
+func (o *learnerPublishFlags) publishOptions() (learner.PublishOptions, error) {
+	var po learner.PublishOptions
+	if o.format != 1 && o.format != 2 {
+		return po, fmt.Errorf("--format %d: the formats are 1 and 2", o.format)
+	}
+	po.Format = o.format
+	switch o.deltaFrom {
+	case "":
+	case "auto":
+		po.DeltaFrom = learner.DeltaAuto
+	default:
+		v, err := strconv.ParseInt(o.deltaFrom, 10, 64)
+		if err != nil || v < 1 {
+			return po, fmt.Errorf("--delta-from %q is not a version number or auto", o.deltaFrom)
+		}
+		po.DeltaFrom = v
+	}
+	if o.signKey != "" {
+		b, err := os.ReadFile(o.signKey)
+		if err != nil {
+			return po, fmt.Errorf("--sign-key: %w", err)
+		}
+		if po.SignKey, err = learner.ParseSigningKey(b); err != nil {
+			return po, fmt.Errorf("--sign-key %s: %w", o.signKey, err)
+		}
+	}
+	if (po.DeltaFrom != 0 || po.SignKey != nil) && o.format == 1 && o.formatSet {
+		return po, errors.New("--delta-from and --sign-key need --format 2")
+	}
+	return po, nil
 }
 
 // publishMeta reads --meta key=value pairs.
