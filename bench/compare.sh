@@ -5,7 +5,9 @@
 #   1. the disk: sequential 1 MiB writes + fdatasync, 4 KiB appends + fdatasync
 #   2. simtel broker: `simtel bench produce` (acks=all) at full speed and
 #      paced at a quarter of that rate, then `simtel bench consume` raw and with
-#      kgo's PollFetches (from the page cache)
+#      kgo's PollFetches (from the page cache); then, on the same broker, a
+#      pair of shorter produce runs over its PLAINTEXT and its SASL_SSL
+#      listener (SCRAM-SHA-512), and both consumes again over SASL_SSL
 #   3. nats-server -js: `nats bench js pub async` with the server's default
 #      sync_interval and with sync_interval always (fsync before every ack,
 #      the durability of acks=all here), plus `js pub sync`
@@ -17,10 +19,12 @@
 # with the tools installed (the first run installs nats-server and natscli
 # into .bin/, which takes a few minutes more).
 #
-# Knobs (environment): DURATION, PACED_DURATION, PACED_DIVISOR, SUSTAIN_TIME, PARTITIONS, PRODUCERS, LINGER, JS_MSGS,
-# JS_ALWAYS_MSGS, JS_CLIENTS, BENCH_DATA_DIR (a directory on the disk to
+# Knobs (environment): DURATION, PACED_DURATION, PACED_DIVISOR, SUSTAIN_TIME, PARTITIONS, PRODUCERS, LINGER,
+# SECURE_DURATION, JS_MSGS, JS_ALWAYS_MSGS, JS_CLIENTS, BENCH_DATA_DIR (a directory on the disk to
 # test; default a temporary directory), KEEP=1 keeps the data directory,
-# NO_PUBLISH=1 leaves bench/results and the README alone.
+# NO_PUBLISH=1 leaves bench/results and the README alone. The SASL_SSL steps
+# need openssl (for a throwaway CA and the broker's certificate); without it
+# they are skipped with a warning.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +41,7 @@ PACED_DIVISOR=${PACED_DIVISOR:-4}
 PARTITIONS=${PARTITIONS:-4}
 PRODUCERS=${PRODUCERS:-2}
 LINGER=${LINGER:-2ms} # neutral at full speed; at the paced rate it keeps batches from being tiny
+SECURE_DURATION=${SECURE_DURATION:-8s}
 RECORD_SIZE=1024 # nats bench --size=1KB is 1024 bytes too
 JS_MSGS=${JS_MSGS:-400000}
 JS_ALWAYS_MSGS=${JS_ALWAYS_MSGS:-30000}
@@ -52,6 +57,37 @@ stop_last() {
 	kill -TERM "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
 	unset 'PIDS[-1]'
+}
+
+# records_per_s FILE: the whole records/s of a produce result, 0 if none.
+records_per_s() {
+	local r
+	r=$(grep -m1 -o '"records_per_s": [0-9.]*' "$1" | awk '{printf "%d", $2}' || true)
+	echo "${r:-0}"
+}
+
+# make_tls DIR: a throwaway CA and a certificate for 127.0.0.1 signed by it
+# (DIR/ca.pem, DIR/broker.pem, DIR/broker-key.pem); fails with a warning
+# when openssl is missing or fails.
+make_tls() {
+	if ! command -v openssl >/dev/null; then
+		echo "WARNING: no openssl: the SASL_SSL steps are skipped" >&2
+		return 1
+	fi
+	mkdir -p "$1"
+	if ! (
+		cd "$1" &&
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+			-subj "/CN=simtel bench CA" -keyout ca-key.pem -out ca.pem &&
+			openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=broker" \
+			-keyout broker-key.pem -out broker.csr &&
+			printf 'subjectAltName=IP:127.0.0.1\n' >broker.ext &&
+			openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 \
+			-extfile broker.ext -out broker.pem
+	) >"$1/openssl.log" 2>&1; then
+		echo "WARNING: openssl failed, the SASL_SSL steps are skipped: $(tail -n1 "$1/openssl.log")" >&2
+		return 1
+	fi
 }
 
 # --- tools -------------------------------------------------------------------
@@ -118,19 +154,30 @@ step disk "disk fdatasync" "$SIMTEL" bench disk --dir "$WORK/disk" --json
 
 PORT=$(free_port 29092)
 BROKER=127.0.0.1:$PORT
-log "starting simtel broker on $BROKER"
-"$SIMTEL" broker --data-dir "$WORK/simtel" --listen "$BROKER" --log-level warn >"$WORK/broker.log" 2>&1 &
+BROKER_ARGS=(--data-dir "$WORK/simtel" --listen "$BROKER")
+SECURE=""
+if make_tls "$WORK/tls"; then
+	# The same broker also serves a SASL_SSL listener, so PLAINTEXT and
+	# SASL_SSL are compared on one broker, one disk and one run.
+	SPORT=$(free_port $((PORT + 1)))
+	SECURE=127.0.0.1:$SPORT
+	BROKER_ARGS=(--data-dir "$WORK/simtel"
+		--listeners "plain=PLAINTEXT://$BROKER,secure=SASL_SSL://$SECURE"
+		--tls-cert "$WORK/tls/broker.pem" --tls-key "$WORK/tls/broker-key.pem"
+		--sasl-mechanisms SCRAM-SHA-512)
+fi
+log "starting simtel broker on $BROKER${SECURE:+ and SASL_SSL on $SECURE}"
+"$SIMTEL" broker "${BROKER_ARGS[@]}" --log-level warn >"$WORK/broker.log" 2>&1 &
 PIDS+=($!)
 wait_port "$PORT" "${PIDS[-1]}" "$WORK/broker.log"
-SERVER_CMD="$(show "$SIMTEL" broker --data-dir "$WORK/simtel" --listen "$BROKER" --log-level warn) &"
+SERVER_CMD="$(show "$SIMTEL" broker "${BROKER_ARGS[@]}" --log-level warn) &"
 
 step produce "simtel produce" "$SIMTEL" bench produce --brokers "$BROKER" --topic bench \
 	--partitions "$PARTITIONS" --producers "$PRODUCERS" --record-size "$RECORD_SIZE" \
 	--acks all --linger "$LINGER" --duration "$DURATION" --warmup 2s --json
 # The same load held to a quarter of the rate just measured (PACED_DIVISOR):
 # latency without the client's queue in it, at a load the disk sustains.
-FULL_RATE=$(grep -m1 -o '"records_per_s": [0-9.]*' "$LAST_OUT" | awk '{printf "%d", $2}' || true)
-FULL_RATE=${FULL_RATE:-0}
+FULL_RATE=$(records_per_s "$LAST_OUT")
 PACED_RATE=$(( FULL_RATE / PACED_DIVISOR / 1000 * 1000 ))
 if (( PACED_RATE > 0 )); then
 	step produce "simtel produce paced" "$SIMTEL" bench produce --brokers "$BROKER" --topic bench-paced \
@@ -140,6 +187,35 @@ fi
 step consume "simtel consume raw" "$SIMTEL" bench consume --brokers "$BROKER" --topic bench \
 	--raw --consumers 2 --json
 step consume "simtel consume poll" "$SIMTEL" bench consume --brokers "$BROKER" --topic bench --json
+
+# PLAINTEXT against SASL_SSL: two runs of the same load back to back, so
+# both see the disk in the same state (the first produce run may have had
+# its burst). Then the topic the first run wrote is read again over TLS,
+# where Fetch answers go through the TLS layer instead of sendfile(2).
+if [[ -n $SECURE ]]; then
+	printf 'bench-%s\n' "$RANDOM$RANDOM" >"$WORK/bench.password"
+	"$SIMTEL" user add bench --brokers "$BROKER" --password-file "$WORK/bench.password" >&2
+	SEC_FLAGS=(--security-protocol SASL_SSL --sasl-mechanism SCRAM-SHA-512 --sasl-username bench
+		--sasl-password-file "$WORK/bench.password" --tls-ca "$WORK/tls/ca.pem")
+	secure_produce() { # LABEL TOPIC BROKER [FLAGS...]
+		local label=$1 topic=$2 addr=$3
+		shift 3
+		step produce "$label" "$SIMTEL" bench produce --brokers "$addr" "$@" --topic "$topic" \
+			--partitions "$PARTITIONS" --producers "$PRODUCERS" --record-size "$RECORD_SIZE" \
+			--acks all --linger "$LINGER" --duration "$SECURE_DURATION" --warmup 1s --json
+	}
+	secure_produce "simtel produce PLAINTEXT, paired" bench-plain "$BROKER"
+	PLAIN_RATE=$(records_per_s "$LAST_OUT")
+	secure_produce "simtel produce SASL_SSL SCRAM-SHA-512" bench-sasl "$SECURE" "${SEC_FLAGS[@]}"
+	SASL_RATE=$(records_per_s "$LAST_OUT")
+	if (( PLAIN_RATE > 0 )); then
+		log "produce over SASL_SSL: $SASL_RATE records/s, $(( SASL_RATE * 100 / PLAIN_RATE ))% of PLAINTEXT's $PLAIN_RATE"
+	fi
+	step consume "simtel consume raw SASL_SSL" "$SIMTEL" bench consume --brokers "$SECURE" "${SEC_FLAGS[@]}" \
+		--topic bench --raw --consumers 2 --json
+	step consume "simtel consume poll SASL_SSL" "$SIMTEL" bench consume --brokers "$SECURE" "${SEC_FLAGS[@]}" \
+		--topic bench --json
+fi
 broker_alive "${PIDS[-1]}" || exit 1
 stop_last
 SERVER_CMD=""
@@ -193,4 +269,4 @@ step disk "disk fdatasync, again, sustained" "$SIMTEL" bench disk --dir "$WORK/d
 # --- report ----------------------------------------------------------------------
 
 results_to ""
-publish_run report compare.sh "DURATION=$DURATION PACED_DURATION=$PACED_DURATION PACED_DIVISOR=$PACED_DIVISOR SUSTAIN_TIME=$SUSTAIN_TIME PARTITIONS=$PARTITIONS PRODUCERS=$PRODUCERS LINGER=$LINGER JS_MSGS=$JS_MSGS JS_ALWAYS_MSGS=$JS_ALWAYS_MSGS JS_CLIENTS=$JS_CLIENTS"
+publish_run report compare.sh "DURATION=$DURATION PACED_DURATION=$PACED_DURATION PACED_DIVISOR=$PACED_DIVISOR SUSTAIN_TIME=$SUSTAIN_TIME PARTITIONS=$PARTITIONS PRODUCERS=$PRODUCERS LINGER=$LINGER SECURE_DURATION=$SECURE_DURATION JS_MSGS=$JS_MSGS JS_ALWAYS_MSGS=$JS_ALWAYS_MSGS JS_CLIENTS=$JS_CLIENTS"
