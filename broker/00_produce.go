@@ -58,6 +58,9 @@ type produceWait struct {
 }
 
 func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *server.Slot, denied map[string]bool, txnDenied bool) {
+	// A partition in a handover, or of a topic created a moment ago, may
+	// be this broker's to serve shortly (handover.go).
+	b.awaitProduceLeaders(ctx, r)
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	resp.Version = r.Version
 	acks := r.Acks

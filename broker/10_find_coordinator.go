@@ -7,8 +7,10 @@ package broker
 // (package txn).
 
 import (
+	"context"
 	"strconv"
 
+	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -91,6 +93,7 @@ func (b *Broker) answerCoordinator(listener string, resp *kmsg.FindCoordinatorRe
 		resp.Host, resp.Port = b.advertised(listener)
 		return
 	}
+	b.awaitElection(topic, i)
 	lb, ok := b.partitionLeaderBroker(topic, i)
 	if !ok {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
@@ -106,6 +109,23 @@ func (b *Broker) answerCoordinator(listener string, resp *kmsg.FindCoordinatorRe
 		return
 	}
 	resp.NodeID, resp.Host, resp.Port = lb.ID, host, port
+}
+
+// awaitElection holds a FindCoordinator answer (up to electionWait, as
+// Metadata answers) while this broker's replica of partition i of topic
+// knows no live leader, other than itself: an election is running, and
+// the controller's record, the answer otherwise, still names the broker
+// that led before (stepped down or gone). The client sent there would
+// get NOT_COORDINATOR and look the coordinator up again, backing off
+// longer each time.
+func (b *Broker) awaitElection(topic string, i int32) {
+	p := b.localPartition(topic, i)
+	if p == nil || !p.Replicated() {
+		return
+	}
+	b.awaitHandover(context.Background(), electionWait,
+		func() bool { return p.Raft().State() == raft.Leader || !b.leaderPending(p) },
+		func() bool { return true })
 }
 
 // partitionLeaderBroker names the broker leading a partition: the raft

@@ -622,6 +622,6 @@ func (b *Broker) findClusterCoordinator(listener, key string, resp *kmsg.FindCoo
 		resp.ErrorMessage = &msg
 		return
 	}
-	c, _ := b.coordinatorFor(key)
+	c, _ := b.localCoordinator(key)
 	b.answerCoordinator(listener, resp, c != nil, offsetsTopic, groupPartition(key, len(ti.Partitions)), "the group's")
 }

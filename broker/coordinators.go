@@ -201,8 +201,44 @@ func (b *Broker) groupConfig(store group.Store, logger *slog.Logger) group.Confi
 }
 
 // coordinatorFor returns the coordinator of group on this broker, or the
-// error code to answer with.
+// error code to answer with. In a handover of the group's offsets
+// partition that may end with this broker coordinating the group (it was
+// just elected and loads the groups, or lost the leadership and an
+// election is running, see handover.go) it first waits for the outcome,
+// up to handoverWait: a coordinator that steps down and is elected again
+// a moment later then costs its members a slower answer rather than
+// NOT_COORDINATOR and their retries' growing back-off.
 func (b *Broker) coordinatorFor(groupID string) (*group.Coordinator, int16) {
+	c, code := b.localCoordinator(groupID)
+	if code == 0 || b.cluster == nil {
+		return c, code
+	}
+	var p *partition.Partition
+	if t := b.topic(offsetsTopic); t != nil && len(t.parts) > 0 {
+		p = t.parts[groupPartition(groupID, len(t.parts))]
+	}
+	if !b.coordinatorPending(p) {
+		return c, code
+	}
+	b.awaitHandover(context.Background(), b.handoverWait(),
+		func() bool { c, code = b.localCoordinator(groupID); return code == 0 },
+		func() bool { return b.coordinatorPending(p) })
+	return c, code
+}
+
+// coordinatorPending reports whether this broker may shortly coordinate
+// the groups of offsets partition p: leaderPending, or it is p's ready
+// raft leader and its coordinator is not serving yet (syncCoordinators
+// opens or resumes it on its next pass).
+func (b *Broker) coordinatorPending(p *partition.Partition) bool {
+	if p == nil || !p.Replicated() {
+		return false
+	}
+	return p.Raft().State() == raft.Leader || b.leaderPending(p)
+}
+
+// localCoordinator is coordinatorFor without waiting.
+func (b *Broker) localCoordinator(groupID string) (*group.Coordinator, int16) {
 	if b.cluster == nil {
 		return b.groups, 0
 	}
@@ -244,7 +280,7 @@ func (b *Broker) servedCoordinators() []*group.Coordinator {
 // committedOffset is a group's committed offset of a partition, if this
 // broker coordinates the group.
 func (b *Broker) committedOffset(groupID, topic string, part int32) (int64, bool) {
-	c, code := b.coordinatorFor(groupID)
+	c, code := b.localCoordinator(groupID)
 	if code != 0 || c == nil {
 		return 0, false
 	}
