@@ -14,9 +14,9 @@ import (
 )
 
 // lakeExtraCmds are the lake subcommands that read objects: query, replay,
-// backfill and compact.
+// backfill, compact and serve.
 func lakeExtraCmds(f *lakeFlags) []*cobra.Command {
-	return []*cobra.Command{newLakeQueryCmd(f), newLakeReplayCmd(f), newLakeBackfillCmd(f), newLakeCompactCmd(f)}
+	return []*cobra.Command{newLakeQueryCmd(f), newLakeReplayCmd(f), newLakeBackfillCmd(f), newLakeCompactCmd(f), newLakeServeCmd(f)}
 }
 
 // lakeQueryFlags are lake query's own flags.
