@@ -29,7 +29,9 @@ package broker
 // Without a Target, the raft leader of a partition that is not its
 // preferred leader hands leadership to the preferred one (raft
 // LeadershipTransferToServer) once that broker has been alive for
-// preferredLeaderDelay, so leaders spread again after a broker returns.
+// preferredLeaderDelay (coordinatorLeaderDelay for the partitions of the
+// coordinators' internal topics), so leaders spread again after a broker
+// returns.
 //
 // Every step is idempotent and re-derived from the metadata and the raft
 // configuration on each tick, so a leader change or restart in the middle
@@ -58,6 +60,14 @@ const (
 	// preferredLeaderDelay is how long a preferred leader must be alive
 	// again before leadership is handed back to it.
 	preferredLeaderDelay = 10 * time.Second
+	// coordinatorLeaderDelay replaces preferredLeaderDelay for the
+	// partitions of __consumer_offsets and __transaction_state: moving
+	// one moves the coordinators of its groups or transactional ids
+	// (their members rejoin, requests in flight fail), so leadership
+	// that moved, on a loaded machine often only because an election
+	// came at the wrong moment, goes back only once the preferred
+	// leader has been alive that long, not at every move.
+	coordinatorLeaderDelay = 2 * time.Minute
 	// membershipTimeout bounds one raft membership change.
 	membershipTimeout = 10 * time.Second
 )
@@ -341,7 +351,11 @@ func (pl *placer) preferLeader(md *cluster.Metadata, p *partition.Partition, a c
 	}
 	at, ok := pl.preferredSince[gid]
 	if !ok {
-		pl.preferredSince[gid] = time.Now().Add(preferredLeaderDelay)
+		delay := preferredLeaderDelay
+		if p.Topic() == offsetsTopic || p.Topic() == txnStateTopic {
+			delay = coordinatorLeaderDelay
+		}
+		pl.preferredSince[gid] = time.Now().Add(delay)
 		return
 	}
 	if time.Now().Before(at) {
