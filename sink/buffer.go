@@ -123,8 +123,6 @@ func (b *buffer) reset() {
 
 func (b *buffer) empty() bool { return b.first < 0 }
 
-func (b *buffer) rows() int64 { return b.records }
-
 // add buffers one record: what cannot be decoded, or conflicts with a
 // field type fixed in the lake, becomes a dead letter. It fails only when
 // a field's type cannot be learnt (errFieldType; only with types set):

@@ -113,9 +113,6 @@ func stamp(batch []byte, producerID int64, epoch int16, seq int32) {
 	binary.BigEndian.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], crc32c))
 }
 
-// batchCount is the number of records in an encoded batch.
-func batchCount(batch []byte) int { return int(binary.BigEndian.Uint32(batch[offCount:])) }
-
 // nextSequence is seq advanced by n records: sequences wrap from
 // math.MaxInt32 to 0, as Kafka's do.
 func nextSequence(seq int32, n int) int32 {

@@ -145,9 +145,6 @@ func New(listen, target string, log *slog.Logger) (*Proxy, error) {
 // Addr is the address clients dial.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Target is the address connections are forwarded to.
-func (p *Proxy) Target() string { return p.target }
-
 // Set changes what happens to connections from src from now on, and cuts
 // its existing connections that the new mode does not allow: forwarded
 // ones for Blackhole and Refuse, held ones for Pass.

@@ -84,7 +84,7 @@ func (c *Catalog) load(ctx context.Context) (*Snapshot, error) {
 	fetchAll := func(files []*file) (vanished []*file, err error) {
 		var mu sync.Mutex
 		eg, ectx := errgroup.WithContext(ctx)
-		eg.SetLimit(c.workers)
+		eg.SetLimit(loadWorkers)
 		for _, f := range files {
 			eg.Go(func() error {
 				b, err := c.fetch(ectx, f.obj)

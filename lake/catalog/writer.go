@@ -33,8 +33,10 @@ type Catalog struct {
 	s        store.Store
 	cacheDir string // "" = no local cache
 	log      *slog.Logger
-	workers  int
 }
+
+// loadWorkers is how many catalog files Load downloads at once.
+const loadWorkers = 16
 
 // Option configures New.
 type Option func(*Catalog)
@@ -46,19 +48,9 @@ func WithCacheDir(dir string) Option { return func(c *Catalog) { c.cacheDir = di
 // WithLogger sets the logger for problems Load skips over (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *Catalog) { c.log = l } }
 
-// WithConcurrency sets how many catalog files Load downloads at once
-// (default 16).
-func WithConcurrency(n int) Option {
-	return func(c *Catalog) {
-		if n > 0 {
-			c.workers = n
-		}
-	}
-}
-
 // New returns the catalog of the lake in s.
 func New(s store.Store, opts ...Option) *Catalog {
-	c := &Catalog{s: s, workers: 16, log: slog.New(slog.DiscardHandler)}
+	c := &Catalog{s: s, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(c)
 	}

@@ -167,15 +167,6 @@ func lastOffsets(snap *catalog.Snapshot, topic string) map[int32]int64 {
 // Total is the number of samples Run will emit.
 func (r *Replay) Total() int64 { return r.total }
 
-// Objects is how many lake objects the replay reads.
-func (r *Replay) Objects() int { return r.eng.Objects() }
-
-// Bytes is the size of the lake objects the replay reads.
-func (r *Replay) Bytes() int64 { return r.eng.Bytes() }
-
-// TailLen is how many samples come from the broker.
-func (r *Replay) TailLen() int { return len(r.tail) }
-
 // Close releases the query engine and open results.
 func (r *Replay) Close() error {
 	var errs []error
