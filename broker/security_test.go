@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,7 +24,6 @@ import (
 	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/internal/testutil"
-	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // userCreds is what DescribeUserScramCredentials says of each user:
@@ -392,12 +392,31 @@ func TestAuthorizerGuardsSecurityAPIs(t *testing.T) {
 }
 
 // SCRAM users and ACLs created through one broker of a cluster are seen by
-// every broker, also after all of them restart.
+// every broker, and hold there: a user logs in on each broker's SASL
+// listener, and each enforces the ACLs on it. Also after all of them
+// restart.
 func TestSecurityStateCluster(t *testing.T) {
-	bs := brokertest.StartCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	var bs []*clusterBroker
+	defer func() { dumpLogs(t, bs) }()
+	sasl := map[*clusterBroker]string{}
+	for i := range 3 {
+		b := newClusterBroker(t, i)
+		sasl[b] = testutil.FreePort(t)
+		// The PLAINTEXT listener's anonymous clients (the setup here,
+		// and the brokers to each other) are superusers.
+		b.extra = []string{"--listeners", "plain=PLAINTEXT://" + b.kafka + ",sasl=SASL_PLAINTEXT://" + sasl[b],
+			"--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "--authorizer", "acl", "--superusers", string(auth.Anonymous)}
+		var join []string
+		if i > 0 {
+			join = []string{bs[0].gossip}
+		}
+		bs = append(bs, b)
+		b.start(t, join, 3)
+	}
+	waitCluster(t, bs[0].kafka, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[1].Addr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[1].kafka))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,8 +430,14 @@ func TestSecurityStateCluster(t *testing.T) {
 		t.Fatalf("upsert: %v %v", err, res.Error())
 	}
 	// CreateAcls goes to any broker, which forwards it to the controller.
+	// alice may read telemetry, nothing else.
 	acls := createTestACLs(t, ctx, adm)
 	slices.Sort(acls)
+	for _, topic := range []string{"telemetry", "secret"} {
+		if r, err := adm.CreateTopic(ctx, 1, 3, nil, topic); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, r.Err)
+		}
+	}
 
 	check := func(when string) {
 		t.Helper()
@@ -421,12 +446,15 @@ func TestSecurityStateCluster(t *testing.T) {
 			// is elected after a restart.
 			deadline := time.Now().Add(90 * time.Second)
 			for {
-				err := checkBrokerSecurity(ctx, b.Addr, acls)
+				err := checkBrokerSecurity(ctx, b.kafka, acls)
+				if err == nil {
+					err = checkBrokerEnforces(ctx, sasl[b])
+				}
 				if err == nil {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%s: broker %d: %v", when, b.ID, err)
+					t.Fatalf("%s: broker %d: %v", when, b.id, err)
 				}
 				time.Sleep(500 * time.Millisecond)
 			}
@@ -434,14 +462,59 @@ func TestSecurityStateCluster(t *testing.T) {
 	}
 	check("after creation")
 	for _, b := range bs {
-		if err := b.Stop(30 * time.Second); err != nil {
+		if err := b.proc.Stop(30 * time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, b := range bs {
-		b.Restart()
+	for i, b := range bs {
+		var join []string
+		if i > 0 {
+			join = []string{bs[0].gossip}
+		}
+		b.start(t, join, 0)
 	}
 	check("after all restarted")
+}
+
+// checkBrokerEnforces logs in as alice on the SASL listener at addr and
+// checks that this broker alone lets her see telemetry and not secret,
+// and refuses her a produce to telemetry (she may only read it).
+func checkBrokerEnforces(ctx context.Context, addr string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(scram.Auth{User: "alice", Pass: "a"}.AsSha512Mechanism()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	seed := cl.SeedBrokers()[0]
+	mresp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, seed)
+	if err != nil {
+		return fmt.Errorf("alice's login and metadata: %w", err)
+	}
+	var seen []string
+	for _, mt := range mresp.Topics {
+		seen = append(seen, *mt.Topic)
+	}
+	if !slices.Equal(seen, []string{"telemetry"}) {
+		return fmt.Errorf("alice sees topics %q, want [telemetry]", seen)
+	}
+	pr := kmsg.NewPtrProduceRequest()
+	pr.Acks, pr.TimeoutMillis = 1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "telemetry"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = []byte{} // refused before it is read
+	rt.Partitions = append(rt.Partitions, rp)
+	pr.Topics = append(pr.Topics, rt)
+	presp, err := pr.RequestWith(ctx, seed)
+	if err != nil {
+		return err
+	}
+	if code := presp.Topics[0].Partitions[0].ErrorCode; code != kerr.TopicAuthorizationFailed.Code {
+		return fmt.Errorf("alice's produce to telemetry: %v, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(code))
+	}
+	return nil
 }
 
 // checkBrokerSecurity asks the broker at addr alone for the users and
