@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -74,13 +75,17 @@ func (c *conn) serve(ctx context.Context) {
 	for {
 		msg, err := c.be.Receive()
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
-				c.log.Debug("PostgreSQL client gone", "err", err)
-				var pe *pgproto3.ExceededMaxBodyLenErr
-				if errors.As(err, &pe) {
-					c.fatal("54000", err.Error())
-				}
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return
 			}
+			c.log.Debug("invalid message from the PostgreSQL client", "err", err)
+			code := "08P01"
+			var pe *pgproto3.ExceededMaxBodyLenErr
+			if errors.As(err, &pe) {
+				code = "54000"
+			}
+			c.srv.cfg.Metrics.errors.WithLabelValues(code).Inc()
+			c.fatal(code, "invalid frontend message: "+err.Error())
 			return
 		}
 		if skipToSync {

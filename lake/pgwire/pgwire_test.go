@@ -30,7 +30,7 @@ type testLake struct {
 	fetcher *querytest.LocalFetcher
 }
 
-func newTestLake(t *testing.T) *testLake {
+func newTestLake(t testing.TB) *testLake {
 	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()

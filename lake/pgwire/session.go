@@ -127,8 +127,8 @@ var setRE = regexp.MustCompile(`(?is)^SET\s+(?:SESSION\s+|LOCAL\s+)?(?:TIME\s+ZO
 
 func parseSet(s string) (command, bool, error) {
 	s = strings.TrimRight(strings.TrimSpace(s), ";")
-	up := strings.ToUpper(s)
-	if strings.HasPrefix(up, "SET SESSION CHARACTERISTICS") || strings.HasPrefix(up, "SET TRANSACTION") {
+	f := strings.Fields(strings.ToUpper(s))
+	if len(f) > 1 && (f[1] == "TRANSACTION" || len(f) > 2 && f[1] == "SESSION" && f[2] == "CHARACTERISTICS") {
 		return command{tag: "SET"}, true, nil
 	}
 	m := setRE.FindStringSubmatch(s)
