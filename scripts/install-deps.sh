@@ -10,6 +10,8 @@ command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)   # deploy/: systemd-analyze verify of the units
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)       # deploy/: promtool check config/rules
 command -v curl >/dev/null 2>&1 || need+=(curl ca-certificates) # scripts/kgo-suite.sh: brokers' metrics while a cluster forms
+command -v psql >/dev/null 2>&1 || need+=(postgresql-client)   # lake/pgwire: psql against simtel lake serve
+/usr/bin/python3 -c 'import psycopg2, pandas' >/dev/null 2>&1 || need+=(python3-psycopg2 python3-pandas) # lake/pgwire: psycopg2 and pandas.read_sql (Debian's python, not pyenv's)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
