@@ -60,41 +60,6 @@ func TestSummarizeDurations(t *testing.T) {
 	}
 }
 
-func TestParseByteSize(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want int64
-		bad  bool
-	}{
-		{"64MiB", 64 << 20, false},
-		{"2 MiB", 2 << 20, false},
-		{"1.5GiB", 3 << 29, false},
-		{"1048576", 1 << 20, false},
-		{"512B", 512, false},
-		{"4KiB", 4096, false},
-		{"100MB", 100e6, false},
-		{"1kB", 1000, false},
-		{"", 0, true},
-		{"MiB", 0, true},
-		{"64 mib", 0, true},
-		{"-1", 0, true},
-		{"1.2.3MiB", 0, true},
-		{"2PiB", 0, true},
-		{"999999999GiB", 0, true},
-	} {
-		got, err := ParseByteSize(c.in)
-		if c.bad {
-			if err == nil {
-				t.Errorf("ParseByteSize(%q) = %d, want an error", c.in, got)
-			}
-			continue
-		}
-		if err != nil || got != c.want {
-			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", c.in, got, err, c.want)
-		}
-	}
-}
-
 func TestParseBrokerCounters(t *testing.T) {
 	f, err := os.Open("testdata/broker-metrics.txt")
 	if err != nil {

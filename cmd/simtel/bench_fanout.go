@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/simtel/simtel/bench"
+	"github.com/simtel/simtel/internal/bytesize"
 )
 
 func newBenchFanoutCmd(g *globalFlags) *cobra.Command {
@@ -45,7 +46,7 @@ published first, so subscribers start from a held version.`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			var err error
-			if cfg.Size, err = bench.ParseByteSize(size); err != nil {
+			if cfg.Size, err = bytesize.Parse(size); err != nil {
 				return fmt.Errorf("--size: %w", err)
 			}
 			cfg.Brokers = splitList(brokers)

@@ -2,11 +2,10 @@ package main
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/simtel/simtel/internal/bytesize"
 	"github.com/simtel/simtel/lake/compact"
 	"github.com/simtel/simtel/lake/query"
 )
@@ -65,23 +64,12 @@ func runLakeCompact(cmd *cobra.Command, f *lakeFlags, cfg compact.Config) error 
 	return err
 }
 
-// parseSize reads a byte size: 134217728, 128MiB, 128MB, 1GiB, 512KiB.
+// parseSize reads a positive byte size: 134217728, 128MiB, 128MB, 1GiB,
+// 512KiB.
 func parseSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"B", 1}}
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range units {
-		if v, ok := strings.CutSuffix(t, u.suffix); ok {
-			t, mult = strings.TrimSpace(v), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseFloat(t, 64)
+	n, err := bytesize.Parse(s)
 	if err != nil || n <= 0 {
 		return 0, fmt.Errorf("size %q is not a positive size such as 128MiB", s)
 	}
-	return int64(n * float64(mult)), nil
+	return n, nil
 }
