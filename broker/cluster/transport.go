@@ -410,16 +410,19 @@ func (n *Node) serveHeartbeats(conn net.Conn) {
 			n.log.Warn("bad heartbeat frame; closing the link", "remote", conn.RemoteAddr().String(), "err", err)
 			return
 		}
-		// A heartbeat that moves a group to a newer term writes the term
-		// to disk first; it runs on its own goroutine so that the others
-		// do not wait for that fsync (they would all be late, and their
-		// followers would start elections). The rest, nearly all, run
-		// here one after the other.
+		// A heartbeat that moves a group to a newer term, or makes a
+		// candidate (or a deposed leader) of the group a follower again,
+		// writes the term to disk first; it runs on its own goroutine so
+		// that the others do not wait for that fsync. They would all be
+		// late, their leaders would step down for want of a quorum, and
+		// the elections that follow would bring more such heartbeats:
+		// on a loaded machine that spread to most groups of a link. The
+		// rest, nearly all, run here one after the other.
 		answers := make([]heartbeatAnswer, len(reqs))
 		var wg sync.WaitGroup
 		for i, r := range reqs {
 			if t := n.transport(r.group); t != nil {
-				if rf := t.raft.Load(); rf != nil && r.req.Term > rf.CurrentTerm() {
+				if rf := t.raft.Load(); rf != nil && (r.req.Term > rf.CurrentTerm() || rf.State() != raft.Follower) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
