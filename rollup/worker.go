@@ -97,7 +97,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	w.sess = sess
 	err = w.loop(ctx)
-	sess.Close()
+	// The loop may hold a poll's rebalance block (BlockRebalanceOnPoll).
+	sess.CloseAllowingRebalance()
 	return err
 }
 

@@ -318,6 +318,14 @@ func OpenObjects(ctx context.Context, objs []catalog.Object, cache Fetcher, f Fi
 			e.Close()
 			return nil, e.explain(fmt.Errorf("cannot define view %s over %d objects", Ident(name), len(ps)), err)
 		}
+		if ns, table, ok := Namespaced(name); ok {
+			// The table also answers to its name in the namespace's
+			// schema: rollup_1m.cpu as well as "rollup_1m.cpu".
+			if _, err := db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+Ident(ns)+"; CREATE VIEW "+Ident(ns)+"."+Ident(table)+" AS SELECT * FROM main."+Ident(name)); err != nil {
+				e.Close()
+				return nil, e.explain(fmt.Errorf("cannot define view %s.%s", Ident(ns), Ident(table)), err)
+			}
+		}
 		cols, err := describe(ctx, db, name)
 		if err != nil {
 			e.Close()
@@ -401,6 +409,22 @@ func timeWhere(col string, from, to time.Time) string {
 
 func timeLiteral(t time.Time) string {
 	return "TIMESTAMPTZ " + Literal(t.UTC().Format("2006-01-02 15:04:05.999999")+"+00")
+}
+
+// Namespaces are the lake's table namespaces besides the measurements
+// of the telemetry topic: a measurement named <namespace>.<name> (the
+// rollup worker writes rollup_1m.cpu) is also the table <name> of the
+// schema <namespace>.
+var Namespaces = []string{"rollup_10s", "rollup_1m", "rollup_1h", "summary"}
+
+// Namespaced splits a view name <namespace>.<table> whose namespace is
+// one of Namespaces.
+func Namespaced(name string) (ns, table string, ok bool) {
+	ns, table, ok = strings.Cut(name, ".")
+	if !ok || table == "" || !slices.Contains(Namespaces, ns) {
+		return "", "", false
+	}
+	return ns, table, true
 }
 
 // Ident quotes a SQL identifier.
