@@ -5,9 +5,9 @@
 #   1. the disk: sequential 1 MiB writes + fdatasync, 4 KiB appends + fdatasync
 #   2. simtel broker: `simtel bench produce` (acks=all) at full speed and
 #      paced at a quarter of that rate, then `simtel bench consume` raw and with
-#      kgo's PollFetches (from the page cache); then, on the same broker, a
-#      pair of shorter produce runs over its PLAINTEXT and its SASL_SSL
-#      listener (SCRAM-SHA-512), and both consumes again over SASL_SSL
+#      kgo's PollFetches (from the page cache); then, on the same broker,
+#      shorter produce runs over its PLAINTEXT and its SASL_SSL listener
+#      (SCRAM-SHA-512), two each, and both consumes again over SASL_SSL
 #   3. nats-server -js: `nats bench js pub async` with the server's default
 #      sync_interval and with sync_interval always (fsync before every ack,
 #      the durability of acks=all here), plus `js pub sync`
@@ -41,7 +41,7 @@ PACED_DIVISOR=${PACED_DIVISOR:-4}
 PARTITIONS=${PARTITIONS:-4}
 PRODUCERS=${PRODUCERS:-2}
 LINGER=${LINGER:-2ms} # neutral at full speed; at the paced rate it keeps batches from being tiny
-SECURE_DURATION=${SECURE_DURATION:-8s}
+SECURE_DURATION=${SECURE_DURATION:-6s}
 RECORD_SIZE=1024 # nats bench --size=1KB is 1024 bytes too
 JS_MSGS=${JS_MSGS:-400000}
 JS_ALWAYS_MSGS=${JS_ALWAYS_MSGS:-30000}
@@ -188,28 +188,39 @@ step consume "simtel consume raw" "$SIMTEL" bench consume --brokers "$BROKER" --
 	--raw --consumers 2 --json
 step consume "simtel consume poll" "$SIMTEL" bench consume --brokers "$BROKER" --topic bench --json
 
-# PLAINTEXT against SASL_SSL: two runs of the same load back to back, so
-# both see the disk in the same state (the first produce run may have had
-# its burst). Then the topic the first run wrote is read again over TLS,
+# PLAINTEXT against SASL_SSL: shorter runs of the same load in the order
+# PLAINTEXT, SASL_SSL, SASL_SSL, PLAINTEXT, so that a drift of the shared
+# machine or the disk over the four (the first produce run may have had the
+# disk's burst) weighs on both alike; each protocol's rate is the mean of
+# its two runs. Then the topic the first run wrote is read again over TLS,
 # where Fetch answers go through the TLS layer instead of sendfile(2).
 if [[ -n $SECURE ]]; then
 	printf 'bench-%s\n' "$RANDOM$RANDOM" >"$WORK/bench.password"
 	"$SIMTEL" user add bench --brokers "$BROKER" --password-file "$WORK/bench.password" >&2
 	SEC_FLAGS=(--security-protocol SASL_SSL --sasl-mechanism SCRAM-SHA-512 --sasl-username bench
 		--sasl-password-file "$WORK/bench.password" --tls-ca "$WORK/tls/ca.pem")
-	secure_produce() { # LABEL TOPIC BROKER [FLAGS...]
-		local label=$1 topic=$2 addr=$3
-		shift 3
-		step produce "$label" "$SIMTEL" bench produce --brokers "$addr" "$@" --topic "$topic" \
+	PLAIN_SUM=0
+	SASL_SUM=0
+	pair_produce() { # N PROTOCOL
+		local label="simtel produce $2 $1/2" topic=bench-plain addr=$BROKER flags=()
+		if [[ $2 == SASL_SSL ]]; then
+			label="simtel produce SASL_SSL SCRAM-SHA-512 $1/2" topic=bench-sasl addr=$SECURE flags=("${SEC_FLAGS[@]}")
+		fi
+		step produce "$label" "$SIMTEL" bench produce --brokers "$addr" "${flags[@]}" --topic "$topic-$1" \
 			--partitions "$PARTITIONS" --producers "$PRODUCERS" --record-size "$RECORD_SIZE" \
 			--acks all --linger "$LINGER" --duration "$SECURE_DURATION" --warmup 1s --json
+		if [[ $2 == SASL_SSL ]]; then
+			SASL_SUM=$(( SASL_SUM + $(records_per_s "$LAST_OUT") ))
+		else
+			PLAIN_SUM=$(( PLAIN_SUM + $(records_per_s "$LAST_OUT") ))
+		fi
 	}
-	secure_produce "simtel produce PLAINTEXT, paired" bench-plain "$BROKER"
-	PLAIN_RATE=$(records_per_s "$LAST_OUT")
-	secure_produce "simtel produce SASL_SSL SCRAM-SHA-512" bench-sasl "$SECURE" "${SEC_FLAGS[@]}"
-	SASL_RATE=$(records_per_s "$LAST_OUT")
-	if (( PLAIN_RATE > 0 )); then
-		log "produce over SASL_SSL: $SASL_RATE records/s, $(( SASL_RATE * 100 / PLAIN_RATE ))% of PLAINTEXT's $PLAIN_RATE"
+	pair_produce 1 PLAINTEXT
+	pair_produce 1 SASL_SSL
+	pair_produce 2 SASL_SSL
+	pair_produce 2 PLAINTEXT
+	if (( PLAIN_SUM > 0 )); then
+		log "produce over SASL_SSL: $(( SASL_SUM / 2 )) records/s, $(( SASL_SUM * 100 / PLAIN_SUM ))% of PLAINTEXT's $(( PLAIN_SUM / 2 ))"
 	fi
 	step consume "simtel consume raw SASL_SSL" "$SIMTEL" bench consume --brokers "$SECURE" "${SEC_FLAGS[@]}" \
 		--topic bench --raw --consumers 2 --json
