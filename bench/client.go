@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -15,6 +16,25 @@ func clientOpts(brokers []string, sec []kgo.Opt, log *slog.Logger, id string) []
 		kgo.ClientID(id),
 		kgo.WithLogger(kgoLogger{log}),
 	}, sec...)
+}
+
+// producerOpts adds what the produce and e2e runs give every producer:
+// its topic, acks, codec, linger and buffer, and a delivery timeout of
+// stall. acks and compression were checked by the run's Validate.
+func producerOpts(opts []kgo.Opt, topic, acks, compression string, linger time.Duration, maxBuffered int, stall time.Duration) []kgo.Opt {
+	a, _ := parseAcks(acks)
+	codec, _ := parseCompression(compression)
+	return append(opts,
+		kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(a),
+		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerLinger(linger),
+		kgo.MaxBufferedRecords(maxBuffered),
+		kgo.RecordDeliveryTimeout(stall),
+		// A stalled run must be able to fail what it has in flight and
+		// end; duplicates do not matter to a benchmark.
+		kgo.AllowIdempotentProduceCancellation(),
+	)
 }
 
 // kgoLogger passes kgo's warnings and errors to the run's logger; kgo's

@@ -378,19 +378,11 @@ func newE2ERun(ctx context.Context, cfg E2EConfig) (*e2eRun, error) {
 		copy(e.buf, r.payload[off:])
 		return e
 	}
-	acks, _ := parseAcks(cfg.Acks)
-	codec, _ := parseCompression(cfg.Compression)
 	words := (r.perCap + 63) / 64
 	for i := range cfg.Producers {
-		opts := append(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, fmt.Sprintf("simtel-bench-e2e-producer-%d", i)),
-			kgo.DefaultProduceTopic(cfg.Topic),
-			kgo.RequiredAcks(acks),
-			kgo.ProducerBatchCompression(codec),
+		opts := append(producerOpts(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, fmt.Sprintf("simtel-bench-e2e-producer-%d", i)),
+			cfg.Topic, cfg.Acks, cfg.Compression, cfg.Linger, cfg.MaxBufferedRecords, cfg.StallTimeout),
 			kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-			kgo.ProducerLinger(cfg.Linger),
-			kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
-			kgo.RecordDeliveryTimeout(cfg.StallTimeout),
-			kgo.AllowIdempotentProduceCancellation(),
 		)
 		if !r.cfg.settings().Idempotent {
 			opts = append(opts, kgo.DisableIdempotentWrite())

@@ -334,22 +334,12 @@ func newProduceRun(cfg ProduceConfig) (*produceRun, error) {
 	if _, err := rand.Read(r.payload); err != nil {
 		return nil, fmt.Errorf("cannot make random payload: %w", err)
 	}
-	acks, _ := parseAcks(cfg.Acks)
-	codec, _ := parseCompression(cfg.Compression)
 	partitioner, _ := parsePartitioner(cfg.Partitioner)
 	for i := range cfg.Producers {
-		opts := append(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, fmt.Sprintf("simtel-bench-producer-%d", i)),
-			kgo.DefaultProduceTopic(cfg.Topic),
-			kgo.RequiredAcks(acks),
-			kgo.ProducerBatchCompression(codec),
+		opts := append(producerOpts(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, fmt.Sprintf("simtel-bench-producer-%d", i)),
+			cfg.Topic, cfg.Acks, cfg.Compression, cfg.Linger, cfg.MaxBufferedRecords, cfg.StallTimeout),
 			kgo.RecordPartitioner(partitioner),
-			kgo.ProducerLinger(cfg.Linger),
 			kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes),
-			kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
-			kgo.RecordDeliveryTimeout(cfg.StallTimeout),
-			// A stalled run must be able to fail what it has in flight
-			// and end; duplicates do not matter to a benchmark.
-			kgo.AllowIdempotentProduceCancellation(),
 		)
 		if cfg.NoIdempotence {
 			opts = append(opts, kgo.DisableIdempotentWrite())
