@@ -56,6 +56,7 @@ type learnerPublishFlags struct {
 	formatSet bool // --format given explicitly
 	deltaFrom string
 	signKey   string
+	chunkSize int
 }
 
 func newLearnerPublishCmd(g *globalFlags, lf *learnerFlags) *cobra.Command {
@@ -82,6 +83,7 @@ stderr for large inputs when stderr is a terminal, unless --quiet.`,
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "give up after this long (0: no limit)")
 	cmd.Flags().IntVar(&o.format, "format", 1, "version format: 1, or 2 (chunks listed by hash; agents before format 2 refuse it); --delta-from and --sign-key imply 2")
 	cmd.Flags().StringVar(&o.deltaFrom, "delta-from", "", "publish a delta: only the chunks the base lacks are sent; a version number, or auto (the newest version when it is format 2 and the deltas since the last full version are small)")
+	cmd.Flags().IntVar(&o.chunkSize, "chunk-size", learner.MaxChunkSize, "format 2: the largest chunk in bytes, 4096 to 1048576 (chunks are cut by content, about a quarter of this on average); smaller chunks make smaller deltas and more records")
 	cmd.Flags().StringVar(&o.signKey, "sign-key", "", "ed25519 private key (PEM, as openssl genpkey -algorithm ed25519 writes it) that signs the manifest, for agents with --policy-trusted-keys")
 	o.sec.register(cmd.Flags())
 	return cmd
@@ -103,6 +105,12 @@ func runLearnerPublish(cmd *cobra.Command, g *globalFlags, lf *learnerFlags, o *
 		return err
 	}
 	o.formatSet = cmd.Flags().Changed("format")
+	if o.chunkSize < 4<<10 || o.chunkSize > learner.MaxChunkSize {
+		return fmt.Errorf("--chunk-size %d is not within [4096, %d]", o.chunkSize, learner.MaxChunkSize)
+	}
+	if cmd.Flags().Changed("chunk-size") && o.format == 1 && o.deltaFrom == "" && o.signKey == "" {
+		return errors.New("--chunk-size applies to format 2 (--format 2, --delta-from or --sign-key)")
+	}
 	popts, err := o.publishOptions()
 	if err != nil {
 		return err
@@ -137,7 +145,7 @@ func runLearnerPublish(cmd *cobra.Command, g *globalFlags, lf *learnerFlags, o *
 		bar = publishBar(size, lf.policy)
 		popts.Progress = func(sent int64) { bar.Set64(sent) }
 	}
-	m, err := learner.NewPublisher(cl, log, learner.KeepVersions(o.keep)).PublishWith(ctx, lf.policy, in, popts)
+	m, err := learner.NewPublisher(cl, log, learner.KeepVersions(o.keep), learner.ChunkSize(o.chunkSize)).PublishWith(ctx, lf.policy, in, popts)
 	if bar != nil {
 		bar.Finish()
 	}
