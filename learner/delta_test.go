@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -252,4 +253,85 @@ func produceManifest(t *testing.T, cl *kgo.Client, m Manifest, cut int) {
 	if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkDeltaBytes measures what a delta costs each node: a 64 MiB
+// format 2 version is published and held by four nodes, then versions
+// with 3% of their bytes changed (in four contiguous regions, tensors
+// that changed) are published with DeltaFrom auto. It reports the bytes
+// each node received and the bytes the publisher wrote, as percentages of
+// the version's size:
+//
+//	go test -run '^$' -bench DeltaBytes -benchtime 3x ./learner/
+func BenchmarkDeltaBytes(b *testing.B) {
+	const size, nodes = 64 << 20, 4
+	addr := brokertest.Start(b).Addr
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	p := NewPublisher(cl, testLogger())
+	ctx := context.Background()
+	subs := make([]*Subscriber, nodes)
+	var wg sync.WaitGroup
+	runCtx, stop := context.WithCancel(ctx)
+	defer func() { stop(); wg.Wait() }()
+	for i := range subs {
+		s, err := NewSubscriber(SubscriberConfig{Brokers: []string{addr}, Policy: "bench", Dir: b.TempDir(), Logger: testLogger(), RetryInterval: 50 * time.Millisecond})
+		if err != nil {
+			b.Fatal(err)
+		}
+		subs[i] = s
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Run(runCtx) }()
+	}
+	waitAll := func(v int64) {
+		for _, s := range subs {
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			m, _, err := s.Wait(wctx, v-1)
+			cancel()
+			if err != nil || m.Version != v {
+				b.Fatalf("node holds %d, want %d: %v", m.Version, v, err)
+			}
+		}
+	}
+	data := make([]byte, size)
+	rand.Read(data)
+	m, err := p.PublishWith(ctx, "bench", bytes.NewReader(data), PublishOptions{Format: Format2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	waitAll(m.Version)
+	var recv, sent, chunks int64
+	b.ResetTimer()
+	for range b.N {
+		data = changeRuns(data, 0.03, 4)
+		before := make([]int64, nodes)
+		for i, s := range subs {
+			before[i] = s.Stats().Received
+		}
+		m, err := p.PublishWith(ctx, "bench", bytes.NewReader(data), PublishOptions{DeltaFrom: DeltaAuto})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if m.Base == 0 {
+			b.Fatalf("version %d is not a delta", m.Version)
+		}
+		waitAll(m.Version)
+		for i, s := range subs {
+			recv += s.Stats().Received - before[i]
+		}
+		for _, c := range m.ChunkList {
+			if m.Sent > 0 && c.Offset >= m.FirstChunkOffset {
+				sent += int64(c.Size) // a record this publish wrote
+			}
+		}
+		chunks += int64(m.Sent)
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(100*float64(recv)/n/nodes/size, "%received/node")
+	b.ReportMetric(100*float64(sent)/n/size, "%written")
+	b.ReportMetric(float64(chunks)/n, "chunks_sent/op")
 }
