@@ -2,11 +2,13 @@ package rollup_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -422,15 +424,16 @@ func TestRollupWorkerProcess(t *testing.T) {
 		t.Skip("helper process of TestRollupKilled")
 	}
 	err := rollup.Run(context.Background(), rollup.Config{Brokers: []string{addr}, AllowedLateness: 30 * time.Second,
-		IdleTimeout: -1, CommitInterval: 100 * time.Millisecond, TxnTimeout: 10 * time.Second, Logger: testLogger(t)})
+		IdleTimeout: -1, CommitInterval: 100 * time.Millisecond, TxnTimeout: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	fmt.Fprintln(os.Stderr, "worker stopped:", err)
 	os.Exit(3)
 }
 
-func startWorkerProcess(t *testing.T, addr string) *exec.Cmd {
+func startWorkerProcess(t *testing.T, addr, logPath string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRollupWorkerProcess$", "-test.timeout=0", "-test.v")
 	cmd.Env = append(os.Environ(), workerEnv+"="+addr)
-	log, err := os.Create(fmt.Sprintf("%s/worker-%d.log", t.TempDir(), time.Now().UnixNano()))
+	log, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +463,9 @@ func TestRollupKilled(t *testing.T) {
 	ss := genSamples([]string{"n1", "n2", "n3", "n4"}, start, 700*time.Millisecond, 6000) // 70 min
 	chunks := 6
 	per := len(ss) / chunks
-	w := startWorkerProcess(t, b.Addr)
+	logDir := t.TempDir()
+	logOf := func(n int) string { return fmt.Sprintf("%s/worker-%d.log", logDir, n) }
+	w := startWorkerProcess(t, b.Addr, logOf(0))
 	kills := 0
 	for c := range chunks {
 		end := (c + 1) * per
@@ -469,15 +474,23 @@ func TestRollupKilled(t *testing.T) {
 		}
 		produce(t, cl, "telemetry", ss[c*per:end])
 		if c == 1 || c == 3 {
-			// Let the worker get into the chunk, then kill it with
-			// windows open and, likely, a transaction in flight.
+			// Once the worker runs, let it get into the chunk, then
+			// kill it with windows open and, likely, a transaction in
+			// flight.
+			testutil.WaitFor(t, time.Minute, "the worker to start", func() error {
+				b, _ := os.ReadFile(logOf(kills))
+				if !strings.Contains(string(b), "partition state loaded") {
+					return errors.New("not yet")
+				}
+				return nil
+			})
 			time.Sleep(time.Duration(300+200*c) * time.Millisecond)
 			if err := w.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 			_ = w.Wait()
 			kills++
-			w = startWorkerProcess(t, b.Addr)
+			w = startWorkerProcess(t, b.Addr, logOf(kills))
 		}
 	}
 	flush(t, cl, "telemetry", parts, start.Add(3*time.Hour))
@@ -495,8 +508,16 @@ func TestRollupKilled(t *testing.T) {
 	for _, r := range rollup.Resolutions {
 		compare(t, r.Topic(), readRollups(t, b.Addr, r.Topic()), want[r.Name])
 	}
-	if kills != 2 {
-		t.Fatalf("%d kills", kills)
+	// The kills landed with windows open: each restarted worker read
+	// open windows back from the state topic.
+	for n := 1; n <= kills; n++ {
+		b, err := os.ReadFile(logOf(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`partition state loaded.* series=[1-9]`).Match(b) {
+			t.Errorf("worker %d read no open windows back:\n%s", n, b)
+		}
 	}
 }
 
