@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/iceberg"
 	"github.com/simtel/simtel/lake/schema"
 	"github.com/simtel/simtel/lake/store"
 )
@@ -48,6 +50,7 @@ type sinker struct {
 	log       *slog.Logger
 	store     store.Store
 	cat       *catalog.Catalog
+	ice       *iceberg.Lake // nil: no Iceberg tables
 	m         *metrics
 	id        string
 	telemetry []string
@@ -290,6 +293,9 @@ func (s *sinker) flush(ctx context.Context, ps *partState, reason string) error 
 	if err := bo.retry(ctx, "clear flush intent", ikey, func() error { return s.cat.ClearIntent(ctx, ps.topic, ps.partition) }); err != nil {
 		return err
 	}
+	if err := s.commitIceberg(ctx, &bo, entry, fkey); err != nil {
+		return err
+	}
 	// The Kafka commit only speeds up the next start: the catalog already
 	// moved the resume point past b.last.
 	commit := map[string]map[int32]kgo.EpochOffset{ps.topic: {ps.partition: {Epoch: -1, Offset: b.last + 1}}}
@@ -327,6 +333,57 @@ func (s *sinker) flush(ctx context.Context, ps *partState, reason string) error 
 		"records", b.records, "objects", len(objs), "bytes", bytesOut, "reason", reason, "took", time.Since(start).Round(time.Millisecond))
 	b.reset()
 	ps.redo = nil
+	return nil
+}
+
+// commitIceberg adds a flush the catalog holds to the Iceberg tables. It
+// retries until the commit succeeds or ctx ends, holding the partition:
+// the broker keeps the records meanwhile. A sink that dies here leaves the
+// flush to the next owner's reconcile (see lake/iceberg).
+func (s *sinker) commitIceberg(ctx context.Context, bo *backoff, entry catalog.Entry, key string) error {
+	if s.ice == nil {
+		return nil
+	}
+	if d := s.cfg.IcebergPause; d > 0 {
+		s.log.Info("iceberg commit paused", "topic", entry.Topic, "partition", entry.Partition, "first", entry.FirstOffset, "last", entry.LastOffset, "pause", d)
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	start := time.Now()
+	err := bo.retry(ctx, "commit flush to iceberg", key, func() error {
+		return s.ice.Commit(ctx, []catalog.Entry{entry}, s.types.catalogTypes, nil)
+	})
+	if err == nil {
+		s.m.icebergCommitTime.Observe(time.Since(start).Seconds())
+	}
+	return err
+}
+
+// reconcileIceberg adds to the Iceberg tables the flushes of newly
+// assigned partitions that the catalog holds and the tables lack (a
+// previous owner died between the two commits). Callers hold mu.
+func (s *sinker) reconcileIceberg(ctx context.Context, parts map[string][]int32) error {
+	if s.ice == nil || len(parts) == 0 {
+		return nil
+	}
+	bo := backoff{log: s.log, m: s.m}
+	var snap *catalog.Snapshot
+	if err := bo.retry(ctx, "load catalog", "_catalog/", func() error {
+		var err error
+		snap, err = s.cat.Load(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, topic := range slices.Sorted(maps.Keys(parts)) {
+		if err := bo.retry(ctx, "reconcile iceberg tables", topic, func() error {
+			return s.ice.Reconcile(ctx, snap, topic, parts[topic])
+		}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -422,6 +479,15 @@ func (s *sinker) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			s.mu.parts[tp{topic, p}] = ps
 			s.log.Info("partition assigned", "topic", topic, "partition", p, "resume", resume, "kafka_commit", committed)
 		}
+	}
+	assigned := map[string][]int32{}
+	for topic, parts := range offsets {
+		for p := range parts {
+			assigned[topic] = append(assigned[topic], p)
+		}
+	}
+	if err := s.reconcileIceberg(ctx, assigned); err != nil {
+		return nil, err
 	}
 	return offsets, nil
 }

@@ -32,7 +32,9 @@
 //  3. checks the intent is still its own, then commits catalog.Entry —
 //     the commit point: readers and the resume offset see the flush now;
 //  4. clears the intent;
-//  5. commits Kafka offset b+1 (synchronously; a failure only costs a
+//  5. with an Iceberg catalog (Config.IcebergCatalog), adds the entry's
+//     objects to the Iceberg tables, retrying until it succeeds;
+//  6. commits Kafka offset b+1 (synchronously; a failure only costs a
 //     slower start, since the catalog already holds the position).
 //
 // On assignment a partition resumes at max(Kafka commit, catalog Last+1).
@@ -40,6 +42,9 @@
 // between 1 and 4: the partition consumes exactly up to its last offset and
 // writes the same range again, overwriting any objects it had uploaded with
 // identical bytes. Intents below the resume point are stale and cleared.
+// With Iceberg, the newly assigned partitions' catalog entries are then
+// reconciled with the tables before consuming (lake/iceberg.Reconcile), so a
+// sink that died between steps 3 and 5 loses no flush and none lands twice.
 //
 // # Goroutines and locks
 //

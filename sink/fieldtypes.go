@@ -119,6 +119,19 @@ func (b *fieldTypeBook) fieldType(measurement string, field []byte, kind fieldKi
 	return k, nil
 }
 
+// catalogTypes returns the types the book knows for a measurement's
+// fields, by the catalog's names: every field of a flushed object passed
+// through fieldType, so the book knows them all.
+func (b *fieldTypeBook) catalogTypes(measurement string) map[string]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]string, len(b.mu.known[measurement]))
+	for f, k := range b.mu.known[measurement] {
+		out[f] = k.String()
+	}
+	return out
+}
+
 // kindNamed is the kind of a catalog type name; an unknown name gives 0,
 // which matches no sample, so the field's samples go to the dead letters
 // rather than into a column of a type nobody fixed.

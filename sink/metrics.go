@@ -17,17 +17,18 @@ import (
 // metrics are the sink's Prometheus series (names are a contract with the
 // dashboards; see docs/sink.md).
 type metrics struct {
-	consumed     *prometheus.CounterVec
-	rowsWritten  *prometheus.CounterVec
-	objsWritten  *prometheus.CounterVec
-	bytesWritten prometheus.Counter
-	deadLetters  *prometheus.CounterVec
-	flushes      *prometheus.CounterVec
-	flushTime    prometheus.Histogram
-	storeErrors  prometheus.Counter
-	buffered     prometheus.Gauge
-	lag          *prometheus.GaugeVec
-	lastFlush    prometheus.Gauge
+	consumed          *prometheus.CounterVec
+	rowsWritten       *prometheus.CounterVec
+	objsWritten       *prometheus.CounterVec
+	bytesWritten      prometheus.Counter
+	deadLetters       *prometheus.CounterVec
+	flushes           *prometheus.CounterVec
+	flushTime         prometheus.Histogram
+	icebergCommitTime prometheus.Histogram // empty without an Iceberg catalog
+	storeErrors       prometheus.Counter
+	buffered          prometheus.Gauge
+	lag               *prometheus.GaugeVec
+	lastFlush         prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -42,12 +43,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "simtel_sink_flush_duration_seconds", Help: "Time from the start of a flush to its Kafka commit, retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}),
+		icebergCommitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "simtel_sink_iceberg_commit_duration_seconds", Help: "Time to commit a flush to the Iceberg tables (one snapshot per table), retries included.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+		}),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_sink_store_errors_total", Help: "Failed object store or catalog operations (each is retried)."}),
 		buffered:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "simtel_sink_buffered_rows", Help: "Records consumed and not yet flushed."}),
 		lag:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "simtel_sink_lag_records", Help: "Records between the partition's high watermark and the sink's position."}, []string{"topic", "partition"}),
 		lastFlush:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "simtel_sink_last_flush_timestamp_seconds", Help: "Unix time of the last committed flush."}),
 	}
-	for _, c := range []prometheus.Collector{m.consumed, m.rowsWritten, m.objsWritten, m.bytesWritten, m.deadLetters, m.flushes, m.flushTime, m.storeErrors, m.buffered, m.lag, m.lastFlush} {
+	for _, c := range []prometheus.Collector{m.consumed, m.rowsWritten, m.objsWritten, m.bytesWritten, m.deadLetters, m.flushes, m.flushTime, m.icebergCommitTime, m.storeErrors, m.buffered, m.lag, m.lastFlush} {
 		reg.MustRegister(c)
 	}
 	return m

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/iceberg"
 	"github.com/simtel/simtel/lake/store"
 	"github.com/simtel/simtel/scheduler"
 )
@@ -80,6 +81,14 @@ type Config struct {
 	// CompactPause pauses before and after each compaction commit. For
 	// crash tests only (it opens a window for a kill at those points).
 	CompactPause time.Duration
+	// IcebergCatalog, when set (sqlite:PATH or postgres://...), makes
+	// every flush also commit its objects to the lake's Iceberg tables
+	// (see lake/iceberg); compaction is then off, as it does not rewrite
+	// the tables yet.
+	IcebergCatalog string
+	// IcebergPause pauses between a flush's catalog commit and its
+	// Iceberg commit. For crash tests only.
+	IcebergPause time.Duration
 }
 
 // Validate fills in defaults and checks the configuration.
@@ -170,6 +179,14 @@ func Run(ctx context.Context, cfg Config) error {
 		runs:  make(chan runDone, 64),
 	}
 	s.mu.parts = map[tp]*partState{}
+	if cfg.IcebergCatalog != "" {
+		ice, err := iceberg.Open(ctx, iceberg.Options{Catalog: cfg.IcebergCatalog, Store: st, S3Endpoint: cfg.S3Endpoint, Logger: log})
+		if err != nil {
+			return fmt.Errorf("sink: %w", err)
+		}
+		defer ice.Close()
+		s.ice = ice
+	}
 	for _, t := range cfg.TelemetryTopics {
 		s.telemetry = append(s.telemetry, t)
 	}
@@ -210,7 +227,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.JobsTopic != "-" {
 		wg.Go(func() { s.watchJobs(bg) })
 	}
-	if cfg.Compact.Interval > 0 {
+	if cfg.Compact.Interval > 0 && s.ice != nil {
+		log.Warn("compaction is off: it does not rewrite the Iceberg tables yet", "iceberg_catalog", cfg.IcebergCatalog)
+	} else if cfg.Compact.Interval > 0 {
 		c := newCompactor(s, cfg.Compact, reg)
 		c.pauseAroundCommit(cfg.CompactPause)
 		wg.Go(func() { c.run(bg) })

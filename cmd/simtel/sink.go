@@ -45,6 +45,11 @@ than --compact-settle ago) into objects of up to --compact-target-size, once
 a group has --compact-min-files of them. Readers see every row exactly once
 throughout; replaced objects are deleted --compact-delete-delay later.
 
+With --iceberg-catalog every flush is also committed to the lake's Iceberg
+tables (namespace telemetry, one table per measurement, the dead letters in
+telemetry.dlq), exactly once, for Spark, Trino, PyIceberg and DuckDB; see
+docs/lake.md.
+
 Start several sinks with the same --group to share the partitions. S3
 credentials come from the usual AWS environment (AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
@@ -104,6 +109,9 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 	f.DurationVar(&cfg.Compact.DeleteDelay, "compact-delete-delay", sink.DefaultCompactDeleteDelay, "delete replaced objects this long after their compaction (running queries may still read them)")
 	f.DurationVar(&cfg.CompactPause, "compact-pause", 0, "pause before and after each compaction commit (crash tests only)")
 	_ = f.MarkHidden("compact-pause")
+	f.StringVar(&cfg.IcebergCatalog, "iceberg-catalog", "", "also commit every flush to the lake's Apache Iceberg tables, in this catalog: sqlite:PATH or postgres://user:pass@host/db (empty: off; turns compaction off)")
+	f.DurationVar(&cfg.IcebergPause, "iceberg-pause", 0, "pause between a flush's catalog and Iceberg commits (crash tests only)")
+	_ = f.MarkHidden("iceberg-pause")
 	return cmd
 }
 
