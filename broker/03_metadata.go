@@ -64,6 +64,42 @@ func (b *Broker) brokerList(listener string) []kmsg.MetadataResponseBroker {
 	return []kmsg.MetadataResponseBroker{br}
 }
 
+// autoCreate reports whether a Metadata request may create the topics it
+// names.
+func autoCreate(cfg Config, r *kmsg.MetadataRequest) bool {
+	return !cfg.DisableAutoCreate && (r.Version < 4 || r.AllowAutoTopicCreation)
+}
+
+// requestedTopics finds the topics a Metadata request names, single node
+// and cluster alike: lookup finds one by name or id (nil: none); one named
+// by name that is missing is made by create when it is set (a nil topic:
+// still missing), and its error is answered for that topic. A topic still
+// missing is answered UNKNOWN_TOPIC_OR_PARTITION.
+func requestedTopics[T any](reqs []kmsg.MetadataRequestTopic, lookup func(kmsg.MetadataRequestTopic) *T, create func(string) (*T, error)) (found []*T, missing []kmsg.MetadataResponseTopic) {
+	for _, rt := range reqs {
+		t := lookup(rt)
+		if t == nil && rt.Topic != nil && create != nil {
+			var err error
+			if t, err = create(*rt.Topic); err != nil {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = rt.Topic
+				mt.ErrorCode = kapi.ErrorCode(err)
+				missing = append(missing, mt)
+				continue
+			}
+		}
+		if t == nil {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			missing = append(missing, mt)
+			continue
+		}
+		found = append(found, t)
+	}
+	return found, missing
+}
+
 // handleMetadata answers r; a topic it would auto-create is created only
 // if mayCreate (the authorizer's Create) returns nil, else answered with
 // its error.
@@ -82,40 +118,30 @@ func (b *Broker) handleMetadata(ctx context.Context, listener string, r *kmsg.Me
 	if r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0) {
 		topics = b.allTopics()
 	} else {
-		autoCreate := !b.cfg.DisableAutoCreate && (r.Version < 4 || r.AllowAutoTopicCreation)
-		for _, rt := range r.Topics {
-			var t *topic
+		lookup := func(rt kmsg.MetadataRequestTopic) *topic {
 			switch {
 			case rt.Topic != nil:
-				t = b.topic(*rt.Topic)
+				return b.topic(*rt.Topic)
 			case rt.TopicID != [16]byte{}:
-				t = b.topicByID(rt.TopicID)
+				return b.topicByID(rt.TopicID)
 			}
-			if t == nil && rt.Topic != nil && autoCreate {
-				err := mayCreate(*rt.Topic)
+			return nil
+		}
+		var create func(string) (*topic, error)
+		if autoCreate(b.cfg, r) {
+			create = func(name string) (*topic, error) {
+				err := mayCreate(name)
+				var t *topic
 				if err == nil {
-					t, err = b.createTopic(*rt.Topic, -1, -1, nil, false)
+					t, err = b.createTopic(name, -1, -1, nil, false)
 				}
 				if err != nil && errors.Is(err, kerr.TopicAlreadyExists) {
-					t, err = b.topic(*rt.Topic), nil
+					t, err = b.topic(name), nil
 				}
-				if err != nil {
-					mt := kmsg.NewMetadataResponseTopic()
-					mt.Topic = rt.Topic
-					mt.ErrorCode = kapi.ErrorCode(err)
-					missing = append(missing, mt)
-					continue
-				}
+				return t, err
 			}
-			if t == nil {
-				mt := kmsg.NewMetadataResponseTopic()
-				mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
-				mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				missing = append(missing, mt)
-				continue
-			}
-			topics = append(topics, t)
 		}
+		topics, missing = requestedTopics(r.Topics, lookup, create)
 	}
 	for _, t := range topics {
 		mt := kmsg.NewMetadataResponseTopic()

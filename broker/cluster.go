@@ -41,7 +41,6 @@ import (
 
 	"github.com/simtel/simtel/broker/admin"
 	"github.com/simtel/simtel/broker/cluster"
-	"github.com/simtel/simtel/broker/kapi"
 	"github.com/simtel/simtel/broker/partition"
 )
 
@@ -515,7 +514,6 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, listener string, r *
 		}
 		sort.Slice(topics, func(i, j int) bool { return topics[i].Name < topics[j].Name })
 	} else {
-		autoCreate := !b.cfg.DisableAutoCreate && (r.Version < 4 || r.AllowAutoTopicCreation)
 		if !hasAllTopics(md, r.Topics) {
 			// Maybe created a moment ago on the leader and not yet
 			// applied here: catch up before answering "unknown".
@@ -526,7 +524,7 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, listener string, r *
 			cancel()
 			md = b.cluster.Metadata()
 		}
-		for _, rt := range r.Topics {
+		lookup := func(rt kmsg.MetadataRequestTopic) *cluster.TopicInfo {
 			var t *cluster.TopicInfo
 			switch {
 			case rt.Topic != nil:
@@ -538,30 +536,26 @@ func (b *Broker) handleClusterMetadata(ctx context.Context, listener string, r *
 					}
 				}
 			}
-			if t == nil && rt.Topic != nil && autoCreate && *rt.Topic != offsetsTopic {
-				err := mayCreate(*rt.Topic)
+			return t
+		}
+		var create func(string) (*cluster.TopicInfo, error)
+		if autoCreate(b.cfg, r) {
+			create = func(name string) (*cluster.TopicInfo, error) {
+				if name == offsetsTopic {
+					return nil, nil
+				}
+				err := mayCreate(name)
 				if err == nil {
-					err = b.clusterAutoCreate(ctx, *rt.Topic)
+					err = b.clusterAutoCreate(ctx, name)
 				}
 				if err != nil {
-					mt := kmsg.NewMetadataResponseTopic()
-					mt.Topic = rt.Topic
-					mt.ErrorCode = kapi.ErrorCode(err)
-					missing = append(missing, mt)
-					continue
+					return nil, err
 				}
 				md = b.cluster.Metadata()
-				t = md.Topics[*rt.Topic]
+				return md.Topics[name], nil
 			}
-			if t == nil {
-				mt := kmsg.NewMetadataResponseTopic()
-				mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
-				mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				missing = append(missing, mt)
-				continue
-			}
-			topics = append(topics, t)
 		}
+		topics, missing = requestedTopics(r.Topics, lookup, create)
 	}
 	b.awaitElections(ctx, topics)
 	md = b.cluster.Metadata()
