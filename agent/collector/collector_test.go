@@ -9,12 +9,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 // snapshotCollector copies testdata/proc/snap1 (captured from a 2-core
 // Debian VM) into a temporary ProcRoot and returns a Collector reading it with
 // a fake clock and no GPU.
-func snapshotCollector(t *testing.T, cfg Config) (*Collector, string, *fakeClock) {
+func snapshotCollector(t *testing.T, cfg Config) (*Collector, string, *testutil.Clock) {
 	t.Helper()
 	root := t.TempDir()
 	copyTree(t, "testdata/proc/snap1", root)

@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simtel/simtel/internal/testutil"
 )
 
-func gpuCollector(t *testing.T, smi string, timeout time.Duration) (*Collector, *fakeClock, *logBuffer) {
+func gpuCollector(t *testing.T, smi string, timeout time.Duration) (*Collector, *testutil.Clock, *logBuffer) {
 	t.Helper()
 	root := t.TempDir()
 	clk := newFakeClock()

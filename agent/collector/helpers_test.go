@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/internal/lineproto"
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 // point is one decoded line-protocol line.
@@ -161,26 +162,9 @@ func writeFile(t testing.TB, path, content string) {
 	}
 }
 
-// fakeClock is a Config.Now the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+// newFakeClock is a Config.Now the test moves by hand.
+func newFakeClock() *testutil.Clock {
+	return testutil.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 }
 
 // logBuffer collects debug log output.

@@ -5,11 +5,13 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 // jobCollector copies a cgroup fixture tree (testdata/cgroup/v1 or v2) into
 // a temporary directory and returns a Collector for job 42 reading it.
-func jobCollector(t *testing.T, fixture string, cfg Config) (*Collector, string, *fakeClock, *logBuffer) {
+func jobCollector(t *testing.T, fixture string, cfg Config) (*Collector, string, *testutil.Clock, *logBuffer) {
 	t.Helper()
 	root := t.TempDir()
 	if fixture != "" {

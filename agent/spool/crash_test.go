@@ -15,6 +15,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 // TestCrashSnapshotsWhileAppending copies the directory at random moments
@@ -164,9 +166,9 @@ func TestTornTail(t *testing.T) {
 			for i := range g {
 				g[i] = byte(rnd.Uint32())
 			}
-			appendFile(t, hp, g)
+			testutil.AppendFile(t, hp, g)
 		case 2: // zeros, as a file system may show after a power loss
-			appendFile(t, hp, make([]byte, 1+rnd.IntN(5000)))
+			testutil.AppendFile(t, hp, make([]byte, 1+rnd.IntN(5000)))
 		}
 		whole := first
 		for _, e := range ends {
@@ -400,20 +402,6 @@ func TestCursorCheckpointTicks(t *testing.T) {
 			t.Fatalf("cursor one interval after the last write = %+v (valid %v), want %+v", got, ok, p)
 		}
 	})
-}
-
-func appendFile(t *testing.T, path string, b []byte) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestSIGKILL runs a real process that appends, reads and acknowledges,

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/klauspost/compress/snappy/xerial"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -296,25 +296,8 @@ func simpleBatch(t testing.TB, n, size int, ts int64) []byte {
 	return buildBatch(t, batchSpec{recs: recs})
 }
 
-// fakeClock is an injectable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.UnixMilli(1_700_000_000_000)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newFakeClock is an injectable clock.
+func newFakeClock() *testutil.Clock { return testutil.NewClock(time.UnixMilli(1_700_000_000_000)) }
 
 func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))

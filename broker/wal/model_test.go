@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 // modelGroup is the simple model a group's store is checked against.
@@ -190,10 +191,10 @@ func crashModel(t *testing.T, seed uint64) {
 			for i := range junk {
 				junk[i] = byte(rng.Uint32())
 			}
-			appendFile(t, path, junk)
+			testutil.AppendFile(t, path, junk)
 		default:
 			how = "zeros appended"
-			appendFile(t, path, make([]byte, 1+rng.IntN(100)))
+			testutil.AppendFile(t, path, make([]byte, 1+rng.IntN(100)))
 		}
 		w = openT(t, dir, opts)
 		if d := diff(w, m, groups); d == "" {
@@ -228,16 +229,4 @@ func crashModel(t *testing.T, seed uint64) {
 			t.Fatalf("step %d, after a crash (%s): the state is neither before nor after the last operation: %s", step, how, diff(w, before, groups))
 		}
 	}
-}
-
-func appendFile(t *testing.T, path string, b []byte) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
 }
