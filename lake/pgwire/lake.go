@@ -27,7 +27,8 @@ type lakeSource struct {
 	loaded  time.Time
 	schema  *query.Engine
 	schemaK string
-	tables  map[string]bool // lower-case names of the lake's tables
+	schemaS *catalog.Snapshot // the snapshot schemaK was computed from
+	tables  map[string]bool   // lower-case names of the lake's tables
 }
 
 func (l *lakeSource) snapshot(ctx context.Context) (*catalog.Snapshot, error) {
@@ -54,6 +55,12 @@ func (l *lakeSource) schemaDB(ctx context.Context) (*query.Engine, map[string]bo
 	if err != nil {
 		return nil, nil, err
 	}
+	l.mu.Lock()
+	if l.schema != nil && l.schemaS == snap {
+		defer l.mu.Unlock()
+		return l.schema, l.tables, nil
+	}
+	l.mu.Unlock()
 	// One object per (table, column set) defines every column.
 	seen := map[string]bool{}
 	var objs []catalog.Object
@@ -73,6 +80,7 @@ func (l *lakeSource) schemaDB(ctx context.Context) (*query.Engine, map[string]bo
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.schema != nil && l.schemaK == key {
+		l.schemaS = snap
 		return l.schema, l.tables, nil
 	}
 	e, err := query.OpenObjects(ctx, objs, l.cfg.Cache, query.Filter{}, query.Options{Logger: l.cfg.Logger, FieldTypes: snap.FieldTypes})
@@ -103,7 +111,7 @@ func (l *lakeSource) schemaDB(ctx context.Context) (*query.Engine, map[string]bo
 		// Connections may still describe with it for a moment.
 		time.AfterFunc(time.Minute, func() { old.Close() })
 	}
-	l.schema, l.schemaK, l.tables = e, key, tables
+	l.schema, l.schemaK, l.schemaS, l.tables = e, key, snap, tables
 	return e, tables, nil
 }
 
