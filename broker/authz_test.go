@@ -117,6 +117,21 @@ func metadataTopics(t *testing.T, ctx context.Context, cl *kgo.Client, topics ..
 	return out
 }
 
+// initProducerID sends InitProducerID, with transactional id id unless it
+// is empty (an idempotent producer), and returns its error code.
+func initProducerID(ctx context.Context, cl *kgo.Client, id string) (int16, error) {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	if id != "" {
+		req.TransactionalID = kmsg.StringPtr(id)
+		req.TransactionTimeoutMillis = 10000
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	return resp.ErrorCode, nil
+}
+
 func describeCluster(ctx context.Context, cl *kgo.Client) (int16, error) {
 	resp, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl)
 	if err != nil {
@@ -288,14 +303,7 @@ func TestACLEnforcement(t *testing.T) {
 		}
 	})
 	t.Run("transactional id", func(t *testing.T) {
-		req := kmsg.NewPtrInitProducerIDRequest()
-		req.TransactionalID = kmsg.StringPtr("tx")
-		req.TransactionTimeoutMillis = 10000
-		resp, err := req.RequestWith(ctx, reader)
-		code := int16(0)
-		if err == nil {
-			code = resp.ErrorCode
-		}
+		code, err := initProducerID(ctx, reader, "tx")
 		wantCode(t, "init producer id with transactional id tx", err, code, kerr.TransactionalIDAuthorizationFailed)
 		txn := ab.login(t, "reader", kgo.TransactionalID("tx"))
 		wantCode(t, "begin a transaction with id tx", txn.BeginTransaction(), 0, kerr.TransactionalIDAuthorizationFailed)
@@ -305,12 +313,7 @@ func TestACLEnforcement(t *testing.T) {
 		}
 	})
 	t.Run("idempotent producer", func(t *testing.T) {
-		req := kmsg.NewPtrInitProducerIDRequest()
-		resp, err := req.RequestWith(ctx, reader)
-		code := int16(0)
-		if err == nil {
-			code = resp.ErrorCode
-		}
+		code, err := initProducerID(ctx, reader, "")
 		wantCode(t, "init producer id without Write anywhere", err, code, kerr.ClusterAuthorizationFailed)
 	})
 	t.Run("cluster", func(t *testing.T) {
@@ -508,14 +511,7 @@ func TestACLEnforcementTransactions(t *testing.T) {
 	etl := ab.login(t, "etl")
 
 	t.Run("transactional id with Describe only", func(t *testing.T) {
-		req := kmsg.NewPtrInitProducerIDRequest()
-		req.TransactionalID = kmsg.StringPtr("etl-describe")
-		req.TransactionTimeoutMillis = 10000
-		resp, err := req.RequestWith(ctx, etl)
-		code := int16(0)
-		if err == nil {
-			code = resp.ErrorCode
-		}
+		code, err := initProducerID(ctx, etl, "etl-describe")
 		wantCode(t, "init producer id with etl-describe", err, code, kerr.TransactionalIDAuthorizationFailed)
 		end := kmsg.NewPtrEndTxnRequest()
 		end.TransactionalID, end.ProducerID, end.Commit = "etl-describe", 1, true
