@@ -484,20 +484,6 @@ func planMoves(md *cluster.Metadata, downFor func(int32) time.Duration, replaceA
 			}
 		}
 	}
-	// fewest returns the alive broker holding the fewest replicas that is
-	// not in exclude (lowest id on ties), or -1.
-	fewest := func(exclude []int32) int32 {
-		best := int32(-1)
-		for _, br := range alive {
-			if slices.Contains(exclude, br.ID) {
-				continue
-			}
-			if best < 0 || holds[br.ID] < holds[best] {
-				best = br.ID
-			}
-		}
-		return best
-	}
 	var out []move
 	moving := map[*cluster.TopicInfo]map[int32]bool{}
 	add := func(t *cluster.TopicInfo, p int32, target []int32, why string) {
@@ -530,7 +516,7 @@ func planMoves(md *cluster.Metadata, downFor func(int32) time.Duration, replaceA
 					if d := downFor(r); d < replaceAfter || d == 0 {
 						continue
 					}
-					if to := fewest(target); to >= 0 {
+					if to := cluster.Fewest(alive, holds, target); to >= 0 {
 						holds[to]++
 						target[j] = to
 						replaced = true

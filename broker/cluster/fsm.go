@@ -101,6 +101,23 @@ func (m *Metadata) AliveBrokers() []BrokerInfo {
 	return out
 }
 
+// Fewest is the broker of brokers with the lowest count that is not in
+// exclude (the first of brokers on ties: the lowest id, as AliveBrokers
+// sorts them), or -1 if every one is excluded. Placement puts new replicas
+// and leaders there.
+func Fewest(brokers []BrokerInfo, count map[int32]int, exclude []int32) int32 {
+	best := int32(-1)
+	for _, b := range brokers {
+		if slices.Contains(exclude, b.ID) {
+			continue
+		}
+		if best < 0 || count[b.ID] < count[best] {
+			best = b.ID
+		}
+	}
+	return best
+}
+
 func (m *Metadata) clone() *Metadata {
 	n := &Metadata{ClusterID: m.ClusterID, Index: m.Index, Brokers: maps.Clone(m.Brokers), Topics: maps.Clone(m.Topics), Security: m.Security}
 	if n.Brokers == nil {
@@ -537,25 +554,12 @@ func (m *Metadata) place(n, rf int) ([]Assignment, error) {
 	}
 	out := make([]Assignment, n)
 	for i := range out {
-		best := alive[0].ID
-		for _, b := range alive[1:] {
-			if leads[b.ID] < leads[best] {
-				best = b.ID
-			}
-		}
+		best := Fewest(alive, leads, nil)
 		leads[best]++
 		holds[best]++
 		replicas := []int32{best}
 		for len(replicas) < rf {
-			next := int32(-1)
-			for _, b := range alive {
-				if slices.Contains(replicas, b.ID) {
-					continue
-				}
-				if next < 0 || holds[b.ID] < holds[next] {
-					next = b.ID
-				}
-			}
+			next := Fewest(alive, holds, replicas)
 			holds[next]++
 			replicas = append(replicas, next)
 		}
