@@ -115,7 +115,14 @@ func (l *Lake) commitTable(ctx context.Context, name string, files []file, types
 			return nil
 		}
 		tbl, err := l.commitFiles(ctx, c.tbl, todo, types, dlq)
-		if errors.Is(err, table.ErrCommitFailed) && attempt+1 < commitAttempts {
+		if err != nil {
+			// Whatever happened (the commit may even have succeeded),
+			// the next attempt reads the table and its watermarks anew.
+			l.mu.Lock()
+			delete(l.tables, name)
+			l.mu.Unlock()
+		}
+		if conflict(err) && attempt+1 < commitAttempts {
 			// Another sink committed first: read the table again (new
 			// watermarks, schema) and rebuild.
 			l.log.Debug("iceberg commit lost a race; rebuilding", "table", name, "attempt", attempt+1, "err", err)
@@ -138,6 +145,13 @@ func (l *Lake) commitTable(ctx context.Context, name string, files []file, types
 		l.mu.Unlock()
 		return nil
 	}
+}
+
+// conflict reports whether err is a commit that lost to another: the
+// catalog's compare-and-swap failed, or one of the commit's requirements
+// (snapshot, schema) no longer holds.
+func conflict(err error) bool {
+	return err != nil && (errors.Is(err, table.ErrCommitFailed) || strings.Contains(strings.ToLower(err.Error()), "requirement failed"))
 }
 
 // with is m plus the ranges of files.
