@@ -67,7 +67,13 @@ func newLearnerPublishCmd(g *globalFlags, lf *learnerFlags) *cobra.Command {
 		Long: `Publish a file, or standard input, as the next version of a policy and print
 its manifest as JSON on stdout. The topic is created on first publish (one
 partition, retention sized to keep --keep versions). A progress bar goes to
-stderr for large inputs when stderr is a terminal, unless --quiet.`,
+stderr for large inputs when stderr is a terminal, unless --quiet.
+
+Format 2 (--format 2, implied by --delta-from and --sign-key) lists every
+chunk by hash in the manifest: --delta-from sends only the chunks the base
+version lacks, --sign-key signs the manifest for agents started with
+--policy-trusted-keys. Agents older than format 2 refuse such versions and
+keep the one they hold (docs/policies.md, "Deltas and signatures").`,
 		Example: `  simtel learner publish --brokers broker1:9092 --policy cartpole --file weights.pt --meta step=1200
   python train.py --dump-weights | simtel learner publish --policy cartpole
   simtel learner publish --policy cartpole --file weights.pt --delta-from auto --sign-key learner.pem`,
