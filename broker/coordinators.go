@@ -23,9 +23,11 @@ package broker
 //     answered only after a majority has it, and the next leader has it
 //     in its log.
 //   - Requests are routed per group: served here → the coordinator;
-//     raft leader here but not loaded yet → COORDINATOR_LOAD_IN_PROGRESS
-//     (the client retries); else NOT_COORDINATOR (the client asks
-//     FindCoordinator again, which names the partition's current leader).
+//     raft leader here but not loaded yet, or an election running that
+//     this broker may win → wait for the outcome (coordinatorFor, up to
+//     handoverWait), then COORDINATOR_LOAD_IN_PROGRESS (the client
+//     retries); else NOT_COORDINATOR (the client asks FindCoordinator
+//     again, which names the partition's current leader).
 //
 // A single-node broker has one coordinator (b.groups) over partition 0 of
 // its local __consumer_offsets, as before.
