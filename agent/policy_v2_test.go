@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
@@ -26,7 +28,8 @@ import (
 // with a few percent of the bytes changed. Agents that hold the base and
 // an agent started later without it all hold exactly the published
 // bytes; unsigned versions and versions signed by another key never
-// reach GET /v1/policy/actor or the latest link and are counted; workers
+// reach GET /v1/policy/actor or the latest link and are counted, and so is
+// a truncated manifest; workers
 // polling throughout never read a file that is not a published version.
 func TestPolicyDeltasAndSignatures(t *testing.T) {
 	if testing.Short() {
@@ -139,6 +142,30 @@ func TestPolicyDeltasAndSignatures(t *testing.T) {
 	}
 	for _, a := range agents {
 		waitVersion(t, a, 6, v6)
+	}
+
+	// A truncated format 2 manifest is counted and never exposed.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br), kgo.DefaultProduceTopic("policy.actor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	full, _ := json.Marshal(map[string]any{"format": 2, "policy": "actor", "version": 7, "chunks": []any{}})
+	trunc := &kgo.Record{Value: full[:len(full)/2], Headers: []kgo.RecordHeader{
+		{Key: "simtel.kind", Value: []byte("manifest")}, {Key: "simtel.version", Value: []byte("7")}, {Key: "simtel.format", Value: []byte("2")}}}
+	if err := cl.ProduceSync(ctx, trunc).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range agents {
+		testutil.WaitFor(t, 30*time.Second, a.name+" counts the truncated manifest", func() error {
+			if n := actorMetric(t, a.http, "simtel_agent_policy_corrupt_total"); n != 1 {
+				return fmt.Errorf("simtel_agent_policy_corrupt_total %v", n)
+			}
+			return nil
+		})
+		if pi, code := getPolicy(t, "http://"+a.http+"/v1/policy/actor"); code != 200 || pi.Version != 6 {
+			t.Errorf("%s serves version %d (%d) after a truncated manifest, want 6", a.name, pi.Version, code)
+		}
 	}
 
 	stopWorkers()
