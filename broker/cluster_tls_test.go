@@ -20,6 +20,7 @@ import (
 	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // writeGossipKey writes a gossip key file of one random 32-byte key.
@@ -155,8 +156,12 @@ func TestClusterTLSProcesses(t *testing.T) {
 	if !strings.Contains(logOf(bs[1]), "raft mux refused a TLS connection") {
 		t.Error("broker 1 did not log the garbage on its raft port")
 	}
-	got := readCommitted(t, ctx, seeds, "ctls", 6)
-	if got != "after:3 before:3" {
+	count := map[string]int{}
+	for _, v := range brokertest.Values(brokertest.Read(t, ctx, seeds, "ctls", 6,
+		brokertest.ReadClient(kgo.FetchIsolationLevel(kgo.ReadCommitted())), brokertest.OnFetchError(brokertest.IgnoreFetchErrors))) {
+		count[v]++
+	}
+	if got := fmt.Sprintf("after:%d before:%d", count["after"], count["before"]); got != "after:3 before:3" {
 		t.Fatalf("read committed %s, want both transactions on all three partitions", got)
 	}
 }
@@ -164,26 +169,6 @@ func TestClusterTLSProcesses(t *testing.T) {
 func logOf(b *clusterBroker) string {
 	data, _ := os.ReadFile(b.proc.Log)
 	return string(data)
-}
-
-// readCommitted reads n committed records of topic and counts them by value.
-func readCommitted(t *testing.T, ctx context.Context, seeds []string, topic string, n int) string {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	count := map[string]int{}
-	for read := 0; read < n; {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d committed records: %v", read, n, ctx.Err())
-		}
-		fs.EachRecord(func(r *kgo.Record) { count[string(r.Value)]++; read++ })
-	}
-	return fmt.Sprintf("after:%d before:%d", count["after"], count["before"])
 }
 
 // TestClusterSecurityConfig: cluster TLS and a gossip key need cluster

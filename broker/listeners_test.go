@@ -22,6 +22,7 @@ import (
 	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/broker/server"
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
@@ -76,17 +77,11 @@ func produceOne(ctx context.Context, cl *kgo.Client, topic, value string) error 
 // readListener reads n records of topic from the start.
 func readListener(t *testing.T, ctx context.Context, addr string, tc *tls.Config, topic string, n int) []string {
 	t.Helper()
-	cl := listenerClient(t, addr, tc, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	var got []string
-	for len(got) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d records of %s: %v", len(got), n, topic, ctx.Err())
-		}
-		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	var opts []kgo.Opt
+	if tc != nil {
+		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
-	return got
+	return brokertest.Values(brokertest.Read(t, ctx, []string{addr}, topic, n, brokertest.ReadClient(opts...)))
 }
 
 func authFailures(t *testing.T, b *broker.Broker, reason string) float64 {

@@ -336,31 +336,12 @@ func lakeFirst(s []string) string {
 	return s[0]
 }
 
+// lakeConsumeAll reads the n records of topic, and fails if it holds more.
 func lakeConsumeAll(t *testing.T, addr, topic string, n int) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consumed %d of %d records from %s", len(out), n, topic)
-		}
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-	// Nothing more than n.
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel2()
-	cl.PollFetches(ctx2).EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	if len(out) != n {
-		t.Fatalf("topic %s holds %d records, want %d", topic, len(out), n)
-	}
-	return out
+	return brokertest.Read(t, ctx, []string{addr}, topic, n, brokertest.Exactly(), brokertest.OnFetchError(brokertest.IgnoreFetchErrors))
 }
 
 // The query command against a real S3 server (versitygw): objects come
