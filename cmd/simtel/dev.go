@@ -27,6 +27,7 @@ type devConfig struct {
 	dataDir, brokerAddr, brokerHTTP, agentHTTP, agentUDP, agentTCP, sinkHTTP, rollupHTTP string
 	flushAge, compactInterval, allowedLateness                                           time.Duration
 	summary                                                                              bool
+	icebergCatalog                                                                       string
 }
 
 // newDevCmd wires the embedded default: a broker, a node agent and a sink
@@ -75,6 +76,9 @@ cluster.`,
 	f.DurationVar(&c.allowedLateness, "allowed-lateness", rollup.DefaultAllowedLateness, "the rollups wait this long in sample time for late samples before a window is final")
 	f.DurationVar(&c.flushAge, "flush-age", 2*time.Second, "the sink writes buffered samples to the lake at least this often")
 	f.DurationVar(&c.compactInterval, "compact-interval", sink.DefaultCompactInterval, "the sink merges the lake's small objects this often (0: off; see simtel sink --help)")
+	// Off by default: the sink does not compact while it commits to
+	// Iceberg, and dev's lake is compacted.
+	f.StringVar(&c.icebergCatalog, "iceberg-catalog", "", "also publish the lake as Apache Iceberg tables in this catalog, e.g. sqlite:simtel-data/iceberg.db (turns compaction off; see docs/lake.md)")
 	f.BoolVar(&c.summary, "summary", true, "print a live one-line summary (samples/s, sink lag, lake rows) on stderr")
 	return cmd
 }
@@ -165,7 +169,8 @@ func devSinkConfig(c devConfig, brokers []string, lakeDir string, reg *prometheu
 		// within seconds, so replaced objects need not wait the sink's
 		// default 10 minutes: the lake directory stays a few dozen
 		// objects per measurement.
-		Compact: sink.CompactConfig{Interval: c.compactInterval, DeleteDelay: 2 * time.Minute},
+		Compact:        sink.CompactConfig{Interval: c.compactInterval, DeleteDelay: 2 * time.Minute},
+		IcebergCatalog: c.icebergCatalog,
 	}
 }
 
