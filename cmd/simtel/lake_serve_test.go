@@ -16,18 +16,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/lake/store"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // TestLakeServe: lake serve refuses a non-loopback address without users,
 // --pg-hash-password makes a users file line, and a client with that
@@ -60,7 +51,7 @@ func TestLakeServe(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pgAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	pgAddr, metricsAddr := testutil.FreePort(t), testutil.FreePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	root = &cobra.Command{Use: "simtel", SilenceUsage: true, SilenceErrors: true}

@@ -54,28 +54,7 @@ func (l *testLake) expect(t *testing.T, f query.Filter, q string) [][]any {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	rows, err := e.Query(context.Background(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out [][]any
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, vals)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return querytest.QueryAll(t, e, q)
 }
 
 // serve starts a server over the lake on a loopback port.

@@ -81,28 +81,7 @@ func buildLake(t *testing.T) (store.Store, *catalog.Catalog) {
 
 func queryAll(t *testing.T, e *query.Engine, q string) [][]any {
 	t.Helper()
-	rows, err := e.Query(context.Background(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out [][]any
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, vals)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return querytest.QueryAll(t, e, q)
 }
 
 func TestQuerySchemaEvolutionAndRunPruning(t *testing.T) {

@@ -14,12 +14,14 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/query"
 	"github.com/simtel/simtel/lake/replay"
 	"github.com/simtel/simtel/lake/schema"
 	"github.com/simtel/simtel/lake/store"
@@ -198,4 +200,32 @@ func (f *LocalFetcher) Keys() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Sorted(slices.Values(f.keys))
+}
+
+// QueryAll runs q on e and returns every row's values as the driver gives
+// them, failing the test on an error.
+func QueryAll(t testing.TB, e *query.Engine, q string) [][]any {
+	t.Helper()
+	rows, err := e.Query(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out [][]any
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, vals)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
