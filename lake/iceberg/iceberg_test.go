@@ -59,6 +59,25 @@ func newLakeEnv(t *testing.T, s3 bool) *lakeEnv {
 	return e
 }
 
+// restart is a sink restarting after it died between its catalog and
+// Iceberg commits: the catalog opened again and partition 0 reconciled.
+func (e *lakeEnv) restart() {
+	e.t.Helper()
+	e.reopen()
+	if err := e.reconcile(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// reconcile reconciles partition 0 with simtel's catalog as it is now.
+func (e *lakeEnv) reconcile() error {
+	snap, err := e.cat.Load(e.ctx)
+	if err != nil {
+		return err
+	}
+	return e.ice.Reconcile(e.ctx, snap, "telemetry", []int32{0})
+}
+
 // reopen opens the Iceberg catalog again, as a restarted sink does.
 func (e *lakeEnv) reopen() {
 	e.t.Helper()
@@ -181,14 +200,7 @@ func testExactlyOnce(t *testing.T, s3 bool) {
 		t.Fatalf("after two commits the table has %d rows, want 80", got)
 	}
 	// The sink dies after flushes 3-5 reached simtel's catalog only.
-	e.reopen()
-	snap, err := e.cat.Load(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.ice.Reconcile(e.ctx, snap, "telemetry", []int32{0}); err != nil {
-		t.Fatal(err)
-	}
+	e.restart()
 	at := e.scan("cpu")
 	if at.NumRows() != 200 {
 		t.Fatalf("after reconciling the table has %d rows, want 200", at.NumRows())
@@ -197,7 +209,7 @@ func testExactlyOnce(t *testing.T, s3 bool) {
 		t.Fatalf("%d distinct offsets, want 200", len(offs))
 	}
 	// Again, and the old owner's late commit: nothing added.
-	if err := e.ice.Reconcile(e.ctx, snap, "telemetry", []int32{0}); err != nil {
+	if err := e.reconcile(); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.ice.Commit(e.ctx, entries[2:3], typesOf, nil); err != nil {

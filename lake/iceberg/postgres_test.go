@@ -110,14 +110,7 @@ func TestPostgresCatalog(t *testing.T) {
 	if err := e.ice.Commit(e.ctx, []catalog.Entry{first}, typesOf, nil); err != nil {
 		t.Fatal(err)
 	}
-	e.reopen()
-	snap, err := e.cat.Load(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.ice.Reconcile(e.ctx, snap, "telemetry", []int32{0}); err != nil {
-		t.Fatal(err)
-	}
+	e.restart()
 	if err := e.ice.Commit(e.ctx, []catalog.Entry{first, second}, typesOf, nil); err != nil {
 		t.Fatal(err)
 	}
