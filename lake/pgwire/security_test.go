@@ -223,6 +223,9 @@ func FuzzProtocol(f *testing.F) {
 		nc.Write(append(append([]byte{}, start...), data...))
 		term, _ := (&pgproto3.Terminate{}).Encode(nil)
 		nc.Write(term)
+		// The end of input: a message cut short ends the connection
+		// instead of waiting for the rest.
+		nc.(*net.TCPConn).CloseWrite()
 		buf := make([]byte, 1<<16)
 		for {
 			if _, err := nc.Read(buf); err != nil {
