@@ -31,16 +31,14 @@ func (r Resolution) Topic() string { return "rollup_" + r.Name }
 
 const levels = len(Resolutions)
 
-// Sketch parameters. The sketch answers a quantile q with a value within
-// RelativeAccuracy of the value of rank q·(count−1) among the window's
-// finite values, as long as no bins collapsed: with sketchBins bins of a
-// 1% mapping the values of one window must span less than a factor
-// (1.02)^2048 ≈ 4·10^17 on each side of zero, beyond which the smallest
-// magnitudes lose their accuracy first.
-const (
-	RelativeAccuracy = 0.01
-	sketchBins       = 2048
-)
+// RelativeAccuracy is the sketches' accuracy: a quantile q is answered
+// with a value within this fraction of the value of rank q·(count−1)
+// among the window's finite values, for values of any magnitude. The
+// sketches keep their bins in pages allocated for the ranges the values
+// use (sketches-go's BufferedPaginatedStore), which inserts faster than
+// its dense stores and never collapses bins; a 1% sketch spans the whole
+// float64 range in at most about 70,000 bins, so its size stays bounded.
+const RelativeAccuracy = 0.01
 
 // quantiles are the quantiles each window reports, and their column
 // suffixes.
@@ -64,7 +62,7 @@ func newSketches() *sketches {
 	return &sketches{mapping: m}
 }
 
-func (p *sketches) provider() store.Store { return store.NewCollapsingLowestDenseStore(sketchBins) }
+func (p *sketches) provider() store.Store { return store.NewBufferedPaginatedStore() }
 
 func (p *sketches) get() *ddsketch.DDSketch {
 	if n := len(p.free); n > 0 {

@@ -30,6 +30,8 @@ type worker struct {
 	sk   *sketches
 	dec  lineproto.Decoder
 	buf  []byte
+	// send produces a record in the open transaction.
+	send func(ctx context.Context, r *kgo.Record)
 
 	parts    map[int32]*partition // loaded partitions
 	series   int                  // series held over all partitions
@@ -96,6 +98,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("rollup: cannot create the transactional session %s: %w", cfg.TransactionalID, err)
 	}
 	w.sess = sess
+	w.send = func(ctx context.Context, r *kgo.Record) { sess.Produce(ctx, r, w.produced) }
 	err = w.loop(ctx)
 	// The loop may hold a poll's rebalance block (BlockRebalanceOnPoll).
 	sess.CloseAllowingRebalance()
@@ -312,7 +315,7 @@ func (w *worker) dropRevoked() {
 // its event time.
 func (w *worker) checkpoint(ctx context.Context, p *partition) {
 	produce := func(key, value []byte) {
-		w.sess.Produce(ctx, &kgo.Record{Topic: w.cfg.StateTopic, Partition: p.id, Key: key, Value: value}, w.produced)
+		w.send(ctx, &kgo.Record{Topic: w.cfg.StateTopic, Partition: p.id, Key: key, Value: value})
 	}
 	for _, d := range p.dirty {
 		if d.w.closed {
@@ -584,7 +587,7 @@ func (w *worker) close(ctx context.Context, p *partition, wm int64) {
 		}
 		w.buf = line
 		rec := &kgo.Record{Topic: Resolutions[res].Topic(), Key: outputKey(s, win), Value: bytes.Clone(line), Timestamp: time.Unix(0, win.start)}
-		w.sess.Produce(ctx, rec, w.produced)
+		w.send(ctx, rec)
 		w.m.windows.WithLabelValues(Resolutions[res].Name).Inc()
 	})
 	if forgotten > 0 {

@@ -27,7 +27,7 @@ func TestDevShipsACurlPost(t *testing.T) {
 	dataDir := t.TempDir()
 	p := testutil.Start(t, t.TempDir(), "dev", "--data-dir", dataDir, "--broker-listen", brokerAddr,
 		"--broker-http", testutil.FreePort(t), "--agent-http", agentHTTP, "--agent-udp", testutil.FreePort(t), "--agent-tcp", testutil.FreePort(t),
-		"--sink-http", testutil.FreePort(t))
+		"--sink-http", testutil.FreePort(t), "--rollup-http", testutil.FreePort(t), "--allowed-lateness", "1s")
 	testutil.WaitPort(t, agentHTTP, p)
 	resp, err := http.Post("http://"+agentHTTP+"/write?db=sim", "text/plain", strings.NewReader("reward,env=cartpole value=1.5"))
 	if err != nil {
@@ -66,6 +66,23 @@ func TestDevShipsACurlPost(t *testing.T) {
 		out, err := exec.Command(testutil.Binary(t), "lake", "query", "--lake", lake, "--cache-dir", t.TempDir(), "--format", "csv",
 			"SELECT env, run, value FROM reward").CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "cartpole,dev,1.5") {
+			return fmt.Errorf("last simtel lake query said (err %v):\n%s", err, out)
+		}
+		return nil
+	})
+	// A sample 30 s later closes the first one's 10 s window (1 s of
+	// allowed lateness): the rollup worker emits it and the sink writes it
+	// to the table rollup_10s.reward.
+	later := fmt.Sprintf("reward,env=cartpole value=2.5 %d", time.Now().Add(30*time.Second).UnixNano())
+	resp, err = http.Post("http://"+agentHTTP+"/write?db=sim", "text/plain", strings.NewReader(later))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	testutil.WaitFor(t, 60*time.Second, "the first sample's 10 s rollup in the lake", func() error {
+		out, err := exec.Command(testutil.Binary(t), "lake", "query", "--lake", lake, "--cache-dir", t.TempDir(), "--format", "csv",
+			"SELECT env, value_count, value_sum FROM rollup_10s.reward ORDER BY time LIMIT 1").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "cartpole,1,1.5") {
 			return fmt.Errorf("last simtel lake query said (err %v):\n%s", err, out)
 		}
 		return nil
