@@ -130,6 +130,13 @@ type FanoutConfig struct {
 	// worker. Default 10 minutes.
 	Timeout time.Duration
 
+	// Delta, if above 0 (node mode), measures a delta instead of a full
+	// version: the warm-up version is a full format 2 version of Size
+	// random bytes, and the measured one a copy with this fraction of
+	// its bytes changed in four regions, published as a delta against
+	// it. The result's Delta says what each node received.
+	Delta float64
+
 	// CPUProfile, if set, is a file that gets a CPU profile of this
 	// process (nodes, workers, publisher) over the measured part.
 	CPUProfile string
@@ -187,6 +194,10 @@ func (c FanoutConfig) Validate() error {
 		return errors.New("timeouts must not be negative")
 	case c.BrokerPID < 0:
 		return fmt.Errorf("broker pid %d is negative", c.BrokerPID)
+	case c.Delta < 0 || c.Delta >= 1:
+		return fmt.Errorf("delta %g is not a fraction in [0, 1)", c.Delta)
+	case c.Delta > 0 && c.Mode != FanoutNode:
+		return fmt.Errorf("delta needs mode %s", FanoutNode)
 	}
 	if err := learner.CheckPolicyName(c.Policy); err != nil {
 		return err
@@ -217,12 +228,14 @@ type FanoutSettings struct {
 	VerifyReads   bool   `json:"verify_reads"`
 	BrokerMetrics string `json:"broker_metrics,omitempty"`
 	CPUs          int    `json:"cpus"`
+	// Delta is FanoutConfig.Delta: the fraction of the bytes changed.
+	Delta float64 `json:"delta,omitempty"`
 }
 
 func (c FanoutConfig) settings() FanoutSettings {
 	s := FanoutSettings{Mode: c.Mode, Nodes: c.Nodes, WorkersPerNode: c.WorkersPerNode,
 		Workers: c.Nodes * c.WorkersPerNode, Size: c.Size, Policy: c.Policy, VerifyReads: c.VerifyReads,
-		BrokerMetrics: c.BrokerMetrics, CPUs: runtime.NumCPU()}
+		BrokerMetrics: c.BrokerMetrics, CPUs: runtime.NumCPU(), Delta: c.Delta}
 	if c.Mode == FanoutNode {
 		s.Fetchers, s.Dir, s.WorkerLoad = c.Nodes, c.Dir, c.WorkerLoad
 		if c.WorkerLoad == WorkerRead {
@@ -273,6 +286,8 @@ type FanoutResult struct {
 	PollErrors int64 `json:"latest_poll_errors,omitempty"`
 	// Subscribers sums the node subscribers' counters.
 	Subscribers *FanoutSubscribers `json:"subscribers,omitempty"`
+	// Delta is what a delta run moved for the measured version.
+	Delta *FanoutDelta `json:"delta,omitempty"`
 	// CPU over the measured part: this process (nodes, workers,
 	// publisher), the broker (with BrokerPID) and the whole machine.
 	BenchCPUS      float64  `json:"bench_cpu_s"`
@@ -288,6 +303,18 @@ type FanoutSubscribers struct {
 	Fetched int64 `json:"fetched"` // versions installed
 	Corrupt int64 `json:"corrupt"` // versions rejected
 	Skipped int64 `json:"skipped"` // versions jumped over
+}
+
+// FanoutDelta is what the measured version of a delta run moved.
+type FanoutDelta struct {
+	Base      int64 `json:"base"`       // the version it is a delta against
+	SentBytes int64 `json:"sent_bytes"` // chunk bytes the publisher wrote
+	Chunks    int   `json:"chunks"`     // chunks of the version
+	Sent      int   `json:"sent"`       // chunk records written
+	// NodeReceived is, over the nodes, the bytes each received from the
+	// broker for it (learner.SubscriberStats.Received).
+	NodeReceivedMean float64 `json:"node_received_bytes_mean"`
+	NodeReceivedMax  int64   `json:"node_received_bytes_max"`
 }
 
 // FanoutTargets judges one run against the issue's time target: the last
@@ -549,16 +576,27 @@ func (r *fanoutRun) run(ctx context.Context) error {
 	pub := learner.NewPublisher(cl, r.log.With("part", "publisher"))
 
 	warm := make([]byte, 1024)
+	var warmOpts learner.PublishOptions
+	if r.cfg.Delta > 0 {
+		// The base of the delta: a full format 2 version.
+		warm = make([]byte, r.cfg.Size)
+		warmOpts.Format = learner.Format2
+	}
 	rand.Read(warm)
+	warmOpts.Meta = map[string]string{"bench": "fanout warm-up"}
 	setup, cancel := context.WithTimeout(ctx, r.cfg.SetupTimeout)
-	base, err := pub.Publish(setup, r.cfg.Policy, bytes.NewReader(warm), map[string]string{"bench": "fanout warm-up"}, nil)
+	base, err := pub.PublishWith(setup, r.cfg.Policy, bytes.NewReader(warm), warmOpts)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("cannot publish the warm-up version of %s: %w", r.cfg.Policy, err)
 	}
 	r.progressf("warm-up version %d published; generating %d random bytes", base.Version, r.cfg.Size)
 	blob := make([]byte, r.cfg.Size)
-	rand.Read(blob)
+	if r.cfg.Delta > 0 {
+		blob = changeRegions(warm, r.cfg.Delta, 4)
+	} else {
+		rand.Read(blob)
+	}
 	sum := sha256.Sum256(blob)
 	p := &fanoutPublish{pub: pub, policy: r.cfg.Policy, blob: blob, sha: hex.EncodeToString(sum[:]), base: base}
 	if r.cfg.Mode == FanoutNode {
@@ -581,7 +619,11 @@ type fanoutPublish struct {
 func (r *fanoutRun) publish(ctx context.Context, p *fanoutPublish) (m learner.Manifest, t0, t1 time.Time, err error) {
 	meta := map[string]string{"bench": "fanout", "mode": r.cfg.Mode}
 	t0 = time.Now()
-	m, err = p.pub.Publish(ctx, p.policy, bytes.NewReader(p.blob), meta, func(sent int64) { r.published.Store(sent) })
+	o := learner.PublishOptions{Meta: meta, Progress: func(sent int64) { r.published.Store(sent) }}
+	if r.cfg.Delta > 0 {
+		o.DeltaFrom = p.base.Version
+	}
+	m, err = p.pub.PublishWith(ctx, p.policy, bytes.NewReader(p.blob), o)
 	t1 = time.Now()
 	r.res.PublishS = t1.Sub(t0).Seconds()
 	if err != nil {
@@ -694,4 +736,17 @@ func (r *fanoutRun) collect(outs []workerOutcome, m learner.Manifest, t0, t1 tim
 	}
 	r.res.FromStart = summarize(fromStart)
 	r.res.FromReturn = summarize(fromReturn)
+}
+
+// changeRegions returns a copy of data with frac of its bytes replaced by
+// random ones, in regions contiguous runs spread over it (tensors that
+// changed between two versions).
+func changeRegions(data []byte, frac float64, regions int) []byte {
+	out := bytes.Clone(data)
+	n := int(float64(len(data))*frac) / regions
+	for i := range regions {
+		at := (2*i + 1) * len(data) / (2 * regions)
+		rand.Read(out[at:min(at+n, len(out))])
+	}
+	return out
 }

@@ -79,6 +79,10 @@ func (r *fanoutRun) runNodes(ctx context.Context, p *fanoutPublish) error {
 		}
 	}
 	cancel()
+	received := make([]int64, len(subs))
+	for i, s := range subs {
+		received[i] = s.Stats().Received
+	}
 
 	// Workers: each blocks in Wait for a version newer than the warm-up,
 	// then opens the file the subscriber installed (atomically, after
@@ -169,6 +173,20 @@ func (r *fanoutRun) runNodes(ctx context.Context, p *fanoutPublish) error {
 	s := summarize(installs)
 	r.res.NodeInstall = &s
 	r.res.Subscribers = &sum
+	if cfg.Delta > 0 {
+		d := &FanoutDelta{Base: m.Base, Chunks: m.Chunks, Sent: m.Sent}
+		for _, c := range m.ChunkList {
+			if m.Sent > 0 && c.Offset >= m.FirstChunkOffset {
+				d.SentBytes += int64(c.Size)
+			}
+		}
+		for i, s := range subs {
+			got := s.Stats().Received - received[i]
+			d.NodeReceivedMean += float64(got) / float64(len(subs))
+			d.NodeReceivedMax = max(d.NodeReceivedMax, got)
+		}
+		r.res.Delta = d
+	}
 	if len(installs) < cfg.Nodes {
 		r.res.Notes = append(r.res.Notes, fmt.Sprintf("%d of %d nodes installed version %d", len(installs), cfg.Nodes, m.Version))
 	}

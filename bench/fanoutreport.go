@@ -46,6 +46,11 @@ func PrintFanout(w io.Writer, r *FanoutResult) {
 	if r.Polls > 0 {
 		fmt.Fprintf(w, "  %s Latest polls (%d failed)\n", groupDigits(r.Polls), r.PollErrors)
 	}
+	if d := r.Delta; d != nil && s.Size > 0 {
+		fmt.Fprintf(w, "  delta against version %d with %.1f%% of the bytes changed: %d of %d chunks sent (%s, %.1f%% of the version); each node received %s on average (%.1f%%), at most %s (%.1f%%)\n",
+			d.Base, 100*s.Delta, d.Sent, d.Chunks, fmtBytes(float64(d.SentBytes)), 100*float64(d.SentBytes)/float64(s.Size),
+			fmtBytes(d.NodeReceivedMean), 100*d.NodeReceivedMean/float64(s.Size), fmtBytes(float64(d.NodeReceivedMax)), 100*float64(d.NodeReceivedMax)/float64(s.Size))
+	}
 	if e := r.Egress; e != nil {
 		fmt.Fprintf(w, "  broker egress %s (fetch responses %s, record batches %s)", fmtBytes(float64(e.ResponseBytes)),
 			fmtBytes(float64(e.FetchResponseBytes)), fmtBytes(float64(e.FetchedBytes)))

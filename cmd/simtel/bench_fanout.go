@@ -38,11 +38,18 @@ the broker's egress over the measurement is read from its counters, and the
 run is judged against the loopback bandwidth it measures first (a TCP stream
 over 127.0.0.1 for --loopback-time): the last worker should hold the version
 within 2x of egress bytes / loopback bandwidth. A 1 KiB warm-up version is
-published first, so subscribers start from a held version.`,
+published first, so subscribers start from a held version.
+
+With --delta F (node mode) the warm-up version is instead a full format 2
+version of --size random bytes, and the measured one a copy with the fraction
+F of its bytes changed in four regions, published as a delta against it: the
+result adds the bytes the publisher wrote and each node received.`,
 		Example: `  simtel bench fanout --brokers 127.0.0.1:9092 --broker-metrics http://127.0.0.1:9644/metrics \
       --mode node --nodes 50 --workers-per-node 20 --size 64MiB
   simtel bench fanout --brokers 127.0.0.1:9092 --broker-metrics http://127.0.0.1:9644/metrics \
-      --mode direct --nodes 5 --workers-per-node 20 --size 64MiB --json`,
+      --mode direct --nodes 5 --workers-per-node 20 --size 64MiB --json
+  simtel bench fanout --brokers 127.0.0.1:9092 --broker-metrics http://127.0.0.1:9644/metrics \
+      --nodes 8 --workers-per-node 4 --size 64MiB --delta 0.03`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			var err error
@@ -77,6 +84,7 @@ published first, so subscribers start from a held version.`,
 	f.BoolVar(&cfg.VerifyReads, "verify-reads", false, "every worker compares the bytes it reads with the published ones (inside the measured time)")
 	f.DurationVar(&cfg.SetupTimeout, "setup-timeout", 2*time.Minute, "limit for the warm-up")
 	f.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "limit from the publish to the last worker")
+	f.Float64Var(&cfg.Delta, "delta", 0, "node mode: measure a delta with this fraction of the bytes changed (0.03: 3%) against a full format 2 warm-up version of --size bytes (0: a full version)")
 	f.StringVar(&cfg.CPUProfile, "cpu-profile", "", "write a CPU profile of this process over the measured part to this file")
 	out.register(cmd)
 	return cmd
