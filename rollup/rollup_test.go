@@ -424,7 +424,7 @@ func TestRollupWorkerProcess(t *testing.T) {
 		t.Skip("helper process of TestRollupKilled")
 	}
 	err := rollup.Run(context.Background(), rollup.Config{Brokers: []string{addr}, AllowedLateness: 30 * time.Second,
-		IdleTimeout: -1, CommitInterval: 100 * time.Millisecond, TxnTimeout: 10 * time.Second,
+		IdleTimeout: -1, CommitInterval: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	fmt.Fprintln(os.Stderr, "worker stopped:", err)
 	os.Exit(3)

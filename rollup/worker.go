@@ -97,6 +97,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("rollup: cannot create the transactional session %s: %w", cfg.TransactionalID, err)
 	}
+	// InitProducerID now fences a crashed predecessor with the same
+	// transactional id: the broker aborts its open transaction at once,
+	// instead of after its timeout, so the committed offsets and the
+	// state topic's last stable offset are readable right away.
+	if _, _, err := sess.Client().ProducerID(ctx); err != nil {
+		sess.Close()
+		return fmt.Errorf("rollup: cannot initialize the transactional producer %s on %v: %w", cfg.TransactionalID, cfg.Brokers, err)
+	}
 	w.sess = sess
 	w.send = func(ctx context.Context, r *kgo.Record) { sess.Produce(ctx, r, w.produced) }
 	err = w.loop(ctx)
