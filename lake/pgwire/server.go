@@ -127,7 +127,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// Close releases the shared schema database.
+// closeAll closes the connections, waits for them and releases the shared
+// schema database.
 func (s *Server) closeAll() {
 	s.mu.Lock()
 	for _, c := range s.conns {
