@@ -68,8 +68,17 @@ esac
 work=$(mktemp -d /tmp/simtel-kgo-suite.XXXXXX)
 pids=()
 cleanup() {
-  for pid in "${pids[@]}"; do
-    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+  # A broker that has not stopped 30 s after SIGTERM is killed (and
+  # said so: a hung shutdown is a bug).
+  running() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status"; }
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for i in "${!pids[@]}"; do
+    for _ in $(seq 300); do running "${pids[$i]}" || break; sleep 0.1; done
+    if running "${pids[$i]}"; then
+      echo "broker $i did not stop within 30s of SIGTERM; killed" >&2
+      kill -9 "${pids[$i]}" 2>/dev/null || true
+    fi
+    wait "${pids[$i]}" 2>/dev/null || true
   done
   if [ "${KGO_SUITE_KEEP:-0}" = 1 ]; then
     echo "kept $work"
