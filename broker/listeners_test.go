@@ -377,7 +377,11 @@ func TestClusterListeners(t *testing.T) {
 		cb.start(t, join, 3)
 		bs = append(bs, cb)
 	}
-	waitCluster(t, bs[0].kafka, 3)
+	// Metadata is asked of broker 1 below: it must know all three too,
+	// not only the broker that formed the cluster.
+	for _, cb := range bs[:2] {
+		waitCluster(t, cb.kafka, 3)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
