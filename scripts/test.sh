@@ -5,9 +5,9 @@
 # suite against `simtel broker`, once against one broker and once against a
 # 3-broker cluster with KGO_TEST_RF=3, both secured (KGO_SUITE_TLS=1: TLS
 # with required client certificates, --authorizer acl, SCRAM and
-# OAUTHBEARER on a SASL listener, and on 3 brokers a gossip key; why raft
-# stays in clear there is in scripts/kgo-suite.sh). Every other test
-# exercises the plaintext path.
+# OAUTHBEARER on a SASL listener, and on 3 brokers cluster TLS and a
+# gossip key; see scripts/kgo-suite.sh). Every other test exercises the
+# plaintext path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
