@@ -46,9 +46,10 @@
 # outlast the 10 s dial timeout and the cluster loses its leaders.
 # KGO_SUITE_CLUSTER_TLS=0 keeps raft in clear, the brokers dialing a
 # PLAINTEXT listener on 127.0.0.1 (port +500) as User:ANONYMOUS with an ACL
-# allowing it ClusterAction from host 127.0.0.1; in its last run the
-# brokers' markers were still refused (the host-restricted ACL did not
-# match), which is not resolved.
+# allowing it ClusterAction from host 127.0.0.1; it fails until the
+# authorizer matches ACL hosts: it is handed the client's host as
+# "/127.0.0.1" (broker/server's remoteHost, Kafka's DescribeGroups form),
+# so no ACL naming a host matches and the markers are refused.
 # TestIssue769 is skipped: it dials through a Dialer of its own, which
 # franz-go refuses beside a TLS config.
 # KGO_SUITE_LOG_LEVEL (default warn) is the brokers' --log-level;
