@@ -587,3 +587,35 @@ func TestACLEnforcementTransactions(t *testing.T) {
 		t.Errorf("g-ok has an offset of out, which etl may not read")
 	}
 }
+
+// An ACL naming a host matches clients connecting from that address: the
+// authorizer sees the bare address, as ACLs write it.
+func TestACLHostMatch(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	ab := startACLBroker(t)
+	ab.users(t, ctx, "bob")
+	for _, b := range []*kadm.ACLBuilder{
+		kadm.NewACLs().Allow("User:bob").AllowHosts("127.0.0.1").Topics("here").Operations(kadm.OpWrite, kadm.OpDescribe),
+		kadm.NewACLs().Allow("User:bob").AllowHosts("10.9.9.9").Topics("there").Operations(kadm.OpWrite, kadm.OpDescribe),
+	} {
+		res, err := ab.admin().CreateACLs(ctx, b)
+		for _, r := range res {
+			err = errors.Join(err, r.Err)
+		}
+		if err != nil {
+			t.Fatalf("create acls: %v", err)
+		}
+	}
+	if _, err := kadm.NewClient(ab.client()).CreateTopic(ctx, 1, 1, nil, "here"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(ab.client()).CreateTopic(ctx, 1, 1, nil, "there"); err != nil {
+		t.Fatal(err)
+	}
+	bob := ab.login(t, "bob")
+	if err := bob.ProduceSync(ctx, &kgo.Record{Topic: "here", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("bob produces from the host his ACL names: %v", err)
+	}
+	err := bob.ProduceSync(ctx, &kgo.Record{Topic: "there", Value: []byte("x")}).FirstErr()
+	wantCode(t, "bob produces from a host his ACL does not name", err, 0, kerr.TopicAuthorizationFailed)
+}

@@ -104,7 +104,7 @@ func routeOne(rt Router, req kmsg.Request, group string, f func(*Coordinator) km
 }
 
 // clientContext tags ctx with the client a membership request came from,
-// which DescribeGroups reports.
+// which DescribeGroups reports as Kafka does: the host after a slash.
 func clientContext(r *kapi.Request) context.Context {
-	return WithClient(r.Ctx, r.ClientID, r.Host)
+	return WithClient(r.Ctx, r.ClientID, "/"+r.Host)
 }

@@ -452,11 +452,11 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// remoteHost is a client's address without the port, as Kafka reports it
-// in DescribeGroups.
+// remoteHost is a client's address without the port: what ACLs name as
+// their host and what the authorizer compares with.
 func remoteHost(remote string) string {
 	if host, _, err := net.SplitHostPort(remote); err == nil {
-		return "/" + host
+		return host
 	}
 	return remote
 }
