@@ -48,6 +48,11 @@ type TLSFiles struct {
 type TLS struct {
 	files TLSFiles
 	cur   atomic.Pointer[tlsState]
+	// sessions lets a dial resume an earlier session with the same peer:
+	// every raft group dials its own connections, and a resumed
+	// handshake skips both certificate signatures. verifyPeer still
+	// checks the peer's chain against the current CA.
+	sessions tls.ClientSessionCache
 }
 
 type tlsState struct {
@@ -63,7 +68,7 @@ func NewTLS(files TLSFiles) (*TLS, error) {
 	if files.CA == "" {
 		return nil, errors.New("cluster TLS needs the cluster's CA (--cluster-tls-ca or --tls-ca)")
 	}
-	t := &TLS{files: files}
+	t := &TLS{files: files, sessions: tls.NewLRUClientSessionCache(64)}
 	if err := t.Reload(); err != nil {
 		return nil, err
 	}
@@ -112,6 +117,7 @@ func (t *TLS) ClientConfig() *tls.Config {
 		// The chain is verified by verifyPeer: peers are not checked
 		// against the address dialed (see the file comment).
 		InsecureSkipVerify: true,
+		ClientSessionCache: t.sessions,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return &t.cur.Load().cert, nil
 		},

@@ -340,3 +340,56 @@ func TestClusterTLSBootstrapSkipsForeignCert(t *testing.T) {
 		t.Error("the intruder believes it is in the controller")
 	}
 }
+
+// A second connection to the same peer resumes the first one's session
+// (no certificate signatures), and the peer is still verified.
+func TestClusterTLSResumes(t *testing.T) {
+	ca := testutil.NewCA(t)
+	c := ca.Server(t, "broker-a")
+	tl, err := NewTLS(TLSFiles{Cert: c.CertFile, Key: c.KeyFile, CA: ca.CAFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", tl.ServerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			sc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			var b [1]byte
+			if _, err := io.ReadFull(sc, b[:]); err == nil {
+				_, _ = sc.Write(b[:])
+			}
+			sc.Close()
+		}
+	}()
+	var resumed []bool
+	for range 2 {
+		cc, err := tls.Dial("tcp", ln.Addr().String(), tl.ClientConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b [1]byte
+		_ = cc.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := cc.Write([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(cc, b[:]); err != nil {
+			t.Fatal(err)
+		}
+		st := cc.ConnectionState()
+		if len(st.PeerCertificates) == 0 || st.PeerCertificates[0].Subject.CommonName != "broker-a" {
+			t.Fatalf("peer certificate after the handshake: %v", st.PeerCertificates)
+		}
+		resumed = append(resumed, st.DidResume)
+		cc.Close()
+	}
+	if resumed[0] || !resumed[1] {
+		t.Fatalf("resumed = %v, want [false true]", resumed)
+	}
+}
