@@ -1,4 +1,4 @@
-package iceberg_test
+package sink_test
 
 import (
 	"bytes"
@@ -180,14 +180,14 @@ func (e *lakeEnv) offsets(at arrow.Table) map[int64]int {
 	return out
 }
 
-func TestExactlyOnceFile(t *testing.T) { testExactlyOnce(t, false) }
-func TestExactlyOnceS3(t *testing.T)   { testExactlyOnce(t, true) }
+func TestIcebergExactlyOnceFile(t *testing.T) { testIcebergExactlyOnce(t, false) }
+func TestIcebergExactlyOnceS3(t *testing.T)   { testIcebergExactlyOnce(t, true) }
 
-// testExactlyOnce: flushes committed to simtel's catalog, some of them
+// testIcebergExactlyOnce: flushes committed to simtel's catalog, some of them
 // never committed to Iceberg (the sink died in between); a restarted
 // sink's Reconcile adds exactly those, and a late commit of an entry the
 // table holds (a sink that lost the partition) adds nothing.
-func testExactlyOnce(t *testing.T, s3 bool) {
+func testIcebergExactlyOnce(t *testing.T, s3 bool) {
 	e := newLakeEnv(t, s3)
 	var entries []catalog.Entry
 	for i := range 5 {
@@ -241,7 +241,7 @@ func testExactlyOnce(t *testing.T, s3 bool) {
 // TestNewFieldAndDeadLetters: a field added later is a new column that
 // older rows read as null; undecodable lines land in the dlq table with
 // their reason and offset.
-func TestNewFieldAndDeadLetters(t *testing.T) {
+func TestIcebergNewFieldAndDeadLetters(t *testing.T) {
 	e := newLakeEnv(t, false)
 	first := e.flush(samples(10, 0, false)...)
 	// A line cut short, and no line protocol at all. (A value of another
@@ -308,7 +308,7 @@ func TestNewFieldAndDeadLetters(t *testing.T) {
 // commit flushes of different partitions to the same table at the same
 // time; commits that lose the race are rebuilt, and every row is there
 // once.
-func TestConcurrentSinks(t *testing.T) {
+func TestIcebergConcurrentSinks(t *testing.T) {
 	e := newLakeEnv(t, false)
 	other, err := iceberg.Open(e.ctx, e.opts)
 	if err != nil {

@@ -1,4 +1,4 @@
-package iceberg_test
+package sink_test
 
 import (
 	"database/sql"
@@ -100,7 +100,7 @@ func startPostgres(t *testing.T) string {
 
 // TestPostgresCatalog: the exactly-once test with the catalog in
 // PostgreSQL, as sites run it.
-func TestPostgresCatalog(t *testing.T) {
+func TestIcebergPostgresCatalog(t *testing.T) {
 	url := startPostgres(t)
 	e := newLakeEnv(t, false)
 	e.opts.Catalog = url
