@@ -46,10 +46,7 @@
 # outlast the 10 s dial timeout and the cluster loses its leaders.
 # KGO_SUITE_CLUSTER_TLS=0 keeps raft in clear, the brokers dialing a
 # PLAINTEXT listener on 127.0.0.1 (port +500) as User:ANONYMOUS with an ACL
-# allowing it ClusterAction from host 127.0.0.1; it fails until the
-# authorizer matches ACL hosts: it is handed the client's host as
-# "/127.0.0.1" (broker/server's remoteHost, Kafka's DescribeGroups form),
-# so no ACL naming a host matches and the markers are refused.
+# allowing it ClusterAction from host 127.0.0.1 (scripts/test.sh uses it).
 # TestIssue769 is skipped: it dials through a Dialer of its own, which
 # franz-go refuses beside a TLS config.
 # KGO_SUITE_LOG_LEVEL (default warn) is the brokers' --log-level;
@@ -70,7 +67,7 @@ pids=()
 cleanup() {
   # A broker that has not stopped 30 s after SIGTERM is killed (and
   # said so: a hung shutdown is a bug).
-  running() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status"; }
+  running() { [ -r "/proc/$1/status" ] && ! grep -qs '^State:[[:space:]]*Z' "/proc/$1/status"; }
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for i in "${!pids[@]}"; do
     for _ in $(seq 300); do running "${pids[$i]}" || break; sleep 0.1; done
