@@ -29,7 +29,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -77,7 +76,6 @@ type Server struct {
 	conns map[uint32]*conn
 	next  uint32
 	wg    sync.WaitGroup
-	open  atomic.Int64
 }
 
 // New makes a server; Serve runs it.
@@ -258,18 +256,13 @@ func (s *Server) handle(ctx context.Context, nc net.Conn) {
 	}
 	s.cfg.Metrics.connections.Inc()
 	s.cfg.Metrics.connectionsTotal.Inc()
-	s.open.Add(1)
 	defer func() {
 		s.cfg.Metrics.connections.Dec()
-		s.open.Add(-1)
 		c.closeEngine()
 	}()
 	log.Debug("PostgreSQL client connected", "user", c.user, "database", db, "tls", tlsDone)
 	c.serve(ctx)
 }
-
-// Open is how many clients are connected.
-func (s *Server) Open() int64 { return s.open.Load() }
 
 // authenticate runs the password exchange, if the server has users.
 func (c *conn) authenticate() error {
