@@ -47,7 +47,8 @@ var (
 	defaultRe = regexp.MustCompile(`\(default "?([^")]*)"?\)\s*$`)
 )
 
-// help runs `simtel <cmd> --help` once per command and parses its flags.
+// help runs `simtel <cmd> --help` once per command (cmd may be a
+// subcommand path, "user add") and parses its flags.
 func help(t *testing.T, cmd string) *cliFlags {
 	t.Helper()
 	helpMu.Lock()
@@ -55,7 +56,7 @@ func help(t *testing.T, cmd string) *cliFlags {
 	if f, ok := helpCache[cmd]; ok {
 		return f
 	}
-	out, err := exec.Command(binary(t), cmd, "--help").CombinedOutput()
+	out, err := exec.Command(binary(t), append(strings.Fields(cmd), "--help")...).CombinedOutput()
 	f := &cliFlags{flags: map[string]bool{}, defaults: map[string]string{}}
 	switch {
 	case err != nil && strings.Contains(string(out), "unknown command"):

@@ -20,13 +20,36 @@ type composeService struct {
 	simtel  bool // runs the simtel image
 }
 
-func readCompose(t *testing.T) (map[string]any, map[string]*composeService) {
+// readCompose reads compose files as `docker compose -f a -f b` does: a
+// later file's service replaces single values (command, entrypoint, image)
+// and adds to maps (environment, depends_on) and to volumes, a mount of
+// the same container path replacing the earlier one.
+func readCompose(t *testing.T, files ...string) (map[string]any, map[string]*composeService) {
 	t.Helper()
-	docs := yamlDocs(t, filepath.Join("compose", "compose.yaml"))
-	if len(docs) != 1 {
-		t.Fatalf("compose.yaml: got %d documents, want 1", len(docs))
+	var doc map[string]any
+	for _, f := range files {
+		docs := yamlDocs(t, filepath.Join("compose", f))
+		if len(docs) != 1 {
+			t.Fatalf("%s: got %d documents, want 1", f, len(docs))
+		}
+		if doc == nil {
+			doc = docs[0]
+			continue
+		}
+		for _, top := range []string{"services", "volumes"} {
+			if doc[top] == nil {
+				doc[top] = map[string]any{}
+			}
+			for name, v := range m(docs[0], top) {
+				base := m(doc, top, name)
+				if base == nil || top == "volumes" {
+					doc[top].(map[string]any)[name] = v
+					continue
+				}
+				mergeService(base, m(v))
+			}
+		}
 	}
-	doc := docs[0]
 	services := map[string]*composeService{}
 	for name, v := range m(doc, "services") {
 		svc := &composeService{name: name, raw: m(v), env: map[string]string{}}
@@ -40,6 +63,48 @@ func readCompose(t *testing.T) (map[string]any, map[string]*composeService) {
 		services[name] = svc
 	}
 	return doc, services
+}
+
+// mergeService merges an override file's service into base.
+func mergeService(base, over map[string]any) {
+	for k, v := range over {
+		switch k {
+		case "environment", "depends_on":
+			merged := map[string]any{}
+			for _, mm := range []map[string]any{m(base, k), m(v)} {
+				for kk, vv := range mm {
+					merged[kk] = vv
+				}
+			}
+			for _, d := range strs(l(base, k)) { // short form of depends_on
+				merged[d] = map[string]any{"condition": "service_started"}
+			}
+			base[k] = merged
+		case "volumes":
+			target := func(v string) string {
+				_, rest, _ := strings.Cut(v, ":")
+				dst, _, _ := strings.Cut(rest, ":")
+				return dst
+			}
+			var merged []any
+			overs := strs(l(v))
+			for _, b := range strs(l(base, k)) {
+				replaced := false
+				for _, o := range overs {
+					replaced = replaced || target(o) == target(b)
+				}
+				if !replaced {
+					merged = append(merged, b)
+				}
+			}
+			for _, o := range overs {
+				merged = append(merged, o)
+			}
+			base[k] = merged
+		default:
+			base[k] = v
+		}
+	}
 }
 
 // flagValue returns the value of --name in args (--name v or --name=v).
@@ -58,7 +123,7 @@ func flagValue(args []string, name string) string {
 // TestCompose checks deploy/compose: services, flags, volumes, build
 // files, mounts, dependencies, and that Prometheus scrapes every part.
 func TestCompose(t *testing.T) {
-	doc, services := readCompose(t)
+	doc, services := readCompose(t, "compose.yaml")
 	for _, want := range []string{"broker-0", "broker-1", "broker-2", "s3", "s3-init", "sink", "agent", "prometheus", "grafana"} {
 		if services[want] == nil {
 			t.Errorf("service %s is missing (have %v)", want, keys(services))
@@ -128,23 +193,7 @@ func TestCompose(t *testing.T) {
 				t.Errorf("%s: build file: %v", where, err)
 			}
 		}
-		for _, v := range strs(l(svc.raw, "volumes")) {
-			src, _, _ := strings.Cut(v, ":")
-			if strings.HasPrefix(src, ".") {
-				if _, err := os.Stat(filepath.Join("compose", src)); err != nil {
-					t.Errorf("%s: bind mount %s: %v", where, src, err)
-				}
-			} else if _, ok := volumes[src]; !ok {
-				t.Errorf("%s: volume %s is not declared under volumes:", where, src)
-			}
-		}
-		deps := keys(m(svc.raw, "depends_on"))                 // long form
-		deps = append(deps, strs(l(svc.raw, "depends_on"))...) // short form
-		for _, d := range deps {
-			if services[d] == nil {
-				t.Errorf("%s: depends on unknown service %s", where, d)
-			}
-		}
+		checkMountsAndDeps(t, where, svc, volumes, services)
 	}
 	if c := s(services["sink"].raw, "depends_on", "s3-init", "condition"); c != "service_completed_successfully" {
 		t.Errorf("sink: waits for s3-init with condition %q, want service_completed_successfully (the bucket must exist)", c)
@@ -200,6 +249,29 @@ func TestCompose(t *testing.T) {
 	ds := yamlDocs(t, filepath.Join("compose", "grafana", "provisioning", "datasources", "prometheus.yaml"))[0]
 	if u := s(l(ds, "datasources")[0], "url"); !strings.Contains(u, "prometheus:9090") {
 		t.Errorf("grafana datasource url %q does not point at the prometheus service", u)
+	}
+}
+
+// checkMountsAndDeps checks that a service's bind mounts exist, its named
+// volumes are declared and the services it depends on are defined.
+func checkMountsAndDeps(t *testing.T, where string, svc *composeService, volumes map[string]any, services map[string]*composeService) {
+	t.Helper()
+	for _, v := range strs(l(svc.raw, "volumes")) {
+		src, _, _ := strings.Cut(v, ":")
+		if strings.HasPrefix(src, ".") {
+			if _, err := os.Stat(filepath.Join("compose", src)); err != nil {
+				t.Errorf("%s: bind mount %s: %v", where, src, err)
+			}
+		} else if _, ok := volumes[src]; !ok {
+			t.Errorf("%s: volume %s is not declared under volumes:", where, src)
+		}
+	}
+	deps := keys(m(svc.raw, "depends_on"))                 // long form
+	deps = append(deps, strs(l(svc.raw, "depends_on"))...) // short form
+	for _, d := range deps {
+		if services[d] == nil {
+			t.Errorf("%s: depends on unknown service %s", where, d)
+		}
 	}
 }
 
