@@ -177,7 +177,9 @@ func TestGrafanaQueries(t *testing.T) {
 	}
 	for rows.Next() {
 		var n string
-		rows.Scan(&n)
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
 		names = append(names, n)
 	}
 	if err := rows.Err(); err != nil {
@@ -212,7 +214,9 @@ func TestGrafanaQueries(t *testing.T) {
 	}
 	for rows.Next() {
 		var n, typ string
-		rows.Scan(&n, &typ)
+		if err := rows.Scan(&n, &typ); err != nil {
+			t.Fatal(err)
+		}
 		cols[n] = typ
 	}
 	if err := rows.Err(); err != nil {
