@@ -48,7 +48,7 @@ throughout; replaced objects are deleted --compact-delete-delay later.
 With --iceberg-catalog every flush is also committed to the lake's Iceberg
 tables (namespace telemetry, one table per measurement, the dead letters in
 telemetry.dlq), exactly once, for Spark, Trino, PyIceberg and DuckDB; see
-docs/lake.md.
+docs/lake-iceberg.md.
 
 Start several sinks with the same --group to share the partitions. S3
 credentials come from the usual AWS environment (AWS_ACCESS_KEY_ID,
