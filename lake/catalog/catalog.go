@@ -11,6 +11,8 @@
 //	_catalog/compact/<id>.json                                a Compaction: new objects replace old ones
 //	_catalog/snap/<topic>/<partition>/<first>-<last>.json     many flush entries merged (CompactEntries)
 //	_catalog/types/<measurement>/<field>.json                 a FieldType: fixed at first sight, never rewritten
+//	_catalog/expire/<id>.json                                 an Expiration: objects retention removed
+//	_catalog/retention/<scope>.json                           a retention policy (lake/retention)
 //
 // Topic, run, measurement and field segments are escaped with lake.EscapeSegment. Readers use
 // Load and the Snapshot it returns; see docs/design/lake-catalog.md for the protocol.

@@ -20,6 +20,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(1, snap)
 	f.Add(2, []byte(`{"id":"x","replaced":["telemetry/cpu/run=r1/date=2026-11-29/x.parquet"],"objects":[{"key":"b","kind":"telemetry"}]}`))
 	f.Add(3, []byte(`{"run":"r1","state":"completed"}`))
+	f.Add(4, []byte(`{"id":"1","keys":["telemetry/cpu/run=r1/date=2026-11-29/x.parquet"]}`))
 	f.Add(0, []byte(`{"topic":"t","partition":-1}`))
 	f.Add(1, []byte(`{"entries":[null]}`))
 	f.Add(0, []byte(`[]`))
@@ -28,6 +29,7 @@ func FuzzDecode(f *testing.F) {
 		snapPrefix + "t/0/00000000000000000000-00000000000000000009.json",
 		compactPrefix + "1.json",
 		runsPrefix + "r1.json",
+		expirePrefix + "1.json",
 	}
 	f.Fuzz(func(t *testing.T, kind int, data []byte) {
 		if kind < 0 || kind >= len(keys) {

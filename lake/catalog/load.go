@@ -76,7 +76,7 @@ func (c *Catalog) load(ctx context.Context) (*Snapshot, error) {
 	}
 	var files []*file
 	for _, o := range listed {
-		if strings.HasPrefix(o.Key, pendingPrefix) || !strings.HasSuffix(o.Key, ".json") {
+		if strings.HasPrefix(o.Key, pendingPrefix) || strings.HasPrefix(o.Key, RetentionPrefix) || !strings.HasSuffix(o.Key, ".json") {
 			continue
 		}
 		files = append(files, &file{obj: o})
@@ -194,8 +194,11 @@ func (c *Catalog) cacheRoot() string {
 }
 
 // cacheable reports whether a catalog file never changes once written with
-// a given size and time. Run states are rewritten in place: always fetch.
-func cacheable(key string) bool { return !strings.HasPrefix(key, runsPrefix) }
+// a given size and time. Run states and expirations (marked deleted) are
+// rewritten in place: always fetch.
+func cacheable(key string) bool {
+	return !strings.HasPrefix(key, runsPrefix) && !strings.HasPrefix(key, expirePrefix)
+}
 
 // fetch returns the bytes of a listed catalog file, from the local cache
 // when it holds the same size and modification time.
@@ -284,6 +287,7 @@ func (c *Catalog) pruneCache(keep map[string]bool) {
 type builder struct {
 	entries     map[entryID]Entry
 	compactions []Compaction
+	expirations []Expiration
 	runStates   map[string]RunState
 	fieldTypes  map[string]map[string]string
 	problems    []string
@@ -326,6 +330,15 @@ func (b *builder) decode(key string, data []byte) error {
 		var cp Compaction
 		if err = json.Unmarshal(data, &cp); err == nil {
 			b.compactions = append(b.compactions, cp)
+		}
+	case strings.HasPrefix(key, expirePrefix):
+		var ex Expiration
+		if err = json.Unmarshal(data, &ex); err == nil {
+			if ex.ID == "" {
+				err = errors.New("expiration has no id")
+			} else {
+				b.expirations = append(b.expirations, ex)
+			}
 		}
 	case strings.HasPrefix(key, typesPrefix):
 		var ft FieldType
@@ -382,20 +395,56 @@ func (b *builder) build() *Snapshot {
 			visible[o.Key] = &visibleObject{Object: o, topics: []string{e.Topic}}
 		}
 	}
-	// Apply compactions oldest first, so a compaction of compacted objects
-	// inherits the topics of the originals. Two compactors that raced over
-	// the same objects each recorded a replacement; only the older one is
-	// applied: a compaction that replaces an object an applied one already
-	// replaced is skipped whole, so no row is visible twice.
+	// Apply compactions and expirations oldest first (their ids sort by
+	// time), so a compaction of compacted objects inherits the topics of
+	// the originals. Two compactors that raced over the same objects each
+	// recorded a replacement; only the older one is applied: a compaction
+	// that replaces an object an applied one already replaced — or an
+	// expiration already hid — is skipped whole, so no row is visible
+	// twice and no expired row comes back.
 	sort.Slice(b.compactions, func(i, j int) bool { return b.compactions[i].ID < b.compactions[j].ID })
+	sort.Slice(b.expirations, func(i, j int) bool { return b.expirations[i].ID < b.expirations[j].ID })
 	replaced := map[string]bool{}
-	for _, cp := range b.compactions {
+	mergedInto := map[string][]string{} // replaced key → the objects of the applied compaction
+	// expire hides k and, since a retention pass may have loaded the
+	// catalog before a compaction merged k, what k was merged into.
+	var expire func(ex *Expiration, k string)
+	expire = func(ex *Expiration, k string) {
+		if into, ok := mergedInto[k]; ok {
+			delete(mergedInto, k)
+			for _, n := range into {
+				expire(ex, n)
+			}
+		}
+		if _, ok := visible[k]; ok && !replaced[k] {
+			ex.Hidden = append(ex.Hidden, k)
+		}
+		replaced[k] = true
+	}
+	ci, ei := 0, 0
+	for ci < len(b.compactions) || ei < len(b.expirations) {
+		if ei < len(b.expirations) && (ci == len(b.compactions) || b.expirations[ei].ID < b.compactions[ci].ID) {
+			ex := b.expirations[ei]
+			ei++
+			ex.Hidden = nil
+			for _, k := range ex.Keys {
+				expire(&ex, k)
+			}
+			s.Expirations = append(s.Expirations, ex)
+			continue
+		}
+		cp := b.compactions[ci]
+		ci++
 		if slices.ContainsFunc(cp.Replaced, func(k string) bool { return replaced[k] }) {
 			s.Skipped = append(s.Skipped, cp)
 			continue
 		}
 		s.Compactions = append(s.Compactions, cp)
 		var topics []string
+		newKeys := make([]string, len(cp.Objects))
+		for i, o := range cp.Objects {
+			newKeys[i] = o.Key
+		}
 		for _, k := range cp.Replaced {
 			if v, ok := visible[k]; ok {
 				for _, t := range v.topics {
@@ -403,6 +452,7 @@ func (b *builder) build() *Snapshot {
 				}
 			}
 			replaced[k] = true
+			mergedInto[k] = newKeys
 		}
 		for _, o := range cp.Objects {
 			if _, ok := visible[o.Key]; !ok {

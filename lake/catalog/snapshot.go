@@ -20,6 +20,9 @@ type Snapshot struct {
 	// replaced one of their objects (two compactors raced); their new
 	// objects are invisible garbage.
 	Skipped []Compaction
+	// Expirations applied, oldest first, each with the keys it hides
+	// (Expiration.Hidden).
+	Expirations []Expiration
 	// RunStates by run name, for runs marked complete.
 	RunStates map[string]RunState
 	// FieldTypes holds the fixed type of every field seen so far, by

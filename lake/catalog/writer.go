@@ -24,6 +24,10 @@ const (
 	compactPrefix = Prefix + "compact/"
 	snapPrefix    = Prefix + "snap/"
 	typesPrefix   = Prefix + "types/"
+	expirePrefix  = Prefix + "expire/"
+	// RetentionPrefix holds the lake's retention policies (lake/retention
+	// reads and writes them); Load skips them.
+	RetentionPrefix = Prefix + "retention/"
 )
 
 // Catalog reads and writes the catalog of one lake. It keeps no state
