@@ -81,7 +81,7 @@ func startChaosCluster(t *testing.T, n int, extra ...string) *chaosCluster {
 	cc := &chaosCluster{t: t, rng: chaosRand(t)}
 	for i := range n {
 		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(11 + i)})
-		cb := &clusterBroker{id: i, dir: t.TempDir()}
+		cb := newClusterBroker(t, i)
 		cc.bs = append(cc.bs, cb)
 		cc.ips = append(cc.ips, ip)
 		cc.proxies = append(cc.proxies, nil)
@@ -96,30 +96,30 @@ func startChaosCluster(t *testing.T, n int, extra ...string) *chaosCluster {
 	for i, cb := range cc.bs {
 		var join []string
 		if i > 0 {
-			join = []string{cc.bs[0].gossip}
+			join = []string{cc.bs[0].GossipAddr}
 		}
 		var err error
 		for range 5 {
 			ip := cc.ips[i]
-			cb.kafka, cb.raft, cb.gossip, cb.http = freePortOn(t, ip), freePortOn(t, ip), freePortOn(t, ip), freePortOn(t, ip)
+			cb.Addr, cb.RaftAddr, cb.GossipAddr, cb.HTTPAddr = freePortOn(t, ip), freePortOn(t, ip), freePortOn(t, ip), freePortOn(t, ip)
 			if cc.proxies[i] != nil {
 				cc.proxies[i].Close()
 			}
-			if cc.proxies[i], err = faultproxy.New("127.0.0.1:0", cb.raft, nil); err != nil {
+			if cc.proxies[i], err = faultproxy.New("127.0.0.1:0", cb.RaftAddr, nil); err != nil {
 				t.Fatal(err)
 			}
-			cb.extra = append(slices.Clip(extra), "--raft-advertise", cc.proxies[i].Addr())
-			if err = cb.tryStart(t, join, n); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			cb.ExtraArgs = append(slices.Clip(extra), "--raft-advertise", cc.proxies[i].Addr())
+			if err = cb.TryStartNode(join, n); err == nil || !strings.Contains(err.Error(), "address already in use") {
 				break
 			}
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		cc.seeds = append(cc.seeds, cb.kafka)
+		cc.seeds = append(cc.seeds, cb.Addr)
 	}
 	for _, b := range cc.bs {
-		waitCluster(t, b.kafka, n)
+		waitCluster(t, b.Addr, n)
 	}
 	return cc
 }
@@ -155,7 +155,7 @@ func (cc *chaosCluster) addrs(except ...int) []string {
 	var out []string
 	for i, b := range cc.bs {
 		if !slices.Contains(except, i) {
-			out = append(out, b.kafka)
+			out = append(out, b.Addr)
 		}
 	}
 	return out
@@ -166,7 +166,7 @@ func (cc *chaosCluster) gossipOf(v int) []string {
 	var out []string
 	for i, b := range cc.bs {
 		if i != v {
-			out = append(out, b.gossip)
+			out = append(out, b.GossipAddr)
 		}
 	}
 	return out
@@ -306,7 +306,7 @@ func (cc *chaosCluster) waitConverged(ctx context.Context, topic string, parts m
 	for {
 		hws := map[int32]map[int32]int64{} // broker -> partition -> end
 		for i, b := range cc.bs {
-			hws[int32(i)], _ = hwOf(b.http, topic)
+			hws[int32(i)], _ = hwOf(b.HTTPAddr, topic)
 		}
 		same := true
 		var diff string
@@ -332,7 +332,7 @@ func (cc *chaosCluster) waitConverged(ctx context.Context, topic string, parts m
 	for p, pi := range parts {
 		var ref []logBatch
 		for i, r := range pi.replicas {
-			got, err := readPartitionLog(filepath.Join(cc.bs[r].dir, "data", topic+"-"+strconv.Itoa(int(p))))
+			got, err := readPartitionLog(filepath.Join(cc.bs[r].Dir, "data", topic+"-"+strconv.Itoa(int(p))))
 			if err != nil {
 				t.Fatalf("broker %d: %v", r, err)
 			}
@@ -533,7 +533,6 @@ func testPartitionIsolatedLeader(t *testing.T, pc partitionCase) {
 	}
 	n, mode := pc.brokers, pc.mode
 	cc := startChaosCluster(t, n)
-	defer dumpLogs(t, cc.bs)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -600,7 +599,7 @@ func testPartitionIsolatedLeader(t *testing.T, pc partitionCase) {
 
 	// Writes sent to the isolated broker itself, without re-routing: none
 	// may be acknowledged, it cannot reach a majority.
-	iso := startRawProducer(t, ctx, cc.bs[v].kafka, topic, part, "isolated")
+	iso := startRawProducer(t, ctx, cc.bs[v].Addr, topic, part, "isolated")
 
 	// The majority elects new leaders (a higher epoch, on another broker)
 	// and acknowledges writes on every partition the isolated broker led
@@ -638,7 +637,7 @@ func testPartitionIsolatedLeader(t *testing.T, pc partitionCase) {
 	// What the isolated broker tells clients: it cannot hear from the
 	// controller, so its metadata is stale (reported, not checked;
 	// clients ignore leaders with an epoch older than one they know).
-	if pi, ok := partitionsOf(ctx, []string{cc.bs[v].kafka}, topic)[part]; ok {
+	if pi, ok := partitionsOf(ctx, []string{cc.bs[v].Addr}, topic)[part]; ok {
 		t.Logf("isolated broker %d's metadata names leader %d epoch %d for partition %d", v, pi.leader, pi.epoch, part)
 	}
 	// Writes go on for a while on the majority side.
@@ -664,12 +663,12 @@ func testPartitionIsolatedLeader(t *testing.T, pc partitionCase) {
 	atHeal := map[int32]int64{}
 	for _, p := range led {
 		if pi, ok := partitionsOf(ctx, majority, topic)[p]; ok {
-			hw, _ := hwOf(cc.bs[pi.leader].http, topic)
+			hw, _ := hwOf(cc.bs[pi.leader].HTTPAddr, topic)
 			atHeal[p] = hw[p]
 		}
 	}
 	for {
-		hw, _ := hwOf(cc.bs[v].http, topic)
+		hw, _ := hwOf(cc.bs[v].HTTPAddr, topic)
 		caught := true
 		for _, p := range led {
 			caught = caught && hw[p] > atHeal[p]
@@ -749,7 +748,6 @@ func testLeaderKills(t *testing.T, n, kills int) {
 	}
 	// Frequent snapshots, so restarts go through snapshot restore.
 	cc := startChaosCluster(t, n, "--replica-snapshot-entries", "200")
-	defer dumpLogs(t, cc.bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const topic = "kills"
@@ -770,7 +768,7 @@ func testLeaderKills(t *testing.T, n, kills int) {
 		}
 		v := int(pi.leader)
 		victim := cc.bs[v]
-		victim.proc.Kill()
+		victim.Proc.Kill()
 		killedAt := time.Now()
 		at := load.waitAckAfter(t, part, killedAt, fmt.Sprintf("kill %d of broker %d", k, v))
 		failovers = append(failovers, at.Sub(killedAt))
@@ -782,18 +780,18 @@ func testLeaderKills(t *testing.T, n, kills int) {
 		// past where the partition's leader was when it came back, so
 		// the next kill does not take a second replica of a partition
 		// away.
-		victim.start(t, cc.gossipOf(v), 0)
+		victim.StartNode(cc.gossipOf(v), 0)
 		restartAt := time.Now()
 		target := map[int32]int64{}
 		cur := partitionsOf(ctx, cc.addrs(v), topic)
 		for p, cp := range cur {
 			if slices.Contains(ps[p].replicas, int32(v)) && cp.leader >= 0 && int(cp.leader) != v {
-				hw, _ := hwOf(cc.bs[cp.leader].http, topic)
+				hw, _ := hwOf(cc.bs[cp.leader].HTTPAddr, topic)
 				target[p] = hw[p]
 			}
 		}
 		for {
-			hw, _ := hwOf(victim.http, topic)
+			hw, _ := hwOf(victim.HTTPAddr, topic)
 			caught := true
 			for p, want := range target {
 				caught = caught && hw[p] > want
@@ -817,7 +815,7 @@ func testLeaderKills(t *testing.T, n, kills int) {
 
 	snaps := 0
 	for _, b := range cc.bs {
-		m, _ := filepath.Glob(filepath.Join(b.dir, "data", topic+"-*", "raft", "snapshots", "*", "meta.json"))
+		m, _ := filepath.Glob(filepath.Join(b.Dir, "data", topic+"-*", "raft", "snapshots", "*", "meta.json"))
 		snaps += len(m)
 	}
 	sorted := slices.Clone(failovers)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 func TestClusterThreeBrokers(t *testing.T) {
@@ -28,11 +29,10 @@ func TestClusterThreeBrokers(t *testing.T) {
 		t.Skip("starts real broker processes")
 	}
 	bs, controller := startClusterOf(t, 3)
-	defer dumpLogs(t, bs)
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	for _, b := range bs[1:] {
-		if got := waitCluster(t, b.kafka, 3); got != controller {
-			t.Fatalf("broker %d names controller %d, broker 0 names %d", b.id, got, controller)
+		if got := waitCluster(t, b.Addr, 3); got != controller {
+			t.Fatalf("broker %d names controller %d, broker 0 names %d", b.ID, got, controller)
 		}
 	}
 	other := bs[(controller+1)%3]
@@ -41,7 +41,7 @@ func TestClusterThreeBrokers(t *testing.T) {
 	defer cancel()
 
 	// A non-controller refuses topic changes with NOT_CONTROLLER...
-	raw, err := kgo.NewClient(kgo.SeedBrokers(other.kafka))
+	raw, err := kgo.NewClient(kgo.SeedBrokers(other.Addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,13 +55,13 @@ func TestClusterThreeBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if code := r.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != kerr.NotController.Code {
-		t.Fatalf("CreateTopics on non-controller %d: error %v, want NOT_CONTROLLER", other.id, kerr.ErrorForCode(code))
+		t.Fatalf("CreateTopics on non-controller %d: error %v, want NOT_CONTROLLER", other.ID, kerr.ErrorForCode(code))
 	}
 
 	// ...and the CLI pointed at it still creates the topic (kadm re-routes).
-	out, err := exec.CommandContext(ctx, testutil.Binary(t), "topic", "create", "orders", "--partitions", "6", "--brokers", other.kafka).CombinedOutput()
+	out, err := exec.CommandContext(ctx, testutil.Binary(t), "topic", "create", "orders", "--partitions", "6", "--brokers", other.Addr).CombinedOutput()
 	if err != nil {
-		t.Fatalf("simtel topic create via broker %d: %v\n%s", other.id, err, out)
+		t.Fatalf("simtel topic create via broker %d: %v\n%s", other.ID, err, out)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
@@ -90,8 +90,8 @@ func TestClusterThreeBrokers(t *testing.T) {
 	// of orders' 6 and of __consumer_offsets' 6, replication factor 3 by
 	// default) once it has applied the topics.
 	for _, b := range bs {
-		waitUntil(t, 10*time.Second, fmt.Sprintf("broker %d /metrics shows 3 alive brokers and 12 local partitions", b.id), func() string {
-			resp, err := http.Get("http://" + b.http + "/metrics")
+		waitUntil(t, 10*time.Second, fmt.Sprintf("broker %d /metrics shows 3 alive brokers and 12 local partitions", b.ID), func() string {
+			resp, err := http.Get("http://" + b.HTTPAddr + "/metrics")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,12 +113,12 @@ func TestClusterThreeBrokers(t *testing.T) {
 	}
 
 	// Auto-creation through a follower is forwarded to the controller.
-	ap, err := kgo.NewClient(kgo.SeedBrokers(other.kafka), kgo.AllowAutoTopicCreation())
+	ap, err := kgo.NewClient(kgo.SeedBrokers(other.Addr), kgo.AllowAutoTopicCreation())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ap.ProduceSync(ctx, &kgo.Record{Topic: "auto", Value: []byte("x")}).FirstErr(); err != nil {
-		t.Fatalf("produce to an auto-created topic through broker %d: %v", other.id, err)
+		t.Fatalf("produce to an auto-created topic through broker %d: %v", other.ID, err)
 	}
 	ap.Close()
 
@@ -226,7 +226,7 @@ func TestClusterThreeBrokers(t *testing.T) {
 	// Every broker names the same coordinator for the group.
 	coords := map[int32]bool{}
 	for _, b := range bs {
-		fc, err := kgo.NewClient(kgo.SeedBrokers(b.kafka))
+		fc, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,13 +252,13 @@ func TestClusterThreeBrokers(t *testing.T) {
 	// Kill the controller leader; a new one takes over and topic
 	// creation keeps working.
 	killed := bs[controller]
-	killed.proc.Kill()
+	killed.Proc.Kill()
 	start := time.Now()
 	var survivors, survivorGossip []string
 	for _, b := range bs {
 		if b != killed {
-			survivors = append(survivors, b.kafka)
-			survivorGossip = append(survivorGossip, b.gossip)
+			survivors = append(survivors, b.Addr)
+			survivorGossip = append(survivorGossip, b.GossipAddr)
 		}
 	}
 	for {
@@ -306,7 +306,7 @@ func TestClusterThreeBrokers(t *testing.T) {
 	// which removes its files too; a partition directory of a topic the
 	// metadata never had (as after a snapshot) tests the collection of
 	// stale directories for sure.
-	ghost := filepath.Join(killed.dir, "data", "ghost-0")
+	ghost := filepath.Join(killed.Dir, "data", "ghost-0")
 	if err := os.MkdirAll(ghost, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -316,12 +316,12 @@ func TestClusterThreeBrokers(t *testing.T) {
 	if err := os.WriteFile(ghost+".topic-id", []byte("00112233445566778899aabbccddeeff"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	killed.start(t, survivorGossip, 3)
-	waitCluster(t, killed.kafka, 3)
+	killed.StartNode(survivorGossip, 3)
+	waitCluster(t, killed.Addr, 3)
 	waitCluster(t, survivors[0], 3)
 	waitNoFiles(t, killed, "gone-")
 	waitNoFiles(t, killed, "ghost-")
-	m, err := metadataFrom(ctx, killed.kafka, "orders", "after-failover")
+	m, err := metadataFrom(ctx, killed.Addr, "orders", "after-failover")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,9 +361,9 @@ func TestClusterThreeBrokers(t *testing.T) {
 	// of a topic created afterwards.
 	b3 := newClusterBroker(t, 3)
 	bs = append(bs, b3)
-	b3.startFresh(t, []string{bs[0].gossip, bs[1].gossip}, 0)
+	b3.StartNodeFresh([]string{bs[0].GossipAddr, bs[1].GossipAddr}, 0)
 	for _, b := range bs {
-		waitCluster(t, b.kafka, 4)
+		waitCluster(t, b.Addr, 4)
 	}
 	if _, err := adm.CreateTopic(ctx, 8, 1, nil, "later"); err != nil {
 		t.Fatal(err)
@@ -386,12 +386,12 @@ func TestClusterThreeBrokers(t *testing.T) {
 	})
 	// Clients send config changes to any broker: send one to a follower,
 	// which forwards it to the controller.
-	m, err = metadataFrom(ctx, bs[0].kafka)
+	m, err = metadataFrom(ctx, bs[0].Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	follower := bs[(m.ControllerID+1)%4]
-	fc, err := kgo.NewClient(kgo.SeedBrokers(follower.kafka))
+	fc, err := kgo.NewClient(kgo.SeedBrokers(follower.Addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,12 +408,12 @@ func TestClusterThreeBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if code := ar.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode; code != 0 {
-		t.Fatalf("alter configs through follower %d: %v", follower.id, kerr.ErrorForCode(code))
+		t.Fatalf("alter configs through follower %d: %v", follower.ID, kerr.ErrorForCode(code))
 	}
 	for _, b := range bs {
 		waitFor := time.Now().Add(10 * time.Second)
 		for {
-			bc, err := kgo.NewClient(kgo.SeedBrokers(b.kafka))
+			bc, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -431,7 +431,7 @@ func TestClusterThreeBrokers(t *testing.T) {
 				break
 			}
 			if time.Now().After(waitFor) {
-				t.Fatalf("broker %d: retention.ms of later is %+v, want 3600000", b.id, dr)
+				t.Fatalf("broker %d: retention.ms of later is %+v, want 3600000", b.ID, dr)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -448,8 +448,8 @@ func TestClusterThreeBrokers(t *testing.T) {
 // prefix (a deleted topic's partitions and their topic-id markers).
 func waitNoFiles(t *testing.T, b *clusterBroker, prefix string) {
 	t.Helper()
-	waitUntil(t, 10*time.Second, fmt.Sprintf("broker %d has no files of a deleted topic", b.id), func() string {
-		entries, _ := os.ReadDir(filepath.Join(b.dir, "data"))
+	waitUntil(t, 10*time.Second, fmt.Sprintf("broker %d has no files of a deleted topic", b.ID), func() string {
+		entries, _ := os.ReadDir(filepath.Join(b.Dir, "data"))
 		var left []string
 		for _, e := range entries {
 			if strings.HasPrefix(e.Name(), prefix) {

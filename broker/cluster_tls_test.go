@@ -52,13 +52,12 @@ func TestClusterTLSProcesses(t *testing.T) {
 	peer, intruder := ca.Peer(t, "broker"), other.Peer(t, "broker")
 	key := writeGossipKey(t)
 	var bs []*clusterBroker
-	defer func() { dumpLogs(t, bs) }()
 	flags := func(cb *clusterBroker, cert testutil.Cert, caFile string, withKey bool) {
 		s := testutil.FreePort(t)
-		cb.extra = []string{"--listeners", "plain=PLAINTEXT://" + cb.kafka + ",secure=SSL://" + s, "--inter-broker-listener", "secure",
+		cb.ExtraArgs = []string{"--listeners", "plain=PLAINTEXT://" + cb.Addr + ",secure=SSL://" + s, "--inter-broker-listener", "secure",
 			"--tls-cert", cert.CertFile, "--tls-key", cert.KeyFile, "--tls-ca", caFile, "--tls-client-auth", "required", "--cluster-tls"}
 		if withKey {
-			cb.extra = append(cb.extra, "--gossip-key-file", key)
+			cb.ExtraArgs = append(cb.ExtraArgs, "--gossip-key-file", key)
 		}
 	}
 	for i := range 3 {
@@ -66,15 +65,15 @@ func TestClusterTLSProcesses(t *testing.T) {
 		flags(cb, peer, ca.CAFile, true)
 		var join []string
 		if i > 0 {
-			join = []string{bs[0].gossip}
+			join = []string{bs[0].GossipAddr}
 		}
 		bs = append(bs, cb)
-		cb.start(t, join, 3)
+		cb.StartNode(join, 3)
 	}
-	waitCluster(t, bs[0].kafka, 3)
+	waitCluster(t, bs[0].Addr, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	cl := listenerClient(t, seeds[0], nil)
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 3, nil, "ctls"); err != nil {
 		t.Fatal(err)
@@ -102,16 +101,16 @@ func TestClusterTLSProcesses(t *testing.T) {
 	b3 := newClusterBroker(t, 3)
 	flags(b3, intruder, other.CAFile, true)
 	bs = append(bs, b3)
-	b3.start(t, []string{bs[0].gossip}, 0)
+	b3.StartNode([]string{bs[0].GossipAddr}, 0)
 	// A broker with the cluster's certificate and no gossip key.
 	b4 := newClusterBroker(t, 4)
 	flags(b4, peer, ca.CAFile, false)
 	bs = append(bs, b4)
-	b4.start(t, []string{bs[0].gossip}, 0)
+	b4.StartNode([]string{bs[0].GossipAddr}, 0)
 
 	// Garbage to a raft port.
 	for range 2 {
-		c, err := net.DialTimeout("tcp", bs[1].raft, time.Second)
+		c, err := net.DialTimeout("tcp", bs[1].RaftAddr, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,9 +122,9 @@ func TestClusterTLSProcesses(t *testing.T) {
 	testutil.WaitFor(t, 60*time.Second, "the refusals counted", func() error {
 		var tlsFail, gossipFail float64
 		for _, b := range bs[:3] {
-			v, _ := metricSum(b.http, "simtel_broker_cluster_tls_failures_total")
+			v, _ := metricSum(b.HTTPAddr, "simtel_broker_cluster_tls_failures_total")
 			tlsFail += v
-			v, _ = metricSum(b.http, "simtel_broker_cluster_gossip_auth_failures_total")
+			v, _ = metricSum(b.HTTPAddr, "simtel_broker_cluster_gossip_auth_failures_total")
 			gossipFail += v
 		}
 		// Garbage twice on broker 1, and the leader's probes of broker 3.
@@ -142,15 +141,15 @@ func TestClusterTLSProcesses(t *testing.T) {
 	})
 	txnRound("after")
 	for _, b := range bs[:3] {
-		if m, err := metadataFrom(ctx, b.kafka); err != nil {
+		if m, err := metadataFrom(ctx, b.Addr); err != nil {
 			t.Fatal(err)
 		} else if len(m.Brokers) != 3 {
-			t.Errorf("broker %d lists %d brokers in Metadata, want 3 (the outsiders are not members)", b.id, len(m.Brokers))
+			t.Errorf("broker %d lists %d brokers in Metadata, want 3 (the outsiders are not members)", b.ID, len(m.Brokers))
 		}
 	}
 	for _, b := range bs[3:] {
-		if b.proc.Exited() {
-			t.Errorf("outsider broker %d exited; it should keep trying", b.id)
+		if b.Proc.Exited() {
+			t.Errorf("outsider broker %d exited; it should keep trying", b.ID)
 		}
 	}
 	if !strings.Contains(logOf(bs[1]), "raft mux refused a TLS connection") {
@@ -167,7 +166,7 @@ func TestClusterTLSProcesses(t *testing.T) {
 }
 
 func logOf(b *clusterBroker) string {
-	data, _ := os.ReadFile(b.proc.Log)
+	data, _ := os.ReadFile(b.Proc.Log)
 	return string(data)
 }
 

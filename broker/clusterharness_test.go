@@ -33,92 +33,26 @@ import (
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
-// clusterBroker is one real `simtel broker` process in cluster mode.
-type clusterBroker struct {
-	id                  int
-	dir                 string
-	kafka, raft, gossip string
-	http                string
-	proc                *testutil.Proc
-	extra               []string // more flags
-}
+// clusterBroker is one real `simtel broker` process in cluster mode,
+// started by brokertest (which logs its log tails if the test fails).
+type clusterBroker = brokertest.Broker
 
-func (cb *clusterBroker) start(t *testing.T, join []string, expect int) {
-	t.Helper()
-	if err := cb.tryStart(t, join, expect); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// tryStart starts the process and waits for its Kafka port; an error says
-// why it did not come up (with its log).
-func (cb *clusterBroker) tryStart(t *testing.T, join []string, expect int) error {
-	t.Helper()
-	args := []string{"broker", "--node-id", strconv.Itoa(cb.id), "--data-dir", cb.dir,
-		"--listen", cb.kafka, "--raft-listen", cb.raft, "--gossip-listen", cb.gossip,
-		"--group-initial-rebalance-delay", "0s", "--http-listen", cb.http}
-	args = append(args, cb.extra...)
-	for _, j := range join {
-		args = append(args, "--join", j)
-	}
-	if expect > 0 {
-		args = append(args, "--bootstrap-expect", strconv.Itoa(expect))
-	}
-	cb.proc = testutil.Start(t, t.TempDir(), args...)
-	if err := testutil.WaitListening(cb.kafka, cb.proc, 20*time.Second); err != nil {
-		return fmt.Errorf("broker %d: %w", cb.id, err)
-	}
-	return nil
-}
-
-// startFresh starts a new broker; if one of its random ports was taken in
-// the meantime (an outgoing connection can get it), it retries on others.
-func (cb *clusterBroker) startFresh(t *testing.T, join []string, expect int) {
-	t.Helper()
-	for range 5 {
-		err := cb.tryStart(t, join, expect)
-		if err == nil {
-			return
-		}
-		if !strings.Contains(err.Error(), "address already in use") {
-			t.Fatal(err)
-		}
-		cb.kafka, cb.raft, cb.gossip, cb.http = testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
-	}
-	t.Fatalf("broker %d: no free ports after 5 tries", cb.id)
-}
-
+// newClusterBroker prepares broker id on free ports, not started: groups
+// rebalance at once and the log is at info level, which some tests read.
 func newClusterBroker(t *testing.T, id int) *clusterBroker {
-	return &clusterBroker{id: id, dir: t.TempDir(), kafka: testutil.FreePort(t), raft: testutil.FreePort(t), gossip: testutil.FreePort(t), http: testutil.FreePort(t)}
+	return brokertest.NewNode(t, id, brokertest.GroupDelay(0), brokertest.Args("--log-level", "info"))
 }
 
 // joinBroker starts a broker with the next node id and the extra flags,
 // joining the cluster through the gossip of (*bs)[0], and appends it to
-// *bs (before it starts, so a deferred dumpLogs of *bs shows its log).
+// *bs.
 func joinBroker(t *testing.T, bs *[]*clusterBroker, extra ...string) *clusterBroker {
 	t.Helper()
 	b := newClusterBroker(t, len(*bs))
-	b.extra = extra
+	b.ExtraArgs = extra
 	*bs = append(*bs, b)
-	b.startFresh(t, []string{(*bs)[0].gossip}, 0)
+	b.StartNodeFresh([]string{(*bs)[0].GossipAddr}, 0)
 	return b
-}
-
-func dumpLogs(t *testing.T, bs []*clusterBroker) {
-	t.Helper()
-	if !t.Failed() {
-		return
-	}
-	for _, b := range bs {
-		if b.proc == nil {
-			continue
-		}
-		data, _ := os.ReadFile(b.proc.Log)
-		if len(data) > 6000 {
-			data = data[len(data)-6000:]
-		}
-		t.Logf("broker %d log tail:\n%s", b.id, data)
-	}
 }
 
 // metadataFrom asks one broker (not the cluster) for its metadata.
@@ -153,30 +87,21 @@ func waitCluster(t *testing.T, addr string, want int) int32 {
 }
 
 // startClusterOf starts n brokers (ids 0..n-1) forming one cluster, each
-// with extra flags, and returns them and the controller's id. If they do
-// not come up, the failure carries the started brokers' log tails.
+// with extra flags, and returns them and the controller's id.
 func startClusterOf(t *testing.T, n int, extra ...string) ([]*clusterBroker, int32) {
 	t.Helper()
 	var bs []*clusterBroker
-	up := false
-	defer func() {
-		if !up {
-			dumpLogs(t, bs)
-		}
-	}()
 	for i := range n {
 		b := newClusterBroker(t, i)
-		b.extra = extra
+		b.ExtraArgs = extra
 		var join []string
 		if i > 0 {
-			join = []string{bs[0].gossip}
+			join = []string{bs[0].GossipAddr}
 		}
-		b.startFresh(t, join, n)
+		b.StartNodeFresh(join, n)
 		bs = append(bs, b)
 	}
-	controller := waitCluster(t, bs[0].kafka, n)
-	up = true
-	return bs, controller
+	return bs, waitCluster(t, bs[0].Addr, n)
 }
 
 // waitUntil polls cond (testutil.WaitFor) until it returns "" or the
@@ -598,15 +523,6 @@ func checkRead(t *testing.T, chk *replChecker, who string, read map[int32][]*kgo
 	}
 }
 
-// kafkaAddrs is the Kafka address of each of bs.
-func kafkaAddrs(bs []*clusterBroker) []string {
-	var out []string
-	for _, b := range bs {
-		out = append(out, b.kafka)
-	}
-	return out
-}
-
 // createTopic creates topic with parts partitions and replication factor
 // rf through the brokers at seeds (the controller, or any broker that
 // forwards to it) and fails the test if it cannot.
@@ -671,8 +587,8 @@ func restartWithJoin(t *testing.T, down *clusterBroker, bs []*clusterBroker) {
 	var join []string
 	for _, b := range bs {
 		if b != down {
-			join = append(join, b.gossip)
+			join = append(join, b.GossipAddr)
 		}
 	}
-	down.start(t, join, 0)
+	down.StartNode(join, 0)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -65,14 +66,13 @@ func TestClusterGroupJoinSurvivesCoordinatorStepDown(t *testing.T) {
 		t.Skip("starts real broker processes")
 	}
 	bs, controller := startClusterOf(t, 3)
-	defer dumpLogs(t, bs)
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	waitCoordinators(t, bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
 	const topic = "stepdown"
-	createTopic(t, ctx, []string{bs[controller].kafka}, topic, 3, 3)
+	createTopic(t, ctx, []string{bs[controller].Addr}, topic, 3, 3)
 	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestClusterGroupJoinSurvivesCoordinatorStepDown(t *testing.T) {
 		coord := findCoordinator(t, ctx, admin, 0, groupID)
 		var stop []*clusterBroker
 		for _, b := range bs {
-			if int32(b.id) != coord {
+			if int32(b.ID) != coord {
 				stop = append(stop, b)
 			}
 		}
@@ -166,28 +166,28 @@ func TestClusterGroupJoinSurvivesCoordinatorStepDown(t *testing.T) {
 		// Longer than C's retry budget for one JoinGroup.
 		time.Sleep(8 * time.Second)
 
-		_, epoch := leaderOf(ctx, []string{bs[coord].kafka}, "__consumer_offsets", part)
+		_, epoch := leaderOf(ctx, []string{bs[coord].Addr}, "__consumer_offsets", part)
 		for _, s := range stop {
-			if err := s.proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			if err := s.Proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
 		}
 		time.Sleep(3 * time.Second)
 		for _, s := range stop {
-			if err := s.proc.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			if err := s.Proc.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var leader, newEpoch int32
 		waitUntil(t, 60*time.Second, "the offsets partition has a leader in a later term", func() string {
-			leader, newEpoch = leaderOf(ctx, []string{bs[coord].kafka}, "__consumer_offsets", part)
+			leader, newEpoch = leaderOf(ctx, []string{bs[coord].Addr}, "__consumer_offsets", part)
 			if leader < 0 || newEpoch <= epoch {
 				return fmt.Sprintf("leader %d epoch %d (was %d)", leader, newEpoch, epoch)
 			}
 			return ""
 		})
 		t.Logf("trial %d: group %s on offsets partition %d, coordinator broker %d (epoch %d); followers %d and %d stopped 3s; now led by %d in epoch %d (load %s)",
-			trial, groupID, part, coord, epoch, stop[0].id, stop[1].id, leader, newEpoch, loadAvg())
+			trial, groupID, part, coord, epoch, stop[0].ID, stop[1].ID, leader, newEpoch, loadAvg())
 
 		// B rejoins: the rebalance completes and C gets its share.
 		b.AllowRebalance()
@@ -252,7 +252,7 @@ func leaderStatesOf(t *testing.T, bs []*clusterBroker, part int32) int {
 		`msg="leadership handed back to the preferred leader" partition=__consumer_offsets-%[1]d( |$)`, part))
 	n := 0
 	for _, b := range bs {
-		data, err := os.ReadFile(b.proc.Log)
+		data, err := os.ReadFile(b.Proc.Log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -29,14 +30,13 @@ func TestClusterNewTopicTakesWritesAtOnce(t *testing.T) {
 		t.Skip("starts real broker processes")
 	}
 	bs, controller := startClusterOf(t, 3)
-	defer dumpLogs(t, bs)
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const minAge, bound = 60 * time.Second, 20 * time.Second
 	for _, rf := range []int16{1, 3} {
 		topic := fmt.Sprintf("fresh-rf%d", rf)
-		createTopic(t, ctx, []string{bs[controller].kafka}, topic, 6, rf)
+		createTopic(t, ctx, []string{bs[controller].Addr}, topic, 6, rf)
 		waitUntil(t, 60*time.Second, "Metadata names a leader of every partition of "+topic, func() string {
 			md, err := metadataFrom(ctx, seeds[0], topic)
 			if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 6 {
@@ -94,14 +94,13 @@ func TestClusterGroupCommitsThroughCoordinatorRestarts(t *testing.T) {
 		t.Skip("starts real broker processes")
 	}
 	bs, controller := startClusterOf(t, 3)
-	defer dumpLogs(t, bs)
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	waitCoordinators(t, bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
 	const topic, groupID = "handover", "handover-group"
-	createTopic(t, ctx, []string{bs[controller].kafka}, topic, 3, 3)
+	createTopic(t, ctx, []string{bs[controller].Addr}, topic, 3, 3)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +150,7 @@ func TestClusterGroupCommitsThroughCoordinatorRestarts(t *testing.T) {
 		coord := findCoordinator(t, ctx, admin, 0, groupID)
 		victim := bs[coord]
 		stopped := time.Now()
-		if err := victim.proc.Stop(30 * time.Second); err != nil {
+		if err := victim.Proc.Stop(30 * time.Second); err != nil {
 			t.Logf("round %d: broker %d: %v", round, coord, err)
 		}
 		waitUntil(t, resumeBound, fmt.Sprintf("round %d: the member commits 3 times after broker %d stopped", round, coord), tr.commitsSince(stopped, 3))

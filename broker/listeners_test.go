@@ -363,24 +363,23 @@ func TestClusterListeners(t *testing.T) {
 	ca, srv, alice := testCerts(t)
 	var bs []*clusterBroker
 	secure := map[int32]string{}
-	defer func() { dumpLogs(t, bs) }()
 	for i := range 3 {
 		cb := newClusterBroker(t, i)
 		s := testutil.FreePort(t)
 		secure[int32(i)] = s
-		cb.extra = []string{"--listeners", "plain=PLAINTEXT://" + cb.kafka + ",secure=SSL://" + s,
+		cb.ExtraArgs = []string{"--listeners", "plain=PLAINTEXT://" + cb.Addr + ",secure=SSL://" + s,
 			"--tls-cert", srv.CertFile, "--tls-key", srv.KeyFile, "--tls-ca", ca.CAFile, "--tls-client-auth", "required"}
 		var join []string
 		if i > 0 {
-			join = []string{bs[0].gossip}
+			join = []string{bs[0].GossipAddr}
 		}
-		cb.start(t, join, 3)
+		cb.StartNode(join, 3)
 		bs = append(bs, cb)
 	}
 	// Metadata is asked of broker 1 below: it must know all three too,
 	// not only the broker that formed the cluster.
 	for _, cb := range bs[:2] {
-		waitCluster(t, cb.kafka, 3)
+		waitCluster(t, cb.Addr, 3)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -394,9 +393,9 @@ func TestClusterListeners(t *testing.T) {
 	}
 	plain := map[int32]string{}
 	for _, cb := range bs {
-		plain[int32(cb.id)] = cb.kafka
+		plain[int32(cb.ID)] = cb.Addr
 	}
-	m, err := metadataFrom(ctx, bs[1].kafka)
+	m, err := metadataFrom(ctx, bs[1].Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -20,8 +21,7 @@ func TestLogAppendTimeReplicated(t *testing.T) {
 		t.Skip("starts real broker processes")
 	}
 	bs, _ := startClusterOf(t, 3)
-	defer dumpLogs(t, bs)
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -77,11 +77,11 @@ func TestLogAppendTimeReplicated(t *testing.T) {
 	if leader < 0 {
 		t.Fatal("no leader for lat3-0")
 	}
-	bs[leader].proc.Kill()
+	bs[leader].Proc.Kill()
 	var rest []string
 	for _, b := range bs {
-		if int32(b.id) != leader {
-			rest = append(rest, b.kafka)
+		if int32(b.ID) != leader {
+			rest = append(rest, b.Addr)
 		}
 	}
 	waitUntil(t, 90*time.Second, "a new leader of lat3-0", func() string {

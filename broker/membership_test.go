@@ -22,6 +22,7 @@ import (
 
 	"github.com/simtel/simtel/broker/storage"
 	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // metricSum adds up every series of a metric (all label sets) on a
@@ -57,15 +58,15 @@ next:
 // data directory: batch bytes from offset from to the end.
 func partitionLog(t *testing.T, b *clusterBroker, topic string, part int32) (start, end int64, read func(from int64) []byte) {
 	t.Helper()
-	l, err := storage.Open(storage.Config{Dir: filepath.Join(b.dir, "data", topic+"-"+strconv.Itoa(int(part)))})
+	l, err := storage.Open(storage.Config{Dir: filepath.Join(b.Dir, "data", topic+"-"+strconv.Itoa(int(part)))})
 	if err != nil {
-		t.Fatalf("broker %d: cannot open its %s-%d: %v", b.id, topic, part, err)
+		t.Fatalf("broker %d: cannot open its %s-%d: %v", b.ID, topic, part, err)
 	}
 	t.Cleanup(func() { l.Close() })
 	return l.StartOffset(), l.EndOffset(), func(from int64) []byte {
 		res, err := l.Read(from, 1<<40, l.EndOffset())
 		if err != nil {
-			t.Fatalf("broker %d: %s-%d: read from offset %d: %v", b.id, topic, part, from, err)
+			t.Fatalf("broker %d: %s-%d: read from offset %d: %v", b.ID, topic, part, from, err)
 		}
 		defer res.Release()
 		var out []byte
@@ -73,7 +74,7 @@ func partitionLog(t *testing.T, b *clusterBroker, topic string, part int32) (sta
 			n := len(out)
 			out = append(out, make([]byte, c.Size)...)
 			if _, err := c.File.ReadAt(out[n:], c.Pos); err != nil {
-				t.Fatalf("broker %d: %s-%d: read %d bytes at %d of a segment: %v", b.id, topic, part, c.Size, c.Pos, err)
+				t.Fatalf("broker %d: %s-%d: read %d bytes at %d of a segment: %v", b.ID, topic, part, c.Size, c.Pos, err)
 			}
 		}
 		return out
@@ -86,8 +87,8 @@ func partitionLog(t *testing.T, b *clusterBroker, topic string, part int32) (sta
 func sameLogs(t *testing.T, bs []*clusterBroker, topic string, part int32) int64 {
 	t.Helper()
 	for _, b := range bs {
-		if err := b.proc.Stop(30 * time.Second); err != nil {
-			t.Logf("broker %d: stop: %v", b.id, err)
+		if err := b.Proc.Stop(30 * time.Second); err != nil {
+			t.Logf("broker %d: stop: %v", b.ID, err)
 		}
 	}
 	type copyOf struct {
@@ -99,7 +100,7 @@ func sameLogs(t *testing.T, bs []*clusterBroker, topic string, part int32) int64
 	from := int64(0)
 	for _, b := range bs {
 		s, e, r := partitionLog(t, b, topic, part)
-		copies = append(copies, copyOf{b.id, s, e, r})
+		copies = append(copies, copyOf{b.ID, s, e, r})
 		from = max(from, s)
 	}
 	want := copies[0].read(from)
@@ -123,10 +124,9 @@ func TestReplicaCatchUpFromSnapshot(t *testing.T) {
 		t.Skip("starts real broker processes")
 	}
 	bs, controller := startClusterOf(t, 3, "--replica-snapshot-entries", "40", "--replica-trailing-logs", "10")
-	defer dumpLogs(t, bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("snap"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.AllowAutoTopicCreation())
 	if err != nil {
@@ -151,14 +151,14 @@ func TestReplicaCatchUpFromSnapshot(t *testing.T) {
 		t.Fatal("no leader for snap/0")
 	}
 	victim := bs[(leader+1)%3]
-	victim.proc.Kill()
+	victim.Proc.Kill()
 	// One produce request per record: each is a raft entry, so this is
 	// far more than the 10 entries kept behind a snapshot.
 	produce(50, 400)
 	// Snapshots are checked every 10 s: wait for the leader to take one
 	// past the victim's position (raft then drops all but 10 entries
 	// behind it, so the victim can only catch up from the snapshot).
-	snapDir := filepath.Join(bs[leader].dir, "data", "snap-0", "raft", "snapshots")
+	snapDir := filepath.Join(bs[leader].Dir, "data", "snap-0", "raft", "snapshots")
 	waitUntil(t, 60*time.Second, "leader takes a snapshot", func() string {
 		ents, _ := os.ReadDir(snapDir)
 		for _, e := range ents {
@@ -170,15 +170,15 @@ func TestReplicaCatchUpFromSnapshot(t *testing.T) {
 		return fmt.Sprintf("snapshots in %s: %d entries", snapDir, len(ents))
 	})
 	produce(450, 50)
-	victim.start(t, []string{bs[leader].gossip}, 0)
+	victim.StartNode([]string{bs[leader].GossipAddr}, 0)
 	waitUntil(t, 90*time.Second, "restarted replica installs a snapshot and catches up", func() string {
-		n, err := metricSum(victim.http, "simtel_broker_replica_snapshot_installs_total")
+		n, err := metricSum(victim.HTTPAddr, "simtel_broker_replica_snapshot_installs_total")
 		if err != nil || n < 1 {
-			return fmt.Sprintf("snapshot installs on broker %d: %v (%v)", victim.id, n, err)
+			return fmt.Sprintf("snapshot installs on broker %d: %v (%v)", victim.ID, n, err)
 		}
-		hw, err := hwOf(victim.http, "snap")
+		hw, err := hwOf(victim.HTTPAddr, "snap")
 		if err != nil || hw[0] < 500 {
-			return fmt.Sprintf("broker %d high watermark %v (%v)", victim.id, hw, err)
+			return fmt.Sprintf("broker %d high watermark %v (%v)", victim.ID, hw, err)
 		}
 		return ""
 	})
@@ -186,9 +186,9 @@ func TestReplicaCatchUpFromSnapshot(t *testing.T) {
 	// Let the last entries reach every replica before the stop.
 	waitUntil(t, 30*time.Second, "all replicas applied the last write", func() string {
 		for _, b := range bs {
-			hw, err := hwOf(b.http, "snap")
+			hw, err := hwOf(b.HTTPAddr, "snap")
 			if err != nil || hw[0] < 520 {
-				return fmt.Sprintf("broker %d high watermark %v (%v)", b.id, hw, err)
+				return fmt.Sprintf("broker %d high watermark %v (%v)", b.ID, hw, err)
 			}
 		}
 		return ""
@@ -255,19 +255,18 @@ func TestClusterJoinRebalance(t *testing.T) {
 	}
 	extra := []string{"--replica-snapshot-entries", "200", "--replica-trailing-logs", "50"}
 	bs, controller := startClusterOf(t, 3, extra...)
-	defer func() { dumpLogs(t, bs) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	const topic, parts = "join", 8
-	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
+	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 3)
 	waitLeaders(t, ctx, seeds, topic, 3)
 	load := startLoad(t, ctx, seeds, topic, 3)
 	load.waitAcks(t, 3000)
 
 	joined := joinBroker(t, &bs, extra...)
 	start := time.Now()
-	all := append(slices.Clone(seeds), joined.kafka)
+	all := append(slices.Clone(seeds), joined.Addr)
 	// 8 partitions x 3 replicas over 4 brokers: 6 each; 8 preferred
 	// leaders: 2 each.
 	stable := 0
@@ -302,7 +301,7 @@ func TestClusterJoinRebalance(t *testing.T) {
 	// simtel cluster status shows the same spread (retried: an election
 	// under load can move a leader for a moment).
 	waitUntil(t, 60*time.Second, "simtel cluster status shows the spread", func() string {
-		st, _, why := clusterStatusOf(t, joined.kafka, topic, 4)
+		st, _, why := clusterStatusOf(t, joined.Addr, topic, 4)
 		if why != "" {
 			return why
 		}
@@ -314,14 +313,14 @@ func TestClusterJoinRebalance(t *testing.T) {
 		return ""
 	})
 	// Brokers that lost a replica deleted its files.
-	m, err := metadataFrom(ctx, joined.kafka, topic)
+	m, err := metadataFrom(ctx, joined.Addr, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range m.Topics[0].Partitions {
 		for _, b := range bs[:3] {
-			if !slices.Contains(p.Replicas, int32(b.id)) {
-				dir := filepath.Join(b.dir, "data", topic+"-"+strconv.Itoa(int(p.Partition)))
+			if !slices.Contains(p.Replicas, int32(b.ID)) {
+				dir := filepath.Join(b.Dir, "data", topic+"-"+strconv.Itoa(int(p.Partition)))
 				waitUntil(t, 30*time.Second, "a moved-away replica's files are deleted", func() string {
 					if _, err := os.Stat(dir); err == nil {
 						return dir + " still exists"
@@ -331,8 +330,8 @@ func TestClusterJoinRebalance(t *testing.T) {
 			}
 		}
 	}
-	moved, _ := metricSum(joined.http, "simtel_broker_replica_snapshot_installs_total")
-	logData, _ := os.ReadFile(joined.proc.Log)
+	moved, _ := metricSum(joined.HTTPAddr, "simtel_broker_replica_snapshot_installs_total")
+	logData, _ := os.ReadFile(joined.Proc.Log)
 	t.Logf("the joined broker holds 6 replicas and leads 2 partitions %v after it started (load %s); %v of its replicas caught up from a snapshot (%d log lines about snapshots)",
 		time.Since(start).Round(time.Second), loadAvg(), moved, strings.Count(string(logData), "snapshot"))
 	load.waitMore(t, "writes go on after the rebalance", 2000)
@@ -347,7 +346,7 @@ func TestClusterJoinRebalance(t *testing.T) {
 		waitUntil(t, 30*time.Second, "replicas applied the same end", func() string {
 			var ends []int64
 			for _, r := range p.Replicas {
-				hw, err := hwOf(bs[r].http, topic)
+				hw, err := hwOf(bs[r].HTTPAddr, topic)
 				if err != nil {
 					return err.Error()
 				}
@@ -377,34 +376,33 @@ func TestClusterReplaceGoneBroker(t *testing.T) {
 		t.Skip("starts real broker processes")
 	}
 	bs, controller := startClusterOf(t, 4, "--replica-replace-after", "3s", "--replica-snapshot-entries", "200", "--replica-trailing-logs", "50")
-	defer func() { dumpLogs(t, bs) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	const topic, parts = "replace", 4
-	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
+	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 3)
 	waitLeaders(t, ctx, seeds, topic, 3)
 	load := startLoad(t, ctx, seeds, topic, 2)
 	load.waitAcks(t, 2000)
 	// Stop a broker that is not the controller, for good.
 	victim := bs[(controller+1)%4]
-	victim.proc.Kill()
+	victim.Proc.Kill()
 	killed := time.Now()
 	var rest []string
 	for _, b := range bs {
 		if b != victim {
-			rest = append(rest, b.kafka)
+			rest = append(rest, b.Addr)
 		}
 	}
 	waitUntil(t, 4*time.Minute, "every partition is back to three alive replicas", func() string {
 		replicas, leaders, settled, err := spread(ctx, rest, topic, 3)
-		if err != nil || !settled || replicas[int32(victim.id)] != 0 {
+		if err != nil || !settled || replicas[int32(victim.ID)] != 0 {
 			return fmt.Sprintf("replicas %v leaders %v settled %v (%v)", replicas, leaders, settled, err)
 		}
 		return ""
 	})
 	t.Logf("broker %d killed; its replicas re-created on the others %v later (replace-after 3s, load %s)",
-		victim.id, time.Since(killed).Round(time.Second), loadAvg())
+		victim.ID, time.Since(killed).Round(time.Second), loadAvg())
 	load.waitMore(t, "writes go on", 2000)
 	load.finishAndCheck(ctx, t, rest, topic)
 }
@@ -419,28 +417,27 @@ func TestClusterRollingRestart(t *testing.T) {
 		t.Skip("starts real broker processes")
 	}
 	bs, controller := startClusterOf(t, 3, "--replica-snapshot-entries", "200", "--replica-trailing-logs", "50")
-	defer func() { dumpLogs(t, bs) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	const topic, parts = "rolling", 6
-	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
+	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 3)
 	spreadOut := twoLeadersEach(ctx, seeds, topic)
 	waitUntil(t, 60*time.Second, "leaders spread 2/2/2", spreadOut)
 	load := startLoad(t, ctx, seeds, topic, 3)
 	for _, b := range bs {
 		load.waitAcks(t, 2000)
-		if err := b.proc.Stop(30 * time.Second); err != nil {
-			t.Logf("broker %d: stop: %v", b.id, err)
+		if err := b.Proc.Stop(30 * time.Second); err != nil {
+			t.Logf("broker %d: stop: %v", b.ID, err)
 		}
 		stopped := time.Now()
 		var join []string
 		for _, o := range bs {
 			if o != b {
-				join = append(join, o.gossip)
+				join = append(join, o.GossipAddr)
 			}
 		}
-		b.start(t, join, 0)
+		b.StartNode(join, 0)
 		// Caught up: every replica on the restarted broker has applied at
 		// least what the leaders had when it came back.
 		var leaderHW map[int32]int64
@@ -451,7 +448,7 @@ func TestClusterRollingRestart(t *testing.T) {
 				if l < 0 {
 					return fmt.Sprintf("no leader for %d", p)
 				}
-				hw, err := hwOf(bs[l].http, topic)
+				hw, err := hwOf(bs[l].HTTPAddr, topic)
 				if err != nil {
 					return err.Error()
 				}
@@ -460,7 +457,7 @@ func TestClusterRollingRestart(t *testing.T) {
 			return ""
 		})
 		waitUntil(t, 2*time.Minute, "the restarted broker catches up", func() string {
-			hw, err := hwOf(b.http, topic)
+			hw, err := hwOf(b.HTTPAddr, topic)
 			if err != nil || len(hw) != parts {
 				return fmt.Sprintf("hw %v (%v)", hw, err)
 			}
@@ -473,14 +470,14 @@ func TestClusterRollingRestart(t *testing.T) {
 		})
 		waitUntil(t, 2*time.Minute, "no broker reports an under-replicated partition", func() string {
 			for _, o := range bs {
-				n, err := metricSum(o.http, "simtel_broker_under_replicated_partitions")
+				n, err := metricSum(o.HTTPAddr, "simtel_broker_under_replicated_partitions")
 				if err != nil || n != 0 {
-					return fmt.Sprintf("broker %d: %v under-replicated (%v)", o.id, n, err)
+					return fmt.Sprintf("broker %d: %v under-replicated (%v)", o.ID, n, err)
 				}
 			}
 			return ""
 		})
-		t.Logf("broker %d restarted and caught up %v after its stop (load %s)", b.id, time.Since(stopped).Round(time.Millisecond), loadAvg())
+		t.Logf("broker %d restarted and caught up %v after its stop (load %s)", b.ID, time.Since(stopped).Round(time.Millisecond), loadAvg())
 	}
 	waitUntil(t, 2*time.Minute, "leaders spread 2/2/2 again (preferred leaders)", spreadOut)
 	load.finishAndCheck(ctx, t, seeds, topic)
@@ -496,17 +493,16 @@ func TestClusterRebalanceCommand(t *testing.T) {
 	}
 	extra := []string{"--auto-rebalance=false"}
 	bs, controller := startClusterOf(t, 3, extra...)
-	defer func() { dumpLogs(t, bs) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	const topic, parts = "manual", 6
-	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 2)
+	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 2)
 	waitLeaders(t, ctx, seeds, topic, 2)
 	load := startLoad(t, ctx, seeds, topic, 2)
 	joined := joinBroker(t, &bs, extra...)
-	all := append(slices.Clone(seeds), joined.kafka)
-	waitCluster(t, joined.kafka, 4)
+	all := append(slices.Clone(seeds), joined.Addr)
+	waitCluster(t, joined.Addr, 4)
 	simtel := func(args ...string) string {
 		out, err := exec.Command(testutil.Binary(t), args...).CombinedOutput()
 		if err != nil {
@@ -514,7 +510,7 @@ func TestClusterRebalanceCommand(t *testing.T) {
 		}
 		return string(out)
 	}
-	out := simtel("cluster", "rebalance", "--brokers", joined.kafka, "--dry-run")
+	out := simtel("cluster", "rebalance", "--brokers", joined.Addr, "--dry-run")
 	t.Logf("dry run:\n%s", out)
 	if !strings.Contains(out, "would move") {
 		t.Fatalf("dry run plans no move:\n%s", out)
@@ -523,7 +519,7 @@ func TestClusterRebalanceCommand(t *testing.T) {
 		t.Fatalf("broker 3 got replicas without a rebalance: %v", replicas)
 	}
 	start := time.Now()
-	out = simtel("cluster", "rebalance", "--brokers", joined.kafka, "--wait", "--timeout", "4m")
+	out = simtel("cluster", "rebalance", "--brokers", joined.Addr, "--wait", "--timeout", "4m")
 	t.Logf("rebalance (%v, load %s):\n%s", time.Since(start).Round(time.Second), loadAvg(), out)
 	// 12 replicas over 4 brokers: 3 each; 6 preferred leaders: 1 or 2.
 	waitUntil(t, 2*time.Minute, "every broker holds its share", func() string {
@@ -538,7 +534,7 @@ func TestClusterRebalanceCommand(t *testing.T) {
 		}
 		return ""
 	})
-	if out := simtel("cluster", "rebalance", "--brokers", joined.kafka, "--dry-run"); !strings.Contains(out, "nothing to move") {
+	if out := simtel("cluster", "rebalance", "--brokers", joined.Addr, "--dry-run"); !strings.Contains(out, "nothing to move") {
 		t.Errorf("a second rebalance still plans moves:\n%s", out)
 	}
 	load.waitMore(t, "writes go on", 1000)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -133,7 +134,7 @@ func fetchCommitted(ctx context.Context, t *testing.T, seeds []string, groupID s
 func coordinatorsOn(bs []*clusterBroker) int {
 	n := 0
 	for _, b := range bs {
-		resp, err := http.Get("http://" + b.http + "/metrics")
+		resp, err := http.Get("http://" + b.HTTPAddr + "/metrics")
 		if err != nil {
 			return -1
 		}
@@ -182,14 +183,13 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 		t.Skip("starts real broker processes")
 	}
 	bs, controller := startClusterOf(t, 3)
-	defer dumpLogs(t, bs)
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	waitCoordinators(t, bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
 	const topic, parts, groupID = "events", 3, "offsets-failover"
-	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
+	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 3)
 
 	// Idempotent producers, acks=all, until told to stop.
 	load := startLoadWith(t, ctx, loadConfig{
@@ -238,7 +238,7 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 	var alive []*clusterBroker
 	for _, b := range bs {
 		if b != victim {
-			survivors = append(survivors, b.kafka)
+			survivors = append(survivors, b.Addr)
 			alive = append(alive, b)
 		}
 	}
@@ -246,9 +246,9 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 	ackedAtKill := maps.Clone(tr.acked)
 	commitsBefore := len(tr.commits)
 	tr.mu.Unlock()
-	victim.proc.Kill()
+	victim.Proc.Kill()
 	killedAt := time.Now()
-	t.Logf("SIGKILL of broker %d, coordinator of %s, after %d acknowledged commits %v", victim.id, groupID, commitsBefore, ackedAtKill)
+	t.Logf("SIGKILL of broker %d, coordinator of %s, after %d acknowledged commits %v", victim.ID, groupID, commitsBefore, ackedAtKill)
 
 	// No acknowledged commit is lost: the new coordinator has each at
 	// least where it was acknowledged (the member keeps committing, so

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/broker"
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // TestClusterSeedRestartRejoins: the first broker of a cluster is started
@@ -38,51 +39,50 @@ func TestClusterSeedRestartRejoins(t *testing.T) {
 
 func testSeedRestart(t *testing.T, losePeers bool) {
 	bs, controller := startClusterOf(t, 3)
-	defer func() { dumpLogs(t, bs) }()
 	seed := bs[0] // started with --bootstrap-expect 3 and no --join
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	const topic, parts = "rejoin", 6
-	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
+	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 3)
 	spreadOut := twoLeadersEach(ctx, seeds, topic)
 	waitUntil(t, 60*time.Second, "leaders spread 2/2/2", spreadOut)
 	load := startLoad(t, ctx, seeds, topic, 2)
 	load.waitAcks(t, 2000)
 
-	seed.proc.Kill()
+	seed.Proc.Kill()
 	killed := time.Now()
-	others := kafkaAddrs(bs[1:])
+	others := brokertest.Addrs(bs[1:])
 	// The others see it gone and mark it not alive, as users saw.
 	waitUntil(t, 60*time.Second, "the others mark the killed broker not alive", func() string {
 		for _, a := range others {
 			ids, err := brokerIDs(ctx, a)
-			if err != nil || slices.Contains(ids, int32(seed.id)) {
+			if err != nil || slices.Contains(ids, int32(seed.ID)) {
 				return fmt.Sprintf("%s lists %v (%v)", a, ids, err)
 			}
 		}
 		return ""
 	})
-	t.Logf("broker %d marked not alive %v after the kill", seed.id, time.Since(killed).Round(time.Millisecond))
+	t.Logf("broker %d marked not alive %v after the kill", seed.ID, time.Since(killed).Round(time.Millisecond))
 
 	if losePeers {
-		if err := os.Remove(filepath.Join(seed.dir, "controller", "peers.json")); err != nil {
+		if err := os.Remove(filepath.Join(seed.Dir, "controller", "peers.json")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	restarted := time.Now()
-	seed.start(t, nil, 3) // the same flags as its first start
+	seed.StartNode(nil, 3) // the same flags as its first start
 	waitUntil(t, 15*time.Second, "every broker lists all three in Metadata after the restart", func() string {
 		for _, b := range bs {
-			ids, err := brokerIDs(ctx, b.kafka)
+			ids, err := brokerIDs(ctx, b.Addr)
 			if err != nil || len(ids) != 3 {
-				return fmt.Sprintf("broker %d lists %v (%v)", b.id, ids, err)
+				return fmt.Sprintf("broker %d lists %v (%v)", b.ID, ids, err)
 			}
 		}
 		return ""
 	})
 	rejoin := time.Since(restarted)
-	n, err := metricSum(seed.http, "simtel_broker_cluster_gossip_members")
+	n, err := metricSum(seed.HTTPAddr, "simtel_broker_cluster_gossip_members")
 	if err != nil || n != 3 {
 		t.Errorf("restarted broker sees %v gossip members (%v), want 3", n, err)
 	}
@@ -100,7 +100,7 @@ func testSeedRestart(t *testing.T, losePeers bool) {
 	t.Logf("leaders by broker after the restart: %s", strings.Join(moves, ", "))
 	lead := time.Since(restarted)
 	waitUntil(t, 60*time.Second, "simtel cluster status shows three brokers and no problem", func() string {
-		st, out, why := clusterStatusOf(t, seed.kafka, topic, 3)
+		st, out, why := clusterStatusOf(t, seed.Addr, topic, 3)
 		if why != "" {
 			return why
 		}
@@ -113,14 +113,14 @@ func testSeedRestart(t *testing.T, losePeers bool) {
 	})
 	var rejoins []float64 // successful gossip joins of known brokers, per broker
 	for _, b := range bs {
-		n, err := metricSum(b.http, "simtel_broker_cluster_gossip_rejoins_total", `result="ok"`)
+		n, err := metricSum(b.HTTPAddr, "simtel_broker_cluster_gossip_rejoins_total", `result="ok"`)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rejoins = append(rejoins, n)
 	}
 	t.Logf("broker %d restarted without --join: in every broker's Metadata after %v, leading its 2 preferred partitions after %v (load %s); successful gossip rejoins by broker: %v",
-		seed.id, rejoin.Round(time.Millisecond), lead.Round(time.Millisecond), loadAvg(), rejoins)
+		seed.ID, rejoin.Round(time.Millisecond), lead.Round(time.Millisecond), loadAvg(), rejoins)
 	load.waitMore(t, "writes go on", 2000)
 	load.finishAndCheck(ctx, t, seeds, topic)
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,8 +28,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 	// Frequent snapshots, so restarts go through snapshot restore
 	// (truncate the log to the snapshot's end, replay the rest).
 	bs, controller := startClusterOf(t, 3, "--replica-snapshot-entries", "100")
-	defer dumpLogs(t, bs)
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	// SIMTEL_FAILOVER_KILLS: see the kills below. SIMTEL_FAILOVER_GAP (a
 	// duration) is the least time between a restart and the next kill
 	// (default 1s; a random 0-2 s more is added). A client refreshes
@@ -46,11 +46,11 @@ func TestClusterReplicationFailover(t *testing.T) {
 	defer cancel()
 
 	const topic, parts = "repl", 6
-	createTopic(t, ctx, []string{bs[controller].kafka}, topic, parts, 3)
+	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 3)
 	// Leaders spread 2/2/2 and every partition has 3 replicas; wait for
 	// the raft leaders to report themselves (epoch > 0).
 	waitUntil(t, 30*time.Second, "spread, reported raft leaders", func() string {
-		m, err := metadataFrom(ctx, bs[controller].kafka, topic)
+		m, err := metadataFrom(ctx, bs[controller].Addr, topic)
 		leads := map[int32]int{}
 		ok := err == nil && len(m.Topics) == 1 && len(m.Topics[0].Partitions) == parts
 		if ok {
@@ -82,7 +82,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 		var out []string
 		for _, b := range bs {
 			if b != except {
-				out = append(out, b.kafka)
+				out = append(out, b.Addr)
 			}
 		}
 		return out
@@ -91,7 +91,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 		var out []string
 		for _, b := range bs {
 			if b != except {
-				out = append(out, b.gossip)
+				out = append(out, b.GossipAddr)
 			}
 		}
 		return out
@@ -139,7 +139,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 	logsDir := os.Getenv("SIMTEL_FAILOVER_LOGS")
 	var procLogs []string
 	for _, b := range bs {
-		procLogs = append(procLogs, b.proc.Log)
+		procLogs = append(procLogs, b.Proc.Log)
 	}
 	defer func() {
 		if logsDir == "" {
@@ -158,8 +158,8 @@ func TestClusterReplicationFailover(t *testing.T) {
 			t.Fatalf("kill %d: no leader for %s/%d", k, topic, part)
 		}
 		victim := bs[leader]
-		hwBeforeRestart, _ = hwOf(victim.http, topic)
-		victim.proc.Kill()
+		hwBeforeRestart, _ = hwOf(victim.HTTPAddr, topic)
+		victim.Proc.Kill()
 		killedAt := time.Now()
 		var at time.Time
 		for {
@@ -176,15 +176,15 @@ func TestClusterReplicationFailover(t *testing.T) {
 		newLeader, newEpoch := leaderOf(ctx, alive(victim), topic, part)
 		t.Logf("kill %d: broker %d (leader of %s/%d, epoch %d) killed at %s; next acknowledged write after %v; new leader %d epoch %d",
 			k, leader, topic, part, epoch, killedAt.UTC().Format("15:04:05.000"), at.Sub(killedAt).Round(time.Millisecond), newLeader, newEpoch)
-		victim.start(t, gossipOf(victim), 0)
-		procLogs = append(procLogs, victim.proc.Log)
+		victim.StartNode(gossipOf(victim), 0)
+		procLogs = append(procLogs, victim.Proc.Log)
 		lastKilled = victim
 	}
 
 	// The last restarted broker catches up while writes go on: its
 	// replicas' applied end moves past where they were at the kill.
-	waitUntil(t, 30*time.Second, fmt.Sprintf("restarted broker %d catches up while writes go on", lastKilled.id), func() string {
-		hw, err := hwOf(lastKilled.http, topic)
+	waitUntil(t, 30*time.Second, fmt.Sprintf("restarted broker %d catches up while writes go on", lastKilled.ID), func() string {
+		hw, err := hwOf(lastKilled.HTTPAddr, topic)
 		caught := err == nil && len(hw) == parts
 		for p, v := range hw {
 			caught = caught && v > hwBeforeRestart[p]
@@ -201,7 +201,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 	stopPart := int32(rand.IntN(parts))
 	oldLeader, oldEpoch := leaderOf(ctx, seeds, topic, stopPart)
 	stopped := bs[oldLeader]
-	if err := stopped.proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := stopped.Proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	stoppedAt := time.Now()
@@ -213,18 +213,18 @@ func TestClusterReplicationFailover(t *testing.T) {
 			break
 		}
 		if time.Since(stoppedAt) > 30*time.Second {
-			_ = stopped.proc.Cmd.Process.Signal(syscall.SIGCONT)
+			_ = stopped.Proc.Cmd.Process.Signal(syscall.SIGCONT)
 			t.Fatalf("no new leader of %s/%d 30s after SIGSTOP of leader %d", topic, stopPart, oldLeader)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(time.Until(stoppedAt.Add(3 * time.Second)))
-	if err := stopped.proc.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := stopped.Proc.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("SIGSTOP of broker %d (leader of %s/%d, epoch %d): broker %d took over; SIGCONT after %v",
 		oldLeader, topic, stopPart, oldEpoch, newLeader, time.Since(stoppedAt).Round(time.Millisecond))
-	raw, err := kgo.NewClient(kgo.SeedBrokers(stopped.kafka))
+	raw, err := kgo.NewClient(kgo.SeedBrokers(stopped.Addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 	waitUntil(t, 30*time.Second, "replica end offsets agree after the writes stopped", func() string {
 		var hws []map[int32]int64
 		for _, b := range bs {
-			hw, _ := hwOf(b.http, topic)
+			hw, _ := hwOf(b.HTTPAddr, topic)
 			hws = append(hws, hw)
 		}
 		for p := range int32(parts) {
@@ -318,7 +318,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 	// Snapshots were taken (so the restarts above replayed from them).
 	snaps := 0
 	for _, b := range bs {
-		m, _ := filepath.Glob(filepath.Join(b.dir, "data", topic+"-*", "raft", "snapshots", "*", "meta.json"))
+		m, _ := filepath.Glob(filepath.Join(b.Dir, "data", topic+"-*", "raft", "snapshots", "*", "meta.json"))
 		snaps += len(m)
 	}
 	if snaps == 0 {

@@ -397,26 +397,25 @@ func TestAuthorizerGuardsSecurityAPIs(t *testing.T) {
 // restart.
 func TestSecurityStateCluster(t *testing.T) {
 	var bs []*clusterBroker
-	defer func() { dumpLogs(t, bs) }()
 	sasl := map[*clusterBroker]string{}
 	for i := range 3 {
 		b := newClusterBroker(t, i)
 		sasl[b] = testutil.FreePort(t)
 		// The PLAINTEXT listener's anonymous clients (the setup here,
 		// and the brokers to each other) are superusers.
-		b.extra = []string{"--listeners", "plain=PLAINTEXT://" + b.kafka + ",sasl=SASL_PLAINTEXT://" + sasl[b],
+		b.ExtraArgs = []string{"--listeners", "plain=PLAINTEXT://" + b.Addr + ",sasl=SASL_PLAINTEXT://" + sasl[b],
 			"--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "--authorizer", "acl", "--superusers", string(auth.Anonymous)}
 		var join []string
 		if i > 0 {
-			join = []string{bs[0].gossip}
+			join = []string{bs[0].GossipAddr}
 		}
 		bs = append(bs, b)
-		b.start(t, join, 3)
+		b.StartNode(join, 3)
 	}
-	waitCluster(t, bs[0].kafka, 3)
+	waitCluster(t, bs[0].Addr, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[1].kafka))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[1].Addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +445,7 @@ func TestSecurityStateCluster(t *testing.T) {
 			// is elected after a restart.
 			deadline := time.Now().Add(90 * time.Second)
 			for {
-				err := checkBrokerSecurity(ctx, b.kafka, acls)
+				err := checkBrokerSecurity(ctx, b.Addr, acls)
 				if err == nil {
 					err = checkBrokerEnforces(ctx, sasl[b])
 				}
@@ -454,7 +453,7 @@ func TestSecurityStateCluster(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%s: broker %d: %v", when, b.id, err)
+					t.Fatalf("%s: broker %d: %v", when, b.ID, err)
 				}
 				time.Sleep(500 * time.Millisecond)
 			}
@@ -462,16 +461,16 @@ func TestSecurityStateCluster(t *testing.T) {
 	}
 	check("after creation")
 	for _, b := range bs {
-		if err := b.proc.Stop(30 * time.Second); err != nil {
+		if err := b.Proc.Stop(30 * time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i, b := range bs {
 		var join []string
 		if i > 0 {
-			join = []string{bs[0].gossip}
+			join = []string{bs[0].GossipAddr}
 		}
-		b.start(t, join, 0)
+		b.StartNode(join, 0)
 	}
 	check("after all restarted")
 }

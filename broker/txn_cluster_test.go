@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,17 +34,8 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 	if d := os.Getenv("SIMTEL_TEST_LOG_DIR"); d != "" {
 		logDir = d
 	}
-	bs := []*clusterBroker{newClusterBroker(t, 0), newClusterBroker(t, 1), newClusterBroker(t, 2)}
-	defer dumpLogs(t, bs)
-	for i, b := range bs {
-		var join []string
-		if i > 0 {
-			join = []string{bs[0].gossip}
-		}
-		b.startFresh(t, join, 3)
-	}
-	controller := waitCluster(t, bs[0].kafka, 3)
-	seeds := []string{bs[0].kafka, bs[1].kafka, bs[2].kafka}
+	bs, controller := startClusterOf(t, 3)
+	seeds := brokertest.Addrs(bs)
 	waitCoordinators(t, bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -54,7 +46,7 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	ctl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].kafka))
+	ctl, err := kgo.NewClient(kgo.SeedBrokers(bs[controller].Addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,14 +94,14 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 		time.Sleep(time.Duration(500+rng.IntN(3000)) * time.Millisecond)
 		if down != nil {
 			restartWithJoin(t, down, bs)
-			t.Logf("restarted broker %d", down.id)
+			t.Logf("restarted broker %d", down.ID)
 			down = nil
 		}
 		if k == 1 || k == 4 {
 			down = txnCoordinator()
 			at := progress()
-			down.proc.Kill()
-			t.Logf("kill %d: SIGKILL of broker %d, the transaction coordinator of the worker, at %d of %d input records committed", k, down.id, at, records)
+			down.Proc.Kill()
+			t.Logf("kill %d: SIGKILL of broker %d, the transaction coordinator of the worker, at %d of %d input records committed", k, down.ID, at, records)
 			if at >= 0 && at < records {
 				coordKills++ // the worker still had work
 			}
@@ -160,8 +152,8 @@ func TestClusterTxnPendingOffsetsAfterGroupCoordinatorFailover(t *testing.T) {
 	x := startCrossTxn(t)
 	x.waitStable(t, "UNSTABLE_OFFSET_COMMIT before the failover", kerr.UnstableOffsetCommit.Code)
 	old := x.bs[x.groupCoord]
-	old.proc.Kill()
-	t.Logf("SIGKILL of broker %d, the group's coordinator", old.id)
+	old.Proc.Kill()
+	t.Logf("SIGKILL of broker %d, the group's coordinator", old.ID)
 	waitUntil(t, 2*time.Minute, "a new coordinator for the group", func() string {
 		if id := findCoordinator(t, x.ctx, x.adm, 0, x.grp); id == x.groupCoord {
 			return fmt.Sprintf("still broker %d", id)
@@ -190,8 +182,7 @@ type crossTxn struct {
 func startCrossTxn(t *testing.T) *crossTxn {
 	t.Helper()
 	bs, _ := startClusterOf(t, 3)
-	t.Cleanup(func() { dumpLogs(t, bs) })
-	seeds := kafkaAddrs(bs)
+	seeds := brokertest.Addrs(bs)
 	waitCoordinators(t, bs)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)

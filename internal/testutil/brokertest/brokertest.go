@@ -105,9 +105,17 @@ type Broker struct {
 	HTTPAddr string // HTTP listener, host:port; "" without one
 	Dir      string // data directory
 
-	// Proc is the running process of a broker started with Process or
-	// StartCluster (nil in process); Restart replaces it.
+	// Proc is the running process of a broker started with Process,
+	// StartCluster or NewNode (nil in process); Restart replaces it.
 	Proc *testutil.Proc
+
+	// RaftAddr and GossipAddr are a cluster broker's raft and gossip
+	// listeners, host:port ("" outside cluster mode).
+	RaftAddr, GossipAddr string
+
+	// ExtraArgs are more flags of this broker's process, after those of
+	// Args; a test may change them between starts.
+	ExtraArgs []string
 
 	// stopInProcess stops an in-process broker; nil for a process and
 	// once stopped.
@@ -116,10 +124,8 @@ type Broker struct {
 	t      testing.TB
 	o      *options
 	logs   []string // log files of the processes, one per start
-	raft   string   // cluster mode: raft and gossip listeners
-	gossip string
-	join   string // cluster mode: gossip address of the broker to join
-	expect int    // cluster mode: --bootstrap-expect
+	join   []string // cluster mode: gossip addresses to join through
+	expect int      // cluster mode: --bootstrap-expect; 0 for none
 }
 
 // Start starts a broker, in this process unless Process is given, and
@@ -172,13 +178,12 @@ func StartCluster(t testing.TB, n int, opts ...Option) []*Broker {
 	}
 	var bs []*Broker
 	for i := range n {
-		b := &Broker{ID: i, t: t, o: o, Dir: t.TempDir(), expect: n,
-			Addr: testutil.FreePort(t), HTTPAddr: testutil.FreePort(t),
-			raft: testutil.FreePort(t), gossip: testutil.FreePort(t)}
+		b := newNode(t, i, o)
+		var join []string
 		if i > 0 {
-			b.join = bs[0].gossip
+			join = []string{bs[0].GossipAddr}
 		}
-		b.startFresh()
+		b.StartNodeFresh(join, n)
 		bs = append(bs, b)
 	}
 	for _, b := range bs {
@@ -186,6 +191,65 @@ func StartCluster(t testing.TB, n int, opts ...Option) []*Broker {
 	}
 	createTopics(t, Addrs(bs), int16(min(n, 3)), o.topics)
 	return bs
+}
+
+// NewNode prepares cluster broker id, a process on free loopback ports
+// (Kafka, HTTP, raft, gossip) with a new data directory, without starting
+// it: for a test that starts, joins and restarts cluster brokers one by
+// one (StartCluster starts a whole cluster). The addresses and ExtraArgs
+// may be changed before its first start. Its log tails are logged if the
+// test fails.
+func NewNode(t testing.TB, id int, opts ...Option) *Broker {
+	t.Helper()
+	o := &options{process: true, http: true}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if len(o.mods) > 0 || o.dir != "" || o.listen != "" || len(o.topics) > 0 {
+		t.Fatal("brokertest.Config, brokertest.DataDir, brokertest.Listen and brokertest.Topic do not apply to a node")
+	}
+	return newNode(t, id, o)
+}
+
+func newNode(t testing.TB, id int, o *options) *Broker {
+	b := &Broker{ID: id, t: t, o: o, Dir: t.TempDir(),
+		Addr: testutil.FreePort(t), HTTPAddr: testutil.FreePort(t),
+		RaftAddr: testutil.FreePort(t), GossipAddr: testutil.FreePort(t)}
+	// Registered before the processes' own cleanups, so it runs after
+	// they are gone and their logs complete.
+	t.Cleanup(b.dumpLogs)
+	return b
+}
+
+// StartNode starts a cluster broker's process, first or again after Stop
+// or Kill, joining through the gossip addresses join and with
+// --bootstrap-expect expect if it is positive, and waits for its Kafka
+// port; the test fails if it does not come up.
+func (b *Broker) StartNode(join []string, expect int) {
+	b.t.Helper()
+	if err := b.TryStartNode(join, expect); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// TryStartNode is StartNode returning an error, with the process's log,
+// for a test that handles it.
+func (b *Broker) TryStartNode(join []string, expect int) error {
+	b.t.Helper()
+	if b.RaftAddr == "" {
+		b.t.Fatal("brokertest: StartNode of a broker that is not a cluster node (NewNode)")
+	}
+	b.join, b.expect = join, expect
+	return b.tryStart()
+}
+
+// StartNodeFresh is StartNode for a node's first start: if one of its
+// ports was taken in the meantime, it tries others; any other error fails
+// the test.
+func (b *Broker) StartNodeFresh(join []string, expect int) {
+	b.t.Helper()
+	b.join, b.expect = join, expect
+	b.startFresh()
 }
 
 // Addrs lists the Kafka addresses of bs, for seed brokers.
@@ -268,14 +332,17 @@ func (b *Broker) args() []string {
 	if d := b.o.groupDelay; d != nil {
 		args = append(args, "--group-initial-rebalance-delay", d.String())
 	}
-	if b.raft != "" {
-		args = append(args, "--raft-listen", b.raft, "--gossip-listen", b.gossip,
-			"--bootstrap-expect", strconv.Itoa(b.expect))
-		if b.join != "" {
-			args = append(args, "--join", b.join)
+	if b.RaftAddr != "" {
+		args = append(args, "--raft-listen", b.RaftAddr, "--gossip-listen", b.GossipAddr)
+		if b.expect > 0 {
+			args = append(args, "--bootstrap-expect", strconv.Itoa(b.expect))
+		}
+		for _, j := range b.join {
+			args = append(args, "--join", j)
 		}
 	}
-	return append(args, b.o.args...)
+	args = append(args, b.o.args...)
+	return append(args, b.ExtraArgs...)
 }
 
 // tryStart starts the process and waits for its Kafka port; an error says
@@ -301,9 +368,12 @@ func (b *Broker) startFresh() {
 	if testing.Short() {
 		b.t.Skip("starts a broker process")
 	}
-	// Registered before the process's own cleanup, so it runs after the
-	// process is gone and its log complete.
-	b.t.Cleanup(b.dumpLogs)
+	if b.RaftAddr == "" {
+		// Registered before the process's own cleanup, so it runs after
+		// the process is gone and its log complete (newNode registers a
+		// node's).
+		b.t.Cleanup(b.dumpLogs)
+	}
 	for range 5 {
 		err := b.tryStart()
 		if err == nil {
@@ -316,8 +386,8 @@ func (b *Broker) startFresh() {
 		if b.HTTPAddr != "" {
 			b.HTTPAddr = testutil.FreePort(b.t)
 		}
-		if b.raft != "" {
-			b.raft, b.gossip = testutil.FreePort(b.t), testutil.FreePort(b.t)
+		if b.RaftAddr != "" {
+			b.RaftAddr, b.GossipAddr = testutil.FreePort(b.t), testutil.FreePort(b.t)
 		}
 	}
 	b.t.Fatalf("broker %d: no free ports after 5 tries", b.ID)
