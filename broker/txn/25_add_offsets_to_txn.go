@@ -40,13 +40,7 @@ func (s *Coordinators) handleAddOffsetsToTxn(ctx context.Context, r *kmsg.AddOff
 }
 
 func (c *coordinator) addOffsets(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) int16 {
-	if c == nil {
-		return kerr.CoordinatorNotAvailable.Code
-	}
-	if r.Group == "" {
-		return kerr.InvalidGroupID.Code
-	}
-	ctx, e, unlock, code := c.lockEntry(ctx, r.TransactionalID)
+	ctx, e, unlock, code := c.lockGroupEntry(ctx, r.TransactionalID, r.Group)
 	if code != 0 {
 		return code
 	}

@@ -39,9 +39,6 @@ func (s *Coordinators) handleEndTxn(ctx context.Context, r *kmsg.EndTxnRequest) 
 }
 
 func (c *coordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) int16 {
-	if c == nil {
-		return kerr.CoordinatorNotAvailable.Code
-	}
 	ctx, e, unlock, code := c.lockEntry(ctx, r.TransactionalID)
 	if code != 0 {
 		return code

@@ -114,13 +114,7 @@ func (s *Coordinators) handleTxnOffsetCommit(ctx context.Context, r *kmsg.TxnOff
 }
 
 func (c *coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest, codes [][]int16) int16 {
-	if c == nil {
-		return kerr.CoordinatorNotAvailable.Code
-	}
-	if r.Group == "" {
-		return kerr.InvalidGroupID.Code
-	}
-	ctx, e, unlock, code := c.lockEntry(ctx, r.TransactionalID)
+	ctx, e, unlock, code := c.lockGroupEntry(ctx, r.TransactionalID, r.Group)
 	if code != 0 {
 		return code
 	}

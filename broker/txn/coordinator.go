@@ -181,8 +181,12 @@ func (c *coordinator) entries() []*txnEntry {
 
 // lockEntry returns the entry of a transactional id locked, with ctx
 // bounded by OpTimeout for what is done under the lock; unlock releases
-// both. An unknown id is INVALID_PRODUCER_ID_MAPPING.
+// both. A nil coordinator (this broker does not run the id's) is
+// COORDINATOR_NOT_AVAILABLE, an unknown id INVALID_PRODUCER_ID_MAPPING.
 func (c *coordinator) lockEntry(ctx context.Context, id string) (context.Context, *txnEntry, func(), int16) {
+	if c == nil {
+		return ctx, nil, nil, kerr.CoordinatorNotAvailable.Code
+	}
 	e := c.lookup(id)
 	if e == nil {
 		return ctx, nil, nil, kerr.InvalidProducerIDMapping.Code
@@ -193,6 +197,16 @@ func (c *coordinator) lockEntry(ctx context.Context, id string) (context.Context
 		e.mu.Unlock()
 		cancel()
 	}, 0
+}
+
+// lockGroupEntry is lockEntry for the APIs that name a consumer group
+// (AddOffsetsToTxn, TxnOffsetCommit): an empty group is INVALID_GROUP_ID,
+// checked before the transactional id.
+func (c *coordinator) lockGroupEntry(ctx context.Context, id, group string) (context.Context, *txnEntry, func(), int16) {
+	if c != nil && group == "" {
+		return ctx, nil, nil, kerr.InvalidGroupID.Code
+	}
+	return c.lockEntry(ctx, id)
 }
 
 // ongoingLocked checks the producer id and epoch and finishes a pending
