@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/scheduler"
 )
 
 // Defaults of Config.
@@ -21,6 +23,9 @@ const (
 	DefaultCommitInterval  = 2 * time.Second
 	DefaultTxnTimeout      = time.Minute
 	DefaultMaxSeries       = 1_000_000
+	DefaultSummaryTopic    = SummaryMeasurement
+	DefaultPartialTopic    = "rollup_run_parts"
+	DefaultMaxRunMetrics   = 10_000
 )
 
 // Config configures Run.
@@ -68,6 +73,21 @@ type Config struct {
 	// Partitions is the partition count of the output topics the worker
 	// creates when missing. Default: the partition count of Topic.
 	Partitions int32
+	// RunsTopic is the run registry the worker follows to learn which
+	// runs ended (scheduler.RunsTopic). Default scheduler.RunsTopic.
+	RunsTopic string
+	// PartialTopic carries each input partition's aggregates of an ended
+	// run to the worker that merges them (compacted, keyed by run,
+	// partition and first offset). Default DefaultPartialTopic.
+	PartialTopic string
+	// SummaryTopic receives the run summaries: one line-protocol record
+	// per run and metric, key run NUL metric (compacted). Default
+	// DefaultSummaryTopic.
+	SummaryTopic string
+	// MaxRunMetrics bounds the metrics (measurement.field) a run's summary
+	// holds; values of further metrics are counted in the summary's
+	// dropped_samples. Default DefaultMaxRunMetrics.
+	MaxRunMetrics int
 	// HTTPListen is host:port for /metrics and /healthz; empty: off.
 	HTTPListen string
 	// Logger receives the worker's logs. Default: discard.
@@ -94,7 +114,22 @@ func (c *Config) Validate() error {
 	if c.StateTopic == "" {
 		c.StateTopic = DefaultStateTopic
 	}
-	for _, t := range []string{c.Topic, c.StateTopic} {
+	if c.RunsTopic == "" {
+		c.RunsTopic = scheduler.RunsTopic
+	}
+	if c.PartialTopic == "" {
+		c.PartialTopic = DefaultPartialTopic
+	}
+	if c.SummaryTopic == "" {
+		c.SummaryTopic = DefaultSummaryTopic
+	}
+	if c.MaxRunMetrics == 0 {
+		c.MaxRunMetrics = DefaultMaxRunMetrics
+	}
+	if c.MaxRunMetrics < 0 {
+		return fmt.Errorf("rollup: --max-run-metrics %d is negative", c.MaxRunMetrics)
+	}
+	for _, t := range []string{c.Topic, c.StateTopic, c.PartialTopic, c.SummaryTopic} {
 		if strings.ContainsAny(t, " /") {
 			return fmt.Errorf("rollup: topic name %q is not valid", t)
 		}
@@ -106,6 +141,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Topic == c.StateTopic {
 		return fmt.Errorf("rollup: the state topic cannot be the input topic %s", c.Topic)
+	}
+	if c.PartialTopic == c.Topic || c.PartialTopic == c.StateTopic || c.SummaryTopic == c.Topic || c.SummaryTopic == c.StateTopic || c.SummaryTopic == c.PartialTopic {
+		return fmt.Errorf("rollup: the topics %s (input), %s (state), %s (partials) and %s (summaries) must differ", c.Topic, c.StateTopic, c.PartialTopic, c.SummaryTopic)
 	}
 	if c.AllowedLateness == 0 {
 		c.AllowedLateness = DefaultAllowedLateness

@@ -23,6 +23,8 @@ type metrics struct {
 	txns         *prometheus.CounterVec
 	series       prometheus.Gauge
 	loads        prometheus.Counter
+	partials     prometheus.Counter
+	summaries    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -45,8 +47,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Series with open windows held by the worker."}),
 		loads: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_rollup_state_loads_total",
 			Help: "Partitions whose open windows were read back from the state topic (assignment, restart, abort)."}),
+		partials: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_rollup_run_partials_total",
+			Help: "Aggregates of ended runs produced per input partition (counted again when an aborted transaction is redone)."}),
+		summaries: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_rollup_run_summaries_total",
+			Help: "Run summaries produced, amendments included (counted again when an aborted transaction is redone)."}),
 	}
-	reg.MustRegister(m.samples, m.late, m.overflow, m.decodeErrors, m.nonfinite, m.windows, m.txns, m.series, m.loads)
+	reg.MustRegister(m.samples, m.late, m.overflow, m.decodeErrors, m.nonfinite, m.windows, m.txns, m.series, m.loads, m.partials, m.summaries)
 	for _, r := range Resolutions {
 		m.windows.WithLabelValues(r.Name)
 	}

@@ -46,10 +46,13 @@ type partition struct {
 	metaDirty   bool
 	dirty       []dirtyRef
 	tombstones  [][]byte // state keys of saved windows closed since the last checkpoint
+	// runs holds the aggregate of each run with samples in the partition
+	// not yet produced as a partial (summary.go).
+	runs map[string]*runAgg
 }
 
 func newPartition(id int32, now int64) *partition {
-	return &partition{id: id, series: map[string]*series{}, maxEvent: math.MinInt64, closed: math.MinInt64, nextEnd: math.MaxInt64, lastArrival: now}
+	return &partition{id: id, series: map[string]*series{}, runs: map[string]*runAgg{}, maxEvent: math.MinInt64, closed: math.MinInt64, nextEnd: math.MaxInt64, lastArrival: now}
 }
 
 // emitFunc receives each window a close pass closes, in resolution order

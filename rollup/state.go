@@ -60,25 +60,48 @@ func appendWindow(dst []byte, s *series, res int, w *window) []byte {
 	}
 	dst = binary.AppendVarint(dst, w.start)
 	dst = binary.AppendUvarint(dst, uint64(len(w.fields)))
-	var sk []byte
 	for _, f := range w.fields {
-		dst = appendString(dst, f.name)
-		dst = binary.AppendUvarint(dst, uint64(f.count))
-		dst = binary.AppendUvarint(dst, uint64(f.nonfinite))
-		dst = appendFloat(dst, f.min)
-		dst = appendFloat(dst, f.max)
-		dst = appendFloat(dst, f.sum)
-		dst = binary.AppendVarint(dst, f.lastT)
-		dst = append(dst, byte(f.kind))
-		dst = appendFloat(dst, f.lastNum)
-		dst = appendString(dst, f.lastStr)
-		sk = sk[:0]
-		if f.sk != nil {
-			f.sk.Encode(&sk, true)
-		}
-		dst = appendString(dst, string(sk))
+		dst = appendField(dst, f)
 	}
 	return dst
+}
+
+// appendField encodes a field aggregate with its sketch.
+func appendField(dst []byte, f *field) []byte {
+	dst = appendString(dst, f.name)
+	dst = binary.AppendUvarint(dst, uint64(f.count))
+	dst = binary.AppendUvarint(dst, uint64(f.nonfinite))
+	dst = appendFloat(dst, f.min)
+	dst = appendFloat(dst, f.max)
+	dst = appendFloat(dst, f.sum)
+	dst = binary.AppendVarint(dst, f.lastT)
+	dst = append(dst, byte(f.kind))
+	dst = appendFloat(dst, f.lastNum)
+	dst = appendString(dst, f.lastStr)
+	var sk []byte
+	if f.sk != nil {
+		f.sk.Encode(&sk, true)
+	}
+	return appendString(dst, string(sk))
+}
+
+// readField decodes a field aggregate written by appendField.
+func (r *stateReader) field(sk *sketches) (*field, error) {
+	f := &field{name: string(r.bytes())}
+	f.count, f.nonfinite = int64(r.uvarint()), int64(r.uvarint())
+	f.min, f.max, f.sum = r.float(), r.float(), r.float()
+	f.lastT = r.varint()
+	f.kind = lastKind(r.byte())
+	f.lastNum = r.float()
+	f.lastStr = string(r.bytes())
+	if enc := r.bytes(); r.err == nil && f.count > 0 {
+		d, err := sk.decode(enc)
+		if err != nil {
+			return nil, fmt.Errorf("%w: sketch of field %q: %v", errState, f.name, err)
+		}
+		f.sk = d
+	}
+	return f, r.err
 }
 
 // errState is wrapped by every decoding error of a state record.
@@ -188,19 +211,9 @@ func decodeWindow(b []byte, p *partition, sk *sketches) (*series, error) {
 	w.release(sk)
 	w.fields, w.saved = w.fields[:0], true
 	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
-		f := &field{name: string(r.bytes())}
-		f.count, f.nonfinite = int64(r.uvarint()), int64(r.uvarint())
-		f.min, f.max, f.sum = r.float(), r.float(), r.float()
-		f.lastT = r.varint()
-		f.kind = lastKind(r.byte())
-		f.lastNum = r.float()
-		f.lastStr = string(r.bytes())
-		if enc := r.bytes(); r.err == nil && f.count > 0 {
-			d, err := sk.decode(enc)
-			if err != nil {
-				return nil, fmt.Errorf("%w: sketch of field %q: %v", errState, f.name, err)
-			}
-			f.sk = d
+		f, err := r.field(sk)
+		if err != nil {
+			return nil, err
 		}
 		w.fields = append(w.fields, f)
 	}

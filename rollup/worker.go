@@ -41,10 +41,21 @@ type worker struct {
 	overflowLogged time.Time
 	overflowSince  int64
 
+	// runs follows the run registry: which runs ended.
+	runs *runsFollower
+	// merged holds, per loaded partition of PartialTopic, the summary of
+	// each run whose partials it received (stage 2, summary.go).
+	merged map[int32]map[string]*runAgg
+	// summarize lists the runs of merged whose summary changed since the
+	// last commit.
+	summarize []*runAgg
+
 	mu struct {
 		sync.Mutex
-		assigned map[int32]bool // partitions the group gave this worker
-		revoked  []int32        // partitions to drop at the next safe point
+		assigned       map[int32]bool // partitions the group gave this worker
+		revoked        []int32        // partitions to drop at the next safe point
+		partials       map[int32]bool // partitions of PartialTopic the group gave this worker
+		revokedPartial []int32
 	}
 }
 
@@ -60,8 +71,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if reg == nil {
 		reg = newRegistry()
 	}
-	w := &worker{cfg: cfg, log: cfg.Logger, m: newMetrics(reg), sk: newSketches(), parts: map[int32]*partition{}}
+	w := &worker{cfg: cfg, log: cfg.Logger, m: newMetrics(reg), sk: newSketches(), parts: map[int32]*partition{}, merged: map[int32]map[string]*runAgg{}}
 	w.mu.assigned = map[int32]bool{}
+	w.mu.partials = map[int32]bool{}
 	if cfg.HTTPListen != "" {
 		hctx, stop := context.WithCancel(ctx)
 		wait, err := listenHTTP(hctx, cfg.HTTPListen, reg, w.log)
@@ -75,6 +87,21 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := w.createTopics(ctx); err != nil {
 		return err
 	}
+	runs, err := newRunsFollower(cfg)
+	if err != nil {
+		return fmt.Errorf("rollup: cannot follow the run registry %s on %v: %w", cfg.RunsTopic, cfg.Brokers, err)
+	}
+	w.runs = runs
+	fctx, stopFollow := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		runs.follow(fctx)
+	}()
+	defer func() {
+		stopFollow()
+		<-followed
+	}()
 	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.TransactionalID(cfg.TransactionalID),
@@ -82,7 +109,7 @@ func Run(ctx context.Context, cfg Config) error {
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.InstanceID(cfg.TransactionalID),
 		kgo.SessionTimeout(15 * time.Second),
-		kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumeTopics(cfg.Topic, cfg.PartialTopic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RequireStableFetchOffsets(),
@@ -114,11 +141,16 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // partitioner sends a state record to the state partition of its input
-// partition (set on the record), and an output record to a partition by
-// a hash of its key, so a window's amendments replace it under compaction.
+// partition (set on the record), a partial or summary record to a
+// partition by its run, so one worker merges a run's partials and one
+// partition holds its summary, and an output record to a partition by a
+// hash of its key, so a window's amendments replace it under compaction.
 func (w *worker) partitioner(topic string) func(*kgo.Record, int) int {
-	if topic == w.cfg.StateTopic {
+	switch topic {
+	case w.cfg.StateTopic:
 		return func(r *kgo.Record, _ int) int { return int(r.Partition) }
+	case w.cfg.PartialTopic, w.cfg.SummaryTopic:
+		return func(r *kgo.Record, n int) int { return runPartition(runOfKey(r.Key), n) }
 	}
 	return func(r *kgo.Record, n int) int {
 		h := fnv.New32a()
@@ -133,6 +165,9 @@ func (w *worker) onAssigned(_ context.Context, _ *kgo.Client, m map[string][]int
 	for _, p := range m[w.cfg.Topic] {
 		w.mu.assigned[p] = true
 	}
+	for _, p := range m[w.cfg.PartialTopic] {
+		w.mu.partials[p] = true
+	}
 }
 
 func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
@@ -141,6 +176,10 @@ func (w *worker) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]int3
 	for _, p := range m[w.cfg.Topic] {
 		delete(w.mu.assigned, p)
 		w.mu.revoked = append(w.mu.revoked, p)
+	}
+	for _, p := range m[w.cfg.PartialTopic] {
+		delete(w.mu.partials, p)
+		w.mu.revokedPartial = append(w.mu.revokedPartial, p)
 	}
 }
 
@@ -176,7 +215,7 @@ func (w *worker) createTopics(ctx context.Context) error {
 	if w.cfg.Partitions > 0 {
 		outParts = w.cfg.Partitions
 	}
-	topics := map[string]int32{w.cfg.StateTopic: n}
+	topics := map[string]int32{w.cfg.StateTopic: n, w.cfg.PartialTopic: outParts, w.cfg.SummaryTopic: outParts}
 	for _, r := range Resolutions {
 		topics[r.Topic()] = outParts
 	}
@@ -279,8 +318,10 @@ func (w *worker) begin() error {
 // the session rewinds to the committed offsets.
 func (w *worker) end(ctx context.Context) error {
 	for _, p := range w.parts {
+		w.flushRuns(ctx, p)
 		w.checkpoint(ctx, p)
 	}
+	w.emitSummaries(ctx)
 	committed, err := w.sess.End(ctx, kgo.TryCommit)
 	w.inTxn = false
 	if err != nil {
@@ -299,21 +340,34 @@ func (w *worker) end(ctx context.Context) error {
 
 // reset forgets every partition's state; loadAssigned reads it back.
 func (w *worker) reset() {
+	for _, p := range w.parts {
+		for _, a := range p.runs {
+			a.release(w.sk)
+		}
+	}
 	w.parts = map[int32]*partition{}
+	w.merged = map[int32]map[string]*runAgg{}
+	w.summarize = nil
 	w.series = 0
 	w.m.series.Set(0)
 }
 
 func (w *worker) dropRevoked() {
 	w.mu.Lock()
-	revoked := w.mu.revoked
-	w.mu.revoked = nil
+	revoked, revokedPartial := w.mu.revoked, w.mu.revokedPartial
+	w.mu.revoked, w.mu.revokedPartial = nil, nil
 	w.mu.Unlock()
 	for _, id := range revoked {
 		if p, ok := w.parts[id]; ok {
 			w.series -= len(p.series)
+			for _, a := range p.runs {
+				a.release(w.sk)
+			}
 			delete(w.parts, id)
 		}
+	}
+	for _, id := range revokedPartial {
+		delete(w.merged, id)
 	}
 	w.m.series.Set(float64(w.series))
 }
@@ -338,6 +392,12 @@ func (w *worker) checkpoint(ctx context.Context, p *partition) {
 		produce(k, nil)
 	}
 	p.tombstones = nil
+	for _, a := range p.runs {
+		if a.dirty {
+			a.dirty = false
+			produce(runStateKey(a.run), appendRunAgg(nil, a))
+		}
+	}
 	if p.metaDirty {
 		produce(metaKey, appendMeta(nil, p))
 		p.metaDirty = false
@@ -355,13 +415,23 @@ func (w *worker) produced(r *kgo.Record, err error) {
 // loadAssigned reads back the state of assigned partitions not loaded yet.
 func (w *worker) loadAssigned(ctx context.Context) error {
 	w.mu.Lock()
-	var ids []int32
+	var ids, partials []int32
 	for id := range w.mu.assigned {
 		if w.parts[id] == nil {
 			ids = append(ids, id)
 		}
 	}
+	for id := range w.mu.partials {
+		if w.merged[id] == nil {
+			partials = append(partials, id)
+		}
+	}
 	w.mu.Unlock()
+	if len(partials) > 0 {
+		if err := w.loadPartials(ctx, partials); err != nil {
+			return err
+		}
+	}
 	if len(ids) == 0 {
 		return nil
 	}
@@ -450,6 +520,9 @@ func (w *worker) load(ctx context.Context, ids []int32) error {
 			}
 		}
 		p.metaDirty = false
+		for _, a := range p.runs {
+			a.dirty = false
+		}
 		w.parts[id] = p
 		w.series += len(p.series)
 		w.m.loads.Inc()
@@ -464,6 +537,21 @@ func (w *worker) apply(p *partition, r *kgo.Record) error {
 	switch {
 	case bytes.Equal(r.Key, metaKey):
 		return decodeMeta(r.Value, p)
+	case bytes.HasPrefix(r.Key, runStateKey("")):
+		run := string(r.Key[len(runStateKey("")):])
+		if old := p.runs[run]; old != nil {
+			old.release(w.sk)
+			delete(p.runs, run)
+		}
+		if r.Value == nil {
+			return nil
+		}
+		a, err := decodeRunAgg(r.Value, w.sk)
+		if err != nil {
+			return err
+		}
+		p.runs[run] = a
+		return nil
 	case r.Value == nil:
 		dropWindow(r.Key, p, w.sk)
 		return nil
@@ -484,6 +572,10 @@ func (w *worker) process(ctx context.Context, fs kgo.Fetches) error {
 	var err error
 	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		if err != nil || len(ftp.Records) == 0 {
+			return
+		}
+		if ftp.Topic == w.cfg.PartialTopic {
+			err = w.addPartials(ctx, ftp)
 			return
 		}
 		p := w.parts[ftp.Partition]
@@ -525,6 +617,7 @@ func (w *worker) add(ctx context.Context, p *partition, r *kgo.Record) {
 	if w.dec.HasTime {
 		t = w.dec.Time
 	}
+	w.addToRun(p, s, r.Offset, t)
 	if t > p.maxEvent {
 		p.maxEvent, p.metaDirty = t, true
 	}
@@ -570,6 +663,15 @@ func (w *worker) overflow() {
 // idle closes the windows of partitions whose event time advances with
 // the wall clock (IdleTimeout).
 func (w *worker) idle(ctx context.Context) {
+	for _, p := range w.parts {
+		if !w.inTxn && w.anyRunEnded(p) {
+			// A transaction to produce the partials in (end).
+			if err := w.begin(); err != nil {
+				w.log.Warn("cannot produce the partials of ended runs", "partition", p.id, "err", err)
+				return
+			}
+		}
+	}
 	if w.cfg.IdleTimeout < 0 {
 		return
 	}

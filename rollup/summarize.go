@@ -1,0 +1,223 @@
+package rollup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/scheduler"
+)
+
+// addToRun adds the decoded sample's fields (record offset off, sample
+// time t) to its run's aggregate in p; s is its series, or nil for a
+// series not held (the decoder then holds its measurement and tags). A
+// sample without a run tag belongs to no summary. Every sample counts,
+// also one too late for its window: a summary is over the whole run.
+func (w *worker) addToRun(p *partition, s *series, off, t int64) {
+	var run, host, meas string
+	if s != nil {
+		run, host, meas = s.tags["run"], s.tags["host"], s.measurement
+	} else {
+		for _, tg := range w.dec.Tags {
+			switch string(tg.Key) {
+			case "run":
+				run = string(tg.Value)
+			case "host":
+				host = string(tg.Value)
+			}
+		}
+		meas = string(w.dec.Measurement)
+	}
+	if run == "" {
+		return
+	}
+	a := p.runs[run]
+	if a == nil {
+		a = newRunAgg(run, off)
+		p.runs[run] = a
+	}
+	a.dirty = true
+	if host != "" {
+		a.addHost(host)
+	}
+	for i := range w.dec.Fields {
+		fv := &w.dec.Fields[i]
+		f := a.field([]byte(meas), fv.Key, w.cfg.MaxRunMetrics)
+		if f == nil {
+			a.dropped++
+			continue
+		}
+		f.add(fv, t, w.sk)
+	}
+}
+
+// anyRunEnded reports whether p holds the aggregate of a run that ended.
+func (w *worker) anyRunEnded(p *partition) bool {
+	for run := range p.runs {
+		if r, ok := w.runs.get(run); ok && r.Final() {
+			return true
+		}
+	}
+	return false
+}
+
+// flushRuns produces the aggregate of each ended run of p as a partial and
+// forgets it (a tombstone for its state record): stage 1 of summary.go.
+func (w *worker) flushRuns(ctx context.Context, p *partition) {
+	for run, a := range p.runs {
+		info, ok := w.runs.get(run)
+		if !ok || !info.Final() {
+			continue
+		}
+		a.info = info
+		w.send(ctx, &kgo.Record{Topic: w.cfg.PartialTopic, Key: partialKey(a, p.id), Value: appendRunAgg(nil, a)})
+		w.m.partials.Inc()
+		a.release(w.sk)
+		delete(p.runs, run)
+		p.tombstones = append(p.tombstones, runStateKey(run))
+	}
+}
+
+// addPartials merges the partials of one PartialTopic partition into
+// their runs' summaries (stage 2), loading the partition first if needed.
+func (w *worker) addPartials(ctx context.Context, ftp kgo.FetchTopicPartition) error {
+	if w.merged[ftp.Partition] == nil {
+		if err := w.loadPartials(ctx, []int32{ftp.Partition}); err != nil {
+			return err
+		}
+	}
+	for _, r := range ftp.Records {
+		a, err := w.mergePartial(ftp.Partition, r)
+		if err != nil {
+			w.log.Warn("skipping an undecodable run partial", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+			continue
+		}
+		if a != nil && !a.dirty {
+			a.dirty = true
+			w.summarize = append(w.summarize, a)
+		}
+	}
+	return nil
+}
+
+// mergePartial merges one partial record into its run's summary of
+// partition id and returns the summary (nil for a tombstone).
+func (w *worker) mergePartial(id int32, r *kgo.Record) (*runAgg, error) {
+	if r.Value == nil {
+		return nil, nil
+	}
+	o, err := decodeRunAgg(r.Value, w.sk)
+	if err != nil {
+		return nil, err
+	}
+	runs := w.merged[id]
+	a := runs[o.run]
+	if a == nil {
+		a = newRunAgg(o.run, r.Offset)
+		runs[o.run] = a
+	}
+	a.merge(o, w.sk, w.cfg.MaxRunMetrics)
+	o.release(w.sk)
+	return a, nil
+}
+
+// emitSummaries produces the summary of every run whose partials changed
+// since the last commit, with what the registry says of the run now.
+func (w *worker) emitSummaries(ctx context.Context) {
+	now := time.Now().UnixNano()
+	for _, a := range w.summarize {
+		a.dirty = false
+		if info, ok := w.runs.get(a.run); ok {
+			a.info = scheduler.Merge(a.info, info)
+		}
+		err := appendSummaryLines(a, now, func(key, line []byte) {
+			w.send(ctx, &kgo.Record{Topic: w.cfg.SummaryTopic, Key: key, Value: line, Timestamp: time.Unix(0, now)})
+		})
+		if err != nil {
+			w.log.Warn("run summary cannot be written as line protocol", "run", a.run, "err", err)
+			continue
+		}
+		w.m.summaries.Inc()
+	}
+	w.summarize = nil
+}
+
+// loadPartials rebuilds the summaries of PartialTopic partitions ids from
+// the partials before the group's committed offsets: those the summaries
+// already produced hold. Called when no transaction of this worker is
+// open, like load.
+func (w *worker) loadPartials(ctx context.Context, ids []int32) error {
+	topic := w.cfg.PartialTopic
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.cfg.Brokers...)}, w.cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("rollup: cannot read the partials topic %s: %w", topic, err)
+	}
+	defer cl.Close()
+	committed, err := kadm.NewClient(cl).FetchOffsets(ctx, w.cfg.Group)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("rollup: cannot fetch the committed offsets of group %s: %w", w.cfg.Group, err)
+	}
+	offsets := map[int32]kgo.Offset{}
+	pending := map[int32]int64{}
+	for _, id := range ids {
+		w.merged[id] = map[string]*runAgg{}
+		if o, ok := committed.Lookup(topic, id); ok && o.At > 0 {
+			offsets[id] = kgo.NewOffset().AtStart()
+			pending[id] = o.At
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	rd, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(w.cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	}, w.cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("rollup: cannot read the partials topic %s: %w", topic, err)
+	}
+	defer rd.Close()
+	n := 0
+	for len(pending) > 0 {
+		fs := rd.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			ferr = fmt.Errorf("rollup: cannot read partition %d of the partials topic %s: %w", p, t, err)
+		})
+		if ferr != nil {
+			return ferr
+		}
+		for _, r := range fs.Records() {
+			end, ok := pending[r.Partition]
+			if !ok {
+				continue
+			}
+			if r.Offset >= end {
+				delete(pending, r.Partition)
+				continue
+			}
+			if !r.Attrs.IsControl() {
+				if _, err := w.mergePartial(r.Partition, r); err != nil {
+					w.log.Warn("skipping an undecodable run partial", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+				}
+				n++
+			}
+			if r.Offset+1 >= end {
+				delete(pending, r.Partition)
+			}
+		}
+	}
+	w.log.Info("run partials loaded", "partitions", ids, "partials", n)
+	return nil
+}

@@ -1,0 +1,295 @@
+package rollup
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/simtel/simtel/internal/lineproto"
+	"github.com/simtel/simtel/scheduler"
+)
+
+// A run summary is built in two stages, both inside the worker's
+// transactions (doc.go, "Run summaries"):
+//
+//  1. per input partition, a runAgg per run holds the aggregates of every
+//     metric (measurement.field) of the run's samples in that partition.
+//     Once the runs topic says the run ended, the next commit produces it
+//     as a partial to PartialTopic (key run \0 partition \0 offset of its
+//     first sample; partitioned by the run) and forgets it. Samples that
+//     arrive later start a new runAgg, with another key.
+//  2. the worker that owns the PartialTopic partition of the run merges
+//     every partial of the run (runSummary) and produces the summary to
+//     SummaryTopic: one line per metric, key run \0 metric.
+
+// SummaryMeasurement is the measurement of the summary lines and so the
+// lake table summary.runs.
+const SummaryMeasurement = "summary.runs"
+
+// maxRunHosts bounds the hosts a run aggregate lists.
+const maxRunHosts = 4096
+
+// runAgg is the aggregate of one run's samples in one input partition
+// since it was last produced as a partial.
+type runAgg struct {
+	run   string
+	first int64 // input offset of its first sample: names its partial
+	// metrics: measurement → field → aggregate.
+	metrics map[string]map[string]*field
+	n       int   // metrics held
+	dropped int64 // samples of metrics over the cap (field values)
+	hosts   map[string]struct{}
+	dirty   bool // changed since the last checkpoint
+	// info is the run as the runs topic told stage 1 when it produced the
+	// partial (stage 2 only).
+	info scheduler.Run
+}
+
+func newRunAgg(run string, first int64) *runAgg {
+	return &runAgg{run: run, first: first, metrics: map[string]map[string]*field{}, hosts: map[string]struct{}{}}
+}
+
+// field returns the aggregate of measurement m's field name, adding it
+// unless the run holds max metrics (nil then).
+func (a *runAgg) field(m, name []byte, limit int) *field {
+	fs := a.metrics[string(m)]
+	if f := fs[string(name)]; f != nil {
+		return f
+	}
+	if a.n >= limit {
+		return nil
+	}
+	if fs == nil {
+		fs = map[string]*field{}
+		a.metrics[string(m)] = fs
+	}
+	f := &field{name: string(name)}
+	fs[f.name] = f
+	a.n++
+	return f
+}
+
+func (a *runAgg) addHost(h string) {
+	if _, ok := a.hosts[h]; !ok && len(a.hosts) < maxRunHosts {
+		a.hosts[h] = struct{}{}
+	}
+}
+
+// merge adds o into a (a stage-2 summary takes each partial).
+func (a *runAgg) merge(o *runAgg, sk *sketches, limit int) {
+	for m, fs := range o.metrics {
+		for name, f := range fs {
+			if t := a.field([]byte(m), []byte(name), limit); t != nil {
+				t.merge(f, sk)
+			} else {
+				a.dropped += f.count + f.nonfinite
+			}
+		}
+	}
+	a.dropped += o.dropped
+	for h := range o.hosts {
+		a.addHost(h)
+	}
+	a.info = scheduler.Merge(a.info, o.info)
+}
+
+func (a *runAgg) release(sk *sketches) {
+	for _, fs := range a.metrics {
+		for _, f := range fs {
+			sk.put(f.sk)
+			f.sk = nil
+		}
+	}
+}
+
+// runStateKey is the state-topic key of a partition's runAgg; series keys
+// never start with NUL, so it meets no window's key.
+func runStateKey(run string) []byte { return append([]byte("\x00run\x00"), run...) }
+
+// partialKey is the key of a partial on PartialTopic.
+func partialKey(a *runAgg, partition int32) []byte {
+	k := append([]byte(a.run), 0)
+	k = strconv.AppendInt(k, int64(partition), 10)
+	k = append(k, 0)
+	return strconv.AppendInt(k, a.first, 10)
+}
+
+// runOfKey is the run a summary or partial key names: the bytes before
+// the first NUL. Records of one run share a partition by it.
+func runOfKey(k []byte) []byte {
+	if i := bytes.IndexByte(k, 0); i >= 0 {
+		return k[:i]
+	}
+	return k
+}
+
+// runPartition is the partition of n holding the summary records of run.
+func runPartition(run []byte, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write(run)
+	return int(h.Sum32() % uint32(n)) //nolint:gosec // n is a partition count
+}
+
+// appendRunAgg encodes a runAgg, for the state topic and as a partial
+// (with the run's registry entry as JSON).
+func appendRunAgg(dst []byte, a *runAgg) []byte {
+	dst = append(dst, stateVersion)
+	dst = appendString(dst, a.run)
+	dst = binary.AppendVarint(dst, a.first)
+	dst = binary.AppendVarint(dst, a.dropped)
+	info, _ := json.Marshal(a.info) // plain data: cannot fail
+	dst = appendString(dst, string(info))
+	dst = binary.AppendUvarint(dst, uint64(len(a.hosts)))
+	for _, h := range slices.Sorted(maps.Keys(a.hosts)) {
+		dst = appendString(dst, h)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(a.metrics)))
+	for _, m := range slices.Sorted(maps.Keys(a.metrics)) {
+		fs := a.metrics[m]
+		dst = appendString(dst, m)
+		dst = binary.AppendUvarint(dst, uint64(len(fs)))
+		for _, name := range slices.Sorted(maps.Keys(fs)) {
+			dst = appendField(dst, fs[name])
+		}
+	}
+	return dst
+}
+
+// decodeRunAgg decodes what appendRunAgg wrote.
+func decodeRunAgg(b []byte, sk *sketches) (*runAgg, error) {
+	r := stateReader{b: b}
+	if r.byte() != stateVersion {
+		return nil, fmt.Errorf("%w: unknown version", errState)
+	}
+	a := newRunAgg(string(r.bytes()), r.varint())
+	a.dropped = r.varint()
+	if info := r.bytes(); r.err == nil {
+		if err := json.Unmarshal(info, &a.info); err != nil {
+			return nil, fmt.Errorf("%w: run entry: %v", errState, err)
+		}
+	}
+	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+		a.hosts[string(r.bytes())] = struct{}{}
+	}
+	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+		m := string(r.bytes())
+		fs := map[string]*field{}
+		for k := r.uvarint(); k > 0 && r.err == nil; k-- {
+			f, err := r.field(sk)
+			if err != nil {
+				return nil, err
+			}
+			fs[f.name] = f
+			a.n++
+		}
+		a.metrics[m] = fs
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return a, nil
+}
+
+// summaryKey is the key of a metric's summary line on SummaryTopic.
+func summaryKey(run, metric string) []byte {
+	return append(append([]byte(run), 0), metric...)
+}
+
+// appendSummaryLines writes the summary of a run, one line per metric:
+// the metric's figures and the run's, at the run's start (its end, or
+// updated, while the start is unknown). updated (unix ns) orders the
+// versions of a run's summary.
+func appendSummaryLines(a *runAgg, updated int64, emit func(key, line []byte)) error {
+	info := a.info
+	at := updated
+	for _, t := range []time.Time{info.Started, info.Submitted, info.Ended} {
+		if !t.IsZero() {
+			at = t.UnixNano()
+			break
+		}
+	}
+	hosts := slices.SortedFunc(maps.Keys(a.hosts), scheduler.NaturalCompare)
+	nodes := info.Nodes
+	if len(nodes) == 0 {
+		nodes = hosts
+	}
+	run := map[string]any{
+		"state":           dashIfEmpty(info.State),
+		"nodes":           strings.Join(nodes, ","),
+		"node_count":      int64(len(nodes)),
+		"hosts":           strings.Join(hosts, ","),
+		"dropped_samples": a.dropped,
+		"updated":         updated,
+	}
+	if d := info.Duration(); d > 0 {
+		run["wall_time_s"] = d.Seconds()
+	}
+	if info.ExitCode != nil {
+		run["exit_code"] = int64(*info.ExitCode)
+	}
+	for k, v := range map[string]string{"job_id": info.JobID, "user": info.User, "name": info.Name, "reason": info.Reason} {
+		if v != "" {
+			run[k] = v
+		}
+	}
+	for k, t := range map[string]time.Time{"started": info.Started, "ended": info.Ended} {
+		if !t.IsZero() {
+			run[k] = t.UnixNano()
+		}
+	}
+	var buf []byte
+	for _, m := range slices.Sorted(maps.Keys(a.metrics)) {
+		fs := a.metrics[m]
+		for _, name := range slices.Sorted(maps.Keys(fs)) {
+			f := fs[name]
+			fields := maps.Clone(run)
+			if f.count > 0 || f.nonfinite > 0 {
+				fields["count"] = f.count
+			}
+			if f.nonfinite > 0 {
+				fields["nonfinite"] = f.nonfinite
+			}
+			if f.count > 0 {
+				fields["min"], fields["max"], fields["sum"] = f.min, f.max, f.sum
+				fields["mean"] = f.sum / float64(f.count)
+				for _, q := range quantiles {
+					if v, err := f.sk.GetValueAtQuantile(q.q); err == nil {
+						fields[q.suffix[1:]] = v
+					}
+				}
+			}
+			// Each kind of last value has its own column, so the lake
+			// table's columns keep one type whatever the metrics are.
+			switch f.kind {
+			case lastNumber:
+				fields["last"] = f.lastNum
+			case lastString:
+				fields["last_string"] = f.lastStr
+			case lastBool:
+				fields["last_bool"] = f.lastNum != 0
+			}
+			metric := m + "." + name
+			var err error
+			buf, err = lineproto.AppendLine(buf[:0], SummaryMeasurement, map[string]string{"run": a.run, "metric": metric}, fields, at)
+			if err != nil {
+				return fmt.Errorf("summary of run %q, metric %q: %w", a.run, metric, err)
+			}
+			emit(summaryKey(a.run, metric), bytes.Clone(buf))
+		}
+	}
+	return nil
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
