@@ -22,7 +22,7 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 the report tool that bench/compare.sh uses to record and publish results.`,
 	}
 	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchDiskCmd(), newBenchReportCmd(),
-		newBenchAgentCmd(g), newBenchAgentReportCmd(), newBenchFanoutCmd(g), newBenchFanoutReportCmd(), newBenchE2ECmd(g), newBenchSinkCmd())
+		newBenchAgentCmd(g), newBenchAgentsCmd(g), newBenchAgentReportCmd(), newBenchFanoutCmd(g), newBenchFanoutReportCmd(), newBenchE2ECmd(g), newBenchSinkCmd())
 	return cmd
 }
 
