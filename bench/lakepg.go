@@ -30,7 +30,8 @@ type LakePGConfig struct {
 	Clients []int
 	// Duration of each measurement (default 10s).
 	Duration time.Duration
-	// Threads is DuckDB's thread count per connection (default 1).
+	// Threads is DuckDB's thread count per connection (default: the
+	// server's, GOMAXPROCS, as `simtel lake serve` has).
 	Threads int
 	// Progress receives a line per level; nil: quiet.
 	Progress io.Writer
@@ -51,9 +52,13 @@ type LakePGLevel struct {
 
 // LakePGResult is what the benchmark measured.
 type LakePGResult struct {
-	Samples int64         `json:"samples"`
-	Query   string        `json:"query"`
-	Levels  []LakePGLevel `json:"levels"`
+	Samples int64  `json:"samples"`
+	Query   string `json:"query"`
+	// LakeQueryWarmMs is the same aggregate through lake/query in the same
+	// run (RunLakeQueryBench's warm figure): what one client's p50 compares
+	// with.
+	LakeQueryWarmMs float64       `json:"lake_query_warm_ms"`
+	Levels          []LakePGLevel `json:"levels"`
 }
 
 // lakePGQuery is the statement every client runs, client i for run
@@ -71,9 +76,6 @@ func RunLakePGBench(ctx context.Context, cfg LakePGConfig) (LakePGResult, error)
 	if cfg.Duration <= 0 {
 		cfg.Duration = 10 * time.Second
 	}
-	if cfg.Threads <= 0 {
-		cfg.Threads = 1
-	}
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
@@ -81,7 +83,7 @@ func RunLakePGBench(ctx context.Context, cfg LakePGConfig) (LakePGResult, error)
 	if err != nil {
 		return res, err
 	}
-	res.Samples = lq.Samples
+	res.Samples, res.LakeQueryWarmMs = lq.Samples, lq.WarmSeconds*1000
 	lcfg := cfg.Lake
 	if err := lcfg.defaults(); err != nil {
 		return res, err
@@ -105,8 +107,8 @@ func RunLakePGBench(ctx context.Context, cfg LakePGConfig) (LakePGResult, error)
 		if err != nil {
 			return res, err
 		}
-		fmt.Fprintf(cfg.Progress, "lake pg: %d clients: %d queries, %.1f/s, p50 %.1f ms, p99 %.1f ms, %.1f MiB per connection\n",
-			lv.Clients, lv.Queries, lv.QPS, lv.P50ms, lv.P99ms, lv.RSSPerConnMiB)
+		fmt.Fprintf(cfg.Progress, "lake pg: %d clients: %d queries, %.1f/s, p50 %.1f ms (%.2f× lake query's %.1f ms), p99 %.1f ms, %.1f MiB per connection\n",
+			lv.Clients, lv.Queries, lv.QPS, lv.P50ms, lv.P50ms/res.LakeQueryWarmMs, res.LakeQueryWarmMs, lv.P99ms, lv.RSSPerConnMiB)
 		res.Levels = append(res.Levels, lv)
 	}
 	return res, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query"
+	"github.com/simtel/simtel/lake/store"
 )
 
 // lakeSource hands out catalog snapshots (loaded at most once per TTL, so a
@@ -24,7 +25,9 @@ type lakeSource struct {
 
 	mu      sync.Mutex
 	snap    *catalog.Snapshot
-	loaded  time.Time
+	loaded  time.Time // when snap was last known current
+	read    time.Time // when snap was read
+	listing string    // the catalog files snap was read from
 	schema  *query.Engine
 	schemaK string
 	schemaS *catalog.Snapshot // the snapshot schemaK was computed from
@@ -37,12 +40,41 @@ func (l *lakeSource) snapshot(ctx context.Context) (*catalog.Snapshot, error) {
 	if l.snap != nil && time.Since(l.loaded) < l.cfg.CatalogTTL {
 		return l.snap, nil
 	}
+	// Reading the catalog decodes every file in it, which costs as much
+	// CPU as a one-run aggregate; listing it costs a few percent of that.
+	// So the catalog is read again only when its files changed, or after
+	// catalogMaxAge (a store's modification times may be too coarse to
+	// tell a rewritten run state of the same size).
+	listed, err := l.cfg.Catalog.Store().List(ctx, catalog.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list the catalog: %w", err)
+	}
+	listing := catalogListing(listed)
+	if l.snap != nil && listing == l.listing && time.Since(l.read) < catalogMaxAge {
+		l.loaded = time.Now()
+		return l.snap, nil
+	}
 	snap, err := l.cfg.Catalog.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	l.snap, l.loaded = snap, time.Now()
+	l.snap, l.listing = snap, listing
+	l.loaded, l.read = time.Now(), time.Now()
 	return snap, nil
+}
+
+// catalogMaxAge is the longest a catalog snapshot serves queries without
+// being read again, even when the catalog's listing looks the same.
+const catalogMaxAge = time.Minute
+
+// catalogListing is a digest of the catalog's files: names, sizes and
+// modification times.
+func catalogListing(objs []store.Object) string {
+	h := sha256.New()
+	for _, o := range objs {
+		fmt.Fprintf(h, "%s\x00%d\x00%d\n", o.Key, o.Size, o.ModTime.UnixNano())
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // schemaDB is an engine whose lake tables are empty tables with the
@@ -150,7 +182,10 @@ func lockDown(ctx context.Context, e *query.Engine, cfg *Config, allowed []strin
 		stmts = append(stmts, fmt.Sprintf("SET threads = %d", cfg.Threads))
 	}
 	if len(allowed) > 0 {
-		stmts = append(stmts, "SET allowed_paths = "+query.ReadList(allowed))
+		// A connection runs many statements over the same immutable
+		// objects: every statement binds read_parquet over all of them,
+		// which reads each footer again unless DuckDB keeps them.
+		stmts = append(stmts, "SET parquet_metadata_cache = true", "SET allowed_paths = "+query.ReadList(allowed))
 	}
 	stmts = append(stmts,
 		"SET autoinstall_known_extensions = false",

@@ -267,3 +267,38 @@ func TestCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCatalogReload: a run written after a connection's first query shows
+// up in its next one (the catalog's listing changed, so it is read again),
+// and an unchanged catalog keeps serving the same rows.
+func TestCatalogReload(t *testing.T) {
+	l := newTestLake(t)
+	addr := serve(t, l, pgwire.Config{CatalogTTL: time.Millisecond})
+	c := connect(t, addr, "grafana", "")
+	ctx := context.Background()
+	count := func() int64 {
+		t.Helper()
+		var n int64
+		if err := c.QueryRow(ctx, `SELECT count(*) FROM cpu`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
+	time.Sleep(5 * time.Millisecond)
+	if again := count(); again != before {
+		t.Fatalf("count %d, then %d with no new objects", before, again)
+	}
+	lk := &querytest.Lake{Store: l.st, Catalog: l.cat}
+	if err := lk.WriteSamples(ctx, "live", querytest.GenSamples(8, []string{"r3"}, 200, 1), 100); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	var after, r3 int64
+	if err := c.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE run = 'r3') FROM cpu`).Scan(&after, &r3); err != nil {
+		t.Fatal(err)
+	}
+	if after <= before || r3 == 0 || after-before != r3 {
+		t.Errorf("after run r3 was written: %d rows (%d of r3), before %d", after, r3, before)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -53,7 +54,10 @@ type Config struct {
 	// StatementTimeout caps every statement; a client's statement_timeout
 	// may only shorten it. Zero: no cap.
 	StatementTimeout time.Duration
-	// MemoryLimitMB and Threads are DuckDB's limits per connection's engine.
+	// MemoryLimitMB and Threads are DuckDB's limits per connection's
+	// engine. Threads 0 is GOMAXPROCS, the cores `simtel lake query` uses:
+	// one client's query runs as fast as there, and concurrent
+	// connections' queries share the cores.
 	MemoryLimitMB int
 	Threads       int
 	// MaxRows is how many rows a statement may return; more is an error.
@@ -85,6 +89,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Threads <= 0 {
+		cfg.Threads = runtime.GOMAXPROCS(0)
 	}
 	if cfg.CatalogTTL <= 0 {
 		cfg.CatalogTTL = time.Second
