@@ -16,7 +16,7 @@ import (
 // lakeExtraCmds are the lake subcommands that read objects: query, replay,
 // backfill, compact and serve.
 func lakeExtraCmds(f *lakeFlags) []*cobra.Command {
-	return []*cobra.Command{newLakeQueryCmd(f), newLakeReplayCmd(f), newLakeBackfillCmd(f), newLakeCompactCmd(f), newLakeServeCmd(f)}
+	return []*cobra.Command{newLakeQueryCmd(f), newLakeReplayCmd(f), newLakeBackfillCmd(f), newLakeCompactCmd(f), newLakeServeCmd(f), newLakeRetentionCmd(f)}
 }
 
 // lakeQueryFlags are lake query's own flags.

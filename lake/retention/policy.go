@@ -271,6 +271,15 @@ func Classify(measurement string) (Tier, string) {
 	return TierRaw, measurement
 }
 
+// Measurement is the name of tier's measurement of base: Measurement(Tier1m,
+// "cpu") is rollup_1m.cpu; Classify's inverse.
+func Measurement(tier Tier, base string) string {
+	if ns, ok := namespaceOf[tier]; ok {
+		return ns + "." + base
+	}
+	return base
+}
+
 // Set merges keep into the policy of a scope (creating it) and writes it.
 // A tier whose value is "inherit" is removed from the scope. The policy
 // written is returned.
