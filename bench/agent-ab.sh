@@ -44,7 +44,7 @@ source "$REPO/bench/lib.sh"
 build_simtel
 WORK=$(mktemp -d -t simtel-agent-ab.XXXXXX)
 PEER=$WORK/simtel-peer
-cp "$BIN/simtel" "$PEER"
+cp "$SIMTEL" "$PEER"
 
 BPORT=$(free_port 29292)
 "$PEER" broker --data-dir "$WORK/broker" --listen "127.0.0.1:$BPORT" --log-level warn >"$WORK/broker.log" 2>&1 &

@@ -28,7 +28,9 @@
 # AGENT_BIN=PATH measures that simtel binary as the agent instead of the one
 # built from the working tree (the broker and the generator still run the
 # working tree's): build two revisions and run the script once with each
-# for an A/B comparison on the same machine.
+# for an A/B comparison on the same machine. SIMTEL_BIN=PATH runs that
+# binary as the broker and the generator instead of building the working
+# tree's; PORT_BASE=N000 picks ports from N000 on (bench/lib.sh).
 #
 # UDP_RMEM=BYTES raises the kernel's default socket receive buffer
 # (net.core.rmem_default, and rmem_max if it is lower) before the UDP agent

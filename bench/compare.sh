@@ -22,7 +22,11 @@
 # Knobs (environment): DURATION, PACED_DURATION, PACED_DIVISOR, SUSTAIN_TIME, PARTITIONS, PRODUCERS, LINGER,
 # SECURE_DURATION, JS_MSGS, JS_ALWAYS_MSGS, JS_CLIENTS, BENCH_DATA_DIR (a directory on the disk to
 # test; default a temporary directory), KEEP=1 keeps the data directory,
-# NO_PUBLISH=1 leaves bench/results and the README alone. The SASL_SSL steps
+# NO_PUBLISH=1 leaves bench/results and the README alone, SIMTEL_ONLY=1 runs
+# steps 1 and 2 only (no NATS, no sustained disk test), NO_SASL=1 leaves out
+# the SASL_SSL steps (for a simtel without --listeners), SIMTEL_BIN=PATH
+# measures that simtel binary (broker and clients) instead of building the
+# working tree's, PORT_BASE=N000 picks ports from N000 on (bench/lib.sh). The SASL_SSL steps
 # need openssl (for a throwaway CA and the broker's certificate); without it
 # they are skipped with a warning.
 set -euo pipefail
@@ -102,8 +106,10 @@ install_tool() {
 }
 
 mkdir -p "$BIN"
-install_tool nats-server "$NATS_SERVER_MODULE" "$NATS_SERVER_VERSION"
-install_tool nats "$NATSCLI_MODULE" "$NATSCLI_VERSION"
+if [[ -z ${SIMTEL_ONLY:-} ]]; then
+	install_tool nats-server "$NATS_SERVER_MODULE" "$NATS_SERVER_VERSION"
+	install_tool nats "$NATSCLI_MODULE" "$NATSCLI_VERSION"
+fi
 build_simtel
 NATS=$BIN/nats
 NATS_SERVER=$BIN/nats-server
@@ -156,7 +162,7 @@ PORT=$(free_port 29092)
 BROKER=127.0.0.1:$PORT
 BROKER_ARGS=(--data-dir "$WORK/simtel" --listen "$BROKER")
 SECURE=""
-if make_tls "$WORK/tls"; then
+if [[ -z ${NO_SASL:-} ]] && make_tls "$WORK/tls"; then
 	# The same broker also serves a SASL_SSL listener, so PLAINTEXT and
 	# SASL_SSL are compared on one broker, one disk and one run.
 	SPORT=$(free_port $((PORT + 1)))
@@ -232,6 +238,8 @@ stop_last
 SERVER_CMD=""
 rm -rf "$WORK/simtel" # give the page cache and the disk back before the peer runs
 
+if [[ -z ${SIMTEL_ONLY:-} ]]; then
+
 # --- 3. NATS JetStream ---------------------------------------------------------
 
 PORT=$(free_port 24222)
@@ -276,8 +284,9 @@ rm -rf "$WORK/nats-always"
 # than it sustains: measure again, with a sustained test (last, since it
 # uses the burst up). The summary takes the better of the two measurements.
 step disk "disk fdatasync, again, sustained" "$SIMTEL" bench disk --dir "$WORK/disk" --sustain-time "$SUSTAIN_TIME" --json
+fi # SIMTEL_ONLY
 
 # --- report ----------------------------------------------------------------------
 
 results_to ""
-publish_run report compare.sh "DURATION=$DURATION PACED_DURATION=$PACED_DURATION PACED_DIVISOR=$PACED_DIVISOR SUSTAIN_TIME=$SUSTAIN_TIME PARTITIONS=$PARTITIONS PRODUCERS=$PRODUCERS LINGER=$LINGER SECURE_DURATION=$SECURE_DURATION JS_MSGS=$JS_MSGS JS_ALWAYS_MSGS=$JS_ALWAYS_MSGS JS_CLIENTS=$JS_CLIENTS"
+publish_run report compare.sh "DURATION=$DURATION PACED_DURATION=$PACED_DURATION PACED_DIVISOR=$PACED_DIVISOR SUSTAIN_TIME=$SUSTAIN_TIME PARTITIONS=$PARTITIONS PRODUCERS=$PRODUCERS LINGER=$LINGER SECURE_DURATION=$SECURE_DURATION JS_MSGS=$JS_MSGS JS_ALWAYS_MSGS=$JS_ALWAYS_MSGS JS_CLIENTS=$JS_CLIENTS${SIMTEL_ONLY:+ SIMTEL_ONLY=1}"

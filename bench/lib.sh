@@ -33,8 +33,14 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # free_port prints the first port from $1 on that nothing uses, TCP or UDP.
+# With PORT_BASE (a multiple of 1000) the search starts at PORT_BASE plus
+# $1's last three digits instead, so that a run keeps to a range of ports
+# given to it on a machine others share.
 free_port() {
 	local p=$1
+	if [[ -n ${PORT_BASE:-} ]]; then
+		p=$((PORT_BASE + p % 1000))
+	fi
 	while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null ||
 		grep -qi ":$(printf '%04X' "$p") " /proc/net/udp /proc/net/tcp 2>/dev/null; do
 		p=$((p + 1))
@@ -61,8 +67,14 @@ wait_port() {
 	return 1
 }
 
-# build_simtel builds the working tree's simtel into $BIN and sets SIMTEL.
+# build_simtel builds the working tree's simtel into $BIN and sets SIMTEL;
+# with SIMTEL_BIN it sets SIMTEL to that binary and builds nothing.
 build_simtel() {
+	if [[ -n ${SIMTEL_BIN:-} ]]; then
+		SIMTEL=$(realpath "$SIMTEL_BIN")
+		log "simtel is $SIMTEL (SIMTEL_BIN)"
+		return 0
+	fi
 	mkdir -p "$BIN"
 	log "building simtel"
 	(cd "$REPO" && go build -o "$BIN/simtel" ./cmd/simtel)
