@@ -1,22 +1,18 @@
 package agent
 
 import (
-	"bufio"
-	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/simtel/simtel/internal/tokenfile"
 )
 
 // The HTTP listener's tokens (--http-token-file). With tokens, every
@@ -56,7 +52,7 @@ type httpAuth struct {
 	log      *slog.Logger
 	failures *prometheus.CounterVec
 	// tokens holds the SHA-256 of each token; nil: no token file.
-	tokens atomic.Pointer[[][sha256.Size]byte]
+	tokens atomic.Pointer[tokenfile.Set]
 
 	mu    sync.Mutex
 	stamp string // the file's size and mtime at the last read
@@ -76,7 +72,7 @@ func newHTTPAuth(file string, log *slog.Logger, reg prometheus.Registerer) (*htt
 	}
 	reg.MustRegister(h.failures)
 	if file != "" {
-		h.stamp = fileStamp(file)
+		h.stamp = tokenfile.Stamp(file)
 		if err := h.load(); err != nil {
 			return nil, err
 		}
@@ -84,34 +80,8 @@ func newHTTPAuth(file string, log *slog.Logger, reg prometheus.Registerer) (*htt
 	return h, nil
 }
 
-// readTokens reads one token a line; blank lines and lines starting with #
-// are skipped. A file without a token is an error: it would leave the
-// listener open while the operator believes it closed.
-func readTokens(file string) ([][sha256.Size]byte, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read the HTTP token file: %w", err)
-	}
-	var out [][sha256.Size]byte
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		t := strings.TrimSpace(sc.Text())
-		if t == "" || strings.HasPrefix(t, "#") {
-			continue
-		}
-		out = append(out, sha256.Sum256([]byte(t)))
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("cannot read the HTTP token file %s: %w", file, err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("the HTTP token file %s holds no token (one a line)", file)
-	}
-	return out, nil
-}
-
 func (h *httpAuth) load() error {
-	toks, err := readTokens(h.file)
+	toks, err := tokenfile.Read(h.file, "HTTP token file")
 	if err != nil {
 		return err
 	}
@@ -127,7 +97,7 @@ func (h *httpAuth) reload(force bool) (changed bool, err error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	stamp := fileStamp(h.file)
+	stamp := tokenfile.Stamp(h.file)
 	if stamp == h.stamp && !force {
 		return false, nil
 	}
@@ -135,30 +105,10 @@ func (h *httpAuth) reload(force bool) (changed bool, err error) {
 	return true, h.load()
 }
 
-// fileStamp sums up a file's identity; a file that cannot be read stamps
-// as missing.
-func fileStamp(p string) string {
-	st, err := os.Stat(p)
-	if err != nil {
-		return "missing"
-	}
-	return fmt.Sprintf("%d:%d", st.Size(), st.ModTime().UnixNano())
-}
-
-// known reports whether t is one of the tokens. Every token is compared,
-// in constant time over hashes of equal length, so neither the position
-// of a match nor a token's length shows in the time taken.
+// known reports whether t is one of the tokens (in constant time).
 func (h *httpAuth) known(t string) bool {
 	toks := h.tokens.Load()
-	if toks == nil {
-		return false
-	}
-	sum := sha256.Sum256([]byte(t))
-	match := 0
-	for i := range *toks {
-		match |= subtle.ConstantTimeCompare(sum[:], (*toks)[i][:])
-	}
-	return match == 1
+	return toks != nil && toks.Has(t)
 }
 
 // errBadAuthHeader is an Authorization header of no known scheme or
