@@ -47,6 +47,10 @@ type Options struct {
 	Region     string
 	// Logger receives warnings. Default: discard.
 	Logger *slog.Logger
+	// ReadOnly opens an existing catalog for readers (simtel lake serve):
+	// neither its database tables nor the telemetry namespace are created,
+	// and a SQLite file that does not exist is an error.
+	ReadOnly bool
 }
 
 // Lake is the lake's Iceberg catalog. It is safe for concurrent use.
@@ -72,7 +76,7 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 	if o.Store == nil {
 		return nil, errors.New("iceberg: no lake store given")
 	}
-	db, dialect, err := openDB(o.Catalog)
+	db, dialect, err := openDB(o.Catalog, o.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +92,9 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 		region = "us-east-1"
 	}
 	props[io.S3Region] = region
+	if o.ReadOnly {
+		props["init_catalog_tables"] = "false"
+	}
 	if k, s := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"); k != "" && s != "" {
 		props[io.S3AccessKeyID], props[io.S3SecretAccessKey] = k, s
 		if t := os.Getenv("AWS_SESSION_TOKEN"); t != "" {
@@ -103,6 +110,9 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
+	if o.ReadOnly {
+		return l, nil
+	}
 	err = cat.CreateNamespace(ctx, table.Identifier{Namespace}, iceberg.Properties{"comment": "simtel telemetry, one table per measurement"})
 	if err != nil && !errors.Is(err, icat.ErrNamespaceAlreadyExists) {
 		l.Close()
@@ -112,14 +122,18 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 }
 
 // openDB opens the catalog database named by a sqlite: or postgres:// URL.
-func openDB(u string) (*sql.DB, sqlcat.SupportedDialect, error) {
+func openDB(u string, readOnly bool) (*sql.DB, sqlcat.SupportedDialect, error) {
 	switch {
 	case strings.HasPrefix(u, "sqlite:"):
 		p := strings.TrimPrefix(strings.TrimPrefix(u, "sqlite:"), "//")
 		if p == "" {
 			return nil, "", fmt.Errorf("iceberg: catalog %q names no file: use sqlite:PATH", u)
 		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if readOnly {
+			if _, err := os.Stat(p); err != nil {
+				return nil, "", fmt.Errorf("iceberg: cannot open catalog %s: %w", p, err)
+			}
+		} else if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return nil, "", fmt.Errorf("iceberg: cannot create the directory of catalog %s: %w", p, err)
 		}
 		// WAL and a busy timeout on every pooled connection: sinks and
