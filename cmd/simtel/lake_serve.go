@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/simtel/simtel/internal/tick"
 	"github.com/simtel/simtel/internal/tlsfiles"
@@ -32,6 +33,7 @@ type lakeServeFlags struct {
 	pgMemoryMB, pgThreads, pgMaxConns      int
 	pgMaxRows                              int64
 	metricsListen                          string
+	ice                                    icebergServeFlags
 }
 
 const lakeServeLong = `Serve the lake to PostgreSQL clients: psql, Grafana's PostgreSQL data
@@ -60,18 +62,21 @@ verifiers (PostgreSQL's format, one "name:SCRAM-SHA-256$..." a line; make
 a line with --pg-hash-password). Without it anyone may connect, which is
 allowed only on a loopback address unless --pg-insecure says otherwise.
 --pg-tls-cert and --pg-tls-key offer TLS (sslmode=require); the files, and
-the users file, are read again when they change and on SIGHUP.`
+the users file, are read again when they change and on SIGHUP.
+
+` + lakeServeIcebergLong
 
 func newLakeServeCmd(f *lakeFlags) *cobra.Command {
 	var o lakeServeFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the lake to PostgreSQL clients (psql, Grafana, pandas) over the PostgreSQL wire protocol",
+		Short: "Serve the lake to PostgreSQL clients (psql, Grafana, pandas) and as Iceberg tables over the Iceberg REST catalog API",
 		Long:  lakeServeLong,
 		Example: `  simtel lake serve --lake file:///var/lib/simtel/lake --pg-listen 127.0.0.1:5433
   psql -h 127.0.0.1 -p 5433 -U grafana lake -c '\dt'
   echo -n secret | simtel lake serve --pg-hash-password   # a line for --pg-users: grafana:<output>
-  simtel lake serve --pg-listen 0.0.0.0:5433 --pg-users /etc/simtel/pg-users --pg-tls-cert server.pem --pg-tls-key server.key --metrics-listen :9465`,
+  simtel lake serve --pg-listen 0.0.0.0:5433 --pg-users /etc/simtel/pg-users --pg-tls-cert server.pem --pg-tls-key server.key --metrics-listen :9465
+  simtel lake serve --listen 127.0.0.1:8181 --iceberg-catalog sqlite:simtel-data/iceberg.db   # Iceberg REST: uri=http://127.0.0.1:8181`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.pgHashPassword {
@@ -94,6 +99,7 @@ func newLakeServeCmd(f *lakeFlags) *cobra.Command {
 	fl.IntVar(&o.pgMaxConns, "pg-max-connections", 64, "most clients connected at once (0: no limit)")
 	fl.DurationVar(&o.pgReload, "pg-reload-interval", 10*time.Second, "how often the users and TLS files are checked for changes")
 	fl.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this host:port (empty: off)")
+	addIcebergServeFlags(fl, &o.ice)
 	return cmd
 }
 
@@ -124,8 +130,14 @@ func loopbackOnly(addr string) bool {
 }
 
 func runLakeServe(cmd *cobra.Command, f *lakeFlags, o *lakeServeFlags) error {
+	if err := o.ice.check(); err != nil {
+		return err
+	}
 	if o.pgListen == "" {
-		return errors.New("give --pg-listen host:port, e.g. --pg-listen 127.0.0.1:5433")
+		if o.ice.listen != "" {
+			return runIcebergServe(cmd, f, &o.ice, o.metricsListen)
+		}
+		return errors.New("give --pg-listen host:port, e.g. --pg-listen 127.0.0.1:5433, or --listen host:port for the Iceberg REST catalog")
 	}
 	if o.pgUsers == "" && !o.pgInsecure && !loopbackOnly(o.pgListen) {
 		return fmt.Errorf("--pg-listen %s is not a loopback address: give --pg-users (passwords), or --pg-insecure to let anyone who reaches it read the lake", o.pgListen)
@@ -165,8 +177,19 @@ func runLakeServe(cmd *cobra.Command, f *lakeFlags, o *lakeServeFlags) error {
 		cfg.TLS = tlsSrv.Config(tlsfiles.ClientAuthNone)
 		reloads = append(reloads, tlsSrv.Reload)
 	}
+	var ice *icebergServer
+	if o.ice.listen != "" {
+		if ice, err = newIcebergServer(ctx, f, &o.ice, ls.log.With("part", "iceberg-rest")); err != nil {
+			return err
+		}
+		defer ice.closeUnlessRun()
+	}
 	if o.metricsListen != "" {
-		stop, err := servePGMetrics(o.metricsListen, cfg.Metrics)
+		register := []func(prometheus.Registerer) error{cfg.Metrics.Register}
+		if ice != nil {
+			register = append(register, ice.metrics.Register)
+		}
+		stop, err := lakeServeMetrics(o.metricsListen, register...)
 		if err != nil {
 			return err
 		}
@@ -203,16 +226,25 @@ func runLakeServe(cmd *cobra.Command, f *lakeFlags, o *lakeServeFlags) error {
 	}()
 	log.Info("serving the lake to PostgreSQL clients", "addr", ln.Addr().String(), "lake", ls.st.String(),
 		"auth", map[bool]string{true: "scram-sha-256", false: "none"}[cfg.Users != nil], "tls", tlsSrv != nil)
-	return pgwire.New(cfg).Serve(ctx, ln)
+	if ice == nil {
+		return pgwire.New(cfg).Serve(ctx, ln)
+	}
+	// Either server's end (an error, or ctx) ends the other.
+	var g errgroup.Group
+	g.Go(func() error { defer cancel(); return ice.run(ctx) })
+	g.Go(func() error { defer cancel(); return pgwire.New(cfg).Serve(ctx, ln) })
+	return g.Wait()
 }
 
-// servePGMetrics serves the process's and the server's metrics on
+// lakeServeMetrics serves the process's and the servers' metrics on
 // http://addr/metrics.
-func servePGMetrics(addr string, m *pgwire.Metrics) (stop func(), err error) {
+func lakeServeMetrics(addr string, register ...func(prometheus.Registerer) error) (stop func(), err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := m.Register(reg); err != nil {
-		return nil, err
+	for _, r := range register {
+		if err := r(reg); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
