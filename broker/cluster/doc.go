@@ -45,12 +45,17 @@
 //
 // # The raft mux
 //
-// Mux owns the --raft-listen listener. Every connection starts with a kind
-// byte: 1 is a raft stream followed by an 8-byte big-endian group id (the
+// Mux owns the --raft-listen listener. Every connection (and every stream
+// of a session) starts with a kind byte: 1 is a raft stream followed by an 8-byte big-endian group id (the
 // controller is group 0; a replicated partition's group id is
 // PartitionGroupID(topic id, partition), see group.go), 2 is a
 // forwarded controller command, 3 a link carrying coalesced heartbeats
-// (transport.go) and 4 an idle watch connection (watch.go). Mux.Group(id)
+// (transport.go), 4 an idle watch connection (watch.go) and 5 a session
+// (session.go): one TCP (and TLS) connection per destination broker,
+// multiplexed with yamux, whose streams start with one of the other
+// headers. Everything a broker dials goes over its session with the
+// peer, so two brokers share two connections (one dialed by each)
+// whatever the number of groups. Mux.Group(id)
 // returns a raft.StreamLayer for raft.NewNetworkTransport, so any number
 // of raft instances share one port. A connection naming a group nobody
 // registered is held briefly, then closed. When --raft-listen is a
@@ -93,8 +98,12 @@
 // # Goroutines
 //
 //   - Mux.Serve: the accept loop (Node.Run starts it); one short-lived
-//     goroutine per accepted connection reads the header and hands the
-//     connection to a group's Accept or serves a forwarded command. Mux.Close
+//     goroutine per accepted connection (and per stream of an accepted
+//     session) reads the header and hands the connection to a group's
+//     Accept or serves a forwarded command; an accepted session's accept
+//     loop runs on its connection's goroutine. One goroutine per dialed
+//     session (Mux.runSession) dials it and closes it when it ends or the
+//     mux closes; yamux runs its own goroutines per session. Mux.Close
 //     waits for all of them.
 //   - Node.loop: gossip join retries (Config.Join), bootstrap, the
 //     gossiped InCluster flag, saving the known peers and, on the leader,
@@ -114,7 +123,8 @@
 //
 // # Locks
 //
-// FSM.applyMu serializes Apply and Restore; Mux.mu guards the group table;
+// FSM.applyMu serializes Apply and Restore; Mux.mu guards the group and
+// session tables;
 // Node.groups, Node.down, Node.peers, heartbeatHub.mu and each heartbeatLink.mu guard
 // their own maps and queues; sharedWAL.mu guards the WAL's reference count
 // (taken around wal.Open, wal.Close and Stats only). None is held while

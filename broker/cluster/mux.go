@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/yamux"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -24,7 +25,8 @@ const (
 	kindRaft    byte = 1 // a hashicorp/raft transport stream for one group
 	kindForward byte = 2 // one forwarded controller command (see forward.go)
 	// kindHeartbeat (3, coalesced heartbeats, transport.go) and kindWatch
-	// (4, failure detection, watch.go) are served by handlers.
+	// (4, failure detection, watch.go) are served by handlers; kindSession
+	// (5, session.go) carries streams of all the other kinds.
 
 	// headerTimeout bounds how long an accepted connection may take to
 	// send its header, so a silent peer cannot pin an accept slot.
@@ -58,6 +60,11 @@ type Mux struct {
 		// group (its broker has not applied the deletion yet) gets an
 		// error at once and its Shutdown is not held up by a blocked RPC.
 		detached map[uint64]struct{}
+		// out are the sessions dialed (or being dialed) by destination,
+		// in the accepted ones with the peer's advertised address
+		// (session.go).
+		out map[raft.ServerAddress]*outSession
+		in  map[*yamux.Session]string
 	}
 	forward func(net.Conn) // handler of kindForward connections; nil: refuse
 	// handlers serve the other connection kinds; set before Serve.
@@ -70,9 +77,14 @@ type Mux struct {
 	serverTLS, clientTLS *tls.Config
 	tlsFailures          *prometheus.CounterVec
 
+	stats *muxStats
+
 	closeOnce sync.Once
 	done      chan struct{}
-	wg        sync.WaitGroup
+	// ctx ends with done (for the session dials).
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // NewMux listens on addr. advertise is the address other nodes dial (the
@@ -94,6 +106,10 @@ func NewMux(addr, advertise string, log *slog.Logger) (*Mux, error) {
 	m.mu.groups = map[uint64]*StreamLayer{}
 	m.mu.detached = map[uint64]struct{}{}
 	m.mu.added = make(chan struct{})
+	m.mu.out = map[raft.ServerAddress]*outSession{}
+	m.mu.in = map[*yamux.Session]string{}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.stats = newMuxStats(m)
 	return m, nil
 }
 
@@ -164,6 +180,12 @@ func (m *Mux) route(c net.Conn) {
 		}
 		c = tc
 	}
+	m.routeConn(c, true)
+}
+
+// routeConn reads c's header and hands it on: c is an accepted
+// connection (top) or a stream of a session.
+func (m *Mux) routeConn(c net.Conn, top bool) {
 	_ = c.SetReadDeadline(time.Now().Add(headerTimeout))
 	var kind [1]byte
 	if _, err := io.ReadFull(c, kind[:]); err != nil {
@@ -192,6 +214,12 @@ func (m *Mux) route(c net.Conn) {
 		case <-m.done:
 			c.Close()
 		}
+	case kindSession:
+		if !top {
+			c.Close()
+			return
+		}
+		m.serveSession(c)
 	case kindForward:
 		_ = c.SetReadDeadline(time.Time{})
 		if m.forward == nil {
@@ -265,31 +293,32 @@ func (m *Mux) waitGroup(id uint64) *StreamLayer {
 	}
 }
 
-// dial connects to a peer's mux and writes a header.
+// dial opens a stream to a peer's mux, in the session with it (dialed
+// first if there is none), and writes a header.
 func (m *Mux) dial(addr raft.ServerAddress, timeout time.Duration, header []byte) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
-	if la := m.localAddrFor(addr); la != nil {
-		d.LocalAddr = la
-	}
-	c, err := d.Dial("tcp", string(addr))
-	if err != nil {
-		return nil, err
-	}
-	if m.clientTLS != nil {
-		if c, err = m.handshake(tls.Client(c, m.clientTLS), timeout); err != nil {
-			m.tlsFailed("dial", muxAddr(addr), err)
-			return nil, fmt.Errorf("cannot open a TLS connection to the raft mux at %s: %w", addr, err)
+	for try := 0; ; try++ {
+		sess, err := m.session(addr, timeout)
+		if err != nil {
+			return nil, err
 		}
+		st, err := sess.OpenStream()
+		if err != nil {
+			if try == 0 && sess.IsClosed() {
+				continue // it ended after session returned it: a new one
+			}
+			return nil, fmt.Errorf("cannot open a stream to the raft mux at %s: %w", addr, err)
+		}
+		c := &streamConn{Stream: st}
+		if timeout > 0 {
+			_ = c.SetWriteDeadline(time.Now().Add(timeout))
+		}
+		if _, err := c.Write(header); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("cannot send raft header to %s: %w", addr, err)
+		}
+		_ = c.SetWriteDeadline(time.Time{})
+		return c, nil
 	}
-	if timeout > 0 {
-		_ = c.SetWriteDeadline(time.Now().Add(timeout))
-	}
-	if _, err := c.Write(header); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("cannot send raft header to %s: %w", addr, err)
-	}
-	_ = c.SetWriteDeadline(time.Time{})
-	return c, nil
 }
 
 // handshake runs c's TLS handshake within timeout (0: no bound); c is
@@ -331,10 +360,19 @@ func (m *Mux) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
 		close(m.done)
+		m.cancel()
 		err = m.ln.Close()
 		m.mu.Lock()
 		m.mu.closed = true
+		var sessions []*yamux.Session
+		for s := range m.mu.in {
+			sessions = append(sessions, s)
+		}
 		m.mu.Unlock()
+		// Dialed sessions are closed by their goroutines (runSession).
+		for _, s := range sessions {
+			s.Close()
+		}
 		m.wg.Wait()
 	})
 	return err

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
+	"net"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +20,82 @@ import (
 // TestMuxManyGroups runs three raft groups over three muxes (one listener
 // per "broker"); every group elects a leader and replicates a command.
 func TestMuxManyGroups(t *testing.T) {
-	const nodes, groups = 3, 3
+	runMuxGroups(t, 3, 3)
+}
+
+// TestMuxOneConnectionPerPair: fifty raft groups on three muxes share one
+// TCP connection per pair of muxes and direction: each mux has accepted
+// at most one from each other mux, and dialed one session to each.
+func TestMuxOneConnectionPerPair(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 150 raft instances")
+	}
+	const nodes = 3
+	muxes := runMuxGroups(t, nodes, 50)
+	for i, m := range muxes {
+		_, port, err := net.SplitHostPort(string(m.Addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := strconv.Atoi(port)
+		n, err := establishedTo(p)
+		if err != nil {
+			t.Skipf("cannot count connections: %v", err)
+		}
+		if n == 0 || n > nodes-1 {
+			t.Errorf("mux %d has %d established connections on its port, want 1 to %d (one per peer)", i, n, nodes-1)
+		}
+		out := 0
+		for _, o := range m.openSessions() {
+			if o.dir == "out" {
+				out++
+			}
+		}
+		if out > nodes-1 {
+			t.Errorf("mux %d has %d dialed sessions, want at most %d", i, out, nodes-1)
+		}
+	}
+}
+
+// establishedTo counts the established IPv4 TCP connections whose local
+// port is port (accepted by a listener on it), from /proc/net/tcp.
+func establishedTo(port int) (int, error) {
+	data, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[3] != "01" { // 01: ESTABLISHED
+			continue
+		}
+		_, hexPort, ok := strings.Cut(f[1], ":")
+		if !ok {
+			continue
+		}
+		if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// noPipeline is a NetworkTransport without pipelined AppendEntries:
+// hashicorp/raft's pipeline can deadlock its replication goroutine (and
+// so Shutdown) after a follower rejects an entry, which raft groups
+// electing on a loaded machine do (both pipeline channels are unbuffered
+// at the default MaxRPCsInFlight).
+type noPipeline struct{ *raft.NetworkTransport }
+
+func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// runMuxGroups runs groups raft groups over nodes muxes; every group
+// elects a leader and replicates a command that every member applies.
+func runMuxGroups(t *testing.T, nodes, groups int) []*Mux {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	var muxes []*Mux
 	for range nodes {
@@ -41,21 +118,21 @@ func TestMuxManyGroups(t *testing.T) {
 			servers = append(servers, raft.Server{ID: raft.ServerID(strconv.Itoa(i)), Address: muxes[i].Addr()})
 		}
 		for i := range nodes {
-			trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: muxes[i].Group(uint64(g)), MaxPool: 2, Timeout: 5 * time.Second, Logger: hl})
-			store, err := openBoltStore(filepath.Join(t.TempDir(), "raft.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			trans := noPipeline{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: muxes[i].Group(uint64(g)), MaxPool: 2, Timeout: 5 * time.Second, Logger: hl})}
+			store := raft.NewInmemStore()
 			c := raft.DefaultConfig()
 			c.LocalID = raft.ServerID(strconv.Itoa(i))
 			c.Logger = hl
-			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+			// Longer with many groups, which would otherwise keep
+			// electing on a loaded machine.
+			tick := time.Duration(max(1, groups/10)) * 100 * time.Millisecond
+			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 2*tick, 2*tick, tick
 			f := NewFSM()
 			r, err := raft.NewRaft(c, f, store, store, raft.NewInmemSnapshotStore(), trans)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { r.Shutdown().Error(); trans.Close(); store.Close() })
+			t.Cleanup(func() { r.Shutdown().Error(); trans.Close() })
 			if i == 0 {
 				if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 					t.Fatal(err)
@@ -64,7 +141,7 @@ func TestMuxManyGroups(t *testing.T) {
 			fsms[[2]int{g, i}], rafts[[2]int{g, i}] = f, r
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(20+groups)*time.Second)
 	defer cancel()
 	for g := range groups {
 		// On a loaded machine a group can change leader between the
@@ -104,6 +181,7 @@ func TestMuxManyGroups(t *testing.T) {
 			}
 		}
 	}
+	return muxes
 }
 
 func TestMuxRejectsUnknownHeader(t *testing.T) {

@@ -362,6 +362,7 @@ func New(cfg Config) (*Node, error) {
 	n.rejoins = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_cluster_gossip_rejoins_total", Help: "Gossip joins this broker tried of known brokers missing from its gossip view, by result (ok, error)."}, []string{"result"})
 	if r := cfg.Registerer; r != nil {
 		n.stats.register(r)
+		r.MustRegister(n.mux.Collector())
 		if n.tlsFailures != nil {
 			r.MustRegister(n.tlsFailures)
 		}

@@ -48,9 +48,10 @@ type TLSFiles struct {
 type TLS struct {
 	files TLSFiles
 	cur   atomic.Pointer[tlsState]
-	// sessions lets a dial resume an earlier session with the same peer:
-	// every raft group dials its own connections, and a resumed
-	// handshake skips both certificate signatures. verifyPeer still
+	// sessions lets a dial resume an earlier session with the same peer
+	// (a new mux session after a broken one, the inter-broker Kafka
+	// client's connections): a resumed handshake skips both
+	// certificate signatures. verifyPeer still
 	// checks the peer's chain against the current CA.
 	sessions tls.ClientSessionCache
 }
