@@ -104,6 +104,19 @@ func startClusterOf(t *testing.T, n int, extra ...string) ([]*clusterBroker, int
 	return bs, waitCluster(t, bs[0].Addr, n)
 }
 
+// startGroupCluster starts three brokers and waits until they run one
+// group coordinator per offsets partition. It returns them, the
+// controller's id, their Kafka addresses and a context that ends after
+// within or with the test.
+func startGroupCluster(t *testing.T, within time.Duration) ([]*clusterBroker, int32, []string, context.Context) {
+	t.Helper()
+	bs, controller := startClusterOf(t, 3)
+	waitCoordinators(t, bs)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	t.Cleanup(cancel)
+	return bs, controller, brokertest.Addrs(bs), ctx
+}
+
 // waitUntil polls cond (testutil.WaitFor) until it returns "" or the
 // timeout passes; then the test fails with cond's last answer.
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() string) {

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -65,11 +64,7 @@ func TestClusterGroupJoinSurvivesCoordinatorStepDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs, controller := startClusterOf(t, 3)
-	seeds := brokertest.Addrs(bs)
-	waitCoordinators(t, bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	bs, controller, seeds, ctx := startGroupCluster(t, 6*time.Minute)
 
 	const topic = "stepdown"
 	createTopic(t, ctx, []string{bs[controller].Addr}, topic, 3, 3)

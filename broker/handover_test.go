@@ -93,11 +93,7 @@ func TestClusterGroupCommitsThroughCoordinatorRestarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs, controller := startClusterOf(t, 3)
-	seeds := brokertest.Addrs(bs)
-	waitCoordinators(t, bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	bs, controller, seeds, ctx := startGroupCluster(t, 6*time.Minute)
 
 	const topic, groupID = "handover", "handover-group"
 	createTopic(t, ctx, []string{bs[controller].Addr}, topic, 3, 3)

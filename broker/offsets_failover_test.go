@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -182,11 +181,7 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs, controller := startClusterOf(t, 3)
-	seeds := brokertest.Addrs(bs)
-	waitCoordinators(t, bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	bs, controller, seeds, ctx := startGroupCluster(t, 6*time.Minute)
 
 	const topic, parts, groupID = "events", 3, "offsets-failover"
 	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 3)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -34,11 +33,7 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 	if d := os.Getenv("SIMTEL_TEST_LOG_DIR"); d != "" {
 		logDir = d
 	}
-	bs, controller := startClusterOf(t, 3)
-	seeds := brokertest.Addrs(bs)
-	waitCoordinators(t, bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	bs, controller, seeds, ctx := startGroupCluster(t, 10*time.Minute)
 
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
@@ -181,11 +176,7 @@ type crossTxn struct {
 
 func startCrossTxn(t *testing.T) *crossTxn {
 	t.Helper()
-	bs, _ := startClusterOf(t, 3)
-	seeds := brokertest.Addrs(bs)
-	waitCoordinators(t, bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	t.Cleanup(cancel)
+	bs, _, seeds, ctx := startGroupCluster(t, 4*time.Minute)
 	createTopic(t, ctx, seeds, "xc-in", 1, 3)
 	createTopic(t, ctx, seeds, "xc-out", 1, 3)
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))

@@ -7,36 +7,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// consumeAll reads topic from the start until it has want records or
-// the context ends, with the given isolation level, keeping control
-// records out.
+// consumeAll reads want records of topic from the start with the given
+// isolation level (control records are not returned) and fails the test
+// on a fetch error or if ctx ends first.
 func consumeAll(t *testing.T, ctx context.Context, addr, topic string, committed bool, want int) []string {
 	t.Helper()
 	iso := kgo.ReadUncommitted()
 	if committed {
 		iso = kgo.ReadCommitted()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var got []string
-	for len(got) < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			break
-		}
-		fs.EachError(func(tp string, p int32, err error) { t.Errorf("fetch %s-%d: %v", tp, p, err) })
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-	}
-	return got
+	return brokertest.Values(brokertest.Read(t, ctx, []string{addr}, topic, want,
+		brokertest.ReadClient(kgo.FetchIsolationLevel(iso)), brokertest.OnFetchError(brokertest.FailFetchErrors)))
 }
 
 // initTxnProducer sends InitProducerID for the transactional id id (a
