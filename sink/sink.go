@@ -81,6 +81,9 @@ type Config struct {
 	// CompactPause pauses before and after each compaction commit. For
 	// crash tests only (it opens a window for a kill at those points).
 	CompactPause time.Duration
+	// Retention applies the lake's retention policies in the background
+	// (see RetentionConfig; zero: off).
+	Retention RetentionConfig
 	// IcebergCatalog, when set (sqlite:PATH or postgres://...), makes
 	// every flush also commit its objects to the lake's Iceberg tables
 	// (see lake/iceberg); compaction is then off, as it does not rewrite
@@ -136,6 +139,9 @@ func (c *Config) Validate() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if err := c.Compact.validate(); err != nil {
+		return err
+	}
+	if err := c.Retention.validate(); err != nil {
 		return err
 	}
 	for _, t := range slices.Concat(c.Topics, c.TelemetryTopics) {
@@ -233,6 +239,12 @@ func Run(ctx context.Context, cfg Config) error {
 		c := newCompactor(s, cfg.Compact, reg)
 		c.pauseAroundCommit(cfg.CompactPause)
 		wg.Go(func() { c.run(bg) })
+	}
+	if cfg.Retention.Interval > 0 && s.ice != nil {
+		log.Warn("retention is off: it does not expire data from the Iceberg tables yet", "iceberg_catalog", cfg.IcebergCatalog)
+	} else if cfg.Retention.Interval > 0 {
+		r := newRetainer(s, cfg.Retention, reg)
+		wg.Go(func() { r.run(bg) })
 	}
 	log.Info("sink started", "lake", st.String(), "group", cfg.Group, "topics", cfg.Topics,
 		"flush_bytes", cfg.FlushBytes, "flush_rows", cfg.FlushRows, "flush_age", cfg.FlushAge)

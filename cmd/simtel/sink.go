@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/retention"
 	"github.com/simtel/simtel/lake/store"
 	"github.com/simtel/simtel/sink"
 )
@@ -44,6 +45,12 @@ partitions it owns (same measurement, run, day and partition; flushed more
 than --compact-settle ago) into objects of up to --compact-target-size, once
 a group has --compact-min-files of them. Readers see every row exactly once
 throughout; replaced objects are deleted --compact-delete-delay later.
+
+With --retention-interval the sink applies the lake's retention policies
+('simtel lake retention'; default raw samples 30 days, 10 s rollups 90
+days, the rest forever) that often: partitions whose time has passed leave
+the catalog, and their objects are deleted --retention-grace later. Off by
+default, so an upgrade deletes nothing an operator did not ask for.
 
 With --iceberg-catalog every flush is also committed to the lake's Iceberg
 tables (namespace telemetry, one table per measurement, the dead letters in
@@ -107,6 +114,8 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 	f.IntVar(&cfg.Compact.MinFiles, "compact-min-files", sink.DefaultCompactMinFiles, "merge a group once it has this many small objects")
 	f.DurationVar(&cfg.Compact.Settle, "compact-settle", sink.DefaultCompactSettle, "leave objects alone until their flush is this old")
 	f.DurationVar(&cfg.Compact.DeleteDelay, "compact-delete-delay", sink.DefaultCompactDeleteDelay, "delete replaced objects this long after their compaction (running queries may still read them)")
+	f.DurationVar(&cfg.Retention.Interval, "retention-interval", 0, "apply the lake's retention policies this often (0: off; see simtel lake retention)")
+	f.DurationVar(&cfg.Retention.Grace, "retention-grace", retention.DefaultGrace, "delete expired objects this long after they left the catalog (running queries may still read them)")
 	f.DurationVar(&cfg.CompactPause, "compact-pause", 0, "pause before and after each compaction commit (crash tests only)")
 	_ = f.MarkHidden("compact-pause")
 	f.StringVar(&cfg.IcebergCatalog, "iceberg-catalog", "", "also commit every flush to the lake's Apache Iceberg tables, in this catalog: sqlite:PATH or postgres://user:pass@host/db (empty: off; turns compaction off)")
