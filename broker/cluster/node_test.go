@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -113,25 +114,8 @@ func TestNodesBootstrapForwardJoin(t *testing.T) {
 	}
 	cfgs[3].BootstrapExpect = 0
 	nodes := startNodes(t, cfgs[:3])
-	leader := func() *testNode {
-		for _, n := range nodes {
-			if n.IsLeader() {
-				return n
-			}
-		}
-		return nil
-	}
-	waitFor(t, "a leader and 3 alive brokers everywhere", func() bool {
-		if leader() == nil {
-			return false
-		}
-		for _, n := range nodes {
-			if len(n.Metadata().AliveBrokers()) != 3 || n.Metadata().ClusterID == "" {
-				return false
-			}
-		}
-		return true
-	})
+	leader := func() *testNode { return leaderNode(nodes) }
+	waitFormed(t, nodes)
 	if id, ok := nodes[2].LeaderID(); !ok || id != int32(leaderIndex(nodes)) {
 		t.Fatalf("node 2 names leader %d (%v), want %d", id, ok, leaderIndex(nodes))
 	}
@@ -194,6 +178,31 @@ func TestNodesBootstrapForwardJoin(t *testing.T) {
 		l := leader()
 		return l != nil && l.Metadata().Brokers[int32(idx)].Alive
 	})
+}
+
+// waitFormed waits until one of nodes leads and every one of them sees
+// all of them alive and knows the cluster id.
+func waitFormed(t *testing.T, nodes []*testNode) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("a leader and %d alive brokers everywhere", len(nodes)), func() bool {
+		if leaderNode(nodes) == nil {
+			return false
+		}
+		for _, n := range nodes {
+			if len(n.Metadata().AliveBrokers()) != len(nodes) || n.Metadata().ClusterID == "" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// leaderNode is the node of nodes that leads, or nil.
+func leaderNode(nodes []*testNode) *testNode {
+	if i := leaderIndex(nodes); i >= 0 {
+		return nodes[i]
+	}
+	return nil
 }
 
 func leaderIndex(nodes []*testNode) int {

@@ -65,25 +65,8 @@ func TestClusterTLSAndGossipKey(t *testing.T) {
 	cfgs[4].GossipKeys = nil
 	cfgs[3].BootstrapExpect, cfgs[4].BootstrapExpect = 0, 0
 	nodes := startNodes(t, cfgs[:3])
-	leader := func() *testNode {
-		for _, n := range nodes[:3] {
-			if n.IsLeader() {
-				return n
-			}
-		}
-		return nil
-	}
-	waitFor(t, "a leader and 3 alive brokers everywhere", func() bool {
-		if leader() == nil {
-			return false
-		}
-		for _, n := range nodes {
-			if len(n.Metadata().AliveBrokers()) != 3 || n.Metadata().ClusterID == "" {
-				return false
-			}
-		}
-		return true
-	})
+	leader := func() *testNode { return leaderNode(nodes[:3]) }
+	waitFormed(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	apply := func(topic string) {
