@@ -518,6 +518,19 @@ func TestRollupKilled(t *testing.T) {
 	for _, r := range rollup.Resolutions {
 		compare(t, r.Topic(), readRollups(t, b.Addr, r.Topic()), want[r.Name])
 	}
+	// The run's aggregates, checkpointed across the kills, make its
+	// summary once it ends: every sample exactly once.
+	endRun(t, b.Addr, "r1", []string{"n1", "n2", "n3", "n4"}, start, start.Add(70*time.Minute))
+	sum := waitSummary(t, b.Addr, "r1", "cpu.value", int64(len(ss)))
+	ref := reference(ss, 24*time.Hour)
+	var wantSum, wantMin, wantMax float64 = 0, math.Inf(1), math.Inf(-1)
+	for _, a := range ref {
+		wantSum += a.sum
+		wantMin, wantMax = min(wantMin, a.min), max(wantMax, a.max)
+	}
+	if m := metricOf(sum, "cpu.value"); *m.Sum != wantSum || *m.Min != wantMin || *m.Max != wantMax {
+		t.Errorf("summary of cpu.value: sum %v min %v max %v, want %v %v %v", *m.Sum, *m.Min, *m.Max, wantSum, wantMin, wantMax)
+	}
 	// The kills landed with windows open: each restarted worker read
 	// open windows back from the state topic.
 	for n := 1; n <= kills; n++ {

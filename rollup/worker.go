@@ -526,7 +526,7 @@ func (w *worker) load(ctx context.Context, ids []int32) error {
 		w.parts[id] = p
 		w.series += len(p.series)
 		w.m.loads.Inc()
-		w.log.Info("partition state loaded", "partition", id, "series", len(p.series), "max_event", p.maxEvent, "closed", p.closed)
+		w.log.Info("partition state loaded", "partition", id, "series", len(p.series), "runs", len(p.runs), "max_event", p.maxEvent, "closed", p.closed)
 	}
 	w.m.series.Set(float64(w.series))
 	return nil
