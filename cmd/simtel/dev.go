@@ -25,7 +25,7 @@ import (
 // devConfig holds simtel dev's flags.
 type devConfig struct {
 	dataDir, brokerAddr, brokerHTTP, agentHTTP, agentUDP, agentTCP, sinkHTTP, rollupHTTP string
-	flushAge, compactInterval, allowedLateness                                           time.Duration
+	flushAge, compactInterval, allowedLateness, retentionInterval                        time.Duration
 	summary                                                                              bool
 	icebergCatalog                                                                       string
 }
@@ -52,6 +52,10 @@ arrived, or about a minute after the samples stop.
 The telemetry topic is created with simtel.retention.hold.groups set to the
 sink's group, so retention never deletes what the lake does not hold yet.
 
+The sink applies the lake's retention policies every --retention-interval
+(see simtel lake retention; by default raw samples go after 30 days, 10 s
+rollups after 90, the rest stays).
+
 Nothing is secured (no TLS, no login, no ACLs): the listeners stay on
 loopback by default. docs/security.md sets up simtel broker for a shared
 cluster.`,
@@ -76,6 +80,7 @@ cluster.`,
 	f.DurationVar(&c.allowedLateness, "allowed-lateness", rollup.DefaultAllowedLateness, "the rollups wait this long in sample time for late samples before a window is final")
 	f.DurationVar(&c.flushAge, "flush-age", 2*time.Second, "the sink writes buffered samples to the lake at least this often")
 	f.DurationVar(&c.compactInterval, "compact-interval", sink.DefaultCompactInterval, "the sink merges the lake's small objects this often (0: off; see simtel sink --help)")
+	f.DurationVar(&c.retentionInterval, "retention-interval", time.Hour, "the sink applies the lake's retention policies this often (0: off; see simtel lake retention)")
 	// Off by default: the sink does not compact while it commits to
 	// Iceberg, and dev's lake is compacted.
 	f.StringVar(&c.icebergCatalog, "iceberg-catalog", "", "also publish the lake as Apache Iceberg tables in this catalog, e.g. sqlite:simtel-data/iceberg.db (turns compaction off; see docs/lake-iceberg.md)")
@@ -169,19 +174,21 @@ func devSinkConfig(c devConfig, brokers []string, lakeDir string, reg *prometheu
 		// within seconds, so replaced objects need not wait the sink's
 		// default 10 minutes: the lake directory stays a few dozen
 		// objects per measurement.
-		Compact:        sink.CompactConfig{Interval: c.compactInterval, DeleteDelay: 2 * time.Minute},
+		Compact: sink.CompactConfig{Interval: c.compactInterval, DeleteDelay: 2 * time.Minute},
+		// Expired objects wait as long as replaced ones, for the same reason.
+		Retention:      sink.RetentionConfig{Interval: c.retentionInterval, Grace: 2 * time.Minute},
 		IcebergCatalog: c.icebergCatalog,
 	}
 }
 
 // devLakeTopics are the topics simtel dev writes into the lake, all line
-// protocol: telemetry and the rollups.
+// protocol: telemetry, the rollups and the run summaries.
 func devLakeTopics() []string {
 	topics := []string{"telemetry"}
 	for _, r := range rollup.Resolutions {
 		topics = append(topics, r.Topic())
 	}
-	return topics
+	return append(topics, rollup.DefaultSummaryTopic)
 }
 
 // runDevParts runs the agent, the rollup worker and the sink (and the

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/simtel/simtel/rollup"
+	"github.com/simtel/simtel/scheduler"
 )
 
 func newRollupCmd(g *globalFlags) *cobra.Command {
@@ -36,11 +37,21 @@ windows close too.
 Output, the open windows (checkpointed to the compacted --state-topic) and
 the consumed offsets are committed in one Kafka transaction every
 --commit-interval: a worker killed at any point resumes from the last
-commit, and no sample is dropped or counted twice.`,
+commit, and no sample is dropped or counted twice.
+
+The worker also summarizes each run (samples tagged run=...): once the run
+registry (--runs-topic) says a run ended, it writes per metric
+(measurement.field over all the run's series and nodes) count, min, mean,
+max, sum, p50/p95/p99 and last, with the run's wall time, nodes and exit
+state, to the compacted --summary-topic, one record per run and metric, in
+the same transactions. Samples arriving later amend it. Read it with
+` + "`simtel runs show <run>`" + `, or in the lake as table summary.runs.`,
 		Example: `  simtel rollup --brokers 127.0.0.1:9092 --http-listen 127.0.0.1:9646
   simtel sink --brokers 127.0.0.1:9092 --lake file:///var/lib/simtel/lake \
-      --topics telemetry,rollup_10s,rollup_1m,rollup_1h --telemetry-topics telemetry,rollup_10s,rollup_1m,rollup_1h
-  simtel lake query --lake file:///var/lib/simtel/lake 'SELECT time, host, value_mean, value_p95 FROM rollup_1m.cpu'`,
+      --topics telemetry,rollup_10s,rollup_1m,rollup_1h,summary.runs \
+      --telemetry-topics telemetry,rollup_10s,rollup_1m,rollup_1h,summary.runs
+  simtel lake query --lake file:///var/lib/simtel/lake 'SELECT time, host, value_mean, value_p95 FROM rollup_1m.cpu'
+  simtel runs show r42`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Logger = log
@@ -64,6 +75,10 @@ commit, and no sample is dropped or counted twice.`,
 	f.DurationVar(&cfg.CommitInterval, "commit-interval", rollup.DefaultCommitInterval, "commit a transaction (output, state, offsets) this often")
 	f.DurationVar(&cfg.TxnTimeout, "transaction-timeout", rollup.DefaultTxnTimeout, "the broker aborts a transaction open longer than this")
 	f.IntVar(&cfg.MaxSeries, "max-series", rollup.DefaultMaxSeries, "most series with open windows; samples of further series are dropped and counted")
+	f.StringVar(&cfg.RunsTopic, "runs-topic", scheduler.RunsTopic, "the run registry, followed to learn which runs ended")
+	f.StringVar(&cfg.SummaryTopic, "summary-topic", rollup.DefaultSummaryTopic, "compacted topic receiving the run summaries (lake table summary.runs)")
+	f.StringVar(&cfg.PartialTopic, "partial-topic", rollup.DefaultPartialTopic, "compacted topic carrying each partition's aggregates of an ended run to the worker that merges them")
+	f.IntVar(&cfg.MaxRunMetrics, "max-run-metrics", rollup.DefaultMaxRunMetrics, "most metrics (measurement.field) in one run's summary; values of further metrics are counted in its dropped_samples")
 	f.StringVar(&cfg.HTTPListen, "http-listen", "", "host:port for /metrics and /healthz (empty: off)")
 	return cmd
 }

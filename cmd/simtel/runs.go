@@ -27,9 +27,13 @@ record per run on the compacted "runs" topic (so does ` + "`simtel scheduler`" +
 
 --source runs (default) reads the "runs" topic; --source jobs folds the
 "jobs" topic itself, the source of truth (slower on a long history; use it
-when a hook could not refresh the registry).`,
+when a hook could not refresh the registry).
+
+` + "`simtel runs show <run>`" + ` prints an ended run's summary (per metric
+count, min, mean, max, p95, last), which the rollup worker keeps.`,
 		Example: `  simtel runs --brokers broker1:9092
-  simtel runs --run 4242 --format json`,
+  simtel runs --run 4242 --format json
+  simtel runs show 4242`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "table" && format != "json" {
@@ -50,6 +54,7 @@ when a hook could not refresh the registry).`,
 			return printRuns(runs, format)
 		},
 	}
+	cmd.AddCommand(newRunsShowCmd())
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
 	sec.register(f)
