@@ -3,7 +3,6 @@ package agent_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/learner/learnertest"
 )
 
 // TestPolicyDeltasAndSignatures runs a real broker and three agent
@@ -97,7 +97,7 @@ func TestPolicyDeltasAndSignatures(t *testing.T) {
 
 	// A delta with 3% of the bytes changed: agents with the base
 	// receive a small part of it.
-	v2 := changed(v1, 0.03, 2)
+	v2 := learnertest.ChangeRegions(v1, 0.03, 2)
 	if m := pub(v2, "--sign-key", trusted, "--delta-from", "auto"); m.Base != 1 || m.Sent*4 > len(m.Chunks) {
 		t.Fatalf("delta: %+v", m)
 	}
@@ -116,8 +116,8 @@ func TestPolicyDeltasAndSignatures(t *testing.T) {
 	waitVersion(t, agents[2], 2, v2)
 
 	// Unsigned, signed by an unknown key: refused everywhere.
-	pub(changed(v2, 0.03, 2), "--format", "2", "--delta-from", "auto")
-	pub(changed(v2, 0.03, 2), "--sign-key", other, "--delta-from", "2")
+	pub(learnertest.ChangeRegions(v2, 0.03, 2), "--format", "2", "--delta-from", "auto")
+	pub(learnertest.ChangeRegions(v2, 0.03, 2), "--sign-key", other, "--delta-from", "2")
 	pub(randomBlob(1 << 20)) // format 1: unsigned
 	for _, a := range agents {
 		testutil.WaitFor(t, 30*time.Second, a.name+" counts 3 untrusted versions", func() error {
@@ -136,7 +136,7 @@ func TestPolicyDeltasAndSignatures(t *testing.T) {
 
 	// A signed delta from version 2 is taken by everyone, the agent
 	// without version 1 included.
-	v6 := changed(v2, 0.02, 2)
+	v6 := learnertest.ChangeRegions(v2, 0.02, 2)
 	if m := pub(v6, "--sign-key", trusted, "--delta-from", "2"); m.Version != 6 || m.Base != 2 {
 		t.Fatalf("signed delta from 2: %+v", m)
 	}
@@ -274,18 +274,6 @@ func genKey(t *testing.T, dir, name string) (priv, pub string) {
 		}
 	}
 	return priv, pub
-}
-
-// changed returns data with frac of its bytes replaced in runs contiguous
-// regions (tensors that changed).
-func changed(data []byte, frac float64, runs int) []byte {
-	out := bytes.Clone(data)
-	run := int(float64(len(data))*frac) / runs
-	for i := range runs {
-		at := (2*i + 1) * len(data) / (2 * runs)
-		rand.Read(out[at : at+run])
-	}
-	return out
 }
 
 // actorMetric reads one policy="actor" series from an agent's /metrics.

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/learner"
+	"github.com/simtel/simtel/learner/learnertest"
 )
 
 // `simtel bench fanout`: one learner publishes a policy version; many
@@ -593,7 +594,7 @@ func (r *fanoutRun) run(ctx context.Context) error {
 	r.progressf("warm-up version %d published; generating %d random bytes", base.Version, r.cfg.Size)
 	blob := make([]byte, r.cfg.Size)
 	if r.cfg.Delta > 0 {
-		blob = changeRegions(warm, r.cfg.Delta, 4)
+		blob = learnertest.ChangeRegions(warm, r.cfg.Delta, 4)
 	} else {
 		rand.Read(blob)
 	}
@@ -736,17 +737,4 @@ func (r *fanoutRun) collect(outs []workerOutcome, m learner.Manifest, t0, t1 tim
 	}
 	r.res.FromStart = summarize(fromStart)
 	r.res.FromReturn = summarize(fromReturn)
-}
-
-// changeRegions returns a copy of data with frac of its bytes replaced by
-// random ones, in regions contiguous runs spread over it (tensors that
-// changed between two versions).
-func changeRegions(data []byte, frac float64, regions int) []byte {
-	out := bytes.Clone(data)
-	n := int(float64(len(data))*frac) / regions
-	for i := range regions {
-		at := (2*i + 1) * len(data) / (2 * regions)
-		rand.Read(out[at:min(at+n, len(out))])
-	}
-	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/learner/learnertest"
 )
 
 func publishWith(t *testing.T, p *Publisher, policy string, data []byte, o PublishOptions) Manifest {
@@ -25,18 +26,6 @@ func publishWith(t *testing.T, p *Publisher, policy string, data []byte, o Publi
 		t.Fatalf("publish %d bytes to %s: %v", len(data), policy, err)
 	}
 	return m
-}
-
-// changeRuns returns a copy of data with frac of its bytes replaced, in
-// runs contiguous regions spread over it (tensors that changed).
-func changeRuns(data []byte, frac float64, runs int) []byte {
-	out := bytes.Clone(data)
-	run := int(float64(len(data))*frac) / runs
-	for i := range runs {
-		at := (2*i + 1) * len(data) / (2 * runs)
-		rand.Read(out[at : at+run])
-	}
-	return out
 }
 
 // TestDeltaAssembles publishes a full format 2 version and a delta with
@@ -58,7 +47,7 @@ func TestDeltaAssembles(t *testing.T) {
 	checkHeldIntact(t, withBase, 1, v1)
 	before := withBase.Stats()
 
-	v2 := changeRuns(v1, 0.03, 4)
+	v2 := learnertest.ChangeRegions(v1, 0.03, 4)
 	m2 := publishWith(t, p, "pi", v2, PublishOptions{DeltaFrom: DeltaAuto})
 	if m2.Base != 1 || m2.Sent >= m2.Chunks/4 || m2.DeltaBytes == 0 {
 		t.Fatalf("delta: base %d, %d of %d chunks sent, delta bytes %d", m2.Base, m2.Sent, m2.Chunks, m2.DeltaBytes)
@@ -84,7 +73,7 @@ func TestDeltaAssembles(t *testing.T) {
 
 	// A delta from an older version named explicitly; the nodes hold
 	// both versions' chunks.
-	v3 := changeRuns(v1, 0.01, 1)
+	v3 := learnertest.ChangeRegions(v1, 0.01, 1)
 	m3 := publishWith(t, p, "pi", v3, PublishOptions{DeltaFrom: 1})
 	if m3.Base != 1 {
 		t.Fatalf("delta from 1: base %d", m3.Base)
@@ -126,10 +115,10 @@ func TestUntrustedNeverInstalled(t *testing.T) {
 	publishWith(t, p, "pi", good, PublishOptions{SignKey: priv})
 	checkHeldIntact(t, s, 1, good)
 
-	publishWith(t, p, "pi", blob(1<<20), PublishOptions{Format: Format2})            // 2: unsigned
-	publishWith(t, p, "pi", blob(1<<20), PublishOptions{SignKey: otherPriv})         // 3: unknown key
-	publish(t, p, "pi", blob(1<<20))                                                 // 4: format 1
-	publishWith(t, p, "pi", changeRuns(good, 0.05, 1), PublishOptions{DeltaFrom: 1}) // 5: unsigned delta
+	publishWith(t, p, "pi", blob(1<<20), PublishOptions{Format: Format2})                           // 2: unsigned
+	publishWith(t, p, "pi", blob(1<<20), PublishOptions{SignKey: otherPriv})                        // 3: unknown key
+	publish(t, p, "pi", blob(1<<20))                                                                // 4: format 1
+	publishWith(t, p, "pi", learnertest.ChangeRegions(good, 0.05, 1), PublishOptions{DeltaFrom: 1}) // 5: unsigned delta
 	deadline := time.Now().Add(20 * time.Second)
 	for s.Stats().Untrusted < 4 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -144,7 +133,7 @@ func TestUntrustedNeverInstalled(t *testing.T) {
 	}
 
 	// A signed delta against the trusted version installs.
-	v6 := changeRuns(good, 0.05, 1)
+	v6 := learnertest.ChangeRegions(good, 0.05, 1)
 	m6 := publishWith(t, p, "pi", v6, PublishOptions{DeltaFrom: 1, SignKey: priv})
 	if m6.Base != 1 || m6.KeyID != KeyID(pub) {
 		t.Fatalf("signed delta: %+v", m6)
@@ -205,7 +194,7 @@ func TestDeltaBadInput(t *testing.T) {
 
 	// A good delta (version 3 again: the truncated manifest is no
 	// version), then the base's records are deleted.
-	v4 := changeRuns(v1, 0.03, 2)
+	v4 := learnertest.ChangeRegions(v1, 0.03, 2)
 	m4 := publishWith(t, p, "pi", v4, PublishOptions{DeltaFrom: 1})
 	if m4.Version != 3 {
 		t.Fatalf("delta published as version %d, want 3", m4.Version)
@@ -229,7 +218,7 @@ func TestDeltaBadInput(t *testing.T) {
 	}
 	// The publisher's auto mode sees the base is gone and sends a full
 	// version, which both nodes take.
-	v5 := changeRuns(v4, 0.03, 2)
+	v5 := learnertest.ChangeRegions(v4, 0.03, 2)
 	m5 := publishWith(t, p, "pi", v5, PublishOptions{DeltaFrom: DeltaAuto})
 	if m5.Base != 0 {
 		t.Fatalf("auto delta over a deleted base: base %d", m5.Base)
@@ -306,7 +295,7 @@ func BenchmarkDeltaBytes(b *testing.B) {
 	var recv, sent, chunks int64
 	b.ResetTimer()
 	for range b.N {
-		data = changeRuns(data, 0.03, 4)
+		data = learnertest.ChangeRegions(data, 0.03, 4)
 		before := make([]int64, nodes)
 		for i, s := range subs {
 			before[i] = s.Stats().Received
