@@ -22,15 +22,17 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 kcat -V 2>&1 | head -1 >&2
 
-# npm packages for the KafkaJS compatibility test (broker/kafkajs_test.go),
-# pinned by tests/kafkajs/package-lock.json. Only when Node.js is present;
-# without it the test skips (and fails under CI=true).
+# npm packages for the KafkaJS compatibility test (broker/kafkajs_test.go)
+# and for the Iceberg readers iceberg-js and icebird (TestLakeServeIceberg in
+# cmd/simtel), pinned by tests/*/package-lock.json. Only when Node.js is
+# present; without it those tests skip (and fail under CI=true).
 root="$(cd "$(dirname "$0")/.." && pwd)"
 if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   npm ci --prefix "$root/tests/kafkajs" --no-audit --no-fund --loglevel=error >&2
-  echo "node $(node --version), kafkajs installed in tests/kafkajs/node_modules" >&2
+  npm ci --prefix "$root/tests/iceberg-js" --no-audit --no-fund --loglevel=error >&2
+  echo "node $(node --version), kafkajs installed in tests/kafkajs/node_modules, iceberg-js and icebird in tests/iceberg-js/node_modules" >&2
 else
-  echo "node/npm not found: tests/kafkajs not installed (TestKafkaJS will skip)" >&2
+  echo "node/npm not found: tests/kafkajs and tests/iceberg-js not installed (TestKafkaJS and TestLakeServeIceberg's JavaScript readers will skip)" >&2
 fi
 
 # confluent-kafka-go (static librdkafka 2.11, cgo) for the librdkafka
