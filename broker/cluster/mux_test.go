@@ -7,14 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 // TestMuxManyGroups runs three raft groups over three muxes (one listener
@@ -38,7 +38,7 @@ func TestMuxOneConnectionPerPair(t *testing.T) {
 			t.Fatal(err)
 		}
 		p, _ := strconv.Atoi(port)
-		n, err := establishedTo(p)
+		n, err := testutil.EstablishedTo(p)
 		if err != nil {
 			t.Skipf("cannot count connections: %v", err)
 		}
@@ -55,30 +55,6 @@ func TestMuxOneConnectionPerPair(t *testing.T) {
 			t.Errorf("mux %d has %d dialed sessions, want at most %d", i, out, nodes-1)
 		}
 	}
-}
-
-// establishedTo counts the established IPv4 TCP connections whose local
-// port is port (accepted by a listener on it), from /proc/net/tcp.
-func establishedTo(port int) (int, error) {
-	data, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, line := range strings.Split(string(data), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) < 4 || f[3] != "01" { // 01: ESTABLISHED
-			continue
-		}
-		_, hexPort, ok := strings.Cut(f[1], ":")
-		if !ok {
-			continue
-		}
-		if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
-			n++
-		}
-	}
-	return n, nil
 }
 
 // noPipeline is a NetworkTransport without pipelined AppendEntries:
