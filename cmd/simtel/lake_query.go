@@ -13,8 +13,8 @@ import (
 	"github.com/simtel/simtel/lake/query"
 )
 
-// lakeExtraCmds are the lake subcommands that read objects: query, replay,
-// backfill, compact and serve.
+// lakeExtraCmds are the lake subcommands that read objects (query, replay,
+// backfill, compact and serve) and retention, which removes them.
 func lakeExtraCmds(f *lakeFlags) []*cobra.Command {
 	return []*cobra.Command{newLakeQueryCmd(f), newLakeReplayCmd(f), newLakeBackfillCmd(f), newLakeCompactCmd(f), newLakeServeCmd(f), newLakeRetentionCmd(f)}
 }

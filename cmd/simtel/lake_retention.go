@@ -28,7 +28,7 @@ Retention removes whole days: the objects of a measurement, run and day
 go once the day ended longer ago than the tier's retention. 'apply'
 removes them from the catalog in one step, then deletes the objects after
 --grace. 'simtel sink' applies the policies every --retention-interval.
-See docs/retention.md.`,
+See docs/lake-retention.md.`,
 		Example: `  simtel lake retention set --measurement cpu --raw 30d --10s 90d --1m 2y
   simtel lake retention set --topic telemetry --raw 14d
   simtel lake retention show
@@ -350,12 +350,13 @@ nothing. Refused on a lake with Iceberg tables.`,
 					return err
 				}
 			}
-			verb := "expired"
 			if cfg.DryRun {
-				verb = "would expire"
+				fmt.Fprintf(cmd.ErrOrStderr(), "would expire %d partitions (%d objects, %d rows, %s); %d objects of earlier expirations wait to be deleted\n",
+					len(res.Expired), res.Objects, res.Rows, f.fmtBytes(res.Bytes), res.Pending)
+			} else {
+				fmt.Fprintf(cmd.ErrOrStderr(), "expired %d partitions (%d objects, %d rows, %s); deleted %d objects of earlier expirations, %d wait for their grace\n",
+					len(res.Expired), res.Objects, res.Rows, f.fmtBytes(res.Bytes), res.Deleted, res.Pending)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s %d partitions (%d objects, %d rows, %s); deleted %d objects of earlier expirations, %d wait for their grace\n",
-				verb, len(res.Expired), res.Objects, res.Rows, f.fmtBytes(res.Bytes), res.Deleted, res.Pending)
 			if res.Undated > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d objects have no readable date and are never expired\n", res.Undated)
 			}
