@@ -45,7 +45,8 @@ answered 405. --token-file requires Authorization: Bearer <token> (one
 token a line, as the agent's --http-token-file; without it anyone may read
 the catalog, allowed on a loopback address only unless --insecure);
 --tls-cert and --tls-key serve HTTPS. Both files are read again when they
-change and on SIGHUP. See docs/lake.md for client settings.`
+change and on SIGHUP. Client settings (PyIceberg, Spark, Trino, DuckDB):
+docs/lake-iceberg.md.`
 
 // icebergReloadEvery is how often the token and TLS files are checked.
 const icebergReloadEvery = 10 * time.Second
