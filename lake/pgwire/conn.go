@@ -40,12 +40,18 @@ type conn struct {
 
 	eng    *query.Engine // the engine of the last lake statement
 	engKey string
+	// engUsers counts the open results reading each engine: a portal
+	// suspended by a row limit, or a cursor, keeps its engine open after
+	// the connection moved on to another.
+	engUsers map[*query.Engine]int
+	cursors  map[string]*cursor
 }
 
 // prepared is a parsed statement.
 type prepared struct {
 	text      string
 	cmd       *command
+	inner     *prepared  // DECLARE's query
 	lake      []tableRef // the lake's tables it reads; none: the schema database runs it
 	paramOIDs []uint32
 	cols      []column
@@ -61,6 +67,7 @@ type portal struct {
 	stmt    *prepared
 	args    []any
 	formats []int16
+	res     *result // once executed with a row limit: the rows left
 }
 
 // maxMessageBytes bounds a client message (a query text, a Bind).
@@ -69,6 +76,8 @@ const maxMessageBytes = 64 << 20
 func (c *conn) serve(ctx context.Context) {
 	c.stmts = map[string]*prepared{}
 	c.portals = map[string]*portal{}
+	c.engUsers = map[*query.Engine]int{}
+	c.cursors = map[string]*cursor{}
 	c.txn = 'I'
 	c.be.SetMaxBodyLen(maxMessageBytes)
 	skipToSync := false
@@ -110,12 +119,18 @@ func (c *conn) serve(ctx context.Context) {
 		case *pgproto3.Close:
 			if m.ObjectType == 'S' {
 				delete(c.stmts, m.Name)
-			} else {
+			} else if pt := c.portals[m.Name]; pt != nil {
+				c.closeResult(pt.res)
 				delete(c.portals, m.Name)
 			}
 			c.be.Send(&pgproto3.CloseComplete{})
 		case *pgproto3.Sync:
-			delete(c.portals, "")
+			// Sync ends the implicit transaction and its portals; in a
+			// transaction block they live on (JDBC's fetchSize executes a
+			// portal again and again within one).
+			if c.txn != 'T' {
+				c.closePortals(true)
+			}
 			c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.txn})
 		case *pgproto3.Flush:
 		case *pgproto3.Terminate:
@@ -144,7 +159,7 @@ func (c *conn) simpleQuery(ctx context.Context, q string) {
 	for _, s := range stmts {
 		p, err := c.prepare(ctx, s, nil)
 		if err == nil {
-			err = c.run(ctx, &portal{stmt: p}, true)
+			err = c.run(ctx, &portal{stmt: p}, true, 0)
 		}
 		if err != nil {
 			c.sendError(err)
@@ -197,6 +212,9 @@ func (c *conn) bind(m *pgproto3.Bind) error {
 		}
 		args[i] = v
 	}
+	if old := c.portals[m.DestinationPortal]; old != nil {
+		c.closeResult(old.res)
+	}
 	c.portals[m.DestinationPortal] = &portal{stmt: p, args: args, formats: m.ResultFormatCodes}
 	c.be.Send(&pgproto3.BindComplete{})
 	return nil
@@ -232,7 +250,7 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 	if !ok {
 		return errorf("34000", "portal %q does not exist", m.Portal)
 	}
-	return c.run(ctx, pt, false)
+	return c.run(ctx, pt, false, int64(m.MaxRows))
 }
 
 func rowDescription(cols []column, formats []int16) *pgproto3.RowDescription {
@@ -272,6 +290,21 @@ func (c *conn) prepare(ctx context.Context, stmt string, paramOIDs []uint32) (*p
 		p := &prepared{text: stmt, cmd: &cmd}
 		if cmd.show != "" {
 			p.cols = []column{{name: displayName(cmd.show), oid: oidText}}
+		}
+		if cc := cmd.cursor; cc != nil && cc.op == "DECLARE" {
+			inner, err := c.prepare(ctx, cc.query, paramOIDs)
+			if err != nil {
+				return nil, err
+			}
+			if inner.cmd != nil || inner.text == "" {
+				return nil, errorf("42601", "DECLARE CURSOR needs a query")
+			}
+			p.inner, p.paramOIDs = inner, inner.paramOIDs
+		}
+		if cc := cmd.cursor; cc != nil && cc.op == "FETCH" {
+			if cur := c.cursors[cc.name]; cur != nil {
+				p.cols = cur.res.cols
+			}
 		}
 		return p, nil
 	}
@@ -358,8 +391,10 @@ func statementKind(s string) string {
 }
 
 // run executes a portal, sending its rows; simple says the rows go in text
-// format after a RowDescription of the result.
-func (c *conn) run(ctx context.Context, pt *portal, simple bool) error {
+// format after a RowDescription of the result. With maxRows, at most that
+// many rows are sent and the portal is suspended: the next Execute of it
+// goes on where this one stopped.
+func (c *conn) run(ctx context.Context, pt *portal, simple bool, maxRows int64) error {
 	p := pt.stmt
 	m := c.srv.cfg.Metrics
 	if p.text == "" {
@@ -368,27 +403,50 @@ func (c *conn) run(ctx context.Context, pt *portal, simple bool) error {
 	}
 	if p.cmd != nil {
 		m.queries.WithLabelValues("session").Inc()
-		return c.command(p.cmd, simple)
+		return c.command(ctx, pt, simple)
 	}
 	kind := "catalog"
 	if len(p.lake) > 0 {
 		kind = "lake"
 	}
-	m.queries.WithLabelValues(kind).Inc()
 	start := time.Now()
-	rows, bytes, err := c.query(ctx, pt, simple)
+	if pt.res == nil {
+		m.queries.WithLabelValues(kind).Inc()
+		r, err := c.open(ctx, pt, !simple)
+		if err != nil {
+			m.duration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+			return err
+		}
+		pt.res = r
+		if simple {
+			c.be.Send(rowDescription(r.cols, nil))
+		}
+	}
+	rows, bytes, err := c.send(pt.res, maxRows)
 	m.duration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	m.rows.Add(float64(rows))
 	m.bytes.Add(float64(bytes))
 	if err != nil {
+		c.closeResult(pt.res)
+		pt.res.done = true
 		return err
 	}
+	if maxRows > 0 && rows == maxRows && !pt.res.done {
+		c.be.Send(&pgproto3.PortalSuspended{})
+		return nil
+	}
+	// As PostgreSQL's, the tag counts the rows of this Execute.
+	c.closeResult(pt.res)
+	c.be.Send(&pgproto3.CommandComplete{CommandTag: fmt.Appendf(nil, "SELECT %d", rows)})
 	return nil
 }
 
 // command runs a session or transaction statement.
-func (c *conn) command(cmd *command, simple bool) error {
+func (c *conn) command(ctx context.Context, pt *portal, simple bool) error {
+	cmd := pt.stmt.cmd
 	switch {
+	case cmd.cursor != nil:
+		return c.cursorCommand(ctx, pt, simple)
 	case cmd.show != "":
 		v, ok := c.params[cmd.show]
 		if !ok {
@@ -419,6 +477,9 @@ func (c *conn) command(cmd *command, simple bool) error {
 		}
 	}
 	if cmd.txn != 0 {
+		if cmd.txn == 'I' {
+			c.closeCursors(false)
+		}
 		c.txn = cmd.txn
 	}
 	c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(cmd.tag)})
@@ -458,121 +519,200 @@ func (c *conn) canceled() bool {
 // flushRows is how many data rows are buffered before they are written.
 const flushRows = 256
 
-// query runs a statement on the schema database or, when it reads lake
+// result is a statement's result being sent: a whole one for a plain
+// Execute or Query, or the rest of one for a portal executed with a row
+// limit and for a cursor (DECLARE ... FETCH).
+type result struct {
+	rows    *sql.Rows
+	cols    []column
+	formats []int16
+	ptrs    []any
+	vals    []any
+	n       int64 // rows sent so far
+	done    bool  // every row has been sent
+	ctx     context.Context
+	cancel  context.CancelFunc // ends the statement: its timeout runs from the start
+	eng     *query.Engine      // the engine it reads; nil: the schema database
+}
+
+// open starts a statement on the schema database or, when it reads lake
 // tables, on the connection's engine over the objects the pruning selects.
-func (c *conn) query(ctx context.Context, pt *portal, simple bool) (int64, int64, error) {
+// described says the client knows the result's columns from a Describe.
+func (c *conn) open(ctx context.Context, pt *portal, described bool) (*result, error) {
 	p := pt.stmt
 	qctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	if d := c.timeout(); d > 0 {
 		var cancelT context.CancelFunc
 		qctx, cancelT = context.WithTimeout(qctx, d)
-		defer cancelT()
+		cancelQ := cancel
+		cancel = func() { cancelT(); cancelQ() }
 	}
+	r := &result{ctx: qctx, cancel: cancel, formats: pt.formats}
 	c.setRunning(cancel)
 	defer c.setRunning(nil)
-	explain := func(err error) error {
-		switch {
-		case c.canceled():
-			return errorf("57014", "canceling statement due to user request")
-		case errors.Is(qctx.Err(), context.DeadlineExceeded):
-			return errorf("57014", "canceling statement due to statement timeout")
-		}
-		return duckError(err)
-	}
 	var db *sql.DB
 	if len(p.lake) == 0 {
 		schema, _, err := c.srv.lake.schemaDB(qctx)
 		if err != nil {
-			return 0, 0, explain(err)
+			cancel()
+			return nil, c.explain(r, err)
 		}
 		db = schema.DB()
 	} else {
 		pr := prune(p.lake, pt.args)
 		objs, types, key, err := c.srv.lake.selectObjects(qctx, p.text, pr)
 		if err != nil {
-			return 0, 0, explain(err)
+			cancel()
+			return nil, c.explain(r, err)
 		}
 		if c.eng == nil || key != c.engKey {
 			c.closeEngine()
 			e, err := c.srv.lake.openData(qctx, objs, types, pr.run)
 			if err != nil {
-				return 0, 0, explain(err)
+				cancel()
+				return nil, c.explain(r, err)
 			}
 			c.eng, c.engKey = e, key
 			c.srv.cfg.Metrics.engines.Inc()
 			c.log.Debug("engine opened", "run", pr.run, "from", pr.from, "to", pr.to, "objects", len(objs))
 		}
-		db = c.eng.DB()
+		db, r.eng = c.eng.DB(), c.eng
+		c.engUsers[r.eng]++
 	}
 	rows, err := db.QueryContext(qctx, p.text, pt.args...)
 	if err != nil {
-		return 0, 0, explain(err)
+		c.closeResult(r)
+		return nil, c.explain(r, err)
 	}
-	defer rows.Close()
+	r.rows = rows
 	types, err := rows.ColumnTypes()
 	if err != nil {
-		return 0, 0, explain(err)
+		c.closeResult(r)
+		return nil, c.explain(r, err)
 	}
-	cols := make([]column, len(types))
+	r.cols = make([]column, len(types))
 	for i, t := range types {
-		cols[i] = column{name: t.Name(), oid: oidOf(t.DatabaseTypeName())}
+		r.cols[i] = column{name: t.Name(), oid: oidOf(t.DatabaseTypeName())}
 	}
-	formats := pt.formats
-	if simple {
-		formats = nil
-		c.be.Send(rowDescription(cols, nil))
-	} else if len(p.cols) == len(cols) {
-		cols = p.cols // as described to the client
-	} else {
-		return 0, 0, errorf("0A000", "the statement's result has %d columns, it was described with %d: prepare it again", len(cols), len(p.cols))
+	if described {
+		if len(p.cols) != len(r.cols) {
+			c.closeResult(r)
+			return nil, errorf("0A000", "the statement's result has %d columns, it was described with %d: prepare it again", len(r.cols), len(p.cols))
+		}
+		r.cols = p.cols // as described to the client
 	}
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
+	r.vals = make([]any, len(r.cols))
+	r.ptrs = make([]any, len(r.cols))
+	for i := range r.vals {
+		r.ptrs[i] = &r.vals[i]
 	}
-	var n, bytes int64
+	return r, nil
+}
+
+// explain gives a failed statement's error its SQLSTATE, telling a cancel
+// request and the statement timeout from DuckDB's errors.
+func (c *conn) explain(r *result, err error) error {
+	switch {
+	case c.canceled():
+		return errorf("57014", "canceling statement due to user request")
+	case errors.Is(r.ctx.Err(), context.DeadlineExceeded):
+		return errorf("57014", "canceling statement due to statement timeout")
+	}
+	return duckError(err)
+}
+
+// send sends up to max rows of r (0: all that are left) as DataRows; the
+// caller sends what follows them. It returns the rows and bytes sent.
+func (c *conn) send(r *result, max int64) (int64, int64, error) {
+	c.setRunning(r.cancel)
+	defer c.setRunning(nil)
+	var sent, bytes int64
 	maxRows := c.srv.cfg.MaxRows
-	for rows.Next() {
-		if maxRows > 0 && n >= maxRows {
-			return n, bytes, errorf("54000", "the result has more than %d rows, the server's limit: aggregate, or add a LIMIT", maxRows)
+	for !r.done && (max == 0 || sent < max) {
+		if !r.rows.Next() {
+			r.done = true
+			if err := r.rows.Err(); err != nil {
+				return sent, bytes, c.explain(r, err)
+			}
+			break
 		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return n, bytes, explain(err)
+		if maxRows > 0 && r.n >= maxRows {
+			return sent, bytes, errorf("54000", "the result has more than %d rows, the server's limit: aggregate, or add a LIMIT", maxRows)
 		}
-		row := make([][]byte, len(cols))
-		for i, v := range vals {
+		if err := r.rows.Scan(r.ptrs...); err != nil {
+			return sent, bytes, c.explain(r, err)
+		}
+		row := make([][]byte, len(r.cols))
+		for i, v := range r.vals {
 			if v == nil {
 				continue
 			}
-			b, err := encode(nil, cols[i].oid, formatOf(formats, i), v)
+			b, err := encode(nil, r.cols[i].oid, formatOf(r.formats, i), v)
 			if err != nil {
-				return n, bytes, errorf("22P03", "column %s of row %d: %v", cols[i].name, n+1, err)
+				return sent, bytes, errorf("22P03", "column %s of row %d: %v", r.cols[i].name, r.n+1, err)
 			}
 			row[i] = b
 			bytes += int64(len(b))
 		}
 		c.be.Send(&pgproto3.DataRow{Values: row})
-		n++
-		if n%flushRows == 0 {
+		r.n++
+		sent++
+		if sent%flushRows == 0 {
 			if err := c.be.Flush(); err != nil {
-				return n, bytes, err
+				return sent, bytes, err
 			}
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return n, bytes, explain(err)
-	}
-	c.be.Send(&pgproto3.CommandComplete{CommandTag: fmt.Appendf(nil, "SELECT %d", n)})
-	return n, bytes, nil
+	return sent, bytes, nil
 }
 
+// closeResult ends a result's statement and lets its engine go once no
+// result reads it and the connection has moved on to another.
+func (c *conn) closeResult(r *result) {
+	if r == nil {
+		return
+	}
+	if r.rows != nil {
+		r.rows.Close()
+	}
+	r.cancel()
+	if e := r.eng; e != nil {
+		r.eng = nil
+		if c.engUsers[e]--; c.engUsers[e] <= 0 {
+			delete(c.engUsers, e)
+			if e != c.eng {
+				e.Close()
+			}
+		}
+	}
+}
+
+// closeEngine closes the connection's engine, or leaves it to the last
+// open result reading it.
 func (c *conn) closeEngine() {
 	if c.eng != nil {
-		c.eng.Close()
+		if c.engUsers[c.eng] == 0 {
+			c.eng.Close()
+		}
 		c.eng, c.engKey = nil, ""
 	}
+}
+
+// closePortals closes the portals, all of them or only the unnamed one.
+func (c *conn) closePortals(all bool) {
+	for name, pt := range c.portals {
+		if all || name == "" {
+			c.closeResult(pt.res)
+			delete(c.portals, name)
+		}
+	}
+}
+
+// shutdown releases what a closing connection holds.
+func (c *conn) shutdown() {
+	c.closePortals(true)
+	c.closeCursors(true)
+	c.closeEngine()
 }
 
 // sendError reports an error to the client and counts it.

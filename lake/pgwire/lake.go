@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -169,12 +170,22 @@ var compatMacros = []string{
 	`CREATE MACRO pg_size_pretty(n) AS CAST(n AS VARCHAR) || ' bytes'`,
 }
 
+// versionString is what version() says: PostgreSQL's form, which clients
+// read the major version from, naming the server and its DuckDB.
+func versionString(duck string) string {
+	return fmt.Sprintf("PostgreSQL %s on %s-%s, simtel lake over DuckDB %s", serverVersionNumber, runtime.GOARCH, runtime.GOOS, duck)
+}
+
 // lockDown makes an engine read-only for clients: the compatibility macros,
 // then DuckDB's memory and thread limits, no file access but to the
 // engine's own objects (allowed), no extensions, and the configuration
 // locked so no statement can change any of it back.
 func lockDown(ctx context.Context, e *query.Engine, cfg *Config, allowed []string) error {
-	stmts := slices.Clone(compatMacros)
+	var duck string
+	if err := e.DB().QueryRowContext(ctx, "SELECT library_version FROM pragma_version()").Scan(&duck); err != nil {
+		return fmt.Errorf("cannot read DuckDB's version: %w", err)
+	}
+	stmts := append(slices.Clone(compatMacros), "CREATE MACRO version() AS "+query.Literal(versionString(duck)))
 	if cfg.MemoryLimitMB > 0 {
 		stmts = append(stmts, fmt.Sprintf("SET memory_limit = '%dMB'", cfg.MemoryLimitMB))
 	}
@@ -250,13 +261,50 @@ func (l *lakeSource) openData(ctx context.Context, objs []catalog.Object, types 
 // live in DuckDB's main schema, which is what it evaluates to.
 var searchPathRE = regexp.MustCompile(`(?is)\(\s*SELECT\s+CASE\s+WHEN\s+trim\(s\[i\]\)\s*=\s*'"\$user"'\s+THEN\s+user\s+ELSE\s+trim\(s\[i\]\)\s+END\s+FROM\s+generate_series\(.*?\)\s+as\s+i\s*,\s*string_to_array\(current_setting\('search_path'\)\s*,\s*','\)\s+s\s*\)`)
 
-var pgCatalogFuncRE = regexp.MustCompile(`(?i)pg_catalog\.(pg_get_userbyid|quote_ident|parse_ident|array_lower|array_upper|pg_encoding_to_char|obj_description|pg_relation_size|pg_total_relation_size|pg_size_pretty)\s*\(`)
+var pgCatalogFuncRE = regexp.MustCompile(`(?i)pg_catalog\.(version|pg_get_userbyid|quote_ident|parse_ident|array_lower|array_upper|pg_encoding_to_char|obj_description|pg_relation_size|pg_total_relation_size|pg_size_pretty)\s*\(`)
+
+// psql's \d casts to PostgreSQL's types by their pg_catalog names, and
+// to regtype, which DuckDB lacks (the OIDs it names are never set here).
+var (
+	regtypeRE       = regexp.MustCompile(`(?i)::\s*(?:pg_catalog\.)?regtype(?:\s*::\s*(?:pg_catalog\.)?text)?`)
+	pgCatalogTypeRE = regexp.MustCompile(`(?i)::\s*pg_catalog\.(\w+)`)
+)
+
+// absentCatalogRE finds PostgreSQL catalog tables DuckDB lacks, of
+// things the lake never has (row security policies, extended statistics,
+// publications, inheritance, triggers, rules): a query of one has no rows.
+var absentCatalogRE = regexp.MustCompile(`(?i)\bpg_catalog\.(pg_policy|pg_statistic_ext|pg_publication|pg_publication_rel|pg_publication_namespace|pg_inherits|pg_trigger|pg_rewrite|pg_partitioned_table|pg_foreign_table|pg_event_trigger)\b`)
+
+// psql's \d <table> reads the table's flags, then its columns, from
+// columns of pg_class and pg_attribute DuckDB lacks: both are answered
+// with what the lake's tables are (plain tables with no defaults,
+// collations, identity or generated columns).
+var (
+	describeFlagsRE = regexp.MustCompile(`(?is)^SELECT c\.relchecks, c\.relkind, .*\bWHERE c\.oid = '(\d+)';?$`)
+	describeColsRE  = regexp.MustCompile(`(?is)^SELECT a\.attname,\s*pg_catalog\.format_type\(a\.atttypid, a\.atttypmod\),.*\bFROM pg_catalog\.pg_attribute a\s+WHERE a\.attrelid = '(\d+)' AND a\.attnum > 0 AND NOT a\.attisdropped\s+ORDER BY a\.attnum;?$`)
+)
+
+const (
+	describeFlags = `SELECT 0 AS relchecks, 'r' AS relkind, false AS relhasindex, false AS relhasrules, false AS relhastriggers, false AS relrowsecurity, false AS relforcerowsecurity, false AS relhasoids, false AS relispartition, '' AS reloptions, 0 AS reltablespace, '' AS reloftype, 'p' AS relpersistence, 'd' AS relreplident, 'heap' AS amname FROM pg_catalog.pg_class WHERE oid = %s`
+	describeCols  = `SELECT attname, format_type(atttypid, atttypmod) AS format_type, NULL::VARCHAR AS pg_get_expr, attnotnull, NULL::VARCHAR AS attcollation, '' AS attidentity, '' AS attgenerated FROM pg_catalog.pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum`
+)
 
 // rewrite adapts the SQL of PostgreSQL clients' catalog queries to DuckDB.
 func rewrite(q string) string {
+	if absentCatalogRE.MatchString(q) {
+		return "SELECT NULL AS none WHERE false"
+	}
+	if m := describeFlagsRE.FindStringSubmatch(q); m != nil {
+		return fmt.Sprintf(describeFlags, m[1])
+	}
+	if m := describeColsRE.FindStringSubmatch(q); m != nil {
+		return fmt.Sprintf(describeCols, m[1])
+	}
 	q = searchPathRE.ReplaceAllString(q, "(SELECT 'main')")
 	q = pgCatalogFuncRE.ReplaceAllString(q, "$1(")
 	q = strings.ReplaceAll(q, "OPERATOR(pg_catalog.~)", "~")
 	q = strings.ReplaceAll(q, "COLLATE pg_catalog.default", "")
+	q = regtypeRE.ReplaceAllString(q, "::VARCHAR")
+	q = pgCatalogTypeRE.ReplaceAllString(q, "::$1")
 	return q
 }

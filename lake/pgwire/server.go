@@ -40,7 +40,9 @@ import (
 
 // serverVersion is the PostgreSQL version the server reports: clients
 // pick their SQL by it, and 16 has every catalog column they look for.
-const serverVersion = "16.0 (simtel lake, DuckDB)"
+const serverVersion = serverVersionNumber + " (simtel lake, DuckDB)"
+
+const serverVersionNumber = "16.0"
 
 // Config is a server's lake, limits and security.
 type Config struct {
@@ -265,7 +267,7 @@ func (s *Server) handle(ctx context.Context, nc net.Conn) {
 	s.cfg.Metrics.connectionsTotal.Inc()
 	defer func() {
 		s.cfg.Metrics.connections.Dec()
-		c.closeEngine()
+		c.shutdown()
 	}()
 	log.Debug("PostgreSQL client connected", "user", c.user, "database", db, "tls", tlsDone)
 	c.serve(ctx)

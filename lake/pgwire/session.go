@@ -76,6 +76,7 @@ type command struct {
 	set, value string
 	reset      bool
 	txn        byte // 'T' after BEGIN, 'I' after COMMIT/ROLLBACK, 0 otherwise
+	cursor     *cursorCommand
 }
 
 // parseCommand recognises the session and transaction statements clients
@@ -119,6 +120,9 @@ func parseCommand(stmt string) (command, bool, error) {
 		return command{tag: "RESET", set: strings.ToLower(fields[1]), reset: true}, true, nil
 	case "SET":
 		return parseSet(s)
+	case "DECLARE", "FETCH", "CLOSE":
+		cc, err := parseCursorCommand(kw, s)
+		return command{tag: cc.tag(), cursor: cc}, true, err
 	}
 	return command{}, false, nil
 }
