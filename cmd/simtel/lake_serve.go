@@ -52,7 +52,9 @@ runs being written show up as they go.
 The server is read-only: only queries run, and they read nothing but the
 lake's objects (no read_csv of other files, COPY, ATTACH, INSTALL/LOAD,
 PRAGMA or SET of DuckDB settings). Each connection has its own DuckDB
-engine with --pg-memory-limit-mb and --pg-threads; every statement stops
+engine with --pg-memory-limit-mb and --pg-threads (by default as many
+threads as 'simtel lake query' uses, so one client's query takes as long
+as there; concurrent clients share the cores); every statement stops
 at --pg-statement-timeout (a client's SET statement_timeout may only
 shorten it) or at a cancel request (psql's Ctrl-C), and a result of more
 than --pg-max-rows rows is an error.
@@ -94,7 +96,7 @@ func newLakeServeCmd(f *lakeFlags) *cobra.Command {
 	fl.StringVar(&o.pgTLSKey, "pg-tls-key", "", "PEM private key of --pg-tls-cert")
 	fl.DurationVar(&o.pgStatementTimeout, "pg-statement-timeout", 5*time.Minute, "longest a statement may run (0: no limit); clients may set a shorter statement_timeout")
 	fl.IntVar(&o.pgMemoryMB, "pg-memory-limit-mb", 1024, "DuckDB memory limit of each connection's engine, MiB (sorts and joins beyond it spill to disk or fail)")
-	fl.IntVar(&o.pgThreads, "pg-threads", 2, "DuckDB threads of each connection's engine")
+	fl.IntVar(&o.pgThreads, "pg-threads", 0, "DuckDB threads of each connection's engine (0: GOMAXPROCS, the cores 'simtel lake query' uses; concurrent connections share them)")
 	fl.Int64Var(&o.pgMaxRows, "pg-max-rows", 1000000, "most rows a statement may return; a larger result is an error (0: no limit)")
 	fl.IntVar(&o.pgMaxConns, "pg-max-connections", 64, "most clients connected at once (0: no limit)")
 	fl.DurationVar(&o.pgReload, "pg-reload-interval", 10*time.Second, "how often the users and TLS files are checked for changes")
