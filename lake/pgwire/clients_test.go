@@ -143,6 +143,21 @@ print(json.dumps({"n": n, "cores": int(cores), "hosts": df["host"].tolist(), "co
 	}
 }
 
+// grafanaInSearchPath is the condition Grafana's PostgreSQL data source
+// puts in its table and column queries: the table's schema is on the
+// search path.
+const grafanaInSearchPath = `              quote_ident(table_schema) IN (
+              SELECT
+                CASE WHEN trim(s[i]) = '"$user"' THEN user ELSE trim(s[i]) END
+              FROM
+                generate_series(
+                  array_lower(string_to_array(current_setting('search_path'),','),1),
+                  array_upper(string_to_array(current_setting('search_path'),','),1)
+                ) as i,
+                string_to_array(current_setting('search_path'),',') s
+              )
+`
+
 // TestGrafanaQueries runs the SQL Grafana's PostgreSQL data source sends:
 // its query builder's table and column lists, and a time series with
 // $__timeFilter expanded, whose time range prunes objects in the catalog.
@@ -153,17 +168,7 @@ func TestGrafanaQueries(t *testing.T) {
 	ctx := context.Background()
 	const tables = `SELECT
         CASE WHEN
-              quote_ident(table_schema) IN (
-              SELECT
-                CASE WHEN trim(s[i]) = '"$user"' THEN user ELSE trim(s[i]) END
-              FROM
-                generate_series(
-                  array_lower(string_to_array(current_setting('search_path'),','),1),
-                  array_upper(string_to_array(current_setting('search_path'),','),1)
-                ) as i,
-                string_to_array(current_setting('search_path'),',') s
-              )
-          THEN quote_ident(table_name)
+` + grafanaInSearchPath + `          THEN quote_ident(table_name)
           ELSE quote_ident(table_schema) || '.' || quote_ident(table_name)
         END AS "table"
         FROM information_schema.tables
@@ -196,17 +201,7 @@ func TestGrafanaQueries(t *testing.T) {
               AND quote_ident(table_name) = (parse_ident('cpu'))[2]
             ELSE quote_ident(table_name) = 'cpu'
               AND
-              quote_ident(table_schema) IN (
-              SELECT
-                CASE WHEN trim(s[i]) = '"$user"' THEN user ELSE trim(s[i]) END
-              FROM
-                generate_series(
-                  array_lower(string_to_array(current_setting('search_path'),','),1),
-                  array_upper(string_to_array(current_setting('search_path'),','),1)
-                ) as i,
-                string_to_array(current_setting('search_path'),',') s
-              )
-          END`
+` + grafanaInSearchPath + `          END`
 	cols := map[string]string{}
 	rows, err = c.Query(ctx, columns)
 	if err != nil {
