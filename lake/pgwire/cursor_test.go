@@ -19,7 +19,8 @@ import (
 )
 
 // TestPsqlDescribeVersion: psql's \d <table> lists a measurement's columns
-// with their types, and version() is PostgreSQL 16's form naming simtel.
+// with their types, version() is PostgreSQL 16's form naming simtel, and
+// psql's FETCH_COUNT reads a result through a cursor.
 func TestPsqlDescribeVersion(t *testing.T) {
 	psql := needTool(t, "psql", "--version")
 	l := newTestLake(t)
@@ -61,6 +62,17 @@ func TestPsqlDescribeVersion(t *testing.T) {
 	}
 	if !slices.Equal(described, names) {
 		t.Errorf("\\d cpu lists the columns %v, lake query %v:\n%s", described, names, text)
+	}
+	// FETCH_COUNT: psql reads the result through a cursor, 7 rows a FETCH.
+	out, err = exec.Command(psql, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-v", "FETCH_COUNT=7",
+		"host="+host+" port="+port+" user=researcher dbname=lake sslmode=disable",
+		"-c", `SELECT _offset FROM cpu WHERE run = 'r1' ORDER BY _partition, _offset`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("psql with FETCH_COUNT: %v\n%s", err, out)
+	}
+	want := l.expect(t, query.Filter{Run: "r1"}, `SELECT _offset FROM cpu ORDER BY _partition, _offset`)
+	if got := strings.Fields(string(out)); len(got) != len(want) || len(want) < 8 || got[7] != jsonNumber(want[7][0]) {
+		t.Errorf("psql with FETCH_COUNT printed %d rows, lake query %d:\n%s", len(got), len(want), out)
 	}
 	if !regexp.MustCompile(`(?m)^PostgreSQL 16\.\d+ on \S+, simtel lake over DuckDB v\S+$`).MatchString(text) {
 		t.Errorf("version() printed:\n%s", text)
