@@ -73,6 +73,9 @@ func (o *icebergServeFlags) check() error {
 	case o.listen != "" && o.tokenFile == "" && !o.insecure && !loopbackOnly(o.listen):
 		return fmt.Errorf("--listen %s is not a loopback address: give --token-file (bearer tokens), or --insecure to let anyone who reaches it read the Iceberg catalog", o.listen)
 	}
+	if err := rest.CheckPrefix(o.prefix); err != nil {
+		return fmt.Errorf("--iceberg-prefix: %w", err)
+	}
 	return nil
 }
 

@@ -322,3 +322,26 @@ func nodeModules(t *testing.T, pkgs ...string) (node, dir string) {
 	}
 	return node, dir
 }
+
+// TestLakeServeIcebergFlags: the REST catalog's flags are refused when
+// they cannot serve, before anything listens.
+func TestLakeServeIcebergFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "127.0.0.1:0"}, "--iceberg-catalog"},
+		{[]string{"--iceberg-catalog", "sqlite:x.db"}, "--listen"},
+		{[]string{"--listen", "0.0.0.0:0", "--iceberg-catalog", "sqlite:x.db"}, "--token-file"},
+		{[]string{"--listen", "127.0.0.1:0", "--iceberg-catalog", "sqlite:x.db", "--tls-cert", "c.pem"}, "--tls-key"},
+		{[]string{"--listen", "127.0.0.1:0", "--iceberg-catalog", "sqlite:" + filepath.Join(dir, "none.db")}, "none.db"},
+		{[]string{"--listen", "127.0.0.1:0", "--iceberg-catalog", "sqlite:x.db", "--iceberg-prefix", "a/b"}, "prefix"},
+		{[]string{"--listen", "127.0.0.1:0", "--iceberg-catalog", "sqlite:x.db", "--token-file", filepath.Join(dir, "none")}, "token file"},
+	} {
+		_, _, err := runLake(t, append([]string{"serve", "--lake", "file://" + dir}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("lake serve %v: %v, want an error naming %s", c.args, err, c.want)
+		}
+	}
+}

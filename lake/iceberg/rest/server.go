@@ -77,8 +77,13 @@ func (c *Config) Validate() error {
 	if c.Catalog == nil {
 		return errors.New("iceberg rest: no catalog given")
 	}
-	if c.Prefix != "" && (!prefixRe.MatchString(c.Prefix) || c.Prefix == "config" || c.Prefix == "oauth" || c.Prefix == "." || c.Prefix == "..") {
-		return fmt.Errorf("iceberg rest: prefix %q is not one path segment of letters, digits, '.', '_' or '-' (and not config or oauth)", c.Prefix)
+	return CheckPrefix(c.Prefix)
+}
+
+// CheckPrefix reports a Config.Prefix that cannot be served.
+func CheckPrefix(p string) error {
+	if p != "" && (!prefixRe.MatchString(p) || p == "config" || p == "oauth" || p == "." || p == "..") {
+		return fmt.Errorf("iceberg rest: prefix %q is not one path segment of letters, digits, '.', '_' or '-' (and not config or oauth)", p)
 	}
 	return nil
 }
