@@ -370,6 +370,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		}()
 	}
 	b.ready.Store(true)
+	b.logOpenFileLimit()
 	for _, l := range b.srv.Bound() {
 		b.log.Info("broker serving", "node_id", b.cfg.NodeID, "listener", l.Name, "protocol", l.Proto, "listen", l.Listen.String(), "advertise", l.Advertise, "cluster_id", b.clusterID)
 	}
