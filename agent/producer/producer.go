@@ -189,7 +189,7 @@ func (p *Producer) newShipper(sp Spool) *shipper {
 		sp:    sp,
 		cl:    p.cl,
 		log:   log,
-		meta:  &topicMeta{cl: p.cl, topic: p.cfg.Topic, log: log},
+		meta:  &topicMeta{cl: p.cl, topic: p.cfg.Topic, log: log, last: -1},
 		parts: newKeyPartitioner(p.cfg.Topic),
 		enc:   batchEncoder{zstd: z},
 		split: batchEncoder{zstd: z},
@@ -521,7 +521,11 @@ func (s *shipper) ensureProducer(ctx context.Context) error {
 	for failures := 1; ; failures++ {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionTimeoutMillis = 60_000
-		resp, err := req.RequestWith(ctx, s.cl)
+		via := s.meta.via()
+		resp, err := req.RequestWith(ctx, via)
+		if err != nil && via != kmsg.Requestor(s.cl) {
+			s.meta.invalidate() // the next try asks any broker
+		}
 		if err == nil {
 			err = kerr.ErrorForCode(resp.ErrorCode)
 		}
@@ -586,6 +590,9 @@ type topicMeta struct {
 	leaders []int32 // by partition; -1 while a partition has none
 	fetched time.Time
 	stale   bool
+	// last is the leader the shipper last sent to, -1 before the first
+	// send and after a failed one (see via).
+	last int32
 }
 
 // partitionCount is the topic's partition count; it waits until the
@@ -622,14 +629,35 @@ func (m *topicMeta) leader(ctx context.Context, part int32) (int32, error) {
 		m.stale = true
 		return -1, fmt.Errorf("partition %d of %s: %w", part, m.topic, kerr.LeaderNotAvailable)
 	}
+	m.last = m.leaders[part]
 	return m.leaders[part], nil
 }
 
-// invalidate makes the next use ask the broker again.
+// invalidate makes the next use ask the broker again, through any broker.
 func (m *topicMeta) invalidate() {
 	m.mu.Lock()
-	m.stale = true
+	m.stale, m.last = true, -1
 	m.mu.Unlock()
+}
+
+// via is where the shipper's Metadata and InitProducerID requests go:
+// the leader it sends to, while sending to it works. kgo would send each
+// to a broker of its choosing, so an agent came to hold a connection to
+// every broker, each closed after idling and opened again a minute
+// later, and a broker a connection per agent it never led: with
+// thousands of agents, those connections were most of what the agents
+// cost the brokers (simtel bench agents).
+func (m *topicMeta) via() kmsg.Requestor {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.viaLocked()
+}
+
+func (m *topicMeta) viaLocked() kmsg.Requestor {
+	if m.last >= 0 {
+		return m.cl.Broker(int(m.last))
+	}
+	return m.cl
 }
 
 func (m *topicMeta) refreshLocked(ctx context.Context) error {
@@ -641,8 +669,9 @@ func (m *topicMeta) refreshLocked(ctx context.Context) error {
 	t.Topic = kmsg.StringPtr(m.topic)
 	req.Topics = append(req.Topics, t)
 	req.AllowAutoTopicCreation = true
-	resp, err := req.RequestWith(ctx, m.cl)
+	resp, err := req.RequestWith(ctx, m.viaLocked())
 	if err != nil {
+		m.last = -1 // the next try asks any broker
 		return err
 	}
 	for _, rt := range resp.Topics {
