@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simtel/simtel/internal/testutil"
+	"github.com/simtel/simtel/rollup"
+	"github.com/simtel/simtel/scheduler"
+)
+
+// TestRunsShow runs `simtel dev`, POSTs samples of its run, publishes the
+// run's end, and reads the figures back with `simtel runs show` (from the
+// summary topic) and from the lake's summary.runs.
+func TestRunsShow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the simtel binary")
+	}
+	brokerAddr, agentHTTP := testutil.FreePort(t), testutil.FreePort(t)
+	dataDir := t.TempDir()
+	p := testutil.Start(t, t.TempDir(), "dev", "--data-dir", dataDir, "--broker-listen", brokerAddr,
+		"--broker-http", testutil.FreePort(t), "--agent-http", agentHTTP, "--agent-udp", testutil.FreePort(t), "--agent-tcp", testutil.FreePort(t),
+		"--sink-http", testutil.FreePort(t), "--rollup-http", testutil.FreePort(t), "--allowed-lateness", "1s")
+	testutil.WaitPort(t, agentHTTP, p)
+	t0 := time.Now().Add(-time.Minute).Truncate(time.Second)
+	var body strings.Builder
+	for i, v := range []float64{1.5, 4, 2.5, 8} {
+		fmt.Fprintf(&body, "reward,env=cartpole value=%g %d\n", v, t0.Add(time.Duration(i)*time.Second).UnixNano())
+	}
+	resp, err := http.Post("http://"+agentHTTP+"/write?db=sim", "text/plain", strings.NewReader(body.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 204 {
+		t.Fatalf("POST /write: status %d, want 204", resp.StatusCode)
+	}
+	// The dev agent tags its samples run=dev; the run ends on n1.
+	reg, err := scheduler.Open(scheduler.Config{Brokers: []string{brokerAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	failed := 3
+	for _, e := range []scheduler.Event{
+		{Type: scheduler.EventStarted, Run: "dev", JobID: "9", Nodes: []string{"n1"}, Time: t0},
+		{Type: scheduler.EventFailed, Run: "dev", Time: t0.Add(90 * time.Second), ExitCode: &failed, Source: scheduler.SourceJobComp},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := reg.Record(ctx, e, time.Time{})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var s rollup.Summary
+	testutil.WaitFor(t, 60*time.Second, "simtel runs show dev", func() error {
+		out, err := exec.Command(testutil.Binary(t), "runs", "show", "dev", "--brokers", brokerAddr, "--format", "json").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("simtel runs show said (err %v):\n%s", err, out)
+		}
+		s = rollup.Summary{}
+		if err := json.Unmarshal(out, &s); err != nil {
+			return fmt.Errorf("%v:\n%s", err, out)
+		}
+		if m := rewardOf(s); m == nil || m.Count != 4 {
+			return fmt.Errorf("summary %s, want reward.value over 4 samples", out)
+		}
+		return nil
+	})
+	// The dev agent's own system metrics are samples of the run too.
+	m := *rewardOf(s)
+	if *m.Min != 1.5 || *m.Max != 8 || *m.Sum != 16 || *m.Mean != 4 || m.Last != 8.0 {
+		t.Errorf("reward.value %+v, want min 1.5 max 8 sum 16 mean 4 last 8", m)
+	}
+	if s.State != scheduler.StateFailed || s.ExitCode == nil || *s.ExitCode != 3 || s.WallTime != 90 || s.JobID != "9" {
+		t.Errorf("run: state %q exit %v wall %v s job %q, want failed 3 90 9", s.State, s.ExitCode, s.WallTime, s.JobID)
+	}
+	out, err := exec.Command(testutil.Binary(t), "runs", "show", "dev", "--brokers", brokerAddr).CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("reward.value")) || !bytes.Contains(out, []byte("1m30s")) {
+		t.Errorf("simtel runs show dev (table, err %v):\n%s", err, out)
+	}
+	if out, err := exec.Command(testutil.Binary(t), "runs", "show", "nosuchrun", "--brokers", brokerAddr).CombinedOutput(); err == nil {
+		t.Errorf("simtel runs show nosuchrun succeeded:\n%s", out)
+	}
+
+	lake := "file://" + filepath.Join(dataDir, "lake")
+	testutil.WaitFor(t, 60*time.Second, "the summary in the lake", func() error {
+		out, err := exec.Command(testutil.Binary(t), "lake", "query", "--lake", lake, "--cache-dir", t.TempDir(), "--format", "csv",
+			"SELECT run, metric, count, min, max, sum, state, exit_code FROM summary.runs WHERE metric = 'reward.value' "+
+				"QUALIFY row_number() OVER (PARTITION BY run, metric ORDER BY updated DESC) = 1").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "dev,reward.value,4,1.5,8,16,failed,3") {
+			return fmt.Errorf("last simtel lake query said (err %v):\n%s", err, out)
+		}
+		return nil
+	})
+	if err := p.Stop(20 * time.Second); err != nil {
+		t.Fatalf("simtel dev did not stop cleanly on SIGTERM: %v", err)
+	}
+}
+
+func rewardOf(s rollup.Summary) *rollup.MetricSummary {
+	for i := range s.Metrics {
+		if s.Metrics[i].Metric == "reward.value" {
+			return &s.Metrics[i]
+		}
+	}
+	return nil
+}
