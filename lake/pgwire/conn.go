@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -352,7 +353,7 @@ func (c *conn) prepare(ctx context.Context, stmt string, paramOIDs []uint32) (*p
 		for i := range nc {
 			name, _ := ds.ColumnName(i)
 			t, _ := ds.ColumnType(i)
-			p.cols = append(p.cols, column{name: name, oid: oidOfType(t)})
+			p.cols = append(p.cols, column{name: columnName(name), oid: oidOfType(t)})
 		}
 		return nil
 	})
@@ -376,6 +377,20 @@ func (c *conn) prepare(ctx context.Context, stmt string, paramOIDs []uint32) (*p
 		}
 	}
 	return p, nil
+}
+
+// macroColumnRE is DuckDB's name for an unnamed column that calls a macro,
+// such as version(): "version"().
+var macroColumnRE = regexp.MustCompile(`^"([a-z_][a-z0-9_]*)"\(.*\)$`)
+
+// columnName is a result column's name for the client: a call of one of
+// the server's compatibility macros is named after the function, as
+// PostgreSQL names it.
+func columnName(n string) string {
+	if m := macroColumnRE.FindStringSubmatch(n); m != nil {
+		return m[1]
+	}
+	return n
 }
 
 func firstWord(s string) string {
@@ -592,7 +607,7 @@ func (c *conn) open(ctx context.Context, pt *portal, described bool) (*result, e
 	}
 	r.cols = make([]column, len(types))
 	for i, t := range types {
-		r.cols[i] = column{name: t.Name(), oid: oidOf(t.DatabaseTypeName())}
+		r.cols[i] = column{name: columnName(t.Name()), oid: oidOf(t.DatabaseTypeName())}
 	}
 	if described {
 		if len(p.cols) != len(r.cols) {

@@ -27,7 +27,7 @@ func TestPsqlDescribeVersion(t *testing.T) {
 	addr := serve(t, l, pgwire.Config{})
 	host, port := hostPort(addr)
 	out, err := exec.Command(psql, "-X", "-v", "ON_ERROR_STOP=1", "host="+host+" port="+port+" user=researcher dbname=lake sslmode=disable",
-		"-c", `\d cpu`, "-A", "-t", "-c", "SELECT version()").CombinedOutput()
+		"-c", `\d cpu`, "-A", "-t", "-c", "SELECT version()", "-c", `\pset tuples_only off`, "-c", "SELECT version()").CombinedOutput()
 	if err != nil {
 		t.Fatalf("psql: %v\n%s", err, out)
 	}
@@ -73,6 +73,9 @@ func TestPsqlDescribeVersion(t *testing.T) {
 	want := l.expect(t, query.Filter{Run: "r1"}, `SELECT _offset FROM cpu ORDER BY _partition, _offset`)
 	if got := strings.Fields(string(out)); len(got) != len(want) || len(want) < 8 || got[7] != jsonNumber(want[7][0]) {
 		t.Errorf("psql with FETCH_COUNT printed %d rows, lake query %d:\n%s", len(got), len(want), out)
+	}
+	if !regexp.MustCompile(`(?m)^version\nPostgreSQL 16\.`).MatchString(text) {
+		t.Errorf("version()'s column is not named version:\n%s", text)
 	}
 	if !regexp.MustCompile(`(?m)^PostgreSQL 16\.\d+ on \S+, simtel lake over DuckDB v\S+$`).MatchString(text) {
 		t.Errorf("version() printed:\n%s", text)
