@@ -65,8 +65,7 @@ func (o *benchOutput) emit(res any, runErr error, human func(io.Writer)) error {
 
 func newBenchProduceCmd(g *globalFlags) *cobra.Command {
 	var cfg bench.ProduceConfig
-	var sec clientSecFlags
-	var brokers string
+	var kf kafkaFlags
 	var idempotent bool
 	var out benchOutput
 	cmd := &cobra.Command{
@@ -83,9 +82,8 @@ was acknowledged for --stall-timeout.`,
   simtel bench produce --topic bench --acks 1 --idempotent=false --max-inflight 10 --records 1000000 --json`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
-			cfg.Brokers = splitList(brokers)
 			var err error
-			if cfg.ClientOpts, err = sec.opts(); err != nil {
+			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
 				return err
 			}
 			cfg.NoIdempotence = !idempotent
@@ -99,8 +97,7 @@ was acknowledged for --stall-timeout.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
-	sec.register(f)
+	kf.register(f, "127.0.0.1:9092", "comma-separated broker addresses")
 	f.StringVar(&cfg.Topic, "topic", "simtel-bench", "topic to produce to")
 	f.Int32Var(&cfg.Partitions, "partitions", 1, "partitions to create the topic with if it does not exist")
 	f.IntVar(&cfg.RecordSize, "record-size", 1024, "bytes of each record's value")
@@ -124,8 +121,7 @@ was acknowledged for --stall-timeout.`,
 
 func newBenchConsumeCmd(g *globalFlags) *cobra.Command {
 	var cfg bench.ConsumeConfig
-	var sec clientSecFlags
-	var brokers string
+	var kf kafkaFlags
 	var out benchOutput
 	cmd := &cobra.Command{
 		Use:   "consume",
@@ -144,9 +140,8 @@ the run began. The run also ends when nothing arrived for --idle.`,
   simtel bench consume --topic bench --group bench-readers --consumers 2 --records 1000000 --json`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
-			cfg.Brokers = splitList(brokers)
 			var err error
-			if cfg.ClientOpts, err = sec.opts(); err != nil {
+			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
 				return err
 			}
 			cfg.Logger = log
@@ -159,8 +154,7 @@ the run began. The run also ends when nothing arrived for --idle.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
-	sec.register(f)
+	kf.register(f, "127.0.0.1:9092", "comma-separated broker addresses")
 	f.StringVar(&cfg.Topic, "topic", "simtel-bench", "topic to read")
 	f.StringVar(&cfg.Group, "group", "", "consumer group to join (poll mode; default: assign partitions directly)")
 	f.IntVar(&cfg.Consumers, "consumers", 1, "independent clients reading in parallel")

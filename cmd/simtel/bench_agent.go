@@ -12,8 +12,7 @@ import (
 
 func newBenchAgentCmd(g *globalFlags) *cobra.Command {
 	var cfg bench.AgentLoadConfig
-	var sec clientSecFlags
-	var brokers string
+	var kf kafkaFlags
 	var out benchOutput
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -37,9 +36,8 @@ topic's end offsets. After the last line the run waits up to
       --agent-pid $(pgrep -f 'simtel agent') --brokers 127.0.0.1:9092 --json`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
-			cfg.Brokers = splitList(brokers)
 			var err error
-			if cfg.ClientOpts, err = sec.opts(); err != nil {
+			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
 				return err
 			}
 			if cfg.AgentHTTP == "" && cfg.Transport == "http" {
@@ -65,8 +63,7 @@ topic's end offsets. After the last line the run waits up to
 	f.IntVar(&cfg.Ranks, "ranks", 64, "distinct rank tags")
 	f.IntVar(&cfg.AgentPID, "agent-pid", 0, "agent process to measure (0: none)")
 	f.StringVar(&cfg.AgentHTTP, "agent-http", "", "the agent's HTTP listener for /metrics and /debug/pprof (default: --addr with --transport http)")
-	f.StringVar(&brokers, "brokers", "", "brokers to read the topic's end offsets from (empty: no check)")
-	sec.register(f)
+	kf.register(f, "", "brokers to read the topic's end offsets from (empty: no check)")
 	f.StringVar(&cfg.Topic, "topic", "telemetry", "the topic the agent ships to")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", time.Minute, "how long to wait for the agent to ship what it accepted")
 	f.DurationVar(&cfg.SampleInterval, "sample-interval", time.Second, "how often the agent is sampled")

@@ -15,8 +15,8 @@ import (
 
 func newBenchAgentsCmd(g *globalFlags) *cobra.Command {
 	var cfg bench.AgentsConfig
-	var sec clientSecFlags
-	var brokers, brokerHTTP, restart string
+	var kf kafkaFlags
+	var brokerHTTP, restart string
 	var out benchOutput
 	cmd := &cobra.Command{
 		Use:   "agents",
@@ -45,10 +45,9 @@ figures.`,
       --agents 2000 --restart-broker none --json`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
-			cfg.Brokers = splitList(brokers)
 			cfg.BrokerHTTP = splitList(brokerHTTP)
 			var err error
-			if cfg.ClientOpts, err = sec.opts(); err != nil {
+			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
 				return err
 			}
 			switch restart {
@@ -78,9 +77,8 @@ figures.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "", "comma-separated broker addresses of the cluster (or --spawn)")
+	kf.register(f, "", "comma-separated broker addresses of the cluster (or --spawn)")
 	f.StringVar(&brokerHTTP, "broker-http", "", "the brokers' HTTP listeners for /metrics, in --brokers' order (optional)")
-	sec.register(f)
 	f.IntVar(&cfg.Spawn, "spawn", 0, "start this many brokers of this binary as one cluster on loopback for the run")
 	f.IntVar(&cfg.SpawnPortBase, "spawn-ports", 0, "spawned brokers' ports: Kafka base+i, raft base+10+i, gossip base+20+i, HTTP base+30+i (0: free ports)")
 	f.StringVar(&cfg.SpawnDir, "spawn-dir", "", "directory for the spawned brokers' data and logs (default: a temporary one, removed)")

@@ -13,8 +13,7 @@ import (
 
 func newBenchE2ECmd(g *globalFlags) *cobra.Command {
 	var cfg bench.E2EConfig
-	var sec clientSecFlags
-	var brokers string
+	var kf kafkaFlags
 	var out benchOutput
 	cmd := &cobra.Command{
 		Use:   "e2e",
@@ -40,9 +39,8 @@ setup and the first batches out of the figures.`,
   simtel bench e2e --topic e2e --partitions 4 --producers 2 --consumers 2 --rate 50000 --acks 1 --json`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
-			cfg.Brokers = splitList(brokers)
 			var err error
-			if cfg.ClientOpts, err = sec.opts(); err != nil {
+			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
 				return err
 			}
 			cfg.Logger = log
@@ -55,8 +53,7 @@ setup and the first batches out of the figures.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
-	sec.register(f)
+	kf.register(f, "127.0.0.1:9092", "comma-separated broker addresses")
 	f.StringVar(&cfg.Topic, "topic", "simtel-e2e", "topic to produce to and read (created if it does not exist)")
 	f.Int32Var(&cfg.Partitions, "partitions", 1, "partitions to create the topic with if it does not exist")
 	f.IntVar(&cfg.RecordSize, "record-size", 1024, fmt.Sprintf("bytes of each record's value (at least %d, the header)", bench.E2EHeaderSize))

@@ -14,8 +14,8 @@ import (
 
 func newBenchFanoutCmd(g *globalFlags) *cobra.Command {
 	var cfg bench.FanoutConfig
-	var sec clientSecFlags
-	var brokers, size string
+	var kf kafkaFlags
+	var size string
 	var out benchOutput
 	cmd := &cobra.Command{
 		Use:   "fanout",
@@ -56,8 +56,7 @@ result adds the bytes the publisher wrote and each node received.`,
 			if cfg.Size, err = bytesize.Parse(size); err != nil {
 				return fmt.Errorf("--size: %w", err)
 			}
-			cfg.Brokers = splitList(brokers)
-			if cfg.ClientOpts, err = sec.opts(); err != nil {
+			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
 				return err
 			}
 			cfg.Logger = log
@@ -67,8 +66,7 @@ result adds the bytes the publisher wrote and each node received.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
-	sec.register(f)
+	kf.register(f, "127.0.0.1:9092", "comma-separated broker addresses")
 	f.StringVar(&cfg.Mode, "mode", "node", "node (one subscriber per node, workers read its copy) or direct (every worker fetches)")
 	f.IntVar(&cfg.Nodes, "nodes", 50, "emulated nodes")
 	f.IntVar(&cfg.WorkersPerNode, "workers-per-node", 20, "workers per node (direct mode: nodes × workers-per-node direct subscribers)")

@@ -52,6 +52,26 @@ func (s *clientSecFlags) fromVars(f *pflag.FlagSet, vars map[string]string) erro
 // opts are the franz-go options of the flags: none for PLAINTEXT.
 func (s *clientSecFlags) opts() ([]kgo.Opt, error) { return s.cfg.Opts() }
 
+// kafkaFlags are --brokers and the client security flags of a command
+// that connects to the brokers as a Kafka client.
+type kafkaFlags struct {
+	brokers string
+	sec     clientSecFlags
+}
+
+// register adds the flags to f, --brokers with the default addresses def
+// and the help text usage.
+func (k *kafkaFlags) register(f *pflag.FlagSet, def, usage string) {
+	f.StringVar(&k.brokers, "brokers", def, usage)
+	k.sec.register(f)
+}
+
+// client is the broker addresses and the client options (TLS, SASL).
+func (k *kafkaFlags) client() ([]string, []kgo.Opt, error) {
+	opts, err := k.sec.opts()
+	return splitList(k.brokers), opts, err
+}
+
 // dial is opts for a long-running command (agent, sink, scheduler, a
 // learner): unless the connection is PLAINTEXT, it first logs in to
 // brokers once so that a wrong password or certificate stops the command
