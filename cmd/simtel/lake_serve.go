@@ -8,9 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -209,23 +207,14 @@ func runLakeServe(cmd *cobra.Command, f *lakeFlags, o *lakeServeFlags) error {
 	if cfg.Users != nil {
 		go watchUsers(ctx, o.pgUsers, cfg.Users, o.pgReload, log.Warn)
 	}
-	go func() {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				for _, r := range reloads {
-					if err := r(); err != nil {
-						log.Warn("reload failed; the previous files stay in use", "err", err)
-					}
-				}
-			}
+	stopHangup := reloadOnHangup(ctx, func() error {
+		var errs []error
+		for _, r := range reloads {
+			errs = append(errs, r())
 		}
-	}()
+		return errors.Join(errs...)
+	}, log)
+	defer stopHangup()
 	log.Info("serving the lake to PostgreSQL clients", "addr", ln.Addr().String(), "lake", ls.st.String(),
 		"auth", map[bool]string{true: "scram-sha-256", false: "none"}[cfg.Users != nil], "tls", tlsSrv != nil)
 	if ice == nil {

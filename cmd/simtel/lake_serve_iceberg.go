@@ -7,10 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -170,42 +168,31 @@ func (s *icebergServer) run(ctx context.Context) error {
 	defer s.lake.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	reload := func(force bool) {
-		if s.tokens != nil {
-			var err error
-			if force {
-				err = s.tokens.Reload()
-			} else {
-				_, err = s.tokens.ReloadIfChanged()
-			}
-			if err != nil {
-				s.log.Warn("cannot reload the token file; the previous tokens stay", "err", err)
-			}
-		}
-		if s.tls != nil && force {
-			if err := s.tls.Reload(); err != nil {
-				s.log.Warn("cannot reload the TLS files; the previous ones stay", "err", err)
-			}
-		}
-	}
 	var g errgroup.Group
 	if s.tls != nil {
 		g.Go(func() error { s.tls.Watch(ctx, icebergReloadEvery); return nil })
 	}
-	g.Go(func() error { tick.Every(ctx, icebergReloadEvery, func() { reload(false) }); return nil })
-	g.Go(func() error {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-hup:
-				reload(true)
-			}
+	if s.tokens != nil {
+		g.Go(func() error {
+			tick.Every(ctx, icebergReloadEvery, func() {
+				if _, err := s.tokens.ReloadIfChanged(); err != nil {
+					s.log.Warn("cannot reload the token file; the previous tokens stay", "err", err)
+				}
+			})
+			return nil
+		})
+	}
+	stopHangup := reloadOnHangup(ctx, func() error {
+		var errs []error
+		if s.tokens != nil {
+			errs = append(errs, s.tokens.Reload())
 		}
-	})
+		if s.tls != nil {
+			errs = append(errs, s.tls.Reload())
+		}
+		return errors.Join(errs...)
+	}, s.log)
+	defer stopHangup()
 	s.log.Info("serving the lake's Iceberg tables over the Iceberg REST catalog API", "uri", s.addr,
 		"auth", map[bool]string{true: "bearer", false: "none"}[s.tokens != nil])
 	err := s.srv.Serve(ctx, s.ln)
