@@ -343,7 +343,7 @@ func (c *conn) readBody(r *bufio.Reader, n int32) ([]byte, error) {
 }
 
 func (c *conn) readLoop() error {
-	r := bufio.NewReaderSize(c.nc, 64<<10)
+	r := bufio.NewReaderSize(c.nc, readBufBytes)
 	for {
 		if c.sasl.raw {
 			if err := c.readRawSASL(r); err != nil {
@@ -397,7 +397,7 @@ func (c *conn) readLoop() error {
 }
 
 func (c *conn) writeLoop() {
-	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var w *bufio.Writer // from writeBufs while responses are queued
 	var buf []byte
 	broken := false
 	for p := range c.out {
@@ -413,7 +413,9 @@ func (c *conn) writeLoop() {
 			// connection without answering, as Kafka does.
 			p.release()
 			if !broken {
-				_ = w.Flush()
+				if w != nil {
+					_ = w.Flush()
+				}
 				broken = true
 				c.cancel()
 				c.nc.Close()
@@ -423,6 +425,10 @@ func (c *conn) writeLoop() {
 		if p.noResponse || broken {
 			p.release()
 			continue
+		}
+		if w == nil {
+			w = writeBufs.Get().(*bufio.Writer)
+			w.Reset(c.nc)
 		}
 		var err error
 		switch {
@@ -438,7 +444,13 @@ func (c *conn) writeLoop() {
 		}
 		p.release()
 		if err == nil && len(c.out) == 0 {
-			err = w.Flush()
+			if err = w.Flush(); err == nil {
+				putWriteBuf(w) // idle until the next request
+				w = nil
+				if cap(buf) > readBufBytes {
+					buf = nil // a large response's (Metadata of many partitions)
+				}
+			}
 		}
 		if err != nil {
 			c.s.log.Debug("connection write failed", "remote", c.remote, "err", err)
@@ -447,9 +459,29 @@ func (c *conn) writeLoop() {
 			c.nc.Close()
 		}
 	}
-	if !broken {
-		_ = w.Flush()
+	if w != nil {
+		if !broken {
+			_ = w.Flush()
+		}
+		putWriteBuf(w)
 	}
+}
+
+// A connection lives as long as its client, mostly idle (an agent sends
+// once a second), so its buffers are what thousands of clients cost a
+// broker: with 64 KiB each way per connection they were most of its
+// heap (simtel bench agents). The read buffer is small: a frame larger
+// than it is read straight into the frame's own buffer. Write buffers
+// are taken from a pool while responses are queued and go back once the
+// queue is empty; they stay as large as sendfileMin, below which fetched
+// file ranges are copied into them.
+const readBufBytes = 4 << 10
+
+var writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, sendfileMin) }}
+
+func putWriteBuf(w *bufio.Writer) {
+	w.Reset(nil) // drop the connection and any write error
+	writeBufs.Put(w)
 }
 
 // remoteHost is a client's address without the port: what ACLs name as
