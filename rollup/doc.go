@@ -42,11 +42,30 @@
 // worker's transactional id fenced and committed, matches the group's
 // committed offset. Records are processed only for loaded partitions.
 //
+// # Run summaries
+//
+// Besides its windows, each partition keeps a runAgg per run with samples
+// in it (summary.go): per metric (measurement.field) the same field
+// aggregates as a window, over every sample of the run, late ones too.
+// They are checkpointed with the windows. Once the run registry (the runs
+// topic, followed by runsFollower) says the run ended, end produces each
+// such aggregate as a partial to PartialTopic, partitioned by run, and
+// forgets it, in the transaction. The group also consumes PartialTopic:
+// the worker owning a run's partition merges the run's partials (merged,
+// rebuilt at assignment from the partials before the committed offset,
+// loadPartials) and, in the same transaction as those offsets, produces
+// the summary to SummaryTopic, one line per metric. Later samples make new
+// partials, so the summary is produced again, amended. Stage 1 is exactly
+// once like the windows; stage 2 too, since a partial's merge and the
+// summary it changes commit with its offset.
+//
 // # Goroutines and locks
 //
 // The loop goroutine touches all state but worker.mu's fields, which
 // kgo's group callbacks (onAssigned, onRevoked) set; the loop reads them
-// between polls (dropRevoked, loadAssigned). With BlockRebalanceOnPoll a
+// between polls (dropRevoked, loadAssigned). The run registry's follower
+// (runsFollower.follow) runs on its own goroutine, which Run starts and
+// waits for; the loop reads what it learnt through its mutex. With BlockRebalanceOnPoll a
 // rebalance waits until the loop calls AllowRebalance after a commit, so
 // partitions never move in the middle of a transaction's processing. The
 // metrics server (HTTPListen) runs on its own goroutine, which Run waits

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,9 @@ type Summary struct {
 	// registry names none; Hosts the hosts of its samples.
 	Nodes []string `json:"nodes"`
 	Hosts []string `json:"hosts"`
+	// PolicyVersions are the distinct values of the field policy_version
+	// in the run's samples (PolicyVersionField).
+	PolicyVersions []int64 `json:"policy_versions"`
 	// DroppedSamples counts field values of metrics over the worker's
 	// --max-run-metrics.
 	DroppedSamples int64 `json:"dropped_samples"`
@@ -151,7 +155,7 @@ func ReadSummary(ctx context.Context, cfg Config, run string) (Summary, bool, er
 // parseSummary builds a Summary from its lines; the run's figures come
 // from the newest line.
 func parseSummary(run string, lines map[string][]byte) (Summary, bool, error) {
-	s := Summary{Run: run}
+	s := Summary{Run: run, PolicyVersions: []int64{}}
 	var dec lineproto.Decoder
 	var newest int64 = -1
 	for _, metric := range slices.Sorted(maps.Keys(lines)) {
@@ -160,7 +164,7 @@ func parseSummary(run string, lines map[string][]byte) (Summary, bool, error) {
 		}
 		m := MetricSummary{Metric: metric}
 		var updated int64
-		info := Summary{Run: run}
+		info := Summary{Run: run, PolicyVersions: []int64{}}
 		for i := range dec.Fields {
 			f := &dec.Fields[i]
 			num := func() *float64 { v := f.Float(); return &v }
@@ -210,6 +214,12 @@ func parseSummary(run string, lines map[string][]byte) (Summary, bool, error) {
 				info.Nodes = splitNonEmpty(string(f.Str))
 			case "hosts":
 				info.Hosts = splitNonEmpty(string(f.Str))
+			case "policy_versions":
+				for _, v := range splitNonEmpty(string(f.Str)) {
+					if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+						info.PolicyVersions = append(info.PolicyVersions, n)
+					}
+				}
 			case "dropped_samples":
 				info.DroppedSamples = f.Int()
 			}

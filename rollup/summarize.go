@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/simtel/simtel/internal/lineproto"
 	"github.com/simtel/simtel/scheduler"
 )
 
@@ -45,6 +46,14 @@ func (w *worker) addToRun(p *partition, s *series, off, t int64) {
 	}
 	for i := range w.dec.Fields {
 		fv := &w.dec.Fields[i]
+		if string(fv.Key) == PolicyVersionField {
+			switch fv.Type {
+			case lineproto.Integer:
+				a.addPolicy(fv.Int())
+			case lineproto.Unsigned:
+				a.addPolicy(int64(fv.Uint())) //nolint:gosec // a version number
+			}
+		}
 		f := a.field([]byte(meas), fv.Key, w.cfg.MaxRunMetrics)
 		if f == nil {
 			a.dropped++

@@ -36,6 +36,15 @@ const SummaryMeasurement = "summary.runs"
 // maxRunHosts bounds the hosts a run aggregate lists.
 const maxRunHosts = 4096
 
+// PolicyVersionField is the field whose values name the policy versions a
+// run used: simtel records no other trace of which version a process
+// read, so a simulation reports it with its samples (slurm/examples/sim.py
+// does). A summary lists the distinct positive values, at most
+// maxRunPolicies.
+const PolicyVersionField = "policy_version"
+
+const maxRunPolicies = 1024
+
 // runAgg is the aggregate of one run's samples in one input partition
 // since it was last produced as a partial.
 type runAgg struct {
@@ -46,14 +55,16 @@ type runAgg struct {
 	n       int   // metrics held
 	dropped int64 // samples of metrics over the cap (field values)
 	hosts   map[string]struct{}
-	dirty   bool // changed since the last checkpoint
+	// policies are the distinct integer values of PolicyVersionField.
+	policies map[int64]struct{}
+	dirty    bool // changed since the last checkpoint
 	// info is the run as the runs topic told stage 1 when it produced the
 	// partial (stage 2 only).
 	info scheduler.Run
 }
 
 func newRunAgg(run string, first int64) *runAgg {
-	return &runAgg{run: run, first: first, metrics: map[string]map[string]*field{}, hosts: map[string]struct{}{}}
+	return &runAgg{run: run, first: first, metrics: map[string]map[string]*field{}, hosts: map[string]struct{}{}, policies: map[int64]struct{}{}}
 }
 
 // field returns the aggregate of measurement m's field name, adding it
@@ -82,6 +93,14 @@ func (a *runAgg) addHost(h string) {
 	}
 }
 
+// addPolicy notes a policy version; versions start at 1, and a value
+// below (sim.py's -1, the agent's 0) says the process held none yet.
+func (a *runAgg) addPolicy(v int64) {
+	if _, ok := a.policies[v]; !ok && v > 0 && len(a.policies) < maxRunPolicies {
+		a.policies[v] = struct{}{}
+	}
+}
+
 // merge adds o into a (a stage-2 summary takes each partial).
 func (a *runAgg) merge(o *runAgg, sk *sketches, limit int) {
 	for m, fs := range o.metrics {
@@ -96,6 +115,9 @@ func (a *runAgg) merge(o *runAgg, sk *sketches, limit int) {
 	a.dropped += o.dropped
 	for h := range o.hosts {
 		a.addHost(h)
+	}
+	for v := range o.policies {
+		a.addPolicy(v)
 	}
 	a.info = scheduler.Merge(a.info, o.info)
 }
@@ -150,6 +172,10 @@ func appendRunAgg(dst []byte, a *runAgg) []byte {
 	for _, h := range slices.Sorted(maps.Keys(a.hosts)) {
 		dst = appendString(dst, h)
 	}
+	dst = binary.AppendUvarint(dst, uint64(len(a.policies)))
+	for _, v := range slices.Sorted(maps.Keys(a.policies)) {
+		dst = binary.AppendVarint(dst, v)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(a.metrics)))
 	for _, m := range slices.Sorted(maps.Keys(a.metrics)) {
 		fs := a.metrics[m]
@@ -177,6 +203,9 @@ func decodeRunAgg(b []byte, sk *sketches) (*runAgg, error) {
 	}
 	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
 		a.hosts[string(r.bytes())] = struct{}{}
+	}
+	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+		a.policies[r.varint()] = struct{}{}
 	}
 	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
 		m := string(r.bytes())
@@ -225,6 +254,7 @@ func appendSummaryLines(a *runAgg, updated int64, emit func(key, line []byte)) e
 		"nodes":           strings.Join(nodes, ","),
 		"node_count":      int64(len(nodes)),
 		"hosts":           strings.Join(hosts, ","),
+		"policy_versions": joinInts(slices.Sorted(maps.Keys(a.policies))),
 		"dropped_samples": a.dropped,
 		"updated":         updated,
 	}
@@ -285,6 +315,17 @@ func appendSummaryLines(a *runAgg, updated int64, emit func(key, line []byte)) e
 		}
 	}
 	return nil
+}
+
+func joinInts(vs []int64) string {
+	var b []byte
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, v, 10)
+	}
+	return string(b)
 }
 
 func dashIfEmpty(s string) string {

@@ -161,7 +161,7 @@ func TestRunSummary(t *testing.T) {
 	err = eng.DB().QueryRow(`WITH raw AS (SELECT count(value) AS c, min(value) AS mn, max(value) AS mx, sum(value) AS s,
 			list(value ORDER BY value) AS vs, arg_max(value, time) AS last FROM cpu WHERE run = 'r1')
 		SELECT raw.c, r.count, raw.mn, r.min, raw.mx, r.max, raw.s, r.sum, raw.last, r.mean, r.p95, r.last, raw.vs
-		FROM raw, ` + latestSQL + ` AS r WHERE r.run = 'r1' AND r.metric = 'cpu.value'`).
+		FROM raw, `+latestSQL+` AS r WHERE r.run = 'r1' AND r.metric = 'cpu.value'`).
 		Scan(&c, &sc, &mn, &smn, &mx, &smx, &sum, &ssum, &last, &smean, &sp95, &slast, &vs)
 	if err != nil {
 		t.Fatal(err)
