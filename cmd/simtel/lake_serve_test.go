@@ -17,22 +17,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/simtel/simtel/internal/testutil"
-	"github.com/simtel/simtel/lake/store"
 )
 
 // TestLakeServe: lake serve refuses a non-loopback address without users,
 // --pg-hash-password makes a users file line, and a client with that
 // password queries the lake while /metrics counts the statements.
 func TestLakeServe(t *testing.T) {
-	dir := t.TempDir()
-	s, err := store.Open(context.Background(), "file://"+dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeTestLake(t, s)
-	lakeURL := "file://" + dir
+	lakeURL := testFileLake(t)
 
-	_, _, err = runLake(t, "serve", "--lake", lakeURL, "--pg-listen", "0.0.0.0:0")
+	_, _, err := runLake(t, "serve", "--lake", lakeURL, "--pg-listen", "0.0.0.0:0")
 	if err == nil || !strings.Contains(err.Error(), "--pg-users") {
 		t.Fatalf("non-loopback without users: %v, want a refusal naming --pg-users", err)
 	}

@@ -20,6 +20,19 @@ import (
 
 var lakeT0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
+// testFileLake writes the test lake (writeTestLake) into a new directory
+// and returns its URL.
+func testFileLake(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := store.Open(context.Background(), "file://"+dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTestLake(t, s)
+	return "file://" + dir
+}
+
 // writeTestLake commits flushes of two runs and a raw topic through the
 // catalog API, as the sink does, and marks run r1 completed.
 func writeTestLake(t *testing.T, s store.Store) {
@@ -68,13 +81,7 @@ func runLake(t *testing.T, args ...string) (string, string, error) {
 }
 
 func TestLakeRunsAndLs(t *testing.T) {
-	dir := t.TempDir()
-	s, err := store.Open(context.Background(), "file://"+dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeTestLake(t, s)
-	lakeURL := "file://" + dir
+	lakeURL := testFileLake(t)
 
 	out, _, err := runLake(t, "runs", "--lake", lakeURL, "--format", "csv")
 	if err != nil {
@@ -143,7 +150,7 @@ func TestLakeRunsAndLs(t *testing.T) {
 	}
 
 	// A lake directory that does not exist is an error, not an empty lake.
-	if _, _, err := runLake(t, "runs", "--lake", "file://"+dir+"/nope"); err == nil || !strings.Contains(err.Error(), "no lake at file://"+dir+"/nope") {
+	if _, _, err := runLake(t, "runs", "--lake", lakeURL+"/nope"); err == nil || !strings.Contains(err.Error(), "no lake at "+lakeURL+"/nope") {
 		t.Errorf("runs of a missing directory: %v, want 'no lake at'", err)
 	}
 	// An empty lake lists nothing rather than failing.
@@ -186,13 +193,7 @@ func TestLakeBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the simtel binary")
 	}
-	dir := t.TempDir()
-	s, err := store.Open(context.Background(), dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeTestLake(t, s)
-	cmd := exec.Command(testutil.Binary(t), "lake", "runs", "--lake", "file://"+dir, "--format", "csv")
+	cmd := exec.Command(testutil.Binary(t), "lake", "runs", "--lake", testFileLake(t), "--format", "csv")
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "r1,completed,") {
 		t.Errorf("simtel lake runs: %v\n%s", err, out)
