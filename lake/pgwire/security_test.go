@@ -199,6 +199,18 @@ func FuzzProtocol(f *testing.F) {
 		seed, _ = m.Encode(seed)
 	}
 	f.Add(seed)
+	seed = nil
+	for _, m := range []pgproto3.FrontendMessage{
+		&pgproto3.Query{String: "BEGIN; DECLARE c CURSOR FOR SELECT * FROM cpu; FETCH 2 FROM c; CLOSE c"},
+		&pgproto3.Parse{Name: "s", Query: "SELECT host FROM cpu"},
+		&pgproto3.Bind{PreparedStatement: "s", DestinationPortal: "p"},
+		&pgproto3.Execute{Portal: "p", MaxRows: 1},
+		&pgproto3.Execute{Portal: "p", MaxRows: 1},
+		&pgproto3.Sync{},
+	} {
+		seed, _ = m.Encode(seed)
+	}
+	f.Add(seed)
 	f.Add([]byte{'Q', 0, 0, 0, 4})
 	f.Add([]byte{'P', 0, 0, 0, 9, 's', 0, 'x', 0, 0, 1})
 	l := newTestLake(f)
