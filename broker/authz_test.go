@@ -98,14 +98,7 @@ func wantCode(t *testing.T, what string, err error, code int16, want *kerr.Error
 
 func metadataTopics(t *testing.T, ctx context.Context, cl *kgo.Client, topics ...string) map[string]int16 {
 	t.Helper()
-	req := kmsg.NewPtrMetadataRequest()
-	if topics != nil {
-		for _, n := range topics {
-			rt := kmsg.NewMetadataRequestTopic()
-			rt.Topic = kmsg.StringPtr(n)
-			req.Topics = append(req.Topics, rt)
-		}
-	}
+	req := metadataRequest(topics...)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatalf("metadata: %v", err)
@@ -409,14 +402,7 @@ func TestACLEnforcementCluster(t *testing.T) {
 
 	for _, b := range bs {
 		waitUntil(t, 90*time.Second, "the acl on every broker", func() string {
-			pr := kmsg.NewPtrProduceRequest()
-			pr.Acks, pr.TimeoutMillis = 1, 5000
-			rt := kmsg.NewProduceRequestTopic()
-			rt.Topic = "closed"
-			rp := kmsg.NewProduceRequestTopicPartition()
-			rp.Records = []byte{} // refused before it is read
-			rt.Partitions = append(rt.Partitions, rp)
-			pr.Topics = append(pr.Topics, rt)
+			pr := produceRequest("closed", 0, []byte{}, 1, 5000) // refused before the records are read
 			resp, err := seedRequest(ctx, b.Addr, pr)
 			if err != nil {
 				return err.Error()

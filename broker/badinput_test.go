@@ -95,16 +95,8 @@ func batch(t *testing.T, values ...string) []byte {
 }
 
 func produceReq(topic string, records []byte) *kmsg.ProduceRequest {
-	req := kmsg.NewPtrProduceRequest()
+	req := produceRequest(topic, 0, records, -1, 5000)
 	req.SetVersion(7)
-	req.Acks = -1
-	req.TimeoutMillis = 5000
-	tp := kmsg.NewProduceRequestTopic()
-	tp.Topic = topic
-	pp := kmsg.NewProduceRequestTopicPartition()
-	pp.Records = records
-	tp.Partitions = append(tp.Partitions, pp)
-	req.Topics = append(req.Topics, tp)
 	return req
 }
 

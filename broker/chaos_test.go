@@ -424,15 +424,7 @@ func startRawProducer(t *testing.T, ctx context.Context, addr, topic string, par
 		defer cl.Close()
 		for i := 0; rctx.Err() == nil; i++ {
 			v := fmt.Sprintf("%s-%d", prefix, i)
-			req := kmsg.NewPtrProduceRequest()
-			req.Acks, req.TimeoutMillis = -1, 2000
-			rt := kmsg.NewProduceRequestTopic()
-			rt.Topic = topic
-			pp := kmsg.NewProduceRequestTopicPartition()
-			pp.Partition = part
-			pp.Records = plainBatch(v)
-			rt.Partitions = append(rt.Partitions, pp)
-			req.Topics = append(req.Topics, rt)
+			req := produceRequest(topic, part, plainBatch(v), -1, 2000)
 			qctx, cancel := context.WithTimeout(rctx, 8*time.Second)
 			r, err := cl.SeedBrokers()[0].Request(qctx, req)
 			cancel()

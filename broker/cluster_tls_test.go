@@ -51,26 +51,16 @@ func TestClusterTLSProcesses(t *testing.T) {
 	ca, other := testutil.NewCA(t), testutil.NewCA(t)
 	peer, intruder := ca.Peer(t, "broker"), other.Peer(t, "broker")
 	key := writeGossipKey(t)
-	var bs []*clusterBroker
-	flags := func(cb *clusterBroker, cert testutil.Cert, caFile string, withKey bool) {
+	flags := func(cb *clusterBroker, cert testutil.Cert, caFile string, withKey bool) []string {
 		s := testutil.FreePort(t)
-		cb.ExtraArgs = []string{"--listeners", "plain=PLAINTEXT://" + cb.Addr + ",secure=SSL://" + s, "--inter-broker-listener", "secure",
+		args := []string{"--listeners", "plain=PLAINTEXT://" + cb.Addr + ",secure=SSL://" + s, "--inter-broker-listener", "secure",
 			"--tls-cert", cert.CertFile, "--tls-key", cert.KeyFile, "--tls-ca", caFile, "--tls-client-auth", "required", "--cluster-tls"}
 		if withKey {
-			cb.ExtraArgs = append(cb.ExtraArgs, "--gossip-key-file", key)
+			args = append(args, "--gossip-key-file", key)
 		}
+		return args
 	}
-	for i := range 3 {
-		cb := newClusterBroker(t, i)
-		flags(cb, peer, ca.CAFile, true)
-		var join []string
-		if i > 0 {
-			join = []string{bs[0].GossipAddr}
-		}
-		bs = append(bs, cb)
-		cb.StartNode(join, 3)
-	}
-	waitCluster(t, bs[0].Addr, 3)
+	bs, _ := startClusterWith(t, 3, func(cb *clusterBroker) []string { return flags(cb, peer, ca.CAFile, true) })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	seeds := brokertest.Addrs(bs)
@@ -99,12 +89,12 @@ func TestClusterTLSProcesses(t *testing.T) {
 
 	// A broker with the gossip key and a certificate of another CA.
 	b3 := newClusterBroker(t, 3)
-	flags(b3, intruder, other.CAFile, true)
+	b3.ExtraArgs = flags(b3, intruder, other.CAFile, true)
 	bs = append(bs, b3)
 	b3.StartNode([]string{bs[0].GossipAddr}, 0)
 	// A broker with the cluster's certificate and no gossip key.
 	b4 := newClusterBroker(t, 4)
-	flags(b4, peer, ca.CAFile, false)
+	b4.ExtraArgs = flags(b4, peer, ca.CAFile, false)
 	bs = append(bs, b4)
 	b4.StartNode([]string{bs[0].GossipAddr}, 0)
 

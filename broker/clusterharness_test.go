@@ -55,13 +55,8 @@ func joinBroker(t *testing.T, bs *[]*clusterBroker, extra ...string) *clusterBro
 	return b
 }
 
-// metadataFrom asks one broker (not the cluster) for its metadata.
-func metadataFrom(ctx context.Context, addr string, topics ...string) (*kmsg.MetadataResponse, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
+// metadataRequest asks for topics, or for every topic if topics is nil.
+func metadataRequest(topics ...string) *kmsg.MetadataRequest {
 	req := kmsg.NewPtrMetadataRequest()
 	if topics != nil {
 		for _, tp := range topics {
@@ -70,6 +65,17 @@ func metadataFrom(ctx context.Context, addr string, topics ...string) (*kmsg.Met
 			req.Topics = append(req.Topics, rt)
 		}
 	}
+	return req
+}
+
+// metadataFrom asks one broker (not the cluster) for its metadata.
+func metadataFrom(ctx context.Context, addr string, topics ...string) (*kmsg.MetadataResponse, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	req := metadataRequest(topics...)
 	var resp *kmsg.MetadataResponse
 	r, err := cl.SeedBrokers()[0].RetriableRequest(ctx, req)
 	if err != nil {
@@ -100,6 +106,26 @@ func startClusterOf(t *testing.T, n int, extra ...string) ([]*clusterBroker, int
 		}
 		b.StartNodeFresh(join, n)
 		bs = append(bs, b)
+	}
+	return bs, waitCluster(t, bs[0].Addr, n)
+}
+
+// startClusterWith starts n brokers (ids 0..n-1) forming one cluster,
+// each with the flags args gives it (which may name its addresses, so a
+// port taken meanwhile is not retried), and returns them and the
+// controller's id.
+func startClusterWith(t *testing.T, n int, args func(b *clusterBroker) []string) ([]*clusterBroker, int32) {
+	t.Helper()
+	var bs []*clusterBroker
+	for i := range n {
+		b := newClusterBroker(t, i)
+		b.ExtraArgs = args(b)
+		var join []string
+		if i > 0 {
+			join = []string{bs[0].GossipAddr}
+		}
+		bs = append(bs, b)
+		b.StartNode(join, n)
 	}
 	return bs, waitCluster(t, bs[0].Addr, n)
 }
@@ -276,6 +302,21 @@ func clusterStatusOf(t *testing.T, brokers, topic string, n int) (st clusterStat
 		return st, out, fmt.Sprintf("want %d brokers and no problems:\n%s", n, out)
 	}
 	return st, out, ""
+}
+
+// produceRequest is a Produce request of records (a record batch, or
+// none) to one partition, with acks and a timeout in milliseconds.
+func produceRequest(topic string, part int32, records []byte, acks int16, timeoutMillis int32) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = acks, timeoutMillis
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = part
+	rp.Records = records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
 }
 
 // plainBatch is a one-record batch without a producer id.

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // TestClusterNewTopicTakesWritesAtOnce: on a fresh 3-broker cluster a

@@ -122,14 +122,7 @@ func TestLogAppendTimeBrokerDefault(t *testing.T) {
 		t.Fatalf("decode fetched batch: %v", err)
 	}
 	batch := raw[:12+int(first.Length)]
-	prod := kmsg.NewPtrProduceRequest()
-	prod.Acks, prod.TimeoutMillis = -1, 10000
-	pt := kmsg.NewProduceRequestTopic()
-	pt.Topic = "lat"
-	pp := kmsg.NewProduceRequestTopicPartition()
-	pp.Records = batch
-	pt.Partitions = append(pt.Partitions, pp)
-	prod.Topics = append(prod.Topics, pt)
+	prod := produceRequest("lat", 0, batch, -1, 10000)
 	presp, err := prod.RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatal(err)

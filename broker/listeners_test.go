@@ -361,26 +361,16 @@ func TestClusterListeners(t *testing.T) {
 		t.Skip("starts broker processes")
 	}
 	ca, srv, alice := testCerts(t)
-	var bs []*clusterBroker
 	secure := map[int32]string{}
-	for i := range 3 {
-		cb := newClusterBroker(t, i)
+	bs, _ := startClusterWith(t, 3, func(cb *clusterBroker) []string {
 		s := testutil.FreePort(t)
-		secure[int32(i)] = s
-		cb.ExtraArgs = []string{"--listeners", "plain=PLAINTEXT://" + cb.Addr + ",secure=SSL://" + s,
+		secure[int32(cb.ID)] = s
+		return []string{"--listeners", "plain=PLAINTEXT://" + cb.Addr + ",secure=SSL://" + s,
 			"--tls-cert", srv.CertFile, "--tls-key", srv.KeyFile, "--tls-ca", ca.CAFile, "--tls-client-auth", "required"}
-		var join []string
-		if i > 0 {
-			join = []string{bs[0].GossipAddr}
-		}
-		cb.StartNode(join, 3)
-		bs = append(bs, cb)
-	}
+	})
 	// Metadata is asked of broker 1 below: it must know all three too,
 	// not only the broker that formed the cluster.
-	for _, cb := range bs[:2] {
-		waitCluster(t, cb.Addr, 3)
-	}
+	waitCluster(t, bs[1].Addr, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

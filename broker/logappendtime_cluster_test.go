@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // TestLogAppendTimeReplicated: in a three-broker cluster the leader stamps

@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 func TestClusterReplicationFailover(t *testing.T) {
@@ -230,15 +231,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 	}
 	stepDown := time.Now()
 	for {
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 5000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition = stopPart
-		rp.Records = plainBatch("after-sigcont")
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
+		req := produceRequest(topic, stopPart, plainBatch("after-sigcont"), -1, 5000)
 		rctx, rcancel := context.WithTimeout(ctx, 6*time.Second)
 		r, err := raw.SeedBrokers()[0].Request(rctx, req)
 		rcancel()

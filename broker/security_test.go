@@ -396,23 +396,14 @@ func TestAuthorizerGuardsSecurityAPIs(t *testing.T) {
 // listener, and each enforces the ACLs on it. Also after all of them
 // restart.
 func TestSecurityStateCluster(t *testing.T) {
-	var bs []*clusterBroker
 	sasl := map[*clusterBroker]string{}
-	for i := range 3 {
-		b := newClusterBroker(t, i)
+	bs, _ := startClusterWith(t, 3, func(b *clusterBroker) []string {
 		sasl[b] = testutil.FreePort(t)
 		// The PLAINTEXT listener's anonymous clients (the setup here,
 		// and the brokers to each other) are superusers.
-		b.ExtraArgs = []string{"--listeners", "plain=PLAINTEXT://" + b.Addr + ",sasl=SASL_PLAINTEXT://" + sasl[b],
+		return []string{"--listeners", "plain=PLAINTEXT://" + b.Addr + ",sasl=SASL_PLAINTEXT://" + sasl[b],
 			"--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "--authorizer", "acl", "--superusers", string(auth.Anonymous)}
-		var join []string
-		if i > 0 {
-			join = []string{bs[0].GossipAddr}
-		}
-		bs = append(bs, b)
-		b.StartNode(join, 3)
-	}
-	waitCluster(t, bs[0].Addr, 3)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bs[1].Addr))
@@ -498,14 +489,7 @@ func checkBrokerEnforces(ctx context.Context, addr string) error {
 	if !slices.Equal(seen, []string{"telemetry"}) {
 		return fmt.Errorf("alice sees topics %q, want [telemetry]", seen)
 	}
-	pr := kmsg.NewPtrProduceRequest()
-	pr.Acks, pr.TimeoutMillis = 1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "telemetry"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = []byte{} // refused before it is read
-	rt.Partitions = append(rt.Partitions, rp)
-	pr.Topics = append(pr.Topics, rt)
+	pr := produceRequest("telemetry", 0, []byte{}, 1, 5000) // refused before the records are read
 	presp, err := pr.RequestWith(ctx, seed)
 	if err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -29,10 +28,7 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 	}
 	const records = 8000
 	const kills = 6
-	logDir := t.TempDir()
-	if d := os.Getenv("SIMTEL_TEST_LOG_DIR"); d != "" {
-		logDir = d
-	}
+	logDir := keptLogDir(t)
 	bs, controller, seeds, ctx := startGroupCluster(t, 10*time.Minute)
 
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))

@@ -156,6 +156,16 @@ func (s *supervisor) runUntil(ctx context.Context, done func() bool) {
 	s.worker.kill()
 }
 
+// keptLogDir is where a test writes the logs of its brokers and workers:
+// $SIMTEL_TEST_LOG_DIR, which keeps them after the test, or a temporary
+// directory.
+func keptLogDir(t *testing.T) string {
+	if d := os.Getenv("SIMTEL_TEST_LOG_DIR"); d != "" {
+		return d
+	}
+	return t.TempDir()
+}
+
 // TestTxnExactlyOnceUnderKills copies an input topic to an output topic
 // with a transactional worker process that is SIGKILLed at random points
 // and restarted, and once SIGKILLs and restarts the broker itself while
@@ -168,10 +178,7 @@ func TestTxnExactlyOnceUnderKills(t *testing.T) {
 	}
 	const records = 3000
 	const kills = 6
-	logDir := t.TempDir()
-	if d := os.Getenv("SIMTEL_TEST_LOG_DIR"); d != "" {
-		logDir = d // keep the logs of the broker and the workers
-	}
+	logDir := keptLogDir(t)
 	// At the info level: the log tells what the broker did around each kill.
 	br := brokertest.Start(t, brokertest.Process(), brokertest.LogDir(logDir), brokertest.Args("--log-level", "info"),
 		brokertest.GroupDelay(0), brokertest.Topic("txn-in", 3), brokertest.Topic("txn-out", 3))

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // consumeAll reads want records of topic from the start with the given
