@@ -3,6 +3,7 @@ package rollup
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -38,9 +39,10 @@ func (w *worker) addToRun(p *partition, s *series, off, t int64) {
 	a := p.runs[run]
 	if a == nil {
 		a = newRunAgg(run, off)
+		a.dirty = true
 		p.runs[run] = a
 	}
-	a.dirty = true
+	a.dirtyMeas[meas] = true
 	if host != "" {
 		a.addHost(host)
 	}
@@ -57,6 +59,7 @@ func (w *worker) addToRun(p *partition, s *series, off, t int64) {
 		f := a.field([]byte(meas), fv.Key, w.cfg.MaxRunMetrics)
 		if f == nil {
 			a.dropped++
+			a.dirty = true
 			continue
 		}
 		f.add(fv, t, w.sk)
@@ -82,11 +85,17 @@ func (w *worker) flushRuns(ctx context.Context, p *partition) {
 			continue
 		}
 		a.info = info
-		w.send(ctx, &kgo.Record{Topic: w.cfg.PartialTopic, Key: partialKey(a, p.id), Value: appendRunAgg(nil, a)})
+		produce := func(meas string, value []byte) {
+			w.send(ctx, &kgo.Record{Topic: w.cfg.PartialTopic, Key: partialKey(a, p.id, meas), Value: value})
+			p.tombstones = append(p.tombstones, runStateKey(run, meas))
+		}
+		produce("", appendRunHeader(nil, a))
+		for m := range a.metrics {
+			produce(m, appendRunMeasurement(nil, a, m))
+		}
 		w.m.partials.Inc()
 		a.release(w.sk)
 		delete(p.runs, run)
-		p.tombstones = append(p.tombstones, runStateKey(run))
 	}
 }
 
@@ -104,8 +113,8 @@ func (w *worker) addPartials(ctx context.Context, ftp kgo.FetchTopicPartition) e
 			w.log.Warn("skipping an undecodable run partial", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 			continue
 		}
-		if a != nil && !a.dirty {
-			a.dirty = true
+		if a != nil && !a.queued {
+			a.queued = true
 			w.summarize = append(w.summarize, a)
 		}
 	}
@@ -118,7 +127,7 @@ func (w *worker) mergePartial(id int32, r *kgo.Record) (*runAgg, error) {
 	if r.Value == nil {
 		return nil, nil
 	}
-	o, err := decodeRunAgg(r.Value, w.sk)
+	o, _, err := decodeRunRecord(r.Value, w.sk)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +147,7 @@ func (w *worker) mergePartial(id int32, r *kgo.Record) (*runAgg, error) {
 func (w *worker) emitSummaries(ctx context.Context) {
 	now := time.Now().UnixNano()
 	for _, a := range w.summarize {
-		a.dirty = false
+		a.queued = false
 		if info, ok := w.runs.get(a.run); ok {
 			a.info = scheduler.Merge(a.info, info)
 		}
@@ -228,5 +237,42 @@ func (w *worker) loadPartials(ctx context.Context, ids []int32) error {
 		}
 	}
 	w.log.Info("run partials loaded", "partitions", ids, "partials", n)
+	return nil
+}
+
+// applyRun applies a state record of a run aggregate to p: a header or
+// measurement record replaces what p holds of it; a header's tombstone
+// (the aggregate was produced as a partial) drops the aggregate, a
+// measurement's drops the measurement.
+func (w *worker) applyRun(p *partition, r *kgo.Record) error {
+	run, meas, _ := strings.Cut(string(r.Key[len(runKeyPrefix):]), "\x00")
+	a := p.runs[run]
+	if r.Value == nil {
+		switch {
+		case a == nil:
+		case meas == "":
+			a.release(w.sk)
+			delete(p.runs, run)
+		default:
+			a.setMeasurement(meas, nil, w.sk)
+		}
+		return nil
+	}
+	o, m, err := decodeRunRecord(r.Value, w.sk)
+	if err != nil {
+		return err
+	}
+	if a == nil || a.first != o.first {
+		if a != nil {
+			a.release(w.sk)
+		}
+		a = newRunAgg(run, o.first)
+		p.runs[run] = a
+	}
+	if m == "" {
+		a.dropped, a.hosts, a.policies = o.dropped, o.hosts, o.policies
+		return nil
+	}
+	a.setMeasurement(m, o.metrics[m], w.sk)
 	return nil
 }

@@ -57,14 +57,19 @@ type runAgg struct {
 	hosts   map[string]struct{}
 	// policies are the distinct integer values of PolicyVersionField.
 	policies map[int64]struct{}
-	dirty    bool // changed since the last checkpoint
+	// dirty: the header changed since the last checkpoint; dirtyMeas:
+	// the measurements changed since then (stage 1).
+	dirty     bool
+	dirtyMeas map[string]bool
+	// queued: the summary is to be produced at the next commit (stage 2).
+	queued bool
 	// info is the run as the runs topic told stage 1 when it produced the
 	// partial (stage 2 only).
 	info scheduler.Run
 }
 
 func newRunAgg(run string, first int64) *runAgg {
-	return &runAgg{run: run, first: first, metrics: map[string]map[string]*field{}, hosts: map[string]struct{}{}, policies: map[int64]struct{}{}}
+	return &runAgg{run: run, first: first, metrics: map[string]map[string]*field{}, hosts: map[string]struct{}{}, policies: map[int64]struct{}{}, dirtyMeas: map[string]bool{}}
 }
 
 // field returns the aggregate of measurement m's field name, adding it
@@ -90,6 +95,7 @@ func (a *runAgg) field(m, name []byte, limit int) *field {
 func (a *runAgg) addHost(h string) {
 	if _, ok := a.hosts[h]; !ok && len(a.hosts) < maxRunHosts {
 		a.hosts[h] = struct{}{}
+		a.dirty = true
 	}
 }
 
@@ -98,6 +104,7 @@ func (a *runAgg) addHost(h string) {
 func (a *runAgg) addPolicy(v int64) {
 	if _, ok := a.policies[v]; !ok && v > 0 && len(a.policies) < maxRunPolicies {
 		a.policies[v] = struct{}{}
+		a.dirty = true
 	}
 }
 
@@ -131,16 +138,43 @@ func (a *runAgg) release(sk *sketches) {
 	}
 }
 
-// runStateKey is the state-topic key of a partition's runAgg; series keys
-// never start with NUL, so it meets no window's key.
-func runStateKey(run string) []byte { return append([]byte("\x00run\x00"), run...) }
+// A runAgg is written, to the state topic and as a partial, as one header
+// record (its hosts, policy versions, dropped count and, in a partial, the
+// run's registry entry) and one record per measurement (its fields), so no
+// record grows with the metrics of a run beyond one measurement's.
 
-// partialKey is the key of a partial on PartialTopic.
-func partialKey(a *runAgg, partition int32) []byte {
+// Kinds of runAgg records.
+const (
+	runHeader      = 'h'
+	runMeasurement = 'm'
+)
+
+// runKeyPrefix starts the state-topic keys of runAggs; series keys never
+// start with NUL, so they meet no window's key.
+var runKeyPrefix = []byte("\x00run\x00")
+
+// runStateKey is the state-topic key of a runAgg's header (meas "") or of
+// one of its measurements.
+func runStateKey(run, meas string) []byte {
+	k := append(slices.Clip(runKeyPrefix), run...)
+	if meas != "" {
+		k = append(append(k, 0), meas...)
+	}
+	return k
+}
+
+// partialKey is the key of a partial record on PartialTopic: the run, the
+// input partition and the offset of the aggregate's first sample, and the
+// measurement of a measurement record.
+func partialKey(a *runAgg, partition int32, meas string) []byte {
 	k := append([]byte(a.run), 0)
 	k = strconv.AppendInt(k, int64(partition), 10)
 	k = append(k, 0)
-	return strconv.AppendInt(k, a.first, 10)
+	k = strconv.AppendInt(k, a.first, 10)
+	if meas != "" {
+		k = append(append(k, 0), meas...)
+	}
+	return k
 }
 
 // runOfKey is the run a summary or partial key names: the bytes before
@@ -159,10 +193,9 @@ func runPartition(run []byte, n int) int {
 	return int(h.Sum32() % uint32(n)) //nolint:gosec // n is a partition count
 }
 
-// appendRunAgg encodes a runAgg, for the state topic and as a partial
-// (with the run's registry entry as JSON).
-func appendRunAgg(dst []byte, a *runAgg) []byte {
-	dst = append(dst, stateVersion)
+// appendRunHeader encodes a runAgg's header record.
+func appendRunHeader(dst []byte, a *runAgg) []byte {
+	dst = append(dst, stateVersion, runHeader)
 	dst = appendString(dst, a.run)
 	dst = binary.AppendVarint(dst, a.first)
 	dst = binary.AppendVarint(dst, a.dropped)
@@ -176,54 +209,84 @@ func appendRunAgg(dst []byte, a *runAgg) []byte {
 	for _, v := range slices.Sorted(maps.Keys(a.policies)) {
 		dst = binary.AppendVarint(dst, v)
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(a.metrics)))
-	for _, m := range slices.Sorted(maps.Keys(a.metrics)) {
-		fs := a.metrics[m]
-		dst = appendString(dst, m)
-		dst = binary.AppendUvarint(dst, uint64(len(fs)))
-		for _, name := range slices.Sorted(maps.Keys(fs)) {
-			dst = appendField(dst, fs[name])
-		}
+	return dst
+}
+
+// appendRunMeasurement encodes the fields of a runAgg's measurement m.
+func appendRunMeasurement(dst []byte, a *runAgg, m string) []byte {
+	dst = append(dst, stateVersion, runMeasurement)
+	dst = appendString(dst, a.run)
+	dst = binary.AppendVarint(dst, a.first)
+	dst = appendString(dst, m)
+	fs := a.metrics[m]
+	dst = binary.AppendUvarint(dst, uint64(len(fs)))
+	for _, name := range slices.Sorted(maps.Keys(fs)) {
+		dst = appendField(dst, fs[name])
 	}
 	return dst
 }
 
-// decodeRunAgg decodes what appendRunAgg wrote.
-func decodeRunAgg(b []byte, sk *sketches) (*runAgg, error) {
+// decodeRunRecord decodes a header or measurement record into a runAgg
+// holding only what it carries; meas is the measurement ("" for a
+// header).
+func decodeRunRecord(b []byte, sk *sketches) (a *runAgg, meas string, err error) {
 	r := stateReader{b: b}
 	if r.byte() != stateVersion {
-		return nil, fmt.Errorf("%w: unknown version", errState)
+		return nil, "", fmt.Errorf("%w: unknown version", errState)
 	}
-	a := newRunAgg(string(r.bytes()), r.varint())
-	a.dropped = r.varint()
-	if info := r.bytes(); r.err == nil {
-		if err := json.Unmarshal(info, &a.info); err != nil {
-			return nil, fmt.Errorf("%w: run entry: %v", errState, err)
+	kind := r.byte()
+	a = newRunAgg(string(r.bytes()), r.varint())
+	switch kind {
+	case runHeader:
+		a.dropped = r.varint()
+		if info := r.bytes(); r.err == nil {
+			if err := json.Unmarshal(info, &a.info); err != nil {
+				return nil, "", fmt.Errorf("%w: run entry: %v", errState, err)
+			}
 		}
-	}
-	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
-		a.hosts[string(r.bytes())] = struct{}{}
-	}
-	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
-		a.policies[r.varint()] = struct{}{}
-	}
-	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
-		m := string(r.bytes())
+		for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+			a.hosts[string(r.bytes())] = struct{}{}
+		}
+		for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+			a.policies[r.varint()] = struct{}{}
+		}
+	case runMeasurement:
+		meas = string(r.bytes())
 		fs := map[string]*field{}
 		for k := r.uvarint(); k > 0 && r.err == nil; k-- {
 			f, err := r.field(sk)
 			if err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			fs[f.name] = f
 			a.n++
 		}
-		a.metrics[m] = fs
+		a.metrics[meas] = fs
+		if meas == "" {
+			r.fail()
+		}
+	default:
+		r.fail()
 	}
 	if r.err != nil {
-		return nil, r.err
+		a.release(sk)
+		return nil, "", r.err
 	}
-	return a, nil
+	return a, meas, nil
+}
+
+// setMeasurement replaces a's fields of measurement m with fs.
+func (a *runAgg) setMeasurement(m string, fs map[string]*field, sk *sketches) {
+	for _, f := range a.metrics[m] {
+		sk.put(f.sk)
+	}
+	a.n -= len(a.metrics[m])
+	if fs == nil {
+		delete(a.metrics, m)
+		return
+	}
+	a.metrics[m] = fs
+	a.n += len(fs)
 }
 
 // summaryKey is the key of a metric's summary line on SummaryTopic.

@@ -395,8 +395,12 @@ func (w *worker) checkpoint(ctx context.Context, p *partition) {
 	for _, a := range p.runs {
 		if a.dirty {
 			a.dirty = false
-			produce(runStateKey(a.run), appendRunAgg(nil, a))
+			produce(runStateKey(a.run, ""), appendRunHeader(nil, a))
 		}
+		for m := range a.dirtyMeas {
+			produce(runStateKey(a.run, m), appendRunMeasurement(nil, a, m))
+		}
+		clear(a.dirtyMeas)
 	}
 	if p.metaDirty {
 		produce(metaKey, appendMeta(nil, p))
@@ -522,6 +526,7 @@ func (w *worker) load(ctx context.Context, ids []int32) error {
 		p.metaDirty = false
 		for _, a := range p.runs {
 			a.dirty = false
+			clear(a.dirtyMeas)
 		}
 		w.parts[id] = p
 		w.series += len(p.series)
@@ -537,21 +542,8 @@ func (w *worker) apply(p *partition, r *kgo.Record) error {
 	switch {
 	case bytes.Equal(r.Key, metaKey):
 		return decodeMeta(r.Value, p)
-	case bytes.HasPrefix(r.Key, runStateKey("")):
-		run := string(r.Key[len(runStateKey("")):])
-		if old := p.runs[run]; old != nil {
-			old.release(w.sk)
-			delete(p.runs, run)
-		}
-		if r.Value == nil {
-			return nil
-		}
-		a, err := decodeRunAgg(r.Value, w.sk)
-		if err != nil {
-			return err
-		}
-		p.runs[run] = a
-		return nil
+	case bytes.HasPrefix(r.Key, runKeyPrefix):
+		return w.applyRun(p, r)
 	case r.Value == nil:
 		dropWindow(r.Key, p, w.sk)
 		return nil
