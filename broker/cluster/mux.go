@@ -296,15 +296,18 @@ func (m *Mux) waitGroup(id uint64) *StreamLayer {
 // dial opens a stream to a peer's mux, in the session with it (dialed
 // first if there is none), and writes a header.
 func (m *Mux) dial(addr raft.ServerAddress, timeout time.Duration, header []byte) (net.Conn, error) {
-	for try := 0; ; try++ {
-		sess, err := m.session(addr, timeout)
+	for {
+		sess, reused, err := m.session(addr, timeout)
 		if err != nil {
 			return nil, err
 		}
 		st, err := sess.OpenStream()
 		if err != nil {
-			if try == 0 && sess.IsClosed() {
-				continue // it ended after session returned it: a new one
+			if reused && sess.IsClosed() {
+				// It broke since it was dialed (the peer restarted):
+				// dial a new one. One dialed for this call that
+				// closed at once is the peer's answer.
+				continue
 			}
 			return nil, fmt.Errorf("cannot open a stream to the raft mux at %s: %w", addr, err)
 		}

@@ -49,10 +49,15 @@ const (
 	sessionDialTimeout = 10 * time.Second
 	// sessionKeepAlive is how often a session pings its peer; a ping
 	// unanswered within sessionWriteTimeout closes the session.
-	sessionKeepAlive = 5 * time.Second
+	sessionKeepAlive = 10 * time.Second
 	// sessionWriteTimeout is yamux's bound on queueing a frame and on a
-	// ping's answer; raft's own RPC timeout is the same.
-	sessionWriteTimeout = 10 * time.Second
+	// ping's answer. Closing a session fails the RPCs of every group
+	// between the two brokers at once, so it is kept well above raft's
+	// own RPC timeout (10 s): a peer starved of CPU answers late, and
+	// its groups' own timeouts deal with it; only a peer that answers
+	// nothing for this long (a silent network, a host gone without a
+	// reset) loses the session.
+	sessionWriteTimeout = 30 * time.Second
 	// sessionStreamWindow is the most a stream may have in flight
 	// unread: raft sends AppendEntries of up to 64 batches, and a
 	// window of a few MiB keeps a stream from waiting on window updates
@@ -110,9 +115,9 @@ type outSession struct {
 }
 
 // session returns the open session to addr, dialing one if there is none
-// (one dial at a time per destination). It waits at most timeout (0: no
-// bound but the dial's own).
-func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*yamux.Session, error) {
+// (one dial at a time per destination), and whether it was open before
+// the call. It waits at most timeout (0: no bound but the dial's own).
+func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (sess *yamux.Session, reused bool, err error) {
 	var expired <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -122,7 +127,7 @@ func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*yamux.Se
 	m.mu.Lock()
 	if m.mu.closed {
 		m.mu.Unlock()
-		return nil, ErrMuxClosed
+		return nil, false, ErrMuxClosed
 	}
 	o := m.mu.out[addr]
 	if o != nil {
@@ -130,6 +135,8 @@ func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*yamux.Se
 		case <-o.ready:
 			if o.sess == nil || o.sess.IsClosed() {
 				o = nil
+			} else {
+				reused = true
 			}
 		default:
 		}
@@ -147,14 +154,14 @@ func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (*yamux.Se
 	select {
 	case <-o.ready:
 	case <-expired:
-		return nil, fmt.Errorf("no session with the raft mux at %s within %s: %w", addr, timeout, os.ErrDeadlineExceeded)
+		return nil, false, fmt.Errorf("no session with the raft mux at %s within %s: %w", addr, timeout, os.ErrDeadlineExceeded)
 	case <-m.done:
-		return nil, ErrMuxClosed
+		return nil, false, ErrMuxClosed
 	}
 	if o.err != nil {
-		return nil, o.err
+		return nil, false, o.err
 	}
-	return o.sess, nil
+	return o.sess, reused, nil
 }
 
 // runSession dials o and, when that works, owns the session until it
