@@ -40,10 +40,10 @@
 # (--cluster-tls, the broker certificate, CN broker, serving both ends),
 # the inter-broker listener being the suite's SSL one, where the brokers'
 # principal is User:broker, a superuser (the transaction markers they send
-# each other need ClusterAction). On a CPU-starved runner this can fail:
-# every raft group dials its own TLS connections to the peers' mux, and
-# when the suite's hundreds of partitions elect leaders the handshakes
-# outlast the 10 s dial timeout and the cluster loses its leaders.
+# each other need ClusterAction). Raft between two brokers is one TLS
+# connection per direction whatever the number of partitions
+# (broker/cluster/session.go), but on a CPU-starved runner the suite with
+# cluster TLS still loses tests to elections under load.
 # KGO_SUITE_CLUSTER_TLS=0 keeps raft in clear, the brokers dialing a
 # PLAINTEXT listener on 127.0.0.1 (port +500) as User:ANONYMOUS with an ACL
 # allowing it ClusterAction from host 127.0.0.1 (scripts/test.sh uses it).
