@@ -164,8 +164,8 @@ func (c AgentsConfig) Validate() error {
 		return fmt.Errorf("agents %d is not positive", c.Agents)
 	case c.Rate <= 0 || math.IsInf(c.Rate, 0) || math.IsNaN(c.Rate):
 		return fmt.Errorf("rate %g is not a positive number of samples per second", c.Rate)
-	case c.SampleBytes < 64 || c.SampleBytes > 1<<20:
-		return fmt.Errorf("sample bytes %d is outside [64, 1 MiB] (the sample's name, node and sequence number take 64)", c.SampleBytes)
+	case c.SampleBytes < 80 || c.SampleBytes > 1<<20:
+		return fmt.Errorf("sample bytes %d is outside [80, 1 MiB] (the line's name, node, sequence number and timestamp take up to 80)", c.SampleBytes)
 	case c.Duration < 0 || c.FaultPhase < 0 || c.RecoverTimeout < 0 || c.DrainTimeout < 0 || c.Linger < 0:
 		return errors.New("durations must not be negative")
 	case c.RestartBroker < AutoBroker:
@@ -228,7 +228,7 @@ type AgentsResult struct {
 	AgentWarnings int64 `json:"agent_warnings"`
 
 	// ConnectS is the time from starting the agents until every one had
-	// its first samples acknowledged.
+	// its first samples acknowledged; the steady phase starts then.
 	ConnectS float64        `json:"connect_s"`
 	Phases   []AgentsPhase  `json:"phases"`
 	Baseline []BrokerSample `json:"brokers_before_agents,omitempty"`
@@ -240,6 +240,7 @@ type AgentsResult struct {
 	// plus go_memstats_stack_inuse_bytes.
 	HeapPerAgentBytes int64 `json:"broker_heap_per_agent_bytes"`
 	// GoroutinesPerAgent and FDsPerAgent: the brokers' growth, per agent.
+	// These four are 0 when a broker could not be read.
 	GoroutinesPerAgent float64 `json:"broker_goroutines_per_agent"`
 	FDsPerAgent        float64 `json:"broker_fds_per_agent"`
 
@@ -303,7 +304,7 @@ type agentsRun struct {
 	warnings atomic.Int64
 	phaseLat atomic.Pointer[Latency]
 	phase    atomic.Pointer[string]
-	waiting  atomic.Int64 // agents not back in a fault phase
+	waiting  atomic.Int64 // agents not back after their start or a fault, as of the last progress line
 }
 
 // Agents runs the emulated agents against the cluster. The result is
@@ -540,14 +541,17 @@ func (r *agentsRun) exercise(ctx context.Context, res *AgentsResult) error {
 // phases runs the steady phase and the fault phases.
 func (r *agentsRun) phases(ctx context.Context, res *AgentsResult, started time.Time) error {
 	cfg := r.cfg
-	steady := r.beginPhase("steady", -1)
-	// Every agent's first acknowledgement (memSpool watches from 0).
+	r.beginPhase("connect", -1)
+	// Every agent's first acknowledgement (memSpool watches from 0). The
+	// steady phase begins then, so that its latency is not the first
+	// connections' and producer ids'.
 	var connectErr error
 	if maxS, _, notBack := r.waitBack(ctx, started, cfg.RecoverTimeout); notBack > 0 {
 		connectErr = fmt.Errorf("%d of %d agents delivered nothing within %s of their start", notBack, cfg.Agents, cfg.RecoverTimeout)
 	} else {
 		res.ConnectS = maxS
 	}
+	steady := r.beginPhase("steady", -1)
 	if !sleepUntil(ctx, steady.start.Add(cfg.Duration)) {
 		return ctx.Err()
 	}
@@ -598,16 +602,26 @@ func (r *agentsRun) perAgent(res *AgentsResult, end []BrokerSample) {
 		return
 	}
 	var rss, heap, gor, fds int64
+	rssOK, metricsOK := true, true
 	for i, b := range end {
 		a := res.Baseline[i]
+		rssOK = rssOK && a.RSSBytes > 0 && b.RSSBytes > 0
+		// A broker whose /metrics did not answer (a busy machine) has
+		// zeros there, which would pass for no growth.
+		metricsOK = metricsOK && a.Goroutines > 0 && b.Goroutines > 0
 		rss += b.RSSBytes - a.RSSBytes
 		heap += b.HeapInuseBytes + b.StackInuseBytes - a.HeapInuseBytes - a.StackInuseBytes
 		gor += b.Goroutines - a.Goroutines
 		fds += b.OpenFDs - a.OpenFDs
 	}
 	n := int64(r.cfg.Agents)
-	res.RSSPerAgentBytes, res.HeapPerAgentBytes = rss/n, heap/n
-	res.GoroutinesPerAgent, res.FDsPerAgent = float64(gor)/float64(n), float64(fds)/float64(n)
+	if rssOK {
+		res.RSSPerAgentBytes = rss / n
+	}
+	if metricsOK {
+		res.HeapPerAgentBytes = heap / n
+		res.GoroutinesPerAgent, res.FDsPerAgent = float64(gor)/float64(n), float64(fds)/float64(n)
+	}
 	res.ClientGoroutines = runtime.NumGoroutine()
 	if b, err := os.ReadFile("/proc/self/status"); err == nil {
 		if m, err := parseProcStatus(b); err == nil {
@@ -713,7 +727,6 @@ func (r *agentsRun) waitBack(ctx context.Context, from time.Time, within time.Du
 				ds = append(ds, t.Sub(from).Seconds())
 			}
 		}
-		r.waiting.Store(int64(notBack))
 		if notBack == 0 || time.Now().After(deadline) || ctx.Err() != nil {
 			if len(ds) > 0 {
 				sort.Float64s(ds)
@@ -723,6 +736,18 @@ func (r *agentsRun) waitBack(ctx context.Context, from time.Time, within time.Du
 		}
 		sleepUntil(ctx, time.Now().Add(50*time.Millisecond))
 	}
+}
+
+// notBack counts the agents that have not delivered a sample taken
+// since the spools began watching.
+func (r *agentsRun) notBack() int {
+	n := 0
+	for _, a := range r.agents {
+		if a.sp.back().IsZero() {
+			n++
+		}
+	}
+	return n
 }
 
 // drain waits until every agent's spool is acknowledged to its end.
@@ -788,6 +813,7 @@ func (r *agentsRun) watch(ctx context.Context, started time.Time) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			r.waiting.Store(int64(r.notBack()))
 			acked := r.acked.Load()
 			l := r.phaseLat.Load().Summary()
 			fmt.Fprintf(r.cfg.Progress, "agents: %-15s %6.1fs %10s acked/s %14s acked %6d agents waiting p50 %6.1f ms p99 %7.1f ms\n",
@@ -808,7 +834,7 @@ func (r *agentsRun) serveMetrics() (stop func(), err error) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_bench_agents_acked_samples_total", Help: "Samples the brokers acknowledged."},
 			func() float64 { return float64(r.acked.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "simtel_bench_agents_waiting_agents", Help: "Agents not delivering again yet after a broker stop or kill."},
-			func() float64 { return float64(r.waiting.Load()) }),
+			func() float64 { return float64(r.notBack()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_bench_agents_warnings_total", Help: "Warnings the emulated agents' shippers logged."},
 			func() float64 { return float64(r.warnings.Load()) }),
 	)
