@@ -83,6 +83,12 @@ func TestSlurmEndToEnd(t *testing.T) {
 	p := startPipeline(t, cl, "10m")
 	bin, dir, broker, lake := p.bin, p.dir, p.broker, p.lake
 
+	// The rollup worker summarizes each run once the registry says it
+	// ended.
+	rollupHTTP := testutil.FreePort(t)
+	roll := testutil.Start(t, dir, "rollup", "--brokers", broker, "--http-listen", rollupHTTP, "--commit-interval", "500ms")
+	testutil.WaitPort(t, rollupHTTP, roll)
+
 	// The scheduler loop writes the registry concurrently with the hooks;
 	// the result must be the same.
 	schedHTTP := testutil.FreePort(t)
@@ -125,6 +131,7 @@ func TestSlurmEndToEnd(t *testing.T) {
 	} {
 		t.Run(tc.state, func(t *testing.T) {
 			st := waitJob(t, tc.j.id)
+			ended := time.Now()
 			if st != tc.slurm {
 				t.Fatalf("job %s ended %s in Slurm, want %s; output:\n%s", tc.j.id, st, tc.slurm, jobOutput(tc.j))
 			}
@@ -145,6 +152,7 @@ func TestSlurmEndToEnd(t *testing.T) {
 			}
 			perMeasurement := countSamples(t, broker, tc.j, tc.samples >= 0, want)
 			checkNoAgents(t, tc.j)
+			checkSummary(t, bin, broker, tc.j, tc.state, tc.exit, perMeasurement, ended)
 			checkLake(t, bin, lake, tc.j, perMeasurement)
 			checkLakeRun(t, bin, lake, tc.j, tc.state)
 		})
@@ -368,6 +376,52 @@ func countSamples(t *testing.T, broker string, j job, exact bool, want int) map[
 		}
 	}
 	return per
+}
+
+// checkSummary polls `simtel runs show` until the run's summary holds
+// every sample of the run (per measurement, its field value) with the
+// run's state, exit code and nodes; the policy versions are those the
+// simulation reports (only the ok job reads a policy).
+func checkSummary(t *testing.T, bin, broker string, j job, state string, exit int, per map[string]int, ended time.Time) {
+	t.Helper()
+	var last string
+	testutil.WaitFor(t, 60*time.Second, "the summary of run "+j.id, func() error {
+		out, err := exec.Command(bin, "runs", "show", j.id, "--brokers", broker, "--format", "json").CombinedOutput()
+		last = string(out)
+		if err != nil {
+			return fmt.Errorf("simtel runs show: %v: %s", err, out)
+		}
+		var s struct {
+			State          string
+			ExitCode       *int     `json:"exit_code"`
+			Nodes          []string `json:"nodes"`
+			PolicyVersions []int64  `json:"policy_versions"`
+			Metrics        []struct {
+				Metric string
+				Count  int
+			}
+		}
+		if err := json.Unmarshal(out, &s); err != nil {
+			return fmt.Errorf("simtel runs show --format json: %v: %s", err, out)
+		}
+		counts := map[string]int{}
+		for _, m := range s.Metrics {
+			counts[m.Metric] = m.Count
+		}
+		for _, m := range simMeasurements {
+			if counts[m+".value"] != per[m] {
+				return fmt.Errorf("%s.value counts %d samples, the topic holds %d", m, counts[m+".value"], per[m])
+			}
+		}
+		if s.State != state || exit >= 0 && (s.ExitCode == nil || *s.ExitCode != exit) || !slices.Equal(s.Nodes, []string{"n1", "n2", "n3"}) {
+			return fmt.Errorf("state %s, exit code %v, nodes %v; want %s, %d, n1-n3", s.State, s.ExitCode, s.Nodes, state, exit)
+		}
+		if state == scheduler.StateCompleted && !slices.Equal(s.PolicyVersions, []int64{1}) {
+			return fmt.Errorf("policy versions %v, want [1]", s.PolicyVersions)
+		}
+		return nil
+	})
+	t.Logf("job %s: summary complete %v after the job left Slurm's queue (then checked registry, events, samples and agents):\n%s", j.id, time.Since(ended).Round(time.Millisecond), last)
 }
 
 // checkNoAgents: every agent of the job has exited.
