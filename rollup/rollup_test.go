@@ -211,6 +211,28 @@ func compare(t *testing.T, what string, got, want map[string]*agg) {
 	}
 }
 
+// runSink runs a sink of the line-protocol topics into a new lake until
+// stop.
+func runSink(t *testing.T, addr string, topics []string) (_ store.Store, stop func()) {
+	t.Helper()
+	st, err := store.Open(context.Background(), "file://"+t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- sink.Run(ctx, sink.Config{Brokers: []string{addr}, Topics: topics, TelemetryTopics: topics, Store: st,
+			FlushAge: 500 * time.Millisecond, JobsTopic: "-", Logger: testLogger(t)})
+	}()
+	return st, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sink.Run: %v", err)
+		}
+	}
+}
+
 func runWorker(t *testing.T, cfg rollup.Config) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -243,24 +265,9 @@ func TestRollupsMatchDuckDB(t *testing.T) {
 	stop := runWorker(t, rollup.Config{Brokers: []string{b.Addr}, AllowedLateness: 30 * time.Second, IdleTimeout: -1,
 		CommitInterval: 300 * time.Millisecond, Logger: testLogger(t)})
 	defer stop()
-	lakeDir := t.TempDir()
-	st, err := store.Open(context.Background(), "file://"+lakeDir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	topics := []string{"telemetry", "rollup_10s", "rollup_1m", "rollup_1h"}
-	sctx, stopSink := context.WithCancel(context.Background())
-	sinkDone := make(chan error, 1)
-	go func() {
-		sinkDone <- sink.Run(sctx, sink.Config{Brokers: []string{b.Addr}, Topics: topics, TelemetryTopics: topics, Store: st,
-			FlushAge: 500 * time.Millisecond, JobsTopic: "-", Logger: testLogger(t)})
-	}()
-	defer func() {
-		stopSink()
-		if err := <-sinkDone; err != nil {
-			t.Errorf("sink.Run: %v", err)
-		}
-	}()
+	st, stopSink := runSink(t, b.Addr, []string{"telemetry", "rollup_10s", "rollup_1m", "rollup_1h"})
+	defer stopSink()
+	var err error
 
 	// Each resolution's topic is flushed on its own, so wait for all.
 	want := map[string]int{}

@@ -12,10 +12,8 @@ import (
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query"
 	"github.com/simtel/simtel/lake/query/querytest"
-	"github.com/simtel/simtel/lake/store"
 	"github.com/simtel/simtel/rollup"
 	"github.com/simtel/simtel/scheduler"
-	"github.com/simtel/simtel/sink"
 )
 
 // endRun publishes a run's start on nodes at start and its completion
@@ -91,24 +89,9 @@ func TestRunSummary(t *testing.T) {
 	stop := runWorker(t, rollup.Config{Brokers: []string{b.Addr}, AllowedLateness: 30 * time.Second, IdleTimeout: -1,
 		CommitInterval: 300 * time.Millisecond, Logger: testLogger(t)})
 	defer stop()
-	lakeDir := t.TempDir()
-	st, err := store.Open(context.Background(), "file://"+lakeDir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	topics := []string{"telemetry", rollup.DefaultSummaryTopic}
-	sctx, stopSink := context.WithCancel(context.Background())
-	sinkDone := make(chan error, 1)
-	go func() {
-		sinkDone <- sink.Run(sctx, sink.Config{Brokers: []string{b.Addr}, Topics: topics, TelemetryTopics: topics, Store: st,
-			FlushAge: 500 * time.Millisecond, JobsTopic: "-", Logger: testLogger(t)})
-	}()
-	defer func() {
-		stopSink()
-		if err := <-sinkDone; err != nil {
-			t.Errorf("sink.Run: %v", err)
-		}
-	}()
+	st, stopSink := runSink(t, b.Addr, []string{"telemetry", rollup.DefaultSummaryTopic})
+	defer stopSink()
+	var err error
 
 	s := waitSummary(t, b.Addr, "r1", "cpu.value", int64(len(ss)))
 	if s.State != scheduler.StateCompleted || s.ExitCode == nil || *s.ExitCode != 0 || s.JobID != "77" || s.User != "ada" {
