@@ -35,7 +35,7 @@ func appendSample(dst []byte, node []byte, seq uint64, ts int64, size int) []byt
 	dst = strconv.AppendUint(dst, seq, 10)
 	dst = append(dst, `i,pad="`...)
 	// The line ends with `" ` and 19 digits of timestamp.
-	for pad := size - (len(dst) - start) - 2 - 20; pad > 0; pad-- {
+	for pad := size - (len(dst) - start) - 2 - 19; pad > 0; pad-- {
 		dst = append(dst, 'x')
 	}
 	dst = append(dst, `" `...)
