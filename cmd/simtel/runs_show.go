@@ -28,7 +28,8 @@ func newRunsShowCmd() *cobra.Command {
 ` + "`simtel dev`" + `) wrote it to the compacted topic "summary.runs" once the run
 registry said the run ended: per metric (measurement.field, over all the
 run's series and nodes) count, min, mean, max, p50/p95/p99 and last, and the
-run's wall time, nodes and exit state. Samples that arrive after the run
+run's wall time, nodes, exit state and the policy versions its samples
+report (the distinct values of their field policy_version). Samples that arrive after the run
 ended amend it. The lake holds the same rows as table summary.runs
 (docs/rollups.md, "Run summaries").`,
 		Example: `  simtel runs show 4242 --brokers broker1:9092
@@ -85,6 +86,7 @@ func printSummary(w io.Writer, s rollup.Summary, format string) error {
 		{"state", dash(s.State)}, {"exit", exit}, {"reason", dash(s.Reason)},
 		{"start", stamp(s.Started)}, {"end", stamp(s.Ended)}, {"wall time", wall},
 		{"nodes", dash(strings.Join(s.Nodes, ","))}, {"hosts", dash(strings.Join(s.Hosts, ","))},
+		{"policy versions", dash(strings.Trim(strings.Join(strings.Fields(fmt.Sprint(s.PolicyVersions)), ","), "[]"))},
 		{"updated", stamp(s.Updated)},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func TestRunsShow(t *testing.T) {
 	t0 := time.Now().Add(-time.Minute).Truncate(time.Second)
 	var body strings.Builder
 	for i, v := range []float64{1.5, 4, 2.5, 8} {
-		fmt.Fprintf(&body, "reward,env=cartpole value=%g %d\n", v, t0.Add(time.Duration(i)*time.Second).UnixNano())
+		fmt.Fprintf(&body, "reward,env=cartpole value=%g,policy_version=%di %d\n", v, 1+i/2, t0.Add(time.Duration(i)*time.Second).UnixNano())
 	}
 	resp, err := http.Post("http://"+agentHTTP+"/write?db=sim", "text/plain", strings.NewReader(body.String()))
 	if err != nil {
@@ -81,6 +82,9 @@ func TestRunsShow(t *testing.T) {
 	m := *rewardOf(s)
 	if *m.Min != 1.5 || *m.Max != 8 || *m.Sum != 16 || *m.Mean != 4 || m.Last != 8.0 {
 		t.Errorf("reward.value %+v, want min 1.5 max 8 sum 16 mean 4 last 8", m)
+	}
+	if !slices.Equal(s.PolicyVersions, []int64{1, 2}) {
+		t.Errorf("policy versions %v, want [1 2]", s.PolicyVersions)
 	}
 	if s.State != scheduler.StateFailed || s.ExitCode == nil || *s.ExitCode != 3 || s.WallTime != 90 || s.JobID != "9" {
 		t.Errorf("run: state %q exit %v wall %v s job %q, want failed 3 90 9", s.State, s.ExitCode, s.WallTime, s.JobID)
