@@ -45,6 +45,15 @@ figures.`,
       --agents 2000 --restart-broker none --json`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
+			// The run's config takes 0 for its defaults; here 0 is a mistake.
+			switch {
+			case cfg.Agents < 1:
+				return fmt.Errorf("--agents %d: want at least 1", cfg.Agents)
+			case cfg.Rate <= 0:
+				return fmt.Errorf("--rate %g: want samples per second above 0", cfg.Rate)
+			case cfg.Duration <= 0:
+				return fmt.Errorf("--duration %s: want a steady phase longer than 0", cfg.Duration)
+			}
 			cfg.BrokerHTTP = splitList(brokerHTTP)
 			var err error
 			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
