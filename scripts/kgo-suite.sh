@@ -42,11 +42,10 @@
 # principal is User:broker, a superuser (the transaction markers they send
 # each other need ClusterAction). Raft between two brokers is one TLS
 # connection per direction whatever the number of partitions
-# (broker/cluster/session.go), but on a CPU-starved runner the suite with
-# cluster TLS still loses tests to elections under load.
+# (broker/cluster/session.go), so leader moves cost no handshakes.
 # KGO_SUITE_CLUSTER_TLS=0 keeps raft in clear, the brokers dialing a
 # PLAINTEXT listener on 127.0.0.1 (port +500) as User:ANONYMOUS with an ACL
-# allowing it ClusterAction from host 127.0.0.1 (scripts/test.sh uses it).
+# allowing it ClusterAction from host 127.0.0.1.
 # TestIssue769 is skipped: it dials through a Dialer of its own, which
 # franz-go refuses beside a TLS config.
 # KGO_SUITE_LOG_LEVEL (default warn) is the brokers' --log-level;

@@ -6,11 +6,9 @@
 # 3-broker cluster with KGO_TEST_RF=3, both secured (KGO_SUITE_TLS=1: TLS
 # with required client certificates, --authorizer acl, SCRAM and
 # OAUTHBEARER on a SASL listener; see scripts/kgo-suite.sh). On 3 brokers
-# raft stays in clear and the brokers reach each other on a loopback
-# listener allowed ClusterAction from 127.0.0.1 (KGO_SUITE_CLUSTER_TLS=0):
-# cluster TLS is tested by broker/'s cluster TLS tests, and the suite with
-# it has not yet passed every run on a starved runner (see kgo-suite.sh).
-# Every other test exercises the plaintext path.
+# raft and the brokers' own Kafka client are on mutual TLS too (cluster
+# TLS, kgo-suite.sh's default), as a site would run them; every other
+# test exercises the plaintext path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -32,4 +30,4 @@ fi
 go test -count=1 -timeout 25m ./...
 go test -count=1 -race -short -timeout 15m ./broker/... ./agent/...
 KGO_SUITE_TLS=1 scripts/kgo-suite.sh
-KGO_SUITE_TLS=1 KGO_SUITE_CLUSTER_TLS=0 KGO_SUITE_BROKERS=3 KGO_TEST_RECORDS=20000 scripts/kgo-suite.sh
+KGO_SUITE_TLS=1 KGO_SUITE_BROKERS=3 KGO_TEST_RECORDS=20000 scripts/kgo-suite.sh
