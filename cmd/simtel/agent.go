@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"time"
 
@@ -54,8 +56,13 @@ interactive); --run-from-tag off keeps the agent's run and the tags as sent.`,
 			}
 			if memLimit > 0 {
 				// A soft limit: the garbage collector works harder near
-				// it instead of letting the heap grow with bursts.
-				debug.SetMemoryLimit(memLimit)
+				// it instead of letting the heap grow with bursts. It is
+				// counted on top of what the runtime holds before the
+				// agent starts (package data of everything linked into
+				// the one binary), so linking in another library does not
+				// shrink the agent's own room and make the collector run
+				// continually at high rates.
+				debug.SetMemoryLimit(runtimeBaseline() + memLimit)
 			}
 			a, err := agent.New(cfg)
 			if err != nil {
@@ -99,7 +106,7 @@ interactive); --run-from-tag off keeps the agent's run and the tags as sent.`,
 	f.Int64Var(&cfg.FieldTypesMemory, "field-types-memory", 4<<20, "bytes for remembering each run's field types, to refuse lines that change a field's type as InfluxDB does (when full the least recently active run is forgotten; negative: no check)")
 	f.DurationVar(&cfg.PacketGather, "packet-gather", time.Second, "how long UDP and StatsD datagrams may wait in the socket buffer so that one wake-up stores many (cut short as the buffer fills; negative: read each at once)")
 	f.DurationVar(&cfg.Linger, "linger", time.Second, "how long samples gather in the spool before they are sent, while few arrive (under 16,384 per linger); longer means fewer wake-ups, later delivery")
-	f.Int64Var(&memLimit, "memory-limit", 40<<20, "soft limit for the Go heap in bytes (0: none); keeps the agent small on compute nodes")
+	f.Int64Var(&memLimit, "memory-limit", 32<<20, "soft limit in bytes on the memory the agent's work adds to the Go runtime's own at start (0: none); keeps the agent small on compute nodes")
 	f.BoolVar(&cfg.ReleaseExecPages, "release-exec-pages", true, "once serving, give back the pages of the simtel executable that only start-up used (read-only, unmodified mappings; see docs/agent.md)")
 	f.IntVar(&cfg.MaxProcs, "max-procs", 2, "Go processors (GOMAXPROCS) the agent uses while samples arrive at over 300,000 a second; below 150,000 it uses one, which costs less CPU (0: leave GOMAXPROCS as the runtime sets it; see docs/agent.md)")
 	f.DurationVar(&cfg.MonitorSlack, "monitor-slack", time.Millisecond, "timer slack of the Go runtime's monitor thread: how late its 20 µs sleeps may end, so that bursts of work wake it less (0: the kernel's default; needs CAP_SYS_NICE; see docs/agent.md)")
@@ -116,4 +123,18 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// runtimeBaseline is the memory the Go runtime holds and has not handed back
+// to the OS, after a collection: what the binary costs before the agent does
+// any work.
+func runtimeBaseline() int64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	samples := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(samples)
+	if samples[0].Value.Kind() != metrics.KindUint64 || samples[1].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(samples[0].Value.Uint64() - samples[1].Value.Uint64())
 }
