@@ -142,10 +142,10 @@ func TestLakeServeIceberg(t *testing.T) {
 		}
 		var res struct {
 			Namespaces, Tables, Schema []string
-			FormatVersion             int
-			MetadataLocation          string
-			AvroRecoded               int
-			Rows                      []map[string]any
+			FormatVersion              int
+			MetadataLocation           string
+			AvroRecoded                int
+			Rows                       []map[string]any
 		}
 		dec := json.NewDecoder(bytes.NewReader(out))
 		dec.UseNumber()
