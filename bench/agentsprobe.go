@@ -97,19 +97,6 @@ func sampleBroker(ctx context.Context, cl *http.Client, id int32, httpAddr strin
 	return s
 }
 
-// sumRSS is the RSS of the brokers that could be read, and how many.
-func sumRSS(ss []BrokerSample) (int64, int) {
-	var sum int64
-	n := 0
-	for _, s := range ss {
-		if s.RSSBytes > 0 {
-			sum += s.RSSBytes
-			n++
-		}
-	}
-	return sum, n
-}
-
 // PrintAgents writes a `simtel bench agents` result for people.
 func PrintAgents(w io.Writer, r *AgentsResult) {
 	s := r.Settings
