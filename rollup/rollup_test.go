@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/lineproto"
@@ -483,6 +484,7 @@ func TestRollupKilled(t *testing.T) {
 	logDir := t.TempDir()
 	logOf := func(n int) string { return fmt.Sprintf("%s/worker-%d.log", logDir, n) }
 	w := startWorkerProcess(t, b.Addr, logOf(0))
+	committed := stateCommitted(t, cl)
 	kills := 0
 	for c := range chunks {
 		end := (c + 1) * per
@@ -501,12 +503,22 @@ func TestRollupKilled(t *testing.T) {
 				}
 				return nil
 			})
+			// The assertion at the end (each restarted worker reads
+			// open windows back) needs a checkpoint of this worker
+			// before the kill, however slow the machine is.
+			testutil.WaitFor(t, 2*time.Minute, "the worker to commit a checkpoint", func() error {
+				if n := stateCommitted(t, cl); n <= committed {
+					return fmt.Errorf("state topic committed up to %d, as when the worker started", n)
+				}
+				return nil
+			})
 			time.Sleep(time.Duration(300+200*c) * time.Millisecond)
 			if err := w.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 			_ = w.Wait()
 			kills++
+			committed = stateCommitted(t, cl)
 			w = startWorkerProcess(t, b.Addr, logOf(kills))
 		}
 	}
@@ -549,6 +561,28 @@ func TestRollupKilled(t *testing.T) {
 			t.Errorf("worker %d read no open windows back:\n%s", n, b)
 		}
 	}
+}
+
+// stateCommitted is the sum of the state topic's last stable offsets:
+// it grows when a worker commits a transaction that wrote state.
+func stateCommitted(t *testing.T, cl *kgo.Client) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, rollup.DefaultStateTopic)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("listing the state topic's offsets: %v", err)
+		}
+		return 0
+	}
+	var n int64
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			n += o.Offset
+		}
+	})
+	return n
 }
 
 func testLogger(t *testing.T) *slog.Logger {
