@@ -17,8 +17,13 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-go build -o "$work/simtel" ./cmd/simtel
-bin=$work/simtel
+# SIMTEL_BIN=PATH runs that binary instead of building the working tree's.
+if [ -n "${SIMTEL_BIN:-}" ]; then
+  bin=$(realpath "$SIMTEL_BIN")
+else
+  go build -o "$work/simtel" ./cmd/simtel
+  bin=$work/simtel
+fi
 seeds="127.0.0.1:$(kport 0),127.0.0.1:$(kport 1),127.0.0.1:$(kport 2)"
 
 # start ID JOIN_GOSSIP_PORT: starts broker ID (joining through the given

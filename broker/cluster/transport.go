@@ -657,6 +657,14 @@ func (n *Node) newTransport(group uint64, maxPool int, hl hclog.Logger) *groupTr
 	stream := n.mux.Group(group)
 	inner := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: maxPool, Timeout: 10 * time.Second, Logger: hl,
+		// No pipelined AppendEntries: hashicorp/raft's pipeline can
+		// deadlock a leader's replication to a follower (and then its
+		// Shutdown) once the follower rejects an entry, as followers do
+		// around elections: the decoder stops reading while the sender
+		// waits to hand it the next request on an unbuffered channel.
+		// One request at a time per follower is what raft's own
+		// documentation of this setting recommends anyway.
+		MaxRPCsInFlight: 1,
 	})
 	t := newGroupTransport(inner, group, n.hub)
 	t.node = n
