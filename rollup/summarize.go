@@ -204,37 +204,15 @@ func (w *worker) loadPartials(ctx context.Context, ids []int32) error {
 	}
 	defer rd.Close()
 	n := 0
-	for len(pending) > 0 {
-		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return err
+	err = readToEnd(ctx, rd, "the partials topic "+topic, pending, func(r *kgo.Record) error {
+		if _, err := w.mergePartial(r.Partition, r); err != nil {
+			w.log.Warn("skipping an undecodable run partial", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			ferr = fmt.Errorf("rollup: cannot read partition %d of the partials topic %s: %w", p, t, err)
-		})
-		if ferr != nil {
-			return ferr
-		}
-		for _, r := range fs.Records() {
-			end, ok := pending[r.Partition]
-			if !ok {
-				continue
-			}
-			if r.Offset >= end {
-				delete(pending, r.Partition)
-				continue
-			}
-			if !r.Attrs.IsControl() {
-				if _, err := w.mergePartial(r.Partition, r); err != nil {
-					w.log.Warn("skipping an undecodable run partial", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-				}
-				n++
-			}
-			if r.Offset+1 >= end {
-				delete(pending, r.Partition)
-			}
-		}
+		n++
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	w.log.Info("run partials loaded", "partitions", ids, "partials", n)
 	return nil
@@ -274,5 +252,43 @@ func (w *worker) applyRun(p *partition, r *kgo.Record) error {
 		return nil
 	}
 	a.setMeasurement(m, o.metrics[m], w.sk)
+	return nil
+}
+
+// readToEnd polls cl until every partition in pending (partition -> the
+// offset to stop before) is read, handing each data record below its end to
+// fn; control records only advance the position.
+func readToEnd(ctx context.Context, cl *kgo.Client, what string, pending map[int32]int64, fn func(*kgo.Record) error) error {
+	for len(pending) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			ferr = fmt.Errorf("rollup: cannot read partition %d of %s: %w", p, what, err)
+		})
+		if ferr != nil {
+			return ferr
+		}
+		for _, r := range fs.Records() {
+			end, ok := pending[r.Partition]
+			if !ok {
+				continue
+			}
+			if r.Offset >= end {
+				delete(pending, r.Partition)
+				continue
+			}
+			if !r.Attrs.IsControl() {
+				if err := fn(r); err != nil {
+					return err
+				}
+			}
+			if r.Offset+1 >= end {
+				delete(pending, r.Partition)
+			}
+		}
+	}
 	return nil
 }

@@ -488,32 +488,14 @@ func (w *worker) load(ctx context.Context, ids []int32) error {
 			pending[id] = end.Offset
 		}
 	}
-	for len(pending) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return err
+	err = readToEnd(ctx, cl, "the state topic "+w.cfg.StateTopic, pending, func(r *kgo.Record) error {
+		if err := w.apply(loaded[r.Partition], r); err != nil {
+			return fmt.Errorf("rollup: partition %d of the state topic %s at offset %d: %w", r.Partition, r.Topic, r.Offset, err)
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			ferr = fmt.Errorf("rollup: cannot read partition %d of the state topic %s: %w", p, t, err)
-		})
-		if ferr != nil {
-			return ferr
-		}
-		for _, r := range fs.Records() {
-			end, ok := pending[r.Partition]
-			if !ok {
-				continue
-			}
-			if !r.Attrs.IsControl() {
-				if err := w.apply(loaded[r.Partition], r); err != nil {
-					return fmt.Errorf("rollup: partition %d of the state topic %s at offset %d: %w", r.Partition, r.Topic, r.Offset, err)
-				}
-			}
-			if r.Offset+1 >= end {
-				delete(pending, r.Partition)
-			}
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for id, p := range loaded {
 		for _, s := range p.series {
