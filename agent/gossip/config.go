@@ -56,6 +56,12 @@ type Config struct {
 	// The label is a guard against mistakes, not authentication.
 	Cluster string
 
+	// Relay is the host:port of this node's policy relay (agents serve
+	// the policy chunks they hold to each other there), advertised in
+	// the node's meta and shown in View as NodeHolding.Relay. Empty: the
+	// node does not relay. At most 260 bytes.
+	Relay string
+
 	// Logger receives the package's own logs; memberlist's log lines are
 	// routed into it at debug level. Default: discard.
 	Logger *slog.Logger
@@ -87,6 +93,9 @@ func (c *Config) Validate() error {
 		if _, _, err := splitHostPort(c.Advertise); err != nil {
 			return fmt.Errorf("cannot use gossip advertise address %q: %w", c.Advertise, err)
 		}
+	}
+	if len(c.Relay) > maxRelayAddr {
+		return fmt.Errorf("gossip relay address %.40q... is longer than %d bytes", c.Relay, maxRelayAddr)
 	}
 	for _, s := range c.Join {
 		if strings.TrimSpace(s) == "" {

@@ -124,7 +124,7 @@ func TestEntriesChoosesNewest(t *testing.T) {
 		{"corrupt meta", []byte{7}, 0},
 	} {
 		p.mu.Lock()
-		got := p.entriesLocked("n", tc.meta)
+		got, _ := p.entriesLocked("n", tc.meta)
 		p.mu.Unlock()
 		var v int64
 		if len(got) > 0 {

@@ -41,6 +41,10 @@
 //     alive message with the new meta; memberlist's push/pull (every 30s,
 //     scaled up in large pools) repairs any node that missed it. Liveness,
 //     restarts and departures all come with memberlist's membership.
+//   - The meta also carries the node's policy relay address (Config.Relay)
+//     as an optional field after the holdings; View shows it per node, so
+//     a node fetching a version finds the peers that hold it and where to
+//     ask them. Nodes built before the field ignore it.
 //   - Record: the same holdings with the node's name, as a user message.
 //     When the holdings do not fit the meta (more than about 30 policies)
 //     the meta carries only the stamp and the record is broadcast through

@@ -101,7 +101,7 @@ func Start(cfg Config) (*Pool, error) {
 	p.mu.names = make(map[uint64]string)
 	p.mu.records = make(map[string]*storedRecord)
 	p.mu.members = make(map[string]*member)
-	p.mu.meta = encodeInlineMeta(stamp{boot: p.boot}, nil)
+	p.mu.meta = appendMetaFields(encodeInlineMeta(stamp{boot: p.boot}, nil), cfg.Relay)
 
 	d := &delegate{p: p}
 	mc, err := cfg.memberlistConfig(d)
@@ -219,11 +219,11 @@ func (p *Pool) rebuildLocked() {
 	sortEntries(es)
 	st := stamp{boot: p.boot, seq: p.mu.seq}
 	p.mu.record = encodeRecord(record{node: p.cfg.NodeName, stamp: st, entries: es})
-	if m := encodeInlineMeta(st, es); len(m) <= memberlist.MetaMaxSize {
+	if m := appendMetaFields(encodeInlineMeta(st, es), p.cfg.Relay); len(m) <= memberlist.MetaMaxSize {
 		p.mu.meta, p.mu.external = m, false
 		return
 	}
-	p.mu.meta, p.mu.external = encodeExternalMeta(st), true
+	p.mu.meta, p.mu.external = appendMetaFields(encodeExternalMeta(st), p.cfg.Relay), true
 	if len(p.mu.record) > p.maxBroadcast {
 		if !p.mu.warned {
 			p.mu.warned = true

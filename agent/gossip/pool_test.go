@@ -543,3 +543,32 @@ func dumpPool(t *testing.T, p *Pool) {
 		t.Logf("%s sees %s: %+v", p.cfg.NodeName, name, *m)
 	}
 }
+
+// A node's relay address reaches the other nodes' views with its
+// holdings; a node without one shows none.
+func TestPoolRelayAddress(t *testing.T) {
+	rec := newRecorder(t)
+	n1 := startPool(t, rec, Config{NodeName: "n1", Bind: "127.0.0.1:0", Cluster: "run-9", Relay: "127.0.0.1:23001"})
+	n2 := startPool(t, rec, Config{NodeName: "n2", Bind: "127.0.0.1:0", Cluster: "run-9", Join: []string{n1.Addr()}})
+	n1.SetHolding("actor", Holding{Version: 4})
+	testutil.WaitFor(t, converge, "n2 sees n1's relay", func() error {
+		v := n2.View("actor")
+		relays := map[string]string{}
+		for _, n := range v.Nodes {
+			relays[n.Node] = n.Relay
+			if n.Node == "n1" && n.Version != 4 {
+				return fmt.Errorf("n1 holds %d in n2's view, want 4", n.Version)
+			}
+		}
+		if len(relays) != 2 || relays["n1"] != "127.0.0.1:23001" || relays["n2"] != "" {
+			return fmt.Errorf("relays %v", relays)
+		}
+		return nil
+	})
+	if v := n1.View("actor"); len(v.Nodes) == 0 || v.Nodes[0].Relay != "127.0.0.1:23001" {
+		t.Errorf("n1's own view: %+v", v.Nodes)
+	}
+	if _, err := Start(Config{NodeName: "x", Bind: "127.0.0.1:0", Relay: strings.Repeat("a", 300)}); err == nil {
+		t.Error("a 300-byte relay address was accepted")
+	}
+}

@@ -48,6 +48,9 @@ type NodeHolding struct {
 	StaleVersions int64     `json:"stale_versions"`
 	StaleSeconds  float64   `json:"stale_seconds"`
 	Alive         bool      `json:"alive"` // false: went away; listed for a while, not counted
+	// Relay is the address of the node's policy relay ("" when it has
+	// none or runs a version without relays).
+	Relay string `json:"relay,omitempty"`
 }
 
 // View returns the rollout status of policy across the pool. A member
@@ -61,9 +64,13 @@ func (p *Pool) View(policy string) View {
 		nh := NodeHolding{Node: name, Addr: m.addr, Alive: m.alive}
 		if name == p.cfg.NodeName {
 			h := p.mu.holdings[policy]
-			nh.Version, nh.Since = h.Version, h.Since
-		} else if e, ok := find(p.entriesLocked(name, m.meta), key); ok {
-			nh.Version, nh.Since = e.version, fromMillis(e.sinceMs)
+			nh.Version, nh.Since, nh.Relay = h.Version, h.Since, p.cfg.Relay
+		} else {
+			es, relay := p.entriesLocked(name, m.meta)
+			if e, ok := find(es, key); ok {
+				nh.Version, nh.Since = e.version, fromMillis(e.sinceMs)
+			}
+			nh.Relay = relay
 		}
 		nodes = append(nodes, nh)
 	}
@@ -74,22 +81,23 @@ func (p *Pool) View(policy string) View {
 // entriesLocked returns the holdings a member advertises: those of its
 // record when the record is newer than its meta (the broadcast outran
 // memberlist's), else those of its meta, or, when the meta holds only the
-// stamp, those of the record of the same boot even if it lags.
-func (p *Pool) entriesLocked(name string, metaBytes []byte) []entry {
+// stamp, those of the record of the same boot even if it lags. relay is
+// the relay address of the meta.
+func (p *Pool) entriesLocked(name string, metaBytes []byte) (_ []entry, relay string) {
 	m, err := decodeMeta(metaBytes)
 	if err != nil {
-		return nil
+		return nil, ""
 	}
 	r, ok := p.mu.records[name]
 	switch {
 	case ok && r.rec.stamp.newer(m.stamp):
-		return r.rec.entries
+		return r.rec.entries, m.relay
 	case !m.external:
-		return m.entries
+		return m.entries, m.relay
 	case ok && r.rec.stamp.boot == m.stamp.boot:
-		return r.rec.entries
+		return r.rec.entries, m.relay
 	}
-	return nil
+	return nil, m.relay
 }
 
 // summarize fills in the staleness and totals of a view; nodes carry Node,

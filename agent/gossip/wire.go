@@ -15,8 +15,10 @@ import (
 //	           version since (unix milliseconds, 0 = unknown)
 //	entries  = count entry*
 //
-//	meta     = 0x01 'i' boot seq entries         holdings inline
-//	         | 0x01 'x' boot seq                 holdings only in the record
+//	meta     = 0x01 'i' boot seq entries field*  holdings inline
+//	         | 0x01 'x' boot seq field*          holdings only in the record
+//	field    = tag:1 byte len bytes              optional, appended later:
+//	           'a' = the node's policy relay address (host:port)
 //	record   = ('r' | 'd') 0x01 len(node) node boot seq entries
 //	           'r' arrived by gossip and is passed on, 'd' was sent
 //	           directly to every member and is not
@@ -26,7 +28,10 @@ import (
 // the meta size does not depend on how long the names are. A 64-bit hash
 // makes a collision between the few policies of a run vanishingly
 // unlikely. Decoders ignore trailing bytes so later versions can append
-// fields; they reject a different leading version byte.
+// fields; they reject a different leading version byte. The meta's fields
+// are such an appendix: nodes that predate them stop reading after the
+// entries (or the stamp), and a decoder skips tags it does not know and
+// drops a truncated field without failing the meta.
 
 const (
 	wireVersion  = 0x01
@@ -34,6 +39,11 @@ const (
 	metaExternal = 'x'
 	msgRecord    = 'r'
 	msgDirect    = 'd'
+	fieldRelay   = 'a'
+
+	// maxRelayAddr bounds the relay address a meta carries (a host:port;
+	// a DNS name is at most 253 bytes).
+	maxRelayAddr = 260
 
 	// minEntrySize is the smallest encoded entry: the key and two one-byte
 	// varints. It bounds the count a decoder believes before allocating.
@@ -67,6 +77,7 @@ type meta struct {
 	stamp    stamp
 	external bool
 	entries  []entry // when !external
+	relay    string  // policy relay address, "" if the node has none
 }
 
 // record carries the holdings of a node whose holdings do not fit its meta.
@@ -147,6 +158,32 @@ func encodeExternalMeta(s stamp) []byte {
 	b := []byte{wireVersion, metaExternal}
 	b = binary.AppendUvarint(b, s.boot)
 	return binary.AppendUvarint(b, s.seq)
+}
+
+// appendMetaFields appends the optional fields of a meta.
+func appendMetaFields(b []byte, relay string) []byte {
+	if relay == "" {
+		return b
+	}
+	b = append(b, fieldRelay)
+	b = binary.AppendUvarint(b, uint64(len(relay)))
+	return append(b, relay...)
+}
+
+// metaFields reads the optional fields that follow a meta's entries into
+// m. A field cut short ends the reading without an error: the rest of the
+// meta is good, and what follows may be a later version's appendix.
+func metaFields(r *reader, m *meta) {
+	for r.err == nil && len(r.b) > 0 {
+		tag := r.byte()
+		v := r.bytes(r.uvarint())
+		if r.err != nil {
+			return
+		}
+		if tag == fieldRelay && len(v) <= maxRelayAddr {
+			m.relay = string(v)
+		}
+	}
 }
 
 func encodeRecord(r record) []byte {
@@ -261,6 +298,7 @@ func decodeMeta(b []byte) (meta, error) {
 	if r.err != nil {
 		return meta{}, r.err
 	}
+	metaFields(&r, &m)
 	return m, nil
 }
 

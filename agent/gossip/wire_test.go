@@ -185,3 +185,30 @@ func FuzzDecodeState(f *testing.F) {
 		}
 	})
 }
+
+// The relay address rides after the entries: it decodes back, a meta
+// without it (an older node's) decodes with none, unknown fields before
+// it are skipped, and a field cut short leaves the rest of the meta good.
+func TestMetaRelayField(t *testing.T) {
+	st := stamp{boot: 7, seq: 3}
+	es := sampleEntries(2)
+	inline := appendMetaFields(encodeInlineMeta(st, es), "10.0.0.7:23001")
+	m, err := decodeMeta(inline)
+	if err != nil || m.relay != "10.0.0.7:23001" || !reflect.DeepEqual(m.entries, es) || m.stamp != st {
+		t.Fatalf("inline meta with relay: %+v, %v", m, err)
+	}
+	ext := appendMetaFields(encodeExternalMeta(st), "[::1]:23002")
+	if m, err := decodeMeta(ext); err != nil || !m.external || m.relay != "[::1]:23002" {
+		t.Fatalf("external meta with relay: %+v, %v", m, err)
+	}
+	if m, err := decodeMeta(encodeInlineMeta(st, es)); err != nil || m.relay != "" {
+		t.Fatalf("meta without relay: %+v, %v", m, err)
+	}
+	unknown := append(encodeInlineMeta(st, es), 'z', 2, 'x', 'y')
+	if m, err := decodeMeta(appendMetaFields(unknown, "h:1")); err != nil || m.relay != "h:1" {
+		t.Fatalf("relay after an unknown field: %+v, %v", m, err)
+	}
+	if m, err := decodeMeta(inline[:len(inline)-3]); err != nil || m.relay != "" || len(m.entries) != 2 {
+		t.Fatalf("truncated relay field: %+v, %v", m, err)
+	}
+}
