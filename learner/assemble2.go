@@ -25,7 +25,9 @@ import (
 //     network twice;
 //  2. the versions in the node's cache, by hash (a delta's unchanged
 //     chunks on a node that holds the base);
-//  3. the topic, read by offset (the chunks a node lacks, wherever they
+//  3. the peers of the node's pool, when the subscriber has a ChunkSource
+//     (peers.go);
+//  4. the topic, read by offset (the chunks a node lacks, wherever they
 //     are: the base's records or older ones).
 //
 // Every chunk is checked against its xxh3-128 as it is taken; a local or
@@ -199,6 +201,11 @@ func (s *Subscriber) assemble2(ctx context.Context, cl *kgo.Client, m Manifest, 
 		}
 	}
 	s.addStats(0, reused)
+	if len(missing) > 0 && s.cfg.Peers != nil {
+		if missing, err = s.fromPeers(ctx, m, missing, f, positions); err != nil {
+			return nil, err
+		}
+	}
 	if len(missing) > 0 {
 		err := s.fetchRecords(ctx, cl, m, missing, func(off int64, value []byte) error {
 			for _, i := range missing[off] {

@@ -44,6 +44,14 @@ type SubscriberConfig struct {
 	// dialer or a logger. Producer and consumer options are ignored; the
 	// subscriber sets its own.
 	ClientOpts []kgo.Opt
+	// Peers, if set, supplies the chunks of format 2 versions before the
+	// topic does, and the subscriber then watches the topic's manifests
+	// instead of streaming every record (see ChunkSource). Format 1
+	// versions still come whole from the topic.
+	Peers ChunkSource
+	// PollInterval is how often a subscriber with Peers looks for a new
+	// manifest. Default 250ms.
+	PollInterval time.Duration
 }
 
 // Validate fills defaults and reports the first invalid field.
@@ -62,6 +70,9 @@ func (c *SubscriberConfig) Validate() error {
 	}
 	if c.RetryInterval <= 0 {
 		c.RetryInterval = time.Second
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = defaultPollInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -230,7 +241,11 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	defer s.dropSpool()
 	for ctx.Err() == nil {
 		pos, ok, err := s.catchUp(ctx, cl)
-		if err == nil && ok {
+		switch {
+		case err != nil || !ok:
+		case s.cfg.Peers != nil:
+			err = s.watch(ctx, cl, pos)
+		default:
 			err = s.follow(ctx, cl, pos)
 		}
 		if ctx.Err() != nil {
