@@ -59,7 +59,9 @@ type Config struct {
 	// Relay is the host:port of this node's policy relay (agents serve
 	// the policy chunks they hold to each other there), advertised in
 	// the node's meta and shown in View as NodeHolding.Relay. Empty: the
-	// node does not relay. At most 260 bytes.
+	// node does not relay. ":port" (a relay on all interfaces) is
+	// completed with the host of the node's gossip address. At most 260
+	// bytes.
 	Relay string
 
 	// Logger receives the package's own logs; memberlist's log lines are

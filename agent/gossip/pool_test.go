@@ -545,11 +545,13 @@ func dumpPool(t *testing.T, p *Pool) {
 }
 
 // A node's relay address reaches the other nodes' views with its
-// holdings; a node without one shows none.
+// holdings; a node without one shows none; one advertised as ":port" gets
+// the host of the node's gossip address.
 func TestPoolRelayAddress(t *testing.T) {
 	rec := newRecorder(t)
 	n1 := startPool(t, rec, Config{NodeName: "n1", Bind: "127.0.0.1:0", Cluster: "run-9", Relay: "127.0.0.1:23001"})
 	n2 := startPool(t, rec, Config{NodeName: "n2", Bind: "127.0.0.1:0", Cluster: "run-9", Join: []string{n1.Addr()}})
+	startPool(t, rec, Config{NodeName: "n3", Bind: "127.0.0.1:0", Cluster: "run-9", Join: []string{n1.Addr()}, Relay: ":23003"})
 	n1.SetHolding("actor", Holding{Version: 4})
 	testutil.WaitFor(t, converge, "n2 sees n1's relay", func() error {
 		v := n2.View("actor")
@@ -560,7 +562,7 @@ func TestPoolRelayAddress(t *testing.T) {
 				return fmt.Errorf("n1 holds %d in n2's view, want 4", n.Version)
 			}
 		}
-		if len(relays) != 2 || relays["n1"] != "127.0.0.1:23001" || relays["n2"] != "" {
+		if len(relays) != 3 || relays["n1"] != "127.0.0.1:23001" || relays["n2"] != "" || relays["n3"] != "127.0.0.1:23003" {
 			return fmt.Errorf("relays %v", relays)
 		}
 		return nil

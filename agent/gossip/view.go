@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -64,13 +65,13 @@ func (p *Pool) View(policy string) View {
 		nh := NodeHolding{Node: name, Addr: m.addr, Alive: m.alive}
 		if name == p.cfg.NodeName {
 			h := p.mu.holdings[policy]
-			nh.Version, nh.Since, nh.Relay = h.Version, h.Since, p.cfg.Relay
+			nh.Version, nh.Since, nh.Relay = h.Version, h.Since, relayAddr(p.cfg.Relay, p.addr)
 		} else {
 			es, relay := p.entriesLocked(name, m.meta)
 			if e, ok := find(es, key); ok {
 				nh.Version, nh.Since = e.version, fromMillis(e.sinceMs)
 			}
-			nh.Relay = relay
+			nh.Relay = relayAddr(relay, m.addr)
 		}
 		nodes = append(nodes, nh)
 	}
@@ -98,6 +99,20 @@ func (p *Pool) entriesLocked(name string, metaBytes []byte) (_ []entry, relay st
 		return r.rec.entries, m.relay
 	}
 	return nil, m.relay
+}
+
+// relayAddr completes a relay address advertised without a host
+// (":port", a relay listening on all interfaces) with the host of the
+// node's gossip address.
+func relayAddr(relay, gossipAddr string) string {
+	if !strings.HasPrefix(relay, ":") {
+		return relay
+	}
+	host, _, err := net.SplitHostPort(gossipAddr)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, relay[1:])
 }
 
 // summarize fills in the staleness and totals of a view; nodes carry Node,
