@@ -75,6 +75,8 @@ func (l *Lake) Commit(ctx context.Context, entries []catalog.Entry, types Types,
 				name = TableName(o.Measurement)
 			case lake.KindDeadLetter:
 				name = DLQ
+			case lake.KindRaw:
+				name = rawKey(e.Topic)
 			default:
 				continue
 			}
@@ -98,7 +100,8 @@ func (l *Lake) Commit(ctx context.Context, entries []catalog.Entry, types Types,
 // commitTable adds files to one table in one snapshot, rebuilding it on
 // the new current snapshot when another commit wins the race.
 func (l *Lake) commitTable(ctx context.Context, name string, files []file, types Types) error {
-	dlq := name == DLQ
+	// Dead letters and raw records have fixed columns: no schema evolution.
+	dlq := name == DLQ || isRaw(name)
 	for attempt := 0; ; attempt++ {
 		c, err := l.table(ctx, name, dlq, attempt > 0)
 		if err != nil {
@@ -134,7 +137,7 @@ func (l *Lake) commitTable(ctx context.Context, name string, files []file, types
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("iceberg: cannot commit %d files to %s.%s: %w", len(todo), Namespace, name, err)
+			return fmt.Errorf("iceberg: cannot commit %d files to %s: %w", len(todo), strings.Join(identOf(name), "."), err)
 		}
 		l.mu.Lock()
 		nc := &cached{tbl: tbl, snap: -1}

@@ -7,7 +7,10 @@
 // The catalog is iceberg-go's SQL catalog: a SQLite file (sqlite:PATH,
 // through the pure-Go modernc.org/sqlite driver) or PostgreSQL
 // (postgres://...). Namespace telemetry holds one table per measurement and
-// the table dlq (the sink's dead letters). A measurement table has the
+// the table dlq (the sink's dead letters); namespace raw holds one table
+// per topic the sink keeps raw (raw.<topic>: _partition, _offset,
+// timestamp, key, value, headers, partitioned by day(timestamp)), whose
+// objects are added with the same watermarks as telemetry's. A measurement table has the
 // columns time (timestamptz, microseconds, UTC), _partition, _offset,
 // _time_ns, run, then one column per tag (string) and per field (double,
 // long, boolean, string; an unsigned field is a long), and is partitioned by
@@ -52,7 +55,7 @@
 //
 // Compaction does not rewrite the tables: a sink with an Iceberg catalog
 // does not compact, and `simtel lake compact` must not run on such a lake.
-// Raw topics are not published. Objects replaced by a compaction before
+// Objects replaced by a compaction before
 // Iceberg was turned on are not added (their rows are missing from the
 // tables).
 package iceberg

@@ -216,15 +216,15 @@ func (l *Lake) table(ctx context.Context, name string, dlq, fresh bool) (*cached
 	if c != nil && !fresh {
 		return c, nil
 	}
-	tbl, err := l.cat.LoadTable(ctx, Ident(name))
+	tbl, err := l.cat.LoadTable(ctx, identOf(name))
 	if errors.Is(err, icat.ErrNoSuchTable) {
 		tbl, err = l.create(ctx, name, dlq)
 		if errors.Is(err, icat.ErrTableAlreadyExists) {
-			tbl, err = l.cat.LoadTable(ctx, Ident(name)) // another sink made it meanwhile
+			tbl, err = l.cat.LoadTable(ctx, identOf(name)) // another sink made it meanwhile
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: table %s.%s: %w", Namespace, name, err)
+		return nil, fmt.Errorf("iceberg: table %s: %w", strings.Join(identOf(name), "."), err)
 	}
 	nc := &cached{tbl: tbl, snap: -1}
 	if c != nil {
@@ -239,6 +239,9 @@ func (l *Lake) table(ctx context.Context, name string, dlq, fresh bool) (*cached
 // create makes a table: the fixed columns, partitioned by run and
 // day(time) (the dead letters by day(timestamp)), with a name mapping.
 func (l *Lake) create(ctx context.Context, name string, dlq bool) (*table.Table, error) {
+	if topic, ok := rawTopic(name); ok {
+		return l.createRaw(ctx, topic)
+	}
 	var sch *iceberg.Schema
 	var opts []iceberg.PartitionOption
 	if dlq {

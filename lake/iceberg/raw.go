@@ -1,0 +1,100 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/apache/iceberg-go"
+	icat "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/simtel/simtel/lake"
+)
+
+// RawNamespace holds one table per raw topic: the records of a topic the
+// sink does not decode, as they came (lake.KindRaw objects).
+const RawNamespace = "raw"
+
+// rawPrefix marks the key of a raw table among the names of Namespace's
+// tables (the package's cache and commit plans are keyed by name): a
+// measurement name never starts with a NUL byte.
+const rawPrefix = "\x00"
+
+// rawKey is the key of the raw table of topic.
+func rawKey(topic string) string { return rawPrefix + topic }
+
+// rawTopic is the topic of a raw table's key.
+func rawTopic(key string) (string, bool) { return strings.CutPrefix(key, rawPrefix) }
+
+func isRaw(key string) bool { return strings.HasPrefix(key, rawPrefix) }
+
+// identOf is the identifier of the table of a key: Namespace.<name> or
+// RawNamespace.<topic>.
+func identOf(key string) table.Identifier {
+	if t, ok := rawTopic(key); ok {
+		return RawIdent(t)
+	}
+	return Ident(key)
+}
+
+// RawIdent is the identifier of the raw table of a topic. Kafka topic
+// names are [A-Za-z0-9._-], all legal in a table name; a name with a dot
+// needs quoting in SQL engines (raw."my.topic").
+func RawIdent(topic string) table.Identifier { return table.Identifier{RawNamespace, topic} }
+
+// LoadRaw loads the raw table of a topic.
+func (l *Lake) LoadRaw(ctx context.Context, topic string) (*table.Table, error) {
+	tbl, err := l.cat.LoadTable(ctx, RawIdent(topic))
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: cannot load table %s.%s: %w", RawNamespace, topic, err)
+	}
+	return tbl, nil
+}
+
+// rawSchema is the schema of a raw table: lake/schema.RawRow's columns,
+// with field ids.
+func rawSchema() *iceberg.Schema {
+	return iceberg.NewSchema(0,
+		iceberg.NestedField{ID: 1, Name: "_partition", Type: iceberg.PrimitiveTypes.Int32, Required: true},
+		iceberg.NestedField{ID: 2, Name: "_offset", Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		iceberg.NestedField{ID: 3, Name: "timestamp", Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
+		iceberg.NestedField{ID: 4, Name: "key", Type: iceberg.PrimitiveTypes.Binary},
+		iceberg.NestedField{ID: 5, Name: "value", Type: iceberg.PrimitiveTypes.Binary},
+		iceberg.NestedField{ID: 6, Name: "headers", Required: true, Type: &iceberg.ListType{
+			ElementID:       7,
+			ElementRequired: true,
+			Element: &iceberg.StructType{FieldList: []iceberg.NestedField{
+				{ID: 8, Name: "key", Type: iceberg.PrimitiveTypes.String, Required: true},
+				{ID: 9, Name: "value", Type: iceberg.PrimitiveTypes.Binary, Required: true},
+			}},
+		}},
+	)
+}
+
+// createRaw makes the raw table of a topic (and the namespace, the first
+// time), partitioned by day(timestamp) as the objects are by date=.
+func (l *Lake) createRaw(ctx context.Context, topic string) (*table.Table, error) {
+	err := l.cat.CreateNamespace(ctx, table.Identifier{RawNamespace}, iceberg.Properties{"comment": "simtel raw topics, one table per topic"})
+	if err != nil && !errors.Is(err, icat.ErrNamespaceAlreadyExists) {
+		return nil, fmt.Errorf("cannot create namespace %s: %w", RawNamespace, err)
+	}
+	sch := rawSchema()
+	spec, err := iceberg.NewPartitionSpecOpts(iceberg.AddPartitionFieldBySourceID(3, "timestamp_day", iceberg.DayTransform{}, sch, nil))
+	if err != nil {
+		return nil, err
+	}
+	mapping, err := nameMapping(sch)
+	if err != nil {
+		return nil, err
+	}
+	return l.cat.CreateTable(ctx, RawIdent(topic), sch,
+		icat.WithLocation(l.root+"/_iceberg/"+RawNamespace+"/"+lake.EscapeSegment(topic)),
+		icat.WithPartitionSpec(&spec),
+		icat.WithProperties(iceberg.Properties{
+			"format-version":            "2",
+			table.DefaultNameMappingKey: mapping,
+			"simtel.kind":               lake.KindRaw,
+		}))
+}
