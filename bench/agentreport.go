@@ -105,8 +105,8 @@ func agentVerdict(res *AgentLoadResult) string {
 }
 
 // RenderAgentResults renders the README's agent results: the latest run's
-// table, notes on what went wrong, the commands, and the list of runs in
-// resultsDir (relative to the README).
+// table, notes on what went wrong, the commands, and how many earlier runs
+// resultsDir (relative to the README) holds.
 func RenderAgentResults(latest *AgentRun, resultsDir string, history []*AgentRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Latest run: `%s` (%s), %s, by `%s`.\n\n", latest.ID, latest.Date, latest.Host, latest.Command)
@@ -162,32 +162,9 @@ func RenderAgentResults(latest *AgentRun, resultsDir string, history []*AgentRun
 		TargetCPUPctPer10k, TargetCPUPctPer10k, TargetRSSMiB)
 	writeNotes(&b, notes)
 	writeCommands(&b, latest.Steps, func(st AgentStep) (string, string) { return st.Label, st.Command })
-	if len(history) > 0 {
-		fmt.Fprintf(&b, "\nAll runs (`%s/`; per step: CPU %% of one core per 10k lines/s, peak RSS MiB):\n\n", resultsDir)
-		b.WriteString("| run | steps | all targets met |\n|---|---|---|\n")
-		for _, r := range history {
-			var parts []string
-			ok := len(r.Steps) > 0
-			for _, st := range r.Steps {
-				res := st.Result
-				if res == nil || st.Error != "" {
-					parts = append(parts, st.Label+" failed")
-					ok = false
-					continue
-				}
-				p := fmt.Sprintf("%s %s", res.Settings.Transport, fmtShortRate(res.Settings.Rate))
-				if a := res.Agent; a != nil {
-					p += fmt.Sprintf(" %s%%, %.0f MiB", fmtPct(a.CPUPctPer10k), max(a.PeakMiB, a.RSSMaxMiB))
-				}
-				parts = append(parts, p)
-				ok = ok && agentVerdict(res) == "✓"
-			}
-			yes := "no"
-			if ok {
-				yes = "yes"
-			}
-			fmt.Fprintf(&b, "| [%s](%s/%s.json) | %s | %s |\n", r.ID, resultsDir, r.ID, strings.Join(parts, "; "), yes)
-		}
+	// Earlier runs stay in their JSON files; the README shows today's.
+	if len(history) > 1 {
+		fmt.Fprintf(&b, "\nEarlier runs: %d more in `%s/`, each with its figures and commands.\n", len(history)-1, resultsDir)
 	}
 	return b.String()
 }
@@ -275,17 +252,4 @@ func fmtShare(part, whole int64) string {
 		return fmt.Sprintf("%.1f%%", math.Floor(p*10)/10)
 	}
 	return fmt.Sprintf("%.2f%%", p)
-}
-
-// fmtShortRate is 10k, 1M: a rate as a step's name.
-func fmtShortRate(r float64) string {
-	switch {
-	case r == 0:
-		return "unpaced"
-	case r >= 1e6 && math.Mod(r, 1e6) == 0:
-		return fmt.Sprintf("%.0fM", r/1e6)
-	case r >= 1e3 && math.Mod(r, 1e3) == 0:
-		return fmt.Sprintf("%.0fk", r/1e3)
-	}
-	return fmt.Sprintf("%.0f", r)
 }

@@ -66,7 +66,9 @@ func sampleAgentRun() *AgentRun {
 
 func TestRenderAgentResults(t *testing.T) {
 	r := sampleAgentRun()
-	out := RenderAgentResults(r, "results/agent-cost", []*AgentRun{r})
+	earlier := sampleAgentRun()
+	earlier.ID = "2026-11-28-150000"
+	out := RenderAgentResults(r, "results/agent-cost", []*AgentRun{earlier, r})
 	wantAll(t, "rendered agent results", out,
 		"Latest run: `2026-11-29-150000` (2026-11-29T15:00:00Z), 2 CPUs, by `bench/agent-cost.sh`.",
 		"| udp | 10,000 | 10,000 | 4.6 | 4.60 | 4.69 | 26.3 (14.2) | 28.3 | 59,998 / 59,998 | 100% | 70% | ✗ CPU |",
@@ -77,8 +79,11 @@ func TestRenderAgentResults(t *testing.T) {
 		"http 1M lines/s: 7 requests answered 503",
 		"**tcp 10k lines/s failed**: `exit status 1: agent pid 5: process is gone`",
 		"simtel agent --listen-udp :1 &\nsimtel bench agent --rate 10000\n# udp 1M lines/s\nsimtel bench agent --rate 1000000\n",
-		"| [2026-11-29-150000](results/agent-cost/2026-11-29-150000.json) | udp 10k 4.60%, 28 MiB; udp 1M 1.45%, 105 MiB; http 1M 0.89%, 212 MiB; tcp 10k lines/s failed | no |",
+		"Earlier runs: 1 more in `results/agent-cost/`",
 	)
+	if strings.Contains(out, earlier.ID) {
+		t.Errorf("an earlier run is listed in the README's results:\n%s", out)
+	}
 	// The server commands, shown once for every step that shares them.
 	if n := strings.Count(out, "simtel broker &"); n != 1 {
 		t.Errorf("the broker command is shown %d times, want once", n)

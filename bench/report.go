@@ -29,7 +29,7 @@ func ReplaceResults(doc, section string) (string, error) {
 
 // RenderResults renders the README section: the latest run's figures, its
 // chart (chartPath, relative to the README), the commands that made them,
-// and one line per run of history (oldest first, latest included).
+// and how many earlier runs history holds (latest included).
 func RenderResults(latest *Run, chartPath string, history []*Run) string {
 	s := latest.Summary
 	var b strings.Builder
@@ -92,19 +92,9 @@ func RenderResults(latest *Run, chartPath string, history []*Run) string {
 	}
 	writeCommands(&b, latest.Steps, func(st Step) (string, string) { return st.Label, st.Command })
 
-	if len(history) > 0 {
-		b.WriteString("\nAll runs (`bench/results/`):\n\n")
-		b.WriteString("| run | simtel msgs/s | simtel MB/s | p50 / p99 / p999 ms | paced p50 / p99 / p999 ms @ msgs/s | JetStream msgs/s | ratio | JetStream always msgs/s | ratio | disk MB/s | fraction | consume raw MB/s | consume poll MB/s |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-		for _, r := range history {
-			h := r.Summary
-			fmt.Fprintf(&b, "| %s | %s | %s | %s / %s / %s | %s / %s / %s @ %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-				r.ID, fmtCount(h.ProduceMsgsPerS), fmtMB(h.ProduceMBPerS),
-				fmtMS(h.ProduceP50MS), fmtMS(h.ProduceP99MS), fmtMS(h.ProduceP999MS),
-				fmtMS(h.PacedP50MS), fmtMS(h.PacedP99MS), fmtMS(h.PacedP999MS), fmtCount(h.PacedRate),
-				fmtCount(h.JSMsgsPerS), fmtRatio(h.Ratio), fmtCount(h.JSAlwaysMsgsPerS), fmtRatio(h.RatioAlways),
-				fmtMB(h.DiskSeqMBPerS), fmtFraction(h.DiskFraction), fmtMB(h.ConsumeRawMBPS), fmtMB(h.ConsumeMBPS))
-		}
+	// Earlier runs stay in their JSON files; the README shows today's.
+	if len(history) > 1 {
+		fmt.Fprintf(&b, "\nEarlier runs: %d more in `bench/results/`, each with its figures and commands.\n", len(history)-1)
 	}
 	return b.String()
 }
@@ -147,13 +137,6 @@ func fmtRatio(v float64) string {
 		return fmt.Sprintf("%.2f×", v)
 	}
 	return fmt.Sprintf("%.0f×", v)
-}
-
-func fmtFraction(v float64) string {
-	if v == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f", v)
 }
 
 // PublishConfig says where Publish puts a finished run.

@@ -103,15 +103,20 @@ func TestSummarize(t *testing.T) {
 
 func TestRenderResults(t *testing.T) {
 	r := sampleRun(t)
-	md := RenderResults(r, "results/x.svg", []*Run{r})
+	earlier := sampleRun(t)
+	earlier.ID = "2025-01-01-030405"
+	md := RenderResults(r, "results/x.svg", []*Run{earlier, r})
 	wantAll(t, "rendered results", md,
 		"**300,000 msgs/s**", "**307 MB/s**", "2.50 / 9.00 / 15.00 ms", "147,680 msgs/s", "2.03×", "50×",
 		"400 MB/s", "0.77", "1,100 MB/s", "450 MB/s", "![throughput and latency of run 2025-01-02-030405](results/x.svg)",
-		"simtel bench produce --acks all", "| 2025-01-02-030405 | 300,000 |",
+		"simtel bench produce --acks all", "Earlier runs: 1 more in `bench/results/`",
 		"paced at 150,000 msgs/s | 0.800 / 3.00 / 5.00 ms",
 		"| simtel produce, last 3 s of the run | 200,000 msgs/s, 205 MB/s |", "sustained (last 3 s of a longer run) | 320 MB/s |",
 		"÷ sustained disk fdatasync bandwidth | 0.64 |",
 	)
+	if strings.Contains(md, earlier.ID) {
+		t.Errorf("an earlier run is listed in the README's results:\n%s", md)
+	}
 }
 
 func TestChartSVGIsWellFormed(t *testing.T) {
