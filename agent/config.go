@@ -85,6 +85,19 @@ type Config struct {
 	GossipJoin   []string
 	GossipFast   bool
 
+	// PolicyRelayListen enables the peer relay (relay.go): the agent
+	// serves the policy chunks it holds to the other agents of its gossip
+	// pool on this host:port, and fetches new versions' chunks from them
+	// before the brokers. It needs GossipListen and PolicyRelayKey, a
+	// file holding the pool's shared secret (at least 16 bytes).
+	// PolicyRelaySeeds nodes per version fetch from the brokers at once
+	// (default 2); the others wait up to PolicyRelayWait × (1 +
+	// rank/nodes) for a peer to hold it (default 10s).
+	PolicyRelayListen string
+	PolicyRelayKey    string
+	PolicyRelaySeeds  int
+	PolicyRelayWait   time.Duration
+
 	// JobUID is SLURM_JOB_UID, which helps the collector find the job's
 	// cgroup when several slurmd share a host.
 	JobUID string
@@ -174,6 +187,24 @@ func (c *Config) Validate() error {
 	}
 	if c.PolicyKeep <= 0 {
 		c.PolicyKeep = 3
+	}
+	if c.PolicyRelayListen != "" {
+		switch {
+		case c.GossipListen == "":
+			return errors.New("--policy-relay-listen needs --gossip-listen: peers find each other's relays through the gossip pool")
+		case c.PolicyRelayKey == "":
+			return errors.New("--policy-relay-listen needs --policy-relay-key FILE, the pool's shared secret")
+		case c.PolicyRelaySeeds < 0:
+			return fmt.Errorf("policy relay seeds %d is negative", c.PolicyRelaySeeds)
+		case c.PolicyRelayWait < 0:
+			return fmt.Errorf("policy relay wait %v is negative", c.PolicyRelayWait)
+		}
+		if c.PolicyRelaySeeds == 0 {
+			c.PolicyRelaySeeds = 2
+		}
+		if c.PolicyRelayWait == 0 {
+			c.PolicyRelayWait = 10 * time.Second
+		}
 	}
 	if c.CollectInterval == 0 {
 		c.CollectInterval = 10 * time.Second

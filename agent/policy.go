@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -33,8 +34,9 @@ import (
 // any agent can say how far a rollout has got.
 
 type policyState struct {
-	subs map[string]*learner.Subscriber
-	pool *gossip.Pool
+	subs  map[string]*learner.Subscriber
+	pool  *gossip.Pool
+	relay *relay // nil: no peer relay
 
 	pubOnce   sync.Once
 	pubClient *kgo.Client
@@ -62,6 +64,22 @@ func infoOf(m learner.Manifest, path string) policyInfo {
 func (a *Agent) startPolicies(ctx context.Context, wg *sync.WaitGroup) error {
 	ps := &policyState{subs: map[string]*learner.Subscriber{}}
 	a.policies = ps
+	var relayL net.Listener
+	var relayAddr string
+	if a.cfg.PolicyRelayListen != "" {
+		key, err := readRelayKey(a.cfg.PolicyRelayKey)
+		if err != nil {
+			return err
+		}
+		if relayL, err = net.Listen("tcp", a.cfg.PolicyRelayListen); err != nil {
+			return fmt.Errorf("cannot listen for the policy relay: %w", err)
+		}
+		relayAddr = relayL.Addr().String()
+		if host, port, _ := net.SplitHostPort(relayAddr); net.ParseIP(host).IsUnspecified() {
+			relayAddr = ":" + port // peers use the host of the gossip address
+		}
+		ps.relay = newRelay(&a.cfg, key, a.log.With("part", "relay"))
+	}
 	if a.cfg.GossipListen != "" {
 		cluster := a.cfg.Tags.Run
 		if cluster == "" {
@@ -72,13 +90,23 @@ func (a *Agent) startPolicies(ctx context.Context, wg *sync.WaitGroup) error {
 			Bind:     a.cfg.GossipListen,
 			Join:     a.cfg.GossipJoin,
 			Cluster:  cluster,
+			Relay:    relayAddr,
 			Logger:   a.log.With("part", "gossip"),
 			Fast:     a.cfg.GossipFast,
 		})
 		if err != nil {
+			if relayL != nil {
+				relayL.Close()
+			}
 			return fmt.Errorf("cannot start gossip on %s: %w", a.cfg.GossipListen, err)
 		}
 		ps.pool = pool
+	}
+	if ps.relay != nil {
+		ps.relay.pool = ps.pool
+		ps.relay.serve(relayL)
+		a.log.Info("policy relay serving", "listen", relayL.Addr().String(), "advertised", relayAddr,
+			"seeds", a.cfg.PolicyRelaySeeds, "wait", a.cfg.PolicyRelayWait)
 	}
 	var keys []ed25519.PublicKey
 	if a.cfg.PolicyTrustedKeys != "" {
@@ -96,7 +124,7 @@ func (a *Agent) startPolicies(ctx context.Context, wg *sync.WaitGroup) error {
 		a.log.Info("policy versions must be signed", "keys", ids)
 	}
 	for _, name := range a.cfg.Policies {
-		sub, err := learner.NewSubscriber(learner.SubscriberConfig{
+		sc := learner.SubscriberConfig{
 			Brokers:     a.cfg.Brokers,
 			ClientOpts:  a.cfg.ClientOpts,
 			Policy:      name,
@@ -104,7 +132,11 @@ func (a *Agent) startPolicies(ctx context.Context, wg *sync.WaitGroup) error {
 			Keep:        a.cfg.PolicyKeep,
 			TrustedKeys: keys,
 			Logger:      a.log.With("part", "policy", "policy", name),
-		})
+		}
+		if ps.relay != nil {
+			sc.Peers = ps.relay
+		}
+		sub, err := learner.NewSubscriber(sc)
 		if err != nil {
 			return fmt.Errorf("cannot subscribe to policy %q: %w", name, err)
 		}
@@ -143,6 +175,9 @@ func (a *Agent) followPolicy(ctx context.Context, name string, sub *learner.Subs
 func (a *Agent) stopPolicies() {
 	if a.policies == nil {
 		return
+	}
+	if a.policies.relay != nil {
+		a.policies.relay.close()
 	}
 	if a.policies.pool != nil {
 		_ = a.policies.pool.Close()
@@ -269,10 +304,19 @@ var (
 	descPolicyRecv     = prometheus.NewDesc("simtel_agent_policy_received_bytes_total", "Policy record bytes received from the brokers.", []string{"policy"}, nil)
 	descPolicyReused   = prometheus.NewDesc("simtel_agent_policy_reused_bytes_total", "Chunk bytes of new versions taken from versions already on this node (deltas).", []string{"policy"}, nil)
 	descPolicyPoolNode = prometheus.NewDesc("simtel_agent_policy_pool_nodes", "Nodes of the gossip pool by the version they hold.", []string{"policy", "version"}, nil)
+
+	descPeerBytes    = prometheus.NewDesc("simtel_agent_policy_peer_bytes_total", "Chunk bytes of new versions received from peers of the pool (relay); received_bytes_total counts those from the brokers.", []string{"policy"}, nil)
+	descPeerChunks   = prometheus.NewDesc("simtel_agent_policy_peer_chunks_total", "Chunks of new versions received from peers of the pool.", []string{"policy"}, nil)
+	descPeerCorrupt  = prometheus.NewDesc("simtel_agent_policy_peer_corrupt_chunks_total", "Chunks from peers that did not match the signed manifest (the peer is avoided for a minute).", []string{"policy"}, nil)
+	descPeerErrors   = prometheus.NewDesc("simtel_agent_policy_peer_errors_total", "Chunk requests to peers that failed: refused, not found, gone or timed out.", []string{"policy"}, nil)
+	descRelayChunks  = prometheus.NewDesc("simtel_agent_policy_relay_served_chunks_total", "Chunks this node's relay served to peers.", []string{"policy"}, nil)
+	descRelayBytes   = prometheus.NewDesc("simtel_agent_policy_relay_served_bytes_total", "Chunk bytes this node's relay served to peers.", []string{"policy"}, nil)
+	descRelayRefused = prometheus.NewDesc("simtel_agent_policy_relay_refused_total", "Relay requests refused: not signed with the pool's key.", nil, nil)
 )
 
 func (c *policyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPolicyVersion, descPolicyStaleV, descPolicyStaleS, descPolicyCorrupt, descPolicyFetched, descPolicyPoolNode, descPolicyUntrust, descPolicyRecv, descPolicyReused} {
+	for _, d := range []*prometheus.Desc{descPolicyVersion, descPolicyStaleV, descPolicyStaleS, descPolicyCorrupt, descPolicyFetched, descPolicyPoolNode, descPolicyUntrust, descPolicyRecv, descPolicyReused,
+		descPeerBytes, descPeerChunks, descPeerCorrupt, descPeerErrors, descRelayChunks, descRelayBytes, descRelayRefused} {
 		ch <- d
 	}
 }
@@ -308,5 +352,17 @@ func (c *policyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPolicyUntrust, prometheus.CounterValue, float64(st.Untrusted), name)
 		ch <- prometheus.MustNewConstMetric(descPolicyRecv, prometheus.CounterValue, float64(st.Received), name)
 		ch <- prometheus.MustNewConstMetric(descPolicyReused, prometheus.CounterValue, float64(st.Reused), name)
+		if ps.relay != nil {
+			rs := ps.relay.stats[name]
+			ch <- prometheus.MustNewConstMetric(descPeerBytes, prometheus.CounterValue, float64(rs.peerBytes.Load()), name)
+			ch <- prometheus.MustNewConstMetric(descPeerChunks, prometheus.CounterValue, float64(rs.peerChunks.Load()), name)
+			ch <- prometheus.MustNewConstMetric(descPeerCorrupt, prometheus.CounterValue, float64(rs.peerCorrupt.Load()), name)
+			ch <- prometheus.MustNewConstMetric(descPeerErrors, prometheus.CounterValue, float64(rs.peerErrors.Load()), name)
+			ch <- prometheus.MustNewConstMetric(descRelayChunks, prometheus.CounterValue, float64(rs.servedChunks.Load()), name)
+			ch <- prometheus.MustNewConstMetric(descRelayBytes, prometheus.CounterValue, float64(rs.servedBytes.Load()), name)
+		}
+	}
+	if ps.relay != nil {
+		ch <- prometheus.MustNewConstMetric(descRelayRefused, prometheus.CounterValue, float64(ps.relay.refused.Load()))
 	}
 }

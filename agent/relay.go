@@ -1,0 +1,616 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/simtel/simtel/agent/gossip"
+	"github.com/simtel/simtel/learner"
+)
+
+// Peer relay. The agents of a gossip pool serve the chunks of the policy
+// versions they hold to each other on a port of their own
+// (--policy-relay-listen), and a node fetches each chunk of a new version
+// it lacks from a peer that holds the version before it asks the brokers:
+//
+//	GET /v1/relay/<policy>/<version>/<xxh3-128 of the chunk>
+//	Authorization: Simtel-Relay <hex HMAC-SHA256(pool key, "GET " + path)>
+//
+// The key is the pool's shared secret (--policy-relay-key, the same file on
+// every node); a request without the right HMAC gets 401. The HMAC covers
+// the path only, so a request seen on the wire can be replayed for the
+// same chunk, whose bytes were on the wire too: the key keeps nodes
+// outside the pool from reading policies, it does not hide them from
+// whoever watches the network. What a peer serves is not trusted: each
+// chunk is checked against the xxh3-128 of the signed manifest, which the
+// node always reads from the brokers, and the whole version against its
+// SHA-256 and signature as before.
+//
+// Broker egress. When a version appears every node notices it within a
+// poll or two. The nodes rank themselves by a hash of their name and the
+// version (every node computes the same order from the pool's view, and
+// it changes with each version, so the broker fetches move around the
+// pool): the first --policy-relay-seeds of them fetch from the brokers at
+// once; the others wait for a peer to hold the version and fetch from
+// peers, which become holders in turn. A node that sees no holder within
+// --policy-relay-wait × (1 + rank/nodes) fetches from the brokers: if the
+// seeds fail, nodes fall back one after another over up to twice the
+// wait, and those that fall back late find the early ones' copies. Broker
+// egress per version is then about seeds + 1 copies plus the chunks peers
+// failed to serve, whatever the number of nodes.
+//
+// Limits: a node serves a version once it holds all of it (chunks do not
+// move on before the version is complete), so a version reaches the pool
+// in waves: the seeds, then the nodes fetching from them, and so on.
+
+const (
+	// relayPerPeer bounds one node's concurrent requests to one peer, and
+	// relayPerNode its requests in all: enough to keep a link busy with
+	// chunks of 64 KiB to 1 MiB, few enough that a holder's uplink is
+	// shared among many fetching nodes.
+	relayPerPeer = 4
+	relayPerNode = 16
+	// relayServeMax bounds the chunks a node serves at once; further
+	// requests wait for a slot.
+	relayServeMax = 32
+	// relayChunkTimeout bounds one chunk request, waiting for a slot on
+	// the peer included: a stalled peer costs this much, then another
+	// peer or the broker serves the chunk.
+	relayChunkTimeout = 10 * time.Second
+	// relayTries is how many peers are asked for one chunk before the
+	// broker is.
+	relayTries = 3
+	// relayBadFor is how long a peer that served bytes not matching the
+	// manifest is not asked again; relayErrFor the same after a failed
+	// request (refused, gone, timed out).
+	relayBadFor = time.Minute
+	relayErrFor = 5 * time.Second
+	// relayHoldersEvery is how often the holders of a version are looked
+	// up again in the pool's view while chunks are fetched.
+	relayHoldersEvery = 200 * time.Millisecond
+	relayAuthScheme   = "Simtel-Relay "
+	minRelayKey       = 16
+)
+
+// relayStats are the relay's counters of one policy.
+type relayStats struct {
+	peerBytes, peerChunks, peerCorrupt, peerErrors atomic.Int64
+	servedChunks, servedBytes                      atomic.Int64
+}
+
+// relay is an agent's side of the peer relay: the server and the fetcher.
+type relay struct {
+	key      []byte
+	self     string // this node's gossip name
+	pool     *gossip.Pool
+	dir      string // PolicyDir
+	seeds    int
+	wait     time.Duration
+	client   *http.Client
+	log      *slog.Logger
+	policies []string
+
+	stats   map[string]*relayStats // by policy, fixed at start
+	refused atomic.Int64           // requests without the pool's key
+
+	serveSem chan struct{}
+	srv      *http.Server
+
+	mu struct {
+		sync.Mutex
+		avoid map[string]time.Time   // peer node -> not asked before
+		index map[string]*chunkIndex // by policy
+	}
+}
+
+// readRelayKey reads the pool's key from path: its bytes, surrounding
+// white space removed.
+func readRelayKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the policy relay key: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < minRelayKey {
+		return nil, fmt.Errorf("the policy relay key in %s is %d bytes, want at least %d (e.g. head -c 32 /dev/urandom | base64 > %s)", path, len(b), minRelayKey, path)
+	}
+	return b, nil
+}
+
+func newRelay(cfg *Config, key []byte, log *slog.Logger) *relay {
+	r := &relay{
+		key:      key,
+		self:     cfg.Tags.Host,
+		dir:      cfg.PolicyDir,
+		seeds:    cfg.PolicyRelaySeeds,
+		wait:     cfg.PolicyRelayWait,
+		log:      log,
+		policies: cfg.Policies,
+		stats:    map[string]*relayStats{},
+		serveSem: make(chan struct{}, relayServeMax),
+		client: &http.Client{Transport: &http.Transport{
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: 3 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: relayPerPeer,
+			IdleConnTimeout:     time.Minute,
+		}},
+	}
+	for _, p := range cfg.Policies {
+		r.stats[p] = &relayStats{}
+	}
+	r.mu.avoid = map[string]time.Time{}
+	r.mu.index = map[string]*chunkIndex{}
+	return r
+}
+
+// sign returns the Authorization header value of a request for path.
+func (r *relay) sign(path string) string {
+	m := hmac.New(sha256.New, r.key)
+	io.WriteString(m, "GET "+path)
+	return relayAuthScheme + hex.EncodeToString(m.Sum(nil))
+}
+
+// authorized checks the request's HMAC in constant time.
+func (r *relay) authorized(req *http.Request) bool {
+	got, ok := strings.CutPrefix(req.Header.Get("Authorization"), relayAuthScheme)
+	if !ok {
+		return false
+	}
+	mac, err := hex.DecodeString(got)
+	if err != nil {
+		return false
+	}
+	m := hmac.New(sha256.New, r.key)
+	io.WriteString(m, req.Method+" "+req.URL.Path)
+	return hmac.Equal(mac, m.Sum(nil))
+}
+
+// serve runs the relay's HTTP server on l until close.
+func (r *relay) serve(l net.Listener) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/relay/", r.handle)
+	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelDebug)}
+	go func() {
+		if err := r.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			r.log.Error("policy relay stopped", "err", err)
+		}
+	}()
+}
+
+func (r *relay) close() {
+	if r.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if r.srv.Shutdown(ctx) != nil {
+			r.srv.Close()
+		}
+	}
+	r.client.CloseIdleConnections()
+}
+
+// handle serves GET /v1/relay/<policy>/<version>/<hash>: the chunk with
+// that hash from version <version>, or from another version the node
+// holds (chunks are named by their bytes; a delta shares most of them with
+// its base).
+func (r *relay) handle(w http.ResponseWriter, req *http.Request) {
+	if !r.authorized(req) {
+		r.refused.Add(1)
+		http.Error(w, "the request is not signed with the pool's relay key", http.StatusUnauthorized)
+		return
+	}
+	if req.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		http.Error(w, "use GET", http.StatusMethodNotAllowed)
+		return
+	}
+	parts := strings.Split(strings.TrimPrefix(req.URL.Path, "/v1/relay/"), "/")
+	if len(parts) != 3 {
+		http.Error(w, "want /v1/relay/<policy>/<version>/<chunk hash>", http.StatusNotFound)
+		return
+	}
+	policy, hash := parts[0], parts[2]
+	version, err := strconv.ParseInt(parts[1], 10, 64)
+	st := r.stats[policy]
+	if err != nil || st == nil || len(hash) != 32 {
+		http.Error(w, "no such policy, version or chunk", http.StatusNotFound)
+		return
+	}
+	select {
+	case r.serveSem <- struct{}{}:
+		defer func() { <-r.serveSem }()
+	case <-req.Context().Done():
+		return
+	}
+	b, err := r.readChunk(policy, version, hash)
+	if err != nil {
+		r.log.Debug("relay chunk not served", "policy", policy, "version", version, "chunk", hash, "err", err)
+		http.Error(w, "chunk not held", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	if _, err := w.Write(b); err == nil {
+		st.servedChunks.Add(1)
+		st.servedBytes.Add(int64(len(b)))
+	}
+}
+
+// chunkIndex locates the chunks of the format 2 versions in one policy's
+// cache directory by hash.
+type chunkIndex struct {
+	versions map[int64]bool
+	chunks   map[string]chunkAt
+}
+
+type chunkAt struct {
+	path string
+	pos  int64
+	size int
+}
+
+// readChunk returns the bytes of the chunk named hash from the cached
+// versions of policy. The index is rebuilt when it does not know version
+// or the chunk, so a version installed since is found.
+func (r *relay) readChunk(policy string, version int64, hash string) ([]byte, error) {
+	r.mu.Lock()
+	idx := r.mu.index[policy]
+	r.mu.Unlock()
+	at, ok := chunkAt{}, false
+	if idx != nil && idx.versions[version] {
+		at, ok = idx.chunks[hash]
+	}
+	if !ok {
+		idx = indexChunks(filepath.Join(r.dir, policy), policy)
+		r.mu.Lock()
+		r.mu.index[policy] = idx
+		r.mu.Unlock()
+		if at, ok = idx.chunks[hash]; !ok {
+			return nil, errors.New("no cached version has the chunk")
+		}
+	}
+	f, err := os.Open(at.path)
+	if err != nil {
+		return nil, err // pruned since the index was built
+	}
+	defer f.Close()
+	b := make([]byte, at.size)
+	if _, err := f.ReadAt(b, at.pos); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// indexChunks reads the manifests of the installed versions in dir. Only
+// versions whose manifest is in place are listed: the cache renames a
+// verified blob into place before its manifest.
+func indexChunks(dir, policy string) *chunkIndex {
+	idx := &chunkIndex{versions: map[int64]bool{}, chunks: map[string]chunkAt{}}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseInt(name, 10, 64)
+		if err != nil || v <= 0 {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var m learner.Manifest
+		if json.Unmarshal(b, &m) != nil || m.Format < learner.Format2 || m.Policy != policy {
+			continue
+		}
+		idx.versions[v] = true
+		path := filepath.Join(dir, name)
+		var pos int64
+		for _, c := range m.ChunkList {
+			if _, dup := idx.chunks[c.Hash]; !dup {
+				idx.chunks[c.Hash] = chunkAt{path: path, pos: pos, size: c.Size}
+			}
+			pos += int64(c.Size)
+		}
+	}
+	return idx
+}
+
+// peer is a node of the pool that holds a version.
+type peer struct {
+	node, addr string
+}
+
+// rank returns this node's place among the pool's live relaying nodes in
+// the order of version v, and their number (this node included).
+func (r *relay) rank(view gossip.View, v int64) (rank, n int) {
+	type ranked struct {
+		key  uint64
+		node string
+	}
+	var nodes []ranked
+	self := false
+	for _, nh := range view.Nodes {
+		if !nh.Alive || nh.Relay == "" {
+			continue
+		}
+		self = self || nh.Node == r.self
+		nodes = append(nodes, ranked{orderKey(nh.Node, v), nh.Node})
+	}
+	if !self {
+		nodes = append(nodes, ranked{orderKey(r.self, v), r.self})
+	}
+	slices.SortFunc(nodes, func(a, b ranked) int {
+		if a.key != b.key {
+			if a.key < b.key {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.node, b.node)
+	})
+	for i, x := range nodes {
+		if x.node == r.self {
+			return i, len(nodes)
+		}
+	}
+	return 0, len(nodes)
+}
+
+func orderKey(node string, v int64) uint64 {
+	h := fnv.New64a()
+	io.WriteString(h, node)
+	h.Write([]byte{0})
+	io.WriteString(h, strconv.FormatInt(v, 10))
+	return h.Sum64()
+}
+
+// holders returns the live peers that hold version v or a newer one (they
+// keep the versions before, and a newer version shares most chunks) and
+// are not being avoided.
+func (r *relay) holders(policy string, v int64) []peer {
+	view := r.pool.View(policy)
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []peer
+	for _, nh := range view.Nodes {
+		if nh.Alive && nh.Relay != "" && nh.Node != r.self && nh.Version >= v && !now.Before(r.mu.avoid[nh.Node]) {
+			out = append(out, peer{node: nh.Node, addr: nh.Relay})
+		}
+	}
+	return out
+}
+
+func (r *relay) avoidPeer(node string, d time.Duration) {
+	r.mu.Lock()
+	r.mu.avoid[node] = time.Now().Add(d)
+	r.mu.Unlock()
+}
+
+// FetchChunks implements learner.ChunkSource: see the top of this file for
+// who asks whom. Chunks that no peer delivered (all holders failed or
+// served bad bytes) are asked for again when other holders appear, until
+// the node's deadline; what is left then comes from the brokers.
+func (r *relay) FetchChunks(ctx context.Context, m learner.Manifest, want []int, put func(i int, b []byte) error) error {
+	st := r.stats[m.Policy]
+	if st == nil {
+		return nil
+	}
+	rank, n := r.rank(r.pool.View(m.Policy), m.Version)
+	if rank < r.seeds {
+		r.log.Debug("relay: fetching from the brokers first", "version", m.Version, "rank", rank, "nodes", n)
+		return nil
+	}
+	deadline := time.Now().Add(r.wait + r.wait*time.Duration(rank)/time.Duration(n))
+	for round := 0; len(want) > 0; round++ {
+		if round > 0 && !time.Now().Before(deadline) {
+			r.log.Info("relay: peers failed chunks, fetching them from the brokers", "version", m.Version, "chunks", len(want))
+			return nil
+		}
+		for len(r.holders(m.Policy, m.Version)) == 0 {
+			if !time.Now().Before(deadline) {
+				r.log.Info("relay: no peer can serve the version, fetching the rest from the brokers", "version", m.Version, "chunks", len(want), "rank", rank, "nodes", n)
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		var ok bool
+		if want, ok = r.round(ctx, st, m, want, put); !ok {
+			break
+		}
+	}
+	return ctx.Err()
+}
+
+// round fetches the chunks want of m from the current holders and returns
+// those that none delivered; ok is false when a chunk could not be written
+// (the brokers' copy will fail the same way and tell).
+func (r *relay) round(ctx context.Context, st *relayStats, m learner.Manifest, want []int, put func(int, []byte) error) (failed []int, ok bool) {
+	f := &fetch{r: r, st: st, m: m, put: put, inflight: map[string]int{}}
+	f.cond = sync.NewCond(&f.mu)
+	queue := make(chan int, len(want))
+	for _, i := range want {
+		queue <- i
+	}
+	close(queue)
+	var mu sync.Mutex
+	ok = true
+	var wg sync.WaitGroup
+	for range min(relayPerNode, len(want)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range queue {
+				if ctx.Err() != nil {
+					return
+				}
+				switch got, fatal := f.chunk(ctx, i); {
+				case fatal:
+					mu.Lock()
+					ok = false
+					mu.Unlock()
+					return
+				case !got:
+					mu.Lock()
+					failed = append(failed, i)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return failed, ok && ctx.Err() == nil
+}
+
+// fetch is one round of a version's chunks being fetched from peers.
+type fetch struct {
+	r   *relay
+	st  *relayStats
+	m   learner.Manifest
+	put func(int, []byte) error
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	inflight map[string]int // peer node -> requests under way
+	peers    []peer
+	at       time.Time // when peers was looked up
+}
+
+// chunk fetches chunk i from up to relayTries peers. fatal is set when
+// the chunk could not be written.
+func (f *fetch) chunk(ctx context.Context, i int) (got, fatal bool) {
+	tried := map[string]bool{}
+	for range relayTries {
+		p, ok := f.pick(tried)
+		if !ok {
+			return false, false
+		}
+		tried[p.node] = true
+		b, err := f.r.get(ctx, p, f.m, i)
+		f.done(p)
+		if err == nil {
+			err = f.put(i, b)
+			if err == nil {
+				f.st.peerChunks.Add(1)
+				f.st.peerBytes.Add(int64(len(b)))
+				return true, false
+			}
+			if !errors.Is(err, learner.ErrBadChunk) {
+				f.r.log.Error("relay: cannot write a chunk", "version", f.m.Version, "chunk", i, "err", err)
+				return false, true
+			}
+			f.st.peerCorrupt.Add(1)
+			f.avoid(p, relayBadFor)
+			f.r.log.Warn("relay peer served a corrupt chunk, avoiding it", "peer", p.node, "addr", p.addr, "version", f.m.Version, "chunk", i, "err", err)
+			continue
+		}
+		if ctx.Err() != nil {
+			return false, false
+		}
+		f.st.peerErrors.Add(1)
+		f.avoid(p, relayErrFor)
+		f.r.log.Debug("relay chunk request failed", "peer", p.node, "version", f.m.Version, "chunk", i, "err", err)
+	}
+	return false, false
+}
+
+// pick returns the holder with the fewest requests under way that was not
+// tried for this chunk, waiting while all of them have relayPerPeer
+// requests under way; ok is false when there is none.
+func (f *fetch) pick(tried map[string]bool) (peer, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		if time.Since(f.at) > relayHoldersEvery {
+			f.peers, f.at = f.r.holders(f.m.Policy, f.m.Version), time.Now()
+			rand.Shuffle(len(f.peers), func(a, b int) { f.peers[a], f.peers[b] = f.peers[b], f.peers[a] })
+		}
+		best, busy := -1, false
+		for j, p := range f.peers {
+			switch {
+			case tried[p.node]:
+			case f.inflight[p.node] >= relayPerPeer:
+				busy = true
+			case best < 0 || f.inflight[p.node] < f.inflight[f.peers[best].node]:
+				best = j
+			}
+		}
+		if best >= 0 {
+			p := f.peers[best]
+			f.inflight[p.node]++
+			return p, true
+		}
+		if !busy {
+			return peer{}, false
+		}
+		f.cond.Wait()
+	}
+}
+
+// avoid keeps p out of the holders for d, from the next pick on.
+func (f *fetch) avoid(p peer, d time.Duration) {
+	f.r.avoidPeer(p.node, d)
+	f.mu.Lock()
+	f.at = time.Time{}
+	f.mu.Unlock()
+}
+
+func (f *fetch) done(p peer) {
+	f.mu.Lock()
+	f.inflight[p.node]--
+	f.mu.Unlock()
+	f.cond.Broadcast()
+}
+
+// get requests chunk i of m from p.
+func (r *relay) get(ctx context.Context, p peer, m learner.Manifest, i int) ([]byte, error) {
+	c := m.ChunkList[i]
+	path := fmt.Sprintf("/v1/relay/%s/%d/%s", m.Policy, m.Version, c.Hash)
+	ctx, cancel := context.WithTimeout(ctx, relayChunkTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", r.sign(path))
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return nil, fmt.Errorf("%s answered %s", p.addr, resp.Status)
+	}
+	// One byte more than the chunk shows a peer sending too much.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(c.Size)+1))
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
