@@ -107,7 +107,7 @@ mkdir -p "$RESULTS"
 # node the agent is the only simtel process, and the pages of the
 # executable it keeps resident are its own; sharing them with a broker or
 # generator on the same machine would change what the agent can give back
-# (see "Memory" in docs/agent.md).
+# (see "Memory" in docs/agent-cost.md).
 PEER_BIN=$WORK/simtel-peer
 cp "$SIMTEL" "$PEER_BIN"
 BPORT=$(free_port 29192)

@@ -282,7 +282,7 @@ func (s *shipper) readLoop(ctx context.Context, queue chan<- *outBatch) {
 		// would otherwise become its own spool read, batch, produce
 		// request and ack, each a burst of work that wakes several
 		// goroutines and threads, at a cost that does not shrink with
-		// the burst's size (docs/agent.md "CPU"). Gathering for Linger
+		// the burst's size (docs/agent-cost.md "CPU"). Gathering for Linger
 		// instead makes one of each per Linger. At higher rates bursts
 		// follow each other anyway, and waiting would only delay.
 		if win.PerSecond(now)*s.cfg.Linger.Seconds() < gatherRecords {

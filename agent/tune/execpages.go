@@ -18,7 +18,7 @@ import (
 // the executable ahead in large chunks and, since it caches files in large
 // folios, maps a whole folio (up to 2 MiB) into the process when any byte
 // of it is touched. So an idle agent has tens of MiB of the executable
-// resident, most of it needed only at start (docs/agent.md, "Memory";
+// resident, most of it needed only at start (docs/agent-cost.md, "Memory";
 // bench/agent-cost.sh reports it, with an AGENT_BIN that adds
 // --release-exec-pages=false for the figure without the release).
 //

@@ -14,7 +14,7 @@ package tune
 // does needs the monitor sooner (it takes a processor back from a thread
 // blocked in a system call, or preempts a goroutine that ran for 10 ms).
 // Only that thread changes: the agent's own timers (lingers, gathering
-// windows, retries) keep the default slack (docs/agent.md, "CPU").
+// windows, retries) keep the default slack (docs/agent-cost.md, "CPU").
 // Reproduce: bench/agent-ab.sh A B, B a wrapper adding --monitor-slack 0.
 //
 // The monitor is the first thread the runtime starts after the main one

@@ -31,7 +31,7 @@ type Procs struct {
 }
 
 // One processor costs less below procsDownRate and falls behind above
-// procsUpRate (docs/agent.md, "CPU"). Reproduce: RATE=100000
+// procsUpRate (docs/agent-cost.md, "CPU"). Reproduce: RATE=100000
 // bench/agent-ab.sh A B, B a wrapper adding --max-procs 0.
 const (
 	procsUpRate   = 300_000

@@ -58,7 +58,7 @@ versions they hold (start them with --gossip-listen and --gossip-join).`,
 }
 
 // agentHTTPFlags reach an agent whose HTTP listener serves HTTPS or
-// requires a token (docs/agent.md, "HTTPS and tokens").
+// requires a token (docs/agent-https.md).
 type agentHTTPFlags struct{ tokenFile, ca string }
 
 // request is a GET of path on the agent at addr, with the token if any.
