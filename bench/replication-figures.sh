@@ -42,7 +42,24 @@
 #   BASE=2600 RECORDS=100000 bench/replication-figures.sh
 #   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
 #   SKIP_IDLE=1 TPUT_RECORDS=300000 ROUNDS=3 bench/replication-figures.sh
+#  4. One client against NATS JetStream R3 (`bench/replication-figures.sh
+#     jetstream`): the way a new user first tries it. ROUNDS (default 3)
+#     alternating rounds, `sync` before each step: `simtel bench produce`
+#     with one producer and its defaults (idempotent, acks=all, one request
+#     in flight per broker) of JS_RECORDS (default 200,000) 1 KiB records
+#     to a new 6-partition RF 3 topic, then `nats bench js pub async
+#     --replicas=3 --storage=file` of as many 1 KiB messages against three
+#     clustered nats-server processes (installed into .bin like
+#     bench/compare.sh does), then the same simtel client to a new RF 1
+#     topic. Prints each round and the medians: RF 3 over JetStream R3
+#     (the issue's target is 2) and RF 3 over a third of RF 1 (target 0.80).
+#
+#   bench/replication-figures.sh             # ports 2409x (Kafka), 2419x (raft), 2429x (gossip), 2439x (http)
+#   BASE=2600 RECORDS=100000 bench/replication-figures.sh
+#   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
+#   SKIP_IDLE=1 TPUT_RECORDS=300000 ROUNDS=3 bench/replication-figures.sh
 #   bench/replication-figures.sh failover       # KILLS=20 GAP=12s LOGS=DIR
+#   bench/replication-figures.sh jetstream      # ROUNDS=3 JS_RECORDS=200000; NATS ports 2449x (client), 2459x (cluster)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = failover ]; then
@@ -61,6 +78,11 @@ heartbeat=${HEARTBEAT:-1s}
 broker_args=(--replica-heartbeat-timeout "$heartbeat")
 source bench/cluster-lib.sh
 start_cluster
+if [ "${1:-}" = jetstream ]; then
+  source bench/jetstream-lib.sh
+  jetstream_rounds "${ROUNDS:-3}" "${JS_RECORDS:-200000}"
+  exit 0
+fi
 if [ -z "${SKIP_IDLE:-}" ]; then
   "$bin" topic create idle --partitions 300 --replication-factor 3 --brokers "$seeds"
   sleep 15 # elections and leader reports
