@@ -5,7 +5,7 @@ package broker_test
 // proxy in front of each broker's raft listener) and repeated SIGKILLs of
 // partition leaders, both under idempotent acks=all production and both
 // checked by replChecker (lost, duplicated, reordered records). See
-// docs/broker.md, "Fault tests".
+// docs/broker-cluster.md, "Fault tests".
 
 import (
 	"bytes"

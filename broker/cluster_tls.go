@@ -87,7 +87,7 @@ func (b *Broker) peerTLS() *tls.Config {
 
 // reloadClusterSecurity reads the cluster's TLS files and gossip key file
 // again (with ReloadTLS, on SIGHUP). The gossip keys of the file replace
-// the keyring's: see docs/broker.md on rotating them.
+// the keyring's: see docs/security-cluster.md on rotating them.
 func (b *Broker) reloadClusterSecurity() error {
 	if b.cluster == nil {
 		return nil

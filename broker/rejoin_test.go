@@ -15,7 +15,7 @@ import (
 )
 
 // TestClusterSeedRestartRejoins: the first broker of a cluster is started
-// without --join (docs/broker.md's example). It is SIGKILLed while
+// without --join (docs/broker-cluster.md's example). It is SIGKILLed while
 // producers write and restarted with exactly the same flags, still
 // without --join. Within 15 s every broker, the restarted one included,
 // lists all three in Metadata; then leadership goes back to it as the

@@ -34,7 +34,7 @@ Each partition with more than one replica (replication factor: default 3, at
 most the alive brokers) is its own raft group over the same --raft-listen
 port: produce answers once a majority has the batch, and when a leader dies
 another replica takes over without losing acknowledged records. See
-docs/broker.md, section Cluster.`,
+docs/broker-cluster.md.`,
 		Example: `  simtel broker --node-id 0 --data-dir /var/lib/simtel --listen 0.0.0.0:9092 --http-listen :9644
   SIMTEL_DATA_DIR=/tmp/b0 simtel broker
 

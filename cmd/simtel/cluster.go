@@ -24,7 +24,7 @@ Replicas and leaders are spread by the brokers themselves: with
 --auto-rebalance (the default) the controller moves replicas and preferred
 leaders to a broker that joins, re-creates the replicas of a broker gone for
 --replica-replace-after, and hands leadership back to each partition's first
-replica once its broker is back. See docs/broker.md, "Reassignment".`,
+replica once its broker is back. See docs/broker-cluster.md, "Reassignment".`,
 	}
 	a.register(cmd)
 	cmd.AddCommand(newClusterStatusCmd(a), newClusterRebalanceCmd(a))
