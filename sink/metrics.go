@@ -15,7 +15,7 @@ import (
 )
 
 // metrics are the sink's Prometheus series (names are a contract with the
-// dashboards; see docs/sink.md).
+// dashboards; see docs/sink-operations.md).
 type metrics struct {
 	consumed          *prometheus.CounterVec
 	rowsWritten       *prometheus.CounterVec
