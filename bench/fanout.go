@@ -63,6 +63,7 @@ import (
 const (
 	FanoutNode   = "node"
 	FanoutDirect = "direct"
+	// FanoutAgents (fanoutagents.go): the nodes are agent processes.
 )
 
 // How node-mode workers hold the version (FanoutConfig.WorkerLoad).
@@ -137,10 +138,29 @@ type FanoutConfig struct {
 	// its bytes changed in four regions, published as a delta against
 	// it. The result's Delta says what each node received.
 	Delta float64
+	// Format is the format of the versions published: 0 the publisher's
+	// default, or learner.Format2 (chunks listed by hash, what relaying
+	// agents share). A delta is always format 2.
+	Format int
 
 	// CPUProfile, if set, is a file that gets a CPU profile of this
 	// process (nodes, workers, publisher) over the measured part.
 	CPUProfile string
+
+	// Agents (FanoutAgents mode, required there) are the base URLs of
+	// the agents' HTTP listeners (http://host:port), one per node; Nodes
+	// is their number and each has one worker, the run's long poll.
+	Agents []string
+	// AgentLinks, if set, are the interfaces whose counters say what
+	// each agent's link carried, one per agent: the root-namespace end
+	// of its veth pair (bytes it transmits reach the node).
+	AgentLinks []string
+	// BrokerLink, if set, is the root-namespace end of the broker's veth
+	// pair: bytes it receives are the broker's egress.
+	BrokerLink string
+	// LinkRate is the rate of the links in bits per second, for the
+	// time target (0: not judged).
+	LinkRate float64
 
 	// Logger receives the run's warnings and the learner's logs. Default:
 	// discard.
@@ -151,6 +171,9 @@ type FanoutConfig struct {
 
 func (c FanoutConfig) withDefaults() FanoutConfig {
 	c.Mode = cmp.Or(c.Mode, FanoutNode)
+	if c.Mode == FanoutAgents {
+		c.Nodes, c.WorkersPerNode = len(c.Agents), 1
+	}
 	c.Nodes = cmp.Or(c.Nodes, 50)
 	c.WorkersPerNode = cmp.Or(c.WorkersPerNode, 20)
 	c.Size = cmp.Or(c.Size, 64<<20)
@@ -177,8 +200,16 @@ func (c FanoutConfig) Validate() error {
 	switch {
 	case len(c.Brokers) == 0:
 		return errors.New("no brokers: pass at least one host:port")
-	case c.Mode != FanoutNode && c.Mode != FanoutDirect:
-		return fmt.Errorf("mode %q is not %s or %s", c.Mode, FanoutNode, FanoutDirect)
+	case c.Mode != FanoutNode && c.Mode != FanoutDirect && c.Mode != FanoutAgents:
+		return fmt.Errorf("mode %q is not %s, %s or %s", c.Mode, FanoutNode, FanoutDirect, FanoutAgents)
+	case c.Mode == FanoutAgents && len(c.Agents) == 0:
+		return fmt.Errorf("mode %s needs the agents' URLs", FanoutAgents)
+	case c.Mode != FanoutAgents && (len(c.Agents) > 0 || len(c.AgentLinks) > 0 || c.BrokerLink != ""):
+		return fmt.Errorf("agents and links are for mode %s", FanoutAgents)
+	case len(c.AgentLinks) > 0 && len(c.AgentLinks) != len(c.Agents):
+		return fmt.Errorf("%d agent links for %d agents: give one per agent", len(c.AgentLinks), len(c.Agents))
+	case c.LinkRate < 0:
+		return fmt.Errorf("link rate %g is negative", c.LinkRate)
 	case c.WorkerLoad != WorkerMap && c.WorkerLoad != WorkerRead:
 		return fmt.Errorf("worker load %q is not %s or %s", c.WorkerLoad, WorkerMap, WorkerRead)
 	case c.Nodes < 1 || c.WorkersPerNode < 1:
@@ -197,8 +228,15 @@ func (c FanoutConfig) Validate() error {
 		return fmt.Errorf("broker pid %d is negative", c.BrokerPID)
 	case c.Delta < 0 || c.Delta >= 1:
 		return fmt.Errorf("delta %g is not a fraction in [0, 1)", c.Delta)
-	case c.Delta > 0 && c.Mode != FanoutNode:
-		return fmt.Errorf("delta needs mode %s", FanoutNode)
+	case c.Format != 0 && c.Format != learner.Format2:
+		return fmt.Errorf("format %d: give 0 (the default) or %d", c.Format, learner.Format2)
+	case c.Delta > 0 && c.Mode == FanoutDirect:
+		return fmt.Errorf("delta needs mode %s or %s", FanoutNode, FanoutAgents)
+	}
+	for _, a := range c.Agents {
+		if !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://") {
+			return fmt.Errorf("agent %q is not an http:// URL", a)
+		}
 	}
 	if err := learner.CheckPolicyName(c.Policy); err != nil {
 		return err
@@ -231,18 +269,25 @@ type FanoutSettings struct {
 	CPUs          int    `json:"cpus"`
 	// Delta is FanoutConfig.Delta: the fraction of the bytes changed.
 	Delta float64 `json:"delta,omitempty"`
+	// Format is FanoutConfig.Format.
+	Format int `json:"format,omitempty"`
+	// LinkRate is FanoutConfig.LinkRate (agents mode).
+	LinkRate float64 `json:"link_rate_bps,omitempty"`
 }
 
 func (c FanoutConfig) settings() FanoutSettings {
 	s := FanoutSettings{Mode: c.Mode, Nodes: c.Nodes, WorkersPerNode: c.WorkersPerNode,
 		Workers: c.Nodes * c.WorkersPerNode, Size: c.Size, Policy: c.Policy, VerifyReads: c.VerifyReads,
-		BrokerMetrics: c.BrokerMetrics, CPUs: runtime.NumCPU(), Delta: c.Delta}
-	if c.Mode == FanoutNode {
+		BrokerMetrics: c.BrokerMetrics, CPUs: runtime.NumCPU(), Delta: c.Delta, Format: c.Format}
+	switch c.Mode {
+	case FanoutAgents:
+		s.Fetchers, s.LinkRate = c.Nodes, c.LinkRate
+	case FanoutNode:
 		s.Fetchers, s.Dir, s.WorkerLoad = c.Nodes, c.Dir, c.WorkerLoad
 		if c.WorkerLoad == WorkerRead {
 			s.ReadBuffer = c.ReadBuffer
 		}
-	} else {
+	default:
 		s.Fetchers, s.PollInterval = s.Workers, c.PollInterval.String()
 	}
 	return s
@@ -289,6 +334,11 @@ type FanoutResult struct {
 	Subscribers *FanoutSubscribers `json:"subscribers,omitempty"`
 	// Delta is what a delta run moved for the measured version.
 	Delta *FanoutDelta `json:"delta,omitempty"`
+	// Nodes, Links and NetTargets are agents mode's: each agent's
+	// figures, their sums and the issue's targets judged on them.
+	Nodes      []FanoutAgent     `json:"nodes,omitempty"`
+	Links      *FanoutLinks      `json:"links,omitempty"`
+	NetTargets *FanoutNetTargets `json:"net_targets,omitempty"`
 	// CPU over the measured part: this process (nodes, workers,
 	// publisher), the broker (with BrokerPID) and the whole machine.
 	BenchCPUS      float64  `json:"bench_cpu_s"`
@@ -411,7 +461,8 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 			return nil, err
 		}
 	}
-	if cfg.LoopbackTime > 0 {
+	// Agents mode is measured against its links, not the loopback.
+	if cfg.LoopbackTime > 0 && cfg.Mode != FanoutAgents {
 		r.progressf("measuring loopback bandwidth for %s", cfg.LoopbackTime)
 		lb, err := MeasureLoopback(ctx, cfg.LoopbackTime)
 		if err != nil {
@@ -424,9 +475,11 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (*FanoutResult, error) {
 			return res, err
 		}
 		res.judge()
+		res.judgeAgents(cfg.LinkRate)
 		return res, err
 	}
 	res.judge()
+	res.judgeAgents(cfg.LinkRate)
 	if res.Held < res.Settings.Workers {
 		return res, fmt.Errorf("%d of %d workers do not hold the version: %s", res.Settings.Workers-res.Held, res.Settings.Workers, res.FirstErr)
 	}
@@ -503,7 +556,7 @@ func (r *fanoutRun) watch(ctx context.Context, t0 time.Time, before brokerCounte
 				}
 			}
 			line := fmt.Sprintf("%5.1fs published %d/%d MiB", now.Sub(t0).Seconds(), r.published.Load()>>20, r.cfg.Size>>20)
-			if r.cfg.Mode == FanoutNode {
+			if r.cfg.Mode != FanoutDirect {
 				line += fmt.Sprintf(", nodes %d/%d installed", r.installed.Load(), r.cfg.Nodes)
 			} else {
 				line += fmt.Sprintf(", %s Latest polls", groupDigits(r.polls.Load()))
@@ -577,7 +630,7 @@ func (r *fanoutRun) run(ctx context.Context) error {
 	pub := learner.NewPublisher(cl, r.log.With("part", "publisher"))
 
 	warm := make([]byte, 1024)
-	var warmOpts learner.PublishOptions
+	warmOpts := learner.PublishOptions{Format: r.cfg.Format}
 	if r.cfg.Delta > 0 {
 		// The base of the delta: a full format 2 version.
 		warm = make([]byte, r.cfg.Size)
@@ -600,8 +653,11 @@ func (r *fanoutRun) run(ctx context.Context) error {
 	}
 	sum := sha256.Sum256(blob)
 	p := &fanoutPublish{pub: pub, policy: r.cfg.Policy, blob: blob, sha: hex.EncodeToString(sum[:]), base: base}
-	if r.cfg.Mode == FanoutNode {
+	switch r.cfg.Mode {
+	case FanoutNode:
 		return r.runNodes(ctx, p)
+	case FanoutAgents:
+		return r.runAgents(ctx, p)
 	}
 	return r.runDirect(ctx, p)
 }
@@ -620,7 +676,7 @@ type fanoutPublish struct {
 func (r *fanoutRun) publish(ctx context.Context, p *fanoutPublish) (m learner.Manifest, t0, t1 time.Time, err error) {
 	meta := map[string]string{"bench": "fanout", "mode": r.cfg.Mode}
 	t0 = time.Now()
-	o := learner.PublishOptions{Meta: meta, Progress: func(sent int64) { r.published.Store(sent) }}
+	o := learner.PublishOptions{Meta: meta, Format: r.cfg.Format, Progress: func(sent int64) { r.published.Store(sent) }}
 	if r.cfg.Delta > 0 {
 		o.DeltaFrom = p.base.Version
 	}

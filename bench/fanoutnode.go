@@ -174,12 +174,7 @@ func (r *fanoutRun) runNodes(ctx context.Context, p *fanoutPublish) error {
 	r.res.NodeInstall = &s
 	r.res.Subscribers = &sum
 	if cfg.Delta > 0 {
-		d := &FanoutDelta{Base: m.Base, Chunks: m.Chunks, Sent: m.Sent}
-		for _, c := range m.ChunkList {
-			if m.Sent > 0 && c.Offset >= m.FirstChunkOffset {
-				d.SentBytes += int64(c.Size)
-			}
-		}
+		d := deltaOf(m)
 		for i, s := range subs {
 			got := s.Stats().Received - received[i]
 			d.NodeReceivedMean += float64(got) / float64(len(subs))
@@ -317,4 +312,15 @@ func hashFile(path, want string) error {
 		return fmt.Errorf("%s has sha256 %s, the published version %s", path, got, want)
 	}
 	return nil
+}
+
+// deltaOf is what the publisher sent of the delta version m.
+func deltaOf(m learner.Manifest) *FanoutDelta {
+	d := &FanoutDelta{Base: m.Base, Chunks: m.Chunks, Sent: m.Sent}
+	for _, c := range m.ChunkList {
+		if m.Sent > 0 && c.Offset >= m.FirstChunkOffset {
+			d.SentBytes += int64(c.Size)
+		}
+	}
+	return d
 }

@@ -59,6 +59,7 @@ func PrintFanout(w io.Writer, r *FanoutResult) {
 		}
 		fmt.Fprintln(w)
 	}
+	printFanoutAgents(w, r)
 	if lb := r.Loopback; lb != nil {
 		fmt.Fprintf(w, "  loopback %s/s (one TCP stream, %d B writes, %.1f s)\n", fmtBytes(lb.BytesPerS), lb.WriteSize, lb.Seconds)
 	}
@@ -77,6 +78,9 @@ func PrintFanout(w io.Writer, r *FanoutResult) {
 	fmt.Fprintf(w, "; machine %.0f%% busy (%d CPUs)", r.MachineBusyPct, s.CPUs)
 	if t := r.Targets; t != nil && t.CPUFloorS > 0 {
 		fmt.Fprintf(w, "; with every CPU on it that work takes %.2f s, the last worker came at %.2f× that", t.CPUFloorS, t.LastOverCPUFloor)
+	}
+	if l := r.Links; l != nil {
+		fmt.Fprintf(w, "; agents %.1f s", l.AgentsCPUS)
 	}
 	fmt.Fprintln(w)
 	for _, n := range r.Notes {

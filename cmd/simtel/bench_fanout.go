@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,7 +17,7 @@ import (
 func newBenchFanoutCmd(g *globalFlags) *cobra.Command {
 	var cfg bench.FanoutConfig
 	var kf kafkaFlags
-	var size string
+	var size, linkRate string
 	var out benchOutput
 	cmd := &cobra.Command{
 		Use:   "fanout",
@@ -43,13 +45,25 @@ published first, so subscribers start from a held version.
 With --delta F (node mode) the warm-up version is instead a full format 2
 version of --size random bytes, and the measured one a copy with the fraction
 F of its bytes changed in four regions, published as a delta against it: the
-result adds the bytes the publisher wrote and each node received.`,
+result adds the bytes the publisher wrote and each node received.
+
+--mode agents measures real agents (simtel agent --policies <name>) instead
+of emulated nodes: --agents lists their HTTP listeners; for each the run
+long-polls GET /v1/policy/<name> as a worker does and records when the agent
+answers with the new version, and reads the agents' /metrics (policy bytes
+from the brokers and peers, CPU) before and after. With --agent-links and
+--broker-link (root-namespace ends of veth pairs, as bench/fanout-netns.sh
+makes them) it reads what each link carried; with --link-rate it judges the
+issue's targets: broker egress ≤ 4 × the version, the last node within 3 ×
+(version ÷ link rate), a delta moving ≤ 10% of the version to any node.`,
 		Example: `  simtel bench fanout --brokers 127.0.0.1:9092 --broker-metrics http://127.0.0.1:9644/metrics \
       --mode node --nodes 50 --workers-per-node 20 --size 64MiB
   simtel bench fanout --brokers 127.0.0.1:9092 --broker-metrics http://127.0.0.1:9644/metrics \
       --mode direct --nodes 5 --workers-per-node 20 --size 64MiB --json
   simtel bench fanout --brokers 127.0.0.1:9092 --broker-metrics http://127.0.0.1:9644/metrics \
-      --nodes 8 --workers-per-node 4 --size 64MiB --delta 0.03`,
+      --nodes 8 --workers-per-node 4 --size 64MiB --delta 0.03
+  simtel bench fanout --brokers 10.213.0.2:24092 --mode agents --format 2 --link-rate 1gbit \
+      --agents http://10.213.1.1:24186,http://10.213.1.2:24186 --agent-links sf1n0,sf1n1 --broker-link sf1b`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			var err error
@@ -59,6 +73,9 @@ result adds the bytes the publisher wrote and each node received.`,
 			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
 				return err
 			}
+			if cfg.LinkRate, err = parseRate(linkRate); err != nil {
+				return fmt.Errorf("--link-rate: %w", err)
+			}
 			cfg.Logger = log
 			cfg.Progress = out.progress()
 			res, runErr := bench.Fanout(cmd.Context(), cfg)
@@ -67,7 +84,7 @@ result adds the bytes the publisher wrote and each node received.`,
 	}
 	f := cmd.Flags()
 	kf.register(f, "127.0.0.1:9092", "comma-separated broker addresses")
-	f.StringVar(&cfg.Mode, "mode", "node", "node (one subscriber per node, workers read its copy) or direct (every worker fetches)")
+	f.StringVar(&cfg.Mode, "mode", "node", "node (one subscriber per node, workers read its copy), direct (every worker fetches) or agents (the agents of --agents)")
 	f.IntVar(&cfg.Nodes, "nodes", 50, "emulated nodes")
 	f.IntVar(&cfg.WorkersPerNode, "workers-per-node", 20, "workers per node (direct mode: nodes × workers-per-node direct subscribers)")
 	f.StringVar(&size, "size", "64MiB", "bytes of the version published (64MiB, 2MiB, 1048576)")
@@ -83,7 +100,35 @@ result adds the bytes the publisher wrote and each node received.`,
 	f.DurationVar(&cfg.SetupTimeout, "setup-timeout", 2*time.Minute, "limit for the warm-up")
 	f.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "limit from the publish to the last worker")
 	f.Float64Var(&cfg.Delta, "delta", 0, "node mode: measure a delta with this fraction of the bytes changed (0.03: 3%) against a full format 2 warm-up version of --size bytes (0: a full version)")
+	f.IntVar(&cfg.Format, "format", 0, "format of the versions published: 0 (the publisher's default) or 2 (chunks by hash, what relaying agents share)")
+	f.StringSliceVar(&cfg.Agents, "agents", nil, "agents mode: comma-separated agent HTTP URLs, http://host:port, one per node")
+	f.StringSliceVar(&cfg.AgentLinks, "agent-links", nil, "agents mode: the interface of each agent's link whose transmitted bytes reach it (the root end of its veth), in --agents order")
+	f.StringVar(&cfg.BrokerLink, "broker-link", "", "agents mode: the interface whose received bytes are the broker's egress (the root end of its veth)")
+	f.StringVar(&linkRate, "link-rate", "", "agents mode: the links' rate for the time target, bits per second: 1gbit, 100mbit, 1e9 (empty: not judged)")
 	f.StringVar(&cfg.CPUProfile, "cpu-profile", "", "write a CPU profile of this process over the measured part to this file")
 	out.register(cmd)
 	return cmd
+}
+
+// parseRate reads a rate in bits per second as tc writes it: a number
+// with an optional kbit, mbit or gbit (decimal multiples).
+func parseRate(s string) (float64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	num, mult := s, 1.0
+	for _, u := range []struct {
+		suffix string
+		mult   float64
+	}{{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%q is not a positive rate like 1gbit", s)
+	}
+	return v * mult, nil
 }
