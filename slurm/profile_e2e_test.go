@@ -120,7 +120,7 @@ func TestSlurmProfile(t *testing.T) {
 		t.Errorf("RSS rows outside run %s: %v", id, n)
 	}
 	// --run selects the job's profile, as for any run; the query of
-	// docs/slurm.md that keeps InfluxDB's point identity (the last of
+	// docs/slurm-profiling.md that keeps InfluxDB's point identity (the last of
 	// samples with the same tags and time) keeps one row per task and
 	// second, and so does its CPU and RSS per task.
 	all := lakeQuery(t, p, id, "SELECT count(*), count(DISTINCT (time, step, task, host)) FROM RSS")
@@ -130,7 +130,7 @@ func TestSlurmProfile(t *testing.T) {
 	}
 	t.Logf("RSS of run %s: rows, distinct (time, step, task, host): %s; last write wins: %s", id, all, last)
 	if perTask := lakeQuery(t, p, id, cpuRSSQuery); strconv.Itoa(len(perTask)) != last[0] {
-		t.Errorf("docs/slurm.md's CPU and RSS per task: %d rows, want %s:\n%s", len(perTask), last[0], strings.Join(perTask, "\n"))
+		t.Errorf("docs/slurm-profiling.md's CPU and RSS per task: %d rows, want %s:\n%s", len(perTask), last[0], strings.Join(perTask, "\n"))
 	} else {
 		t.Logf("CPU and RSS per task: %d rows, first %q", len(perTask), perTask[0])
 	}
@@ -182,7 +182,7 @@ func TestSlurmProfile(t *testing.T) {
 	}
 }
 
-// cpuRSSQuery is docs/slurm.md's query of a job's CPU and RSS per task.
+// cpuRSSQuery is docs/slurm-profiling.md's query of a job's CPU and RSS per task.
 const cpuRSSQuery = `
   WITH cpu AS (SELECT * FROM CPUUtilization
                QUALIFY row_number() OVER (PARTITION BY time, step, task, host ORDER BY _offset DESC) = 1),
@@ -192,7 +192,7 @@ const cpuRSSQuery = `
   FROM cpu JOIN rss USING (time, step, task, host)
   ORDER BY step, task, time`
 
-// lastRSS selects cols from RSS as InfluxDB keeps it (docs/slurm.md: the
+// lastRSS selects cols from RSS as InfluxDB keeps it (docs/slurm-profiling.md: the
 // last row of each tag set and time), with the condition where.
 func lastRSS(cols, where string) string {
 	if where != "" {
