@@ -78,7 +78,7 @@ func newLakeReplayCmd(f *lakeFlags) *cobra.Command {
 	fl.StringVar(&o.toTopic, "to-topic", "", "produce the samples into this topic instead of printing them (needs --brokers)")
 	fl.StringVar(&o.brokers, "brokers", "", "comma-separated brokers: read the part of the run the sink has not flushed yet (and produce with --to-topic)")
 	fl.StringVar(&o.topic, "topic", replay.DefaultTopic, "the telemetry topic the run was shipped on")
-	fl.StringVar(&o.measurements, "measurements", "", "comma-separated measurements to replay (default: all)")
+	fl.StringVar(&o.measurements, "measurements", "", "comma-separated measurements to replay (default: all but the rollups rollup_*.* and summary.runs)")
 	fl.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this host:port while replaying (empty: off)")
 	o.txf.add(fl, "simtel-replay-<run>-<to-topic>")
 	return cmd

@@ -36,7 +36,11 @@ type Config struct {
 	// sample of the run has a step (tag or field, compared as a number)
 	// of at least *FromStep. It replaces From.
 	FromStep *float64
-	// Measurements restricts the replay to these; empty: all.
+	// Measurements restricts the replay to these; empty: all but the
+	// rollup worker's output (the measurements of the lake's namespaces,
+	// rollup_1m.cpu or summary.runs: query.Namespaces), which would come
+	// back as samples, and be rolled up again, if a replay sent them into
+	// the telemetry topic. Name them here to replay them anyway.
 	Measurements []string
 	// Brokers, when not empty, are read for the records after the lake's
 	// last committed offset of every partition.
@@ -103,7 +107,7 @@ func Open(ctx context.Context, snap *catalog.Snapshot, cache query.Fetcher, cfg 
 	if cfg.FromStep != nil {
 		pruned.From = time.Time{} // the step decides where to start
 	}
-	objs := query.Select(snap, pruned)
+	objs := slices.DeleteFunc(query.Select(snap, pruned), func(o catalog.Object) bool { return !cfg.wants(o.Measurement) })
 	eo := cfg.Engine
 	eo.NoHivePartitioning = true // the files' own run column, not the path's
 	eng, err := query.OpenObjects(ctx, objs, cache, query.Filter{}, eo)
@@ -438,10 +442,18 @@ func (r *Replay) keep(s *Sample) bool {
 	if s.Time < r.from || s.Time >= r.to {
 		return false
 	}
-	if len(r.cfg.Measurements) > 0 && !slices.Contains(r.cfg.Measurements, s.Measurement) {
-		return false
+	return r.cfg.wants(s.Measurement)
+}
+
+// wants reports whether the replay reads measurement m: one of
+// Measurements, or with none named, any measurement but the rollups'
+// and the run summaries'.
+func (c *Config) wants(m string) bool {
+	if len(c.Measurements) > 0 {
+		return slices.Contains(c.Measurements, m)
 	}
-	return true
+	_, _, derived := query.Namespaced(m)
+	return !derived
 }
 
 // stepAtLeast reports whether a sample's step tag or field is a number of
