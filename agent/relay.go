@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -16,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -255,17 +253,10 @@ func (r *relay) handle(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// chunkIndex locates the chunks of the format 2 versions in one policy's
-// cache directory by hash.
+// chunkIndex is the chunks of one policy's cached versions by hash.
 type chunkIndex struct {
 	versions map[int64]bool
-	chunks   map[string]chunkAt
-}
-
-type chunkAt struct {
-	path string
-	pos  int64
-	size int
+	chunks   map[string]learner.CachedChunk
 }
 
 // readChunk returns the bytes of the chunk named hash from the cached
@@ -275,12 +266,12 @@ func (r *relay) readChunk(policy string, version int64, hash string) ([]byte, er
 	r.mu.Lock()
 	idx := r.mu.index[policy]
 	r.mu.Unlock()
-	at, ok := chunkAt{}, false
+	at, ok := learner.CachedChunk{}, false
 	if idx != nil && idx.versions[version] {
 		at, ok = idx.chunks[hash]
 	}
 	if !ok {
-		idx = indexChunks(filepath.Join(r.dir, policy), policy)
+		idx = indexChunks(r.dir, policy)
 		r.mu.Lock()
 		r.mu.index[policy] = idx
 		r.mu.Unlock()
@@ -288,50 +279,23 @@ func (r *relay) readChunk(policy string, version int64, hash string) ([]byte, er
 			return nil, errors.New("no cached version has the chunk")
 		}
 	}
-	f, err := os.Open(at.path)
+	f, err := os.Open(at.Path)
 	if err != nil {
 		return nil, err // pruned since the index was built
 	}
 	defer f.Close()
-	b := make([]byte, at.size)
-	if _, err := f.ReadAt(b, at.pos); err != nil {
+	b := make([]byte, at.Size)
+	if _, err := f.ReadAt(b, at.Pos); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// indexChunks reads the manifests of the installed versions in dir. Only
-// versions whose manifest is in place are listed: the cache renames a
-// verified blob into place before its manifest.
 func indexChunks(dir, policy string) *chunkIndex {
-	idx := &chunkIndex{versions: map[int64]bool{}, chunks: map[string]chunkAt{}}
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseInt(name, 10, 64)
-		if err != nil || v <= 0 {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			continue
-		}
-		var m learner.Manifest
-		if json.Unmarshal(b, &m) != nil || m.Format < learner.Format2 || m.Policy != policy {
-			continue
-		}
+	chunks, versions := learner.CachedChunks(dir, policy)
+	idx := &chunkIndex{versions: map[int64]bool{}, chunks: chunks}
+	for _, v := range versions {
 		idx.versions[v] = true
-		path := filepath.Join(dir, name)
-		var pos int64
-		for _, c := range m.ChunkList {
-			if _, dup := idx.chunks[c.Hash]; !dup {
-				idx.chunks[c.Hash] = chunkAt{path: path, pos: pos, size: c.Size}
-			}
-			pos += int64(c.Size)
-		}
 	}
 	return idx
 }

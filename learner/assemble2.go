@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -91,21 +92,37 @@ func (s *Subscriber) dropSpool() {
 	}
 }
 
-// localChunk is a verified chunk in a cached version's file.
-type localChunk struct {
-	path string
-	pos  int64
+// CachedChunk is a chunk of an installed format 2 version: Size bytes at
+// Pos in the version's file Path.
+type CachedChunk struct {
+	Path string
+	Pos  int64
+	Size int
 }
 
-// localChunks indexes the chunks of the format 2 versions in the cache by
-// hash. The files were verified when installed; each chunk taken from
-// them is checked again.
-func (c *cache) localChunks(policy string) map[string]localChunk {
-	ents, err := os.ReadDir(c.dir)
+// CachedChunks indexes by hash the chunks of the installed format 2
+// versions of policy in the cache under root (SubscriberConfig.Dir), and
+// lists those versions. A version counts as installed once its manifest
+// is in place (the cache renames the verified file into place before it).
+// The files were verified when installed; whoever reads a chunk from them
+// checks it again, or leaves that to its receiver.
+func CachedChunks(root, policy string) (map[string]CachedChunk, []int64) {
+	return chunksIn(filepath.Join(root, policy), policy)
+}
+
+// localChunks is CachedChunks of the cache's policy.
+func (c *cache) localChunks(policy string) map[string]CachedChunk {
+	idx, _ := chunksIn(c.dir, policy)
+	return idx
+}
+
+func chunksIn(dir, policy string) (map[string]CachedChunk, []int64) {
+	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	idx := map[string]localChunk{}
+	idx := map[string]CachedChunk{}
+	var versions []int64
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".json")
 		if !ok {
@@ -115,7 +132,8 @@ func (c *cache) localChunks(policy string) map[string]localChunk {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(c.path(v) + ".json")
+		path := filepath.Join(dir, name)
+		b, err := os.ReadFile(path + ".json")
 		if err != nil {
 			continue
 		}
@@ -123,15 +141,16 @@ func (c *cache) localChunks(policy string) map[string]localChunk {
 		if json.Unmarshal(b, &m) != nil || m.Format < Format2 || m.Policy != policy || m.Validate() != nil {
 			continue
 		}
+		versions = append(versions, v)
 		var pos int64
 		for _, ch := range m.ChunkList {
 			if _, dup := idx[ch.Hash]; !dup {
-				idx[ch.Hash] = localChunk{path: c.path(v), pos: pos}
+				idx[ch.Hash] = CachedChunk{Path: path, Pos: pos, Size: ch.Size}
 			}
 			pos += int64(ch.Size)
 		}
 	}
-	return idx
+	return idx, versions
 }
 
 // assemble2 builds format 2 version m in a new temporary file and checks
@@ -180,14 +199,14 @@ func (s *Subscriber) assemble2(ctx context.Context, cl *kgo.Client, m Manifest, 
 			b = take(sp.f, at[0], c)
 		}
 		if lc, ok := local[c.Hash]; ok && b == nil {
-			lf := files[lc.path]
+			lf := files[lc.Path]
 			if lf == nil {
-				if lf, err = os.Open(lc.path); err == nil {
-					files[lc.path] = lf
+				if lf, err = os.Open(lc.Path); err == nil {
+					files[lc.Path] = lf
 				}
 			}
 			if lf != nil {
-				if b = take(lf, lc.pos, c); b != nil {
+				if b = take(lf, lc.Pos, c); b != nil {
 					reused += int64(c.Size)
 				}
 			}
