@@ -13,6 +13,15 @@ type series struct {
 	measurement string
 	tags        map[string]string
 	open        [levels][]*window
+	// agg caches the aggregate of the series' run in its partition, so a
+	// sample reaches it without looking up the run, the host and each
+	// field by name (summarize.go); aggFields[i] is the run's aggregate of
+	// the i-th field of the last line, checked by name before use.
+	agg       *runAgg
+	aggFields []*field
+	// aggGen is agg.gen when the cache was filled; aggMarked is the
+	// epoch of agg in which the series last marked its measurement dirty.
+	aggGen, aggMarked uint64
 }
 
 // dirtyRef points at a window changed since the last checkpoint.

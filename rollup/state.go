@@ -78,11 +78,22 @@ func appendField(dst []byte, f *field) []byte {
 	dst = append(dst, byte(f.kind))
 	dst = appendFloat(dst, f.lastNum)
 	dst = appendString(dst, f.lastStr)
-	var sk []byte
-	if f.sk != nil {
-		f.sk.Encode(&sk, true)
+	start := len(dst)
+	if d := f.sketch(); d != nil {
+		d.Encode(&dst, true)
 	}
-	return appendString(dst, string(sk))
+	return prefixLength(dst, start)
+}
+
+// prefixLength puts the length of dst[start:] before it as appendString
+// does, so a value is encoded in place instead of into a buffer of its own.
+func prefixLength(dst []byte, start int) []byte {
+	var l [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(l[:], uint64(len(dst)-start))
+	dst = append(dst, l[:n]...)
+	copy(dst[start+n:], dst[start:len(dst)-n])
+	copy(dst[start:], l[:n])
+	return dst
 }
 
 // readField decodes a field aggregate written by appendField.

@@ -19,51 +19,97 @@ import (
 // sample without a run tag belongs to no summary. Every sample counts,
 // also one too late for its window: a summary is over the whole run.
 func (w *worker) addToRun(p *partition, s *series, off, t int64) {
-	var run, host, meas string
 	if s != nil {
-		run, host, meas = s.tags["run"], s.tags["host"], s.measurement
-	} else {
-		for _, tg := range w.dec.Tags {
-			switch string(tg.Key) {
-			case "run":
-				run = string(tg.Value)
-			case "host":
-				host = string(tg.Value)
-			}
+		w.addToSeriesRun(p, s, off, t)
+		return
+	}
+	var run, host string
+	for _, tg := range w.dec.Tags {
+		switch string(tg.Key) {
+		case "run":
+			run = string(tg.Value)
+		case "host":
+			host = string(tg.Value)
 		}
-		meas = string(w.dec.Measurement)
 	}
 	if run == "" {
 		return
 	}
+	a := w.runAgg(p, run, host, off)
+	meas := string(w.dec.Measurement)
+	a.dirtyMeas[meas] = true
+	for i := range w.dec.Fields {
+		w.addToRunField(a, a.field(w.dec.Measurement, w.dec.Fields[i].Key, w.cfg.MaxRunMetrics), &w.dec.Fields[i], t)
+	}
+}
+
+// addToSeriesRun is addToRun for a sample of a held series, through the
+// series' cache of its run aggregate.
+func (w *worker) addToSeriesRun(p *partition, s *series, off, t int64) {
+	a := s.agg
+	if a == nil || a.gone || s.aggGen != a.gen {
+		run := s.tags["run"]
+		if run == "" {
+			return
+		}
+		a = w.runAgg(p, run, s.tags["host"], off)
+		s.agg, s.aggGen, s.aggFields = a, a.gen, s.aggFields[:0]
+		s.aggMarked = a.epoch - 1
+	}
+	if s.aggMarked != a.epoch {
+		a.dirtyMeas[s.measurement] = true
+		s.aggMarked = a.epoch
+	}
+	for i := range w.dec.Fields {
+		fv := &w.dec.Fields[i]
+		var f *field
+		if i < len(s.aggFields) && s.aggFields[i] != nil && s.aggFields[i].name == string(fv.Key) {
+			f = s.aggFields[i]
+		} else {
+			f = a.field([]byte(s.measurement), fv.Key, w.cfg.MaxRunMetrics)
+			if f != nil {
+				for len(s.aggFields) <= i {
+					s.aggFields = append(s.aggFields, nil)
+				}
+				s.aggFields[i] = f
+			}
+		}
+		w.addToRunField(a, f, fv, t)
+	}
+}
+
+// runAgg returns p's aggregate of run, adding it (its first sample at
+// input offset off), with host noted.
+func (w *worker) runAgg(p *partition, run, host string, off int64) *runAgg {
 	a := p.runs[run]
 	if a == nil {
 		a = newRunAgg(run, off)
 		a.dirty = true
 		p.runs[run] = a
 	}
-	a.dirtyMeas[meas] = true
 	if host != "" {
 		a.addHost(host)
 	}
-	for i := range w.dec.Fields {
-		fv := &w.dec.Fields[i]
-		if string(fv.Key) == PolicyVersionField {
-			switch fv.Type {
-			case lineproto.Integer:
-				a.addPolicy(fv.Int())
-			case lineproto.Unsigned:
-				a.addPolicy(int64(fv.Uint())) //nolint:gosec // a version number
-			}
+	return a
+}
+
+// addToRunField adds a decoded value to f, the run's aggregate of its
+// field, or counts it dropped when f is nil (over the metrics cap).
+func (w *worker) addToRunField(a *runAgg, f *field, fv *lineproto.FieldValue, t int64) {
+	if string(fv.Key) == PolicyVersionField {
+		switch fv.Type {
+		case lineproto.Integer:
+			a.addPolicy(fv.Int())
+		case lineproto.Unsigned:
+			a.addPolicy(int64(fv.Uint())) //nolint:gosec // a version number
 		}
-		f := a.field([]byte(meas), fv.Key, w.cfg.MaxRunMetrics)
-		if f == nil {
-			a.dropped++
-			a.dirty = true
-			continue
-		}
-		f.add(fv, t, w.sk)
 	}
+	if f == nil {
+		a.dropped++
+		a.dirty = true
+		return
+	}
+	f.add(fv, t, w.sk)
 }
 
 // anyRunEnded reports whether p holds the aggregate of a run that ended.

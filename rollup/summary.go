@@ -61,6 +61,11 @@ type runAgg struct {
 	// the measurements changed since then (stage 1).
 	dirty     bool
 	dirtyMeas map[string]bool
+	// What a series' cache of the aggregate (series.agg) checks: epoch
+	// counts the clearings of dirtyMeas, gen the replacements of a
+	// measurement's fields, and gone says the aggregate was dropped.
+	epoch, gen uint64
+	gone       bool
 	// queued: the summary is to be produced at the next commit (stage 2).
 	queued bool
 	// info is the run as the runs topic told stage 1 when it produced the
@@ -129,11 +134,18 @@ func (a *runAgg) merge(o *runAgg, sk *sketches, limit int) {
 	a.info = scheduler.Merge(a.info, o.info)
 }
 
+// cleanDirty forgets which measurements changed.
+func (a *runAgg) cleanDirty() {
+	clear(a.dirtyMeas)
+	a.epoch++
+}
+
+// release returns a's sketches to sk; a is no longer used.
 func (a *runAgg) release(sk *sketches) {
+	a.gone = true
 	for _, fs := range a.metrics {
 		for _, f := range fs {
-			sk.put(f.sk)
-			f.sk = nil
+			f.release(sk)
 		}
 	}
 }
@@ -277,8 +289,9 @@ func decodeRunRecord(b []byte, sk *sketches) (a *runAgg, meas string, err error)
 
 // setMeasurement replaces a's fields of measurement m with fs.
 func (a *runAgg) setMeasurement(m string, fs map[string]*field, sk *sketches) {
+	a.gen++ // a series' cached fields may be the replaced ones
 	for _, f := range a.metrics[m] {
-		sk.put(f.sk)
+		f.release(sk)
 	}
 	a.n -= len(a.metrics[m])
 	if fs == nil {
@@ -353,7 +366,7 @@ func appendSummaryLines(a *runAgg, updated int64, emit func(key, line []byte)) e
 				fields["min"], fields["max"], fields["sum"] = f.min, f.max, f.sum
 				fields["mean"] = f.sum / float64(f.count)
 				for _, q := range quantiles {
-					if v, err := f.sk.GetValueAtQuantile(q.q); err == nil {
+					if v, err := f.sketch().GetValueAtQuantile(q.q); err == nil {
 						fields[q.suffix[1:]] = v
 					}
 				}

@@ -50,8 +50,9 @@ var quantiles = [...]struct {
 // sketches creates and recycles the windows' sketches. All share one
 // index mapping, so any two merge.
 type sketches struct {
-	mapping mapping.IndexMapping
-	free    []*ddsketch.DDSketch
+	mapping  mapping.IndexMapping
+	free     []*ddsketch.DDSketch
+	freeVals [][]float64 // fields' pending buffers, empty
 }
 
 func newSketches() *sketches {
@@ -77,6 +78,22 @@ func (p *sketches) put(s *ddsketch.DDSketch) {
 	if s != nil && len(p.free) < 1<<16 {
 		s.Clear()
 		p.free = append(p.free, s)
+	}
+}
+
+// vals returns an empty buffer for a field's pending values.
+func (p *sketches) vals() []float64 {
+	if n := len(p.freeVals); n > 0 {
+		v := p.freeVals[n-1]
+		p.freeVals = p.freeVals[:n-1]
+		return v
+	}
+	return make([]float64, 0, 64)
+}
+
+func (p *sketches) putVals(v []float64) {
+	if cap(v) > 0 && cap(v) <= maxPending && len(p.freeVals) < 1<<16 {
+		p.freeVals = append(p.freeVals, v[:0])
 	}
 }
 
@@ -106,6 +123,11 @@ type field struct {
 	nonfinite     int64
 	min, max, sum float64
 	sk            *ddsketch.DDSketch // nil while count is 0
+	// pend holds finite values not in sk yet. Adding a value to a sketch
+	// touches its store's memory, scattered over every open window's
+	// sketches, so the values of a window gather here and go into its
+	// sketch together when it is read (sketch) or pend is full.
+	pend []float64
 	lastT         int64
 	kind          lastKind
 	lastNum       float64
@@ -133,11 +155,43 @@ func (f *field) addNumber(v float64, t int64, p *sketches) bool {
 	}
 	f.count++
 	f.sum += v
-	_ = f.sk.Add(v) // only fails for a negative count
+	if f.pend == nil {
+		f.pend = p.vals()
+	}
+	f.pend = append(f.pend, v)
+	if len(f.pend) == maxPending {
+		f.flush()
+	}
 	if f.setLast(t) {
 		f.kind, f.lastNum = lastNumber, v
 	}
 	return true
+}
+
+// maxPending bounds a field's pending values (8 bytes each).
+const maxPending = 512
+
+// flush adds the pending values to the sketch.
+func (f *field) flush() {
+	for _, v := range f.pend {
+		_ = f.sk.Add(v) // only fails for a negative count
+	}
+	f.pend = f.pend[:0]
+}
+
+// sketch returns the sketch of the finite values, nil if there are none.
+func (f *field) sketch() *ddsketch.DDSketch {
+	if len(f.pend) > 0 {
+		f.flush()
+	}
+	return f.sk
+}
+
+// release returns the sketch and the pending buffer to p.
+func (f *field) release(p *sketches) {
+	p.put(f.sk)
+	p.putVals(f.pend)
+	f.sk, f.pend = nil, nil
 }
 
 // add adds a decoded value at sample time t; it reports false for a
@@ -175,7 +229,7 @@ func (f *field) merge(o *field, p *sketches) {
 		}
 		f.count += o.count
 		f.sum += o.sum
-		_ = f.sk.MergeWith(o.sk) // one mapping for all sketches
+		_ = f.sk.MergeWith(o.sketch()) // one mapping for all sketches
 	}
 	f.nonfinite += o.nonfinite
 	if o.kind != lastNone && f.setLast(o.lastT) {
@@ -194,7 +248,12 @@ type window struct {
 }
 
 // field returns the window's aggregate of the field named name, adding it.
-func (w *window) field(name []byte) *field {
+// hint is where it is likely to be: a series' lines mostly carry the same
+// fields in the same order.
+func (w *window) field(name []byte, hint int) *field {
+	if hint < len(w.fields) && w.fields[hint].name == string(name) {
+		return w.fields[hint]
+	}
 	for _, f := range w.fields {
 		if f.name == string(name) {
 			return f
@@ -206,15 +265,14 @@ func (w *window) field(name []byte) *field {
 }
 
 func (w *window) merge(o *window, p *sketches) {
-	for _, of := range o.fields {
-		w.field([]byte(of.name)).merge(of, p)
+	for i, of := range o.fields {
+		w.field([]byte(of.name), i).merge(of, p)
 	}
 }
 
 func (w *window) release(p *sketches) {
 	for _, f := range w.fields {
-		p.put(f.sk)
-		f.sk = nil
+		f.release(p)
 	}
 }
 
@@ -249,7 +307,7 @@ func appendLine(dst []byte, res int, s *series, w *window) ([]byte, error) {
 			fields[f.name+"_sum"] = f.sum
 			fields[f.name+"_mean"] = f.sum / float64(f.count)
 			for _, q := range quantiles {
-				if v, err := f.sk.GetValueAtQuantile(q.q); err == nil {
+				if v, err := f.sketch().GetValueAtQuantile(q.q); err == nil {
 					fields[f.name+q.suffix] = v
 				}
 			}

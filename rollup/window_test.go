@@ -27,7 +27,7 @@ func feed(t *testing.T, p *partition, sk *sketches, lines ...string) {
 		p.maxEvent = max(p.maxEvent, d.Time)
 		w := p.window(s, 0, floorTo(d.Time, int64(10*time.Second)))
 		for i := range d.Fields {
-			w.field(d.Fields[i].Key).add(&d.Fields[i], d.Time, sk)
+			w.field(d.Fields[i].Key, i).add(&d.Fields[i], d.Time, sk)
 		}
 	}
 }
@@ -56,7 +56,7 @@ func TestFieldBadValues(t *testing.T) {
 	if f.count != 3 || f.nonfinite != 3 || f.sum != 6 || f.min != 1 || f.max != 3 || f.lastNum != 2 {
 		t.Errorf("got count %d nonfinite %d sum %v min %v max %v last %v, want 3 3 6 1 3 2", f.count, f.nonfinite, f.sum, f.min, f.max, f.lastNum)
 	}
-	if q, _ := f.sk.GetValueAtQuantile(1); math.Abs(q-3) > 0.03 {
+	if q, _ := f.sketch().GetValueAtQuantile(1); math.Abs(q-3) > 0.03 {
 		t.Errorf("p100 %v, want 3 within 1%%", q)
 	}
 	p := newPartition(0, 0)

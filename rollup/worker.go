@@ -384,7 +384,9 @@ func (w *worker) checkpoint(ctx context.Context, p *partition) {
 			continue
 		}
 		d.w.dirty, d.w.saved = false, true
-		produce(stateKey(d.s.key, d.res, d.w.start), appendWindow(nil, d.s, d.res, d.w))
+		// Encoded in the reused buffer, then copied once at its size.
+		w.buf = appendWindow(w.buf[:0], d.s, d.res, d.w)
+		produce(stateKey(d.s.key, d.res, d.w.start), bytes.Clone(w.buf))
 	}
 	clear(p.dirty)
 	p.dirty = p.dirty[:0]
@@ -400,7 +402,7 @@ func (w *worker) checkpoint(ctx context.Context, p *partition) {
 		for m := range a.dirtyMeas {
 			produce(runStateKey(a.run, m), appendRunMeasurement(nil, a, m))
 		}
-		clear(a.dirtyMeas)
+		a.cleanDirty()
 	}
 	if p.metaDirty {
 		produce(metaKey, appendMeta(nil, p))
@@ -508,7 +510,7 @@ func (w *worker) load(ctx context.Context, ids []int32) error {
 		p.metaDirty = false
 		for _, a := range p.runs {
 			a.dirty = false
-			clear(a.dirtyMeas)
+			a.cleanDirty()
 		}
 		w.parts[id] = p
 		w.series += len(p.series)
@@ -613,7 +615,7 @@ func (w *worker) add(ctx context.Context, p *partition, r *kgo.Record) {
 	}
 	win := p.window(s, 0, start)
 	for i := range w.dec.Fields {
-		if !win.field(w.dec.Fields[i].Key).add(&w.dec.Fields[i], t, w.sk) {
+		if !win.field(w.dec.Fields[i].Key, i).add(&w.dec.Fields[i], t, w.sk) {
 			w.m.nonfinite.Inc()
 		}
 	}
