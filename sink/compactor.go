@@ -164,6 +164,7 @@ func (c *compactor) pass(ctx context.Context) {
 		MinFiles: c.cfg.MinFiles, TargetSize: c.cfg.TargetSize, Settle: c.cfg.Settle,
 		DeleteDelay: c.cfg.DeleteDelay, Partitions: c.owns, Logger: log,
 		Engine: query.Options{Logger: log}, BeforeCommit: c.beforeCommit, AfterCommit: c.afterCommit,
+		Iceberg: c.s.ice,
 	}
 	res, err := compact.Run(ctx, c.s.store, c.s.cat, c.cache, cfg)
 	c.m.duration.Observe(time.Since(start).Seconds())
@@ -180,10 +181,10 @@ func (c *compactor) pass(ctx context.Context) {
 		log.Warn("compaction pass failed; the next pass tries again", "err", err)
 		return
 	}
-	if res.Groups > 0 || res.Cleaned > 0 || res.Lost > 0 {
+	if res.Groups > 0 || res.Cleaned > 0 || res.Lost > 0 || res.Reconciled > 0 {
 		log.Info("compacted", "merged", res.Groups, "replaced", res.Replaced, "rows", res.Rows,
 			"bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter, "deleted", res.Cleaned,
-			"lost", res.Lost, "took", time.Since(start).Round(time.Millisecond))
+			"lost", res.Lost, "iceberg_reconciled", res.Reconciled, "took", time.Since(start).Round(time.Millisecond))
 	}
 }
 

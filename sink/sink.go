@@ -86,8 +86,7 @@ type Config struct {
 	Retention RetentionConfig
 	// IcebergCatalog, when set (sqlite:PATH or postgres://...), makes
 	// every flush also commit its objects to the lake's Iceberg tables
-	// (see lake/iceberg); compaction is then off, as it does not rewrite
-	// the tables yet.
+	// (see lake/iceberg); compaction rewrites them too (lake/compact).
 	IcebergCatalog string
 	// IcebergPause pauses between a flush's catalog commit and its
 	// Iceberg commit. For crash tests only.
@@ -233,9 +232,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.JobsTopic != "-" {
 		wg.Go(func() { s.watchJobs(bg) })
 	}
-	if cfg.Compact.Interval > 0 && s.ice != nil {
-		log.Warn("compaction is off: it does not rewrite the Iceberg tables yet", "iceberg_catalog", cfg.IcebergCatalog)
-	} else if cfg.Compact.Interval > 0 {
+	if cfg.Compact.Interval > 0 {
 		c := newCompactor(s, cfg.Compact, reg)
 		c.pauseAroundCommit(cfg.CompactPause)
 		wg.Go(func() { c.run(bg) })

@@ -12,8 +12,9 @@ import (
 
 func newLakeCompactCmd(f *lakeFlags) *cobra.Command {
 	var (
-		cfg    compact.Config
-		target string
+		cfg            compact.Config
+		target         string
+		icebergCatalog string
 	)
 	cmd := &cobra.Command{
 		Use:   "compact",
@@ -23,16 +24,27 @@ topic and partition with consecutive offset ranges are rewritten as one
 object (sorted by time and offset, zstd) of up to --target-size, when at
 least --min-files of them qualify. The merge is recorded in the catalog
 before the small objects are deleted, so an interrupted compaction is safe
-to run again; readers that started before it may need a rerun.`,
+to run again; readers that started before it may need a rerun.
+
+A lake with Iceberg tables (the sink ran with --iceberg-catalog) is
+compacted only with --iceberg-catalog, the same catalog: each merge then
+also replaces the small files by the merged one in the measurement's table,
+in one snapshot, so no engine reading the table sees a row twice or misses
+one. Only files the tables already hold are merged, and the small objects
+are not deleted: the table's earlier snapshots still read them (time
+travel) until 'simtel lake expire' expires those snapshots. A compaction
+interrupted between simtel's catalog and the Iceberg commit is finished by
+the next run.`,
 		Example: `  simtel lake compact --run r42
-  simtel lake compact --min-files 8 --target-size 256MiB --dry-run`,
+  simtel lake compact --min-files 8 --target-size 256MiB --dry-run
+  simtel lake compact --iceberg-catalog sqlite:/var/lib/simtel/iceberg.db`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if cfg.TargetSize, err = parseSize(target); err != nil {
 				return fmt.Errorf("--target-size: %w", err)
 			}
-			return runLakeCompact(cmd, f, cfg)
+			return runLakeCompact(cmd, f, cfg, icebergCatalog)
 		},
 	}
 	fl := cmd.Flags()
@@ -40,10 +52,11 @@ to run again; readers that started before it may need a rerun.`,
 	fl.IntVar(&cfg.MinFiles, "min-files", 4, "merge only when at least this many small objects qualify")
 	fl.StringVar(&target, "target-size", "128MiB", "largest merged object (input bytes), e.g. 64MiB, 1GiB")
 	fl.BoolVar(&cfg.DryRun, "dry-run", false, "print what would be merged, change nothing")
+	fl.StringVar(&icebergCatalog, "iceberg-catalog", "", "the Iceberg catalog the sink commits to (sqlite:PATH or postgres://...): rewrite its tables too; required on a lake with Iceberg tables")
 	return cmd
 }
 
-func runLakeCompact(cmd *cobra.Command, f *lakeFlags, cfg compact.Config) error {
+func runLakeCompact(cmd *cobra.Command, f *lakeFlags, cfg compact.Config, icebergCatalog string) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -51,6 +64,20 @@ func runLakeCompact(cmd *cobra.Command, f *lakeFlags, cfg compact.Config) error 
 	ls, err := f.session(cmd)
 	if err != nil {
 		return err
+	}
+	if icebergCatalog != "" {
+		ice, err := openLakeIceberg(ctx, f, ls.st, icebergCatalog, true)
+		if err != nil {
+			return err
+		}
+		defer ice.Close()
+		cfg.Iceberg = ice
+	} else if has, err := lakeHasIceberg(ctx, ls.st); err != nil {
+		return err
+	} else if has {
+		// Merging without rewriting the tables would leave them naming
+		// objects the catalog replaced.
+		return fmt.Errorf("the lake %s has Iceberg tables (%s): give --iceberg-catalog, the catalog 'simtel sink' commits to, so the compaction rewrites them too", ls.st, "_iceberg/")
 	}
 	cfg.Logger = ls.log
 	cfg.Engine = ls.engine
@@ -61,6 +88,9 @@ func runLakeCompact(cmd *cobra.Command, f *lakeFlags, cfg compact.Config) error 
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s %d objects into %d (%d rows, %s -> %s); removed %d leftovers of earlier compactions\n",
 		verb, res.Replaced, res.Groups, res.Rows, query.FormatBytes(res.BytesBefore), query.FormatBytes(res.BytesAfter), res.Cleaned)
+	if res.Reconciled > 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "rewrote the Iceberg tables for %d compactions an earlier run left in simtel's catalog only\n", res.Reconciled)
+	}
 	return err
 }
 

@@ -16,13 +16,14 @@ import (
 // lakeExtraCmds are the lake subcommands that read objects (query, replay,
 // backfill, compact and serve) and retention, which removes them.
 func lakeExtraCmds(f *lakeFlags) []*cobra.Command {
-	return []*cobra.Command{newLakeQueryCmd(f), newLakeReplayCmd(f), newLakeBackfillCmd(f), newLakeCompactCmd(f), newLakeServeCmd(f), newLakeRetentionCmd(f)}
+	return []*cobra.Command{newLakeQueryCmd(f), newLakeReplayCmd(f), newLakeBackfillCmd(f), newLakeCompactCmd(f), newLakeServeCmd(f), newLakeRetentionCmd(f), newLakeSnapshotsCmd(f)}
 }
 
 // lakeQueryFlags are lake query's own flags.
 type lakeQueryFlags struct {
 	run, from, to, topic, format, output string
 	tables                               bool
+	asOf, icebergCatalog                 string
 }
 
 const lakeQueryLong = `Run one SQL statement with DuckDB over the lake's Parquet objects.
@@ -43,7 +44,13 @@ their columns.
 
 Output (--format): table (aligned, for terminals), csv (with a header),
 json (one object per line) or arrow (an Arrow IPC stream, for
-pyarrow.ipc.open_stream or polars; write it to --output or a pipe).`
+pyarrow.ipc.open_stream or polars; write it to --output or a pipe).
+
+--as-of (with --iceberg-catalog, the catalog 'simtel sink' commits to)
+reads the measurements' Iceberg tables as they were: at a snapshot id
+(see 'simtel lake snapshots'; the other tables as of that snapshot's time)
+or at an RFC 3339 time. Only telemetry tables travel in time: raw and
+dead-letter tables are left out.`
 
 func newLakeQueryCmd(f *lakeFlags) *cobra.Command {
 	var q lakeQueryFlags
@@ -54,6 +61,7 @@ func newLakeQueryCmd(f *lakeFlags) *cobra.Command {
 		Example: `  simtel lake query --tables --run r42
   simtel lake query "SELECT host, avg(usage_user) FROM cpu GROUP BY host" --run r42
   simtel lake query "SELECT * FROM reward ORDER BY time" --run r42 --format csv --output reward.csv
+  simtel lake query "SELECT count(*) FROM cpu" --iceberg-catalog sqlite:iceberg.db --as-of 2026-12-01T10:00:00Z
   simtel lake query "SELECT * FROM cpu" --from 2026-11-29T10:00:00Z --format arrow | python3 -c 'import pyarrow.ipc,sys; print(pyarrow.ipc.open_stream(sys.stdin.buffer).read_all())'`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,6 +76,8 @@ func newLakeQueryCmd(f *lakeFlags) *cobra.Command {
 	fl.StringVar(&q.format, "format", "table", "output format: table, csv, json (one object per line) or arrow (IPC stream)")
 	fl.StringVarP(&q.output, "output", "o", "", "write the result to this file instead of stdout")
 	fl.BoolVar(&q.tables, "tables", false, "list the tables (views) and their columns instead of running SQL")
+	fl.StringVar(&q.asOf, "as-of", "", "read the Iceberg tables as of this snapshot id or RFC 3339 time (needs --iceberg-catalog)")
+	fl.StringVar(&q.icebergCatalog, "iceberg-catalog", "", "the Iceberg catalog the sink commits to, for --as-of: sqlite:PATH or postgres://user:pass@host/db (read only)")
 	return cmd
 }
 
@@ -120,7 +130,14 @@ func runLakeQuery(cmd *cobra.Command, f *lakeFlags, q *lakeQueryFlags, args []st
 	if err != nil {
 		return err
 	}
-	eng, err := query.Open(ctx, ls.st, ls.cat, ls.cache, qf, ls.engine)
+	var eng *query.Engine
+	if q.asOf != "" {
+		eng, err = openAsOf(ctx, f, ls, q.icebergCatalog, q.asOf, qf, func(w string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w) })
+	} else if q.icebergCatalog != "" {
+		err = errors.New("--iceberg-catalog is for --as-of: give --as-of too, or leave both out to read the lake's current objects")
+	} else {
+		eng, err = query.Open(ctx, ls.st, ls.cat, ls.cache, qf, ls.engine)
+	}
 	if err != nil {
 		return err
 	}

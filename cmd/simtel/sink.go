@@ -118,7 +118,7 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 	f.DurationVar(&cfg.Retention.Grace, "retention-grace", retention.DefaultGrace, "delete expired objects this long after they left the catalog (running queries may still read them)")
 	f.DurationVar(&cfg.CompactPause, "compact-pause", 0, "pause before and after each compaction commit (crash tests only)")
 	_ = f.MarkHidden("compact-pause")
-	f.StringVar(&cfg.IcebergCatalog, "iceberg-catalog", "", "also commit every flush to the lake's Apache Iceberg tables, in this catalog: sqlite:PATH or postgres://user:pass@host/db (empty: off; turns compaction off)")
+	f.StringVar(&cfg.IcebergCatalog, "iceberg-catalog", "", "also commit every flush to the lake's Apache Iceberg tables, in this catalog: sqlite:PATH or postgres://user:pass@host/db (empty: off)")
 	f.DurationVar(&cfg.IcebergPause, "iceberg-pause", 0, "pause between a flush's catalog and Iceberg commits (crash tests only)")
 	_ = f.MarkHidden("iceberg-pause")
 	return cmd

@@ -34,6 +34,21 @@
 // integer by one flush and as a float by another) are never merged into
 // one object: DuckDB would cast them to a common type and change what
 // readers see. A batch is split where the types change.
+//
+// # Iceberg
+//
+// With Config.Iceberg, the lake's tables change with the catalog: after
+// step 3 the merge is also committed to the measurement's Iceberg table as
+// one rewrite snapshot that deletes the originals and adds the merged
+// object (lake/iceberg's Rewrite), so a reader of the current snapshot
+// never sees a row twice or misses one. Step 4 is left out: the table's
+// earlier snapshots still name the originals (time travel), and lake
+// expire deletes them once no retained snapshot does. Only objects the
+// tables already hold are merged; an object whose flush is not in its
+// table yet ends a run like a fresh one. A compactor that died between
+// the catalog commit and the rewrite leaves the table on its older, still
+// complete snapshot; every Run first rewrites the tables for such
+// compactions (ReconcileCompactions), before planning.
 package compact
 
 import (
@@ -52,6 +67,7 @@ import (
 
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/iceberg"
 	"github.com/simtel/simtel/lake/query"
 	"github.com/simtel/simtel/lake/schema"
 	"github.com/simtel/simtel/lake/store"
@@ -89,6 +105,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Engine options for the DuckDB engine that rewrites objects.
 	Engine query.Options
+	// Iceberg, when set, is the lake's Iceberg catalog: each merge also
+	// rewrites its table (see the package doc), only files the tables
+	// hold are merged, and replaced objects are left for lake expire.
+	Iceberg *iceberg.Lake
 	// BeforeCommit and AfterCommit, when set, run around the catalog
 	// commit of each merge with the merged object's key; an error stops
 	// Run there as a crash would. For crash tests.
@@ -135,6 +155,9 @@ type Result struct {
 	// Lost counts compactions committed but not applied: another
 	// compactor's older record replaced some of the same objects first.
 	Lost int
+	// Reconciled counts Iceberg rewrites of compactions committed to the
+	// catalog by an earlier run that died before rewriting the table.
+	Reconciled int
 }
 
 // Batch is a set of objects to merge into one.
@@ -173,7 +196,14 @@ func ParseName(key string) (topic string, partition int32, first, last int64, er
 }
 
 // Plan chooses the batches to merge from a catalog snapshot.
-func Plan(snap *catalog.Snapshot, cfg Config) ([]Batch, error) {
+func Plan(snap *catalog.Snapshot, cfg Config) ([]Batch, error) { return plan(snap, cfg, nil) }
+
+// plan is Plan; when held is not nil, only the objects it holds (the data
+// files of the Iceberg tables) are merged: a merge of a file the table
+// does not hold yet (its flush's Iceberg commit is still to come) would
+// add its rows twice, once through the merged file and once through the
+// flush.
+func plan(snap *catalog.Snapshot, cfg Config, held map[string]bool) ([]Batch, error) {
 	type groupKey struct {
 		m, run, date, topic string
 		part                int32
@@ -198,9 +228,10 @@ func Plan(snap *catalog.Snapshot, cfg Config) ([]Batch, error) {
 			continue
 		}
 		k := groupKey{o.Measurement, o.Run, o.Date, topic, p}
-		if cfg.Settle > 0 && now.Sub(written[o.Key]) < cfg.Settle {
-			// Too fresh: it ends the run of settled objects before it
-			// (objects are merged only with their neighbours in offsets).
+		if cfg.Settle > 0 && now.Sub(written[o.Key]) < cfg.Settle || held != nil && !held[o.Key] {
+			// Too fresh, or not in its Iceberg table yet: it ends the run
+			// of objects before it (objects are merged only with their
+			// neighbours in offsets).
 			groups[k] = append(groups[k], item{o: o, first: f, last: l, fresh: true})
 			continue
 		}
@@ -276,10 +307,25 @@ func Run(ctx context.Context, st store.Store, cat *catalog.Catalog, cache query.
 	if err != nil {
 		return res, err
 	}
-	if !cfg.DryRun {
-		res.Cleaned = cleanup(ctx, st, snap, cfg)
+	var held map[string]bool
+	if cfg.Iceberg != nil {
+		if !cfg.DryRun {
+			res.Reconciled, err = cfg.Iceberg.ReconcileCompactions(ctx, snap, func(key string) bool {
+				topic, p, _, _, err := ParseName(key)
+				return cfg.Partitions == nil || err == nil && cfg.Partitions(topic, p)
+			})
+			if err != nil {
+				return res, fmt.Errorf("cannot rewrite the Iceberg tables for earlier compactions: %w", err)
+			}
+		}
+		if held, err = cfg.Iceberg.DataFiles(ctx, tablesOf(snap, cfg.Run)); err != nil {
+			return res, err
+		}
 	}
-	batches, err := Plan(snap, cfg)
+	if !cfg.DryRun {
+		res.Cleaned = cleanup(ctx, st, snap, cfg, held)
+	}
+	batches, err := plan(snap, cfg, held)
 	if err != nil {
 		return res, err
 	}
@@ -314,6 +360,19 @@ func Run(ctx context.Context, st store.Store, cat *catalog.Catalog, cache query.
 		}
 	}
 	return res, nil
+}
+
+// tablesOf names the Iceberg tables of the snapshot's telemetry (of run,
+// when given).
+func tablesOf(snap *catalog.Snapshot, run string) []string {
+	var out []string
+	for _, m := range snap.Measurements() {
+		if run != "" && !slices.Contains(m.Runs, run) {
+			continue
+		}
+		out = append(out, iceberg.TableName(m.Name))
+	}
+	return out
 }
 
 // mergeBatch fetches a batch's objects, splits it where the objects'
@@ -596,6 +655,17 @@ func merge(ctx context.Context, st store.Store, cat *catalog.Catalog, eng *query
 		}
 		return obj, false, nil
 	}
+	if cfg.Iceberg != nil {
+		// The catalog shows the merged object now; the table must too,
+		// in one snapshot. Earlier snapshots still name the originals,
+		// so they stay in the lake until lake expire removes them. A
+		// crash before this is repaired by the next run's
+		// ReconcileCompactions.
+		if err := cfg.Iceberg.Rewrite(ctx, cp); err != nil {
+			return obj, true, fmt.Errorf("compaction into %s is in the catalog but not in the Iceberg table yet (the next compaction retries): %w", key, err)
+		}
+		return obj, true, nil
+	}
 	if cfg.DeleteDelay > 0 {
 		return obj, true, nil // a later run deletes the originals
 	}
@@ -621,11 +691,13 @@ func visibleKeys(snap *catalog.Snapshot) map[string]bool {
 // cleanup deletes the replaced objects of recent compactions older than
 // DeleteDelay (again, in case a compaction crashed between its commit and
 // its deletes), and the merged objects of compactions that lost a race.
-func cleanup(ctx context.Context, st store.Store, snap *catalog.Snapshot, cfg Config) int {
+// With Iceberg, replaced objects stay: the tables' earlier snapshots name
+// them, and lake expire deletes them with those snapshots.
+func cleanup(ctx context.Context, st store.Store, snap *catalog.Snapshot, cfg Config, held map[string]bool) int {
 	n := 0
 	visible := visibleKeys(snap)
 	del := func(k string) {
-		if visible[k] {
+		if visible[k] || held[k] {
 			return // never delete what a reader may be told to read
 		}
 		if _, err := st.Stat(ctx, k); err != nil {
@@ -638,6 +710,9 @@ func cleanup(ctx context.Context, st store.Store, snap *catalog.Snapshot, cfg Co
 		n++
 	}
 	for _, cp := range snap.Compactions {
+		if cfg.Iceberg != nil {
+			break
+		}
 		age := time.Since(cp.Written)
 		if age > cfg.CleanupAge || age < cfg.DeleteDelay {
 			continue

@@ -51,11 +51,20 @@
 // partition's entries therefore reach every table in offset order, which
 // is what makes the watermark test sound.
 //
+// # Compaction and time travel
+//
+// A compaction of simtel's catalog (lake/compact) is applied to its table
+// by Rewrite: one snapshot of operation replace deletes the replaced files
+// and adds the merged one, its summary naming the compaction record
+// (simtel.compaction). The compactor merges only files the table holds,
+// and ReconcileCompactions, at the start of every compaction run, rewrites
+// the tables for compactions a compactor committed to the catalog but not
+// to Iceberg before it died. The replaced files stay in the lake while
+// older snapshots name them: Snapshots, SnapshotAt and FilesAt read a
+// table as of an earlier snapshot (simtel lake query --as-of).
+//
 // # Not yet
 //
-// Compaction does not rewrite the tables: a sink with an Iceberg catalog
-// does not compact, and `simtel lake compact` must not run on such a lake.
-// Objects replaced by a compaction before
-// Iceberg was turned on are not added (their rows are missing from the
-// tables).
+// Objects replaced by a compaction before Iceberg was turned on are not
+// added (their rows are missing from the tables).
 package iceberg
