@@ -134,7 +134,7 @@ func (a *Agent) startPolicies(ctx context.Context, wg *sync.WaitGroup) error {
 			Logger:      a.log.With("part", "policy", "policy", name),
 		}
 		if ps.relay != nil {
-			sc.Peers = ps.relay
+			sc.Peers, sc.OnChunk = ps.relay, ps.relay.onChunk
 		}
 		sub, err := learner.NewSubscriber(sc)
 		if err != nil {
@@ -168,6 +168,9 @@ func (a *Agent) followPolicy(ctx context.Context, name string, sub *learner.Subs
 		a.log.Info("policy version held", "policy", name, "version", m.Version, "bytes", m.Size)
 		if p := a.policies.pool; p != nil {
 			p.SetHolding(name, gossip.Holding{Version: m.Version, Since: time.Now()})
+		}
+		if r := a.policies.relay; r != nil {
+			r.dropPartial(name, m.Version) // served from the cache from now on
 		}
 	}
 }

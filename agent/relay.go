@@ -57,9 +57,13 @@ import (
 // egress per version is then about seeds + 1 copies plus the chunks peers
 // failed to serve, whatever the number of nodes.
 //
-// Limits: a node serves a version once it holds all of it (chunks do not
-// move on before the version is complete), so a version reaches the pool
-// in waves: the seeds, then the nodes fetching from them, and so on.
+// Pipelining: a node serves the chunks of the version it is still
+// assembling as soon as each is written (learner's OnChunk), and
+// advertises that version under "<policy>/fetching" in the pool. A node
+// asks such partial holders only if they come before it in the version's
+// order, so chunks flow from the seeds down that order and no two nodes
+// wait for each other; a partial holder asked for a chunk it does not have
+// yet holds the request up to relayPartialWait for it to arrive.
 
 const (
 	// relayPerPeer bounds one node's concurrent requests to one peer, and
@@ -86,8 +90,11 @@ const (
 	// relayHoldersEvery is how often the holders of a version are looked
 	// up again in the pool's view while chunks are fetched.
 	relayHoldersEvery = 200 * time.Millisecond
-	relayAuthScheme   = "Simtel-Relay "
-	minRelayKey       = 16
+	// relayPartialWait is how long a node fetching a version holds a
+	// request for a chunk it does not have yet before answering 404.
+	relayPartialWait = 3 * time.Second
+	relayAuthScheme  = "Simtel-Relay "
+	minRelayKey      = 16
 )
 
 // relayStats are the relay's counters of one policy.
@@ -116,8 +123,9 @@ type relay struct {
 
 	mu struct {
 		sync.Mutex
-		avoid map[string]time.Time   // peer node -> not asked before
-		index map[string]*chunkIndex // by policy
+		avoid   map[string]time.Time       // peer node -> not asked before
+		index   map[string]*chunkIndex     // by policy
+		partial map[string]*partialVersion // by policy
 	}
 }
 
@@ -158,6 +166,7 @@ func newRelay(cfg *Config, key []byte, log *slog.Logger) *relay {
 	}
 	r.mu.avoid = map[string]time.Time{}
 	r.mu.index = map[string]*chunkIndex{}
+	r.mu.partial = map[string]*partialVersion{}
 	return r
 }
 
@@ -233,14 +242,30 @@ func (r *relay) handle(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "no such policy, version or chunk", http.StatusNotFound)
 		return
 	}
+	at, ok := r.lookup(policy, version, hash)
+	if !ok {
+		at, ok = r.awaitPartial(req.Context(), policy, version, hash)
+	}
+	if !ok {
+		http.Error(w, "chunk not held", http.StatusNotFound)
+		return
+	}
 	select {
 	case r.serveSem <- struct{}{}:
 		defer func() { <-r.serveSem }()
 	case <-req.Context().Done():
 		return
 	}
-	b, err := r.readChunk(policy, version, hash)
+	b, err := readChunkAt(at)
 	if err != nil {
+		// A version being assembled was installed (its file renamed)
+		// or dropped since: look in the cache.
+		r.dropPartial(policy, version)
+		if at, ok = r.lookup(policy, version, hash); ok {
+			b, err = readChunkAt(at)
+		}
+	}
+	if err != nil || !ok {
 		r.log.Debug("relay chunk not served", "policy", policy, "version", version, "chunk", hash, "err", err)
 		http.Error(w, "chunk not held", http.StatusNotFound)
 		return
@@ -253,21 +278,91 @@ func (r *relay) handle(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
+// partialVersion is the chunks of the version a node is assembling, as
+// they are written (learner.SubscriberConfig.OnChunk).
+type partialVersion struct {
+	version int64
+	chunks  map[string]learner.CachedChunk
+	more    chan struct{} // closed and replaced when a chunk is added
+}
+
+// onChunk records chunk i of m, written at pos in path.
+func (r *relay) onChunk(m learner.Manifest, i int, path string, pos int64) {
+	c := m.ChunkList[i]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pv := r.mu.partial[m.Policy]
+	if pv == nil || pv.version != m.Version {
+		if pv != nil {
+			close(pv.more)
+		}
+		pv = &partialVersion{version: m.Version, chunks: map[string]learner.CachedChunk{}, more: make(chan struct{})}
+		r.mu.partial[m.Policy] = pv
+	}
+	pv.chunks[c.Hash] = learner.CachedChunk{Path: path, Pos: pos, Size: c.Size}
+	close(pv.more)
+	pv.more = make(chan struct{})
+}
+
+func (r *relay) dropPartial(policy string, version int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if pv := r.mu.partial[policy]; pv != nil && pv.version == version {
+		close(pv.more)
+		delete(r.mu.partial, policy)
+	}
+}
+
+// awaitPartial waits up to relayPartialWait for the chunk named hash of
+// the version being assembled, when that is version: peers ask a node
+// that is still fetching a version for its chunks in about the order it
+// receives them, and are answered as soon as it has them.
+func (r *relay) awaitPartial(ctx context.Context, policy string, version int64, hash string) (learner.CachedChunk, bool) {
+	t := time.NewTimer(relayPartialWait)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		pv := r.mu.partial[policy]
+		if pv == nil || pv.version != version {
+			r.mu.Unlock()
+			return learner.CachedChunk{}, false
+		}
+		at, ok := pv.chunks[hash]
+		more := pv.more
+		r.mu.Unlock()
+		if ok {
+			return at, true
+		}
+		select {
+		case <-more:
+		case <-t.C:
+			return learner.CachedChunk{}, false
+		case <-ctx.Done():
+			return learner.CachedChunk{}, false
+		}
+	}
+}
+
 // chunkIndex is the chunks of one policy's cached versions by hash.
 type chunkIndex struct {
 	versions map[int64]bool
 	chunks   map[string]learner.CachedChunk
 }
 
-// readChunk returns the bytes of the chunk named hash from the cached
-// versions of policy. The index is rebuilt when it does not know version
-// or the chunk, so a version installed since is found.
-func (r *relay) readChunk(policy string, version int64, hash string) ([]byte, error) {
+// lookup finds the chunk named hash of policy: in the version being
+// assembled, else in the cached versions. The cache's index is rebuilt
+// when it does not know version or the chunk, so a version installed
+// since is found.
+func (r *relay) lookup(policy string, version int64, hash string) (learner.CachedChunk, bool) {
 	r.mu.Lock()
 	idx := r.mu.index[policy]
+	var at learner.CachedChunk
+	ok := false
+	if pv := r.mu.partial[policy]; pv != nil {
+		at, ok = pv.chunks[hash]
+	}
 	r.mu.Unlock()
-	at, ok := learner.CachedChunk{}, false
-	if idx != nil && idx.versions[version] {
+	if !ok && idx != nil && idx.versions[version] {
 		at, ok = idx.chunks[hash]
 	}
 	if !ok {
@@ -275,13 +370,15 @@ func (r *relay) readChunk(policy string, version int64, hash string) ([]byte, er
 		r.mu.Lock()
 		r.mu.index[policy] = idx
 		r.mu.Unlock()
-		if at, ok = idx.chunks[hash]; !ok {
-			return nil, errors.New("no cached version has the chunk")
-		}
+		at, ok = idx.chunks[hash]
 	}
+	return at, ok
+}
+
+func readChunkAt(at learner.CachedChunk) ([]byte, error) {
 	f, err := os.Open(at.Path)
 	if err != nil {
-		return nil, err // pruned since the index was built
+		return nil, err // pruned, renamed or dropped since it was found
 	}
 	defer f.Close()
 	b := make([]byte, at.Size)
@@ -300,10 +397,21 @@ func indexChunks(dir, policy string) *chunkIndex {
 	return idx
 }
 
-// peer is a node of the pool that holds a version.
+// peer is a node of the pool that holds a version, or is fetching it
+// (partial).
 type peer struct {
 	node, addr string
+	partial    bool
 }
+
+// fetchingName is the name under which a node advertises in the gossip
+// pool the version of policy it is fetching. It cannot be a policy name
+// ('/' is not allowed in those).
+func fetchingName(policy string) string { return policy + "/fetching" }
+
+// errNotYet is a peer still fetching a version that does not have a
+// chunk yet.
+var errNotYet = errors.New("the peer does not have the chunk yet")
 
 // rank returns this node's place among the pool's live relaying nodes in
 // the order of version v, and their number (this node included).
@@ -350,17 +458,27 @@ func orderKey(node string, v int64) uint64 {
 }
 
 // holders returns the live peers that hold version v or a newer one (they
-// keep the versions before, and a newer version shares most chunks) and
-// are not being avoided.
+// keep the versions before, and a newer version shares most chunks), and
+// those that are fetching v and come before this node in v's order (so
+// chunks flow down that order and no two nodes wait for each other),
+// leaving out the peers being avoided.
 func (r *relay) holders(policy string, v int64) []peer {
-	view := r.pool.View(policy)
+	full, fetching := r.pool.View(policy), r.pool.View(fetchingName(policy))
+	self := orderKey(r.self, v)
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []peer
-	for _, nh := range view.Nodes {
+	seen := map[string]bool{}
+	for _, nh := range full.Nodes {
 		if nh.Alive && nh.Relay != "" && nh.Node != r.self && nh.Version >= v && !now.Before(r.mu.avoid[nh.Node]) {
 			out = append(out, peer{node: nh.Node, addr: nh.Relay})
+			seen[nh.Node] = true
+		}
+	}
+	for _, nh := range fetching.Nodes {
+		if nh.Alive && nh.Relay != "" && !seen[nh.Node] && nh.Version == v && orderKey(nh.Node, v) < self && !now.Before(r.mu.avoid[nh.Node]) {
+			out = append(out, peer{node: nh.Node, addr: nh.Relay, partial: true})
 		}
 	}
 	return out
@@ -381,6 +499,7 @@ func (r *relay) FetchChunks(ctx context.Context, m learner.Manifest, want []int,
 	if st == nil {
 		return nil
 	}
+	r.pool.SetHolding(fetchingName(m.Policy), gossip.Holding{Version: m.Version})
 	rank, n := r.rank(r.pool.View(m.Policy), m.Version)
 	if rank < r.seeds {
 		r.log.Debug("relay: fetching from the brokers first", "version", m.Version, "rank", rank, "nodes", n)
@@ -403,9 +522,18 @@ func (r *relay) FetchChunks(ctx context.Context, m learner.Manifest, want []int,
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
+		before := len(want)
 		var ok bool
 		if want, ok = r.round(ctx, st, m, want, put); !ok {
 			break
+		}
+		if len(want) == before {
+			// Holders are there but served nothing: they are
+			// fetching too, or failing. Do not spin.
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
 	return ctx.Err()
@@ -496,6 +624,9 @@ func (f *fetch) chunk(ctx context.Context, i int) (got, fatal bool) {
 		if ctx.Err() != nil {
 			return false, false
 		}
+		if errors.Is(err, errNotYet) {
+			continue
+		}
 		f.st.peerErrors.Add(1)
 		f.avoid(p, relayErrFor)
 		f.r.log.Debug("relay chunk request failed", "peer", p.node, "version", f.m.Version, "chunk", i, "err", err)
@@ -520,7 +651,7 @@ func (f *fetch) pick(tried map[string]bool) (peer, bool) {
 			case tried[p.node]:
 			case f.inflight[p.node] >= relayPerPeer:
 				busy = true
-			case best < 0 || f.inflight[p.node] < f.inflight[f.peers[best].node]:
+			case best < 0 || f.load(p) < f.load(f.peers[best]):
 				best = j
 			}
 		}
@@ -542,6 +673,16 @@ func (f *fetch) avoid(p peer, d time.Duration) {
 	f.mu.Lock()
 	f.at = time.Time{}
 	f.mu.Unlock()
+}
+
+// load orders the candidates of pick: fewest requests under way, and
+// among equals a peer that holds the whole version.
+func (f *fetch) load(p peer) int {
+	n := 2 * f.inflight[p.node]
+	if p.partial {
+		n++
+	}
+	return n
 }
 
 func (f *fetch) done(p peer) {
@@ -569,6 +710,9 @@ func (r *relay) get(ctx context.Context, p peer, m learner.Manifest, i int) ([]b
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		if p.partial && resp.StatusCode == http.StatusNotFound {
+			return nil, errNotYet
+		}
 		return nil, fmt.Errorf("%s answered %s", p.addr, resp.Status)
 	}
 	// One byte more than the chunk shows a peer sending too much.

@@ -218,6 +218,7 @@ func (s *Subscriber) assemble2(ctx context.Context, cl *kgo.Client, m Manifest, 
 		if _, err := f.WriteAt(b, positions[i]); err != nil {
 			return nil, fmt.Errorf("cannot write chunk %d: %w", i, err)
 		}
+		s.wrote(m, i, f, positions[i])
 	}
 	s.addStats(0, reused)
 	if len(missing) > 0 && s.cfg.Peers != nil {
@@ -235,6 +236,7 @@ func (s *Subscriber) assemble2(ctx context.Context, cl *kgo.Client, m Manifest, 
 				if _, err := f.WriteAt(value, positions[i]); err != nil {
 					return fmt.Errorf("cannot write chunk %d: %w", i, err)
 				}
+				s.wrote(m, i, f, positions[i])
 			}
 			return nil
 		})

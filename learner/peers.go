@@ -107,6 +107,7 @@ func (s *Subscriber) fromPeers(ctx context.Context, m Manifest, missing map[int6
 		if _, err := f.WriteAt(b, positions[i]); err != nil {
 			return fmt.Errorf("cannot write chunk %d: %w", i, err)
 		}
+		s.wrote(m, i, f, positions[i])
 		mu.Lock()
 		got[i] = true
 		mu.Unlock()
@@ -126,4 +127,11 @@ func (s *Subscriber) fromPeers(ctx context.Context, m Manifest, missing map[int6
 		}
 	}
 	return rest, nil
+}
+
+// wrote tells OnChunk that chunk i of m is in f at pos.
+func (s *Subscriber) wrote(m Manifest, i int, f *os.File, pos int64) {
+	if s.cfg.OnChunk != nil {
+		s.cfg.OnChunk(m, i, f.Name(), pos)
+	}
 }

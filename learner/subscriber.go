@@ -52,6 +52,13 @@ type SubscriberConfig struct {
 	// PollInterval is how often a subscriber with Peers looks for a new
 	// manifest. Default 250ms.
 	PollInterval time.Duration
+	// OnChunk, if set, is called once each checked chunk i of a format 2
+	// version m being assembled is written at pos in the temporary file
+	// path, so the node can serve it to peers before the version is
+	// complete. The file is renamed away when the version is installed,
+	// or removed when it fails; readers must expect it gone. It may be
+	// called from several goroutines at once.
+	OnChunk func(m Manifest, i int, path string, pos int64)
 }
 
 // Validate fills defaults and reports the first invalid field.
