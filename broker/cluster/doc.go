@@ -68,7 +68,10 @@
 // NetworkTransport whose heartbeats go through the node's heartbeatHub,
 // one link and one goroutine per destination broker, heartbeats gathered
 // for Config.HeartbeatWindow and sent in one frame; the receiving node
-// runs each through its group's raft heartbeat handler. The transport
+// runs each through its group's raft heartbeat handler. A data group's
+// heartbeats to a follower are paced to one per quarter of its heartbeat
+// timeout, so the held heartbeats of all groups go out together in a few
+// frames a second (transport.go). The transport
 // owns raft's RPC channel so that the node can hand a group a
 // TimeoutNow. The node keeps one watch connection to every other broker
 // of the metadata; when a broker's process is seen to go away, the

@@ -164,6 +164,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	// serving, and followers serve no reads. So an idle follower applies
 	// the last entries up to 2-4 heartbeat timeouts late.
 	rc.CommitTimeout = 2 * rc.HeartbeatTimeout
+	g.trans.hbEvery = rc.HeartbeatTimeout / 4
 	bootstrapped := false
 	if !hasState && cfg.Bootstrap {
 		bootstrapped = true

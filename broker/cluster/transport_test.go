@@ -3,8 +3,11 @@ package cluster
 import (
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -175,5 +178,83 @@ func TestCoalescedHeartbeatsAndFastElection(t *testing.T) {
 	// survivor may conclude late, and raft's own timers may elect first.
 	if fast < 1 {
 		t.Fatalf("no fast election started (the victim led the controller and %d of %d data groups)", led, groups)
+	}
+}
+
+// TestPacedHeartbeats: a data group's heartbeats to a follower that
+// answered its previous one go out no sooner than hbEvery after that
+// answer, however fast raft asks; the first goes at once, and detaching
+// the group sends a held heartbeat at once (raft's shutdown waits for
+// it).
+func TestPacedHeartbeats(t *testing.T) {
+	nodes := startNodes(t, clusterConfigs(t, 2))
+	const group = 77
+	hl := hclog.NewNullLogger()
+	var mu sync.Mutex
+	var arrived []time.Time
+	follower := nodes[1].newTransport(group, 2, hl)
+	t.Cleanup(func() { _ = follower.Close() })
+	follower.SetHeartbeatHandler(func(rpc raft.RPC) {
+		mu.Lock()
+		arrived = append(arrived, time.Now())
+		mu.Unlock()
+		req := rpc.Command.(*raft.AppendEntriesRequest)
+		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
+	})
+	leader := nodes[0].newTransport(group, 2, hl)
+	t.Cleanup(func() { _ = leader.Close() })
+	const every = 150 * time.Millisecond
+	leader.hbEvery = every
+	target := nodes[1].mux.advertise
+	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("0"), Addr: []byte(nodes[0].mux.advertise)}, Term: 3}
+	var answeredAt []time.Time
+	for range 5 {
+		var resp raft.AppendEntriesResponse
+		if err := leader.AppendEntries("1", target, req, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if !resp.Success || resp.Term != 3 {
+			t.Fatalf("answer %+v", resp)
+		}
+		answeredAt = append(answeredAt, time.Now())
+	}
+	mu.Lock()
+	got := append([]time.Time(nil), arrived...)
+	mu.Unlock()
+	if len(got) != 5 {
+		t.Fatalf("%d heartbeats arrived, want 5", len(got))
+	}
+	// The link may send a held heartbeat up to its window early, to
+	// share a frame with others coming due.
+	for i := 1; i < len(got); i++ {
+		if gap := got[i].Sub(answeredAt[i-1]); gap < every-nodes[0].cfg.HeartbeatWindow {
+			t.Errorf("heartbeat %d arrived %v after the previous answer, want at least %v", i, gap, every)
+		}
+	}
+
+	// A held heartbeat (due in an hour) goes out when the group detaches.
+	leader.hbEvery = time.Hour
+	done := make(chan error, 1)
+	go func() {
+		var resp raft.AppendEntriesResponse
+		done <- leader.AppendEntries("1", target, req, &resp)
+	}()
+	waitFor(t, "the heartbeat to be held", func() bool {
+		h := nodes[0].hub
+		h.mu.Lock()
+		l := h.mu.peers[target]
+		h.mu.Unlock()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.held) == 1
+	})
+	leader.detach()
+	if err := <-done; err != nil {
+		t.Fatalf("held heartbeat after detach: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(arrived) != 6 {
+		t.Fatalf("%d heartbeats arrived, want 6", len(arrived))
 	}
 }
