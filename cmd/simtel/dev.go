@@ -81,9 +81,7 @@ cluster.`,
 	f.DurationVar(&c.flushAge, "flush-age", 2*time.Second, "the sink writes buffered samples to the lake at least this often")
 	f.DurationVar(&c.compactInterval, "compact-interval", sink.DefaultCompactInterval, "the sink merges the lake's small objects this often (0: off; see simtel sink --help)")
 	f.DurationVar(&c.retentionInterval, "retention-interval", time.Hour, "the sink applies the lake's retention policies this often (0: off; see simtel lake retention)")
-	// Off by default: the sink does not compact while it commits to
-	// Iceberg, and dev's lake is compacted.
-	f.StringVar(&c.icebergCatalog, "iceberg-catalog", "", "also publish the lake as Apache Iceberg tables in this catalog, e.g. sqlite:simtel-data/iceberg.db (turns compaction off; see docs/lake-iceberg.md)")
+	f.StringVar(&c.icebergCatalog, "iceberg-catalog", "", "also publish the lake as Apache Iceberg tables in this catalog, e.g. sqlite:simtel-data/iceberg.db (see docs/lake-iceberg.md)")
 	f.BoolVar(&c.summary, "summary", true, "print a live one-line summary (samples/s, sink lag, lake rows) on stderr")
 	return cmd
 }
