@@ -88,7 +88,7 @@ func ReadSummary(ctx context.Context, cfg Config, run string) (Summary, bool, er
 	if d.Err != nil || len(d.Partitions) == 0 {
 		return Summary{}, false, fmt.Errorf("cannot describe the summary topic %s: %v", topic, d.Err)
 	}
-	p := int32(runPartition([]byte(run), len(d.Partitions))) //nolint:gosec // a partition index
+	p := SummaryPartition(run, len(d.Partitions))
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
@@ -118,7 +118,7 @@ func ReadSummary(ctx context.Context, cfg Config, run string) (Summary, bool, er
 		return Summary{}, false, fmt.Errorf("cannot read %s: %w", topic, err)
 	}
 	defer rd.Close()
-	lines := map[string][]byte{} // metric → its latest line
+	lines := NewSummaryLines(run)
 	for done := false; !done; {
 		fs := rd.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -135,21 +135,55 @@ func ReadSummary(ctx context.Context, cfg Config, run string) (Summary, bool, er
 			if r.Offset+1 >= end.Offset {
 				done = true
 			}
-			if r.Attrs.IsControl() || r.Offset >= end.Offset || string(runOfKey(r.Key)) != run || len(r.Key) == len(run) {
-				continue
-			}
-			metric := string(r.Key[len(run)+1:])
-			if r.Value == nil {
-				delete(lines, metric)
-			} else {
-				lines[metric] = r.Value
+			if !r.Attrs.IsControl() && r.Offset < end.Offset {
+				lines.Add(r.Key, r.Value)
 			}
 		}
 	}
-	if len(lines) == 0 {
+	return lines.Summary()
+}
+
+// SummaryPartition is the partition, of a summary topic with n partitions,
+// that holds the summary lines of run.
+func SummaryPartition(run string, n int) int32 {
+	return int32(runPartition([]byte(run), n)) //nolint:gosec // a partition index
+}
+
+// SummaryLines collects the summary of one run from the records of its
+// partition of the summary topic (SummaryPartition), read in order: a
+// reader that follows the topic calls Summary whenever it wants the run's
+// latest figures.
+type SummaryLines struct {
+	run   string
+	lines map[string][]byte // metric → its latest line
+}
+
+// NewSummaryLines collects the summary of run.
+func NewSummaryLines(run string) *SummaryLines {
+	return &SummaryLines{run: run, lines: map[string][]byte{}}
+}
+
+// Add takes one record of the summary topic; records of other runs are
+// ignored, a tombstone forgets its metric.
+func (s *SummaryLines) Add(key, value []byte) {
+	if string(runOfKey(key)) != s.run || len(key) == len(s.run) {
+		return
+	}
+	metric := string(key[len(s.run)+1:])
+	if value == nil {
+		delete(s.lines, metric)
+	} else {
+		s.lines[metric] = value
+	}
+}
+
+// Summary returns the run's summary as the records added so far make it;
+// false while they hold none.
+func (s *SummaryLines) Summary() (Summary, bool, error) {
+	if len(s.lines) == 0 {
 		return Summary{}, false, nil
 	}
-	return parseSummary(run, lines)
+	return parseSummary(s.run, s.lines)
 }
 
 // parseSummary builds a Summary from its lines; the run's figures come

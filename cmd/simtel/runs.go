@@ -30,10 +30,12 @@ record per run on the compacted "runs" topic (so does ` + "`simtel scheduler`" +
 when a hook could not refresh the registry).
 
 ` + "`simtel runs show <run>`" + ` prints an ended run's summary (per metric
-count, min, mean, max, p95, last), which the rollup worker keeps.`,
+count, min, mean, max, p95, last), which the rollup worker keeps;
+` + "`simtel runs watch <run>`" + ` follows a run live from its rollups.`,
 		Example: `  simtel runs --brokers broker1:9092
   simtel runs --run 4242 --format json
-  simtel runs show 4242`,
+  simtel runs show 4242
+  simtel runs watch 4242`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "table" && format != "json" {
@@ -54,7 +56,7 @@ count, min, mean, max, p95, last), which the rollup worker keeps.`,
 			return printRuns(runs, format)
 		},
 	}
-	cmd.AddCommand(newRunsShowCmd())
+	cmd.AddCommand(newRunsShowCmd(), newRunsWatchCmd())
 	f := cmd.Flags()
 	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
 	sec.register(f)

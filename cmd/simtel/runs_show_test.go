@@ -25,43 +25,9 @@ func TestRunsShow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the simtel binary")
 	}
-	brokerAddr, agentHTTP := testutil.FreePort(t), testutil.FreePort(t)
-	dataDir := t.TempDir()
-	p := testutil.Start(t, t.TempDir(), "dev", "--data-dir", dataDir, "--broker-listen", brokerAddr,
-		"--broker-http", testutil.FreePort(t), "--agent-http", agentHTTP, "--agent-udp", testutil.FreePort(t), "--agent-tcp", testutil.FreePort(t),
-		"--sink-http", testutil.FreePort(t), "--rollup-http", testutil.FreePort(t), "--allowed-lateness", "1s")
-	testutil.WaitPort(t, agentHTTP, p)
-	t0 := time.Now().Add(-time.Minute).Truncate(time.Second)
-	var body strings.Builder
-	for i, v := range []float64{1.5, 4, 2.5, 8} {
-		fmt.Fprintf(&body, "reward,env=cartpole value=%g,policy_version=%di %d\n", v, 1+i/2, t0.Add(time.Duration(i)*time.Second).UnixNano())
-	}
-	resp, err := http.Post("http://"+agentHTTP+"/write?db=sim", "text/plain", strings.NewReader(body.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 204 {
-		t.Fatalf("POST /write: status %d, want 204", resp.StatusCode)
-	}
-	// The dev agent tags its samples run=dev; the run ends on n1.
-	reg, err := scheduler.Open(scheduler.Config{Brokers: []string{brokerAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	failed := 3
-	for _, e := range []scheduler.Event{
-		{Type: scheduler.EventStarted, Run: "dev", JobID: "9", Nodes: []string{"n1"}, Time: t0},
-		{Type: scheduler.EventFailed, Run: "dev", Time: t0.Add(90 * time.Second), ExitCode: &failed, Source: scheduler.SourceJobComp},
-	} {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := reg.Record(ctx, e, time.Time{})
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	d := startDevRun(t)
+	brokerAddr, dataDir, p := d.broker, d.dataDir, d.p
+	endDevRun(t, d)
 
 	var s rollup.Summary
 	testutil.WaitFor(t, 60*time.Second, "simtel runs show dev", func() error {
@@ -109,6 +75,67 @@ func TestRunsShow(t *testing.T) {
 	})
 	if err := p.Stop(20 * time.Second); err != nil {
 		t.Fatalf("simtel dev did not stop cleanly on SIGTERM: %v", err)
+	}
+}
+
+// devRun is a `simtel dev` with samples of its run.
+type devRun struct {
+	broker, agentHTTP, dataDir string
+	p                          *testutil.Proc
+	t0                         time.Time // the first sample's time
+}
+
+// startDevRun starts `simtel dev` with an allowed lateness of 1 s and POSTs
+// four samples of reward.value (1.5, 4, 2.5, 8, one a second from t0, now)
+// to its agent, which tags them run=dev.
+func startDevRun(t *testing.T) devRun {
+	t.Helper()
+	brokerAddr, agentHTTP := testutil.FreePort(t), testutil.FreePort(t)
+	dataDir := t.TempDir()
+	p := testutil.Start(t, t.TempDir(), "dev", "--data-dir", dataDir, "--broker-listen", brokerAddr,
+		"--broker-http", testutil.FreePort(t), "--agent-http", agentHTTP, "--agent-udp", testutil.FreePort(t), "--agent-tcp", testutil.FreePort(t),
+		"--sink-http", testutil.FreePort(t), "--rollup-http", testutil.FreePort(t), "--allowed-lateness", "1s")
+	testutil.WaitPort(t, agentHTTP, p)
+	// Samples of now: the dev agent's own metrics keep the partition's
+	// event time at now, so older ones would be too late for their
+	// rollup windows (--allowed-lateness 1s).
+	t0 := time.Now().Truncate(time.Second)
+	var body strings.Builder
+	for i, v := range []float64{1.5, 4, 2.5, 8} {
+		fmt.Fprintf(&body, "reward,env=cartpole value=%g,policy_version=%di %d\n", v, 1+i/2, t0.Add(time.Duration(i)*time.Second).UnixNano())
+	}
+	resp, err := http.Post("http://"+agentHTTP+"/write?db=sim", "text/plain", strings.NewReader(body.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 204 {
+		t.Fatalf("POST /write: status %d, want 204", resp.StatusCode)
+	}
+	return devRun{broker: brokerAddr, agentHTTP: agentHTTP, dataDir: dataDir, p: p, t0: t0}
+}
+
+// endDevRun publishes that run dev started at t0 on n1 and failed with
+// exit code 3 90 s later.
+func endDevRun(t *testing.T, d devRun) {
+	t.Helper()
+	t0 := d.t0
+	reg, err := scheduler.Open(scheduler.Config{Brokers: []string{d.broker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	failed := 3
+	for _, e := range []scheduler.Event{
+		{Type: scheduler.EventStarted, Run: "dev", JobID: "9", Nodes: []string{"n1"}, Time: t0},
+		{Type: scheduler.EventFailed, Run: "dev", Time: t0.Add(90 * time.Second), ExitCode: &failed, Source: scheduler.SourceJobComp},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := reg.Record(ctx, e, time.Time{})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
