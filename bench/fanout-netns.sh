@@ -125,6 +125,7 @@ wait_tcp() {
 
 # --- setup ---------------------------------------------------------------------
 
+HOST=$(host_desc)
 build_simtel
 WORK=$(mktemp -d -t simtel-fanout-netns.XXXXXX)
 OUT=${OUT:-$WORK}
@@ -248,8 +249,11 @@ done
 # --- report --------------------------------------------------------------------
 
 {
-	echo "| step | nodes | version | broker egress (link) | per node in, mean / max | nodes out | last node | × size÷rate | CPU floor / links floor | bound | machine busy |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+	REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+	echo "$HOST, code at $REV, by \`NODES=$NODES SIZE=$SIZE RATE=$RATE BURST=$BURST DELTA=$DELTA bench/fanout-netns.sh\`; load at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+	echo
+	echo "| step | nodes | version | publish | broker egress (link) | per node in, mean / max | nodes out, all / busiest | last node (from publish end) | × size÷rate | CPU floor / links floor | bound | machine busy |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
 	for f in "$OUT"/step-*.json; do
 		[[ -s $f ]] || continue
 		mode=$(basename "$f" .json)
@@ -260,10 +264,11 @@ done
 			(.settings.size) as $s |
 			"| \($mode) | \(.held)/\(.settings.nodes) | \($s / 1048576 | r(0)) MiB" +
 			(if .delta then " (delta \(.settings.delta * 100 | r(1))%)" else "" end) +
+			" | \(.publish_s | r(2)) s" +
 			" | \(.links.broker_out_bytes | mb) (\(.net_targets.egress_over_size | r(2))×)" +
 			" | \(.links.node_in_bytes_mean | mb) / \(.links.node_in_bytes_max | mb) (\(.links.node_in_bytes_max / $s * 100 | r(1))%)" +
-			" | \(.links.node_out_bytes_total // 0 | mb)" +
-			" | \(.from_publish_start.max_s | r(2)) s" +
+			" | \(.links.node_out_bytes_total // 0 | mb) / \(.links.node_out_bytes_max // 0 | mb)" +
+			" | \(.from_publish_start.max_s | r(2)) s (\(.from_publish_return.max_s | r(2)) s)" +
 			" | \(.net_targets.last_over_link_limit | r(1))×" +
 			" | \(.net_targets.cpu_floor_s | r(2)) s / \(.net_targets.links_floor_s | r(2)) s" +
 			" | \(.net_targets.bound) | \(.machine_busy_pct | r(0))% |"' "$f"

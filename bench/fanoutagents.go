@@ -80,11 +80,12 @@ type FanoutLinks struct {
 	// TCP, every protocol); 0 without BrokerLink.
 	BrokerOutBytes int64 `json:"broker_out_bytes,omitempty"`
 	BrokerInBytes  int64 `json:"broker_in_bytes,omitempty"`
-	// NodeIn* are the bytes each node's link carried to it, NodeOutTotal
-	// what all nodes sent (to peers, when they relay).
+	// NodeIn* are the bytes each node's link carried to it, NodeOut*
+	// what the nodes sent (to peers, when they relay).
 	NodeInMean   float64 `json:"node_in_bytes_mean,omitempty"`
 	NodeInMax    int64   `json:"node_in_bytes_max,omitempty"`
 	NodeOutTotal int64   `json:"node_out_bytes_total,omitempty"`
+	NodeOutMax   int64   `json:"node_out_bytes_max,omitempty"`
 	// NodeReceived* are the agents' simtel_agent_policy_received_bytes_total
 	// growth: policy bytes each took from the brokers.
 	NodeReceivedMean float64 `json:"node_received_bytes_mean"`
@@ -116,7 +117,8 @@ type FanoutNetTargets struct {
 	// CPUFloorS is the CPU the broker, the agents and this process used
 	// over the machine's CPUs: how long that work takes with every CPU
 	// on it. LinksFloorS is how long the links need at least: the
-	// broker's egress, or the most a node received, at the link rate.
+	// busiest link's bytes (the broker's egress, the most a node received
+	// or the most a node sent to its peers) at the link rate.
 	// Bound is the larger of the two floors ("cpu" or "links"), the
 	// limit the run was up against.
 	CPUFloorS   float64 `json:"cpu_floor_s"`
@@ -273,7 +275,7 @@ func (r *fanoutRun) runAgents(ctx context.Context, p *fanoutPublish) error {
 	// No client timeout: the long polls last up to the run's Timeout.
 	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
 	defer cl.CloseIdleConnections()
-	metrics := &http.Client{Timeout: 10 * time.Second}
+	metrics := &http.Client{Timeout: 30 * time.Second}
 
 	r.progressf("waiting for %d agents to hold warm-up version %d", len(cfg.Agents), p.base.Version)
 	setup, cancel := context.WithTimeout(ctx, cfg.SetupTimeout)
@@ -370,6 +372,7 @@ func (r *fanoutRun) agentFigures(outs []workerOutcome, before, after agentsReadi
 			l.NodeInMean += float64(n.LinkInBytes) / float64(len(nodes))
 			l.NodeInMax = max(l.NodeInMax, n.LinkInBytes)
 			l.NodeOutTotal += n.LinkOutBytes
+			l.NodeOutMax = max(l.NodeOutMax, n.LinkOutBytes)
 		}
 		nodes[i] = n
 	}
@@ -400,7 +403,7 @@ func (res *FanoutResult) judgeAgents(linkRate float64) {
 		t.LinkLimitS = size * 8 / linkRate
 		t.LastOverLinkLimit = res.FromStart.MaxS / t.LinkLimitS
 		t.TimeMet = all && t.LastOverLinkLimit <= TargetLinkFactor
-		t.LinksFloorS = max(egress, float64(l.NodeInMax)) * 8 / linkRate
+		t.LinksFloorS = max(egress, float64(l.NodeInMax), float64(l.NodeOutMax)) * 8 / linkRate
 	}
 	if res.Settings.Delta > 0 {
 		in := float64(l.NodeInMax)
@@ -430,8 +433,9 @@ func printFanoutAgents(w io.Writer, r *FanoutResult) {
 		fmt.Fprintf(w, "  broker link: %s out (%.2f × the version), %s in\n", fmtBytes(float64(l.BrokerOutBytes)), float64(l.BrokerOutBytes)/size, fmtBytes(float64(l.BrokerInBytes)))
 	}
 	if l.NodeInMax > 0 {
-		fmt.Fprintf(w, "  node links: %s to each node on average (%.1f%% of the version), at most %s (%.1f%%); nodes sent %s in all\n",
-			fmtBytes(l.NodeInMean), 100*l.NodeInMean/size, fmtBytes(float64(l.NodeInMax)), 100*float64(l.NodeInMax)/size, fmtBytes(float64(l.NodeOutTotal)))
+		fmt.Fprintf(w, "  node links: %s to each node on average (%.1f%% of the version), at most %s (%.1f%%); nodes sent %s in all, one at most %s\n",
+			fmtBytes(l.NodeInMean), 100*l.NodeInMean/size, fmtBytes(float64(l.NodeInMax)), 100*float64(l.NodeInMax)/size,
+			fmtBytes(float64(l.NodeOutTotal)), fmtBytes(float64(l.NodeOutMax)))
 	}
 	fmt.Fprintf(w, "  agents received from the brokers %s on average (%.1f%%), at most %s (%.1f%%)\n",
 		fmtBytes(l.NodeReceivedMean), 100*l.NodeReceivedMean/size, fmtBytes(float64(l.NodeReceivedMax)), 100*float64(l.NodeReceivedMax)/size)

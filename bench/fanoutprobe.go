@@ -118,7 +118,9 @@ type egressProbe struct {
 }
 
 func newEgressProbe(url string) *egressProbe {
-	return &egressProbe{url: url, http: &http.Client{Timeout: 10 * time.Second}}
+	// 30 s: with dozens of agents on two cores (bench/fanout-netns.sh) the
+	// broker's /metrics has answered after more than 10 s.
+	return &egressProbe{url: url, http: &http.Client{Timeout: 30 * time.Second}}
 }
 
 func (p *egressProbe) read(ctx context.Context) (brokerCounters, error) {
