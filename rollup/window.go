@@ -127,11 +127,11 @@ type field struct {
 	// touches its store's memory, scattered over every open window's
 	// sketches, so the values of a window gather here and go into its
 	// sketch together when it is read (sketch) or pend is full.
-	pend []float64
-	lastT         int64
-	kind          lastKind
-	lastNum       float64
-	lastStr       string
+	pend    []float64
+	lastT   int64
+	kind    lastKind
+	lastNum float64
+	lastStr string
 }
 
 func (f *field) setLast(t int64) bool {
@@ -292,40 +292,114 @@ func floorTo(t, n int64) int64 {
 // A field without finite values has count 0 and no statistics; a string
 // or boolean field has only _last.
 func appendLine(dst []byte, res int, s *series, w *window) ([]byte, error) {
-	fields := make(map[string]any, len(w.fields)*9)
+	var lw lineWriter
+	return lw.append(dst, res, s, w)
+}
+
+// lineWriter writes output lines (appendLine) with the column names of
+// each field name and the table names of each measurement made once, and
+// one map of fields reused.
+type lineWriter struct {
+	fields map[string]any
+	cols   map[string]*lineCols
+	tables map[string]*[levels]string
+}
+
+// lineCols are a field's output columns, in the order of the suffixes.
+type lineCols [len(colSuffixes)]string
+
+// colSuffixes end with the suffixes of quantiles, in their order.
+var colSuffixes = [...]string{"_count", "_nonfinite", "_min", "_max", "_sum", "_mean", "_last", "_p50", "_p95", "_p99"}
+
+const (
+	colCount = iota
+	colNonfinite
+	colMin
+	colMax
+	colSum
+	colMean
+	colLast
+	colQuantiles
+)
+
+// maxLineNames bounds the names a lineWriter keeps: field and measurement
+// names come from the input.
+const maxLineNames = 1 << 14
+
+func (lw *lineWriter) columns(name string) *lineCols {
+	if c := lw.cols[name]; c != nil {
+		return c
+	}
+	c := new(lineCols)
+	for i, sfx := range colSuffixes {
+		c[i] = name + sfx
+	}
+	if lw.cols == nil {
+		lw.cols = map[string]*lineCols{}
+	}
+	if len(lw.cols) < maxLineNames {
+		lw.cols[name] = c
+	}
+	return c
+}
+
+func (lw *lineWriter) table(res int, measurement string) string {
+	t := lw.tables[measurement]
+	if t == nil {
+		t = new([levels]string)
+		for r := range levels {
+			t[r] = Resolutions[r].Topic() + "." + measurement
+		}
+		if lw.tables == nil {
+			lw.tables = map[string]*[levels]string{}
+		}
+		if len(lw.tables) < maxLineNames {
+			lw.tables[measurement] = t
+		}
+	}
+	return t[res]
+}
+
+func (lw *lineWriter) append(dst []byte, res int, s *series, w *window) ([]byte, error) {
+	if lw.fields == nil {
+		lw.fields = make(map[string]any, len(w.fields)*len(colSuffixes))
+	}
+	fields := lw.fields
+	clear(fields)
 	for _, f := range w.fields {
+		c := lw.columns(f.name)
 		numeric := f.count > 0 || f.nonfinite > 0
 		if numeric {
-			fields[f.name+"_count"] = f.count
+			fields[c[colCount]] = f.count
 		}
 		if f.nonfinite > 0 {
-			fields[f.name+"_nonfinite"] = f.nonfinite
+			fields[c[colNonfinite]] = f.nonfinite
 		}
 		if f.count > 0 {
-			fields[f.name+"_min"] = f.min
-			fields[f.name+"_max"] = f.max
-			fields[f.name+"_sum"] = f.sum
-			fields[f.name+"_mean"] = f.sum / float64(f.count)
-			for _, q := range quantiles {
+			fields[c[colMin]] = f.min
+			fields[c[colMax]] = f.max
+			fields[c[colSum]] = f.sum
+			fields[c[colMean]] = f.sum / float64(f.count)
+			for i, q := range quantiles {
 				if v, err := f.sketch().GetValueAtQuantile(q.q); err == nil {
-					fields[f.name+q.suffix] = v
+					fields[c[colQuantiles+i]] = v
 				}
 			}
 		}
 		switch f.kind {
 		case lastNumber:
-			fields[f.name+"_last"] = f.lastNum
+			fields[c[colLast]] = f.lastNum
 		case lastString:
 			if !numeric {
-				fields[f.name+"_last"] = f.lastStr
+				fields[c[colLast]] = f.lastStr
 			}
 		case lastBool:
 			if !numeric {
-				fields[f.name+"_last"] = f.lastNum != 0
+				fields[c[colLast]] = f.lastNum != 0
 			}
 		}
 	}
-	return lineproto.AppendLine(dst, Resolutions[res].Topic()+"."+s.measurement, s.tags, fields, w.start)
+	return lineproto.AppendLine(dst, lw.table(res, s.measurement), s.tags, fields, w.start)
 }
 
 // outputKey is the key of a window's output record: the series key and

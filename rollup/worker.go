@@ -30,6 +30,8 @@ type worker struct {
 	sk   *sketches
 	dec  lineproto.Decoder
 	buf  []byte
+	// lines writes the output lines.
+	lines lineWriter
 	// send produces a record in the open transaction.
 	send func(ctx context.Context, r *kgo.Record)
 
@@ -666,7 +668,7 @@ func (w *worker) idle(ctx context.Context) {
 
 func (w *worker) close(ctx context.Context, p *partition, wm int64) {
 	forgotten := p.closeThrough(wm, w.sk, func(res int, s *series, win *window) {
-		line, err := appendLine(w.buf[:0], res, s, win)
+		line, err := w.lines.append(w.buf[:0], res, s, win)
 		if err != nil {
 			w.log.Warn("window cannot be written as line protocol", "series", s.key, "resolution", Resolutions[res].Name, "start", win.start, "err", err)
 			return
