@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -21,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/simtel/simtel/agent/gossip"
 	"github.com/simtel/simtel/learner"
@@ -120,6 +121,7 @@ type relay struct {
 
 	serveSem chan struct{}
 	srv      *http.Server
+	served   chan struct{} // closed when the server's goroutine has returned
 
 	mu struct {
 		sync.Mutex
@@ -197,13 +199,17 @@ func (r *relay) serve(l net.Listener) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/relay/", r.handle)
 	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelDebug)}
+	r.served = make(chan struct{})
 	go func() {
+		defer close(r.served)
 		if err := r.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			r.log.Error("policy relay stopped", "err", err)
 		}
 	}()
 }
 
+// close stops the server, waiting up to a second for the chunks being
+// served, and returns once its goroutine has.
 func (r *relay) close() {
 	if r.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -211,6 +217,7 @@ func (r *relay) close() {
 		if r.srv.Shutdown(ctx) != nil {
 			r.srv.Close()
 		}
+		<-r.served
 	}
 	r.client.CloseIdleConnections()
 }
@@ -449,12 +456,11 @@ func (r *relay) rank(view gossip.View, v int64) (rank, n int) {
 	return 0, len(nodes)
 }
 
+// orderKey places node in version v's order. The hash must mix the
+// version into every bit: with FNV-1a, whose last bytes barely move the
+// high bits, the same two nodes came first for every version.
 func orderKey(node string, v int64) uint64 {
-	h := fnv.New64a()
-	io.WriteString(h, node)
-	h.Write([]byte{0})
-	io.WriteString(h, strconv.FormatInt(v, 10))
-	return h.Sum64()
+	return xxh3.HashString(node + "\x00" + strconv.FormatInt(v, 10))
 }
 
 // holders returns the live peers that hold version v or a newer one (they

@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/simtel/simtel/agent/gossip"
+	"github.com/simtel/simtel/learner"
+)
+
+func testRelay(self string, key []byte) *relay {
+	cfg := &Config{Policies: []string{"actor"}, PolicyRelaySeeds: 2, PolicyRelayWait: time.Second}
+	cfg.Tags.Host = self
+	return newRelay(cfg, key, slog.New(slog.DiscardHandler))
+}
+
+func TestRelayAuth(t *testing.T) {
+	r := testRelay("n1", []byte("pool-key-0123456789"))
+	path := "/v1/relay/actor/3/0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		name, path, auth string
+		want             bool
+	}{
+		{"signed", path, r.sign(path), true},
+		{"signed for another path", path, r.sign("/v1/relay/actor/4/0123456789abcdef0123456789abcdef"), false},
+		{"signed with another key", path, testRelay("n2", []byte("other-key-0123456789")).sign(path), false},
+		{"no scheme", path, r.sign(path)[len(relayAuthScheme):], false},
+		{"not hex", path, relayAuthScheme + "zz", false},
+		{"none", path, "", false},
+	} {
+		req := httptest.NewRequest("GET", tc.path, nil)
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		if got := r.authorized(req); got != tc.want {
+			t.Errorf("%s: authorized %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Every node computes the same order of the pool for a version: the ranks
+// are a permutation, and the seeds change from version to version.
+func TestRelayRanks(t *testing.T) {
+	var view gossip.View
+	for i := range 32 {
+		view.Nodes = append(view.Nodes, gossip.NodeHolding{Node: fmt.Sprintf("node%03d", i), Relay: "h:1", Alive: true})
+	}
+	view.Nodes = append(view.Nodes, gossip.NodeHolding{Node: "old", Alive: true}, gossip.NodeHolding{Node: "gone", Relay: "h:1"})
+	firstSeeds := map[string]bool{}
+	for v := int64(1); v <= 20; v++ {
+		seen := map[int]string{}
+		for _, nh := range view.Nodes[:32] {
+			rank, n := testRelay(nh.Node, nil).rank(view, v)
+			if n != 32 {
+				t.Fatalf("version %d: %s counts %d nodes, want 32 (no relay or not alive: not counted)", v, nh.Node, n)
+			}
+			if other, dup := seen[rank]; dup {
+				t.Fatalf("version %d: %s and %s both rank %d", v, nh.Node, other, rank)
+			}
+			seen[rank] = nh.Node
+		}
+		firstSeeds[seen[0]] = true
+	}
+	if len(firstSeeds) < 5 {
+		t.Errorf("the first seed of 20 versions is one of %d nodes, want them spread", len(firstSeeds))
+	}
+	// A node missing from the view (its join not seen yet) still ranks
+	// itself.
+	if rank, n := testRelay("new", nil).rank(view, 1); n != 33 || rank < 0 || rank > 32 {
+		t.Errorf("node outside the view: rank %d of %d", rank, n)
+	}
+}
+
+// A request for a chunk of the version being assembled waits for it, and
+// gives up when the node moves to another version.
+func TestRelayAwaitPartial(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := testRelay("n1", nil)
+		m := learner.Manifest{Policy: "actor", Version: 5, ChunkList: []learner.ChunkRef{{Size: 10, Hash: "a"}, {Size: 20, Hash: "b"}}}
+		r.onChunk(m, 0, "/tmp/x", 0)
+		if at, ok := r.awaitPartial(context.Background(), "actor", 5, "a"); !ok || at.Size != 10 {
+			t.Fatalf("chunk held: %+v, %v", at, ok)
+		}
+		go func() {
+			time.Sleep(time.Second)
+			r.onChunk(m, 1, "/tmp/x", 10)
+		}()
+		if at, ok := r.awaitPartial(context.Background(), "actor", 5, "b"); !ok || at.Pos != 10 || at.Size != 20 {
+			t.Fatalf("chunk written while waiting: %+v, %v", at, ok)
+		}
+		start := time.Now()
+		if _, ok := r.awaitPartial(context.Background(), "actor", 5, "c"); ok || time.Since(start) != relayPartialWait {
+			t.Fatalf("chunk never written: ok %v after %v, want false after %v", ok, time.Since(start), relayPartialWait)
+		}
+		if _, ok := r.awaitPartial(context.Background(), "actor", 4, "a"); ok {
+			t.Fatal("chunk of another version served")
+		}
+		go func() {
+			time.Sleep(time.Second)
+			r.onChunk(learner.Manifest{Policy: "actor", Version: 6, ChunkList: m.ChunkList}, 0, "/tmp/y", 0)
+		}()
+		start = time.Now()
+		if _, ok := r.awaitPartial(context.Background(), "actor", 5, "c"); ok || time.Since(start) != time.Second {
+			t.Fatalf("waiting for version 5 when 6 started: ok %v after %v, want false after 1s", ok, time.Since(start))
+		}
+	})
+}
