@@ -141,7 +141,7 @@ type Config struct {
 
 	// ReleaseExecPages makes Run give back, once it serves, the pages of
 	// the executable that only start-up needed (read-only, unmodified
-	// mappings; see agent/tune and docs/agent.md). For a process that
+	// mappings; see agent/tune and docs/agent-cost.md). For a process that
 	// runs the agent alone (simtel agent); off by default, so an embedding
 	// process (simtel dev, tests) keeps its pages.
 	ReleaseExecPages bool

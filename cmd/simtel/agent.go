@@ -111,9 +111,9 @@ interactive); --run-from-tag off keeps the agent's run and the tags as sent.`,
 	f.DurationVar(&cfg.PacketGather, "packet-gather", time.Second, "how long UDP and StatsD datagrams may wait in the socket buffer so that one wake-up stores many (cut short as the buffer fills; negative: read each at once)")
 	f.DurationVar(&cfg.Linger, "linger", time.Second, "how long samples gather in the spool before they are sent, while few arrive (under 16,384 per linger); longer means fewer wake-ups, later delivery")
 	f.Int64Var(&memLimit, "memory-limit", 32<<20, "soft limit in bytes on the memory the agent's work adds to the Go runtime's own at start (0: none); keeps the agent small on compute nodes")
-	f.BoolVar(&cfg.ReleaseExecPages, "release-exec-pages", true, "once serving, give back the pages of the simtel executable that only start-up used (read-only, unmodified mappings; see docs/agent.md)")
-	f.IntVar(&cfg.MaxProcs, "max-procs", 2, "Go processors (GOMAXPROCS) the agent uses while samples arrive at over 300,000 a second; below 150,000 it uses one, which costs less CPU (0: leave GOMAXPROCS as the runtime sets it; see docs/agent.md)")
-	f.DurationVar(&cfg.MonitorSlack, "monitor-slack", time.Millisecond, "timer slack of the Go runtime's monitor thread: how late its 20 µs sleeps may end, so that bursts of work wake it less (0: the kernel's default; needs CAP_SYS_NICE; see docs/agent.md)")
+	f.BoolVar(&cfg.ReleaseExecPages, "release-exec-pages", true, "once serving, give back the pages of the simtel executable that only start-up used (read-only, unmodified mappings; see docs/agent-cost.md)")
+	f.IntVar(&cfg.MaxProcs, "max-procs", 2, "Go processors (GOMAXPROCS) the agent uses while samples arrive at over 300,000 a second; below 150,000 it uses one, which costs less CPU (0: leave GOMAXPROCS as the runtime sets it; see docs/agent-cost.md)")
+	f.DurationVar(&cfg.MonitorSlack, "monitor-slack", time.Millisecond, "timer slack of the Go runtime's monitor thread: how late its 20 µs sleeps may end, so that bursts of work wake it less (0: the kernel's default; needs CAP_SYS_NICE; see docs/agent-cost.md)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to keep sending the spool after SIGTERM")
 	return cmd
 }
