@@ -103,7 +103,11 @@ func (r *retainer) run(ctx context.Context) {
 func (r *retainer) pass(ctx context.Context) {
 	start := time.Now()
 	log := r.s.log
-	res, err := retention.Apply(ctx, r.s.cat, retention.Config{Now: r.now, Grace: r.cfg.Grace, Logger: log})
+	cfg := retention.Config{Now: r.now, Grace: r.cfg.Grace, Logger: log}
+	if r.s.ice != nil {
+		cfg.Iceberg = r.s.ice // expired partitions leave the Iceberg tables too
+	}
+	res, err := retention.Apply(ctx, r.s.cat, cfg)
 	r.m.duration.Observe(time.Since(start).Seconds())
 	r.m.partitions.Add(float64(len(res.Expired)))
 	r.m.objects.Add(float64(res.Objects))

@@ -237,9 +237,7 @@ func Run(ctx context.Context, cfg Config) error {
 		c.pauseAroundCommit(cfg.CompactPause)
 		wg.Go(func() { c.run(bg) })
 	}
-	if cfg.Retention.Interval > 0 && s.ice != nil {
-		log.Warn("retention is off: it does not expire data from the Iceberg tables yet", "iceberg_catalog", cfg.IcebergCatalog)
-	} else if cfg.Retention.Interval > 0 {
+	if cfg.Retention.Interval > 0 {
 		r := newRetainer(s, cfg.Retention, reg)
 		wg.Go(func() { r.run(bg) })
 	}

@@ -213,6 +213,13 @@ func (l *Lake) watermarks(name string, c *cached) marks {
 			}
 		}
 	}
+	// Expired snapshots took their ranges with them; lake expire keeps
+	// the marks they held in a table property.
+	for p, last := range parseMarks(c.tbl.Properties()[PropWatermarks]) {
+		if w, seen := out[p]; !seen || last > w {
+			out[p] = last
+		}
+	}
 	l.mu.Lock()
 	if cc := l.tables[name]; cc != nil && cc.tbl == c.tbl {
 		cc.snap, cc.marks = cur.SnapshotID, out

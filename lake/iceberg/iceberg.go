@@ -57,6 +57,7 @@ type Options struct {
 type Lake struct {
 	cat  *sqlcat.Catalog
 	db   *sql.DB
+	st   store.Store
 	root string // the lake's root URL, without a trailing slash
 	log  *slog.Logger
 
@@ -106,7 +107,7 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 		db.Close()
 		return nil, fmt.Errorf("iceberg: cannot open catalog %s: %w", redact(o.Catalog), err)
 	}
-	l := &Lake{cat: cat, db: db, root: strings.TrimSuffix(o.Store.String(), "/"), log: o.Logger, tables: map[string]*cached{}}
+	l := &Lake{cat: cat, db: db, st: o.Store, root: strings.TrimSuffix(o.Store.String(), "/"), log: o.Logger, tables: map[string]*cached{}}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}

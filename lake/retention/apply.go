@@ -20,10 +20,19 @@ import (
 // IcebergPrefix is where lake/iceberg keeps table metadata in the lake.
 const IcebergPrefix = "_iceberg/"
 
-// ErrIceberg is returned by Apply on a lake with Iceberg tables: their
-// snapshots reference the lake's objects as data files, and expiring them
-// from the Iceberg tables is not implemented yet.
-var ErrIceberg = errors.New("retention is not supported yet on a lake with Iceberg tables (_iceberg/ in the lake): the tables' snapshots still reference the objects it would delete")
+// ErrIceberg is returned by Apply on a lake with Iceberg tables when
+// Config.Iceberg is not set: the tables reference the lake's objects as
+// data files, and only their catalog can remove them.
+var ErrIceberg = errors.New("the lake has Iceberg tables (_iceberg/ in the lake): give their catalog (--iceberg-catalog) so retention removes the expired partitions from them too")
+
+// Tables are the lake's Iceberg tables (lake/iceberg.Lake), from which
+// retention removes the data files of expired partitions.
+type Tables interface {
+	// RemoveObjects removes the data files of the given objects from
+	// every table holding them, one snapshot per table; objects a table
+	// no longer holds are skipped.
+	RemoveObjects(ctx context.Context, keys []string, reason string) (int, error)
+}
 
 // DefaultGrace is how long expired objects stay in the store after the
 // catalog stopped showing them (Config.Grace).
@@ -43,6 +52,11 @@ type Config struct {
 	DryRun bool
 	// Logger receives a line per expiration and deletion; nil discards.
 	Logger *slog.Logger
+	// Iceberg, on a lake with Iceberg tables, removes expired partitions
+	// from the tables right after the catalog's expiration record, and
+	// again (a no-op unless a pass died in between) before their objects
+	// are deleted, so no current snapshot names a deleted file.
+	Iceberg Tables
 }
 
 func (c *Config) fill() {
@@ -89,6 +103,8 @@ type Result struct {
 	// Undated counts visible objects whose date could not be read; they
 	// are never expired.
 	Undated int
+	// IcebergFiles counts data files removed from Iceberg tables.
+	IcebergFiles int64
 }
 
 // Plan lists the partitions of snap that ps expires at now.
@@ -171,7 +187,7 @@ func Apply(ctx context.Context, cat *catalog.Catalog, cfg Config) (Result, error
 	if err != nil {
 		return res, fmt.Errorf("cannot check %s for Iceberg tables: %w", st, err)
 	}
-	if len(ice) > 0 {
+	if len(ice) > 0 && cfg.Iceberg == nil {
 		return res, ErrIceberg
 	}
 	ps, err := LoadPolicies(ctx, st)
@@ -211,6 +227,15 @@ func Apply(ctx context.Context, cat *catalog.Catalog, cfg Config) (Result, error
 		}
 		cfg.Logger.Info("expired partitions", "expiration", ex.ID, "partitions", len(res.Expired),
 			"objects", res.Objects, "rows", res.Rows, "bytes", res.Bytes)
+		if cfg.Iceberg != nil {
+			// The catalog record is the commit point; a failure here is
+			// retried by deleteExpired before any object goes.
+			n, err := cfg.Iceberg.RemoveObjects(ctx, keys, reason+" (expiration "+ex.ID+")")
+			res.IcebergFiles += int64(n)
+			if err != nil {
+				return res, fmt.Errorf("expiration %s is recorded, but removing its files from the Iceberg tables failed (the next pass retries): %w", ex.ID, err)
+			}
+		}
 		if snap, err = cat.Load(ctx); err != nil {
 			return res, err
 		}
@@ -227,6 +252,21 @@ func deleteExpired(ctx context.Context, cat *catalog.Catalog, snap *catalog.Snap
 	visible := map[string]bool{}
 	for _, o := range snap.Objects(catalog.Filter{}) {
 		visible[o.Key] = true
+	}
+	if cfg.Iceberg != nil {
+		// Whatever a pass that died left in the tables goes before its
+		// objects do.
+		var due []string
+		for _, ex := range snap.Expirations {
+			if ex.Deleted.IsZero() && now.Sub(ex.Written) >= cfg.Grace {
+				due = append(due, ex.Hidden...)
+			}
+		}
+		n, err := cfg.Iceberg.RemoveObjects(ctx, due, "retention: expired earlier")
+		res.IcebergFiles += int64(n)
+		if err != nil {
+			return fmt.Errorf("expired objects stay until the Iceberg tables no longer hold them: %w", err)
+		}
 	}
 	var errs []error
 	for _, ex := range snap.Expirations {

@@ -16,8 +16,12 @@
 //     before it have had time to finish), a later Apply deletes the objects
 //     and marks the record deleted.
 //
-// A lake that also has Iceberg tables (_iceberg/ in the lake) is refused:
-// the tables' snapshots still reference the objects (ErrIceberg).
+// On a lake that also has Iceberg tables (_iceberg/ in the lake) Apply
+// needs their catalog (Config.Iceberg, else ErrIceberg): right after step
+// 2 the expired objects' data files leave every table in one snapshot per
+// table, and step 3 checks again that no table still holds them before
+// they are deleted. Older snapshots that still name the files cannot be
+// read once they are deleted; simtel lake expire drops those snapshots.
 package retention
 
 import (

@@ -238,7 +238,8 @@ func TestApplyS3(t *testing.T) {
 	testApply(t, st)
 }
 
-// A lake with Iceberg tables is refused before anything is written.
+// A lake with Iceberg tables is refused, when their catalog is not given,
+// before anything is written.
 func TestApplyRefusesIceberg(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, t.TempDir(), store.Options{})
