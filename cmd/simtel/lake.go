@@ -57,6 +57,7 @@ into --cache-dir.`,
 	pf.StringVar(&f.format, "format", "table", "output format: table, csv or json")
 	cmd.AddCommand(newLakeRunsCmd(f), newLakeLsCmd(f))
 	cmd.AddCommand(lakeExtraCmds(f)...)
+	cmd.AddCommand(newLakeExpireCmd(f))
 	return cmd
 }
 

@@ -300,6 +300,7 @@ func retentionTable(snap *catalog.Snapshot, ps *retention.Policies) lakeTable {
 
 func newLakeRetentionApplyCmd(f *lakeFlags) *cobra.Command {
 	cfg := retention.Config{}
+	var icebergCatalog string
 	cmd := &cobra.Command{
 		Use:   "apply",
 		Short: "Remove the partitions whose retention has passed",
@@ -309,9 +310,16 @@ ago than its tier's retention. They leave the catalog in one step — a
 reader sees all of them gone or none — and their objects are deleted from
 the store by the first apply (or sink pass) after --grace, so queries that
 started before keep working. --dry-run lists what would go and changes
-nothing. Refused on a lake with Iceberg tables.`,
+nothing.
+
+On a lake with Iceberg tables (the sink's --iceberg-catalog) give the same
+--iceberg-catalog: the expired partitions' files then leave every table in
+one snapshot per table, right after the catalog records the expiration,
+and no table still holds an object when it is deleted. Without it such a
+lake is refused.`,
 		Example: `  simtel lake retention apply --dry-run
-  simtel lake retention apply --grace 0s`,
+  simtel lake retention apply --grace 0s
+  simtel lake retention apply --iceberg-catalog sqlite:simtel-data/iceberg.db`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Grace < 0 {
@@ -333,6 +341,14 @@ nothing. Refused on a lake with Iceberg tables.`,
 				return err
 			}
 			cfg.Logger = log.With("part", "retention")
+			if icebergCatalog != "" {
+				ice, err := openLakeIceberg(ctx, f, cat.Store(), icebergCatalog, cfg.DryRun)
+				if err != nil {
+					return err
+				}
+				defer ice.Close()
+				cfg.Iceberg = ice
+			}
 			res, err := retention.Apply(ctx, cat, cfg)
 			if err != nil {
 				return err
@@ -356,6 +372,9 @@ nothing. Refused on a lake with Iceberg tables.`,
 			} else {
 				fmt.Fprintf(cmd.ErrOrStderr(), "expired %d partitions (%d objects, %d rows, %s); deleted %d objects of earlier expirations, %d wait for their grace\n",
 					len(res.Expired), res.Objects, res.Rows, f.fmtBytes(res.Bytes), res.Deleted, res.Pending)
+				if cfg.Iceberg != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "removed %d data files from the Iceberg tables\n", res.IcebergFiles)
+				}
 			}
 			if res.Undated > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d objects have no readable date and are never expired\n", res.Undated)
@@ -366,5 +385,6 @@ nothing. Refused on a lake with Iceberg tables.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&cfg.DryRun, "dry-run", false, "list what would be removed, change nothing")
 	fl.DurationVar(&cfg.Grace, "grace", retention.DefaultGrace, "delete expired objects only once their expiration is this old (0s: at once)")
+	fl.StringVar(&icebergCatalog, "iceberg-catalog", "", "the lake's Iceberg catalog, as given to the sink (sqlite:PATH or postgres://...): expired partitions leave its tables too (required on a lake with Iceberg tables)")
 	return cmd
 }

@@ -54,8 +54,9 @@ default, so an upgrade deletes nothing an operator did not ask for.
 
 With --iceberg-catalog every flush is also committed to the lake's Iceberg
 tables (namespace telemetry, one table per measurement, the dead letters in
-telemetry.dlq), exactly once, for Spark, Trino, PyIceberg and DuckDB; see
-docs/lake-iceberg.md.
+telemetry.dlq; namespace raw, one table per raw topic), exactly once, for
+Spark, Trino, PyIceberg and DuckDB; retention removes expired partitions
+from the tables too. See docs/lake-iceberg.md.
 
 Start several sinks with the same --group to share the partitions. S3
 credentials come from the usual AWS environment (AWS_ACCESS_KEY_ID,
