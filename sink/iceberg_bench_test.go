@@ -1,0 +1,215 @@
+package sink_test
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/simtel/simtel/lake"
+	"github.com/simtel/simtel/lake/catalog"
+	"github.com/simtel/simtel/lake/iceberg"
+	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/sink"
+)
+
+// syntheticEntry is a flush of partition 0 at offset off with one object
+// per measurement: what a commit costs does not depend on the objects'
+// contents, which Commit does not read.
+func syntheticEntry(off int64, measurements int, day time.Time) catalog.Entry {
+	e := catalog.Entry{Topic: "telemetry", Partition: 0, FirstOffset: off, LastOffset: off, Records: int64(measurements), Written: day}
+	for m := range measurements {
+		name := "m" + strconv.Itoa(m)
+		e.Objects = append(e.Objects, catalog.Object{
+			Key:  lake.TelemetryKey(name, "r1", lake.Date(day), "telemetry", 0, off, off),
+			Kind: lake.KindTelemetry, Measurement: name, Run: "r1", Date: lake.Date(day),
+			MinTime: day, MaxTime: day, Rows: 100, Bytes: 4096, Columns: []string{"value"},
+		})
+	}
+	return e
+}
+
+func floatTypes(string) map[string]string { return map[string]string{"value": catalog.TypeFloat} }
+
+// BenchmarkIcebergCommit is one flush committed to one table (SQLite
+// catalog, local directory): ns/op is the commit latency, commits/s its
+// inverse. Each commit rewrites the table's metadata file, which lists
+// every snapshot, so the latency grows with the table's history: -benchtime
+// sets how long that history gets.
+func BenchmarkIcebergCommit(b *testing.B) {
+	dir := b.TempDir()
+	e := benchLake(b, dir)
+	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	b.ResetTimer()
+	for i := range b.N {
+		if err := e.Commit(b.Context(), []catalog.Entry{syntheticEntry(int64(i), 1, day)}, floatTypes, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+}
+
+func benchLake(tb testing.TB, dir string) *iceberg.Lake {
+	tb.Helper()
+	st, err := store.Open(tb.Context(), "file://"+filepath.Join(dir, "lake"), store.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ice, err := iceberg.Open(tb.Context(), iceberg.Options{Catalog: "sqlite:" + filepath.Join(dir, "iceberg.db"), Store: st})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ice.Close() })
+	return ice
+}
+
+// TestIcebergMetadataDay simulates a sink flushing every 10 s to
+// SIMTEL_ICEBERG_DAY_TABLES measurements (default 10) for
+// SIMTEL_ICEBERG_DAY_COMMITS flushes (default 360: an hour), then prints
+// the catalog's and the tables' metadata bytes before and after an expiry
+// that keeps the newest snapshot. Off unless SIMTEL_ICEBERG_DAY is set:
+//
+//	SIMTEL_ICEBERG_DAY=1 SIMTEL_ICEBERG_DAY_TABLES=10 SIMTEL_ICEBERG_DAY_COMMITS=360 \
+//	  go test -count=1 -run TestIcebergMetadataDay -v -timeout 60m ./sink/
+func TestIcebergMetadataDay(t *testing.T) {
+	if os.Getenv("SIMTEL_ICEBERG_DAY") == "" {
+		t.Skip("set SIMTEL_ICEBERG_DAY=1 to run the simulated day")
+	}
+	tables, commits := envInt(t, "SIMTEL_ICEBERG_DAY_TABLES", 10), envInt(t, "SIMTEL_ICEBERG_DAY_COMMITS", 360)
+	dir := t.TempDir()
+	ice := benchLake(t, dir)
+	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	start := time.Now()
+	var first, last time.Duration
+	for i := range commits {
+		t0 := time.Now()
+		if err := ice.Commit(t.Context(), []catalog.Entry{syntheticEntry(int64(i), tables, day.Add(time.Duration(i)*10*time.Second))}, floatTypes, nil); err != nil {
+			t.Fatal(err)
+		}
+		d := time.Since(t0) / time.Duration(tables)
+		if i == 0 {
+			first = d
+		}
+		last = d
+	}
+	took := time.Since(start)
+	db, meta, files := dirBytes(t, dir)
+	t.Logf("%d tables × %d commits in %v: %.1f table commits/s; commit latency first %v, last %v", tables, commits, took.Round(time.Millisecond),
+		float64(tables*commits)/took.Seconds(), first.Round(time.Microsecond), last.Round(time.Microsecond))
+	t.Logf("before expire: catalog database %d bytes, metadata %d bytes in %d files (%.0f bytes per table)", db, meta, files, float64(meta)/float64(tables))
+	res, err := ice.Expire(t.Context(), iceberg.ExpireOptions{RetainLast: 1, OrphanAge: time.Nanosecond, Protected: func(string) bool { return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, meta, files = dirBytes(t, dir)
+	t.Logf("expire: %d snapshots, %d files, %d bytes deleted", res.Snapshots, res.Files, res.Bytes)
+	t.Logf("after expire: catalog database %d bytes, metadata %d bytes in %d files (%.0f bytes per table)", db, meta, files, float64(meta)/float64(tables))
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	if s := os.Getenv(name); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive number", name, s)
+		}
+		return n
+	}
+	return def
+}
+
+// dirBytes sums the catalog database files (iceberg.db*) and the tables'
+// metadata (lake/_iceberg) under dir.
+func dirBytes(t *testing.T, dir string) (db, meta int64, files int) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case filepath.Dir(rel) == "." && len(rel) >= 10 && rel[:10] == "iceberg.db":
+			db += fi.Size()
+		case len(rel) > 13 && rel[:13] == "lake/_iceberg":
+			meta += fi.Size()
+			files++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, meta, files
+}
+
+// TestIcebergSinkCPU encodes SIMTEL_ICEBERG_CPU_SAMPLES samples (default
+// 1M; 5 measurements, 4 runs) in flushes of 50k, writes them to a local
+// lake and simtel's catalog as the sink does, and once more also commits
+// every flush to the Iceberg tables: samples per CPU-second (getrusage)
+// of each. Off unless SIMTEL_ICEBERG_CPU is set:
+//
+//	SIMTEL_ICEBERG_CPU=1 go test -count=1 -run TestIcebergSinkCPU -v ./sink/
+func TestIcebergSinkCPU(t *testing.T) {
+	if os.Getenv("SIMTEL_ICEBERG_CPU") == "" {
+		t.Skip("set SIMTEL_ICEBERG_CPU=1 to measure")
+	}
+	n := envInt(t, "SIMTEL_ICEBERG_CPU_SAMPLES", 1_000_000)
+	lines := make([][]byte, n)
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	for i := range lines {
+		lines[i] = fmt.Appendf(nil, "m%d,host=n%d,run=r%d,job=j1 value=%d.5,count=%di,ok=true %d", i%5, i%32, i%4, i, i, t0+int64(i)*int64(time.Millisecond))
+	}
+	for _, withIceberg := range []bool{false, true, false, true} {
+		e := newLakeEnv(t, false)
+		const flush = 50_000
+		cpu0 := cpuTime(t)
+		for from := 0; from < n; from += flush {
+			enc := sink.NewEncoder("telemetry", 0, true)
+			to := min(from+flush, n)
+			for i := from; i < to; i++ {
+				enc.Add(&sink.Record{Offset: int64(i), Timestamp: time.Unix(0, t0), Value: lines[i]})
+			}
+			objs, err := enc.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			entry := catalog.Entry{Topic: "telemetry", Partition: 0, FirstOffset: int64(from), LastOffset: int64(to - 1), Records: int64(to - from), Written: time.Now().UTC()}
+			for _, o := range objs {
+				if err := e.st.Put(e.ctx, o.Key, bytes.NewReader(o.Data), int64(len(o.Data))); err != nil {
+					t.Fatal(err)
+				}
+				entry.Objects = append(entry.Objects, o.Entry)
+			}
+			if err := e.cat.Commit(e.ctx, entry); err != nil {
+				t.Fatal(err)
+			}
+			if withIceberg {
+				types := func(string) map[string]string {
+					return map[string]string{"value": catalog.TypeFloat, "count": catalog.TypeInteger, "ok": catalog.TypeBoolean}
+				}
+				if err := e.ice.Commit(e.ctx, []catalog.Entry{entry}, types, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		cpu := cpuTime(t) - cpu0
+		t.Logf("iceberg=%v: %d samples in %d flushes, %.2f CPU s, %.0f samples per CPU-second", withIceberg, n, (n+flush-1)/flush, cpu.Seconds(), float64(n)/cpu.Seconds())
+	}
+}
+
+// cpuTime is the process's user and system time so far.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
