@@ -26,6 +26,7 @@ const (
 	DefaultSummaryTopic    = SummaryMeasurement
 	DefaultPartialTopic    = "rollup_run_parts"
 	DefaultMaxRunMetrics   = 10_000
+	DefaultMaxSummaryRuns  = 1000
 )
 
 // Config configures Run.
@@ -88,6 +89,11 @@ type Config struct {
 	// holds; values of further metrics are counted in the summary's
 	// dropped_samples. Default DefaultMaxRunMetrics.
 	MaxRunMetrics int
+	// MaxSummaryRuns bounds the run summaries a worker holds merged in
+	// memory; beyond it the least recently amended are forgotten, and read
+	// back from their partials if one more arrives. Default
+	// DefaultMaxSummaryRuns.
+	MaxSummaryRuns int
 	// HTTPListen is host:port for /metrics and /healthz; empty: off.
 	HTTPListen string
 	// Logger receives the worker's logs. Default: discard.
@@ -128,6 +134,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRunMetrics < 0 {
 		return fmt.Errorf("rollup: --max-run-metrics %d is negative", c.MaxRunMetrics)
+	}
+	if c.MaxSummaryRuns == 0 {
+		c.MaxSummaryRuns = DefaultMaxSummaryRuns
+	}
+	if c.MaxSummaryRuns < 0 {
+		return fmt.Errorf("rollup: --max-summary-runs %d is negative", c.MaxSummaryRuns)
 	}
 	for _, t := range []string{c.Topic, c.StateTopic, c.PartialTopic, c.SummaryTopic} {
 		if strings.ContainsAny(t, " /") {

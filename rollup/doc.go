@@ -51,10 +51,11 @@
 // topic, followed by runsFollower) says the run ended, end produces each
 // such aggregate as a partial to PartialTopic, partitioned by run, and
 // forgets it, in the transaction. The group also consumes PartialTopic:
-// the worker owning a run's partition merges the run's partials (merged,
-// rebuilt at assignment from the partials before the committed offset,
-// loadPartials) and, in the same transaction as those offsets, produces
-// the summary to SummaryTopic, one line per metric. Later samples make new
+// the worker owning a run's partition merges the run's partials (merged;
+// merger.go: at most MaxSummaryRuns runs held, a run not held reads its
+// earlier partials back first, rebuild) and, in the same transaction as
+// those offsets, produces the summary to SummaryTopic, one line per
+// metric. Later samples make new
 // partials, so the summary is produced again, amended. Stage 1 is exactly
 // once like the windows; stage 2 too, since a partial's merge and the
 // summary it changes commit with its offset.

@@ -25,6 +25,10 @@ type metrics struct {
 	loads        prometheus.Counter
 	partials     prometheus.Counter
 	summaries    prometheus.Counter
+	// Stage 2's merged run summaries (merger.go).
+	summaryRuns      prometheus.Gauge
+	summaryEvictions prometheus.Counter
+	summaryRebuilds  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,8 +55,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Aggregates of ended runs produced per input partition (counted again when an aborted transaction is redone)."}),
 		summaries: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_rollup_run_summaries_total",
 			Help: "Run summaries produced, amendments included (counted again when an aborted transaction is redone)."}),
+		summaryRuns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "simtel_rollup_summary_runs",
+			Help: "Run summaries held merged in memory (at most --max-summary-runs after each commit)."}),
+		summaryEvictions: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_rollup_summary_evictions_total",
+			Help: "Run summaries forgotten from memory, least recently amended first, to stay within --max-summary-runs."}),
+		summaryRebuilds: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_rollup_summary_rebuilds_total",
+			Help: "Reads of a partials partition for the earlier partials of runs not held (new, forgotten, or after a restart)."}),
 	}
-	reg.MustRegister(m.samples, m.late, m.overflow, m.decodeErrors, m.nonfinite, m.windows, m.txns, m.series, m.loads, m.partials, m.summaries)
+	reg.MustRegister(m.samples, m.late, m.overflow, m.decodeErrors, m.nonfinite, m.windows, m.txns, m.series, m.loads, m.partials, m.summaries, m.summaryRuns, m.summaryEvictions, m.summaryRebuilds)
 	for _, r := range Resolutions {
 		m.windows.WithLabelValues(r.Name)
 	}

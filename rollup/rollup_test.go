@@ -417,6 +417,7 @@ func TestLateSamples(t *testing.T) {
 	}
 }
 
+// counter is the value of a counter or gauge without labels in reg.
 func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -424,9 +425,13 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+		if mf.GetName() != name {
+			continue
 		}
+		if g := mf.GetMetric()[0].GetGauge(); g != nil {
+			return g.GetValue()
+		}
+		return mf.GetMetric()[0].GetCounter().GetValue()
 	}
 	t.Fatalf("no metric %s", name)
 	return 0

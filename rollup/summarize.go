@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/lineproto"
-	"github.com/simtel/simtel/scheduler"
 )
 
 // addToRun adds the decoded sample's fields (record offset off, sample
@@ -132,7 +129,7 @@ func (w *worker) flushRuns(ctx context.Context, p *partition) {
 		}
 		a.info = info
 		produce := func(meas string, value []byte) {
-			w.send(ctx, &kgo.Record{Topic: w.cfg.PartialTopic, Key: partialKey(a, p.id, meas), Value: value})
+			w.send(ctx, &kgo.Record{Topic: w.cfg.PartialTopic, Key: partialKey(a, p.id, meas), Value: value, Timestamp: partialTime(info)})
 			p.tombstones = append(p.tombstones, runStateKey(run, meas))
 		}
 		produce("", appendRunHeader(nil, a))
@@ -143,125 +140,6 @@ func (w *worker) flushRuns(ctx context.Context, p *partition) {
 		a.release(w.sk)
 		delete(p.runs, run)
 	}
-}
-
-// addPartials merges the partials of one PartialTopic partition into
-// their runs' summaries (stage 2), loading the partition first if needed.
-func (w *worker) addPartials(ctx context.Context, ftp kgo.FetchTopicPartition) error {
-	if w.merged[ftp.Partition] == nil {
-		if err := w.loadPartials(ctx, []int32{ftp.Partition}); err != nil {
-			return err
-		}
-	}
-	for _, r := range ftp.Records {
-		a, err := w.mergePartial(ftp.Partition, r)
-		if err != nil {
-			w.log.Warn("skipping an undecodable run partial", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-			continue
-		}
-		if a != nil && !a.queued {
-			a.queued = true
-			w.summarize = append(w.summarize, a)
-		}
-	}
-	return nil
-}
-
-// mergePartial merges one partial record into its run's summary of
-// partition id and returns the summary (nil for a tombstone).
-func (w *worker) mergePartial(id int32, r *kgo.Record) (*runAgg, error) {
-	if r.Value == nil {
-		return nil, nil
-	}
-	o, _, err := decodeRunRecord(r.Value, w.sk)
-	if err != nil {
-		return nil, err
-	}
-	runs := w.merged[id]
-	a := runs[o.run]
-	if a == nil {
-		a = newRunAgg(o.run, r.Offset)
-		runs[o.run] = a
-	}
-	a.merge(o, w.sk, w.cfg.MaxRunMetrics)
-	o.release(w.sk)
-	return a, nil
-}
-
-// emitSummaries produces the summary of every run whose partials changed
-// since the last commit, with what the registry says of the run now.
-func (w *worker) emitSummaries(ctx context.Context) {
-	now := time.Now().UnixNano()
-	for _, a := range w.summarize {
-		a.queued = false
-		if info, ok := w.runs.get(a.run); ok {
-			a.info = scheduler.Merge(a.info, info)
-		}
-		err := appendSummaryLines(a, now, func(key, line []byte) {
-			w.send(ctx, &kgo.Record{Topic: w.cfg.SummaryTopic, Key: key, Value: line, Timestamp: time.Unix(0, now)})
-		})
-		if err != nil {
-			w.log.Warn("run summary cannot be written as line protocol", "run", a.run, "err", err)
-			continue
-		}
-		w.m.summaries.Inc()
-	}
-	w.summarize = nil
-}
-
-// loadPartials rebuilds the summaries of PartialTopic partitions ids from
-// the partials before the group's committed offsets: those the summaries
-// already produced hold. Called when no transaction of this worker is
-// open, like load.
-func (w *worker) loadPartials(ctx context.Context, ids []int32) error {
-	topic := w.cfg.PartialTopic
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(w.cfg.Brokers...)}, w.cfg.ClientOpts...)...)
-	if err != nil {
-		return fmt.Errorf("rollup: cannot read the partials topic %s: %w", topic, err)
-	}
-	defer cl.Close()
-	committed, err := kadm.NewClient(cl).FetchOffsets(ctx, w.cfg.Group)
-	if err == nil {
-		err = committed.Error()
-	}
-	if err != nil {
-		return fmt.Errorf("rollup: cannot fetch the committed offsets of group %s: %w", w.cfg.Group, err)
-	}
-	offsets := map[int32]kgo.Offset{}
-	pending := map[int32]int64{}
-	for _, id := range ids {
-		w.merged[id] = map[string]*runAgg{}
-		if o, ok := committed.Lookup(topic, id); ok && o.At > 0 {
-			offsets[id] = kgo.NewOffset().AtStart()
-			pending[id] = o.At
-		}
-	}
-	if len(pending) == 0 {
-		return nil
-	}
-	rd, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(w.cfg.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-	}, w.cfg.ClientOpts...)...)
-	if err != nil {
-		return fmt.Errorf("rollup: cannot read the partials topic %s: %w", topic, err)
-	}
-	defer rd.Close()
-	n := 0
-	err = readToEnd(ctx, rd, "the partials topic "+topic, pending, func(r *kgo.Record) error {
-		if _, err := w.mergePartial(r.Partition, r); err != nil {
-			w.log.Warn("skipping an undecodable run partial", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-		}
-		n++
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	w.log.Info("run partials loaded", "partitions", ids, "partials", n)
-	return nil
 }
 
 // applyRun applies a state record of a run aggregate to p: a header or

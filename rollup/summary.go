@@ -68,6 +68,9 @@ type runAgg struct {
 	gone       bool
 	// queued: the summary is to be produced at the next commit (stage 2).
 	queued bool
+	// touched is when a partial was last merged in (stage 2, unix ns):
+	// the least recently touched runs are forgotten first (evictMerged).
+	touched int64
 	// info is the run as the runs topic told stage 1 when it produced the
 	// partial (stage 2 only).
 	info scheduler.Run

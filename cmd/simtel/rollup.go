@@ -79,6 +79,7 @@ the same transactions. Samples arriving later amend it. Read it with
 	f.StringVar(&cfg.SummaryTopic, "summary-topic", rollup.DefaultSummaryTopic, "compacted topic receiving the run summaries (lake table summary.runs)")
 	f.StringVar(&cfg.PartialTopic, "partial-topic", rollup.DefaultPartialTopic, "compacted topic carrying each partition's aggregates of an ended run to the worker that merges them")
 	f.IntVar(&cfg.MaxRunMetrics, "max-run-metrics", rollup.DefaultMaxRunMetrics, "most metrics (measurement.field) in one run's summary; values of further metrics are counted in its dropped_samples")
+	f.IntVar(&cfg.MaxSummaryRuns, "max-summary-runs", rollup.DefaultMaxSummaryRuns, "most ended runs whose merged summary a worker keeps in memory; an older run amended by late samples is read back from its partials")
 	f.StringVar(&cfg.HTTPListen, "http-listen", "", "host:port for /metrics and /healthz (empty: off)")
 	return cmd
 }
