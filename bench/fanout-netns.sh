@@ -32,7 +32,8 @@
 # agents' HTTP on +186, gossip on +946, relay on +947, inside their
 # namespaces), OUT (directory for one JSON result per step and table.md;
 # default the temporary directory), SIMTEL_BIN (a built simtel instead of
-# building the working tree), TIMEOUT (per step, 5m), KEEP=1 keeps the
+# building the working tree), TIMEOUT (per step, for the warm-up and for the
+# measured version, 5m), KEEP=1 keeps the
 # temporary directory.
 #
 # Prints one Markdown table of the steps at the end (also OUT/table.md);
@@ -236,7 +237,7 @@ for mode in $MODES; do
 	cmd=("$SIMTEL" bench fanout --brokers "$BADDR:$BPORT" --broker-metrics "http://$BADDR:$HPORT/metrics"
 		--broker-pid "$BROKER_PID" --mode agents --format 2 --size "$SIZE" --policy "$policy"
 		--agents "$AGENTS" --agent-links "$AGENT_LINKS" --broker-link "$BNS" --link-rate "$RATE"
-		--timeout "$TIMEOUT" --log-level warn --json "${extra[@]}")
+		--setup-timeout "$TIMEOUT" --timeout "$TIMEOUT" --log-level warn --json "${extra[@]}")
 	log "$mode: $(show_rel "${cmd[@]}")"
 	out=$OUT/step-$STEP-$mode.json
 	if ! "${cmd[@]}" >"$out" 2>"$WORK/step-$STEP.err"; then
@@ -255,7 +256,7 @@ done
 	echo "| step | nodes | version | publish | broker egress (link) | per node in, mean / max | nodes out, all / busiest | last node (from publish end) | × size÷rate | CPU floor / links floor | bound | machine busy |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
 	for f in "$OUT"/step-*.json; do
-		[[ -s $f ]] || continue
+		[[ -s $f ]] && jq -e .links "$f" >/dev/null || continue
 		mode=$(basename "$f" .json)
 		mode=${mode#step-*-}
 		jq -r --arg mode "$mode" '

@@ -118,13 +118,25 @@ type egressProbe struct {
 }
 
 func newEgressProbe(url string) *egressProbe {
-	// 30 s: with dozens of agents on two cores (bench/fanout-netns.sh) the
-	// broker's /metrics has answered after more than 10 s.
 	return &egressProbe{url: url, http: &http.Client{Timeout: 30 * time.Second}}
 }
 
+// read tries three times when the broker does not answer in time: a
+// broker sharing two cores with dozens of agents (bench/fanout-netns.sh)
+// has let a /metrics request wait past 30 s.
 func (p *egressProbe) read(ctx context.Context) (brokerCounters, error) {
-	return scrapeMetrics(ctx, p.http, p.url, "broker", parseBrokerCounters)
+	var err error
+	for range 3 {
+		var c brokerCounters
+		if c, err = scrapeMetrics(ctx, p.http, p.url, "broker", parseBrokerCounters); err == nil {
+			return c, nil
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() || ctx.Err() != nil {
+			return c, err
+		}
+	}
+	return brokerCounters{}, err
 }
 
 // Loopback is the bandwidth of one TCP stream over 127.0.0.1, measured
