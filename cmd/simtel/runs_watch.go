@@ -223,6 +223,13 @@ func (w *runWatch) attachTopic(ctx context.Context, topic string, start func([]i
 		return false, err
 	}
 	if w.o.once {
+		starts, err := w.adm.ListStartOffsets(ctx, topic)
+		if err == nil {
+			err = starts.Error()
+		}
+		if err != nil {
+			return false, fmt.Errorf("cannot list the start offsets of %s: %w", topic, err)
+		}
 		ends, err := w.adm.ListCommittedOffsets(ctx, topic)
 		if err == nil {
 			err = ends.Error()
@@ -230,19 +237,17 @@ func (w *runWatch) attachTopic(ctx context.Context, topic string, start func([]i
 		if err != nil {
 			return false, fmt.Errorf("cannot list the end offsets of %s: %w", topic, err)
 		}
-		// An offset list (--since) ahead of the end, or an empty partition,
-		// has nothing to read; otherwise the partition is done once a
-		// record at end−1 arrives.
-		since := map[int32]int64{}
-		if w.o.since > 0 && topic == w.res.Topic() {
-			for p, o := range offsets {
-				since[p] = o.EpochOffset().Offset
-			}
-		}
+		// A partition whose first offset to read (its start, or the
+		// offset of --since) is its end has nothing to read; otherwise it
+		// is done once a record at end−1 arrives.
 		w.pending[topic] = map[int32]int64{}
-		for p := range offsets {
-			end, _ := ends.Lookup(topic, p)
-			if end.Offset > 0 && end.Offset > since[p] {
+		for p, o := range offsets {
+			from, _ := starts.Lookup(topic, p)
+			first := from.Offset
+			if at := o.EpochOffset().Offset; at >= 0 {
+				first = max(first, at)
+			}
+			if end, _ := ends.Lookup(topic, p); end.Offset > first {
 				w.pending[topic][p] = end.Offset
 			}
 		}
