@@ -105,25 +105,6 @@ node_ns() {
 	limit eth0 "$name"
 }
 
-# wait_tcp ADDR PORT PID LOG: wait until ADDR:PORT accepts connections
-# while PID is alive.
-wait_tcp() {
-	for _ in $(seq 300); do
-		if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then
-			return 0
-		fi
-		if ! kill -0 "$3" 2>/dev/null; then
-			echo "process exited before listening on $1:$2:" >&2
-			cat "$4" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
-	echo "nothing listening on $1:$2 after 30s:" >&2
-	cat "$4" >&2
-	return 1
-}
-
 # --- setup ---------------------------------------------------------------------
 
 HOST=$(host_desc)
@@ -159,8 +140,8 @@ ip netns exec "$BNS" "$SIMTEL" broker --data-dir "$WORK/broker" --listen "$BADDR
 	--http-listen "$BADDR:$HPORT" --log-level warn >"$WORK/broker.log" 2>&1 &
 BROKER_PID=$!
 PIDS+=("$BROKER_PID")
-wait_tcp "$BADDR" "$BPORT" "$BROKER_PID" "$WORK/broker.log"
-wait_tcp "$BADDR" "$HPORT" "$BROKER_PID" "$WORK/broker.log"
+wait_tcp "$BADDR" "$BPORT" "$BROKER_PID" "$WORK/broker.log" 30
+wait_tcp "$BADDR" "$HPORT" "$BROKER_PID" "$WORK/broker.log" 30
 
 RELAY_FLAG=""
 if "$SIMTEL" agent --help 2>&1 | grep -q -- --policy-relay-listen; then
@@ -191,7 +172,7 @@ start_agents() {
 		PIDS+=($!)
 	done
 	for i in "${!NODE_NS[@]}"; do
-		wait_tcp "${NODE_ADDR[$i]}" "$APORT" "${AGENT_PIDS[$i]}" "$WORK/$policy/node$i/agent.log"
+		wait_tcp "${NODE_ADDR[$i]}" "$APORT" "${AGENT_PIDS[$i]}" "$WORK/$policy/node$i/agent.log" 30
 	done
 }
 

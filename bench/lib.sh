@@ -48,24 +48,29 @@ free_port() {
 	echo "$p"
 }
 
-# wait_port PORT PID LOG: wait until 127.0.0.1:PORT accepts connections
-# while PID is alive; on failure print LOG.
-wait_port() {
-	for _ in $(seq 200); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+# wait_tcp ADDR PORT PID LOG [SECONDS]: wait until ADDR:PORT accepts
+# connections while PID is alive, at most SECONDS (default 20); on failure
+# print LOG.
+wait_tcp() {
+	local tries=$(( ${5:-20} * 10 ))
+	for _ in $(seq "$tries"); do
+		if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then
 			return 0
 		fi
-		if ! kill -0 "$2" 2>/dev/null; then
-			echo "process exited before listening on port $1:" >&2
-			cat "$3" >&2
+		if ! kill -0 "$3" 2>/dev/null; then
+			echo "process exited before listening on $1:$2:" >&2
+			cat "$4" >&2
 			return 1
 		fi
 		sleep 0.1
 	done
-	echo "nothing listening on port $1 after 20s:" >&2
-	cat "$3" >&2
+	echo "nothing listening on $1:$2 after ${5:-20}s:" >&2
+	cat "$4" >&2
 	return 1
 }
+
+# wait_port PORT PID LOG: wait_tcp on 127.0.0.1.
+wait_port() { wait_tcp 127.0.0.1 "$@"; }
 
 # build_simtel builds the working tree's simtel into $BIN and sets SIMTEL;
 # with SIMTEL_BIN it sets SIMTEL to that binary and builds nothing.
