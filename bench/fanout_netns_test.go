@@ -28,7 +28,7 @@ func TestFanoutNetns(t *testing.T) {
 	}
 	for _, tool := range []string{"ip", "tc", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is missing: %v", tool, err)
+			t.Fatalf("%s is missing (scripts/install-deps.sh installs it): %v", tool, err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -12,6 +12,8 @@ command -v promtool >/dev/null 2>&1 || need+=(prometheus)       # deploy/: promt
 command -v curl >/dev/null 2>&1 || need+=(curl ca-certificates) # scripts/kgo-suite.sh: brokers' metrics while a cluster forms
 command -v psql >/dev/null 2>&1 || need+=(postgresql-client)   # lake/pgwire: psql against simtel lake serve
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql) # lake/iceberg: the Iceberg SQL catalog in PostgreSQL
+command -v jq >/dev/null 2>&1 || need+=(jq)                     # bench/fanout-netns.sh: the steps' JSON
+command -v tc >/dev/null 2>&1 || need+=(iproute2)              # bench/fanout-netns.sh: ip netns, veth pairs, tc rate limits
 /usr/bin/python3 -c 'import psycopg2, pandas' >/dev/null 2>&1 || need+=(python3-psycopg2 python3-pandas) # lake/pgwire: psycopg2 and pandas.read_sql (Debian's python, not pyenv's)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
