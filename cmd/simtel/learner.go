@@ -73,7 +73,7 @@ Format 2 (--format 2, implied by --delta-from and --sign-key) lists every
 chunk by hash in the manifest: --delta-from sends only the chunks the base
 version lacks, --sign-key signs the manifest for agents started with
 --policy-trusted-keys. Agents older than format 2 refuse such versions and
-keep the one they hold (docs/policies.md, "Deltas and signatures").`,
+keep the one they hold (docs/policies-format2.md).`,
 		Example: `  simtel learner publish --brokers broker1:9092 --policy cartpole --file weights.pt --meta step=1200
   python train.py --dump-weights | simtel learner publish --policy cartpole
   simtel learner publish --policy cartpole --file weights.pt --delta-from auto --sign-key learner.pem`,
