@@ -22,8 +22,16 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 	"github.com/simtel/simtel/broker/server"
 	"github.com/simtel/simtel/broker/txn"
+	"github.com/simtel/simtel/internal/fdlimit"
 	"github.com/simtel/simtel/internal/tick"
 )
+
+// minOpenFiles is the open-file limit below which the broker warns at
+// start. Every client connection holds a descriptor, and every partition
+// replica its segment files and its raft log: a cluster of a few thousand
+// agents (each connected to every broker) and a few thousand partitions
+// needs tens of thousands. deploy/ raises the limit to 1,048,576.
+const minOpenFiles = 65536
 
 // Broker is one Kafka-compatible broker node. New opens its state from
 // DataDir; Run serves until its context ends; Close releases everything.
@@ -370,7 +378,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		}()
 	}
 	b.ready.Store(true)
-	b.logOpenFileLimit()
+	fdlimit.Log(b.log, minOpenFiles, "each client connection and each partition's segment and raft files take one")
 	for _, l := range b.srv.Bound() {
 		b.log.Info("broker serving", "node_id", b.cfg.NodeID, "listener", l.Name, "protocol", l.Proto, "listen", l.Listen.String(), "advertise", l.Advertise, "cluster_id", b.clusterID)
 	}
