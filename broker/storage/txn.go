@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"path/filepath"
@@ -257,42 +258,21 @@ func (l *Log) rebuildTxnIndex() error {
 	}
 	x := newTxnIndex()
 	l.mu.Lock()
-	if l.mu.closed || len(l.mu.segs) == 0 {
-		l.mu.Unlock()
+	empty := l.mu.closed || len(l.mu.segs) == 0
+	start := l.mu.start
+	l.mu.Unlock()
+	if empty {
 		return nil
 	}
-	start := l.mu.start
-	s := l.mu.segs[l.segmentIndexLocked(start)]
-	v := l.viewLocked(s, s.idx.lookup(start-s.base))
-	l.mu.Unlock()
-	buf := make([]byte, headerWindow)
-	var body []byte
-	for {
-		err := scanView(v, buf, func(h BatchHeader, pos int64) (bool, error) {
-			if h.LastOffset() < start || !h.IsTransactional() {
-				return true, nil
-			}
-			if h.IsControl() {
-				if int(h.Length) > cap(body) {
-					body = make([]byte, h.Length)
-				}
-				body = body[:h.Length]
-				if _, err := v.file.f.ReadAt(body, pos); err != nil {
-					return false, fmt.Errorf("cannot read control batch at offset %d: %w", h.BaseOffset, err)
-				}
-			}
-			x.observe(h, h.BaseOffset, body)
-			return true, nil
-		})
-		v.file.release()
-		if err != nil {
-			return err
-		}
-		next, ok := l.nextView(v.base)
-		if !ok {
-			break
-		}
-		v = next
+	err := l.scanBatches(start, true, func(h BatchHeader, control []byte) error {
+		x.observe(h, h.BaseOffset, control)
+		return nil
+	})
+	if errors.Is(err, ErrClosed) {
+		return nil // closed since: the index is of no use any more
+	}
+	if err != nil {
+		return err
 	}
 	l.mu.Lock()
 	l.mu.txn = x
