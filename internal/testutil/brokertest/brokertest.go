@@ -37,6 +37,7 @@ type Option func(*options)
 
 type options struct {
 	process    bool
+	skipShort  bool
 	dir        string
 	logDir     string
 	listen     string
@@ -55,7 +56,12 @@ type topic struct {
 // Process runs the broker as a `simtel broker` process (built once per
 // test binary by testutil.Binary) instead of in the test's process. Such a
 // test is skipped with -short.
-func Process() Option { return func(o *options) { o.process = true } }
+func Process() Option { return func(o *options) { o.process, o.skipShort = true, true } }
+
+// SkipShort skips the test under go test -short: the option of a test
+// that stops, kills, pauses or restarts its broker, or that runs long.
+// The broker is a process.
+func SkipShort() Option { return func(o *options) { o.process, o.skipShort = true, true } }
 
 // DataDir makes the broker keep its data in dir instead of a new
 // temporary directory.
@@ -136,28 +142,73 @@ func Start(t testing.TB, opts ...Option) *Broker {
 	for _, opt := range opts {
 		opt(o)
 	}
+	if !o.process {
+		return startWith(t, o, startInProcess)
+	}
+	if len(o.mods) > 0 {
+		t.Fatal("brokertest.Config applies to an in-process broker, not to one started with brokertest.Process")
+	}
 	b := &Broker{t: t, o: o, Dir: o.dir}
 	if b.Dir == "" {
 		b.Dir = t.TempDir()
 	}
-	if o.process {
-		if len(o.mods) > 0 {
-			t.Fatal("brokertest.Config applies to an in-process broker, not to one started with brokertest.Process")
-		}
-		b.Addr = o.listen
-		if b.Addr == "" {
-			b.Addr = testutil.FreePort(t)
-		}
-		if o.http {
-			b.HTTPAddr = testutil.FreePort(t)
-		}
-		b.startFresh()
-	} else {
-		if len(o.args) > 0 || o.listen != "" || o.logDir != "" {
-			t.Fatal("brokertest.Args, brokertest.Listen and brokertest.LogDir apply to a broker process (brokertest.Process)")
-		}
-		b.startInProcess()
+	b.Addr = o.listen
+	if b.Addr == "" {
+		b.Addr = testutil.FreePort(t)
 	}
+	if o.http {
+		b.HTTPAddr = testutil.FreePort(t)
+	}
+	b.startFresh()
+	createTopics(t, []string{b.Addr}, 1, o.topics)
+	return b
+}
+
+// Settings are what the options given to StartWith say of the broker.
+type Settings struct {
+	Dir        string         // data directory, made for the test unless DataDir
+	HTTP       bool           // whether the broker gets an HTTP listener (HTTP)
+	GroupDelay *time.Duration // group.initial.rebalance.delay; nil: the broker's default
+}
+
+// StartFunc starts a broker for StartWith: it sets b's ID, Addr and
+// HTTPAddr (a free port each) and returns what stops the broker, waiting
+// up to d for a clean stop.
+type StartFunc func(t testing.TB, b *Broker, s Settings) (stop func(d time.Duration) error)
+
+// StartWith starts a broker with start instead of as a process, and
+// creates the topics given with Topic; the broker stops when the test
+// ends. It is the hook of package inproc, which runs the broker in the
+// test's own process: brokertest does not import the broker, so the
+// tests of packages the broker must not depend on (the agent's) do not
+// link it. Args, Listen and LogDir, which are a process's, fail the test.
+func StartWith(t testing.TB, start StartFunc, opts ...Option) *Broker {
+	t.Helper()
+	o := &options{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return startWith(t, o, start)
+}
+
+func startWith(t testing.TB, o *options, start StartFunc) *Broker {
+	t.Helper()
+	if len(o.args) > 0 || o.listen != "" || o.logDir != "" {
+		t.Fatal("brokertest.Args, brokertest.Listen and brokertest.LogDir apply to a broker process (brokertest.Start)")
+	}
+	if o.skipShort && testing.Short() {
+		t.Skip("stops or restarts a broker, or runs long (brokertest.SkipShort)")
+	}
+	b := &Broker{t: t, o: o, Dir: o.dir}
+	if b.Dir == "" {
+		b.Dir = t.TempDir()
+	}
+	b.stopInProcess = start(t, b, Settings{Dir: b.Dir, HTTP: o.http, GroupDelay: o.groupDelay})
+	t.Cleanup(func() {
+		if err := b.Stop(30 * time.Second); err != nil {
+			t.Error(err)
+		}
+	})
 	createTopics(t, []string{b.Addr}, 1, o.topics)
 	return b
 }
@@ -169,7 +220,7 @@ func Start(t testing.TB, opts ...Option) *Broker {
 // mode, replicated partitions and all.
 func StartCluster(t testing.TB, n int, opts ...Option) []*Broker {
 	t.Helper()
-	o := &options{process: true, http: true}
+	o := &options{process: true, http: true, skipShort: true}
 	for _, opt := range opts {
 		opt(o)
 	}
@@ -201,7 +252,7 @@ func StartCluster(t testing.TB, n int, opts ...Option) []*Broker {
 // test fails.
 func NewNode(t testing.TB, id int, opts ...Option) *Broker {
 	t.Helper()
-	o := &options{process: true, http: true}
+	o := &options{process: true, http: true, skipShort: true}
 	for _, opt := range opts {
 		opt(o)
 	}
@@ -276,14 +327,13 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func (b *Broker) startInProcess() {
-	t := b.t
+func startInProcess(t testing.TB, b *Broker, s Settings) func(time.Duration) error {
 	t.Helper()
-	cfg := broker.Config{DataDir: b.Dir, Listen: "127.0.0.1:0", Logger: testLogger()}
-	if b.o.http {
+	cfg := broker.Config{DataDir: s.Dir, Listen: "127.0.0.1:0", Logger: testLogger()}
+	if s.HTTP {
 		cfg.HTTPListen = "127.0.0.1:0"
 	}
-	if d := b.o.groupDelay; d != nil {
+	if d := s.GroupDelay; d != nil {
 		cfg.GroupInitialRebalanceDelay, cfg.GroupInitialRebalanceDelaySet = *d, true
 	}
 	for _, mod := range b.o.mods {
@@ -301,7 +351,7 @@ func (b *Broker) startInProcess() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- br.Run(ctx) }()
-	b.stopInProcess = func(d time.Duration) error {
+	return func(d time.Duration) error {
 		cancel()
 		select {
 		case err := <-done:
@@ -315,11 +365,6 @@ func (b *Broker) startInProcess() {
 			return fmt.Errorf("broker did not stop within %v; goroutines:\n%s", d, &buf)
 		}
 	}
-	t.Cleanup(func() {
-		if err := b.Stop(30 * time.Second); err != nil {
-			t.Error(err)
-		}
-	})
 }
 
 // args are the flags of the broker process.
@@ -365,8 +410,8 @@ func (b *Broker) tryStart() error {
 // between FreePort and the broker binding it, it tries other ports.
 func (b *Broker) startFresh() {
 	b.t.Helper()
-	if testing.Short() {
-		b.t.Skip("starts a broker process")
+	if b.o.skipShort && testing.Short() {
+		b.t.Skip("stops, kills or restarts a broker, or runs long (brokertest.SkipShort)")
 	}
 	if b.RaftAddr == "" {
 		// Registered before the process's own cleanup, so it runs after
