@@ -26,6 +26,19 @@ func initTxn(t *testing.T, c *coordinator, id string, timeoutMs int32) (int64, i
 	return pid, epoch
 }
 
+// beginTxn starts transaction id (timeout timeoutMs) on c with part, of
+// topic "t", in it and n records produced to part; it returns the
+// producer id and epoch.
+func beginTxn(t *testing.T, c *coordinator, part *testPartition, id string, timeoutMs int32, n int) (int64, int16) {
+	t.Helper()
+	pid, epoch := initTxn(t, c, id, timeoutMs)
+	addPartition(t, c, id, pid, epoch, "t")
+	if err := c.produceTo(part, id, txnRecords(pid, epoch, 0, n)); err != nil {
+		t.Fatalf("produce to %q: %v", id, err)
+	}
+	return pid, epoch
+}
+
 func addPartition(t *testing.T, c *coordinator, id string, pid int64, epoch int16, topic string) {
 	t.Helper()
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
@@ -51,11 +64,7 @@ func TestTxnPreparedCommitCompletesAfterRestart(t *testing.T) {
 	b := newTestBroker(t)
 	part := b.addPartition("t", 0)
 	c := b.open()
-	pid, epoch := initTxn(t, c, "x", 60000)
-	addPartition(t, c, "x", pid, epoch, "t")
-	if err := c.produceTo(part, "x", txnRecords(pid, epoch, 0, 3)); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
+	pid, epoch := beginTxn(t, c, part, "x", 60000, 3)
 	if err := part.Commit(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +134,7 @@ func TestTxnTimeoutAbortFences(t *testing.T) {
 	b := newTestBroker(t)
 	part := b.addPartition("t", 0)
 	c := b.open()
-	pid, epoch := initTxn(t, c, "y", 1000)
-	addPartition(t, c, "y", pid, epoch, "t")
-	if err := c.produceTo(part, "y", txnRecords(pid, epoch, 0, 2)); err != nil {
-		t.Fatal(err)
-	}
+	pid, epoch := beginTxn(t, c, part, "y", 1000, 2)
 	real := c.now
 	c.now = func() time.Time { return real().Add(time.Hour) }
 	e := c.lookup("y")
