@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 )
 
 // TestFanoutDelta measures a delta with 3% of a 64 MiB version changed on
@@ -18,7 +19,7 @@ func TestFanoutDelta(t *testing.T) {
 	if testing.Short() {
 		t.Skip("publishes 64 MiB twice")
 	}
-	b := brokertest.Start(t, brokertest.HTTP())
+	b := inproc.Start(t, brokertest.HTTP())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const size = 64 << 20

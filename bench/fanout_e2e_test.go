@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 )
 
 // TestFanoutEndToEnd publishes 2 MiB to 3 nodes × 2 workers and to 6
@@ -13,7 +14,7 @@ import (
 // every byte it read with the published version (VerifyReads), and the
 // egress must account for one copy per fetcher.
 func TestFanoutEndToEnd(t *testing.T) {
-	b := brokertest.Start(t, brokertest.HTTP())
+	b := inproc.Start(t, brokertest.HTTP())
 	addr, metrics := b.Addr, b.MetricsURL()
 	const size = 2 << 20
 	for _, run := range []struct{ mode, load string }{{FanoutNode, WorkerMap}, {FanoutNode, WorkerRead}, {FanoutDirect, ""}} {
