@@ -12,6 +12,7 @@ import (
 
 	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 )
 
 // testBroker is an in-process broker on a random port, with clients that
@@ -28,11 +29,11 @@ type testConfig = broker.Config
 // its configuration before it starts.
 func startBroker(t *testing.T, dir string, mods ...func(*broker.Config)) *testBroker {
 	t.Helper()
-	opts := []brokertest.Option{brokertest.DataDir(dir), brokertest.HTTP(), brokertest.GroupDelay(0)}
-	for _, m := range mods {
-		opts = append(opts, brokertest.Config(m))
-	}
-	b := brokertest.Start(t, opts...)
+	b := inproc.StartConfig(t, func(c *broker.Config) {
+		for _, m := range mods {
+			m(c)
+		}
+	}, brokertest.DataDir(dir), brokertest.HTTP(), brokertest.GroupDelay(0))
 	tb := &testBroker{Broker: b, t: t}
 	// Runs before brokertest's own cleanup, with a shorter bound.
 	t.Cleanup(tb.stop)

@@ -22,7 +22,7 @@ import (
 // are in the order it sent them.
 func TestCrashLosesNoAckedRecord(t *testing.T) {
 	// brokertest skips it with -short: it starts a broker process.
-	b := brokertest.Start(t, brokertest.Process(), brokertest.Topic("crash", 3))
+	b := brokertest.Start(t, brokertest.SkipShort(), brokertest.Topic("crash", 3))
 	addr := b.Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -51,7 +51,7 @@ func TestLibrdkafka(t *testing.T) {
 
 	for _, check := range []string{"listgroups", "logappendtime", "txn", "partitions"} {
 		t.Run(check, func(t *testing.T) {
-			b := brokertest.Start(t, brokertest.Process(), brokertest.Args("--log-level", "info"), brokertest.GroupDelay(0))
+			b := brokertest.Start(t, brokertest.SkipShort(), brokertest.Args("--log-level", "info"), brokertest.GroupDelay(0))
 			addr := b.Addr
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
@@ -85,7 +85,7 @@ func tail(s string, n int) string {
 // the same time, as Kafka sends it.
 func TestLogAppendTimeBrokerDefault(t *testing.T) {
 	kcatPath(t)
-	addr := brokertest.Start(t, brokertest.Process(), brokertest.Args("--topic-default", "message.timestamp.type=LogAppendTime")).Addr
+	addr := brokertest.Start(t, brokertest.SkipShort(), brokertest.Args("--topic-default", "message.timestamp.type=LogAppendTime")).Addr
 
 	const old = 981173106000 // 2001-02-03, far from the append time
 	from := time.Now().UnixMilli()

@@ -180,7 +180,7 @@ func TestTxnExactlyOnceUnderKills(t *testing.T) {
 	const kills = 6
 	logDir := keptLogDir(t)
 	// At the info level: the log tells what the broker did around each kill.
-	br := brokertest.Start(t, brokertest.Process(), brokertest.LogDir(logDir), brokertest.Args("--log-level", "info"),
+	br := brokertest.Start(t, brokertest.SkipShort(), brokertest.LogDir(logDir), brokertest.Args("--log-level", "info"),
 		brokertest.GroupDelay(0), brokertest.Topic("txn-in", 3), brokertest.Topic("txn-out", 3))
 	addr := br.Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -354,7 +354,7 @@ func head(s []string) string {
 // and stays invisible to read_committed while read_uncommitted sees it.
 func TestTxnBrokerRestartMidTransaction(t *testing.T) {
 	// brokertest skips it with -short: it starts a broker process.
-	br := brokertest.Start(t, brokertest.Process(), brokertest.Topic("restart-tx", 2))
+	br := brokertest.Start(t, brokertest.SkipShort(), brokertest.Topic("restart-tx", 2))
 	addr := br.Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
