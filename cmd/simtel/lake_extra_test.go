@@ -215,7 +215,7 @@ func TestLakeBackfillCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addr := brokertest.Start(t, brokertest.Process(), brokertest.Topic("restored", 3), brokertest.Topic("events-restored", 3),
+	addr := brokertest.Start(t, brokertest.SkipShort(), brokertest.Topic("restored", 3), brokertest.Topic("events-restored", 3),
 		brokertest.Topic("telemetry", 3), brokertest.Topic("replayed", 3)).Addr
 
 	_, errOut, err := simtelLake(t, "backfill", "--run", "r1", "--to-topic", "restored", "--brokers", addr, "--lake", url)

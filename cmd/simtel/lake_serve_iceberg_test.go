@@ -26,6 +26,7 @@ import (
 
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 )
 
 // icebergCols are the columns the readers are compared on: a row's place
@@ -46,7 +47,7 @@ func TestLakeServeIceberg(t *testing.T) {
 	dir := t.TempDir()
 	lakeDir := filepath.Join(dir, "lake")
 	lake, cat := "file://"+lakeDir, "sqlite:"+filepath.Join(dir, "iceberg.db")
-	b := brokertest.Start(t, brokertest.Topic("telemetry", 2))
+	b := inproc.Start(t, brokertest.Topic("telemetry", 2))
 	sinkHTTP := testutil.FreePort(t)
 	sink := testutil.Start(t, dir, "sink", "--brokers", b.Addr, "--topics", "telemetry", "--lake", lake,
 		"--flush-age", "1s", "--iceberg-catalog", cat, "--http-listen", sinkHTTP)

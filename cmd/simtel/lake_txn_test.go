@@ -81,7 +81,7 @@ func newLakeTxnEnv(t *testing.T, samples int, topics ...string) *lakeTxnEnv {
 	// The lake's telemetry topic must exist for replay --brokers (its tail
 	// is empty here); one partition per output topic, so the topic's order
 	// is the command's order.
-	opts := []brokertest.Option{brokertest.Process(), brokertest.Topic("telemetry", 2)}
+	opts := []brokertest.Option{brokertest.SkipShort(), brokertest.Topic("telemetry", 2)}
 	for _, topic := range topics {
 		opts = append(opts, brokertest.Topic(topic, 1))
 	}

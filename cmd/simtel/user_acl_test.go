@@ -36,7 +36,7 @@ func simtelRun(t *testing.T, args ...string) (string, string, error) {
 // The user and acl commands against a broker process whose authorizer
 // lets only its superuser (the anonymous CLI here) change them.
 func TestUserAndACLCLI(t *testing.T) {
-	b := brokertest.Start(t, brokertest.Process(), brokertest.Args("--authorizer", "acl", "--superusers", "User:ANONYMOUS"))
+	b := brokertest.Start(t, brokertest.SkipShort(), brokertest.Args("--authorizer", "acl", "--superusers", "User:ANONYMOUS"))
 	brokers := "--brokers=" + b.Addr
 	pw := filepath.Join(t.TempDir(), "pw")
 	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
