@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 )
 
 func TestReplicationFactorAndProblems(t *testing.T) {
@@ -39,7 +40,7 @@ func TestReplicationFactorAndProblems(t *testing.T) {
 }
 
 func TestStatusAndRebalanceSingleBroker(t *testing.T) {
-	addr := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
+	addr := inproc.Start(t, brokertest.GroupDelay(0)).Addr
 	c, ctx := newClient(t, addr)
 	if _, err := c.CreateTopics(ctx, 3, 1, nil, "t"); err != nil {
 		t.Fatal(err)

@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 )
 
 func TestGroupReset(t *testing.T) {
-	addr := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
+	addr := inproc.Start(t, brokertest.GroupDelay(0)).Addr
 	c, ctx := newClient(t, addr)
 	if _, err := c.CreateTopics(ctx, 2, 1, nil, "t"); err != nil {
 		t.Fatal(err)

@@ -8,11 +8,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 )
 
 func TestUsers(t *testing.T) {
-	b := brokertest.Start(t)
+	b := inproc.Start(t)
 	c, ctx := newClient(t, b.Addr)
 	if err := c.AddUser(ctx, "alice", kadm.ScramSha512, "a-secret", 8192); err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func assertUsers(t *testing.T, c *Client, want []UserCredential) {
 }
 
 func TestACLs(t *testing.T) {
-	b := brokertest.Start(t)
+	b := inproc.Start(t)
 	c, ctx := newClient(t, b.Addr)
 	learner := ACL{Principal: "User:learner", Host: "*", Resource: kmsg.ACLResourceTypeTopic, Name: "policy.", Pattern: kmsg.ACLResourcePatternTypePrefixed,
 		Operation: kmsg.ACLOperationWrite, Permission: kmsg.ACLPermissionTypeAllow}

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 func TestTopicLifecycle(t *testing.T) {
-	addr := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
+	addr := inproc.Start(t, brokertest.GroupDelay(0)).Addr
 	c, ctx := newClient(t, addr)
 
 	created, err := c.CreateTopics(ctx, 2, 1, map[string]*string{"retention.ms": kadm.StringPtr("3600000")}, "b", "a")
