@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query/querytest"
 	"github.com/simtel/simtel/lake/replay"
@@ -163,7 +164,7 @@ func produceAll(t *testing.T, addr string, ss []replay.Sample) {
 }
 
 func TestReplayMergesLakeAndBroker(t *testing.T) {
-	addr := brokertest.Start(t, brokertest.Topic("telemetry", 3)).Addr
+	addr := inproc.Start(t, brokertest.Topic("telemetry", 3)).Addr
 	all := genSamples([]string{"r1", "r2"}, 200, 3)
 	produceAll(t, addr, all)
 	// A record the sink would dead-letter, in the tail: skipped by both.
