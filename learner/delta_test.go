@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 	"github.com/simtel/simtel/learner/learnertest"
 )
 
@@ -33,7 +33,7 @@ func publishWith(t *testing.T, p *Publisher, policy string, data []byte, o Publi
 // of the version, a node without it fetches the chunks it lacks from the
 // base's records; both hold exactly the full version's bytes.
 func TestDeltaAssembles(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), ChunkSize(256<<10))
 	const size = 16 << 20
@@ -102,7 +102,7 @@ func TestDeltaAssembles(t *testing.T) {
 // versions signed by another key and format 1 versions are refused and
 // counted; the last good version stays held and linked.
 func TestUntrustedNeverInstalled(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), ChunkSize(64<<10))
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
@@ -156,7 +156,7 @@ func TestUntrustedNeverInstalled(t *testing.T) {
 // manifest and a delta whose base is gone from the topic are never
 // installed; nodes keep (or fall back to) a good version.
 func TestDeltaBadInput(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), ChunkSize(64<<10))
 	ctx := context.Background()
@@ -254,7 +254,7 @@ func produceManifest(t *testing.T, cl *kgo.Client, m Manifest, cut int) {
 //	go test -run '^$' -bench DeltaBytes -benchtime 3x ./learner/
 func BenchmarkDeltaBytes(b *testing.B) {
 	const size, nodes = 64 << 20, 4
-	addr := brokertest.Start(b).Addr
+	addr := inproc.Start(b).Addr
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		b.Fatal(err)

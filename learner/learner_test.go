@@ -22,7 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 )
 
 func testLogger() *slog.Logger {
@@ -153,7 +153,7 @@ func checkLatest(t *testing.T, dir, policy string, v int64) {
 }
 
 func TestPublishLatestFetch(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	ctx := context.Background()
@@ -232,7 +232,7 @@ func TestPublishLatestFetch(t *testing.T) {
 }
 
 func TestPublishFromStreamRaisesRetention(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), KeepVersions(2))
 	ctx := context.Background()
@@ -271,7 +271,7 @@ func TestPublishFromStreamRaisesRetention(t *testing.T) {
 }
 
 func TestSubscriberStartsAtNewest(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	var data []byte
@@ -306,7 +306,7 @@ func TestSlowSubscriberJumpsToNewest(t *testing.T) {
 		"shrinking sizes": {900_000, 10, 10},
 	} {
 		t.Run(name, func(t *testing.T) {
-			addr := brokertest.Start(t).Addr
+			addr := inproc.Start(t).Addr
 			cl := testClient(t, addr)
 			p := NewPublisher(cl, testLogger(), ChunkSize(100_000))
 			publish(t, p, "slow", blob(1))
@@ -348,7 +348,7 @@ func TestSlowSubscriberJumpsToNewest(t *testing.T) {
 }
 
 func TestRestartMidTransfer(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), ChunkSize(64<<10))
 	v1 := blob(1000)
@@ -452,7 +452,7 @@ func produceVersion(t *testing.T, cl *kgo.Client, policy string, v int64, data [
 }
 
 func TestCorruptVersionRejected(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	v1 := blob(5000)
@@ -507,7 +507,7 @@ func TestCorruptVersionRejected(t *testing.T) {
 }
 
 func TestWaitIsPrompt(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	// The subscriber starts before the topic exists.
@@ -550,7 +550,7 @@ func TestWaitIsPrompt(t *testing.T) {
 }
 
 func TestKeepDeletesOldVersions(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	dir := t.TempDir()
@@ -576,7 +576,7 @@ func TestKeepDeletesOldVersions(t *testing.T) {
 }
 
 func TestUnfinishedVersionIgnored(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	v1 := blob(2000)
@@ -605,7 +605,7 @@ func TestUnfinishedVersionIgnored(t *testing.T) {
 }
 
 func TestConcurrentPublishers(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), ChunkSize(10_000))
 	publish(t, p, "cc", blob(10))
@@ -676,7 +676,7 @@ func TestConcurrentPublishers(t *testing.T) {
 // take only its chunks, by publish id, whether they fetch by range or
 // assemble from the stream.
 func TestInterleavedSameVersion(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger())
 	publish(t, p, "il", blob(100))
@@ -717,7 +717,7 @@ func TestInterleavedSameVersion(t *testing.T) {
 
 // Two agents of different jobs on one node share the policy directory.
 func TestSharedCacheDir(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
 	p := NewPublisher(cl, testLogger(), ChunkSize(50_000))
 	dir := t.TempDir()

@@ -17,7 +17,7 @@ import (
 	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/internal/testutil"
-	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 	"github.com/simtel/simtel/learner"
 )
 
@@ -32,7 +32,7 @@ import (
 // all meet.
 func TestPublishNeedsWriteOnThePolicyTopic(t *testing.T) {
 	saslAddr := testutil.FreePort(t)
-	b := brokertest.Start(t, brokertest.Config(func(c *broker.Config) {
+	b := inproc.StartConfig(t, func(c *broker.Config) {
 		c.Listen = ""
 		c.Listeners = []broker.ListenerSpec{
 			{Name: "local", Proto: "PLAINTEXT", Addr: "127.0.0.1:0"},
@@ -41,7 +41,7 @@ func TestPublishNeedsWriteOnThePolicyTopic(t *testing.T) {
 		c.SASL = broker.SASLConfig{Mechanisms: []string{"SCRAM-SHA-512"}}
 		// The local listener's anonymous clients set things up.
 		c.Authorizer, c.SuperUsers = broker.AuthorizerACL, []string{string(auth.Anonymous)}
-	}))
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	setup, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
