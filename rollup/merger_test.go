@@ -11,6 +11,7 @@ import (
 
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 	"github.com/simtel/simtel/rollup"
 )
 
@@ -39,7 +40,7 @@ func TestSummaryRunsBounded(t *testing.T) {
 		t.Skip("starts a broker and a rollup worker")
 	}
 	const parts, runs, perRun, maxRuns = 2, 12, 20, 3
-	b := brokertest.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
+	b := inproc.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
 	cl := manualClient(t, b.Addr)
 	reg := prometheus.NewRegistry()
 	stop := runWorker(t, rollup.Config{Brokers: []string{b.Addr}, AllowedLateness: time.Second, IdleTimeout: -1,

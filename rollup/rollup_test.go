@@ -22,6 +22,7 @@ import (
 	"github.com/simtel/simtel/internal/lineproto"
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query"
 	"github.com/simtel/simtel/lake/query/querytest"
@@ -256,7 +257,7 @@ func TestRollupsMatchDuckDB(t *testing.T) {
 		t.Skip("starts a broker, a rollup worker and a sink")
 	}
 	const parts = 2
-	b := brokertest.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
+	b := inproc.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
 	cl := manualClient(t, b.Addr)
 	start := time.Date(2026, 3, 1, 12, 58, 3, 0, time.UTC)
 	ss := genSamples([]string{"n1", "n2", "n3"}, start, 1500*time.Millisecond, 2000) // 50 min across an hour boundary
@@ -381,7 +382,7 @@ func TestLateSamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	b := brokertest.Start(t, brokertest.Topic("telemetry", 1), brokertest.GroupDelay(0))
+	b := inproc.Start(t, brokertest.Topic("telemetry", 1), brokertest.GroupDelay(0))
 	cl := manualClient(t, b.Addr)
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	ss := genSamples([]string{"n1"}, t0, time.Second, 61) // t0 .. t0+60s
@@ -480,7 +481,7 @@ func TestRollupKilled(t *testing.T) {
 		t.Skip("starts a broker and kills worker processes")
 	}
 	const parts = 2
-	b := brokertest.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
+	b := inproc.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
 	cl := manualClient(t, b.Addr)
 	start := time.Date(2026, 3, 1, 12, 41, 7, 0, time.UTC)
 	ss := genSamples([]string{"n1", "n2", "n3", "n4"}, start, 700*time.Millisecond, 6000) // 70 min

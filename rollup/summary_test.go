@@ -9,6 +9,7 @@ import (
 
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query"
 	"github.com/simtel/simtel/lake/query/querytest"
@@ -77,7 +78,7 @@ func TestRunSummary(t *testing.T) {
 		t.Skip("starts a broker, a rollup worker and a sink")
 	}
 	const parts = 3
-	b := brokertest.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
+	b := inproc.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
 	cl := manualClient(t, b.Addr)
 	start := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	hosts := []string{"n1", "n2", "n3", "n4"}
