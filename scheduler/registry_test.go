@@ -11,14 +11,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 )
 
 // TestRegistryConcurrentEpilogs publishes a job's events the way its
 // nodes do, concurrently, and checks that the cache on the runs topic, the
 // fold of the jobs topic and the expected Run agree.
 func TestRegistryConcurrentEpilogs(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	g := mustOpen(t, addr)

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/testutil"
-	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 )
 
 // TestWatcherRepairsTheCache: events published without a cache refresh,
@@ -22,7 +22,7 @@ import (
 // the right fold on the runs topic.
 func TestWatcherRepairsTheCache(t *testing.T) {
 	t0 := time.Now()
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	t.Logf("broker up in %v", time.Since(t0))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
