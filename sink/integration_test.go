@@ -60,7 +60,7 @@ func newEnv(t *testing.T, s3 bool, partitions int32) *env {
 	} else {
 		e.lake = "file://" + filepath.Join(e.dir, "lake")
 	}
-	e.broker = brokertest.Start(t, brokertest.Process(),
+	e.broker = brokertest.Start(t, brokertest.SkipShort(),
 		brokertest.Topic("telemetry", partitions), brokertest.Topic(scheduler.JobsTopic, 1)).Addr
 	return e
 }
