@@ -178,7 +178,7 @@ func startPipeline(t *testing.T, cl cluster, flushAge string) pipeline {
 
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
-	broker := brokertest.Start(t, brokertest.Process(), brokertest.HTTP(), brokertest.DataDir(filepath.Join(dir, "broker"))).Addr
+	broker := brokertest.Start(t, brokertest.SkipShort(), brokertest.HTTP(), brokertest.DataDir(filepath.Join(dir, "broker"))).Addr
 	envFile := filepath.Join(cl.base, "etc", "simtel-slurm.env")
 	if err := os.WriteFile(envFile, []byte("SIMTEL_BROKERS="+broker+"\n"), 0o644); err != nil {
 		t.Fatal(err)

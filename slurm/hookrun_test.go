@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/internal/testutil"
-	"github.com/simtel/simtel/internal/testutil/brokertest"
+	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 	"github.com/simtel/simtel/scheduler"
 )
 
@@ -83,7 +83,7 @@ func hookBrokerDown(t *testing.T, addr string) {
 // TestHookPublishes runs the prolog and epilog of a two-node job against
 // a real broker (scontrol faked) and reads the registry back.
 func TestHookPublishes(t *testing.T) {
-	addr := brokertest.Start(t).Addr
+	addr := inproc.Start(t).Addr
 	run := func(kind, node, line string) {
 		t.Helper()
 		start := time.Now()
