@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -49,7 +50,12 @@ type Partition struct {
 	mu struct {
 		sync.Mutex
 		producers map[int64]*producerEntry
+		// clock is the highest batch timestamp appended (Unix ms), the
+		// time producer expiry is measured on; nextSweep is when the
+		// expired producers are next removed. See producers.go.
+		clock, nextSweep int64
 	}
+	expiredProducers atomic.Uint64
 
 	hw atomic.Int64
 
@@ -76,6 +82,13 @@ type Config struct {
 	// SnapshotInstalled, if set, is called each time a lagging replica
 	// installed the data of a leader's snapshot.
 	SnapshotInstalled func()
+	// ProducerIDExpiration is how long an idempotent producer's state is
+	// kept after its last batch (producer.id.expiration.ms); 0 or less:
+	// forever. See producers.go.
+	ProducerIDExpiration time.Duration
+	// ProducersExpired, if set, is called with the number of producers
+	// each time some are forgotten as expired.
+	ProducersExpired func(n int)
 }
 
 // Settings are the topic configs a partition applies on its write path
@@ -102,7 +115,6 @@ func Open(l *storage.Log, cfg Config) (*Partition, error) {
 	}
 	t, i := cfg.Topic, cfg.Index
 	p := &Partition{cfg: cfg, topic: t, index: i, log: l, waiters: map[chan struct{}]struct{}{}, flushCh: make(chan struct{}, 1), flushDone: make(chan struct{})}
-	p.mu.producers = map[int64]*producerEntry{}
 	p.SetSettings(cfg.Settings)
 	// Whatever survived a restart is on disk, but maybe only in the page
 	// cache (process crash, not power loss): make it durable before

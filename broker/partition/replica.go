@@ -111,7 +111,7 @@ func (p *Partition) resetReplicaLog(end int64) error {
 			return fmt.Errorf("cannot truncate %s to offset %d for raft replay: %w", p, end, err)
 		}
 	}
-	p.mu.producers = map[int64]*producerEntry{}
+	p.resetProducersLocked()
 	err := p.log.ScanBatchesControl(p.log.StartOffset(), func(h storage.BatchHeader, control []byte) error {
 		p.observeBatchLocked(h, h.BaseOffset, control)
 		return nil

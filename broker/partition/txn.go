@@ -79,7 +79,7 @@ func (p *Partition) LastStableOffset(hw int64) int64 {
 func (p *Partition) ProducerEpoch(pid int64) (epoch int16, known bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e := p.mu.producers[pid]; e != nil {
+	if e := p.liveProducerLocked(pid, p.mu.clock); e != nil {
 		return e.epoch, true
 	}
 	return 0, false
