@@ -8,6 +8,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// orDefaultBroker returns brokers, or a broker on this host at Kafka's
+// port when there are none: the default seed of the Kafka runs.
+func orDefaultBroker(brokers []string) []string {
+	if len(brokers) == 0 {
+		return []string{"127.0.0.1:9092"}
+	}
+	return brokers
+}
+
 // clientOpts are the options every client of a run shares: sec are the
 // connection's TLS and SASL.
 func clientOpts(brokers []string, sec []kgo.Opt, log *slog.Logger, id string) []kgo.Opt {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,26 @@ func TestDiskConfigValidate(t *testing.T) {
 	}
 	if err := (DiskConfig{Dir: "x", SeqBytes: 10, BlockSize: 100}).Validate(); err == nil {
 		t.Error("less than a block: got no error")
+	}
+}
+
+// TestDefaultBroker: the Kafka runs seed from 127.0.0.1:9092 when no broker
+// is given, and keep the brokers they are given.
+func TestDefaultBroker(t *testing.T) {
+	given := []string{"b1:9092", "b2:9092"}
+	for _, tc := range []struct {
+		name string
+		got  func([]string) []string
+	}{
+		{"produce", func(b []string) []string { return ProduceConfig{Brokers: b}.withDefaults().Brokers }},
+		{"consume", func(b []string) []string { return ConsumeConfig{Brokers: b}.withDefaults().Brokers }},
+		{"e2e", func(b []string) []string { return E2EConfig{Brokers: b}.withDefaults().Brokers }},
+	} {
+		if got := tc.got(nil); !slices.Equal(got, []string{"127.0.0.1:9092"}) {
+			t.Errorf("%s without brokers: got %v, want [127.0.0.1:9092]", tc.name, got)
+		}
+		if got := tc.got(given); !slices.Equal(got, given) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, given)
+		}
 	}
 }

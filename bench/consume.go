@@ -54,9 +54,7 @@ type ConsumeConfig struct {
 }
 
 func (c ConsumeConfig) withDefaults() ConsumeConfig {
-	if len(c.Brokers) == 0 {
-		c.Brokers = []string{"127.0.0.1:9092"}
-	}
+	c.Brokers = orDefaultBroker(c.Brokers)
 	c.Consumers = cmp.Or(c.Consumers, 1)
 	c.Idle = cmp.Or(c.Idle, 3*time.Second)
 	c.FetchMaxBytes = cmp.Or(c.FetchMaxBytes, 50<<20)

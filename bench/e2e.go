@@ -82,9 +82,7 @@ const E2EHeaderSize = 28
 const e2eMaxRecords = 5e9
 
 func (c E2EConfig) withDefaults() E2EConfig {
-	if len(c.Brokers) == 0 {
-		c.Brokers = []string{"127.0.0.1:9092"}
-	}
+	c.Brokers = orDefaultBroker(c.Brokers)
 	c.Partitions = cmp.Or(c.Partitions, 1)
 	c.RecordSize = cmp.Or(c.RecordSize, 1024)
 	c.Acks = cmp.Or(c.Acks, "all")

@@ -80,9 +80,7 @@ type ProduceConfig struct {
 }
 
 func (c ProduceConfig) withDefaults() ProduceConfig {
-	if len(c.Brokers) == 0 {
-		c.Brokers = []string{"127.0.0.1:9092"}
-	}
+	c.Brokers = orDefaultBroker(c.Brokers)
 	c.Partitions = cmp.Or(c.Partitions, 1)
 	c.RecordSize = cmp.Or(c.RecordSize, 1024)
 	c.Acks = cmp.Or(c.Acks, "all")
