@@ -44,7 +44,7 @@ func newProcs(t *testing.T) *procs {
 // data directory, then again on the same one.
 func (p *procs) startBroker() {
 	if p.broker == nil {
-		p.broker = brokertest.Start(p.t, brokertest.Process(), brokertest.Listen(p.brokerAddr))
+		p.broker = brokertest.Start(p.t, brokertest.SkipShort(), brokertest.Listen(p.brokerAddr))
 		return
 	}
 	p.broker.Restart()

@@ -1,12 +1,16 @@
 // Package kafkasectest starts a broker with a SASL_SSL listener, for the
 // tests of clients that connect securely: one user with a SCRAM password,
 // OAUTHBEARER tokens signed with a known HS256 key, and a test CA.
+//
+// The broker is a `simtel broker` process (brokertest.Start), so the
+// tests that use it do not link the broker: the agent's among them.
 package kafkasectest
 
 import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,12 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/simtel/simtel/broker"
-	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/internal/kafkasec"
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
-	"github.com/simtel/simtel/internal/tlsfiles"
 )
 
 // User and Password are the SCRAM user the broker knows (both hashes).
@@ -28,7 +29,7 @@ const (
 	Password = "alice-secret"
 )
 
-// Broker is an in-process broker with a PLAINTEXT listener (Addr, for a
+// Broker is a broker process with a PLAINTEXT listener (Addr, for a
 // test's setup) and a SASL_SSL one (Secure) offering PLAIN, both SCRAMs
 // and OAUTHBEARER with HS256 tokens.
 type Broker struct {
@@ -40,8 +41,9 @@ type Broker struct {
 	key          []byte
 }
 
-// Start starts the broker and adds User through AlterUserScramCredentials
-// on its PLAINTEXT listener, as an operator's kadm would.
+// Start starts the broker with opts (Args adds flags) and adds User
+// through AlterUserScramCredentials on its PLAINTEXT listener, as an
+// operator's kadm would.
 func Start(t testing.TB, opts ...brokertest.Option) *Broker {
 	t.Helper()
 	b := &Broker{Secure: testutil.FreePort(t), CA: testutil.NewCA(t), dir: t.TempDir(),
@@ -49,15 +51,12 @@ func Start(t testing.TB, opts ...brokertest.Option) *Broker {
 	srv := b.CA.Server(t, "broker")
 	keyFile := b.write(t, "hs256.key", string(b.key))
 	b.PasswordFile = b.write(t, "password", Password+"\n")
-	opts = append([]brokertest.Option{brokertest.Config(func(c *broker.Config) {
-		c.Listen = ""
-		c.Listeners = []broker.ListenerSpec{
-			{Name: "local", Proto: broker.ProtoPlaintext, Addr: "127.0.0.1:0"},
-			{Name: "secure", Proto: broker.ProtoSASLSSL, Addr: b.Secure},
-		}
-		c.TLS = tlsfiles.Files{Cert: srv.CertFile, Key: srv.KeyFile}
-		c.SASL = broker.SASLConfig{Mechanisms: auth.Mechanisms, OAuthHMACKeyFile: keyFile}
-	})}, opts...)
+	local := testutil.FreePort(t)
+	opts = append([]brokertest.Option{brokertest.Listen(local), brokertest.Args(
+		"--listeners", "local="+kafkasec.Plaintext+"://"+local+",secure="+kafkasec.SASLSSL+"://"+b.Secure,
+		"--tls-cert", srv.CertFile, "--tls-key", srv.KeyFile,
+		"--sasl-mechanisms", strings.Join(kafkasec.Mechanisms, ","),
+		"--sasl-oauthbearer-hmac-key-file", keyFile)}, opts...)
 	b.Broker = brokertest.Start(t, opts...)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))

@@ -1,22 +1,34 @@
 // Package brokertest starts simtel brokers for the tests of other
-// packages: one broker in the test's own process (the real broker code,
-// no binary to build), one `simtel broker` process (for tests that stop,
-// kill, pause or restart it), or a cluster of broker processes.
+// packages: one `simtel broker` process (Start), a cluster of them
+// (StartCluster), or cluster nodes started one by one (NewNode). The
+// binary is built once per test binary by testutil.Binary. Read reads a
+// topic back.
 //
-// It is a package of its own, not part of testutil, because it imports
-// the broker: the broker's packages use testutil in their tests, and a
-// testutil that imported the broker would be an import cycle for them.
+// brokertest does not import the broker, so a test that uses it does not
+// link the broker: the agent's tests must not (internal/layering checks
+// that agent/... does not depend on broker/...). Which to use when:
+//
+//   - brokertest.Start: the tests of packages below the broker (agent/...),
+//     and any test that stops, kills, pauses or restarts its broker, or
+//     gives it command-line flags (Args).
+//   - inproc.Start (package brokertest/inproc): a broker in the test's own
+//     process, which starts faster and needs no binary, for the tests of
+//     packages that may link the broker (the broker's own, and those
+//     above it: sink, lake, learner, rollup, scheduler, ...). StartWith is
+//     its hook.
+//   - StartCluster and NewNode: cluster mode, always processes.
+//
+// A broker process runs under go test -short too, unless the test asks
+// for SkipShort (a test that stops, kills or restarts its broker, or runs
+// long) or starts a cluster, which are skipped with -short.
 package brokertest
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,7 +40,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/simtel/simtel/broker"
 	"github.com/simtel/simtel/internal/testutil"
 )
 
@@ -36,14 +47,12 @@ import (
 type Option func(*options)
 
 type options struct {
-	process    bool
 	skipShort  bool
 	dir        string
 	logDir     string
 	listen     string
 	http       bool
 	groupDelay *time.Duration
-	mods       []func(*broker.Config)
 	args       []string
 	topics     []topic
 }
@@ -53,15 +62,11 @@ type topic struct {
 	partitions int32
 }
 
-// Process runs the broker as a `simtel broker` process (built once per
-// test binary by testutil.Binary) instead of in the test's process. Such a
-// test is skipped with -short.
-func Process() Option { return func(o *options) { o.process, o.skipShort = true, true } }
-
 // SkipShort skips the test under go test -short: the option of a test
 // that stops, kills, pauses or restarts its broker, or that runs long.
-// The broker is a process.
-func SkipShort() Option { return func(o *options) { o.process, o.skipShort = true, true } }
+// Without it a broker process runs under -short too (scripts/test.sh's
+// race run is -short). StartCluster and NewNode imply it.
+func SkipShort() Option { return func(o *options) { o.skipShort = true } }
 
 // DataDir makes the broker keep its data in dir instead of a new
 // temporary directory.
@@ -86,12 +91,6 @@ func HTTP() Option { return func(o *options) { o.http = true } }
 // happen at once.
 func GroupDelay(d time.Duration) Option { return func(o *options) { o.groupDelay = &d } }
 
-// Config changes the configuration of an in-process broker before it
-// starts (a broker process takes Args instead).
-func Config(mod func(*broker.Config)) Option {
-	return func(o *options) { o.mods = append(o.mods, mod) }
-}
-
 // Args adds command-line flags to a broker process.
 func Args(args ...string) Option {
 	return func(o *options) { o.args = append(o.args, args...) }
@@ -111,8 +110,8 @@ type Broker struct {
 	HTTPAddr string // HTTP listener, host:port; "" without one
 	Dir      string // data directory
 
-	// Proc is the running process of a broker started with Process,
-	// StartCluster or NewNode (nil in process); Restart replaces it.
+	// Proc is the running process of a broker started with Start,
+	// StartCluster or NewNode (nil for StartWith's); Restart replaces it.
 	Proc *testutil.Proc
 
 	// RaftAddr and GossipAddr are a cluster broker's raft and gossip
@@ -123,9 +122,9 @@ type Broker struct {
 	// Args; a test may change them between starts.
 	ExtraArgs []string
 
-	// stopInProcess stops an in-process broker; nil for a process and
+	// stopStarted stops a broker of StartWith; nil for a process and
 	// once stopped.
-	stopInProcess func(d time.Duration) error
+	stopStarted func(d time.Duration) error
 
 	t      testing.TB
 	o      *options
@@ -134,19 +133,14 @@ type Broker struct {
 	expect int      // cluster mode: --bootstrap-expect; 0 for none
 }
 
-// Start starts a broker, in this process unless Process is given, and
-// creates the topics given with Topic.
+// Start starts a `simtel broker` process on free loopback ports and
+// creates the topics given with Topic. The process is killed when the
+// test ends, if it still runs.
 func Start(t testing.TB, opts ...Option) *Broker {
 	t.Helper()
 	o := &options{}
 	for _, opt := range opts {
 		opt(o)
-	}
-	if !o.process {
-		return startWith(t, o, startInProcess)
-	}
-	if len(o.mods) > 0 {
-		t.Fatal("brokertest.Config applies to an in-process broker, not to one started with brokertest.Process")
 	}
 	b := &Broker{t: t, o: o, Dir: o.dir}
 	if b.Dir == "" {
@@ -203,7 +197,7 @@ func startWith(t testing.TB, o *options, start StartFunc) *Broker {
 	if b.Dir == "" {
 		b.Dir = t.TempDir()
 	}
-	b.stopInProcess = start(t, b, Settings{Dir: b.Dir, HTTP: o.http, GroupDelay: o.groupDelay})
+	b.stopStarted = start(t, b, Settings{Dir: b.Dir, HTTP: o.http, GroupDelay: o.groupDelay})
 	t.Cleanup(func() {
 		if err := b.Stop(30 * time.Second); err != nil {
 			t.Error(err)
@@ -220,12 +214,12 @@ func startWith(t testing.TB, o *options, start StartFunc) *Broker {
 // mode, replicated partitions and all.
 func StartCluster(t testing.TB, n int, opts ...Option) []*Broker {
 	t.Helper()
-	o := &options{process: true, http: true, skipShort: true}
+	o := &options{http: true, skipShort: true}
 	for _, opt := range opts {
 		opt(o)
 	}
-	if len(o.mods) > 0 || o.dir != "" || o.listen != "" {
-		t.Fatal("brokertest.Config, brokertest.DataDir and brokertest.Listen do not apply to a cluster")
+	if o.dir != "" || o.listen != "" {
+		t.Fatal("brokertest.DataDir and brokertest.Listen do not apply to a cluster")
 	}
 	var bs []*Broker
 	for i := range n {
@@ -252,12 +246,12 @@ func StartCluster(t testing.TB, n int, opts ...Option) []*Broker {
 // test fails.
 func NewNode(t testing.TB, id int, opts ...Option) *Broker {
 	t.Helper()
-	o := &options{process: true, http: true, skipShort: true}
+	o := &options{http: true, skipShort: true}
 	for _, opt := range opts {
 		opt(o)
 	}
-	if len(o.mods) > 0 || o.dir != "" || o.listen != "" || len(o.topics) > 0 {
-		t.Fatal("brokertest.Config, brokertest.DataDir, brokertest.Listen and brokertest.Topic do not apply to a node")
+	if o.dir != "" || o.listen != "" || len(o.topics) > 0 {
+		t.Fatal("brokertest.DataDir, brokertest.Listen and brokertest.Topic do not apply to a node")
 	}
 	return newNode(t, id, o)
 }
@@ -320,53 +314,6 @@ func (b *Broker) MetricsURL() string {
 	return "http://" + b.HTTPAddr + "/metrics"
 }
 
-func testLogger() *slog.Logger {
-	if os.Getenv("SIMTEL_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-func startInProcess(t testing.TB, b *Broker, s Settings) func(time.Duration) error {
-	t.Helper()
-	cfg := broker.Config{DataDir: s.Dir, Listen: "127.0.0.1:0", Logger: testLogger()}
-	if s.HTTP {
-		cfg.HTTPListen = "127.0.0.1:0"
-	}
-	if d := s.GroupDelay; d != nil {
-		cfg.GroupInitialRebalanceDelay, cfg.GroupInitialRebalanceDelaySet = *d, true
-	}
-	for _, mod := range b.o.mods {
-		mod(&cfg)
-	}
-	br, err := broker.New(cfg)
-	if err != nil {
-		t.Fatalf("cannot start broker: %v", err)
-	}
-	b.ID = int(cfg.NodeID)
-	b.Addr = br.Addr().String()
-	if a := br.HTTPAddr(); a != nil {
-		b.HTTPAddr = a.String()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- br.Run(ctx) }()
-	return func(d time.Duration) error {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				return fmt.Errorf("broker stopped with an error: %w", err)
-			}
-			return nil
-		case <-time.After(d):
-			var buf strings.Builder
-			_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
-			return fmt.Errorf("broker did not stop within %v; goroutines:\n%s", d, &buf)
-		}
-	}
-}
-
 // args are the flags of the broker process.
 func (b *Broker) args() []string {
 	args := []string{"broker", "--node-id", strconv.Itoa(b.ID), "--data-dir", b.Dir, "--listen", b.Addr,
@@ -411,7 +358,7 @@ func (b *Broker) tryStart() error {
 func (b *Broker) startFresh() {
 	b.t.Helper()
 	if b.o.skipShort && testing.Short() {
-		b.t.Skip("stops, kills or restarts a broker, or runs long (brokertest.SkipShort)")
+		b.t.Skip("skipped with -short: stops, kills or restarts a broker, runs long or starts a cluster (brokertest.SkipShort)")
 	}
 	if b.RaftAddr == "" {
 		// Registered before the process's own cleanup, so it runs after
@@ -451,14 +398,14 @@ func (b *Broker) Restart() {
 	}
 }
 
-// Stop stops the broker and waits up to d for a clean stop: a broker in
-// this process by cancelling its Run (a second Stop does nothing; its
-// data directory can then be given to another Start with DataDir), a
-// broker process by SIGTERM.
+// Stop stops the broker and waits up to d for a clean stop: a broker
+// process by SIGTERM, a broker of StartWith by what its start returned (a
+// second Stop does nothing; its data directory can then be given to
+// another start with DataDir).
 func (b *Broker) Stop(d time.Duration) error {
 	if b.Proc == nil {
-		stop := b.stopInProcess
-		b.stopInProcess = nil
+		stop := b.stopStarted
+		b.stopStarted = nil
 		if stop == nil {
 			return nil
 		}
@@ -475,7 +422,7 @@ func (b *Broker) Kill() {
 
 func (b *Broker) process(what string) {
 	if b.Proc == nil {
-		b.t.Fatalf("brokertest: %s needs a broker process (brokertest.Process or StartCluster)", what)
+		b.t.Fatalf("brokertest: %s needs a broker process (brokertest.Start, StartCluster or NewNode)", what)
 	}
 }
 
