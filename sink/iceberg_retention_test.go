@@ -74,9 +74,13 @@ func snapshotCount(t *testing.T, e *lakeEnv, name string) int {
 // the table in one snapshot, in the pass that records the expiration;
 // iceberg-go's scan and lake query then agree on the rows per day. lake
 // expire then drops the old snapshots and their files, and the flushes
-// they carried are not added again by a reconcile.
-func TestIcebergRetentionAndExpire(t *testing.T) {
-	e := newLakeEnv(t, false)
+// they carried are not added again by a reconcile. On a local directory
+// and on a real S3 server.
+func TestIcebergRetentionAndExpire(t *testing.T)   { testIcebergRetentionAndExpire(t, false) }
+func TestIcebergRetentionAndExpireS3(t *testing.T) { testIcebergRetentionAndExpire(t, true) }
+
+func testIcebergRetentionAndExpire(t *testing.T, s3 bool) {
+	e := newLakeEnv(t, s3)
 	ctx := e.ctx
 	// 100 samples on 2026-11-30 and 100 on 2026-12-01, two runs.
 	var entries []catalog.Entry

@@ -284,6 +284,11 @@ func (l *Lake) commitFiles(ctx context.Context, tbl *table.Table, files []file, 
 	} else {
 		keep = files
 	}
+	if p := missingMaintenance(tbl.Properties()); p != nil {
+		if err := tx.SetProperties(p); err != nil {
+			return nil, err
+		}
+	}
 	spec := tbl.Spec()
 	dfs := make([]iceberg.DataFile, 0, len(keep))
 	for _, f := range keep {

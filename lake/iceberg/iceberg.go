@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -272,11 +274,46 @@ func (l *Lake) create(ctx context.Context, name string, dlq bool) (*table.Table,
 	return l.cat.CreateTable(ctx, Ident(name), sch,
 		icat.WithLocation(l.location(name)),
 		icat.WithPartitionSpec(&spec),
-		icat.WithProperties(iceberg.Properties{
-			"format-version":            "2",
-			table.DefaultNameMappingKey: mapping,
-			"simtel.kind":               kindOf(dlq),
-		}))
+		icat.WithProperties(tableProps(mapping, kindOf(dlq))))
+}
+
+// maintenanceProps bound what a table's metadata keeps between expiries
+// when it takes a commit every few seconds. Without them every commit adds
+// a manifest that each later manifest list repeats (a day at 10 s is 8,640
+// manifests in the current snapshot, which no expiry can drop), and every
+// metadata file stays until an expiry. With them, a commit merges the
+// manifests once 100 have gathered (iceberg-go's default count) and
+// deletes the metadata files beyond the newest DefaultMetadataKeep.
+var maintenanceProps = iceberg.Properties{
+	table.ManifestMergeEnabledKey:             "true",
+	table.MetadataDeleteAfterCommitEnabledKey: "true",
+	table.MetadataPreviousVersionsMaxKey:      strconv.Itoa(DefaultMetadataKeep),
+}
+
+// tableProps are the properties of a new table of kind.
+func tableProps(mapping, kind string) iceberg.Properties {
+	p := iceberg.Properties{
+		"format-version":            "2",
+		table.DefaultNameMappingKey: mapping,
+		"simtel.kind":               kind,
+	}
+	maps.Copy(p, maintenanceProps)
+	return p
+}
+
+// missingMaintenance is what of maintenanceProps a table made before them
+// lacks, for its next commit to set.
+func missingMaintenance(have iceberg.Properties) iceberg.Properties {
+	var out iceberg.Properties
+	for k, v := range maintenanceProps {
+		if have[k] != v {
+			if out == nil {
+				out = iceberg.Properties{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func kindOf(dlq bool) string {

@@ -92,9 +92,5 @@ func (l *Lake) createRaw(ctx context.Context, topic string) (*table.Table, error
 	return l.cat.CreateTable(ctx, RawIdent(topic), sch,
 		icat.WithLocation(l.root+"/_iceberg/"+RawNamespace+"/"+lake.EscapeSegment(topic)),
 		icat.WithPartitionSpec(&spec),
-		icat.WithProperties(iceberg.Properties{
-			"format-version":            "2",
-			table.DefaultNameMappingKey: mapping,
-			"simtel.kind":               lake.KindRaw,
-		}))
+		icat.WithProperties(tableProps(mapping, lake.KindRaw)))
 }
