@@ -71,29 +71,31 @@ func newRetentionMetrics(reg prometheus.Registerer) *retentionMetrics {
 // retainer runs retention passes while this sink holds the elected
 // partition.
 type retainer struct {
-	s     *sinker
-	cfg   RetentionConfig
-	m     *retentionMetrics
-	topic string // partition 0 of it elects the sink that runs the passes
-	now   func() time.Time
+	s   *sinker
+	cfg RetentionConfig
+	m   *retentionMetrics
+	now func() time.Time
 }
 
 func newRetainer(s *sinker, cfg RetentionConfig, reg prometheus.Registerer) *retainer {
-	return &retainer{s: s, cfg: cfg, m: newRetentionMetrics(reg), topic: slices.Min(s.cfg.Topics), now: time.Now}
+	return &retainer{s: s, cfg: cfg, m: newRetentionMetrics(reg), now: time.Now}
 }
 
-func (r *retainer) elected() bool {
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	_, ok := r.s.mu.parts[tp{r.topic, 0}]
+// elected reports whether this sink holds partition 0 of the first of its
+// topics in sorted order: the one sink of a group that runs the lake-wide
+// passes (retention, Iceberg expiry), so each runs once.
+func (s *sinker) elected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.mu.parts[tp{slices.Min(s.cfg.Topics), 0}]
 	return ok
 }
 
 // run applies retention every Interval until ctx ends.
 func (r *retainer) run(ctx context.Context) {
-	r.s.log.Info("retention on", "interval", r.cfg.Interval, "grace", r.cfg.Grace, "elected_by", r.topic+"/0")
+	r.s.log.Info("retention on", "interval", r.cfg.Interval, "grace", r.cfg.Grace, "elected_by", slices.Min(r.s.cfg.Topics)+"/0")
 	tick.Every(ctx, r.cfg.Interval, func() {
-		if r.elected() {
+		if r.s.elected() {
 			r.pass(ctx)
 		}
 	})

@@ -91,6 +91,10 @@ type Config struct {
 	// IcebergPause pauses between a flush's catalog commit and its
 	// Iceberg commit. For crash tests only.
 	IcebergPause time.Duration
+	// IcebergExpire expires old snapshots of the Iceberg tables in the
+	// background (see IcebergExpireConfig; on by default with
+	// IcebergCatalog).
+	IcebergExpire IcebergExpireConfig
 }
 
 // Validate fills in defaults and checks the configuration.
@@ -141,6 +145,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Retention.validate(); err != nil {
+		return err
+	}
+	if err := c.IcebergExpire.validate(); err != nil {
 		return err
 	}
 	for _, t := range slices.Concat(c.Topics, c.TelemetryTopics) {
@@ -240,6 +247,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Retention.Interval > 0 {
 		r := newRetainer(s, cfg.Retention, reg)
 		wg.Go(func() { r.run(bg) })
+	}
+	if s.ice != nil && cfg.IcebergExpire.Interval > 0 {
+		x := &icebergExpirer{s: s, cfg: cfg.IcebergExpire, m: newIcebergExpireMetrics(reg)}
+		wg.Go(func() { x.run(bg) })
 	}
 	log.Info("sink started", "lake", st.String(), "group", cfg.Group, "topics", cfg.Topics,
 		"flush_bytes", cfg.FlushBytes, "flush_rows", cfg.FlushRows, "flush_age", cfg.FlushAge)

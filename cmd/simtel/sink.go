@@ -56,7 +56,9 @@ With --iceberg-catalog every flush is also committed to the lake's Iceberg
 tables (namespace telemetry, one table per measurement, the dead letters in
 telemetry.dlq; namespace raw, one table per raw topic), exactly once, for
 Spark, Trino, PyIceberg and DuckDB; retention removes expired partitions
-from the tables too. See docs/lake-iceberg.md.
+from the tables too. Every --iceberg-expire-interval the sink expires the
+snapshots older than --iceberg-snapshot-retention and deletes the files only
+they used, as simtel lake expire does. See docs/lake-iceberg.md.
 
 Start several sinks with the same --group to share the partitions. S3
 credentials come from the usual AWS environment (AWS_ACCESS_KEY_ID,
@@ -79,6 +81,9 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 			}
 			if cfg.TelemetryTopics == nil {
 				cfg.TelemetryTopics = []string{}
+			}
+			if cfg.IcebergExpire.Interval == 0 {
+				cfg.IcebergExpire.Interval = -1 // sink.Config: off
 			}
 			if uploadDelay > 0 {
 				st, err := store.Open(cmd.Context(), cfg.Lake, store.Options{S3Endpoint: cfg.S3Endpoint})
@@ -122,6 +127,9 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 	f.StringVar(&cfg.IcebergCatalog, "iceberg-catalog", "", "also commit every flush to the lake's Apache Iceberg tables, in this catalog: sqlite:PATH or postgres://user:pass@host/db (empty: off)")
 	f.DurationVar(&cfg.IcebergPause, "iceberg-pause", 0, "pause between a flush's catalog and Iceberg commits (crash tests only)")
 	_ = f.MarkHidden("iceberg-pause")
+	f.DurationVar(&cfg.IcebergExpire.Interval, "iceberg-expire-interval", sink.DefaultIcebergExpireInterval, "with --iceberg-catalog, expire old snapshots of the tables this often (0: off; see simtel lake expire)")
+	f.DurationVar(&cfg.IcebergExpire.Retention, "iceberg-snapshot-retention", sink.DefaultSnapshotRetention, "the expiry keeps the snapshots committed this recently: how far back time travel reaches")
+	f.IntVar(&cfg.IcebergExpire.RetainLast, "iceberg-retain-last", 1, "the expiry keeps at least this many of each table's newest snapshots, whatever their age")
 	return cmd
 }
 
