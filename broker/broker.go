@@ -20,6 +20,7 @@ import (
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/group"
 	"github.com/simtel/simtel/broker/kapi"
+	"github.com/simtel/simtel/broker/secstate"
 	"github.com/simtel/simtel/broker/server"
 	"github.com/simtel/simtel/broker/txn"
 	"github.com/simtel/simtel/internal/fdlimit"
@@ -53,8 +54,8 @@ type Broker struct {
 	// cluster mode one per __transaction_state partition this broker
 	// leads (package txn; the broker's side in transactions.go).
 	txn *txn.Coordinators
-	// sec is the SCRAM credentials and ACLs (secstate.go).
-	sec *secState
+	// sec is the SCRAM credentials and ACLs.
+	sec *secstate.State
 	// coords holds, in cluster mode, the coordinators of the offsets
 	// partitions this broker leads (see coordinators.go); b.groups is
 	// then nil.
@@ -100,7 +101,14 @@ func New(cfg Config) (*Broker, error) {
 	b.metrics = newMetrics(b)
 	b.txn = b.newTxnCoordinators()
 	b.apis = b.newRegistry()
-	if b.sec, err = openSecState(b); err != nil {
+	if b.sec, err = secstate.Open(secstate.Config{
+		Dir:                       cfg.DataDir,
+		Clustered:                 cfg.clustered(),
+		ACL:                       cfg.Authorizer == AuthorizerACL,
+		SuperUsers:                cfg.SuperUsers,
+		AllowEveryoneIfNoACLFound: cfg.AllowEveryoneIfNoACLFound,
+		Logger:                    b.log,
+	}); err != nil {
 		return nil, err
 	}
 	if b.pids, err = openPIDAllocator(filepath.Join(cfg.DataDir, "producer-ids")); err != nil {

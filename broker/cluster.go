@@ -68,6 +68,7 @@ func (b *Broker) startCluster() error {
 		return fmt.Errorf("cannot start cluster mode: %w", err)
 	}
 	b.cluster = n
+	b.sec.Attach(n)
 	return nil
 }
 

@@ -381,3 +381,24 @@ func (c *Config) validateListeners() error {
 	}
 	return nil
 }
+
+// The values of Config.Authorizer.
+const (
+	AuthorizerNone = "none"
+	AuthorizerACL  = "acl"
+)
+
+// validateAuthorizer checks the authorizer's settings.
+func (c *Config) validateAuthorizer() error {
+	switch c.Authorizer {
+	case "", AuthorizerNone, AuthorizerACL:
+	default:
+		return fmt.Errorf("--authorizer %q: use acl or none", c.Authorizer)
+	}
+	for _, u := range c.SuperUsers {
+		if typ, name, ok := strings.Cut(u, ":"); !ok || typ == "" || name == "" {
+			return fmt.Errorf("superuser %q is not a principal: write it User:name", u)
+		}
+	}
+	return nil
+}

@@ -6,7 +6,7 @@
 // (broker.go), the topics and their partitions (topics.go), cluster mode
 // (cluster.go, leaders.go, reassign.go), the group coordinators'
 // placement (coordinators.go), the broker's side of transactions
-// (transactions.go), security state (secstate.go, cluster_tls.go),
+// (transactions.go), security inside a cluster (cluster_tls.go),
 // metrics and configuration. The APIs it answers itself, those on a
 // partition's data path, Metadata and the coordinator lookups, each have
 // an NN_ file named after the key (00_produce.go, 01_fetch.go, …) with
@@ -27,6 +27,9 @@
 //   - txn: the transaction coordinators and their APIs.
 //   - kapi: the API table every NN_ file registers into; ApiVersions is
 //     built from it.
+//   - secstate: the SCRAM credentials and ACLs, the controller's in
+//     cluster mode, security.json on a single broker; the ACL authorizer
+//     reads them.
 //   - cluster (controller, raft mux, gossip), storage (the segment log),
 //     wal (the raft groups' shared write-ahead log).
 //

@@ -538,9 +538,10 @@ func (b *Broker) partitionSettings(overrides map[string]string) partition.Settin
 // adminBroker is the broker as the admin APIs see it (admin.Broker).
 type adminBroker struct{ b *Broker }
 
-func (a adminBroker) NodeID() int32          { return a.b.cfg.NodeID }
-func (a adminBroker) Cluster() *cluster.Node { return a.b.cluster }
-func (a adminBroker) Logger() *slog.Logger   { return a.b.log }
+func (a adminBroker) NodeID() int32            { return a.b.cfg.NodeID }
+func (a adminBroker) Cluster() *cluster.Node   { return a.b.cluster }
+func (a adminBroker) Logger() *slog.Logger     { return a.b.log }
+func (a adminBroker) Security() admin.Security { return a.b.sec }
 
 func (a adminBroker) Topic(name string) (admin.Topic, bool) {
 	t := a.b.topic(name)
