@@ -66,12 +66,7 @@ type Cert struct {
 // earlier files of that name, which is how a test renews one).
 func (ca *CA) Server(t testing.TB, name string) Cert {
 	t.Helper()
-	return ca.issue(t, name, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: name},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		DNSNames:    []string{"localhost"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
+	return ca.loopback(t, name, x509.ExtKeyUsageServerAuth)
 }
 
 // Peer issues a certificate for both ends of a connection (serverAuth and
@@ -79,11 +74,18 @@ func (ca *CA) Server(t testing.TB, name string) Cert {
 // localhost.
 func (ca *CA) Peer(t testing.TB, name string) Cert {
 	t.Helper()
+	return ca.loopback(t, name, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+}
+
+// loopback issues a certificate named name for 127.0.0.1, ::1 and
+// localhost, with these uses.
+func (ca *CA) loopback(t testing.TB, name string, usage ...x509.ExtKeyUsage) Cert {
+	t.Helper()
 	return ca.issue(t, name, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: name},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		DNSNames:    []string{"localhost"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage: usage,
 	})
 }
 

@@ -1,5 +1,11 @@
 // Package testutil builds and runs the real simtel binary for tests that
-// need a separate process (crash tests, CLI tests).
+// need a separate process (crash tests, CLI tests), and holds what many
+// packages' tests share: free ports, waiting, a test CA, an S3 server.
+//
+// To start a broker, use its sub-packages: brokertest starts `simtel
+// broker` processes and clusters of them (and does not link the broker,
+// so the agent's tests may use it); brokertest/inproc runs a broker in
+// the test's own process, for the tests of packages that may link it.
 package testutil
 
 import (
