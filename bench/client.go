@@ -27,6 +27,16 @@ func clientOpts(brokers []string, sec []kgo.Opt, log *slog.Logger, id string) []
 	}, sec...)
 }
 
+// checkProducerCodecs reports acks or a compression that producerOpts
+// cannot use.
+func checkProducerCodecs(acks, compression string) error {
+	if _, err := parseAcks(acks); err != nil {
+		return err
+	}
+	_, err := parseCompression(compression)
+	return err
+}
+
 // producerOpts adds what the produce and e2e runs give every producer:
 // its topic, acks, codec, linger and buffer, and a delivery timeout of
 // stall. acks and compression were checked by the run's Validate.

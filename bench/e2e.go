@@ -125,13 +125,7 @@ func (c E2EConfig) Validate() error {
 	case c.Rate*(c.Duration.Seconds()+1) > e2eMaxRecords:
 		return fmt.Errorf("rate %g for %s is more than %g records, which the delivery check cannot track", c.Rate, c.Duration, float64(e2eMaxRecords))
 	}
-	if _, err := parseAcks(c.Acks); err != nil {
-		return err
-	}
-	if _, err := parseCompression(c.Compression); err != nil {
-		return err
-	}
-	return nil
+	return checkProducerCodecs(c.Acks, c.Compression)
 }
 
 // E2EResult is the outcome of E2E. Counts are records; "measured" records

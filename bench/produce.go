@@ -130,10 +130,7 @@ func (c ProduceConfig) Validate() error {
 	case c.Warmup < 0 || (c.Duration > 0 && c.Warmup >= c.Duration):
 		return fmt.Errorf("warmup %s is not within the duration %s", c.Warmup, c.Duration)
 	}
-	if _, err := parseAcks(c.Acks); err != nil {
-		return err
-	}
-	if _, err := parseCompression(c.Compression); err != nil {
+	if err := checkProducerCodecs(c.Acks, c.Compression); err != nil {
 		return err
 	}
 	if _, err := parsePartitioner(c.Partitioner); err != nil {
