@@ -109,6 +109,11 @@ type Config struct {
 	// RetentionCheckInterval is how often retention and compaction run.
 	// Default 30s.
 	RetentionCheckInterval time.Duration
+	// ProducerIDExpiration is how long a partition keeps an idempotent
+	// producer's state after its last batch (producer.id.expiration.ms),
+	// measured on batch timestamps (see broker/partition). Default 24h;
+	// negative: forever.
+	ProducerIDExpiration time.Duration
 	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms.
 	// Default 3s.
 	GroupInitialRebalanceDelay time.Duration
@@ -207,6 +212,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReplicaTrailingLogs <= 0 {
 		c.ReplicaTrailingLogs = 10240
+	}
+	if c.ProducerIDExpiration == 0 {
+		c.ProducerIDExpiration = 24 * time.Hour
 	}
 	if c.ReplicaReplaceAfter == 0 {
 		c.ReplicaReplaceAfter = 10 * time.Minute

@@ -22,6 +22,7 @@ type metrics struct {
 	producedRecords prometheus.Counter
 	produceErrors   *prometheus.CounterVec
 	fetchedBytes    prometheus.Counter
+	expiredPIDs     prometheus.Counter
 	// placement: see reassign.go.
 	snapshotInstalls prometheus.Counter
 	reassignments    *prometheus.CounterVec
@@ -34,7 +35,9 @@ func newMetrics(b *Broker) *metrics {
 	m.producedRecords = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_produced_records_total", Help: "Records appended."})
 	m.produceErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_produce_errors_total", Help: "Partition produces refused, by error."}, []string{"error"})
 	m.fetchedBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_fetched_bytes_total", Help: "Record batch bytes served to fetches."})
-	for _, c := range []prometheus.Collector{m.producedBytes, m.producedRecords, m.produceErrors, m.fetchedBytes} {
+	m.expiredPIDs = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_producers_expired_total",
+		Help: "Idempotent producers whose state a partition here forgot after --producer-id-expiration without a batch (per partition; including those a partition's rebuild from its log at startup left out)."})
+	for _, c := range []prometheus.Collector{m.producedBytes, m.producedRecords, m.produceErrors, m.fetchedBytes, m.expiredPIDs} {
 		f(c)
 	}
 	m.registerPlacement(b)
@@ -55,11 +58,12 @@ var (
 	descLag      = prometheus.NewDesc("simtel_broker_group_lag", "High watermark minus committed offset.", []string{"group", "topic", "partition"}, nil)
 	descCommit   = prometheus.NewDesc("simtel_broker_group_committed_offset", "Committed offset.", []string{"group", "topic", "partition"}, nil)
 	descTopics   = prometheus.NewDesc("simtel_broker_topics", "Topics.", nil, nil)
+	descPIDs     = prometheus.NewDesc("simtel_broker_producers", "Idempotent producer states held by the partitions this broker serves, summed over them (a producer writing to 3 partitions counts 3).", nil, nil)
 	descCoords   = prometheus.NewDesc("simtel_broker_group_coordinators", "Group coordinators this broker runs: 1 on a single node; in cluster mode one per partition of __consumer_offsets it leads and has loaded.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLogStart, descHW, descSize, descLag, descCommit, descTopics, descCoords} {
+	for _, d := range []*prometheus.Desc{descLogStart, descHW, descSize, descLag, descCommit, descTopics, descCoords, descPIDs} {
 		ch <- d
 	}
 }
@@ -67,23 +71,30 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	topics := c.b.allTopics()
 	ch <- prometheus.MustNewConstMetric(descTopics, prometheus.GaugeValue, float64(len(topics)))
+	pids := 0
 	for _, t := range topics {
 		for _, p := range t.parts {
 			if p == nil {
 				continue // cluster mode: led by another broker
 			}
+			n, _ := p.Producers()
+			pids += n
 			idx := strconv.Itoa(int(p.Index()))
 			ch <- prometheus.MustNewConstMetric(descLogStart, prometheus.GaugeValue, float64(p.Log().StartOffset()), t.name, idx)
 			ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(p.HighWatermark()), t.name, idx)
 			ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(p.Log().Size()), t.name, idx)
 		}
 	}
+	ch <- prometheus.MustNewConstMetric(descPIDs, prometheus.GaugeValue, float64(pids))
 	coords := c.b.servedCoordinators()
 	ch <- prometheus.MustNewConstMetric(descCoords, prometheus.GaugeValue, float64(len(coords)))
 	for _, g := range coords {
 		c.collectLags(ch, g)
 	}
 }
+
+// producersExpired is partition.Config.ProducersExpired.
+func (m *metrics) producersExpired(n int) { m.expiredPIDs.Add(float64(n)) }
 
 func (c *stateCollector) collectLags(ch chan<- prometheus.Metric, g *group.Coordinator) {
 	for _, l := range g.Lags() {

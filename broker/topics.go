@@ -124,7 +124,8 @@ func (b *Broker) openPartition(t *topic, i int32) (*partition.Partition, error) 
 		return nil, fmt.Errorf("cannot open partition %s-%d: %w", t.name, i, err)
 	}
 	p, err := partition.Open(l, partition.Config{Topic: t.name, Index: i, Settings: b.partitionSettings(t.configs),
-		Logger: b.log, SnapshotInstalled: b.metrics.snapshotInstalls.Inc})
+		Logger: b.log, SnapshotInstalled: b.metrics.snapshotInstalls.Inc,
+		ProducerIDExpiration: b.cfg.ProducerIDExpiration, ProducersExpired: b.metrics.producersExpired})
 	if err != nil {
 		l.Close()
 		return nil, err
