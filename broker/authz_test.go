@@ -58,6 +58,19 @@ func (ab *aclBroker) users(t *testing.T, ctx context.Context, names ...string) {
 	}
 }
 
+// seed creates topics, as a superuser, with one record "in <topic>"
+// each, and returns that superuser's client.
+func (ab *aclBroker) seed(t *testing.T, ctx context.Context, topics ...string) *kgo.Client {
+	t.Helper()
+	setup := ab.client(kgo.AllowAutoTopicCreation())
+	for _, topic := range topics {
+		if err := setup.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("in " + topic)}).FirstErr(); err != nil {
+			t.Fatalf("setup produce to %s: %v", topic, err)
+		}
+	}
+	return setup
+}
+
 // acls creates ACLs through kadm.
 func (ab *aclBroker) acls(t *testing.T, ctx context.Context, bs ...*kadm.ACLBuilder) {
 	t.Helper()
@@ -140,12 +153,7 @@ func TestACLEnforcement(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
 	ab := startACLBroker(t)
 	ab.users(t, ctx, "reader", "admin")
-	setup := ab.client(kgo.AllowAutoTopicCreation())
-	for _, topic := range []string{"a", "b"} {
-		if err := setup.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("in " + topic)}).FirstErr(); err != nil {
-			t.Fatalf("setup produce to %s: %v", topic, err)
-		}
-	}
+	ab.seed(t, ctx, "a", "b")
 	ab.acls(t, ctx,
 		kadm.NewACLs().Allow("User:reader").Topics("a").Operations(kadm.OpRead),
 		kadm.NewACLs().Allow("User:reader").Groups("g-ok").Operations(kadm.OpRead),
@@ -481,12 +489,7 @@ func TestACLEnforcementTransactions(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
 	ab := startACLBroker(t)
 	ab.users(t, ctx, "etl")
-	setup := ab.client(kgo.AllowAutoTopicCreation())
-	for _, topic := range []string{"in", "out"} {
-		if err := setup.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("in " + topic)}).FirstErr(); err != nil {
-			t.Fatalf("setup produce to %s: %v", topic, err)
-		}
-	}
+	setup := ab.seed(t, ctx, "in", "out")
 	ab.acls(t, ctx,
 		kadm.NewACLs().Allow("User:etl").Topics("in").Operations(kadm.OpRead),
 		kadm.NewACLs().Allow("User:etl").Topics("out").Operations(kadm.OpWrite),

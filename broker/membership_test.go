@@ -243,6 +243,17 @@ func twoLeadersEach(ctx context.Context, seeds []string, topic string) func() st
 	}
 }
 
+// createSpreadTopic creates topic with six partitions of three replicas on
+// the three brokers bs and waits until each leads two; it returns that
+// condition, for a test that waits for the spread again later.
+func createSpreadTopic(t *testing.T, ctx context.Context, bs []*clusterBroker, controller int32, topic string) func() string {
+	t.Helper()
+	createTopic(t, ctx, []string{bs[controller].Addr}, topic, 6, 3)
+	spreadOut := twoLeadersEach(ctx, brokertest.Addrs(bs), topic)
+	waitUntil(t, 60*time.Second, "leaders spread 2/2/2", spreadOut)
+	return spreadOut
+}
+
 // TestClusterJoinRebalance: a fourth broker joins a three-broker cluster
 // whose RF 3 topic holds data while idempotent acks=all producers write;
 // the controller moves replicas and preferred leaders to it through raft
@@ -420,10 +431,8 @@ func TestClusterRollingRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	seeds := brokertest.Addrs(bs)
-	const topic, parts = "rolling", 6
-	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 3)
-	spreadOut := twoLeadersEach(ctx, seeds, topic)
-	waitUntil(t, 60*time.Second, "leaders spread 2/2/2", spreadOut)
+	const topic, parts = "rolling", 6 // parts: as createSpreadTopic makes it
+	spreadOut := createSpreadTopic(t, ctx, bs, controller, topic)
 	load := startLoad(t, ctx, seeds, topic, 3)
 	for _, b := range bs {
 		load.waitAcks(t, 2000)

@@ -43,10 +43,8 @@ func testSeedRestart(t *testing.T, losePeers bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	seeds := brokertest.Addrs(bs)
-	const topic, parts = "rejoin", 6
-	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 3)
-	spreadOut := twoLeadersEach(ctx, seeds, topic)
-	waitUntil(t, 60*time.Second, "leaders spread 2/2/2", spreadOut)
+	const topic = "rejoin"
+	spreadOut := createSpreadTopic(t, ctx, bs, controller, topic)
 	load := startLoad(t, ctx, seeds, topic, 2)
 	load.waitAcks(t, 2000)
 
