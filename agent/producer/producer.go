@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -484,9 +485,14 @@ func warnRetry(l *slog.Logger, failures int, err error, msg string, args ...any)
 	l.Warn(msg, append(args, "err", err, "attempts", failures)...)
 }
 
-// retryBackoff grows from 100 ms to 2 s.
+// retryBackoff grows from 100 ms to 2 s, and is drawn between half that
+// and that: the agents that lost the same broker at the same moment (a
+// restart, thousands of them) then retry spread out rather than in
+// lockstep, each retry a Metadata and a Produce request at the brokers
+// left.
 func retryBackoff(failures int) time.Duration {
-	return min(100*time.Millisecond<<min(failures-1, 5), 2*time.Second)
+	d := min(100*time.Millisecond<<min(failures-1, 5), 2*time.Second)
+	return d/2 + rand.N(d/2)
 }
 
 // producerLost reports errors after which the producer id must be

@@ -122,3 +122,22 @@ func TestNextSequenceWraps(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryBackoffSpread: the back-off grows to 2 s and each wait is drawn
+// between half the step and the step, so agents that failed together do
+// not retry together.
+func TestRetryBackoffSpread(t *testing.T) {
+	for failures, step := range map[int]time.Duration{1: 100 * time.Millisecond, 3: 400 * time.Millisecond, 6: 2 * time.Second, 60: 2 * time.Second} {
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			d := retryBackoff(failures)
+			if d < step/2 || d >= step {
+				t.Fatalf("after %d failures: waited %v, want [%v, %v)", failures, d, step/2, step)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 100 {
+			t.Fatalf("after %d failures: only %d distinct waits in 200", failures, len(seen))
+		}
+	}
+}
