@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -45,6 +46,12 @@ type spoolAsm struct {
 	f       *os.File
 	size    int64
 	at      map[int64][2]int64 // record offset -> position and length in f
+	hashes  map[int64]string   // record offset -> xxh3-128 of its value (chunkHash)
+	// sha is the SHA-256 of f's bytes so far, in the order written: when
+	// the spool is the whole version in order (a full version streamed
+	// from its first chunk), it is the version's, and the spool is the
+	// version's file, so its bytes are written once and never read back.
+	sha hash.Hash
 }
 
 // spoolChunk keeps a format 2 chunk record of the stream.
@@ -56,7 +63,7 @@ func (s *Subscriber) spoolChunk(r *kgo.Record, h recordHeader) {
 			s.log.Warn("cannot spool policy version", "version", h.version, "err", err)
 			return
 		}
-		s.spool = &spoolAsm{version: h.version, publish: h.publish, f: f, at: map[int64][2]int64{}}
+		s.spool = &spoolAsm{version: h.version, publish: h.publish, f: f, at: map[int64][2]int64{}, hashes: map[int64]string{}, sha: sha256.New()}
 	}
 	sp := s.spool
 	if sp == nil || sp.version != h.version || sp.publish != h.publish || len(r.Value) > MaxChunkSize {
@@ -68,7 +75,25 @@ func (s *Subscriber) spoolChunk(r *kgo.Record, h recordHeader) {
 		return
 	}
 	sp.at[r.Offset] = [2]int64{sp.size, int64(len(r.Value))}
+	sp.hashes[r.Offset] = chunkHash(r.Value)
+	sp.sha.Write(r.Value)
 	sp.size += int64(len(r.Value))
+}
+
+// whole reports whether sp holds exactly m's chunks, in order, each at its
+// place in the version and matching its hash: then sp.f is the version.
+func (sp *spoolAsm) whole(m Manifest) bool {
+	if sp == nil || sp.size != m.Size {
+		return false
+	}
+	var pos int64
+	for _, c := range m.ChunkList {
+		if at, ok := sp.at[c.Offset]; !ok || at != [2]int64{pos, int64(c.Size)} || sp.hashes[c.Offset] != c.Hash {
+			return false
+		}
+		pos += int64(c.Size)
+	}
+	return true
 }
 
 // takeSpool returns the spool of m's records, if any, and forgets it.
@@ -157,6 +182,18 @@ func chunksIn(dir, policy string) (map[string]CachedChunk, []int64) {
 // it; sp is its spooled records (nil: none). The file is returned for
 // install; on error it is already discarded.
 func (s *Subscriber) assemble2(ctx context.Context, cl *kgo.Client, m Manifest, sp *spoolAsm) (_ *os.File, err error) {
+	if sp.whole(m) {
+		if sum := hex.EncodeToString(sp.sha.Sum(nil)); sum != m.SHA256 {
+			s.cache.discard(sp.f)
+			return nil, fmt.Errorf("%w: streamed %d bytes with sha256 %s, the manifest says %s", ErrCorrupt, sp.size, sum, m.SHA256)
+		}
+		var pos int64
+		for i, c := range m.ChunkList {
+			s.wrote(m, i, sp.f, pos)
+			pos += int64(c.Size)
+		}
+		return sp.f, nil
+	}
 	if sp != nil {
 		defer s.cache.discard(sp.f)
 	}
