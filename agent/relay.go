@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,9 +55,12 @@ import (
 // peers, which become holders in turn. A node that sees no holder within
 // --policy-relay-wait × (1 + rank/nodes) fetches from the brokers: if the
 // seeds fail, nodes fall back one after another over up to twice the
-// wait, and those that fall back late find the early ones' copies. Broker
-// egress per version is then about seeds + 1 copies plus the chunks peers
-// failed to serve, whatever the number of nodes.
+// wait, and those that fall back late find the early ones' copies. Past
+// that deadline a node also stops asking peers once none has delivered a
+// chunk for relayStall, so peers that answer late or "not yet" every time
+// cannot hold a version back from it. Broker egress per version is then
+// about seeds + 1 copies plus the chunks peers failed to serve, whatever
+// the number of nodes.
 //
 // Pipelining: a node serves the chunks of the version it is still
 // assembling as soon as each is written (learner's OnChunk), and
@@ -94,8 +98,14 @@ const (
 	// relayPartialWait is how long a node fetching a version holds a
 	// request for a chunk it does not have yet before answering 404.
 	relayPartialWait = 3 * time.Second
-	relayAuthScheme  = "Simtel-Relay "
-	minRelayKey      = 16
+	// relayStall: once past its deadline, a node stops asking peers for
+	// the chunks of a version when none has arrived for this long, and
+	// takes the rest from the brokers. Without it a round of requests
+	// was bounded only by chunks × relayTries × relayChunkTimeout, minutes
+	// for a node whose peers answer late or "not yet" every time.
+	relayStall      = relayChunkTimeout
+	relayAuthScheme = "Simtel-Relay "
+	minRelayKey     = 16
 )
 
 // relayStats are the relay's counters of one policy.
@@ -112,6 +122,7 @@ type relay struct {
 	dir      string // PolicyDir
 	seeds    int
 	wait     time.Duration
+	stall    time.Duration // relayStall; shorter in tests
 	client   *http.Client
 	log      *slog.Logger
 	policies []string
@@ -152,6 +163,7 @@ func newRelay(cfg *Config, key []byte, log *slog.Logger) *relay {
 		dir:      cfg.PolicyDir,
 		seeds:    cfg.PolicyRelaySeeds,
 		wait:     cfg.PolicyRelayWait,
+		stall:    relayStall,
 		log:      log,
 		policies: cfg.Policies,
 		stats:    map[string]*relayStats{},
@@ -263,13 +275,13 @@ func (r *relay) handle(w http.ResponseWriter, req *http.Request) {
 	case <-req.Context().Done():
 		return
 	}
-	b, err := readChunkAt(at)
+	f, err := openChunk(at)
 	if err != nil {
 		// A version being assembled was installed (its file renamed)
 		// or dropped since: look in the cache.
 		r.dropPartial(policy, version)
 		if at, ok = r.lookup(policy, version, hash); ok {
-			b, err = readChunkAt(at)
+			f, err = openChunk(at)
 		}
 	}
 	if err != nil || !ok {
@@ -277,11 +289,14 @@ func (r *relay) handle(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "chunk not held", http.StatusNotFound)
 		return
 	}
+	defer f.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	if _, err := w.Write(b); err == nil {
+	w.Header().Set("Content-Length", strconv.Itoa(at.Size))
+	// From the file to the socket without a copy in this process
+	// (sendfile: net/http's ReadFrom takes a LimitedReader of a file).
+	if n, err := io.Copy(w, io.LimitReader(f, int64(at.Size))); err == nil && n == int64(at.Size) {
 		st.servedChunks.Add(1)
-		st.servedBytes.Add(int64(len(b)))
+		st.servedBytes.Add(n)
 	}
 }
 
@@ -352,14 +367,16 @@ func (r *relay) awaitPartial(ctx context.Context, policy string, version int64, 
 
 // chunkIndex is the chunks of one policy's cached versions by hash.
 type chunkIndex struct {
-	versions map[int64]bool
-	chunks   map[string]learner.CachedChunk
+	chunks map[string]learner.CachedChunk
+	mod    time.Time // the cache directory's modification time when read
 }
 
 // lookup finds the chunk named hash of policy: in the version being
 // assembled, else in the cached versions. The cache's index is rebuilt
-// when it does not know version or the chunk, so a version installed
-// since is found.
+// when a chunk is not in it and the cache's directory changed since it
+// was built (a version was installed or pruned): peers ask for chunks not
+// here yet many times a second while a version moves, and reading every
+// cached manifest for each of those requests cost more than serving.
 func (r *relay) lookup(policy string, version int64, hash string) (learner.CachedChunk, bool) {
 	r.mu.Lock()
 	idx := r.mu.index[policy]
@@ -369,10 +386,10 @@ func (r *relay) lookup(policy string, version int64, hash string) (learner.Cache
 		at, ok = pv.chunks[hash]
 	}
 	r.mu.Unlock()
-	if !ok && idx != nil && idx.versions[version] {
+	if !ok && idx != nil {
 		at, ok = idx.chunks[hash]
 	}
-	if !ok {
+	if !ok && (idx == nil || !idx.mod.Equal(dirMod(filepath.Join(r.dir, policy)))) {
 		idx = indexChunks(r.dir, policy)
 		r.mu.Lock()
 		r.mu.index[policy] = idx
@@ -382,26 +399,42 @@ func (r *relay) lookup(policy string, version int64, hash string) (learner.Cache
 	return at, ok
 }
 
-func readChunkAt(at learner.CachedChunk) ([]byte, error) {
+// dirMod is the modification time of directory dir (zero if unknown).
+func dirMod(dir string) time.Time {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// openChunk opens the file holding chunk at, positioned at its first
+// byte.
+func openChunk(at learner.CachedChunk) (*os.File, error) {
 	f, err := os.Open(at.Path)
 	if err != nil {
 		return nil, err // pruned, renamed or dropped since it was found
 	}
-	defer f.Close()
-	b := make([]byte, at.Size)
-	if _, err := f.ReadAt(b, at.Pos); err != nil {
+	fi, err := f.Stat()
+	if err == nil && fi.Size() < at.Pos+int64(at.Size) {
+		err = fmt.Errorf("%s holds %d bytes, the chunk ends at %d", at.Path, fi.Size(), at.Pos+int64(at.Size))
+	}
+	if err == nil {
+		_, err = f.Seek(at.Pos, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
 		return nil, err
 	}
-	return b, nil
+	return f, nil
 }
 
 func indexChunks(dir, policy string) *chunkIndex {
-	chunks, versions := learner.CachedChunks(dir, policy)
-	idx := &chunkIndex{versions: map[int64]bool{}, chunks: chunks}
-	for _, v := range versions {
-		idx.versions[v] = true
-	}
-	return idx
+	// The time is taken before the directory is read, so a change while
+	// it is shows as a different time at the next lookup.
+	mod := dirMod(filepath.Join(dir, policy))
+	chunks, _ := learner.CachedChunks(dir, policy)
+	return &chunkIndex{chunks: chunks, mod: mod}
 }
 
 // peer is a node of the pool that holds a version, or is fetching it
@@ -530,7 +563,7 @@ func (r *relay) FetchChunks(ctx context.Context, m learner.Manifest, want []int,
 		}
 		before := len(want)
 		var ok bool
-		if want, ok = r.round(ctx, st, m, want, put); !ok {
+		if want, ok = r.round(ctx, st, m, want, put, deadline); !ok {
 			break
 		}
 		if len(want) == before {
@@ -548,9 +581,10 @@ func (r *relay) FetchChunks(ctx context.Context, m learner.Manifest, want []int,
 // round fetches the chunks want of m from the current holders and returns
 // those that none delivered; ok is false when a chunk could not be written
 // (the brokers' copy will fail the same way and tell).
-func (r *relay) round(ctx context.Context, st *relayStats, m learner.Manifest, want []int, put func(int, []byte) error) (failed []int, ok bool) {
-	f := &fetch{r: r, st: st, m: m, put: put, inflight: map[string]int{}}
+func (r *relay) round(ctx context.Context, st *relayStats, m learner.Manifest, want []int, put func(int, []byte) error, deadline time.Time) (failed []int, ok bool) {
+	f := &fetch{r: r, st: st, m: m, put: put, inflight: map[string]int{}, deadline: deadline}
 	f.cond = sync.NewCond(&f.mu)
+	f.lastGot.Store(time.Now().UnixNano())
 	queue := make(chan int, len(want))
 	for _, i := range want {
 		queue <- i
@@ -566,6 +600,12 @@ func (r *relay) round(ctx context.Context, st *relayStats, m learner.Manifest, w
 			for i := range queue {
 				if ctx.Err() != nil {
 					return
+				}
+				if f.stalled() {
+					mu.Lock()
+					failed = append(failed, i)
+					mu.Unlock()
+					continue
 				}
 				switch got, fatal := f.chunk(ctx, i); {
 				case fatal:
@@ -587,10 +627,12 @@ func (r *relay) round(ctx context.Context, st *relayStats, m learner.Manifest, w
 
 // fetch is one round of a version's chunks being fetched from peers.
 type fetch struct {
-	r   *relay
-	st  *relayStats
-	m   learner.Manifest
-	put func(int, []byte) error
+	r        *relay
+	st       *relayStats
+	m        learner.Manifest
+	put      func(int, []byte) error
+	deadline time.Time
+	lastGot  atomic.Int64 // when a chunk last arrived (or the round began), Unix ns
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -604,27 +646,34 @@ type fetch struct {
 func (f *fetch) chunk(ctx context.Context, i int) (got, fatal bool) {
 	tried := map[string]bool{}
 	for range relayTries {
+		if f.stalled() {
+			return false, false
+		}
 		p, ok := f.pick(tried)
 		if !ok {
 			return false, false
 		}
 		tried[p.node] = true
-		b, err := f.r.get(ctx, p, f.m, i)
+		var n int
+		putErr, err := f.r.get(ctx, p, f.m, i, func(i int, b []byte) error {
+			n = len(b)
+			return f.put(i, b)
+		})
 		f.done(p)
 		if err == nil {
-			err = f.put(i, b)
-			if err == nil {
+			if putErr == nil {
+				f.lastGot.Store(time.Now().UnixNano())
 				f.st.peerChunks.Add(1)
-				f.st.peerBytes.Add(int64(len(b)))
+				f.st.peerBytes.Add(int64(n))
 				return true, false
 			}
-			if !errors.Is(err, learner.ErrBadChunk) {
-				f.r.log.Error("relay: cannot write a chunk", "version", f.m.Version, "chunk", i, "err", err)
+			if !errors.Is(putErr, learner.ErrBadChunk) {
+				f.r.log.Error("relay: cannot write a chunk", "version", f.m.Version, "chunk", i, "err", putErr)
 				return false, true
 			}
 			f.st.peerCorrupt.Add(1)
 			f.avoid(p, relayBadFor)
-			f.r.log.Warn("relay peer served a corrupt chunk, avoiding it", "peer", p.node, "addr", p.addr, "version", f.m.Version, "chunk", i, "err", err)
+			f.r.log.Warn("relay peer served a corrupt chunk, avoiding it", "peer", p.node, "addr", p.addr, "version", f.m.Version, "chunk", i, "err", putErr)
 			continue
 		}
 		if ctx.Err() != nil {
@@ -638,6 +687,14 @@ func (f *fetch) chunk(ctx context.Context, i int) (got, fatal bool) {
 		f.r.log.Debug("relay chunk request failed", "peer", p.node, "version", f.m.Version, "chunk", i, "err", err)
 	}
 	return false, false
+}
+
+// stalled reports whether the node is past its deadline and no chunk
+// arrived from peers for relayStall: chunks not asked for yet are then
+// left to the brokers.
+func (f *fetch) stalled() bool {
+	now := time.Now()
+	return now.After(f.deadline) && now.Sub(time.Unix(0, f.lastGot.Load())) > f.r.stall
 }
 
 // pick returns the holder with the fewest requests under way that was not
@@ -698,8 +755,15 @@ func (f *fetch) done(p peer) {
 	f.cond.Broadcast()
 }
 
-// get requests chunk i of m from p.
-func (r *relay) get(ctx context.Context, p peer, m learner.Manifest, i int) ([]byte, error) {
+// chunkBufs holds buffers of learner.MaxChunkSize for chunks received
+// from peers: put has written a chunk's bytes when it returns, so each
+// buffer is used again instead of allocating (and collecting) one per
+// chunk.
+var chunkBufs = sync.Pool{New: func() any { b := make([]byte, learner.MaxChunkSize); return &b }}
+
+// get requests chunk i of m from p and hands its bytes to put; the bytes
+// are not kept after put returns. err is put's error, or the request's.
+func (r *relay) get(ctx context.Context, p peer, m learner.Manifest, i int, put func(int, []byte) error) (putErr, err error) {
 	c := m.ChunkList[i]
 	path := fmt.Sprintf("/v1/relay/%s/%d/%s", m.Policy, m.Version, c.Hash)
 	ctx, cancel := context.WithTimeout(ctx, relayChunkTimeout)
@@ -721,10 +785,16 @@ func (r *relay) get(ctx context.Context, p peer, m learner.Manifest, i int) ([]b
 		}
 		return nil, fmt.Errorf("%s answered %s", p.addr, resp.Status)
 	}
-	// One byte more than the chunk shows a peer sending too much.
-	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(c.Size)+1))
-	if err != nil {
+	bp := chunkBufs.Get().(*[]byte)
+	defer chunkBufs.Put(bp)
+	// One byte more than the chunk shows a peer sending too much, one
+	// less a short body: put refuses both as bytes that do not match.
+	b := (*bp)[:min(int64(c.Size)+1, int64(len(*bp)))]
+	n, err := io.ReadFull(resp.Body, b)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+	case err != nil:
 		return nil, err
 	}
-	return b, nil
+	return put(i, b[:n]), nil
 }

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/simtel/simtel/agent/gossip"
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/learner"
 )
 
@@ -109,4 +113,71 @@ func TestRelayAwaitPartial(t *testing.T) {
 			t.Fatalf("waiting for version 5 when 6 started: ok %v after %v, want false after 1s", ok, time.Since(start))
 		}
 	})
+}
+
+// A node whose peers answer "not yet" to every request (nodes ahead of it
+// that advertise the version and never get its chunks) stops asking them
+// once past its deadline with no chunk arriving, and leaves the chunks to
+// the brokers: a round of requests used to run through every chunk, each
+// waiting on the peer, whatever the deadline.
+func TestRelayStalledPeersFallBack(t *testing.T) {
+	const version, chunks = 5, 160
+	var asked atomic.Int64
+	peerSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		asked.Add(1)
+		time.Sleep(100 * time.Millisecond) // as a partial holder waits for a chunk
+		http.NotFound(w, req)
+	}))
+	defer peerSrv.Close()
+
+	// The peer must come before this node in the version's order to be
+	// asked while it is still fetching.
+	self := "n1"
+	peerName := ""
+	for i := 0; peerName == ""; i++ {
+		if n := fmt.Sprintf("p%d", i); orderKey(n, version) < orderKey(self, version) {
+			peerName = n
+		}
+	}
+	mine, err := gossip.Start(gossip.Config{NodeName: self, Bind: "127.0.0.1:0", Cluster: "stall", Relay: "127.0.0.1:1", Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close()
+	theirs, err := gossip.Start(gossip.Config{NodeName: peerName, Bind: "127.0.0.1:0", Join: []string{mine.Addr()}, Cluster: "stall",
+		Relay: strings.TrimPrefix(peerSrv.URL, "http://"), Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer theirs.Close()
+	theirs.SetHolding(fetchingName("actor"), gossip.Holding{Version: version})
+
+	r := testRelay(self, []byte("pool-key-0123456789"))
+	r.pool, r.seeds, r.wait, r.stall = mine, 0, 100*time.Millisecond, 200*time.Millisecond
+	testutil.WaitFor(t, 30*time.Second, "the peer's fetching version in the view", func() error {
+		if len(r.holders("actor", version)) != 1 {
+			return fmt.Errorf("holders %+v", r.holders("actor", version))
+		}
+		return nil
+	})
+	m := learner.Manifest{Policy: "actor", Version: version}
+	want := make([]int, chunks)
+	for i := range want {
+		want[i] = i
+		m.ChunkList = append(m.ChunkList, learner.ChunkRef{Size: 1, Hash: fmt.Sprintf("%032x", i)})
+	}
+	err = r.FetchChunks(context.Background(), m, want, func(int, []byte) error {
+		t.Error("put called for a chunk no peer has")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past the deadline (wait × (1 + rank/n), under 0.2 s) and the stall
+	// (0.2 s) no chunk is asked for again: a few waves of relayPerNode
+	// requests of 0.1 s each, not one per chunk.
+	if n := asked.Load(); n >= chunks/2 {
+		t.Errorf("the peer was asked %d times for %d chunks it never had, want the node to give up on it well before asking for each", n, chunks)
+	}
+	t.Logf("asked %d times for %d chunks", asked.Load(), chunks)
 }
