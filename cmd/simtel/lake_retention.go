@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -108,15 +106,15 @@ rollup_1m.cpu. A measurement or topic the lake has no data of is refused
 			if err != nil {
 				return fmt.Errorf("%w (--force sets a policy without checking the lake)", err)
 			}
-			if err := checkKnown(snap, scope, name); err != nil {
-				return err
+			if err := retention.CheckKnown(snap, scope, name); err != nil {
+				return fmt.Errorf("%w; --force sets it anyway", err)
 			}
 		}
 		p, err := retention.Set(ctx, st, scope, name, keep, time.Now())
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "retention of %s: %s\n", scopeName(p.Scope, p.Name), keepString(p.Keep))
+		fmt.Fprintf(cmd.OutOrStdout(), "retention of %s\n", p.Describe())
 		return nil
 	}
 	fl := cmd.Flags()
@@ -124,59 +122,6 @@ rollup_1m.cpu. A measurement or topic the lake has no data of is refused
 	fl.StringVar(&topic, "topic", "", "set the retention of the data written from this topic")
 	fl.BoolVar(&force, "force", false, "set it even if the lake has no data of the measurement or topic yet")
 	return cmd
-}
-
-// checkKnown refuses a measurement or topic the lake has no data of.
-func checkKnown(snap *catalog.Snapshot, scope, name string) error {
-	var known []string
-	for _, e := range snap.Entries {
-		if scope == retention.ScopeTopic {
-			known = append(known, e.Topic)
-			continue
-		}
-		for _, o := range e.Objects {
-			if o.Measurement != "" {
-				_, base := retention.Classify(o.Measurement)
-				known = append(known, base)
-			}
-		}
-	}
-	slices.Sort(known)
-	known = slices.Compact(known)
-	if slices.Contains(known, name) {
-		return nil
-	}
-	if _, base := retention.Classify(name); base != name {
-		return nil // a rollup name: Set says which base name to use
-	}
-	list := strings.Join(known, ", ")
-	if len(known) > 20 {
-		list = strings.Join(known[:20], ", ") + ", …"
-	}
-	if list == "" {
-		list = "none yet"
-	}
-	return fmt.Errorf("the lake has no data of %s %q (it has: %s); --force sets it anyway", scope, name, list)
-}
-
-func scopeName(scope, name string) string {
-	if scope == retention.ScopeLake {
-		return "the lake"
-	}
-	return scope + " " + name
-}
-
-func keepString(keep map[retention.Tier]string) string {
-	var parts []string
-	for _, t := range retention.Tiers {
-		if v, ok := keep[t]; ok {
-			parts = append(parts, string(t)+" "+v)
-		}
-	}
-	if len(parts) == 0 {
-		return "inherited"
-	}
-	return strings.Join(parts, ", ")
 }
 
 func newLakeRetentionShowCmd(f *lakeFlags) *cobra.Command {
@@ -206,24 +151,18 @@ measurement with data in the lake the retention of each tier that holds
 	}
 }
 
-// retentionRow is one line of `retention show`.
-type retentionRow struct {
-	Scope string            `json:"scope"` // default, lake, topic, measurement, effective
-	Name  string            `json:"name,omitempty"`
-	Keep  map[string]string `json:"keep"`
-}
-
+// retentionTable is the table of `retention show`: a column per tier, "-"
+// where a row does not set it.
 func retentionTable(snap *catalog.Snapshot, ps *retention.Policies) lakeTable {
-	t := lakeTable{header: []string{"scope", "name"}}
+	rows := retention.Rows(snap, ps)
+	t := lakeTable{header: []string{"scope", "name"}, raw: rows}
 	for _, tier := range retention.Tiers {
 		t.header = append(t.header, string(tier))
 	}
-	var raw []retentionRow
-	add := func(scope, name string, keep map[string]string) {
-		raw = append(raw, retentionRow{Scope: scope, Name: name, Keep: keep})
-		row := []string{scope, name}
+	for _, r := range rows {
+		row := []string{r.Scope, r.Name}
 		for _, tier := range retention.Tiers {
-			v, ok := keep[string(tier)]
+			v, ok := r.Keep[string(tier)]
 			if !ok {
 				v = "-"
 			}
@@ -231,70 +170,6 @@ func retentionTable(snap *catalog.Snapshot, ps *retention.Policies) lakeTable {
 		}
 		t.rows = append(t.rows, row)
 	}
-	def := map[string]string{}
-	for tier, d := range retention.Defaults {
-		def[string(tier)] = retention.FormatKeep(d)
-	}
-	add("default", "", def)
-	for _, p := range ps.Stored {
-		keep := map[string]string{}
-		for tier, v := range p.Keep {
-			keep[string(tier)] = v
-		}
-		add(p.Scope, p.Name, keep)
-	}
-	// What holds for each measurement with data, per tier it has.
-	type mt struct {
-		tiers  map[retention.Tier]bool
-		topics []string
-	}
-	byBase := map[string]*mt{}
-	topicsOf := map[string][]string{}
-	for _, e := range snap.Entries {
-		for _, o := range e.Objects {
-			if o.Measurement == "" {
-				continue
-			}
-			tier, base := retention.Classify(o.Measurement)
-			m := byBase[base]
-			if m == nil {
-				m = &mt{tiers: map[retention.Tier]bool{}}
-				byBase[base] = m
-			}
-			m.tiers[tier] = true
-			if !slices.Contains(topicsOf[o.Measurement], e.Topic) {
-				topicsOf[o.Measurement] = append(topicsOf[o.Measurement], e.Topic)
-			}
-		}
-	}
-	visible := map[string]bool{}
-	for _, o := range snap.Objects(catalog.Filter{}) {
-		visible[o.Measurement] = true
-	}
-	for _, base := range slices.Sorted(func(yield func(string) bool) {
-		for b := range byBase {
-			if !yield(b) {
-				return
-			}
-		}
-	}) {
-		keep := map[string]string{}
-		for tier := range byBase[base].tiers {
-			name := retention.Measurement(tier, base)
-			if !visible[name] {
-				continue // everything of it expired already
-			}
-			m := base
-			if tier == retention.TierSummary {
-				m = ""
-			}
-			keep[string(tier)] = retention.FormatKeep(ps.Keep(tier, m, topicsOf[name]))
-		}
-		if len(keep) > 0 {
-			add("effective", base, keep)
-		}
-	}
-	t.raw = raw
 	return t
 }
 
