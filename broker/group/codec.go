@@ -9,6 +9,8 @@ import (
 	"math"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/simtel/simtel/broker/storage"
 )
 
 // Records of the __consumer_offsets log (see LogStore). Keys and values
@@ -77,10 +79,8 @@ type record struct {
 	meta    GroupMeta         // recSaveGroup
 }
 
-// kv is one log record to write; a nil value is a tombstone.
-type kv struct {
-	key, value []byte
-}
+// kv is one log record to write; a nil Value is a tombstone.
+type kv = storage.BatchRecord
 
 // checkKeyString refuses strings that a key (int16 length) cannot hold.
 func checkKeyString(what, s string) error {
@@ -355,46 +355,13 @@ func decodeGroupValue(b []byte) (GroupMeta, error) {
 
 // batchHeaderLen is the fixed part of a v2 record batch; the batch's
 // length field counts everything after its first 12 bytes (baseOffset
-// and the length itself). The CRC at [17:21] covers bytes [21:].
+// and the length itself). The CRC at [17:21] covers bytes [21:]. The
+// replay checks batches with them; storage.AppendBatch writes them.
 const (
 	batchHeaderLen = 61
 	batchPrefixLen = 12
-	batchCRCPos    = 17
 	batchCRCStart  = 21
 )
-
-// appendBatch appends to dst one uncompressed magic-2 record batch
-// holding recs (offset deltas 0..n-1), stamped with nowMillis, without a
-// producer id. The log assigns the base offset and leader epoch.
-func appendBatch(dst []byte, recs []kv, nowMillis int64) []byte {
-	var body, scratch []byte
-	for i, r := range recs {
-		rec := kmsg.Record{OffsetDelta: int32(i), Key: r.key, Value: r.value}
-		// Length counts the bytes after the length varint itself:
-		// encode once with length 0 (a one-byte varint) to measure.
-		scratch = rec.AppendTo(scratch[:0])
-		rec.Length = int32(len(scratch) - 1)
-		body = rec.AppendTo(body)
-	}
-	b := kmsg.RecordBatch{
-		Length:               int32(batchHeaderLen - batchPrefixLen + len(body)),
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		LastOffsetDelta:      int32(len(recs) - 1),
-		FirstTimestamp:       nowMillis,
-		MaxTimestamp:         nowMillis,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
-		NumRecords:           int32(len(recs)),
-		Records:              body,
-	}
-	start := len(dst)
-	dst = b.AppendTo(dst)
-	// The CRC covers the encoded bytes after it, so it is filled in last.
-	binary.BigEndian.PutUint32(dst[start+batchCRCPos:], crc32.Checksum(dst[start+batchCRCStart:], crcTable))
-	return dst
-}
 
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/simtel/simtel/broker/storage"
 )
 
 // seedRecords are valid log records of every kind.
@@ -12,11 +14,11 @@ func seedRecords() []kv {
 	o := CommittedOffset{Topic: "t", Partition: 1, Offset: 42, LeaderEpoch: -1, Metadata: "m", CommitTimeMillis: 7}
 	meta := sampleMeta("g", 3)
 	return []kv{
-		{key: encodeOffsetKey("g", TopicPartition{"t", 1}), value: encodeOffsetValue(&o)},
-		{key: encodeOffsetKey("g", TopicPartition{"t", 1})},
-		{key: encodeGroupKey("g"), value: encodeGroupValue(&meta, 5)},
-		{key: encodeGroupKey("g"), value: encodeGroupValue(&GroupMeta{Group: "g"}, 5)},
-		{key: encodeGroupKey("g")},
+		{Key: encodeOffsetKey("g", TopicPartition{"t", 1}), Value: encodeOffsetValue(&o)},
+		{Key: encodeOffsetKey("g", TopicPartition{"t", 1})},
+		{Key: encodeGroupKey("g"), Value: encodeGroupValue(&meta, 5)},
+		{Key: encodeGroupKey("g"), Value: encodeGroupValue(&GroupMeta{Group: "g"}, 5)},
+		{Key: encodeGroupKey("g")},
 	}
 }
 
@@ -25,13 +27,13 @@ func reencode(r *record) kv {
 	switch r.kind {
 	case recCommit:
 		o := r.offsets[0]
-		return kv{key: encodeOffsetKey(r.group, TopicPartition{o.Topic, o.Partition}), value: encodeOffsetValue(&o)}
+		return kv{Key: encodeOffsetKey(r.group, TopicPartition{o.Topic, o.Partition}), Value: encodeOffsetValue(&o)}
 	case recDeleteOffsets:
-		return kv{key: encodeOffsetKey(r.group, r.tps[0])}
+		return kv{Key: encodeOffsetKey(r.group, r.tps[0])}
 	case recSaveGroup:
-		return kv{key: encodeGroupKey(r.group), value: encodeGroupValue(&r.meta, 0)}
+		return kv{Key: encodeGroupKey(r.group), Value: encodeGroupValue(&r.meta, 0)}
 	default:
-		return kv{key: encodeGroupKey(r.group)}
+		return kv{Key: encodeGroupKey(r.group)}
 	}
 }
 
@@ -42,7 +44,7 @@ func reencode(r *record) kv {
 // coordinator must be able to restore it.
 func FuzzLogStoreDecode(f *testing.F) {
 	for _, r := range seedRecords() {
-		f.Add(r.key, r.value, r.value == nil)
+		f.Add(r.Key, r.Value, r.Value == nil)
 	}
 	f.Add([]byte{0, 1}, []byte{0, 3}, false)
 	f.Add([]byte{0, 2, 0xff, 0xff}, []byte{0, 4, 0, 0, 0, 0, 0, 0xff, 0xff}, false)
@@ -53,7 +55,7 @@ func FuzzLogStoreDecode(f *testing.F) {
 		}
 		r, err := decodeLogRecord(key, value)
 		if err == nil {
-			again, err := decodeLogRecord(reencode(&r).key, reencode(&r).value)
+			again, err := decodeLogRecord(reencode(&r).Key, reencode(&r).Value)
 			if err != nil {
 				t.Fatalf("re-encoded record does not decode: %v (%+v)", err, r)
 			}
@@ -64,7 +66,7 @@ func FuzzLogStoreDecode(f *testing.F) {
 
 		// The same record, and the raw bytes, through the replay.
 		rp := replayer{logger: slog.New(slog.DiscardHandler), state: newStoreState(), keys: keyIndex{}}
-		rp.batches(appendBatch(nil, append(seedRecords(), kv{key: key, value: value}), 1))
+		rp.batches(storage.AppendBatch(nil, append(seedRecords(), kv{Key: key, Value: value}), 1))
 		rp.batches(key)
 		rp.batches(value)
 		if rp.stats.records < len(seedRecords()) {
@@ -86,27 +88,27 @@ func FuzzLogStoreDecode(f *testing.F) {
 // trailing byte must be refused.
 func TestDecodeLogRecordGarbage(t *testing.T) {
 	for i, r := range seedRecords() {
-		want, err := decodeLogRecord(r.key, r.value)
+		want, err := decodeLogRecord(r.Key, r.Value)
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
-		for n := range len(r.key) {
-			if _, err := decodeLogRecord(r.key[:n], r.value); err == nil {
-				t.Fatalf("record %d: key prefix %d/%d decoded", i, n, len(r.key))
+		for n := range len(r.Key) {
+			if _, err := decodeLogRecord(r.Key[:n], r.Value); err == nil {
+				t.Fatalf("record %d: key prefix %d/%d decoded", i, n, len(r.Key))
 			}
 		}
-		if _, err := decodeLogRecord(append(r.key, 0), r.value); err == nil {
+		if _, err := decodeLogRecord(append(r.Key, 0), r.Value); err == nil {
 			t.Fatalf("record %d: key with a trailing byte decoded", i)
 		}
-		if r.value == nil {
+		if r.Value == nil {
 			continue
 		}
-		for n := range len(r.value) {
-			if _, err := decodeLogRecord(r.key, r.value[:n]); err == nil {
-				t.Fatalf("record %d: value prefix %d/%d decoded", i, n, len(r.value))
+		for n := range len(r.Value) {
+			if _, err := decodeLogRecord(r.Key, r.Value[:n]); err == nil {
+				t.Fatalf("record %d: value prefix %d/%d decoded", i, n, len(r.Value))
 			}
 		}
-		if _, err := decodeLogRecord(r.key, append(r.value, 0)); err == nil {
+		if _, err := decodeLogRecord(r.Key, append(r.Value, 0)); err == nil {
 			t.Fatalf("record %d: value with a trailing byte decoded", i)
 		}
 		if got := reencode(&want); !reflect.DeepEqual(mustDecode(t, got), want) {
@@ -116,7 +118,7 @@ func TestDecodeLogRecordGarbage(t *testing.T) {
 	// The sample metadata round trips exactly, including the member
 	// supporting two protocols (carried in the simtel tag).
 	meta := sampleMeta("g", 3)
-	got := mustDecode(t, kv{key: encodeGroupKey("g"), value: encodeGroupValue(&meta, 1)})
+	got := mustDecode(t, kv{Key: encodeGroupKey("g"), Value: encodeGroupValue(&meta, 1)})
 	if !reflect.DeepEqual(got.meta, meta) {
 		t.Fatalf("group metadata round trip:\n%+v\n%+v", got.meta, meta)
 	}
@@ -124,7 +126,7 @@ func TestDecodeLogRecordGarbage(t *testing.T) {
 
 func mustDecode(t *testing.T, r kv) record {
 	t.Helper()
-	got, err := decodeLogRecord(r.key, r.value)
+	got, err := decodeLogRecord(r.Key, r.Value)
 	if err != nil {
 		t.Fatal(err)
 	}

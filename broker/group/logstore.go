@@ -176,14 +176,14 @@ func (s *LogStore) Commit(group string, offsets []CommittedOffset) error {
 			return err
 		}
 		tps[i] = TopicPartition{o.Topic, o.Partition}
-		recs = append(recs, kv{key: encodeOffsetKey(group, tps[i]), value: encodeOffsetValue(o)})
+		recs = append(recs, kv{Key: encodeOffsetKey(group, tps[i]), Value: encodeOffsetValue(o)})
 	}
 	return s.write(func(ix keyIndex, nowMillis int64) ([]kv, func()) {
 		out := recs[1:]
 		if g := ix[group]; g == nil || !g.meta {
 			// Recording an offset creates the group; its metadata
 			// record makes that survive compaction (see LogStore).
-			recs[0] = kv{key: encodeGroupKey(group), value: encodeGroupValue(&GroupMeta{Group: group}, nowMillis)}
+			recs[0] = kv{Key: encodeGroupKey(group), Value: encodeGroupValue(&GroupMeta{Group: group}, nowMillis)}
 			out = recs
 		}
 		return out, func() {
@@ -209,7 +209,7 @@ func (s *LogStore) DeleteOffsets(group string, tps []TopicPartition) error {
 		for _, tp := range tps {
 			if _, ok := g.offsets[tp]; ok && !slices.Contains(del, tp) {
 				del = append(del, tp)
-				recs = append(recs, kv{key: encodeOffsetKey(group, tp)})
+				recs = append(recs, kv{Key: encodeOffsetKey(group, tp)})
 			}
 		}
 		return recs, func() {
@@ -228,12 +228,12 @@ func (s *LogStore) DeleteGroup(group string) error {
 		if g == nil {
 			return nil, nil
 		}
-		recs := []kv{{key: encodeGroupKey(group)}}
+		recs := []kv{{Key: encodeGroupKey(group)}}
 		tps := slices.SortedFunc(maps.Keys(g.offsets), func(a, b TopicPartition) int {
 			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 		})
 		for _, tp := range tps {
-			recs = append(recs, kv{key: encodeOffsetKey(group, tp)})
+			recs = append(recs, kv{Key: encodeOffsetKey(group, tp)})
 		}
 		return recs, func() { delete(ix, group) }
 	})
@@ -248,7 +248,7 @@ func (s *LogStore) SaveGroup(meta GroupMeta) error {
 		return err
 	}
 	return s.write(func(ix keyIndex, nowMillis int64) ([]kv, func()) {
-		recs := []kv{{key: encodeGroupKey(meta.Group), value: encodeGroupValue(&meta, nowMillis)}}
+		recs := []kv{{Key: encodeGroupKey(meta.Group), Value: encodeGroupValue(&meta, nowMillis)}}
 		return recs, func() { ix.group(meta.Group).meta = true }
 	})
 }
@@ -303,7 +303,7 @@ func (s *LogStore) write(plan func(ix keyIndex, nowMillis int64) ([]kv, func()))
 // fails the store is marked failed: the batch may or may not be in the
 // log, so the index is no longer known to match it.
 func (s *LogStore) replicateLocked(recs []kv, apply func(), nowMillis int64) error {
-	b := appendBatch(nil, recs, nowMillis)
+	b := storage.AppendBatch(nil, recs, nowMillis)
 	wait := s.propose(b)
 	apply()
 	s.mu.fresh = nil
@@ -318,7 +318,7 @@ func (s *LogStore) replicateLocked(recs []kv, apply func(), nowMillis int64) err
 // appendLocked encodes recs as one batch, validates it as a produced batch
 // would be and appends it, returning the batch's last offset.
 func (s *LogStore) appendLocked(recs []kv, nowMillis int64) (int64, error) {
-	b := appendBatch(nil, recs, nowMillis)
+	b := storage.AppendBatch(nil, recs, nowMillis)
 	hdrs, err := storage.ParseBatches(b, 0)
 	if err != nil {
 		return 0, fmt.Errorf("cannot encode group store record: %w", err)

@@ -449,7 +449,7 @@ func (b *lockedBuffer) String() string {
 // a foreign writer would; attrs are OR-ed into the batch attributes.
 func appendRaw(t *testing.T, l *storage.Log, recs []kv, attrs int16) {
 	t.Helper()
-	b := appendBatch(nil, recs, 1)
+	b := storage.AppendBatch(nil, recs, 1)
 	if attrs != 0 {
 		b[21] |= byte(attrs >> 8)
 		b[22] |= byte(attrs)
@@ -484,15 +484,15 @@ func TestLogStoreSkipsForeignRecords(t *testing.T) {
 
 	goodKey := encodeOffsetKey("g1", TopicPartition{"t", 9})
 	appendRaw(t, l, []kv{
-		{key: nil, value: []byte("null key")},
-		{key: []byte("k"), value: []byte("too short for a version")},
-		{key: []byte{0, 3, 0, 1, 'x'}, value: []byte("unknown key version")},
-		{key: append(encodeGroupKey("g1"), 0), value: []byte("trailing byte")},
-		{key: goodKey, value: []byte{0, 3, 1, 2}},
-		{key: encodeGroupKey("g1"), value: []byte{0, 99, 0, 0}},
+		{Key: nil, Value: []byte("null key")},
+		{Key: []byte("k"), Value: []byte("too short for a version")},
+		{Key: []byte{0, 3, 0, 1, 'x'}, Value: []byte("unknown key version")},
+		{Key: append(encodeGroupKey("g1"), 0), Value: []byte("trailing byte")},
+		{Key: goodKey, Value: []byte{0, 3, 1, 2}},
+		{Key: encodeGroupKey("g1"), Value: []byte{0, 99, 0, 0}},
 	}, 0)
-	appendRaw(t, l, []kv{{key: encodeGroupKey("zipped"), value: encodeGroupValue(&GroupMeta{Group: "zipped"}, 1)}}, 1) // "gzip"
-	appendRaw(t, l, []kv{{key: encodeGroupKey("txn"), value: encodeGroupValue(&GroupMeta{Group: "txn"}, 1)}}, 0x10)
+	appendRaw(t, l, []kv{{Key: encodeGroupKey("zipped"), Value: encodeGroupValue(&GroupMeta{Group: "zipped"}, 1)}}, 1) // "gzip"
+	appendRaw(t, l, []kv{{Key: encodeGroupKey("txn"), Value: encodeGroupValue(&GroupMeta{Group: "txn"}, 1)}}, 0x10)
 
 	var logs lockedBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -563,8 +563,8 @@ func TestLogStoreLoadSeesExternalAppends(t *testing.T) {
 	o := CommittedOffset{Topic: "t", Partition: 3, Offset: 33, LeaderEpoch: -1}
 	meta := sampleMeta("ext", 2)
 	appendRaw(t, l, []kv{
-		{key: encodeGroupKey("ext"), value: encodeGroupValue(&meta, 1)},
-		{key: encodeOffsetKey("ext", TopicPartition{"t", 3}), value: encodeOffsetValue(&o)},
+		{Key: encodeGroupKey("ext"), Value: encodeGroupValue(&meta, 1)},
+		{Key: encodeOffsetKey("ext", TopicPartition{"t", 3}), Value: encodeOffsetValue(&o)},
 	}, 0)
 	st := mustLoad(t, s)
 	if len(st.Groups) != 1 || !reflect.DeepEqual(st.Groups[0].Meta, meta) || len(st.Groups[0].Offsets) != 1 || st.Groups[0].Offsets[0] != o {

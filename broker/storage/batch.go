@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Sentinel errors. Callers map them to Kafka error codes with errors.Is.
@@ -225,4 +227,50 @@ func checkHeaderFields(h BatchHeader, strict bool) error {
 		return fmt.Errorf("record count %d cannot fit in %d bytes: %w", h.NumRecords, h.Length, ErrCorruptBatch)
 	}
 	return nil
+}
+
+// BatchRecord is one record of a batch AppendBatch writes; a nil Value is
+// a null value (a tombstone in a compacted log).
+type BatchRecord struct {
+	Key, Value []byte
+}
+
+// AppendBatch appends to dst one uncompressed magic-2 record batch holding
+// recs (offset deltas 0..n-1), stamped with nowMillis, without a producer
+// id: the batch the broker's own logs (group offsets, transaction state)
+// are written in. The log assigns the base offset and leader epoch.
+func AppendBatch(dst []byte, recs []BatchRecord, nowMillis int64) []byte {
+	return appendBatch(dst, recs, 0, -1, -1, nowMillis)
+}
+
+// appendBatch is AppendBatch with the batch's attributes and producer.
+func appendBatch(dst []byte, recs []BatchRecord, attrs int16, producerID int64, epoch int16, nowMillis int64) []byte {
+	var body, scratch []byte
+	for i, r := range recs {
+		rec := kmsg.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+		// Length counts the bytes after the length varint itself:
+		// encode once with length 0 (a one-byte varint) to measure.
+		scratch = rec.AppendTo(scratch[:0])
+		rec.Length = int32(len(scratch) - 1)
+		body = rec.AppendTo(body)
+	}
+	b := kmsg.RecordBatch{
+		Length:               int32(batchHeaderSize - batchPrefixSize + len(body)),
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		Attributes:           attrs,
+		LastOffsetDelta:      int32(len(recs) - 1),
+		FirstTimestamp:       nowMillis,
+		MaxTimestamp:         nowMillis,
+		ProducerID:           producerID,
+		ProducerEpoch:        epoch,
+		FirstSequence:        -1,
+		NumRecords:           int32(len(recs)),
+		Records:              body,
+	}
+	start := len(dst)
+	dst = b.AppendTo(dst)
+	// The CRC covers the encoded bytes after it, so it is filled in last.
+	binary.BigEndian.PutUint32(dst[start+offCRC:], crc32.Checksum(dst[start+crcStart:], castagnoli))
+	return dst
 }

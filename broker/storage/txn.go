@@ -4,12 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"path/filepath"
 	"slices"
 	"sort"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/internal/fsutil"
 )
@@ -160,30 +157,7 @@ func ParseControlMarker(batch []byte) (ControlType, int32, bool) {
 func AppendControlBatch(dst []byte, producerID int64, epoch int16, t ControlType, coordinatorEpoch int32, nowMillis int64) []byte {
 	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(t))
 	value := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, 0), uint32(coordinatorEpoch))
-	rec := kmsg.Record{Key: key, Value: value}
-	// Length counts the bytes after the length varint: encode once with
-	// length 0 (a one-byte varint) to measure.
-	body := rec.AppendTo(nil)
-	rec.Length = int32(len(body) - 1)
-	body = rec.AppendTo(body[:0])
-	b := kmsg.RecordBatch{
-		Length:               int32(batchHeaderSize - batchPrefixSize + len(body)),
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           attrTransactional | attrControl,
-		LastOffsetDelta:      0,
-		FirstTimestamp:       nowMillis,
-		MaxTimestamp:         nowMillis,
-		ProducerID:           producerID,
-		ProducerEpoch:        epoch,
-		FirstSequence:        -1,
-		NumRecords:           1,
-		Records:              body,
-	}
-	start := len(dst)
-	dst = b.AppendTo(dst)
-	binary.BigEndian.PutUint32(dst[start+offCRC:], crc32.Checksum(dst[start+crcStart:], castagnoli))
-	return dst
+	return appendBatch(dst, []BatchRecord{{Key: key, Value: value}}, attrTransactional|attrControl, producerID, epoch, nowMillis)
 }
 
 // FirstUnstableOffset returns the offset of the first batch of the
