@@ -46,8 +46,10 @@
 //
 // Besides its windows, each partition keeps a runAgg per run with samples
 // in it (summary.go): per metric (measurement.field) the same field
-// aggregates as a window, over every sample of the run, late ones too.
-// They are checkpointed with the windows. Once the run registry (the runs
+// aggregates as a window, over every sample of the run, late ones too:
+// a closing 10 s window is merged into it, and the samples no window will
+// merge go to it one by one (summarize.go). They are checkpointed with
+// the windows. Once the run registry (the runs
 // topic, followed by runsFollower) says the run ended, end produces each
 // such aggregate as a partial to PartialTopic, partitioned by run, and
 // forgets it, in the transaction. The group also consumes PartialTopic:

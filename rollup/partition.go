@@ -76,11 +76,17 @@ func (p *partition) window(s *series, res int, start int64) *window {
 	if created {
 		p.nextEnd = min(p.nextEnd, start+int64(Resolutions[res].Length))
 	}
+	p.markDirty(s, res, w)
+	return w
+}
+
+// markDirty lists w, s's window at resolution res, for the next
+// checkpoint.
+func (p *partition) markDirty(s *series, res int, w *window) {
 	if !w.dirty {
 		w.dirty = true
 		p.dirty = append(p.dirty, dirtyRef{s, res, w})
 	}
-	return w
 }
 
 // closeThrough emits every window ending at or before wm: the 10 s

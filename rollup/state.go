@@ -15,8 +15,16 @@ import (
 // the partition's event-time record (metaKey). It is compacted, so its
 // size follows the open windows, not the input.
 
-// stateVersion is the first byte of every state value.
+// stateVersion is the first byte of every state value but a window's.
 const stateVersion = 1
+
+// windowVersion is the first byte of a window's state value. Version 1
+// lacked the flags byte: it was written while every sample went to its
+// run's aggregate one by one, so its windows decode as inRun.
+const windowVersion = 2
+
+// Bits of a window's flags byte.
+const windowInRun = 1
 
 // metaKey is the key of a partition's event-time record.
 var metaKey = []byte("\x00partition")
@@ -50,7 +58,11 @@ func appendFloat(dst []byte, v float64) []byte {
 // appendWindow encodes a window with its series, so a state record alone
 // restores both.
 func appendWindow(dst []byte, s *series, res int, w *window) []byte {
-	dst = append(dst, stateVersion, byte(res))
+	var flags byte
+	if w.inRun {
+		flags |= windowInRun
+	}
+	dst = append(dst, windowVersion, byte(res), flags)
 	dst = appendString(dst, s.key)
 	dst = appendString(dst, s.measurement)
 	dst = binary.AppendUvarint(dst, uint64(len(s.tags)))
@@ -196,12 +208,17 @@ func decodeMeta(b []byte, p *partition) error {
 // decodeWindow restores a window into p (its series created if new).
 func decodeWindow(b []byte, p *partition, sk *sketches) (*series, error) {
 	r := stateReader{b: b}
-	if r.byte() != stateVersion {
+	version := r.byte()
+	if version != 1 && version != windowVersion {
 		return nil, fmt.Errorf("%w: unknown version", errState)
 	}
 	res := int(r.byte())
 	if res >= levels {
 		return nil, fmt.Errorf("%w: resolution %d", errState, res)
+	}
+	inRun := true
+	if version == windowVersion {
+		inRun = r.byte()&windowInRun != 0
 	}
 	key := string(r.bytes())
 	s := p.series[key]
@@ -220,7 +237,7 @@ func decodeWindow(b []byte, p *partition, sk *sketches) (*series, error) {
 	ws, w, _ := insertWindow(s.open[res], start)
 	s.open[res] = ws
 	w.release(sk)
-	w.fields, w.saved = w.fields[:0], true
+	w.fields, w.saved, w.inRun = w.fields[:0], true, inRun
 	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
 		f, err := r.field(sk)
 		if err != nil {

@@ -10,6 +10,14 @@ import (
 	"github.com/simtel/simtel/internal/lineproto"
 )
 
+// A sample of an open 10 s window reaches its run's aggregate when the
+// window closes: closing merges the window's field aggregates into the
+// run's (foldIntoRun), which costs one merge per window instead of a
+// sketch insert and a lookup per sample. The samples that no window will
+// fold go to the run's aggregate one by one (addToRun): those of series
+// over the --max-series cap, late ones, and those of a window marked
+// inRun (see window).
+
 // addToRun adds the decoded sample's fields (record offset off, sample
 // time t) to its run's aggregate in p; s is its series, or nil for a
 // series not held (the decoder then holds its measurement and tags). A
@@ -40,18 +48,29 @@ func (w *worker) addToRun(p *partition, s *series, off, t int64) {
 	}
 }
 
-// addToSeriesRun is addToRun for a sample of a held series, through the
-// series' cache of its run aggregate.
-func (w *worker) addToSeriesRun(p *partition, s *series, off, t int64) {
+// seriesAgg returns the aggregate of s's run in p, adding it (its first
+// sample at input offset off), through the series' cache; nil for a
+// series without a run tag.
+func (w *worker) seriesAgg(p *partition, s *series, off int64) *runAgg {
 	a := s.agg
 	if a == nil || a.gone || s.aggGen != a.gen {
 		run := s.tags["run"]
 		if run == "" {
-			return
+			return nil
 		}
 		a = w.runAgg(p, run, s.tags["host"], off)
 		s.agg, s.aggGen, s.aggFields = a, a.gen, s.aggFields[:0]
 		s.aggMarked = a.epoch - 1
+	}
+	return a
+}
+
+// addToSeriesRun is addToRun for a sample of a held series, through the
+// series' cache of its run aggregate.
+func (w *worker) addToSeriesRun(p *partition, s *series, off, t int64) {
+	a := w.seriesAgg(p, s, off)
+	if a == nil {
+		return
 	}
 	if s.aggMarked != a.epoch {
 		a.dirtyMeas[s.measurement] = true
@@ -75,6 +94,36 @@ func (w *worker) addToSeriesRun(p *partition, s *series, off, t int64) {
 	}
 }
 
+// foldIntoRun merges a closing or flushed 10 s window of s, whose samples
+// are not in its run's aggregate yet, into that aggregate, and marks the
+// window inRun.
+func (w *worker) foldIntoRun(p *partition, s *series, win *window) {
+	win.inRun = true
+	run := s.tags["run"]
+	if run == "" {
+		return
+	}
+	a := s.agg
+	if a == nil || a.gone {
+		if a = p.runs[run]; a == nil {
+			// The aggregate is made with the window's first sample and
+			// only goes once its open windows are folded (flushRuns), so
+			// this is a defensive fallback: a negative name, never an
+			// offset, keeps its partial apart from the run's others.
+			a = w.runAgg(p, run, s.tags["host"], -1-win.start)
+		}
+	}
+	a.dirtyMeas[s.measurement] = true
+	for _, f := range win.fields {
+		if t := a.field([]byte(s.measurement), []byte(f.name), w.cfg.MaxRunMetrics); t != nil {
+			t.merge(f, w.sk)
+		} else {
+			a.dropped += f.count + f.nonfinite
+			a.dirty = true
+		}
+	}
+}
+
 // runAgg returns p's aggregate of run, adding it (its first sample at
 // input offset off), with host noted.
 func (w *worker) runAgg(p *partition, run, host string, off int64) *runAgg {
@@ -94,12 +143,7 @@ func (w *worker) runAgg(p *partition, run, host string, off int64) *runAgg {
 // field, or counts it dropped when f is nil (over the metrics cap).
 func (w *worker) addToRunField(a *runAgg, f *field, fv *lineproto.FieldValue, t int64) {
 	if string(fv.Key) == PolicyVersionField {
-		switch fv.Type {
-		case lineproto.Integer:
-			a.addPolicy(fv.Int())
-		case lineproto.Unsigned:
-			a.addPolicy(int64(fv.Uint())) //nolint:gosec // a version number
-		}
+		addPolicyValue(a, fv)
 	}
 	if f == nil {
 		a.dropped++
@@ -107,6 +151,17 @@ func (w *worker) addToRunField(a *runAgg, f *field, fv *lineproto.FieldValue, t 
 		return
 	}
 	f.add(fv, t, w.sk)
+}
+
+// addPolicyValue notes the policy version a PolicyVersionField value
+// names.
+func addPolicyValue(a *runAgg, fv *lineproto.FieldValue) {
+	switch fv.Type {
+	case lineproto.Integer:
+		a.addPolicy(fv.Int())
+	case lineproto.Unsigned:
+		a.addPolicy(int64(fv.Uint())) //nolint:gosec // a version number
+	}
 }
 
 // anyRunEnded reports whether p holds the aggregate of a run that ended.
@@ -128,6 +183,18 @@ func (w *worker) flushRuns(ctx context.Context, p *partition) {
 			continue
 		}
 		a.info = info
+		// Samples of the run's open windows are part of what ended.
+		for _, s := range p.series {
+			if s.tags["run"] != run {
+				continue
+			}
+			for _, win := range s.open[0] {
+				if !win.inRun {
+					w.foldIntoRun(p, s, win)
+					p.markDirty(s, 0, win)
+				}
+			}
+		}
 		produce := func(meas string, value []byte) {
 			w.send(ctx, &kgo.Record{Topic: w.cfg.PartialTopic, Key: partialKey(a, p.id, meas), Value: value, Timestamp: partialTime(info)})
 			p.tombstones = append(p.tombstones, runStateKey(run, meas))

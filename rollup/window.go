@@ -245,6 +245,12 @@ type window struct {
 	// is in the state topic (closing it writes a tombstone); closed: it
 	// was emitted (a dirty list may still point at it).
 	dirty, saved, closed bool
+	// inRun: the window's samples are in its run's aggregate already, so
+	// closing it does not fold it there and its further samples go there
+	// one by one (summarize.go). Set once its run's aggregate took it
+	// (the run ended while it was open), and for a 10 s window of a
+	// checkpoint written before windows were folded.
+	inRun bool
 }
 
 // field returns the window's aggregate of the field named name, adding it.

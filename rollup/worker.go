@@ -32,6 +32,12 @@ type worker struct {
 	buf  []byte
 	// lines writes the output lines.
 	lines lineWriter
+	// slab holds the values of produced records, cut from one allocation.
+	slab []byte
+	// counts are the per-sample metrics not added to m yet (flushCounts):
+	// a counter's atomic add per sample costs as much as a field's
+	// aggregate.
+	counts struct{ samples, nonfinite int64 }
 	// send produces a record in the open transaction.
 	send func(ctx context.Context, r *kgo.Record)
 
@@ -378,6 +384,7 @@ func (w *worker) dropRevoked() {
 // last checkpoint, the tombstones of its saved windows that closed, and
 // its event time.
 func (w *worker) checkpoint(ctx context.Context, p *partition) {
+	w.flushCounts()
 	produce := func(key, value []byte) {
 		w.send(ctx, &kgo.Record{Topic: w.cfg.StateTopic, Partition: p.id, Key: key, Value: value})
 	}
@@ -388,7 +395,7 @@ func (w *worker) checkpoint(ctx context.Context, p *partition) {
 		d.w.dirty, d.w.saved = false, true
 		// Encoded in the reused buffer, then copied once at its size.
 		w.buf = appendWindow(w.buf[:0], d.s, d.res, d.w)
-		produce(stateKey(d.s.key, d.res, d.w.start), bytes.Clone(w.buf))
+		produce(stateKey(d.s.key, d.res, d.w.start), w.clone(w.buf))
 	}
 	clear(p.dirty)
 	p.dirty = p.dirty[:0]
@@ -569,6 +576,7 @@ func (w *worker) process(ctx context.Context, fs kgo.Fetches) error {
 			w.add(ctx, p, r)
 		}
 	})
+	w.flushCounts()
 	return err
 }
 
@@ -595,36 +603,76 @@ func (w *worker) add(ctx context.Context, p *partition, r *kgo.Record) {
 	if w.dec.HasTime {
 		t = w.dec.Time
 	}
-	w.addToRun(p, s, r.Offset, t)
 	if t > p.maxEvent {
 		p.maxEvent, p.metaDirty = t, true
 	}
 	tenSec := int64(Resolutions[0].Length)
 	start := floorTo(t, tenSec)
-	if start+tenSec <= p.closed {
-		w.m.late.Inc()
-		return
-	}
-	if s == nil {
-		if w.series >= w.cfg.MaxSeries {
-			w.overflow()
-			return
-		}
+	late := start+tenSec <= p.closed
+	if s == nil && !late && w.series < w.cfg.MaxSeries {
 		s = newSeries(string(line[:k]), &w.dec)
 		p.series[s.key] = s
 		w.series++
 		w.m.series.Set(float64(w.series))
 	}
+	if late || s == nil {
+		// No window takes the sample; its run's aggregate still does.
+		w.addToRun(p, s, r.Offset, t)
+		if late {
+			w.m.late.Inc()
+		} else {
+			w.overflow()
+		}
+		return
+	}
+	a := w.seriesAgg(p, s, r.Offset)
 	win := p.window(s, 0, start)
 	for i := range w.dec.Fields {
-		if !win.field(w.dec.Fields[i].Key, i).add(&w.dec.Fields[i], t, w.sk) {
-			w.m.nonfinite.Inc()
+		fv := &w.dec.Fields[i]
+		if !win.field(fv.Key, i).add(fv, t, w.sk) {
+			w.counts.nonfinite++
+		}
+		if a != nil && !win.inRun && string(fv.Key) == PolicyVersionField {
+			addPolicyValue(a, fv)
 		}
 	}
-	w.m.samples.Inc()
+	if win.inRun {
+		w.addToSeriesRun(p, s, r.Offset, t)
+	}
+	w.counts.samples++
 	if wm := p.watermark(int64(w.cfg.AllowedLateness), 0, 0); wm > p.closed {
 		w.close(ctx, p, wm)
 	}
+}
+
+// flushCounts adds the counts of the samples processed since the last
+// call to the metrics.
+func (w *worker) flushCounts() {
+	if w.counts.samples > 0 {
+		w.m.samples.Add(float64(w.counts.samples))
+	}
+	if w.counts.nonfinite > 0 {
+		w.m.nonfinite.Add(float64(w.counts.nonfinite))
+	}
+	w.counts.samples, w.counts.nonfinite = 0, 0
+}
+
+// slabSize is the allocation the values of produced records are cut from.
+const slabSize = 64 << 10
+
+// clone copies b for a record's value: values are cut from a shared slab,
+// so producing many small records costs few allocations; a slab is freed
+// once the producer let go of every record cut from it.
+func (w *worker) clone(b []byte) []byte {
+	if len(b) > slabSize/4 {
+		return bytes.Clone(b)
+	}
+	if cap(w.slab)-len(w.slab) < len(b) {
+		w.slab = make([]byte, 0, slabSize)
+	}
+	n := len(w.slab)
+	w.slab = append(w.slab, b...)
+	return w.slab[n:len(w.slab):len(w.slab)]
 }
 
 // overflow counts a sample of a series over the cap, and logs at most
@@ -668,13 +716,16 @@ func (w *worker) idle(ctx context.Context) {
 
 func (w *worker) close(ctx context.Context, p *partition, wm int64) {
 	forgotten := p.closeThrough(wm, w.sk, func(res int, s *series, win *window) {
+		if res == 0 && !win.inRun {
+			w.foldIntoRun(p, s, win)
+		}
 		line, err := w.lines.append(w.buf[:0], res, s, win)
 		if err != nil {
 			w.log.Warn("window cannot be written as line protocol", "series", s.key, "resolution", Resolutions[res].Name, "start", win.start, "err", err)
 			return
 		}
 		w.buf = line
-		rec := &kgo.Record{Topic: Resolutions[res].Topic(), Key: outputKey(s, win), Value: bytes.Clone(line), Timestamp: time.Unix(0, win.start)}
+		rec := &kgo.Record{Topic: Resolutions[res].Topic(), Key: outputKey(s, win), Value: w.clone(line), Timestamp: time.Unix(0, win.start)}
 		w.send(ctx, rec)
 		w.m.windows.WithLabelValues(Resolutions[res].Name).Inc()
 	})
