@@ -120,4 +120,8 @@ func PrintSink(w io.Writer, res *SinkBenchResult) {
 	if res.DeadLetters > 0 {
 		fmt.Fprintf(w, "  %d dead letters\n", res.DeadLetters)
 	}
+	if res.IcebergCommits > 0 {
+		fmt.Fprintf(w, "  iceberg: %d commits, %.2f CPU s (%.1f%% of the total), %.1f ms a commit\n",
+			res.IcebergCommits, res.IcebergCPUSeconds, 100*res.IcebergCPUSeconds/res.CPUSeconds, res.IcebergCommitMillis)
+	}
 }

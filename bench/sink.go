@@ -28,6 +28,16 @@ type SinkBenchConfig struct {
 	Fields  int    // fields per line (default 4: floats, an integer, a boolean)
 	Runs    int    // distinct runs (default 4); each run × measurement × day is one object
 	Dir     string // if set, the objects are written there for inspection
+	// Flushes splits the samples into this many flushes (default 1).
+	Flushes int
+	// Lake, when set, is a directory each flush is written to and
+	// committed in, as the sink does (objects, then simtel's catalog),
+	// all of it measured.
+	Lake string
+	// IcebergCatalog (sqlite:PATH or postgres://...; needs Lake) also
+	// commits every flush to the lake's Iceberg tables, as `simtel sink
+	// --iceberg-catalog` does.
+	IcebergCatalog string
 	// Progress, if not nil, gets a line once a second: samples buffered so
 	// far and the rate (encoding the flush at the end is not counted).
 	Progress      io.Writer
@@ -47,6 +57,12 @@ type SinkBenchResult struct {
 	ParquetBytesPerSample float64 `json:"parquet_bytes_per_sample"`
 	CompressionRatio      float64 `json:"compression_ratio"` // broker bytes / Parquet bytes
 	DeadLetters           int64   `json:"dead_letters"`
+	Flushes               int     `json:"flushes"`
+	// With IcebergCatalog: the commits (one a flush, a snapshot per table
+	// it touches), the process CPU during them and their mean latency.
+	IcebergCommits      int     `json:"iceberg_commits,omitempty"`
+	IcebergCPUSeconds   float64 `json:"iceberg_cpu_seconds,omitempty"`
+	IcebergCommitMillis float64 `json:"iceberg_commit_ms,omitempty"`
 }
 
 // brokerRecordOverhead is what a record costs in a Kafka record batch
@@ -106,9 +122,15 @@ func RunSinkBench(ctx context.Context, cfg SinkBenchConfig) (SinkBenchResult, er
 	cfg.Tags = cmp.Or(cfg.Tags, 2)
 	cfg.Fields = cmp.Or(cfg.Fields, 4)
 	cfg.Runs = cmp.Or(cfg.Runs, 4)
-	if cfg.Samples < 0 || cfg.Tags < 0 || cfg.Fields < 1 || cfg.Runs < 1 {
-		return SinkBenchResult{}, errors.New("bench sink: samples and tags must not be negative, fields and runs at least 1")
+	cfg.Flushes = cmp.Or(cfg.Flushes, 1)
+	if cfg.Samples < 0 || cfg.Tags < 0 || cfg.Fields < 1 || cfg.Runs < 1 || cfg.Flushes < 1 {
+		return SinkBenchResult{}, errors.New("bench sink: samples and tags must not be negative, fields, runs and flushes at least 1")
 	}
+	lk, err := openSinkLake(ctx, cfg)
+	if err != nil {
+		return SinkBenchResult{}, err
+	}
+	defer lk.close()
 	lines, keys, ts := sinkBenchLines(cfg)
 	recs := make([]sink.Record, len(lines))
 	var lineBytes, brokerBytes float64
@@ -141,6 +163,8 @@ func RunSinkBench(ctx context.Context, cfg SinkBenchConfig) (SinkBenchResult, er
 		e := sink.NewEncoder("telemetry", 0, true)
 		const step = 4096 // meter updates, not per record
 		var stepBytes int64
+		var all []sink.Object
+		first := 0
 		for i := range recs {
 			e.Add(&recs[i])
 			stepBytes += int64(len(recs[i].Value))
@@ -149,18 +173,33 @@ func RunSinkBench(ctx context.Context, cfg SinkBenchConfig) (SinkBenchResult, er
 				m.bytes.Add(stepBytes)
 				stepBytes = 0
 			}
+			// Flush f ends at record (f+1)*n/Flushes.
+			if i+1 != len(recs) && (i+1)*cfg.Flushes/len(recs) == i*cfg.Flushes/len(recs) {
+				continue
+			}
+			objs, err := e.Encode()
+			if err == nil && lk != nil {
+				err = lk.commit(ctx, objs, int64(first), int64(i))
+			}
+			if err != nil {
+				res <- out{nil, err}
+				return
+			}
+			all = append(all, objs...)
+			e.Reset()
+			first = i + 1
 		}
-		objs, err := e.Encode()
-		res <- out{objs, err}
+		res <- out{all, nil}
 	}()
 	o := <-res
 	wall, cpu := time.Since(wall0), selfCPU()-cpu0
 	stopWatch()
 	watchDone.Wait()
 	if o.err != nil {
-		return SinkBenchResult{}, fmt.Errorf("bench sink: encode: %w", o.err)
+		return SinkBenchResult{}, fmt.Errorf("bench sink: %w", o.err)
 	}
-	r := SinkBenchResult{Samples: cfg.Samples, Objects: len(o.objs), WallSeconds: wall.Seconds(), CPUSeconds: cpu.Seconds()}
+	r := SinkBenchResult{Samples: cfg.Samples, Objects: len(o.objs), WallSeconds: wall.Seconds(), CPUSeconds: cpu.Seconds(), Flushes: cfg.Flushes}
+	lk.report(&r)
 	var parquetBytes float64
 	for _, ob := range o.objs {
 		parquetBytes += float64(len(ob.Data))
