@@ -182,11 +182,6 @@ func StartWith(t testing.TB, start StartFunc, opts ...Option) *Broker {
 	for _, opt := range opts {
 		opt(o)
 	}
-	return startWith(t, o, start)
-}
-
-func startWith(t testing.TB, o *options, start StartFunc) *Broker {
-	t.Helper()
 	if len(o.args) > 0 || o.listen != "" || o.logDir != "" {
 		t.Fatal("brokertest.Args, brokertest.Listen and brokertest.LogDir apply to a broker process (brokertest.Start)")
 	}
