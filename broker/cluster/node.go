@@ -191,6 +191,10 @@ type Node struct {
 		ids map[int32]bool
 		up  chan struct{} // closed and replaced when one comes back
 	}
+	// peerChanges counts brokers seen to go away or come back (watch.go):
+	// what a group's transport knows of a follower's state (appendMark)
+	// holds only while it has not changed.
+	peerChanges atomic.Uint64
 	leaderObs chan raft.Observation
 	// groups are the transports of the running raft groups, by group id.
 	groups struct {

@@ -33,6 +33,18 @@ package cluster
 //     after a failure, go out at once. The gap a follower sees stays
 //     under a quarter of the timeout plus the round trip, well inside
 //     its election timeout (one to two timeouts) and the leader's lease.
+//   - An idle data group's empty AppendEntries are answered here. Raft's
+//     leader sends each follower one every CommitTimeout (see group.go)
+//     whether or not anything changed; one that repeats what the follower
+//     already acknowledged in the same term (the same previous entry, no
+//     newer commit index) tells it nothing, so the transport answers it
+//     from the follower's last answer instead of sending it (each was an
+//     RPC of its own over the session, most of an idle broker's CPU once
+//     heartbeats were coalesced). One goes out anyway every
+//     idleAppendEvery, and the next after any failure or after a broker
+//     was seen to go away or come back (a restarted follower learns the
+//     commit index again). Entries, and a newer commit index, always go
+//     out at once.
 //   - The transport owns raft's RPC channel, so the node can hand a group
 //     a TimeoutNow when it knows the group's leader is dead (see
 //     watch.go): the follower starts an election at once instead of
@@ -90,6 +102,12 @@ type groupTransport struct {
 	answered struct {
 		sync.Mutex
 		m map[raft.ServerAddress]heartbeatMark
+	}
+	// appended is, per follower, what it last acknowledged to an
+	// AppendEntries (see the file comment); only with hbEvery > 0.
+	appended struct {
+		sync.Mutex
+		m map[raft.ServerAddress]appendMark
 	}
 
 	consumer chan raft.RPC
@@ -189,10 +207,76 @@ func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		}
 		return err
 	}
+	if t.hbEvery > 0 && t.answerIdle(target, args, resp) {
+		return nil
+	}
 	if t.node != nil {
 		t.node.awaitPeerUp(id, t)
 	}
-	return t.NetworkTransport.AppendEntries(id, target, args, resp)
+	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	if t.hbEvery > 0 {
+		t.noteAppend(target, args, resp, err)
+	}
+	return err
+}
+
+// idleAppendEvery: an idle group's empty AppendEntries still goes out to
+// a follower this often (a safety net: the follower's state is otherwise
+// only assumed, see the file comment).
+const idleAppendEvery = 15 * time.Second
+
+// appendMark is what a follower acknowledged to its last successful
+// AppendEntries: it holds the log up to last (of lastTerm) in term and
+// knows the commit index commit.
+type appendMark struct {
+	at                   time.Time
+	term, last, lastTerm uint64
+	commit               uint64
+	peers                uint64 // Node.peerChanges then
+	resp                 raft.AppendEntriesResponse
+}
+
+func (t *groupTransport) peerChanges() uint64 {
+	if t.node == nil {
+		return 0
+	}
+	return t.node.peerChanges.Load()
+}
+
+// answerIdle answers an empty AppendEntries that would tell target nothing
+// new from its last answer; false: it must be sent.
+func (t *groupTransport) answerIdle(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) bool {
+	if len(args.Entries) > 0 {
+		return false
+	}
+	t.appended.Lock()
+	defer t.appended.Unlock()
+	m, ok := t.appended.m[target]
+	if !ok || m.term != args.Term || m.last != args.PrevLogEntry || m.lastTerm != args.PrevLogTerm ||
+		args.LeaderCommitIndex > m.commit || m.peers != t.peerChanges() || time.Since(m.at) >= idleAppendEvery {
+		return false
+	}
+	*resp = m.resp
+	return true
+}
+
+// noteAppend records target's answer to an AppendEntries that was sent.
+func (t *groupTransport) noteAppend(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, err error) {
+	t.appended.Lock()
+	defer t.appended.Unlock()
+	if err != nil || !resp.Success || resp.Term != args.Term {
+		delete(t.appended.m, target)
+		return
+	}
+	m := appendMark{at: time.Now(), term: args.Term, last: args.PrevLogEntry, lastTerm: args.PrevLogTerm,
+		commit: args.LeaderCommitIndex, peers: t.peerChanges(), resp: *resp}
+	if n := len(args.Entries); n > 0 {
+		m.last, m.lastTerm = args.Entries[n-1].Index, args.Entries[n-1].Term
+	}
+	if t.appended.m == nil {
+		t.appended.m = map[raft.ServerAddress]appendMark{}
+	}
+	t.appended.m[target] = m
 }
 
 // timeoutNow hands raft a TimeoutNow as if the leader had sent one: a

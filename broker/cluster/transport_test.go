@@ -258,3 +258,80 @@ func TestPacedHeartbeats(t *testing.T) {
 		t.Fatalf("%d heartbeats arrived, want 6", len(arrived))
 	}
 }
+
+// TestIdleAppendEntriesAnsweredLocally: an empty AppendEntries repeating
+// what the follower acknowledged in the same term is answered from that
+// answer; entries, a newer commit index, a new term, a failure, a broker
+// seen to go away and idleAppendEvery each make the next one go out.
+func TestIdleAppendEntriesAnsweredLocally(t *testing.T) {
+	n := &Node{}
+	tr := &groupTransport{hbEvery: time.Second, node: n}
+	const peer = raft.ServerAddress("127.0.0.1:1")
+	sent := &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 5, PrevLogTerm: 2, LeaderCommitIndex: 5,
+		Entries: []*raft.Log{{Index: 6, Term: 3}}}
+	ack := &raft.AppendEntriesResponse{RPCHeader: raft.RPCHeader{ID: []byte("2")}, Term: 3, LastLog: 6, Success: true}
+	idle := func(commit uint64) *raft.AppendEntriesRequest {
+		return &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 6, PrevLogTerm: 3, LeaderCommitIndex: commit}
+	}
+	answered := func(req *raft.AppendEntriesRequest) bool {
+		var resp raft.AppendEntriesResponse
+		ok := tr.answerIdle(peer, req, &resp)
+		if ok && !reflect.DeepEqual(resp, *ack) {
+			t.Fatalf("answered %+v, want the follower's last answer %+v", resp, *ack)
+		}
+		return ok
+	}
+
+	if answered(idle(5)) {
+		t.Fatal("answered before the follower ever answered")
+	}
+	tr.noteAppend(peer, sent, ack, nil)
+	if answered(sent) {
+		t.Fatal("entries answered locally")
+	}
+	if answered(idle(6)) {
+		t.Fatal("a newer commit index answered locally")
+	}
+	if !answered(idle(5)) {
+		t.Fatal("an idle AppendEntries was sent")
+	}
+	tr.noteAppend(peer, idle(6), ack, nil)
+	if !answered(idle(6)) {
+		t.Fatal("an idle AppendEntries was sent after the commit index went out")
+	}
+	if answered(&raft.AppendEntriesRequest{Term: 4, PrevLogEntry: 6, PrevLogTerm: 3, LeaderCommitIndex: 6}) {
+		t.Fatal("a new term's AppendEntries answered locally")
+	}
+	if answered(&raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 5, PrevLogTerm: 2, LeaderCommitIndex: 6}) {
+		t.Fatal("an AppendEntries from an earlier entry answered locally")
+	}
+
+	n.peerChanges.Add(1)
+	if answered(idle(6)) {
+		t.Fatal("answered locally after a broker went away")
+	}
+	tr.noteAppend(peer, idle(6), ack, nil)
+	if !answered(idle(6)) {
+		t.Fatal("not answered after the follower answered again")
+	}
+
+	tr.appended.Lock()
+	m := tr.appended.m[peer]
+	m.at = m.at.Add(-idleAppendEvery)
+	tr.appended.m[peer] = m
+	tr.appended.Unlock()
+	if answered(idle(6)) {
+		t.Fatalf("answered locally %v after the follower's last answer", idleAppendEvery)
+	}
+
+	tr.noteAppend(peer, idle(6), ack, nil)
+	tr.noteAppend(peer, idle(6), &raft.AppendEntriesResponse{}, raft.ErrTransportShutdown)
+	if answered(idle(6)) {
+		t.Fatal("answered locally after a failure")
+	}
+	tr.noteAppend(peer, idle(6), ack, nil)
+	tr.noteAppend(peer, idle(6), &raft.AppendEntriesResponse{Term: 3, LastLog: 4}, nil)
+	if answered(idle(6)) {
+		t.Fatal("answered locally after the follower refused")
+	}
+}

@@ -195,6 +195,7 @@ func (n *Node) setPeerUp(id int32) {
 		delete(n.down.ids, id)
 		close(n.down.up)
 		n.down.up = make(chan struct{})
+		n.peerChanges.Add(1)
 	}
 	n.down.Unlock()
 }
@@ -246,6 +247,7 @@ func (n *Node) peerDown(ctx context.Context, id int32, why string) {
 	n.down.Lock()
 	n.down.ids[id] = true
 	n.down.Unlock()
+	n.peerChanges.Add(1)
 	n.stats.peerDown.Inc()
 	detected := time.Now()
 	dead := raft.ServerID(strconv.Itoa(int(id)))
