@@ -3,8 +3,10 @@ package rollup
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -215,4 +217,29 @@ func (w *worker) loadPartials(_ context.Context, ids []int32) error {
 		w.merged[id] = map[string]*runAgg{}
 	}
 	return nil
+}
+
+// addEndedRuns produces, for each record of the run registry that says a
+// run ended, a partial without metrics carrying the run's registry entry:
+// its summary is then produced even when no sample of the run exists
+// (stage 1 makes partials only of runs with samples). The group consumes
+// the registry, so each record is taken once, in the transaction that
+// commits its offset.
+func (w *worker) addEndedRuns(ctx context.Context, ftp kgo.FetchTopicPartition) {
+	for _, r := range ftp.Records {
+		if r.Value == nil {
+			continue
+		}
+		var info scheduler.Run
+		if err := json.Unmarshal(r.Value, &info); err != nil || info.Run == "" || !info.Final() {
+			continue
+		}
+		a := newRunAgg(info.Run, r.Offset)
+		a.info = info
+		// Named by the registry's partition, not an input partition's.
+		key := append([]byte(info.Run), 0, 'r')
+		key = strconv.AppendInt(key, int64(r.Partition), 10)
+		key = strconv.AppendInt(append(key, 0), r.Offset, 10)
+		w.send(ctx, &kgo.Record{Topic: w.cfg.PartialTopic, Key: key, Value: appendRunHeader(nil, a), Timestamp: partialTime(info)})
+	}
 }

@@ -264,7 +264,12 @@ func parseSummary(run string, lines map[string][]byte) (Summary, bool, error) {
 			info.Metrics = s.Metrics
 			s = info
 		}
-		s.Metrics = append(s.Metrics, m)
+		if metric != "" { // "": the line of a run without metrics
+			s.Metrics = append(s.Metrics, m)
+		}
+	}
+	if s.Metrics == nil {
+		s.Metrics = []MetricSummary{}
 	}
 	return s, true, nil
 }

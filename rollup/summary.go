@@ -312,7 +312,8 @@ func summaryKey(run, metric string) []byte {
 
 // appendSummaryLines writes the summary of a run, one line per metric:
 // the metric's figures and the run's, at the run's start (its end, or
-// updated, while the start is unknown). updated (unix ns) orders the
+// updated, while the start is unknown); a run without metrics gets one
+// line of its figures, count 0 and no metric tag. updated (unix ns) orders the
 // versions of a run's summary.
 func appendSummaryLines(a *runAgg, updated int64, emit func(key, line []byte)) error {
 	info := a.info
@@ -354,6 +355,18 @@ func appendSummaryLines(a *runAgg, updated int64, emit func(key, line []byte)) e
 		}
 	}
 	var buf []byte
+	if len(a.metrics) == 0 {
+		// A run without samples: one line of the run's figures, without
+		// a metric tag.
+		fields := maps.Clone(run)
+		fields["count"] = int64(0)
+		buf, err := lineproto.AppendLine(buf, SummaryMeasurement, map[string]string{"run": a.run}, fields, at)
+		if err != nil {
+			return fmt.Errorf("summary of run %q: %w", a.run, err)
+		}
+		emit(summaryKey(a.run, ""), buf)
+		return nil
+	}
 	for _, m := range slices.Sorted(maps.Keys(a.metrics)) {
 		fs := a.metrics[m]
 		for _, name := range slices.Sorted(maps.Keys(fs)) {

@@ -201,3 +201,35 @@ func TestRunSummary(t *testing.T) {
 		t.Errorf("latest max in summary.runs %v, want 1e6", latest)
 	}
 }
+
+// A run that ends without a single sample still gets its summary: the
+// run's figures (state, exit code, nodes, wall time) and no metrics.
+func TestEmptyRunSummary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker and a rollup worker")
+	}
+	b := inproc.Start(t, brokertest.Topic("telemetry", 2), brokertest.GroupDelay(0))
+	stop := runWorker(t, rollup.Config{Brokers: []string{b.Addr}, AllowedLateness: time.Second, IdleTimeout: -1,
+		CommitInterval: 200 * time.Millisecond, Logger: testLogger(t)})
+	defer stop()
+	start := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
+	nodes := []string{"n1", "n2"}
+	endRun(t, b.Addr, "empty", nodes, start, start.Add(90*time.Second))
+	var s rollup.Summary
+	testutil.WaitFor(t, 2*time.Minute, "the summary of run empty", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		got, ok, err := rollup.ReadSummary(ctx, rollup.Config{Brokers: []string{b.Addr}}, "empty")
+		if err != nil || !ok {
+			return fmt.Errorf("no summary yet (%v)", err)
+		}
+		s = got
+		return nil
+	})
+	if s.State != scheduler.StateCompleted || s.ExitCode == nil || *s.ExitCode != 0 || s.WallTime != 90 || !slices.Equal(s.Nodes, nodes) {
+		t.Errorf("summary %+v: want state completed, exit code 0, wall time 90 s, nodes %v", s, nodes)
+	}
+	if s.Metrics == nil || len(s.Metrics) != 0 {
+		t.Errorf("metrics %+v, want none", s.Metrics)
+	}
+}

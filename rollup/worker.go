@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg Config) error {
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.InstanceID(cfg.TransactionalID),
 		kgo.SessionTimeout(15 * time.Second),
-		kgo.ConsumeTopics(cfg.Topic, cfg.PartialTopic),
+		kgo.ConsumeTopics(cfg.Topic, cfg.PartialTopic, cfg.RunsTopic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RequireStableFetchOffsets(),
@@ -559,8 +559,12 @@ func (w *worker) process(ctx context.Context, fs kgo.Fetches) error {
 		if err != nil || len(ftp.Records) == 0 {
 			return
 		}
-		if ftp.Topic == w.cfg.PartialTopic {
+		switch ftp.Topic {
+		case w.cfg.PartialTopic:
 			err = w.addPartials(ctx, ftp)
+			return
+		case w.cfg.RunsTopic:
+			w.addEndedRuns(ctx, ftp)
 			return
 		}
 		p := w.parts[ftp.Partition]
