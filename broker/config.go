@@ -114,6 +114,11 @@ type Config struct {
 	// measured on batch timestamps (see broker/partition). Default 24h;
 	// negative: forever.
 	ProducerIDExpiration time.Duration
+	// TransactionalIDExpiration is transactional.id.expiration.ms: a
+	// transactional id with no open transaction and no change for this
+	// long is forgotten by its coordinator. Default 7 days (0); negative:
+	// never.
+	TransactionalIDExpiration time.Duration
 	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms.
 	// Default 3s.
 	GroupInitialRebalanceDelay time.Duration

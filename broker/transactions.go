@@ -27,7 +27,7 @@ const txnStateTopic = txn.StateTopic
 
 func (b *Broker) newTxnCoordinators() *txn.Coordinators {
 	return txn.New(txn.Config{NodeID: b.cfg.NodeID, Clustered: b.cfg.clustered(), Logger: b.log,
-		Registerer: b.metrics.reg, Broker: txnBroker{b}, PeerTLS: b.peerTLS})
+		Registerer: b.metrics.reg, Broker: txnBroker{b}, PeerTLS: b.peerTLS, TxnIDExpiration: b.cfg.TransactionalIDExpiration})
 }
 
 // txnBroker is what the transaction coordinators use of the broker.

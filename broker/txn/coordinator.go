@@ -35,9 +35,10 @@ const (
 	// OpTimeout bounds the fsyncs of one coordinator operation (and the
 	// marker writes a coordinator asks of another broker).
 	OpTimeout = 30 * time.Second
-	// txnIDExpiration is transactional.id.expiration.ms: an id with no
-	// open transaction and no change for this long is forgotten (its
-	// state record tombstoned), so abandoned ids do not pile up.
+	// txnIDExpiration is the default of Config.TxnIDExpiration
+	// (transactional.id.expiration.ms): an id with no open transaction
+	// and no change for this long is forgotten (its state record
+	// tombstoned), so abandoned ids do not pile up.
 	txnIDExpiration = 7 * 24 * time.Hour
 )
 
@@ -157,7 +158,7 @@ func (c *coordinator) checkLocked(ctx context.Context, e *txnEntry) {
 	case m.ProducerID < 0:
 	case m.Status == txnPrepareCommit || m.Status == txnPrepareAbort:
 		_ = c.completeLocked(ctx, e) // logged; retried on the next tick
-	case m.Status != txnOngoing && c.now().UnixMilli()-m.UpdateMs > txnIDExpiration.Milliseconds():
+	case m.Status != txnOngoing && c.s.idExpiration() > 0 && c.now().UnixMilli()-m.UpdateMs > c.s.idExpiration().Milliseconds():
 		if err := c.expireLocked(ctx, e); err != nil && ctx.Err() == nil {
 			c.log.Warn("cannot expire transactional id, will retry", "transactional_id", e.id, "err", err)
 		}

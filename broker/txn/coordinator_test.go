@@ -208,3 +208,36 @@ func TestTxnIDExpires(t *testing.T) {
 		t.Fatal("after restart the expired id is back or the fresh one is gone")
 	}
 }
+
+// TestTxnIDExpirationConfigured: Config.TxnIDExpiration replaces the
+// 7-day default, and a negative one keeps idle ids forever.
+func TestTxnIDExpirationConfigured(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBroker(t)
+	c := b.open()
+	initTxn(t, c, "idle", 60000)
+	check := func(after time.Duration) {
+		real := c.now
+		c.now = func() time.Time { return real().Add(after) }
+		defer func() { c.now = real }()
+		for _, e := range c.entries() {
+			e.mu.Lock()
+			c.checkLocked(ctx, e)
+			e.mu.Unlock()
+		}
+	}
+	c.s.cfg.TxnIDExpiration = -1
+	check(30 * 24 * time.Hour)
+	if c.lookup("idle") == nil {
+		t.Fatal("with a negative expiration an id idle for 30 days was forgotten")
+	}
+	c.s.cfg.TxnIDExpiration = time.Hour
+	check(30 * time.Minute)
+	if c.lookup("idle") == nil {
+		t.Fatal("an id idle for 30 minutes was forgotten with a one-hour expiration")
+	}
+	check(2 * time.Hour)
+	if c.lookup("idle") != nil {
+		t.Fatal("an id idle for 2 hours is still known with a one-hour expiration")
+	}
+}

@@ -116,6 +116,21 @@ type Config struct {
 	// PeerTLS, when set, gives the TLS configuration of the clients to
 	// the other brokers (nil from it: plaintext).
 	PeerTLS func() *tls.Config
+	// TxnIDExpiration is transactional.id.expiration.ms: an id with no
+	// open transaction and no change for this long is forgotten (its
+	// state record tombstoned). 0: 7 days; negative: never.
+	TxnIDExpiration time.Duration
+}
+
+// idExpiration is Config.TxnIDExpiration with its default; 0: never.
+func (s *Coordinators) idExpiration() time.Duration {
+	switch {
+	case s.cfg.TxnIDExpiration == 0:
+		return txnIDExpiration
+	case s.cfg.TxnIDExpiration < 0:
+		return 0
+	}
+	return s.cfg.TxnIDExpiration
 }
 
 // Coordinators are the transaction coordinators of one broker and what

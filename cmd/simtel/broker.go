@@ -78,6 +78,7 @@ docs/broker-cluster.md.`,
 	f.Int32Var(&cfg.MaxRequestBytes, "max-request-bytes", 100<<20, "largest request frame accepted (socket.request.max.bytes)")
 	f.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", 30*time.Second, "how often retention and compaction run")
 	f.DurationVar(&cfg.ProducerIDExpiration, "producer-id-expiration", 24*time.Hour, "forget an idempotent producer's sequences after this long without a batch from it, measured on batch timestamps (producer.id.expiration.ms; negative: never)")
+	f.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", 7*24*time.Hour, "forget a transactional id with no open transaction after this long without a change (transactional.id.expiration.ms; negative: never)")
 	f.DurationVar(&groupDelay, "group-initial-rebalance-delay", 3*time.Second, "wait for more members before a new group's first rebalance")
 	f.StringVar(&cfg.RaftListen, "raft-listen", "", "cluster mode: host:port of the raft listener (controller; empty: single node)")
 	f.StringVar(&cfg.RaftAdvertise, "raft-advertise", "", "host:port other brokers dial for raft (default: --raft-listen)")
