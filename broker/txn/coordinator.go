@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log/slog"
 	"maps"
@@ -313,7 +312,7 @@ func (c *coordinator) expireLocked(ctx context.Context, e *txnEntry) error {
 // appendStateRecord appends one record (value nil: a tombstone) to the
 // state partition and waits until it is durable.
 func appendStateRecord(ctx context.Context, p StatePartition, key, value []byte, nowMillis int64) error {
-	batch := appendStateBatch(nil, key, value, nowMillis)
+	batch := storage.AppendBatch(nil, []storage.BatchRecord{{Key: key, Value: value}}, nowMillis)
 	hdrs, err := storage.ParseBatches(batch, 0)
 	if err != nil {
 		return fmt.Errorf("cannot encode state record: %w", err)
@@ -333,7 +332,7 @@ func (c *coordinator) appendState(ctx context.Context, p StatePartition, key, va
 	if !c.clustered || !p.Replicated() {
 		return appendStateRecord(ctx, p, key, value, nowMillis)
 	}
-	return p.Propose(c.term, appendStateBatch(nil, key, value, nowMillis))()
+	return p.Propose(c.term, storage.AppendBatch(nil, []storage.BatchRecord{{Key: key, Value: value}}, nowMillis))()
 }
 
 // persistLocked makes next the durable state of e, then adopts it.
@@ -545,34 +544,8 @@ func (c *coordinator) finishPendingLocked(ctx context.Context, e *txnEntry) *ker
 	return nil
 }
 
-// appendStateBatch encodes one uncompressed record batch with a single
-// record, without producer id; the log assigns offset and leader epoch.
-func appendStateBatch(dst, key, value []byte, nowMillis int64) []byte {
-	rec := kmsg.Record{Key: key, Value: value}
-	body := rec.AppendTo(nil)
-	rec.Length = int32(len(body) - 1)
-	body = rec.AppendTo(body[:0])
-	const headerLen, prefixLen = 61, 12
-	b := kmsg.RecordBatch{
-		Length:               int32(headerLen - prefixLen + len(body)),
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		FirstTimestamp:       nowMillis,
-		MaxTimestamp:         nowMillis,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
-		NumRecords:           1,
-		Records:              body,
-	}
-	start := len(dst)
-	dst = b.AppendTo(dst)
-	binary.BigEndian.PutUint32(dst[start+17:], crc32.Checksum(dst[start+21:], crc32.MakeTable(crc32.Castagnoli)))
-	return dst
-}
-
 // readLogRecords calls fn with every record of an internal log written
-// by appendStateBatch (uncompressed batches), in offset order. A null
+// by storage.AppendBatch (uncompressed batches), in offset order. A null
 // value is passed as nil.
 func readLogRecords(l *storage.Log, fn func(offset int64, key, value []byte)) error {
 	off, end := l.StartOffset(), l.EndOffset()
