@@ -120,7 +120,7 @@ __none__.`,
   simtel lake runs --format csv > runs.csv`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			snap, err := f.load(cmd.Context(), cmd.ErrOrStderr())
+			snap, _, _, err := f.load(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -164,7 +164,7 @@ are not listed; the compacted ones are. Filters combine.`,
 			if flt.To, err = parseLakeTime("--to", to); err != nil {
 				return err
 			}
-			snap, err := f.load(cmd.Context(), cmd.ErrOrStderr())
+			snap, _, _, err := f.load(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -58,11 +58,7 @@ nothing. A line per table goes to stderr as it is done.`,
 				o.MetadataKeep = -1 // ExpireOptions: the newest only
 			}
 			ctx := cmd.Context()
-			snap, err := f.load(ctx, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			st, _, _, err := f.open(ctx)
+			snap, st, _, err := f.load(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -102,7 +102,7 @@ rollup_1m.cpu. A measurement or topic the lake has no data of is refused
 			return err
 		}
 		if scope != retention.ScopeLake && !force {
-			snap, err := f.load(ctx, cmd.ErrOrStderr())
+			snap, _, _, err := f.load(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return fmt.Errorf("%w (--force sets a policy without checking the lake)", err)
 			}
@@ -134,11 +134,7 @@ measurement with data in the lake the retention of each tier that holds
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			snap, err := f.load(ctx, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			st, _, _, err := f.open(ctx)
+			snap, st, _, err := f.load(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -204,10 +200,7 @@ lake is refused.`,
 				cfg.Grace = -1 // retention.Config: delete at once
 			}
 			ctx := cmd.Context()
-			if _, err := f.load(ctx, cmd.ErrOrStderr()); err != nil {
-				return err
-			}
-			_, cat, _, err := f.open(ctx)
+			_, _, cat, err := f.load(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -92,25 +92,25 @@ func (s *lakeSession) snapshot(ctx context.Context) (*catalog.Snapshot, error) {
 }
 
 // load opens the lake and reads its catalog, reporting skipped catalog
-// files on stderr.
-func (f *lakeFlags) load(ctx context.Context, stderr io.Writer) (*catalog.Snapshot, error) {
+// files on stderr; it returns the store and catalog it read too.
+func (f *lakeFlags) load(ctx context.Context, stderr io.Writer) (*catalog.Snapshot, store.Store, *catalog.Catalog, error) {
 	st, cat, _, err := f.open(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if p, local := store.LocalPath(st, "x"); local {
 		if _, err := os.Stat(filepath.Dir(p)); err != nil {
-			return nil, fmt.Errorf("no lake at %s: %w (give --lake, or let 'simtel sink' or 'simtel dev' write one first)", st, err)
+			return nil, nil, nil, fmt.Errorf("no lake at %s: %w (give --lake, or let 'simtel sink' or 'simtel dev' write one first)", st, err)
 		}
 	}
 	snap, err := cat.Load(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	for _, p := range snap.Problems {
 		fmt.Fprintln(stderr, "warning:", p)
 	}
-	return snap, nil
+	return snap, st, cat, nil
 }
 
 // lakeRange parses --from and --to.
