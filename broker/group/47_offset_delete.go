@@ -21,15 +21,6 @@ var _ = oneGroup(kapi.API{Key: 47, Min: 0, Max: 0, Blocking: true},
 		sub := *q
 		sub.Topics = allowed
 		resp := c.OffsetDelete(&sub)
-		for _, t := range denied {
-			rt := kmsg.NewOffsetDeleteResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
+		resp.Topics = append(resp.Topics, offsetDeleteTopics(denied, kerr.TopicAuthorizationFailed.Code)...)
 		return resp
 	})

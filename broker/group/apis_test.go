@@ -2,11 +2,14 @@ package group
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
@@ -96,4 +99,61 @@ func responseCodes(resp kmsg.Response) []int16 {
 		return []int16{r.ErrorCode}
 	}
 	return nil
+}
+
+// single is a broker that coordinates every group itself.
+type single struct{ c *Coordinator }
+
+func (s single) Single() *Coordinator                        { return s.c }
+func (s single) CoordinatorFor(string) (*Coordinator, int16) { return s.c, 0 }
+func (s single) Served() []*Coordinator                      { return []*Coordinator{s.c} }
+
+// denyTopic authorizes everything but access to the topic it names.
+type denyTopic string
+
+func (d denyTopic) Authorize(_ auth.Principal, _ string, _ auth.Operation, res auth.Resource) bool {
+	return res != auth.Topic(string(d))
+}
+
+// OffsetDelete deletes the offsets of the topics the principal may read
+// and answers every partition of the others TOPIC_AUTHORIZATION_FAILED.
+func TestOffsetDeleteDeniedTopics(t *testing.T) {
+	h := newHarness(t, nil)
+	if codes := h.simpleCommit("g", "t1", map[int32]int64{0: 5}); codes[0] != 0 {
+		t.Fatalf("commit: %v", kerr.ErrorForCode(codes[0]))
+	}
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	req.Group = "g"
+	for topic, parts := range map[string][]int32{"t1": {0}, "secret": {1, 2}} {
+		rt := kmsg.NewOffsetDeleteRequestTopic()
+		rt.Topic = topic
+		for _, p := range parts {
+			rp := kmsg.NewOffsetDeleteRequestTopicPartition()
+			rp.Partition = p
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	var resp *kmsg.OffsetDeleteResponse
+	for _, a := range APIs.Bind(single{h.c}) {
+		if a.Key == req.Key() {
+			resp = a.Handle(&kapi.Request{Ctx: context.Background(), Msg: req, Authz: denyTopic("secret")}).(*kmsg.OffsetDeleteResponse)
+		}
+	}
+	if resp == nil || resp.ErrorCode != 0 {
+		t.Fatalf("response %+v", resp)
+	}
+	got := map[string]int16{}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			got[fmt.Sprintf("%s/%d", rt.Topic, rp.Partition)] = rp.ErrorCode
+		}
+	}
+	want := map[string]int16{"t1/0": 0, "secret/1": kerr.TopicAuthorizationFailed.Code, "secret/2": kerr.TopicAuthorizationFailed.Code}
+	if !maps.Equal(got, want) {
+		t.Errorf("partition codes %v, want %v", got, want)
+	}
+	if off := h.fetch("g")[0]; off != -1 {
+		t.Errorf("offset of t1/0 after the delete: %d, want -1", off)
+	}
 }

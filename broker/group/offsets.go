@@ -373,6 +373,23 @@ func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic, all bool, v
 	return 0, out
 }
 
+// offsetDeleteTopics answers every partition of topics with code, in
+// their order.
+func offsetDeleteTopics(topics []kmsg.OffsetDeleteRequestTopic, code int16) []kmsg.OffsetDeleteResponseTopic {
+	var out []kmsg.OffsetDeleteResponseTopic
+	for _, t := range topics {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out = append(out, rt)
+	}
+	return out
+}
+
 // OffsetDelete handles an OffsetDelete request (v0): an Empty group may
 // drop any offsets; a consumer group with members only those of topics
 // none of its members subscribe to.
@@ -388,16 +405,7 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDe
 	}
 	var items []item
 	exists := c.partitionCheck()
-	for _, t := range req.Topics {
-		rt := kmsg.NewOffsetDeleteResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-			rp.Partition = p.Partition
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
+	resp.Topics = offsetDeleteTopics(req.Topics, 0)
 	for i, t := range req.Topics {
 		for j, p := range t.Partitions {
 			rp := &resp.Topics[i].Partitions[j]
