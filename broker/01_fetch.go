@@ -124,12 +124,7 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, denied map[string]bool) (*kmsg.
 			sp.Partition = rp.Partition
 			// Empty, not null: librdkafka rejects a null record set.
 			sp.RecordBatches = []byte{}
-			if denied[rt.Topic] {
-				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-				anyErr = true
-				continue
-			}
-			part, code := b.servingPartition(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
+			part, code := b.readablePartition(denied, rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
 			if code != 0 {
 				sp.ErrorCode = code
 				anyErr = true

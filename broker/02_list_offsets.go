@@ -7,7 +7,6 @@ package broker
 // high watermark's place.
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/kapi"
@@ -31,13 +30,9 @@ func (b *Broker) handleListOffsets(r *kmsg.ListOffsetsRequest, denied map[string
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
-			part, code := b.servingPartition(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
-			switch {
-			case denied[rt.Topic]:
-				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			case code != 0:
-				sp.ErrorCode = code
-			default:
+			part, code := b.readablePartition(denied, rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
+			sp.ErrorCode = code
+			if code == 0 {
 				hw := part.HighWatermark()
 				if r.Version >= 2 && r.IsolationLevel == 1 {
 					hw = part.LastStableOffset(hw)

@@ -5,7 +5,6 @@ package broker
 // epoch is unknown.
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/kapi"
@@ -29,10 +28,8 @@ func (b *Broker) handleOffsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest,
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			part, code := b.servingPartition(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
+			part, code := b.readablePartition(denied, rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
 			switch {
-			case denied[rt.Topic]:
-				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case code != 0:
 				sp.ErrorCode = code
 			case rp.LeaderEpoch > part.LeaderEpoch():

@@ -163,6 +163,16 @@ func (b *Broker) servingPartition(t string, p, currentLeaderEpoch int32) (*parti
 	return part, 0
 }
 
+// readablePartition is servingPartition for a request whose principal
+// may not Describe the denied topics: those answer
+// TOPIC_AUTHORIZATION_FAILED before the partition is looked up.
+func (b *Broker) readablePartition(denied map[string]bool, t string, p, currentLeaderEpoch int32) (*partition.Partition, int16) {
+	if denied[t] {
+		return nil, kerr.TopicAuthorizationFailed.Code
+	}
+	return b.servingPartition(t, p, currentLeaderEpoch)
+}
+
 // localPartition returns the partition if this broker has a replica of it.
 func (b *Broker) localPartition(t string, p int32) *partition.Partition {
 	tp := b.topic(t)
