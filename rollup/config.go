@@ -129,17 +129,11 @@ func (c *Config) Validate() error {
 	if c.SummaryTopic == "" {
 		c.SummaryTopic = DefaultSummaryTopic
 	}
-	if c.MaxRunMetrics == 0 {
-		c.MaxRunMetrics = DefaultMaxRunMetrics
+	if err := orDefault(&c.MaxRunMetrics, DefaultMaxRunMetrics, "--max-run-metrics"); err != nil {
+		return err
 	}
-	if c.MaxRunMetrics < 0 {
-		return fmt.Errorf("rollup: --max-run-metrics %d is negative", c.MaxRunMetrics)
-	}
-	if c.MaxSummaryRuns == 0 {
-		c.MaxSummaryRuns = DefaultMaxSummaryRuns
-	}
-	if c.MaxSummaryRuns < 0 {
-		return fmt.Errorf("rollup: --max-summary-runs %d is negative", c.MaxSummaryRuns)
+	if err := orDefault(&c.MaxSummaryRuns, DefaultMaxSummaryRuns, "--max-summary-runs"); err != nil {
+		return err
 	}
 	for _, t := range []string{c.Topic, c.StateTopic, c.PartialTopic, c.SummaryTopic} {
 		if strings.ContainsAny(t, " /") {
@@ -157,20 +151,14 @@ func (c *Config) Validate() error {
 	if c.PartialTopic == c.Topic || c.PartialTopic == c.StateTopic || c.SummaryTopic == c.Topic || c.SummaryTopic == c.StateTopic || c.SummaryTopic == c.PartialTopic {
 		return fmt.Errorf("rollup: the topics %s (input), %s (state), %s (partials) and %s (summaries) must differ", c.Topic, c.StateTopic, c.PartialTopic, c.SummaryTopic)
 	}
-	if c.AllowedLateness == 0 {
-		c.AllowedLateness = DefaultAllowedLateness
-	}
-	if c.AllowedLateness < 0 {
-		return fmt.Errorf("rollup: --allowed-lateness %v is negative", c.AllowedLateness)
+	if err := orDefault(&c.AllowedLateness, DefaultAllowedLateness, "--allowed-lateness"); err != nil {
+		return err
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
-	if c.CommitInterval == 0 {
-		c.CommitInterval = DefaultCommitInterval
-	}
-	if c.CommitInterval < 0 {
-		return fmt.Errorf("rollup: --commit-interval %v is negative", c.CommitInterval)
+	if err := orDefault(&c.CommitInterval, DefaultCommitInterval, "--commit-interval"); err != nil {
+		return err
 	}
 	if c.TxnTimeout == 0 {
 		c.TxnTimeout = DefaultTxnTimeout
@@ -178,17 +166,26 @@ func (c *Config) Validate() error {
 	if c.TxnTimeout <= 2*c.CommitInterval || c.TxnTimeout > 15*time.Minute {
 		return fmt.Errorf("rollup: transaction timeout %v: want more than twice the commit interval %v and at most 15m", c.TxnTimeout, c.CommitInterval)
 	}
-	if c.MaxSeries == 0 {
-		c.MaxSeries = DefaultMaxSeries
-	}
-	if c.MaxSeries < 0 {
-		return fmt.Errorf("rollup: --max-series %d is negative", c.MaxSeries)
+	if err := orDefault(&c.MaxSeries, DefaultMaxSeries, "--max-series"); err != nil {
+		return err
 	}
 	if c.Partitions < 0 {
 		return fmt.Errorf("rollup: %d partitions is negative", c.Partitions)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// orDefault sets *v to def when it is zero and rejects a negative value,
+// named by its flag.
+func orDefault[T int | time.Duration](v *T, def T, flag string) error {
+	if *v == 0 {
+		*v = def
+	}
+	if *v < 0 {
+		return fmt.Errorf("rollup: %s %v is negative", flag, *v)
 	}
 	return nil
 }

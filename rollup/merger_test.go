@@ -10,8 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/testutil"
-	"github.com/simtel/simtel/internal/testutil/brokertest"
-	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 	"github.com/simtel/simtel/rollup"
 )
 
@@ -36,12 +34,8 @@ func produceRun(t *testing.T, cl *kgo.Client, run string, start time.Time, n int
 // run long forgotten amend its summary over all its samples: the worker
 // reads the run's earlier partials back.
 func TestSummaryRunsBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a broker and a rollup worker")
-	}
 	const parts, runs, perRun, maxRuns = 2, 12, 20, 3
-	b := inproc.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
-	cl := manualClient(t, b.Addr)
+	b, cl := startBroker(t, parts, "starts a broker and a rollup worker")
 	reg := prometheus.NewRegistry()
 	stop := runWorker(t, rollup.Config{Brokers: []string{b.Addr}, AllowedLateness: time.Second, IdleTimeout: -1,
 		CommitInterval: 200 * time.Millisecond, MaxSummaryRuns: maxRuns, Registry: reg, Logger: testLogger(t)})

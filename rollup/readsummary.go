@@ -199,45 +199,32 @@ func parseSummary(run string, lines map[string][]byte) (Summary, bool, error) {
 		m := MetricSummary{Metric: metric}
 		var updated int64
 		info := Summary{Run: run, PolicyVersions: []int64{}}
+		stats := map[string]**float64{"min": &m.Min, "mean": &m.Mean, "max": &m.Max, "sum": &m.Sum, "p50": &m.P50, "p95": &m.P95, "p99": &m.P99}
+		strs := map[string]*string{"state": &info.State, "job_id": &info.JobID, "user": &info.User, "name": &info.Name, "reason": &info.Reason}
 		for i := range dec.Fields {
 			f := &dec.Fields[i]
-			num := func() *float64 { v := f.Float(); return &v }
-			switch k := string(f.Key); k {
+			k := string(f.Key)
+			if p := stats[k]; p != nil {
+				v := f.Float()
+				*p = &v
+				continue
+			}
+			if p := strs[k]; p != nil {
+				*p = string(f.Str)
+				continue
+			}
+			switch k {
 			case "count":
 				m.Count = f.Int()
 			case "nonfinite":
 				m.Nonfinite = f.Int()
-			case "min":
-				m.Min = num()
-			case "mean":
-				m.Mean = num()
-			case "max":
-				m.Max = num()
-			case "sum":
-				m.Sum = num()
-			case "p50":
-				m.P50 = num()
-			case "p95":
-				m.P95 = num()
-			case "p99":
-				m.P99 = num()
 			case "last", "last_string", "last_bool":
 				m.Last = f.Interface()
 			case "updated":
 				updated = f.Int()
-			case "state":
-				info.State = string(f.Str)
 			case "exit_code":
 				c := int(f.Int())
 				info.ExitCode = &c
-			case "job_id":
-				info.JobID = string(f.Str)
-			case "user":
-				info.User = string(f.Str)
-			case "name":
-				info.Name = string(f.Str)
-			case "reason":
-				info.Reason = string(f.Str)
 			case "started":
 				info.Started = time.Unix(0, f.Int()).UTC()
 			case "ended":

@@ -86,6 +86,18 @@ func flush(t *testing.T, cl *kgo.Client, topic string, partitions int32, at time
 	}
 }
 
+// startBroker starts an in-process broker with the topic telemetry of
+// parts partitions, skipping the test under -short (why says what it
+// starts), and returns it with a manualClient.
+func startBroker(t *testing.T, parts int32, why string) (*brokertest.Broker, *kgo.Client) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why)
+	}
+	b := inproc.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
+	return b, manualClient(t, b.Addr)
+}
+
 func manualClient(t *testing.T, addr string) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.BasicConsistentPartitioner(func(string) func(*kgo.Record, int) int {
@@ -162,34 +174,21 @@ func readRollups(t *testing.T, addr, topic string) map[string]*agg {
 				t.Errorf("%s: window %s emitted twice", topic, r.Key)
 			}
 			keys[string(r.Key)] = true
-			if err := d.Decode(r.Value); err != nil {
+			wl, err := rollup.ParseWindowLine(&d, r.Value)
+			if err != nil {
 				t.Fatalf("%s: %q: %v", topic, r.Value, err)
 			}
-			if !strings.HasSuffix(string(d.Measurement), ".cpu") {
+			if wl.Measurement != "cpu" {
 				continue
 			}
-			var host string
-			for _, tg := range d.Tags {
-				if string(tg.Key) == "host" {
-					host = string(tg.Value)
-				}
-			}
 			a := &agg{}
-			for _, f := range d.Fields {
-				switch string(f.Key) {
-				case "value_count":
-					a.count = f.Int()
-				case "value_min":
-					a.min = f.Float()
-				case "value_max":
-					a.max = f.Float()
-				case "value_sum":
-					a.sum = f.Float()
-				case "value_last":
-					a.last = f.Float()
+			for _, f := range wl.Fields {
+				if f.Field == "value" {
+					a.count, a.min, a.max, a.sum = f.Count, f.Min, f.Max, f.Sum
+					a.last, _ = f.Last.(float64)
 				}
 			}
-			out[fmt.Sprintf("%s %d", host, d.Time)] = a
+			out[fmt.Sprintf("%s %d", wl.Tags["host"], wl.Start.UnixNano())] = a
 		}
 	}
 }
@@ -253,12 +252,8 @@ func runWorker(t *testing.T, cfg rollup.Config) (stop func()) {
 // max and sum exactly, the quantiles within the sketch's relative
 // accuracy.
 func TestRollupsMatchDuckDB(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a broker, a rollup worker and a sink")
-	}
 	const parts = 2
-	b := inproc.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
-	cl := manualClient(t, b.Addr)
+	b, cl := startBroker(t, parts, "starts a broker, a rollup worker and a sink")
 	start := time.Date(2026, 3, 1, 12, 58, 3, 0, time.UTC)
 	ss := genSamples([]string{"n1", "n2", "n3"}, start, 1500*time.Millisecond, 2000) // 50 min across an hour boundary
 	produce(t, cl, "telemetry", ss)
@@ -379,11 +374,7 @@ func checkQuantile(sorted []float64, q, got float64) error {
 // A sample later than --allowed-lateness behind its partition's latest
 // sample is dropped and counted; one within it lands in its window.
 func TestLateSamples(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a broker")
-	}
-	b := inproc.Start(t, brokertest.Topic("telemetry", 1), brokertest.GroupDelay(0))
-	cl := manualClient(t, b.Addr)
+	b, cl := startBroker(t, 1, "starts a broker")
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	ss := genSamples([]string{"n1"}, t0, time.Second, 61) // t0 .. t0+60s
 	produce(t, cl, "telemetry", ss)
@@ -477,12 +468,8 @@ func startWorkerProcess(t *testing.T, addr, logPath string) *exec.Cmd {
 // read back (read_committed) hold every sample exactly once, and each
 // window was emitted once.
 func TestRollupKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a broker and kills worker processes")
-	}
 	const parts = 2
-	b := inproc.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
-	cl := manualClient(t, b.Addr)
+	b, cl := startBroker(t, parts, "starts a broker and kills worker processes")
 	start := time.Date(2026, 3, 1, 12, 41, 7, 0, time.UTC)
 	ss := genSamples([]string{"n1", "n2", "n3", "n4"}, start, 700*time.Millisecond, 6000) // 70 min
 	chunks := 6

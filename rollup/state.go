@@ -154,18 +154,13 @@ func (r *stateReader) byte() byte {
 	return c
 }
 
-func (r *stateReader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *stateReader) uvarint() uint64 { return readVarint(r, binary.Uvarint) }
 
-func (r *stateReader) varint() int64 {
-	v, n := binary.Varint(r.b)
+func (r *stateReader) varint() int64 { return readVarint(r, binary.Varint) }
+
+// readVarint reads a varint with decode (binary.Uvarint or Varint).
+func readVarint[T uint64 | int64](r *stateReader, decode func([]byte) (T, int)) T {
+	v, n := decode(r.b)
 	if n <= 0 {
 		r.fail()
 		return 0

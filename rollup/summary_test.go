@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/internal/testutil"
-	"github.com/simtel/simtel/internal/testutil/brokertest"
-	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query"
 	"github.com/simtel/simtel/lake/query/querytest"
@@ -74,12 +72,8 @@ func metricOf(s rollup.Summary, metric string) *rollup.MetricSummary {
 // in the summary topic and in the lake's summary.runs; samples arriving
 // after the summary amend it.
 func TestRunSummary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a broker, a rollup worker and a sink")
-	}
 	const parts = 3
-	b := inproc.Start(t, brokertest.Topic("telemetry", parts), brokertest.GroupDelay(0))
-	cl := manualClient(t, b.Addr)
+	b, cl := startBroker(t, parts, "starts a broker, a rollup worker and a sink")
 	start := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	hosts := []string{"n1", "n2", "n3", "n4"}
 	ss := genSamples(hosts, start, time.Second, 900)
@@ -205,10 +199,7 @@ func TestRunSummary(t *testing.T) {
 // A run that ends without a single sample still gets its summary: the
 // run's figures (state, exit code, nodes, wall time) and no metrics.
 func TestEmptyRunSummary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a broker and a rollup worker")
-	}
-	b := inproc.Start(t, brokertest.Topic("telemetry", 2), brokertest.GroupDelay(0))
+	b, _ := startBroker(t, 2, "starts a broker and a rollup worker")
 	stop := runWorker(t, rollup.Config{Brokers: []string{b.Addr}, AllowedLateness: time.Second, IdleTimeout: -1,
 		CommitInterval: 200 * time.Millisecond, Logger: testLogger(t)})
 	defer stop()
