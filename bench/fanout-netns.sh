@@ -34,7 +34,9 @@
 # default the temporary directory), SIMTEL_BIN (a built simtel instead of
 # building the working tree), TIMEOUT (per step, for the warm-up and for the
 # measured version, 5m), KEEP=1 keeps the
-# temporary directory.
+# temporary directory, POLICY_ROOT (/dev/shm: the agents' policy
+# directories, on tmpfs like the agent's default --policy-dir, so that
+# installing a version syncs no disk; each step's are removed after it).
 #
 # Prints one Markdown table of the steps at the end (also OUT/table.md);
 # exits 1 if a step failed (an agent that never held the version, the
@@ -74,6 +76,7 @@ LINKS=()  # root ends of veth pairs made
 
 cleanup_extra() {
 	local ns l
+	[[ -n ${PDIR:-} ]] && rm -rf "$PDIR"
 	for l in "${LINKS[@]}"; do
 		ip link del "$l" 2>/dev/null || true
 	done
@@ -112,6 +115,7 @@ build_simtel
 WORK=$(mktemp -d -t simtel-fanout-netns.XXXXXX)
 OUT=${OUT:-$WORK}
 mkdir -p "$OUT"
+PDIR=$(mktemp -d -p "${POLICY_ROOT:-/dev/shm}" simtel-fanout-netns.XXXXXX)
 
 log "bridge $BRIDGE ($NET.0.1/16), broker and $NODES node namespaces, links at $RATE (tbf burst $BURST)"
 ip link add "$BRIDGE" type bridge
@@ -160,7 +164,7 @@ start_agents() {
 	for i in "${!NODE_NS[@]}"; do
 		dir=$WORK/$policy/node$i
 		mkdir -p "$dir"
-		args=(agent --brokers "$BADDR:$BPORT" --policies "$policy" --policy-dir "$dir/policy"
+		args=(agent --brokers "$BADDR:$BPORT" --policies "$policy" --policy-dir "$PDIR/$policy/node$i"
 			--spool-dir "$dir/spool" --listen-udp "" --listen-tcp "" --listen-http "${NODE_ADDR[$i]}:$APORT"
 			--host "node$i" --run "$policy" --log-level warn
 			--gossip-listen "${NODE_ADDR[$i]}:$GPORT" --gossip-join "${NODE_ADDR[0]}:$GPORT")
@@ -225,6 +229,7 @@ for mode in $MODES; do
 		step_failed "$mode" "$(tail -n1 "$WORK/step-$STEP.err")"
 	fi
 	stop_agents
+	rm -rf "${PDIR:?}/$policy"
 	broker_alive "$BROKER_PID" || FAILED+=("broker")
 done
 
