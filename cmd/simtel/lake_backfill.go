@@ -111,11 +111,7 @@ func runLakeBackfill(cmd *cobra.Command, f *lakeFlags, o *lakeBackfillFlags) err
 		return err
 	}
 	ctx := cmd.Context()
-	ls, err := f.session(cmd)
-	if err != nil {
-		return err
-	}
-	snap, err := ls.snapshot(ctx)
+	ls, snap, err := f.loadedSession(cmd)
 	if err != nil {
 		return err
 	}

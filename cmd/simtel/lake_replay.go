@@ -120,16 +120,12 @@ func runLakeReplay(cmd *cobra.Command, f *lakeFlags, o *lakeReplayFlags) error {
 		return err
 	}
 	ctx := cmd.Context()
-	ls, err := f.session(cmd)
+	ls, snap, err := f.loadedSession(cmd)
 	if err != nil {
 		return err
 	}
 	cfg.Logger = ls.log
 	cfg.Engine = ls.engine
-	snap, err := ls.snapshot(ctx)
-	if err != nil {
-		return err
-	}
 	r, err := replay.Open(ctx, snap, ls.cache, cfg)
 	if err != nil {
 		return err

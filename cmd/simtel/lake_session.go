@@ -82,6 +82,16 @@ func (f *lakeFlags) session(cmd *cobra.Command) (*lakeSession, error) {
 	return &lakeSession{log: log, engine: query.Options{Logger: log, Progress: cmd.ErrOrStderr()}, st: st, cat: cat, cache: cache}, nil
 }
 
+// loadedSession is session followed by a read of the lake's catalog.
+func (f *lakeFlags) loadedSession(cmd *cobra.Command) (*lakeSession, *catalog.Snapshot, error) {
+	ls, err := f.session(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := ls.snapshot(cmd.Context())
+	return ls, snap, err
+}
+
 // snapshot reads the lake's catalog.
 func (s *lakeSession) snapshot(ctx context.Context) (*catalog.Snapshot, error) {
 	snap, err := s.cat.Load(ctx)
