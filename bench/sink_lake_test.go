@@ -61,3 +61,33 @@ func TestRunSinkBenchIceberg(t *testing.T) {
 		t.Fatal("--iceberg-catalog without --lake accepted")
 	}
 }
+
+// BenchmarkSinkLake runs `simtel bench sink --flushes 10 --lake` on
+// 200,000 samples per op, with and without --iceberg-catalog, for
+// profiles of the commit path:
+//
+//	go test -run X -bench SinkLake/iceberg -cpuprofile cpu.out ./bench/
+func BenchmarkSinkLake(b *testing.B) {
+	for _, withIceberg := range []bool{false, true} {
+		name := "plain"
+		if withIceberg {
+			name = "iceberg"
+		}
+		b.Run(name, func(b *testing.B) {
+			var cpu float64
+			for range b.N {
+				dir := b.TempDir()
+				cfg := SinkBenchConfig{Samples: 200_000, Flushes: 10, Lake: dir}
+				if withIceberg {
+					cfg.IcebergCatalog = "sqlite:" + filepath.Join(dir, "iceberg.db")
+				}
+				r, err := RunSinkBench(context.Background(), cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu += r.CPUSeconds
+			}
+			b.ReportMetric(float64(b.N)*200_000/cpu, "samples/CPU-s")
+		})
+	}
+}
