@@ -415,9 +415,15 @@ func (b *Broker) Kill() {
 	b.Proc.Kill()
 }
 
+// process fails the test unless b is a broker process that may be
+// killed or restarted: under -short, only one started with SkipShort (or
+// a cluster's), so that the -short run stays free of those tests.
 func (b *Broker) process(what string) {
 	if b.Proc == nil {
 		b.t.Fatalf("brokertest: %s needs a broker process (brokertest.Start, StartCluster or NewNode)", what)
+	}
+	if testing.Short() && !b.o.skipShort {
+		b.t.Fatalf("brokertest: %s under -short: start the broker with brokertest.SkipShort", what)
 	}
 }
 
