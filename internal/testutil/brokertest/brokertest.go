@@ -65,7 +65,8 @@ type topic struct {
 // SkipShort skips the test under go test -short: the option of a test
 // that stops, kills, pauses or restarts its broker, or that runs long.
 // Without it a broker process runs under -short too (scripts/test.sh's
-// race run is -short). StartCluster and NewNode imply it.
+// race run is -short), and Kill or Restart under -short fails the test.
+// StartCluster and NewNode imply it.
 func SkipShort() Option { return func(o *options) { o.skipShort = true } }
 
 // DataDir makes the broker keep its data in dir instead of a new
