@@ -11,12 +11,14 @@
 # test exercises the plaintext path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cleanup=()
+trap 'for c in "${cleanup[@]}"; do eval "$c"; done' EXIT
 scripts/install-deps.sh
 # A real single-host Slurm cluster with emulated nodes for slurm/'s
 # end-to-end test (needs root; installs slurm-wlm and munge when missing).
 if [ "$(id -u)" -eq 0 ] || [ -n "${CI:-}" ]; then
   eval "$(scripts/slurm-up.sh)"
-  trap 'scripts/slurm-down.sh >/dev/null 2>&1 || true' EXIT
+  cleanup+=("scripts/slurm-down.sh >/dev/null 2>&1 || true")
 else
   echo "not root: no Slurm test cluster (slurm/'s end-to-end test will skip)" >&2
 fi
@@ -27,6 +29,13 @@ if [ -n "$unformatted" ]; then
   echo "$unformatted" >&2
   exit 1
 fi
+# One simtel binary for every package's tests that run it as a process
+# (brokers, agents, the CLI), instead of a link per test process.
+bindir=$(mktemp -d)
+chmod 755 "$bindir"
+cleanup+=("rm -rf '$bindir'")
+go build -o "$bindir/simtel" ./cmd/simtel
+export SIMTEL_TEST_BINARY=$bindir/simtel
 go test -count=1 -timeout 25m ./...
 go test -count=1 -race -short -timeout 15m ./broker/... ./agent/...
 KGO_SUITE_TLS=1 scripts/kgo-suite.sh

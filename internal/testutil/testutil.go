@@ -29,10 +29,23 @@ var (
 	buildErr  error
 )
 
-// Binary builds ./cmd/simtel once per test process and returns its path.
+// BinaryEnv names a simtel binary built from this tree that Binary
+// returns instead of building one: scripts/test.sh builds it once for all
+// the packages' test processes, each of which would otherwise link its own.
+const BinaryEnv = "SIMTEL_TEST_BINARY"
+
+// Binary returns the path of a simtel binary: $SIMTEL_TEST_BINARY when
+// set, else ./cmd/simtel built once per test process.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if p := os.Getenv(BinaryEnv); p != "" {
+			if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+				buildErr = fmt.Errorf("%s=%s is not an executable file (unset it to build ./cmd/simtel)", BinaryEnv, p)
+			}
+			binPath = p
+			return
+		}
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		dir, err := binDir()
