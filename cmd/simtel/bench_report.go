@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/simtel/simtel/bench"
 )
@@ -21,7 +22,8 @@ func newBenchReportCmd() *cobra.Command {
 results section of bench/README.md.`,
 	}
 
-	var run, kind, label, command, serverSync, failure, input string
+	var kind, serverSync string
+	var step stepFlags
 	add := &cobra.Command{
 		Use:   "add",
 		Short: "Append a step's output to a run file",
@@ -30,21 +32,18 @@ results section of bench/README.md.`,
   nats bench js pub async ... | simtel bench report add --run run.json --kind jetstream --label "js async" --command "..."`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := readStepInput(input)
+			b, err := readStepInput(step.input)
 			if err != nil {
 				return err
 			}
-			return bench.AddStep(run, kind, label, command, serverSync, failure, b)
+			return bench.AddStep(step.run, kind, step.label, step.command, serverSync, step.failure, b)
 		},
 	}
 	f := add.Flags()
-	f.StringVar(&run, "run", "", "run file to append to (created if missing)")
+	step.register(f, "the exact command that produced the output", "file with the step's output, - for stdin",
+		"how the step's command failed (recorded; its figures are left out of the summary)")
 	f.StringVar(&kind, "kind", "", "disk, produce, consume (their --json output) or jetstream (nats bench text output)")
-	f.StringVar(&label, "label", "", "name of the step")
-	f.StringVar(&command, "command", "", "the exact command that produced the output")
 	f.StringVar(&serverSync, "server-sync", "", "jetstream: the server's sync_interval (empty: its default)")
-	f.StringVar(&input, "input", "-", "file with the step's output, - for stdin")
-	f.StringVar(&failure, "failed", "", "how the step's command failed (recorded; its figures are left out of the summary)")
 
 	var p bench.PublishConfig
 	publish := &cobra.Command{
@@ -89,25 +88,20 @@ func newStepReportCmd(use, what, script, producer, resultsDir, section string,
 --json) to a run file, "publish" writes %s/<id>.json and
 rewrites the %s in bench/README.md.`, script, producer, resultsDir, section),
 	}
-	var run, label, command, failure, input string
+	var step stepFlags
 	add := &cobra.Command{
 		Use:   "add",
 		Short: "Append a step's output to a run file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := readStepInput(input)
+			b, err := readStepInput(step.input)
 			if err != nil {
 				return err
 			}
-			return addStep(run, label, command, failure, b)
+			return addStep(step.run, step.label, step.command, step.failure, b)
 		},
 	}
-	f := add.Flags()
-	f.StringVar(&run, "run", "", "run file to append to (created if missing)")
-	f.StringVar(&label, "label", "", "name of the step")
-	f.StringVar(&command, "command", "", "the exact commands of the step")
-	f.StringVar(&input, "input", "-", "file with the step's JSON output, - for stdin")
-	f.StringVar(&failure, "failed", "", "how the step's command failed")
+	step.register(add.Flags(), "the exact commands of the step", "file with the step's JSON output, - for stdin", "how the step's command failed")
 
 	var p bench.PublishConfig
 	publish := &cobra.Command{
@@ -126,6 +120,17 @@ rewrites the %s in bench/README.md.`, script, producer, resultsDir, section),
 	registerPublishFlags(publish, &p, resultsDir, section, script)
 	cmd.AddCommand(add, publish)
 	return cmd
+}
+
+// stepFlags are the flags of a report's add command.
+type stepFlags struct{ run, label, command, failure, input string }
+
+func (s *stepFlags) register(f *pflag.FlagSet, commandHelp, inputHelp, failedHelp string) {
+	f.StringVar(&s.run, "run", "", "run file to append to (created if missing)")
+	f.StringVar(&s.label, "label", "", "name of the step")
+	f.StringVar(&s.command, "command", "", commandHelp)
+	f.StringVar(&s.input, "input", "-", inputHelp)
+	f.StringVar(&s.failure, "failed", "", failedHelp)
 }
 
 // readStepInput reads a step's output from a file or, for "-", stdin.
