@@ -130,13 +130,18 @@ func (b *Broker) awaitElection(topic string, i int32) {
 
 // partitionLeaderBroker names the broker leading a partition: the raft
 // leader a local replica knows of (it hears of a new leader before the
-// controller does), else the controller's record.
+// controller does), else the controller's record; never a broker seen
+// gone or stopping (cluster.Node.PeerDown), whose port refuses clients.
 func (b *Broker) partitionLeaderBroker(topic string, i int32) (cluster.BrokerInfo, bool) {
 	md := b.cluster.Metadata()
+	live := func(id int32) (cluster.BrokerInfo, bool) {
+		lb, ok := md.Brokers[id]
+		return lb, ok && lb.Alive && !b.cluster.PeerDown(id)
+	}
 	if p := b.localPartition(topic, i); p != nil && p.Replicated() {
 		if _, id := p.Raft().LeaderWithID(); id != "" {
 			if n, err := strconv.Atoi(string(id)); err == nil {
-				if lb, ok := md.Brokers[int32(n)]; ok && lb.Alive {
+				if lb, ok := live(int32(n)); ok {
 					return lb, true
 				}
 			}
@@ -146,6 +151,5 @@ func (b *Broker) partitionLeaderBroker(topic string, i int32) (cluster.BrokerInf
 	if ti == nil || i < 0 || int(i) >= len(ti.Partitions) {
 		return cluster.BrokerInfo{}, false
 	}
-	lb, ok := md.Brokers[ti.Partitions[i].Leader]
-	return lb, ok && lb.Alive
+	return live(ti.Partitions[i].Leader)
 }

@@ -391,6 +391,11 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.log.Info("broker serving", "node_id", b.cfg.NodeID, "listener", l.Name, "protocol", l.Proto, "listen", l.Listen.String(), "advertise", l.Advertise, "cluster_id", b.clusterID)
 	}
 	<-ctx.Done()
+	if b.cluster != nil {
+		// The other brokers stop naming this one in their answers
+		// before its listener refuses the clients they send here.
+		b.cluster.Leaving()
+	}
 	// Refuse new client connections at once: one accepted now would be
 	// closed before its first answer (its context is cancelled), which a
 	// client may take as a failed request rather than a broker to skip;

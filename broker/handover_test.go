@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -119,8 +121,21 @@ func TestClusterGroupCommitsThroughCoordinatorRestarts(t *testing.T) {
 
 	tr := &groupTracker{seen: map[string]int{}, acked: map[int32]int64{}, first: map[int32]int64{}, next: map[int32]int64{}}
 	sessionErrs := &groupSessionErrors{}
-	member, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(sessionErrs))
+	memberOpts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(sessionErrs)}
+	// With SIMTEL_TEST_LOG_DIR the member's client logs beside the
+	// brokers: what it asked whom, and why its session ended if it did.
+	if d := os.Getenv("SIMTEL_TEST_LOG_DIR"); d != "" {
+		f, err := os.Create(filepath.Join(d, fmt.Sprintf("member-%d.log", time.Now().UnixNano())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		memberOpts = append(memberOpts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelDebug, func() string {
+			return time.Now().UTC().Format("15:04:05.000 ")
+		})))
+	}
+	member, err := kgo.NewClient(memberOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,7 +195,10 @@ type Node struct {
 	// what a group's transport knows of a follower's state (appendMark)
 	// holds only while it has not changed.
 	peerChanges atomic.Uint64
-	leaderObs chan raft.Observation
+	// leaving is closed by Leaving (watch.go).
+	leaving     chan struct{}
+	leavingOnce sync.Once
+	leaderObs   chan raft.Observation
 	// groups are the transports of the running raft groups, by group id.
 	groups struct {
 		sync.Mutex
@@ -261,6 +264,7 @@ func New(cfg Config) (*Node, error) {
 	n.gossip.members = map[string]nodeMeta{}
 	n.down.ids = map[int32]bool{}
 	n.down.up = make(chan struct{})
+	n.leaving = make(chan struct{})
 	n.leaderObs = make(chan raft.Observation, 256)
 	n.groups.m = map[uint64]*groupTransport{}
 	var inc [8]byte

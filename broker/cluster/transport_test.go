@@ -335,3 +335,36 @@ func TestIdleAppendEntriesAnsweredLocally(t *testing.T) {
 		t.Fatal("answered locally after the follower refused")
 	}
 }
+
+// TestLeavingSeenAtOnce: a broker that says it is leaving (Leaving, as a
+// clean stop does before its Kafka listener closes) is PeerDown on the
+// others while its process and sockets still run.
+func TestLeavingSeenAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs raft elections")
+	}
+	nodes := startNodes(t, clusterConfigs(t, 3))
+	waitFor(t, "a controller leader and 3 registered brokers everywhere", func() bool {
+		if leaderIndex(nodes) < 0 {
+			return false
+		}
+		for _, n := range nodes {
+			if len(n.Metadata().AliveBrokers()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	leaver := nodes[2]
+	id := leaver.cfg.NodeID
+	for _, n := range nodes[:2] {
+		if n.PeerDown(id) {
+			t.Fatalf("broker %d is down on broker %d before it said anything", id, n.cfg.NodeID)
+		}
+	}
+	leaver.Leaving()
+	leaver.Leaving() // a second call changes nothing
+	waitFor(t, "the leaving broker down on the others", func() bool {
+		return nodes[0].PeerDown(id) && nodes[1].PeerDown(id)
+	})
+}

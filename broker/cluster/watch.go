@@ -21,12 +21,22 @@ package cluster
 //     decide, as they do for a stopped (SIGSTOP) or partitioned broker
 //     whose sockets stay open.
 //
+// A broker stopping cleanly says so first (Leaving): it writes one byte
+// on every watch connection it serves, and its watchers take it as gone
+// at once. It then closes its Kafka listener and hands its leaderships
+// off, which under load takes seconds; meanwhile the other brokers used
+// to name it in FindCoordinator and Metadata answers (their replicas
+// still followed it and the controller still had it alive), and a client
+// sent there found its port refusing connections: franz-go gives up an
+// OffsetFetch at once on a refused dial, which ended a consumer group
+// member's session. Seen gone, it is named by nobody: requests wait for
+// the new leader or are told to retry (handover.go in the broker).
+//
 // Being wrong costs an unneeded election, never safety: the election is
 // an ordinary raft election (a voter grants its vote only to a candidate
 // whose log is at least as up to date as its own; one leader per term).
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -54,7 +64,28 @@ func (n *Node) serveWatch(conn net.Conn) {
 	if _, err := conn.Write(b[:]); err != nil {
 		return
 	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-n.leaving:
+			_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			_, _ = conn.Write([]byte{watchLeaving})
+		case <-done:
+		}
+	}()
 	_, _ = io.Copy(io.Discard, conn) // until EOF or close
+}
+
+// watchLeaving is the byte a broker stopping cleanly writes on the watch
+// connections it serves (Leaving).
+const watchLeaving byte = 1
+
+// Leaving tells the brokers watching this one that it is stopping: they
+// take it as gone (PeerDown) at once. Call it before the broker stops
+// serving clients.
+func (n *Node) Leaving() {
+	n.leavingOnce.Do(func() { close(n.leaving) })
 }
 
 // watchPeers keeps a watcher goroutine per other broker of the metadata
@@ -121,7 +152,10 @@ func (n *Node) watchPeer(ctx context.Context, id int32, addr raft.ServerAddress)
 		known = inc
 		n.setPeerUp(id)
 		stop := context.AfterFunc(ctx, func() { conn.Close() })
-		_, _ = io.Copy(io.Discard, conn) // returns when the connection ends
+		if readWatch(conn) {
+			n.peerDown(ctx, id, "it is stopping")
+			_, _ = io.Copy(io.Discard, conn) // until it is gone
+		}
 		stop()
 		conn.Close()
 		if ctx.Err() != nil {
@@ -150,6 +184,21 @@ func (n *Node) watchPeer(ctx context.Context, id int32, addr raft.ServerAddress)
 	}
 }
 
+// readWatch waits on a watch connection: true when the peer says it is
+// leaving, false when the connection ends.
+func readWatch(conn net.Conn) bool {
+	var b [1]byte
+	for {
+		n, err := conn.Read(b[:])
+		if n > 0 && b[0] == watchLeaving {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
 // dialWatch opens a watch connection and reads the peer's incarnation.
 func (n *Node) dialWatch(ctx context.Context, addr raft.ServerAddress) (net.Conn, uint64, error) {
 	conn, err := n.mux.dial(addr, time.Second, []byte{kindWatch})
@@ -160,7 +209,8 @@ func (n *Node) dialWatch(ctx context.Context, addr raft.ServerAddress) (net.Conn
 	defer stop()
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	var b [8]byte
-	if _, err := io.ReadFull(bufio.NewReaderSize(conn, 16), b[:]); err != nil {
+	// Unbuffered: a leaving peer's next byte is readWatch's.
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
 		conn.Close()
 		return nil, 0, err
 	}
