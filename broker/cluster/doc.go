@@ -71,11 +71,14 @@
 // runs each through its group's raft heartbeat handler. A data group's
 // heartbeats to a follower are paced to one per quarter of its heartbeat
 // timeout, so the held heartbeats of all groups go out together in a few
-// frames a second (transport.go). The transport
-// owns raft's RPC channel so that the node can hand a group a
+// frames a second (transport.go). An idle data group's empty
+// AppendEntries that repeat what a follower acknowledged are answered by
+// the transport from that answer rather than sent (transport.go). The
+// transport owns raft's RPC channel so that the node can hand a group a
 // TimeoutNow. The node keeps one watch connection to every other broker
-// of the metadata; when a broker's process is seen to go away, the
-// groups that follow it as leader elect a new one at once (watch.go).
+// of the metadata; when a broker's process is seen to go away, or the
+// broker says on it that it is stopping (Node.Leaving), the groups that
+// follow it as leader elect a new one at once (watch.go).
 //
 // # Data groups
 //
