@@ -80,18 +80,7 @@ func TestCoalescedHeartbeatsAndFastElection(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs raft elections")
 	}
-	nodes := startNodes(t, clusterConfigs(t, 3))
-	waitFor(t, "a controller leader and 3 registered brokers everywhere", func() bool {
-		if leaderIndex(nodes) < 0 {
-			return false
-		}
-		for _, n := range nodes {
-			if len(n.Metadata().AliveBrokers()) != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	nodes := startSettledNodes(t)
 	// Data groups led, after their first election, by whoever wins.
 	const groups = 8
 	rafts := map[int][]*raft.Raft{}
@@ -343,18 +332,7 @@ func TestLeavingSeenAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs raft elections")
 	}
-	nodes := startNodes(t, clusterConfigs(t, 3))
-	waitFor(t, "a controller leader and 3 registered brokers everywhere", func() bool {
-		if leaderIndex(nodes) < 0 {
-			return false
-		}
-		for _, n := range nodes {
-			if len(n.Metadata().AliveBrokers()) != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	nodes := startSettledNodes(t)
 	leaver := nodes[2]
 	id := leaver.cfg.NodeID
 	for _, n := range nodes[:2] {
@@ -367,4 +345,23 @@ func TestLeavingSeenAtOnce(t *testing.T) {
 	waitFor(t, "the leaving broker down on the others", func() bool {
 		return nodes[0].PeerDown(id) && nodes[1].PeerDown(id)
 	})
+}
+
+// startSettledNodes starts three nodes and waits until the controller has
+// a leader and every node sees the three brokers registered.
+func startSettledNodes(t *testing.T) []*testNode {
+	t.Helper()
+	nodes := startNodes(t, clusterConfigs(t, 3))
+	waitFor(t, "a controller leader and 3 registered brokers everywhere", func() bool {
+		if leaderIndex(nodes) < 0 {
+			return false
+		}
+		for _, n := range nodes {
+			if len(n.Metadata().AliveBrokers()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes
 }
