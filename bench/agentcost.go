@@ -227,9 +227,16 @@ func (p *agentProbe) snapshot(ctx context.Context, proc *procReader, udpPort int
 // The socket matters: the agent lets datagrams gather in it for up to its
 // --packet-gather (1 s), longer than the received count stands still
 // between two polls.
-func (p *agentProbe) waitIdle(ctx context.Context, since agentCounters, timeout time.Duration, socketEmpty func() bool) (agentCounters, bool, error) {
+//
+// want is how many lines the agent should have received since since (-1:
+// unknown). Until they all have, counts that stand still for one poll may
+// be an agent descheduled between reading lines and counting them (a slow
+// spool write on a busy disk), so idle then needs them still for
+// idleShort; lines really lost (UDP drops) end the wait after it.
+func (p *agentProbe) waitIdle(ctx context.Context, since agentCounters, want int64, timeout time.Duration, socketEmpty func() bool) (agentCounters, bool, error) {
 	deadline := time.Now().Add(timeout)
 	var last agentCounters
+	var still time.Time // since when the counts stand still; zero while they move
 	for first := true; ; first = false {
 		c, err := p.counters(ctx)
 		if err != nil {
@@ -239,7 +246,14 @@ func (p *agentProbe) waitIdle(ctx context.Context, since agentCounters, timeout 
 		done := c.Sent - since.Sent + c.Dropped - since.Dropped
 		if !first && c.Pending == 0 && done >= accepted && sumCounts(c.Received) == sumCounts(last.Received) &&
 			(socketEmpty == nil || socketEmpty()) {
-			return c, true, nil
+			if still.IsZero() {
+				still = time.Now()
+			}
+			if want < 0 || sumCounts(c.Received)-sumCounts(since.Received) >= want || time.Since(still) >= idleShort {
+				return c, true, nil
+			}
+		} else {
+			still = time.Time{}
 		}
 		last = c
 		if time.Now().After(deadline) {
@@ -252,6 +266,10 @@ func (p *agentProbe) waitIdle(ctx context.Context, since agentCounters, timeout 
 		}
 	}
 }
+
+// idleShort is how long the counts must stand still before waitIdle calls
+// an agent that received fewer lines than were sent idle.
+const idleShort = 2 * time.Second
 
 func sumCounts(m map[string]int64) int64 {
 	var n int64

@@ -95,15 +95,45 @@ func TestWaitIdleWaitsForSocket(t *testing.T) {
 	p := &agentProbe{metricsURL: srv.URL, http: srv.Client()}
 	ctx := context.Background()
 
-	if _, idle, err := p.waitIdle(ctx, agentCounters{}, 5*time.Second, nil); err != nil || !idle {
+	if _, idle, err := p.waitIdle(ctx, agentCounters{}, -1, 5*time.Second, nil); err != nil || !idle {
 		t.Fatalf("without a socket to check: idle %v, err %v", idle, err)
 	}
 	checks := 0
 	queued := func() bool { checks++; return checks > 3 } // three polls with datagrams waiting
-	if _, idle, err := p.waitIdle(ctx, agentCounters{}, 10*time.Second, queued); err != nil || !idle || checks != 4 {
+	if _, idle, err := p.waitIdle(ctx, agentCounters{}, -1, 10*time.Second, queued); err != nil || !idle || checks != 4 {
 		t.Fatalf("idle %v after %d socket checks (err %v), want idle once the fourth finds it empty", idle, checks, err)
 	}
-	if _, idle, err := p.waitIdle(ctx, agentCounters{}, 600*time.Millisecond, func() bool { return false }); err != nil || idle {
+	if _, idle, err := p.waitIdle(ctx, agentCounters{}, -1, 600*time.Millisecond, func() bool { return false }); err != nil || idle {
 		t.Fatalf("datagrams never read: idle %v, err %v; want not idle at the timeout", idle, err)
+	}
+}
+
+// TestWaitIdleWaitsForMissingLines: counts that stand still while fewer
+// lines than were sent have arrived are not idle at once (the agent may
+// hold lines it read and has not counted yet); they are after idleShort.
+func TestWaitIdleWaitsForMissingLines(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "%s 10\n%s 10\n%s 0\n# TYPE %s counter\n%s{listener=\"udp\"} 10\n", metricSpooled, metricSent, metricPending, metricReceived, metricReceived)
+	}))
+	defer srv.Close()
+	p := &agentProbe{metricsURL: srv.URL, http: srv.Client()}
+	ctx := context.Background()
+
+	start := time.Now()
+	if _, idle, err := p.waitIdle(ctx, agentCounters{}, 10, 10*time.Second, nil); err != nil || !idle {
+		t.Fatalf("every line arrived: idle %v, err %v", idle, err)
+	}
+	if d := time.Since(start); d >= idleShort {
+		t.Errorf("every line arrived, yet idle only after %v", d)
+	}
+	start = time.Now()
+	if _, idle, err := p.waitIdle(ctx, agentCounters{}, 20, 10*time.Second, nil); err != nil || !idle {
+		t.Fatalf("lines missing: idle %v, err %v; want idle after %v", idle, err, idleShort)
+	}
+	if d := time.Since(start); d < idleShort {
+		t.Errorf("10 of 20 lines arrived: idle after %v, want at least %v", d, idleShort)
+	}
+	if _, idle, err := p.waitIdle(ctx, agentCounters{}, 20, time.Second, nil); err != nil || idle {
+		t.Fatalf("lines missing, timeout before idleShort: idle %v, err %v; want not idle", idle, err)
 	}
 }

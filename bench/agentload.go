@@ -319,7 +319,7 @@ func AgentLoad(ctx context.Context, cfg AgentLoadConfig) (*AgentLoadResult, erro
 		if err != nil {
 			return nil, err
 		}
-		if _, idle, err := g.probe.waitIdle(ctx, since, cfg.DrainTimeout, socketEmpty); err != nil {
+		if _, idle, err := g.probe.waitIdle(ctx, since, -1, cfg.DrainTimeout, socketEmpty); err != nil {
 			return nil, err
 		} else if !idle {
 			res.Notes = append(res.Notes, "the agent was still shipping an earlier run's samples when this run started")
@@ -372,7 +372,7 @@ func AgentLoad(ctx context.Context, cfg AgentLoadConfig) (*AgentLoadResult, erro
 	var after agentSnapshot
 	if g.probe != nil && !errors.Is(runErr, ErrProcessGone) {
 		dctx := context.WithoutCancel(ctx) // report even an interrupted run
-		c, idle, err := g.probe.waitIdle(dctx, before.Counters, cfg.DrainTimeout, socketEmpty)
+		c, idle, err := g.probe.waitIdle(dctx, before.Counters, sc.Lines, cfg.DrainTimeout, socketEmpty)
 		drained := time.Since(lastLine)
 		if err == nil {
 			after, err = g.probe.snapshot(dctx, g.proc, udpPort)
