@@ -168,6 +168,14 @@ func (t *Table[S]) Add(api API, handle func(S, *Request) kmsg.Response) struct{}
 	return struct{}{}
 }
 
+// Typed adapts a handler that takes the request as its own kmsg type and
+// returns its own response type to the form Add takes, so that a file
+// declares its API with the handler's name alone: the registry dispatches
+// on the key, so the request is always of the handler's type.
+func Typed[S any, Q kmsg.Request, P kmsg.Response](h func(S, *Request, Q) P) func(S, *Request) kmsg.Response {
+	return func(s S, r *Request) kmsg.Response { return h(s, r, r.Msg.(Q)) }
+}
+
 // AddServe declares an API whose handler answers through Request.Slot
 // itself.
 func (t *Table[S]) AddServe(api API, serve func(S, *Request)) struct{} {

@@ -25,6 +25,23 @@ func TestTableBindsHandlers(t *testing.T) {
 	}
 }
 
+func TestTypedPassesTheRequestAsItsType(t *testing.T) {
+	var tab Table[*server]
+	tab.Add(API{Key: 3, Min: 0, Max: 11}, Typed(func(s *server, r *Request, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		resp.Version = req.Version
+		resp.ClusterID = &s.name
+		return resp
+	}))
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 7
+	got := tab.Bind(&server{name: "two"})[0].Handle(&Request{Msg: req})
+	resp, ok := got.(*kmsg.MetadataResponse)
+	if !ok || resp.Version != 7 || resp.ClusterID == nil || *resp.ClusterID != "two" {
+		t.Fatalf("handler answered %#v", got)
+	}
+}
+
 func TestVersionsFollowRegistrations(t *testing.T) {
 	handle := func(*Request) kmsg.Response { return nil }
 	for _, cluster := range []bool{false, true} {
