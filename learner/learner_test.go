@@ -42,6 +42,14 @@ func testClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// startPublisher starts a broker and a publisher with a client of its own.
+func startPublisher(t *testing.T) (addr string, cl *kgo.Client, p *Publisher) {
+	t.Helper()
+	addr = inproc.Start(t).Addr
+	cl = testClient(t, addr)
+	return addr, cl, NewPublisher(cl, testLogger())
+}
+
 func blob(n int) []byte {
 	b := make([]byte, n)
 	rand.Read(b)
@@ -153,9 +161,7 @@ func checkLatest(t *testing.T, dir, policy string, v int64) {
 }
 
 func TestPublishLatestFetch(t *testing.T) {
-	addr := inproc.Start(t).Addr
-	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger())
+	_, cl, p := startPublisher(t)
 	ctx := context.Background()
 
 	if _, ok, err := Latest(ctx, cl, "absent"); err != nil || ok {
@@ -271,9 +277,7 @@ func TestPublishFromStreamRaisesRetention(t *testing.T) {
 }
 
 func TestSubscriberStartsAtNewest(t *testing.T) {
-	addr := inproc.Start(t).Addr
-	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger())
+	addr, _, p := startPublisher(t)
 	var data []byte
 	for i := range 3 {
 		data = blob(100_000 * (i + 1))
@@ -452,9 +456,7 @@ func produceVersion(t *testing.T, cl *kgo.Client, policy string, v int64, data [
 }
 
 func TestCorruptVersionRejected(t *testing.T) {
-	addr := inproc.Start(t).Addr
-	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger())
+	addr, cl, p := startPublisher(t)
 	v1 := blob(5000)
 	publish(t, p, "c", v1)
 	dir := t.TempDir()
@@ -507,9 +509,7 @@ func TestCorruptVersionRejected(t *testing.T) {
 }
 
 func TestWaitIsPrompt(t *testing.T) {
-	addr := inproc.Start(t).Addr
-	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger())
+	addr, _, p := startPublisher(t)
 	// The subscriber starts before the topic exists.
 	s := startSub(t, addr, "w", t.TempDir(), nil)
 
@@ -550,9 +550,7 @@ func TestWaitIsPrompt(t *testing.T) {
 }
 
 func TestKeepDeletesOldVersions(t *testing.T) {
-	addr := inproc.Start(t).Addr
-	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger())
+	addr, _, p := startPublisher(t)
 	dir := t.TempDir()
 	s := startSub(t, addr, "k", dir, func(c *SubscriberConfig, _ *subscriberHooks) { c.Keep = 2 })
 	for v := int64(1); v <= 4; v++ {
@@ -576,9 +574,7 @@ func TestKeepDeletesOldVersions(t *testing.T) {
 }
 
 func TestUnfinishedVersionIgnored(t *testing.T) {
-	addr := inproc.Start(t).Addr
-	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger())
+	addr, cl, p := startPublisher(t)
 	v1 := blob(2000)
 	publish(t, p, "u", v1)
 	dir := t.TempDir()
@@ -676,9 +672,7 @@ func TestConcurrentPublishers(t *testing.T) {
 // take only its chunks, by publish id, whether they fetch by range or
 // assemble from the stream.
 func TestInterleavedSameVersion(t *testing.T) {
-	addr := inproc.Start(t).Addr
-	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger())
+	addr, cl, p := startPublisher(t)
 	publish(t, p, "il", blob(100))
 	following := startSub(t, addr, "il", t.TempDir(), nil)
 	waitHeld(t, following.Subscriber, 1)
