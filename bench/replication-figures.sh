@@ -58,8 +58,26 @@
 #   BASE=2600 RECORDS=100000 bench/replication-figures.sh
 #   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
 #   SKIP_IDLE=1 TPUT_RECORDS=300000 ROUNDS=3 bench/replication-figures.sh
+#  5. Paced (`bench/replication-figures.sh paced`): ROUNDS (default 3)
+#     rounds of one client at its defaults (idempotent, acks=all) to new
+#     6-partition topics, each used as soon as Metadata (`simtel topic
+#     describe`) names a leader of every partition, with no settling
+#     sleep: 20,000 1 KiB records to an RF 1 topic, PACED_RECORDS
+#     (default 100,000) to an RF 3 topic as fast as they are
+#     acknowledged, then PACED_SECONDS (default 20) to another RF 3 topic
+#     at half that rate. Prints records/s, errors and p50, p99 and max
+#     acknowledgement of each. The first round runs on a cluster started
+#     5 s before. The max of the first two shows a new topic's first
+#     writes: a broker refusing them costs franz-go its 5 s metadata
+#     refresh floor (MetadataMinAge), and the records behind them wait.
+#
+#   bench/replication-figures.sh             # ports 2409x (Kafka), 2419x (raft), 2429x (gossip), 2439x (http)
+#   BASE=2600 RECORDS=100000 bench/replication-figures.sh
+#   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
+#   SKIP_IDLE=1 TPUT_RECORDS=300000 ROUNDS=3 bench/replication-figures.sh
 #   bench/replication-figures.sh failover       # KILLS=20 GAP=12s LOGS=DIR
 #   bench/replication-figures.sh jetstream      # ROUNDS=3 JS_RECORDS=200000; NATS ports 2449x (client), 2459x (cluster)
+#   bench/replication-figures.sh paced          # ROUNDS=3 PACED_RECORDS=100000 PACED_SECONDS=20
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = failover ]; then
@@ -81,6 +99,45 @@ start_cluster
 if [ "${1:-}" = jetstream ]; then
   source bench/jetstream-lib.sh
   jetstream_rounds "${ROUNDS:-3}" "${JS_RECORDS:-200000}"
+  exit 0
+fi
+if [ "${1:-}" = paced ]; then
+  # new_topic NAME RF: creates a 6-partition topic and returns once
+  # Metadata names a leader of every partition.
+  new_topic() {
+    "$bin" topic create "$1" --partitions 6 --replication-factor "$2" --brokers "$seeds" >/dev/null
+    local deadline=$((SECONDS + 60))
+    until "$bin" topic describe "$1" --brokers "$seeds" 2>/dev/null |
+      awk '$1 ~ /^[0-9]+$/ && $2 >= 0 {n++} END {exit n != 6}'; do
+      [ $SECONDS -ge $deadline ] && { echo "paced: $1 has no leader for every partition after 60 s" >&2; return 1; }
+      sleep 0.05
+    done
+  }
+  # one_client TOPIC [ARGS...]: prints records/s, errors and p50 p99 max ms.
+  one_client() {
+    local t=$1
+    shift
+    "$bin" bench produce --brokers "$seeds" --topic "$t" --record-size 1024 --producers 1 --partitions 6 --quiet "$@" |
+      awk '/records\/s/ {for (i = 2; i <= NF; i++) {if ($i == "records/s,") r = $(i-1); if ($i == "errors" || $i == "errors,") e = $(i-1)}}
+        /latency ms/ {for (i = 1; i < NF; i++) {if ($i == "p50") p50 = $(i+1); if ($i == "p99") p99 = $(i+1); if ($i == "max") mx = $(i+1)}}
+        END {printf "%d %d %s %s %s\n", r, e, p50, p99, mx}'
+  }
+  for r in $(seq 1 "${ROUNDS:-3}"); do
+    l=$(cut -d' ' -f1 /proc/loadavg)
+    new_topic "fresh1-$r" 1
+    read -r rate errs p50 p99 mx < <(one_client "fresh1-$r" --records 20000)
+    echo "paced round $r: RF 1, new topic: $rate records/s, $errs errors, acknowledgement p50 $p50 ms, p99 $p99 ms, max $mx ms (load average $l)"
+    l=$(cut -d' ' -f1 /proc/loadavg)
+    new_topic "fast-$r" 3
+    read -r rate errs p50 p99 mx < <(one_client "fast-$r" --records "${PACED_RECORDS:-100000}")
+    echo "paced round $r: unpaced RF 3, new topic: $rate records/s, $errs errors, acknowledgement p50 $p50 ms, p99 $p99 ms, max $mx ms (load average $l)"
+    half=$((rate / 2))
+    l=$(cut -d' ' -f1 /proc/loadavg)
+    new_topic "paced-$r" 3
+    read -r prate errs p50 p99 mx < <(one_client "paced-$r" --rate "$half" --duration "${PACED_SECONDS:-20}s")
+    echo "paced round $r: RF 3 at $half records/s (half): $prate records/s, $errs errors, acknowledgement p50 $p50 ms, p99 $p99 ms, max $mx ms (target p99 20 ms; load average $l before, $(cut -d' ' -f1 /proc/loadavg) after)"
+    "$bin" topic delete "fresh1-$r" "fast-$r" "paced-$r" --brokers "$seeds" >/dev/null || true
+  done
   exit 0
 fi
 if [ -z "${SKIP_IDLE:-}" ]; then
