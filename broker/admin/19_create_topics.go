@@ -14,10 +14,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 19, Min: 0, Max: 7},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleCreateTopics(b, r, r.Msg.(*kmsg.CreateTopicsRequest))
-	})
+var _ = APIs.Add(kapi.API{Key: 19, Min: 0, Max: 7}, kapi.Typed(handleCreateTopics))
 
 func handleCreateTopics(b Broker, kr *kapi.Request, r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)

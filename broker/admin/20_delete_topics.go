@@ -12,10 +12,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 20, Min: 0, Max: 6},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleDeleteTopics(b, r, r.Msg.(*kmsg.DeleteTopicsRequest))
-	})
+var _ = APIs.Add(kapi.API{Key: 20, Min: 0, Max: 6}, kapi.Typed(handleDeleteTopics))
 
 func handleDeleteTopics(b Broker, kr *kapi.Request, r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)

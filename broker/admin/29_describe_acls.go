@@ -14,10 +14,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 29, Min: 0, Max: 3, Blocking: true},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleDescribeACLs(b, r, r.Msg.(*kmsg.DescribeACLsRequest))
-	})
+var _ = APIs.Add(kapi.API{Key: 29, Min: 0, Max: 3, Blocking: true}, kapi.Typed(handleDescribeACLs))
 
 func handleDescribeACLs(b Broker, r *kapi.Request, req *kmsg.DescribeACLsRequest) *kmsg.DescribeACLsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)

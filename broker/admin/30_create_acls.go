@@ -17,10 +17,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 30, Min: 0, Max: 3, Blocking: true},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleCreateACLs(b, r, r.Msg.(*kmsg.CreateACLsRequest))
-	})
+var _ = APIs.Add(kapi.API{Key: 30, Min: 0, Max: 3, Blocking: true}, kapi.Typed(handleCreateACLs))
 
 func handleCreateACLs(b Broker, r *kapi.Request, req *kmsg.CreateACLsRequest) *kmsg.CreateACLsResponse {
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)

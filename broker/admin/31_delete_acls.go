@@ -16,10 +16,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 31, Min: 0, Max: 3, Blocking: true},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleDeleteACLs(b, r, r.Msg.(*kmsg.DeleteACLsRequest))
-	})
+var _ = APIs.Add(kapi.API{Key: 31, Min: 0, Max: 3, Blocking: true}, kapi.Typed(handleDeleteACLs))
 
 func handleDeleteACLs(b Broker, r *kapi.Request, req *kmsg.DeleteACLsRequest) *kmsg.DeleteACLsResponse {
 	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)

@@ -16,10 +16,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 32, Min: 0, Max: 4},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleDescribeConfigs(b, r, r.Msg.(*kmsg.DescribeConfigsRequest))
-	})
+var _ = APIs.Add(kapi.API{Key: 32, Min: 0, Max: 4}, kapi.Typed(handleDescribeConfigs))
 
 func handleDescribeConfigs(b Broker, kr *kapi.Request, r *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)

@@ -11,10 +11,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 33, Min: 0, Max: 2},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleAlterConfigs(b, r, r.Msg.(*kmsg.AlterConfigsRequest))
-	})
+var _ = APIs.Add(kapi.API{Key: 33, Min: 0, Max: 2}, kapi.Typed(handleAlterConfigs))
 
 func handleAlterConfigs(b Broker, kr *kapi.Request, r *kmsg.AlterConfigsRequest) *kmsg.AlterConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)

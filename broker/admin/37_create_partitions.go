@@ -10,10 +10,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 37, Min: 0, Max: 3},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleCreatePartitions(b, r, r.Msg.(*kmsg.CreatePartitionsRequest))
-	})
+var _ = APIs.Add(kapi.API{Key: 37, Min: 0, Max: 3}, kapi.Typed(handleCreatePartitions))
 
 func handleCreatePartitions(b Broker, kr *kapi.Request, r *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)

@@ -14,10 +14,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 44, Min: 0, Max: 1},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleIncrementalAlterConfigs(b, r, r.Msg.(*kmsg.IncrementalAlterConfigsRequest))
-	})
+var _ = APIs.Add(kapi.API{Key: 44, Min: 0, Max: 1}, kapi.Typed(handleIncrementalAlterConfigs))
 
 func handleIncrementalAlterConfigs(b Broker, kr *kapi.Request, r *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
 	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)

@@ -16,10 +16,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 50, Min: 0, Max: 0, Blocking: true},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleDescribeUserSCRAM(b, r, r.Msg.(*kmsg.DescribeUserSCRAMCredentialsRequest))
-	})
+var _ = APIs.Add(kapi.API{Key: 50, Min: 0, Max: 0, Blocking: true}, kapi.Typed(handleDescribeUserSCRAM))
 
 func handleDescribeUserSCRAM(b Broker, r *kapi.Request, req *kmsg.DescribeUserSCRAMCredentialsRequest) *kmsg.DescribeUserSCRAMCredentialsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)

@@ -23,10 +23,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 51, Min: 0, Max: 0, Blocking: true},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		return handleAlterUserSCRAM(b, r, r.Msg.(*kmsg.AlterUserSCRAMCredentialsRequest))
-	})
+var _ = APIs.Add(kapi.API{Key: 51, Min: 0, Max: 0, Blocking: true}, kapi.Typed(handleAlterUserSCRAM))
 
 func handleAlterUserSCRAM(b Broker, r *kapi.Request, req *kmsg.AlterUserSCRAMCredentialsRequest) *kmsg.AlterUserSCRAMCredentialsResponse {
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
