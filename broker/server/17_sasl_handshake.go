@@ -18,11 +18,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.AddServe(kapi.API{Key: 17, Min: 0, Max: 1},
-	func(_ *Server, r *kapi.Request) {
-		p := r.Slot.(*Slot)
-		p.finish(p.conn.saslHandshake(r.Msg.(*kmsg.SASLHandshakeRequest)))
-	})
+var _ = apis.AddServe(kapi.API{Key: 17, Min: 0, Max: 1}, onConn((*conn).saslHandshake))
 
 func (c *conn) saslHandshake(req *kmsg.SASLHandshakeRequest) *kmsg.SASLHandshakeResponse {
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)

@@ -14,11 +14,7 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.AddServe(kapi.API{Key: 36, Min: 0, Max: 2},
-	func(_ *Server, r *kapi.Request) {
-		p := r.Slot.(*Slot)
-		p.finish(p.conn.saslAuthenticate(r.Msg.(*kmsg.SASLAuthenticateRequest)))
-	})
+var _ = apis.AddServe(kapi.API{Key: 36, Min: 0, Max: 2}, onConn((*conn).saslAuthenticate))
 
 func (c *conn) saslAuthenticate(req *kmsg.SASLAuthenticateRequest) *kmsg.SASLAuthenticateResponse {
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)

@@ -10,6 +10,16 @@ import (
 // file.
 var apis kapi.Table[*Server]
 
+// onConn adapts a handler its connection answers itself (the SASL
+// exchange, which changes the connection's state) to the table's Serve
+// form.
+func onConn[Q kmsg.Request, P kmsg.Response](h func(*conn, Q) P) func(*Server, *kapi.Request) {
+	return func(_ *Server, r *kapi.Request) {
+		p := r.Slot.(*Slot)
+		p.finish(h(p.conn, r.Msg.(Q)))
+	}
+}
+
 // dispatch runs one decoded request. It must eventually call p.finish
 // (or set p.fetch / p.noResponse and close p.done).
 func (s *Server) dispatch(c *conn, req kmsg.Request, p *Slot) {
