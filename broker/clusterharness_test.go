@@ -130,17 +130,24 @@ func startClusterWith(t *testing.T, n int, args func(b *clusterBroker) []string)
 	return bs, waitCluster(t, bs[0].Addr, n)
 }
 
-// startGroupCluster starts three brokers and waits until they run one
-// group coordinator per offsets partition. It returns them, the
-// controller's id, their Kafka addresses and a context that ends after
-// within or with the test.
-func startGroupCluster(t *testing.T, within time.Duration) ([]*clusterBroker, int32, []string, context.Context) {
+// startClusterFor is startClusterOf for a test that runs within a time
+// bound: it also returns the brokers' Kafka addresses and a context that
+// ends after within or with the test.
+func startClusterFor(t *testing.T, n int, within time.Duration, extra ...string) ([]*clusterBroker, int32, []string, context.Context) {
 	t.Helper()
-	bs, controller := startClusterOf(t, 3)
-	waitCoordinators(t, bs)
+	bs, controller := startClusterOf(t, n, extra...)
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	t.Cleanup(cancel)
 	return bs, controller, brokertest.Addrs(bs), ctx
+}
+
+// startGroupCluster is startClusterFor of three brokers that also waits
+// until they run one group coordinator per offsets partition.
+func startGroupCluster(t *testing.T, within time.Duration) ([]*clusterBroker, int32, []string, context.Context) {
+	t.Helper()
+	bs, controller, seeds, ctx := startClusterFor(t, 3, within)
+	waitCoordinators(t, bs)
+	return bs, controller, seeds, ctx
 }
 
 // waitUntil polls cond (testutil.WaitFor) until it returns "" or the

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // TestClusterNewTopicTakesWritesAtOnce: on a fresh 3-broker cluster a
@@ -32,10 +30,7 @@ func TestClusterNewTopicTakesWritesAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs, controller := startClusterOf(t, 3)
-	seeds := brokertest.Addrs(bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	bs, controller, seeds, ctx := startClusterFor(t, 3, 4*time.Minute)
 	const minAge, bound = 60 * time.Second, 20 * time.Second
 	for _, rf := range []int16{1, 3} {
 		topic := fmt.Sprintf("fresh-rf%d", rf)

@@ -1,15 +1,12 @@
 package broker_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // TestLogAppendTimeReplicated: in a three-broker cluster the leader stamps
@@ -21,10 +18,7 @@ func TestLogAppendTimeReplicated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs, _ := startClusterOf(t, 3)
-	seeds := brokertest.Addrs(bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	bs, _, seeds, ctx := startClusterFor(t, 3, 4*time.Minute)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)

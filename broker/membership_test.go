@@ -123,10 +123,7 @@ func TestReplicaCatchUpFromSnapshot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs, controller := startClusterOf(t, 3, "--replica-snapshot-entries", "40", "--replica-trailing-logs", "10")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	seeds := brokertest.Addrs(bs)
+	bs, controller, seeds, ctx := startClusterFor(t, 3, 4*time.Minute, "--replica-snapshot-entries", "40", "--replica-trailing-logs", "10")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("snap"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.AllowAutoTopicCreation())
 	if err != nil {
@@ -265,10 +262,7 @@ func TestClusterJoinRebalance(t *testing.T) {
 		t.Skip("starts real broker processes")
 	}
 	extra := []string{"--replica-snapshot-entries", "200", "--replica-trailing-logs", "50"}
-	bs, controller := startClusterOf(t, 3, extra...)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	seeds := brokertest.Addrs(bs)
+	bs, controller, seeds, ctx := startClusterFor(t, 3, 6*time.Minute, extra...)
 	const topic, parts = "join", 8
 	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 3)
 	waitLeaders(t, ctx, seeds, topic, 3)
@@ -386,10 +380,7 @@ func TestClusterReplaceGoneBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs, controller := startClusterOf(t, 4, "--replica-replace-after", "3s", "--replica-snapshot-entries", "200", "--replica-trailing-logs", "50")
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	seeds := brokertest.Addrs(bs)
+	bs, controller, seeds, ctx := startClusterFor(t, 4, 6*time.Minute, "--replica-replace-after", "3s", "--replica-snapshot-entries", "200", "--replica-trailing-logs", "50")
 	const topic, parts = "replace", 4
 	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 3)
 	waitLeaders(t, ctx, seeds, topic, 3)
@@ -427,10 +418,7 @@ func TestClusterRollingRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
 	}
-	bs, controller := startClusterOf(t, 3, "--replica-snapshot-entries", "200", "--replica-trailing-logs", "50")
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	seeds := brokertest.Addrs(bs)
+	bs, controller, seeds, ctx := startClusterFor(t, 3, 8*time.Minute, "--replica-snapshot-entries", "200", "--replica-trailing-logs", "50")
 	const topic, parts = "rolling", 6 // parts: as createSpreadTopic makes it
 	spreadOut := createSpreadTopic(t, ctx, bs, controller, topic)
 	load := startLoad(t, ctx, seeds, topic, 3)
@@ -501,10 +489,7 @@ func TestClusterRebalanceCommand(t *testing.T) {
 		t.Skip("starts real broker processes")
 	}
 	extra := []string{"--auto-rebalance=false"}
-	bs, controller := startClusterOf(t, 3, extra...)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	seeds := brokertest.Addrs(bs)
+	bs, controller, seeds, ctx := startClusterFor(t, 3, 6*time.Minute, extra...)
 	const topic, parts = "manual", 6
 	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 2)
 	waitLeaders(t, ctx, seeds, topic, 2)

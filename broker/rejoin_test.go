@@ -38,11 +38,8 @@ func TestClusterSeedRestartRejoins(t *testing.T) {
 }
 
 func testSeedRestart(t *testing.T, losePeers bool) {
-	bs, controller := startClusterOf(t, 3)
+	bs, controller, seeds, ctx := startClusterFor(t, 3, 5*time.Minute)
 	seed := bs[0] // started with --bootstrap-expect 3 and no --join
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	seeds := brokertest.Addrs(bs)
 	const topic = "rejoin"
 	spreadOut := createSpreadTopic(t, ctx, bs, controller, topic)
 	load := startLoad(t, ctx, seeds, topic, 2)
