@@ -12,11 +12,10 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 2, Min: 1, Max: 6},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.ListOffsetsRequest)
+var _ = apis.Add(kapi.API{Key: 2, Min: 1, Max: 6}, kapi.Typed(
+	func(b *Broker, r *kapi.Request, req *kmsg.ListOffsetsRequest) kmsg.Response {
 		return b.handleListOffsets(req, kapi.DeniedTopics(r, kmsg.ACLOperationDescribe, req.Topics, func(t *kmsg.ListOffsetsRequestTopic) string { return t.Topic }))
-	})
+	}))
 
 // handleListOffsets answers TOPIC_AUTHORIZATION_FAILED for the denied
 // topics (no Describe).

@@ -19,9 +19,8 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 10, Min: 0, Max: 3},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.FindCoordinatorRequest)
+var _ = apis.Add(kapi.API{Key: 10, Min: 0, Max: 3}, kapi.Typed(
+	func(b *Broker, r *kapi.Request, req *kmsg.FindCoordinatorRequest) kmsg.Response {
 		// Describe on the group or transactional id, as Kafka.
 		switch {
 		case req.CoordinatorType == 0 && !r.Allowed(kmsg.ACLOperationDescribe, auth.Group(req.CoordinatorKey)):
@@ -30,7 +29,7 @@ var _ = apis.Add(kapi.API{Key: 10, Min: 0, Max: 3},
 			return coordinatorDenied(req, kerr.TransactionalIDAuthorizationFailed)
 		}
 		return b.handleFindCoordinator(r.Listener, req)
-	})
+	}))
 
 // coordinatorDenied is the answer to a FindCoordinator the authorizer
 // refuses.

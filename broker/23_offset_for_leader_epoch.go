@@ -10,11 +10,10 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = apis.Add(kapi.API{Key: 23, Min: 0, Max: 4},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.OffsetForLeaderEpochRequest)
+var _ = apis.Add(kapi.API{Key: 23, Min: 0, Max: 4}, kapi.Typed(
+	func(b *Broker, r *kapi.Request, req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 		return b.handleOffsetForLeaderEpoch(req, kapi.DeniedTopics(r, kmsg.ACLOperationDescribe, req.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) string { return t.Topic }))
-	})
+	}))
 
 // handleOffsetForLeaderEpoch answers TOPIC_AUTHORIZATION_FAILED for the
 // denied topics (no Describe).

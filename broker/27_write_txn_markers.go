@@ -36,16 +36,15 @@ import (
 	"github.com/simtel/simtel/broker/txn"
 )
 
-var _ = apis.Add(kapi.API{Key: 27, Min: 0, Max: 1, ClusterOnly: true, Blocking: true},
-	func(b *Broker, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.WriteTxnMarkersRequest)
+var _ = apis.Add(kapi.API{Key: 27, Min: 0, Max: 1, ClusterOnly: true, Blocking: true}, kapi.Typed(
+	func(b *Broker, r *kapi.Request, req *kmsg.WriteTxnMarkersRequest) kmsg.Response {
 		// Only brokers send it: ClusterAction on the cluster, which
 		// the inter-broker principal needs (or --superusers).
 		if !r.Allowed(kmsg.ACLOperationClusterAction, auth.Cluster) {
 			return markersDenied(req)
 		}
 		return b.handleWriteTxnMarkers(r.Ctx, req)
-	})
+	}))
 
 // markersDenied answers CLUSTER_AUTHORIZATION_FAILED for every partition.
 func markersDenied(r *kmsg.WriteTxnMarkersRequest) *kmsg.WriteTxnMarkersResponse {

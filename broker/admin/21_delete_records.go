@@ -13,11 +13,10 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 21, Min: 0, Max: 2, Blocking: true},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.DeleteRecordsRequest)
+var _ = APIs.Add(kapi.API{Key: 21, Min: 0, Max: 2, Blocking: true}, kapi.Typed(
+	func(b Broker, r *kapi.Request, req *kmsg.DeleteRecordsRequest) kmsg.Response {
 		return handleDeleteRecords(r.Ctx, b, req, kapi.DeniedTopics(r, kmsg.ACLOperationDelete, req.Topics, func(t *kmsg.DeleteRecordsRequestTopic) string { return t.Topic }))
-	})
+	}))
 
 // handleDeleteRecords answers TOPIC_AUTHORIZATION_FAILED for the denied
 // topics (no Delete).

@@ -25,9 +25,8 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 45, Min: 0, Max: 0, ClusterOnly: true, Blocking: true},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.AlterPartitionAssignmentsRequest)
+var _ = APIs.Add(kapi.API{Key: 45, Min: 0, Max: 0, ClusterOnly: true, Blocking: true}, kapi.Typed(
+	func(b Broker, r *kapi.Request, req *kmsg.AlterPartitionAssignmentsRequest) kmsg.Response {
 		if !r.Allowed(kmsg.ACLOperationAlter, auth.Cluster) {
 			resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 			resp.Version = req.Version
@@ -35,7 +34,7 @@ var _ = APIs.Add(kapi.API{Key: 45, Min: 0, Max: 0, ClusterOnly: true, Blocking: 
 			return resp
 		}
 		return handleAlterPartitionAssignments(r.Ctx, b, req)
-	})
+	}))
 
 func handleAlterPartitionAssignments(ctx context.Context, b Broker, r *kmsg.AlterPartitionAssignmentsRequest) *kmsg.AlterPartitionAssignmentsResponse {
 	resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)

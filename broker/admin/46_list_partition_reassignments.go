@@ -15,9 +15,8 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 46, Min: 0, Max: 0, ClusterOnly: true},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.ListPartitionReassignmentsRequest)
+var _ = APIs.Add(kapi.API{Key: 46, Min: 0, Max: 0, ClusterOnly: true}, kapi.Typed(
+	func(b Broker, r *kapi.Request, req *kmsg.ListPartitionReassignmentsRequest) kmsg.Response {
 		if !r.Allowed(kmsg.ACLOperationDescribe, auth.Cluster) {
 			resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 			resp.Version = req.Version
@@ -25,7 +24,7 @@ var _ = APIs.Add(kapi.API{Key: 46, Min: 0, Max: 0, ClusterOnly: true},
 			return resp
 		}
 		return handleListPartitionReassignments(b, req)
-	})
+	}))
 
 func handleListPartitionReassignments(b Broker, r *kmsg.ListPartitionReassignmentsRequest) *kmsg.ListPartitionReassignmentsResponse {
 	resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)

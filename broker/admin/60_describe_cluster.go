@@ -9,9 +9,8 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 60, Min: 0, Max: 0},
-	func(b Broker, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.DescribeClusterRequest)
+var _ = APIs.Add(kapi.API{Key: 60, Min: 0, Max: 0}, kapi.Typed(
+	func(b Broker, r *kapi.Request, req *kmsg.DescribeClusterRequest) kmsg.Response {
 		if !r.Allowed(kmsg.ACLOperationDescribe, auth.Cluster) {
 			resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 			resp.Version = req.Version
@@ -19,7 +18,7 @@ var _ = APIs.Add(kapi.API{Key: 60, Min: 0, Max: 0},
 			return resp
 		}
 		return handleDescribeCluster(b, r.Listener, req)
-	})
+	}))
 
 func handleDescribeCluster(b Broker, listener string, r *kmsg.DescribeClusterRequest) *kmsg.DescribeClusterResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)

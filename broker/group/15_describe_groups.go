@@ -10,9 +10,8 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 15, Min: 0, Max: 5},
-	func(rt Router, r *kapi.Request) kmsg.Response {
-		q := r.Msg.(*kmsg.DescribeGroupsRequest)
+var _ = APIs.Add(kapi.API{Key: 15, Min: 0, Max: 5}, kapi.Typed(
+	func(rt Router, r *kapi.Request, q *kmsg.DescribeGroupsRequest) kmsg.Response {
 		allowed, denied := splitGroups(r, kmsg.ACLOperationDescribe, q.Groups)
 		if denied != nil {
 			sub, refused := *q, *q
@@ -22,7 +21,7 @@ var _ = APIs.Add(kapi.API{Key: 15, Min: 0, Max: 5},
 			return resp
 		}
 		return describeGroups(rt, q)
-	})
+	}))
 
 // describeGroups answers q from each group's coordinator.
 func describeGroups(rt Router, q *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {

@@ -14,9 +14,8 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 16, Min: 0, Max: 5},
-	func(rt Router, r *kapi.Request) kmsg.Response {
-		q := r.Msg.(*kmsg.ListGroupsRequest)
+var _ = APIs.Add(kapi.API{Key: 16, Min: 0, Max: 5}, kapi.Typed(
+	func(rt Router, r *kapi.Request, q *kmsg.ListGroupsRequest) kmsg.Response {
 		resp := listGroups(rt, q)
 		// Groups the principal may not describe are left out, as
 		// Kafka does (Describe on the cluster shows them all).
@@ -26,7 +25,7 @@ var _ = APIs.Add(kapi.API{Key: 16, Min: 0, Max: 5},
 			})
 		}
 		return resp
-	})
+	}))
 
 // listGroups lists the groups of every coordinator this broker runs.
 func listGroups(rt Router, q *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {

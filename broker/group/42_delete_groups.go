@@ -11,9 +11,8 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 42, Min: 0, Max: 2, Blocking: true},
-	func(rt Router, r *kapi.Request) kmsg.Response {
-		q := r.Msg.(*kmsg.DeleteGroupsRequest)
+var _ = APIs.Add(kapi.API{Key: 42, Min: 0, Max: 2, Blocking: true}, kapi.Typed(
+	func(rt Router, r *kapi.Request, q *kmsg.DeleteGroupsRequest) kmsg.Response {
 		allowed, denied := splitGroups(r, kmsg.ACLOperationDelete, q.Groups)
 		if denied != nil {
 			sub, refused := *q, *q
@@ -23,7 +22,7 @@ var _ = APIs.Add(kapi.API{Key: 42, Min: 0, Max: 2, Blocking: true},
 			return resp
 		}
 		return deleteGroups(rt, q)
-	})
+	}))
 
 // deleteGroups deletes each group of q at its coordinator.
 func deleteGroups(rt Router, q *kmsg.DeleteGroupsRequest) *kmsg.DeleteGroupsResponse {

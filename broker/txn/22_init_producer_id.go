@@ -18,9 +18,8 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 22, Min: 0, Max: 4, Blocking: true},
-	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.InitProducerIDRequest)
+var _ = APIs.Add(kapi.API{Key: 22, Min: 0, Max: 4, Blocking: true}, kapi.Typed(
+	func(s *Coordinators, r *kapi.Request, req *kmsg.InitProducerIDRequest) kmsg.Response {
 		// Write on the transactional id; an idempotent producer needs
 		// IdempotentWrite on the cluster or Write on some topic.
 		switch {
@@ -31,7 +30,7 @@ var _ = APIs.Add(kapi.API{Key: 22, Min: 0, Max: 4, Blocking: true},
 			return initProducerIDError(req, kerr.ClusterAuthorizationFailed.Code)
 		}
 		return s.handleInitProducerID(r.Ctx, req)
-	})
+	}))
 
 func initProducerIDError(r *kmsg.InitProducerIDRequest, code int16) *kmsg.InitProducerIDResponse {
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)

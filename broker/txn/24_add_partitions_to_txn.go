@@ -17,16 +17,15 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 24, Min: 0, Max: 4, Blocking: true},
-	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.AddPartitionsToTxnRequest)
+var _ = APIs.Add(kapi.API{Key: 24, Min: 0, Max: 4, Blocking: true}, kapi.Typed(
+	func(s *Coordinators, r *kapi.Request, req *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 		if r.Authz != nil {
 			if resp := addPartitionsDenied(r, req); resp != nil {
 				return resp
 			}
 		}
 		return s.handleAddPartitionsToTxn(r.Ctx, req)
-	})
+	}))
 
 // addPartitionsDenied is the answer to a request the authorizer refuses,
 // nil if it allows it. v4 is sent by brokers (KIP-890): ClusterAction on

@@ -15,9 +15,8 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 25, Min: 0, Max: 3, Blocking: true},
-	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.AddOffsetsToTxnRequest)
+var _ = APIs.Add(kapi.API{Key: 25, Min: 0, Max: 3, Blocking: true}, kapi.Typed(
+	func(s *Coordinators, r *kapi.Request, req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
 		code := int16(0)
 		switch {
 		case !r.Allowed(kmsg.ACLOperationWrite, auth.TransactionalID(req.TransactionalID)):
@@ -30,7 +29,7 @@ var _ = APIs.Add(kapi.API{Key: 25, Min: 0, Max: 3, Blocking: true},
 		resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 		resp.Version, resp.ErrorCode = req.Version, code
 		return resp
-	})
+	}))
 
 func (s *Coordinators) handleAddOffsetsToTxn(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) *kmsg.AddOffsetsToTxnResponse {
 	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)

@@ -20,16 +20,15 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 26, Min: 0, Max: 3, Blocking: true},
-	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.EndTxnRequest)
+var _ = APIs.Add(kapi.API{Key: 26, Min: 0, Max: 3, Blocking: true}, kapi.Typed(
+	func(s *Coordinators, r *kapi.Request, req *kmsg.EndTxnRequest) kmsg.Response {
 		if !r.Allowed(kmsg.ACLOperationWrite, auth.TransactionalID(req.TransactionalID)) {
 			resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 			resp.Version, resp.ErrorCode = req.Version, kerr.TransactionalIDAuthorizationFailed.Code
 			return resp
 		}
 		return s.handleEndTxn(r.Ctx, req)
-	})
+	}))
 
 func (s *Coordinators) handleEndTxn(ctx context.Context, r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)

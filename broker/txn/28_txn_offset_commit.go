@@ -18,9 +18,8 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 28, Min: 0, Max: 3, Blocking: true},
-	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.TxnOffsetCommitRequest)
+var _ = APIs.Add(kapi.API{Key: 28, Min: 0, Max: 3, Blocking: true}, kapi.Typed(
+	func(s *Coordinators, r *kapi.Request, req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 		if r.Authz == nil {
 			return s.handleTxnOffsetCommit(r.Ctx, req)
 		}
@@ -52,7 +51,7 @@ var _ = APIs.Add(kapi.API{Key: 28, Min: 0, Max: 3, Blocking: true},
 			return s.handleTxnOffsetCommit(r.Ctx, req)
 		}
 		return txnOffsetCommitError(req, code)
-	})
+	}))
 
 // internalMemberPrefix begins the member ids of the TxnOffsetCommit
 // requests brokers send each other (txnForwardMember, txnApplyMember,

@@ -12,9 +12,8 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 65, Min: 0, Max: 0},
-	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		req := r.Msg.(*kmsg.DescribeTransactionsRequest)
+var _ = APIs.Add(kapi.API{Key: 65, Min: 0, Max: 0}, kapi.Typed(
+	func(s *Coordinators, r *kapi.Request, req *kmsg.DescribeTransactionsRequest) kmsg.Response {
 		if r.Authz == nil {
 			return s.handleDescribeTransactions(req)
 		}
@@ -36,7 +35,7 @@ var _ = APIs.Add(kapi.API{Key: 65, Min: 0, Max: 0},
 		resp := s.handleDescribeTransactions(&sub)
 		resp.TransactionStates = append(resp.TransactionStates, denied...)
 		return resp
-	})
+	}))
 
 func (s *Coordinators) handleDescribeTransactions(r *kmsg.DescribeTransactionsRequest) *kmsg.DescribeTransactionsResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeTransactionsResponse)

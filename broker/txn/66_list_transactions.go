@@ -13,9 +13,9 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 66, Min: 0, Max: 1},
-	func(s *Coordinators, r *kapi.Request) kmsg.Response {
-		resp := s.handleListTransactions(r.Msg.(*kmsg.ListTransactionsRequest))
+var _ = APIs.Add(kapi.API{Key: 66, Min: 0, Max: 1}, kapi.Typed(
+	func(s *Coordinators, r *kapi.Request, req *kmsg.ListTransactionsRequest) kmsg.Response {
+		resp := s.handleListTransactions(req)
 		// Only the transactional ids the principal may describe, as
 		// Kafka lists them.
 		if r.Authz != nil {
@@ -24,7 +24,7 @@ var _ = APIs.Add(kapi.API{Key: 66, Min: 0, Max: 1},
 			})
 		}
 		return resp
-	})
+	}))
 
 func (s *Coordinators) handleListTransactions(r *kmsg.ListTransactionsRequest) *kmsg.ListTransactionsResponse {
 	resp := r.ResponseKind().(*kmsg.ListTransactionsResponse)
