@@ -302,7 +302,8 @@ type e2eRun struct {
 
 	sent, acked, failed       atomic.Int64
 	measuredSent              atomic.Int64
-	delivered, dups, foreign  atomic.Int64
+	delivered                 meter // records only: the progress watch reads it
+	dups, foreign             atomic.Int64
 	measuredDelivered, mBytes atomic.Int64
 	lastDelivery              atomic.Int64 // ns since epoch
 	behind, maxLagNS          atomic.Int64
@@ -456,7 +457,7 @@ func (r *e2eRun) run(res *E2EResult) {
 	end := started.Add(r.cfg.Duration)
 	var wg sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(hard)
-	wg.Go(func() { r.watch(watchCtx, end, &res.Timeline) })
+	wg.Go(func() { r.watch(watchCtx, started, end, &res.Timeline) })
 
 	var senders sync.WaitGroup
 	for _, p := range r.producers {
@@ -469,7 +470,7 @@ func (r *e2eRun) run(res *E2EResult) {
 	drainStart := time.Now()
 	deadline := time.NewTimer(r.cfg.DrainTimeout)
 	tick := time.NewTicker(5 * time.Millisecond)
-	for r.consumeCtx.Err() == nil && r.delivered.Load() < r.acked.Load() {
+	for r.consumeCtx.Err() == nil && r.delivered.records.Load() < r.acked.Load() {
 		select {
 		case <-r.consumeCtx.Done():
 		case <-deadline.C:
@@ -628,7 +629,7 @@ func (r *e2eRun) deliver(c *e2eConsumer, v []byte, now int64) bool {
 		r.dups.Add(1)
 		return false
 	}
-	r.delivered.Add(1)
+	r.delivered.records.Add(1)
 	if ns >= r.warmupNS.Load() {
 		c.lat.Record(time.Duration(now - ns))
 		r.measuredDelivered.Add(1)
@@ -640,45 +641,38 @@ func (r *e2eRun) deliver(c *e2eConsumer, v []byte, now int64) bool {
 // watch prints a progress line every second, records the timeline and
 // aborts a run in which nothing was delivered for the stall timeout
 // while sending.
-func (r *e2eRun) watch(ctx context.Context, end time.Time, series *[]float64) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	begin := r.epoch.Add(time.Duration(r.start))
-	lastT, lastS, lastD := begin, int64(0), int64(0)
-	lastMove := begin
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			s, d := r.sent.Load(), r.delivered.Load()
-			dt := now.Sub(lastT).Seconds()
-			if d != lastD {
-				lastMove = now
+func (r *e2eRun) watch(ctx context.Context, begin, end time.Time, series *[]float64) {
+	var lastS int64
+	w := &watch{
+		interval: time.Second, m: &r.delivered, start: begin, series: series,
+		stalled: func(idle time.Duration) error {
+			if time.Now().Before(end) && idle >= r.cfg.StallTimeout {
+				return fmt.Errorf("no record delivered for %s", idle.Round(time.Second))
 			}
-			*series = append(*series, float64(d-lastD)/dt)
-			if r.cfg.Progress != nil {
-				all := NewLatency()
-				for _, c := range r.consumers {
-					all.Merge(c.lat)
-				}
-				l := all.Summary()
-				fmt.Fprintf(r.cfg.Progress, "e2e %6.1fs sent %10s rec/s delivered %10s rec/s %14s records  latency ms p50 %.2f p99 %.2f max %.2f\n",
-					now.Sub(begin).Seconds(), groupDigits(int64(float64(s-lastS)/dt)), groupDigits(int64(float64(d-lastD)/dt)),
-					groupDigits(d), float64(l.P50US)/1e3, float64(l.P99US)/1e3, float64(l.MaxUS)/1e3)
+			return nil
+		},
+		abort: func(err error) { r.abort(err.Error()) },
+	}
+	if r.cfg.Progress != nil {
+		w.line = func(now time.Time, dt float64, d, lastD int64) {
+			s := r.sent.Load()
+			all := NewLatency()
+			for _, c := range r.consumers {
+				all.Merge(c.lat)
 			}
-			lastT, lastS, lastD = now, s, d
-			if idle := now.Sub(lastMove); now.Before(end) && idle >= r.cfg.StallTimeout {
-				r.abort(fmt.Sprintf("no record delivered for %s", idle.Round(time.Second)))
-				return
-			}
+			l := all.Summary()
+			fmt.Fprintf(r.cfg.Progress, "e2e %6.1fs sent %10s rec/s delivered %10s rec/s %14s records  latency ms p50 %.2f p99 %.2f max %.2f\n",
+				now.Sub(begin).Seconds(), groupDigits(int64(float64(s-lastS)/dt)), groupDigits(int64(float64(d-lastD)/dt)),
+				groupDigits(d), float64(l.P50US)/1e3, float64(l.P99US)/1e3, float64(l.MaxUS)/1e3)
+			lastS = s
 		}
 	}
+	w.run(ctx)
 }
 
 func (r *e2eRun) fill(res *E2EResult, sendEnd time.Duration) {
 	res.Sent, res.Acked, res.Failed = r.sent.Load(), r.acked.Load(), r.failed.Load()
-	res.Delivered, res.Duplicates, res.Foreign = r.delivered.Load(), r.dups.Load(), r.foreign.Load()
+	res.Delivered, res.Duplicates, res.Foreign = r.delivered.records.Load(), r.dups.Load(), r.foreign.Load()
 	res.Behind = r.behind.Load()
 	res.MaxSendLagMS = float64(r.maxLagNS.Load()) / 1e6
 	for _, p := range r.producers {

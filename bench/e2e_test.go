@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -152,8 +153,9 @@ func TestE2EBroker(t *testing.T) {
 	})
 
 	const rate, dur, warm = 400, 2 * time.Second, 500 * time.Millisecond
+	var progress testutil.SyncBuffer
 	res, err := E2E(ctx, E2EConfig{Brokers: []string{addr}, Topic: "e2e", Partitions: 3, RecordSize: 100,
-		Producers: 2, Consumers: 2, Rate: rate, Duration: dur, Warmup: warm, Logger: testLogger(t)})
+		Producers: 2, Consumers: 2, Rate: rate, Duration: dur, Warmup: warm, Logger: testLogger(t), Progress: &progress})
 	stopJunk()
 	wg.Wait()
 	if err != nil {
@@ -186,6 +188,11 @@ func TestE2EBroker(t *testing.T) {
 	}
 	if len(res.Timeline) < 1 {
 		t.Errorf("timeline: got %v, want one value per second", res.Timeline)
+	}
+	// One progress line a second, with both rates and the latency so far.
+	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+	if len(lines) != len(res.Timeline) || !strings.HasPrefix(lines[0], "e2e ") || !strings.Contains(lines[0], " rec/s delivered ") || !strings.Contains(lines[0], "latency ms p50 ") {
+		t.Errorf("progress: got %q, want one line per timeline value (%d)", progress.String(), len(res.Timeline))
 	}
 
 	// A broker that goes away makes the run fail with what it measured.

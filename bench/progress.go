@@ -23,6 +23,12 @@ type watch struct {
 	out      io.Writer
 	interval time.Duration
 	m        *meter
+	// start is time zero of the progress lines; zero: when run begins.
+	start time.Time
+	// line, if not nil, prints the progress line in place of the default
+	// one; it gets the tick's time, the seconds since the previous tick
+	// and the records counted then and at the previous tick.
+	line func(now time.Time, dt float64, records, lastRecords int64)
 	// stalled, if not nil, is called every tick with the time since the
 	// records count last moved; a non-nil error aborts the run.
 	stalled func(idle time.Duration) error
@@ -34,7 +40,10 @@ type watch struct {
 func (w *watch) run(ctx context.Context) {
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
-	start := time.Now()
+	start := w.start
+	if start.IsZero() {
+		start = time.Now()
+	}
 	lastT, lastR, lastB := start, int64(0), int64(0)
 	lastMove := start
 	for {
@@ -46,15 +55,18 @@ func (w *watch) run(ctx context.Context) {
 			if r != lastR {
 				lastMove = now
 			}
-			if w.out != nil {
-				dt := now.Sub(lastT).Seconds()
+			dt := now.Sub(lastT).Seconds()
+			switch {
+			case w.line != nil:
+				w.line(now, dt, r, lastR)
+			case w.out != nil:
 				fmt.Fprintf(w.out, "%s %6.1fs %12s rec/s %9.1f MB/s %14s records\n",
 					w.label, now.Sub(start).Seconds(),
 					groupDigits(int64(float64(r-lastR)/dt)),
 					float64(b-lastB)/dt/1e6, groupDigits(r))
 			}
 			if w.series != nil {
-				*w.series = append(*w.series, float64(r-lastR)/now.Sub(lastT).Seconds())
+				*w.series = append(*w.series, float64(r-lastR)/dt)
 			}
 			lastT, lastR, lastB = now, r, b
 			if w.stalled != nil {
