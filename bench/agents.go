@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"runtime"
 	"sort"
@@ -112,7 +113,8 @@ type AgentsConfig struct {
 	DrainTimeout time.Duration
 
 	// MetricsListen, if set, is a host:port serving the run's counters
-	// on /metrics while it runs.
+	// on /metrics while it runs, and the process's profiles on
+	// /debug/pprof/.
 	MetricsListen string
 	// Interval is how often progress is printed. Default 1 s.
 	Interval time.Duration
@@ -792,8 +794,14 @@ func (r *agentsRun) generate(ctx context.Context, started time.Time) {
 					continue
 				}
 				a.gen = want
+				// One allocation for the tick's samples of an agent, not
+				// one per sample: at thousands of agents the emulator's
+				// allocations compete with the brokers for the cores.
+				buf := make([]byte, 0, n*size)
 				a.sp.append(n, func(seq uint64) spool.Record {
-					return spool.Record{Key: a.key, Value: appendSample(make([]byte, 0, size), a.node, seq, ts, size), Time: ts}
+					start := len(buf)
+					buf = appendSample(buf, a.node, seq, ts, size)
+					return spool.Record{Key: a.key, Value: buf[start:len(buf):len(buf)], Time: ts}
 				})
 			}
 		}
@@ -844,6 +852,10 @@ func (r *agentsRun) serveMetrics() (stop func(), err error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// The emulator's own profile: what thousands of agents cost the
+	// emulating process, apart from the brokers.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
