@@ -13,6 +13,10 @@ type series struct {
 	measurement string
 	tags        map[string]string
 	open        [levels][]*window
+	// lineTags are the tags as output lines have them (lineWriter.tags),
+	// once lineTagsSet.
+	lineTags    string
+	lineTagsSet bool
 	// agg caches the aggregate of the series' run in its partition, so a
 	// sample reaches it without looking up the run, the host and each
 	// field by name (summarize.go); aggFields[i] is the run's aggregate of
