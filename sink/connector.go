@@ -62,6 +62,7 @@ type sinker struct {
 	mu struct {
 		sync.Mutex
 		parts   map[tp]*partState
+		batch   icebergBatch // flushes waiting for their Iceberg commit
 		pending []*runDone // completed runs waiting for their rows
 		sc      encodeScratch
 	}
@@ -100,6 +101,9 @@ func (s *sinker) loop(ctx context.Context) error {
 		err := s.handle(ctx, fetches)
 		if err == nil {
 			err = s.checkTriggers(ctx)
+		}
+		if err == nil && s.batchDue(time.Now()) {
+			err = s.commitBatch(ctx)
 		}
 		s.mu.Unlock()
 		s.cl.AllowRebalance()
@@ -293,30 +297,13 @@ func (s *sinker) flush(ctx context.Context, ps *partState, reason string) error 
 	if err := bo.retry(ctx, "clear flush intent", ikey, func() error { return s.cat.ClearIntent(ctx, ps.topic, ps.partition) }); err != nil {
 		return err
 	}
-	if err := s.commitIceberg(ctx, &bo, entry, fkey); err != nil {
-		return err
+	if s.ice != nil {
+		// The flush waits for the other partitions' flushes of the
+		// interval; its Kafka offset waits for the Iceberg commit.
+		s.mu.batch.add(entry, time.Now())
+	} else {
+		s.commitOffsets(ctx, map[tp]int64{{ps.topic, ps.partition}: b.last + 1})
 	}
-	// The Kafka commit only speeds up the next start: the catalog already
-	// moved the resume point past b.last.
-	commit := map[string]map[int32]kgo.EpochOffset{ps.topic: {ps.partition: {Epoch: -1, Offset: b.last + 1}}}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	var commitErr error
-	s.cl.CommitOffsetsSync(cctx, commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		commitErr = err
-		if err == nil {
-			for _, t := range resp.Topics {
-				for _, p := range t.Partitions {
-					if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
-						commitErr = e
-					}
-				}
-			}
-		}
-	})
-	if err := commitErr; err != nil {
-		s.log.Warn("kafka offset commit failed; the catalog holds the position", "topic", ps.topic, "partition", ps.partition, "offset", b.last+1, "err", err)
-	}
-	cancel()
 
 	s.m.flushes.WithLabelValues(reason).Inc()
 	s.m.flushTime.Observe(time.Since(start).Seconds())
@@ -336,29 +323,107 @@ func (s *sinker) flush(ctx context.Context, ps *partState, reason string) error 
 	return nil
 }
 
-// commitIceberg adds a flush the catalog holds to the Iceberg tables. It
-// retries until the commit succeeds or ctx ends, holding the partition:
-// the broker keeps the records meanwhile. A sink that dies here leaves the
-// flush to the next owner's reconcile (see lake/iceberg).
-func (s *sinker) commitIceberg(ctx context.Context, bo *backoff, entry catalog.Entry, key string) error {
-	if s.ice == nil {
+// commitOffsets commits Kafka offsets. It only speeds up the next start:
+// the catalog already moved each resume point there.
+func (s *sinker) commitOffsets(ctx context.Context, offsets map[tp]int64) {
+	if len(offsets) == 0 {
+		return
+	}
+	commit := map[string]map[int32]kgo.EpochOffset{}
+	for k, off := range offsets {
+		if commit[k.topic] == nil {
+			commit[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		commit[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	s.cl.CommitOffsetsSync(cctx, commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			s.log.Warn("kafka offset commit failed; the catalog holds the position", "offsets", len(offsets), "err", err)
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
+					s.log.Warn("kafka offset commit failed; the catalog holds the position", "topic", t.Topic, "partition", p.Partition, "offset", offsets[tp{t.Topic, p.Partition}], "err", e)
+				}
+			}
+		}
+	})
+}
+
+// icebergBatch is the flushes the catalog holds and the Iceberg tables do
+// not yet: one interval's flushes of every partition the sink holds,
+// committed together (commitBatch), one snapshot per table whose summary
+// lists every flush it adds.
+type icebergBatch struct {
+	entries []catalog.Entry
+	offsets map[tp]int64 // the Kafka offset of each partition once the batch is in the tables
+	since   time.Time    // when the first flush joined
+}
+
+func (b *icebergBatch) add(e catalog.Entry, now time.Time) {
+	if len(b.entries) == 0 {
+		b.since = now
+		b.offsets = map[tp]int64{}
+	}
+	b.entries = append(b.entries, e)
+	b.offsets[tp{e.Topic, e.Partition}] = e.LastOffset + 1
+}
+
+// batchDue reports whether the batch is complete: every partition holding
+// records that were buffered before the batch's first flush has flushed
+// them into it, or the batch is FlushAge old (a partition whose flush is
+// that far off joins the next one). Callers hold mu.
+func (s *sinker) batchDue(now time.Time) bool {
+	b := &s.mu.batch
+	if len(b.entries) == 0 {
+		return false
+	}
+	if now.Sub(b.since) >= s.cfg.FlushAge {
+		return true
+	}
+	for _, ps := range s.mu.parts {
+		if !ps.buf.empty() && ps.buf.since.Before(b.since) {
+			return false
+		}
+	}
+	return true
+}
+
+// commitBatch adds the batch's flushes to the Iceberg tables in one commit
+// per table, then commits their Kafka offsets. It retries until the commit
+// succeeds or ctx ends, holding the partitions: the broker keeps the
+// records meanwhile. A sink that dies first leaves the flushes to the
+// partitions' next owners' reconcile (see lake/iceberg); a commit that
+// loses a race with another sink's is rebuilt on the new snapshot there.
+// Callers hold mu.
+func (s *sinker) commitBatch(ctx context.Context) error {
+	b := &s.mu.batch
+	if s.ice == nil || len(b.entries) == 0 {
 		return nil
 	}
 	if d := s.cfg.IcebergPause; d > 0 {
-		s.log.Info("iceberg commit paused", "topic", entry.Topic, "partition", entry.Partition, "first", entry.FirstOffset, "last", entry.LastOffset, "pause", d)
+		s.log.Info("iceberg commit paused", "flushes", len(b.entries), "partitions", len(b.offsets), "pause", d)
 		select {
 		case <-ctx.Done():
 		case <-time.After(d):
 		}
 	}
 	start := time.Now()
-	err := bo.retry(ctx, "commit flush to iceberg", key, func() error {
-		return s.ice.Commit(ctx, []catalog.Entry{entry}, s.types.catalogTypes, nil)
+	bo := backoff{log: s.log, m: s.m}
+	err := bo.retry(ctx, "commit flushes to iceberg", fmt.Sprintf("%d flushes of %d partitions", len(b.entries), len(b.offsets)), func() error {
+		return s.ice.Commit(ctx, b.entries, s.types.catalogTypes, nil)
 	})
-	if err == nil {
-		s.m.icebergCommitTime.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return err
 	}
-	return err
+	s.m.icebergCommitTime.Observe(time.Since(start).Seconds())
+	s.log.Debug("iceberg commit", "flushes", len(b.entries), "partitions", len(b.offsets), "took", time.Since(start).Round(time.Millisecond))
+	s.commitOffsets(ctx, b.offsets)
+	*b = icebergBatch{}
+	return nil
 }
 
 // reconcileIceberg adds to the Iceberg tables the flushes of newly
@@ -498,24 +563,32 @@ func (s *sinker) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 	defer s.mu.Unlock()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 	defer cancel()
+	var gone []*partState
 	for topic, parts := range revoked {
 		for _, p := range parts {
 			ps := s.mu.parts[tp{topic, p}]
 			if ps == nil {
 				continue
 			}
+			gone = append(gone, ps)
 			if s.closing.Load() {
 				// Leaving the group at shutdown: Run already tried the
 				// final flush; what it could not write is left to the
 				// next owner.
-				s.drop(ps)
 				continue
 			}
 			if err := s.flush(fctx, ps, "revoke"); err != nil {
 				s.log.Warn("flush on revoke not done; the next owner reads the records again", "topic", topic, "partition", p, "err", err)
 			}
-			s.drop(ps)
 		}
+	}
+	if !s.closing.Load() {
+		if err := s.commitBatch(fctx); err != nil {
+			s.log.Warn("iceberg commit on revoke not done; the next owners reconcile the flushes", "err", err)
+		}
+	}
+	for _, ps := range gone {
+		s.drop(ps)
 	}
 }
 
@@ -537,4 +610,8 @@ func (s *sinker) drop(ps *partState) {
 	s.m.buffered.Sub(float64(ps.buf.records))
 	s.m.lag.DeleteLabelValues(ps.topic, strconv.Itoa(int(ps.partition)))
 	delete(s.mu.parts, tp{ps.topic, ps.partition})
+	// The partition's next owner commits its offsets; its flushes still
+	// waiting for Iceberg stay in the batch (the commit skips what the
+	// next owner's reconcile has added by then).
+	delete(s.mu.batch.offsets, tp{ps.topic, ps.partition})
 }

@@ -169,6 +169,10 @@ func (s *sinker) checkRuns(ctx context.Context) error {
 			keep = append(keep, rd)
 			continue
 		}
+		// A run marked complete has its rows in the Iceberg tables too.
+		if err := s.commitBatch(ctx); err != nil {
+			return err
+		}
 		bo := backoff{log: s.log, m: s.m}
 		if err := bo.retry(ctx, "mark run", catalog.RunKey(rd.state.Run), func() error { return s.cat.MarkRun(ctx, rd.state) }); err != nil {
 			return err

@@ -88,8 +88,8 @@ type Config struct {
 	// every flush also commit its objects to the lake's Iceberg tables
 	// (see lake/iceberg); compaction rewrites them too (lake/compact).
 	IcebergCatalog string
-	// IcebergPause pauses between a flush's catalog commit and its
-	// Iceberg commit. For crash tests only.
+	// IcebergPause pauses before each Iceberg commit, after the catalog
+	// commits of the flushes it covers. For crash tests only.
 	IcebergPause time.Duration
 	// IcebergExpire expires old snapshots of the Iceberg tables in the
 	// background (see IcebergExpireConfig; on by default with
@@ -266,6 +266,9 @@ func Run(ctx context.Context, cfg Config) error {
 				log.Warn("shutdown flush not done; the records will be read again by the next sink",
 					"topic", ps.topic, "partition", ps.partition, "err", err)
 			}
+		}
+		if err := s.commitBatch(fctx); err != nil {
+			log.Warn("shutdown Iceberg commit not done; the partitions' next owners reconcile the flushes", "err", err)
 		}
 		s.mu.Unlock()
 	}
