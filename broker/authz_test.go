@@ -174,15 +174,7 @@ func TestACLEnforcement(t *testing.T) {
 		wantCode(t, "produce to a", err, 0, kerr.TopicAuthorizationFailed)
 	})
 	t.Run("fetch b", func(t *testing.T) {
-		req := kmsg.NewPtrFetchRequest()
-		req.MaxWaitMillis, req.MaxBytes = 100, 1<<20
-		ft := kmsg.NewFetchRequestTopic()
-		ft.Topic = "b"
-		fp := kmsg.NewFetchRequestTopicPartition()
-		fp.PartitionMaxBytes = 1 << 20
-		ft.Partitions = append(ft.Partitions, fp)
-		req.Topics = append(req.Topics, ft)
-		resp, err := req.RequestWith(ctx, reader)
+		resp, err := fetchOne("b", 0, 0, 1<<20).RequestWith(ctx, reader)
 		code := int16(0)
 		if err == nil {
 			code = resp.Topics[0].Partitions[0].ErrorCode

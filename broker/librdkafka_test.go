@@ -104,15 +104,7 @@ func TestLogAppendTimeBrokerDefault(t *testing.T) {
 	}
 	// The produce response's LogAppendTime (franz-go does not surface
 	// it): send a batch the producer made, read back raw, once more.
-	fetch := kmsg.NewPtrFetchRequest()
-	fetch.MaxBytes, fetch.MaxWaitMillis = 1<<20, 100
-	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic = "lat"
-	fp := kmsg.NewFetchRequestTopicPartition()
-	fp.PartitionMaxBytes = 1 << 20
-	ft.Partitions = append(ft.Partitions, fp)
-	fetch.Topics = append(fetch.Topics, ft)
-	fresp, err := fetch.RequestWith(ctx, cl)
+	fresp, err := fetchOne("lat", 0, 0, 1<<20).RequestWith(ctx, cl)
 	if err != nil || len(fresp.Topics) != 1 || len(fresp.Topics[0].Partitions) != 1 {
 		t.Fatalf("raw fetch: %v %+v", err, fresp)
 	}

@@ -189,19 +189,8 @@ func rawBatches(t *testing.T, tb *testBroker, topic string, p int32, end int64) 
 		if time.Now().After(deadline) {
 			t.Fatalf("raw fetch %s-%d: reached offset %d of %d before timeout", topic, p, offset, end)
 		}
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID = -1
-		req.MaxWaitMillis = 100
+		req := fetchOne(topic, p, offset, 50<<20)
 		req.MinBytes = 1
-		req.MaxBytes = 50 << 20
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = p
-		rp.FetchOffset = offset
-		rp.PartitionMaxBytes = 50 << 20
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctxT(t, 10*time.Second), cl)
 		if err != nil {
 			t.Fatalf("raw fetch %s-%d: %v", topic, p, err)
