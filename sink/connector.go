@@ -63,7 +63,7 @@ type sinker struct {
 		sync.Mutex
 		parts   map[tp]*partState
 		batch   icebergBatch // flushes waiting for their Iceberg commit
-		pending []*runDone // completed runs waiting for their rows
+		pending []*runDone   // completed runs waiting for their rows
 		sc      encodeScratch
 	}
 }

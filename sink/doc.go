@@ -32,10 +32,14 @@
 //  3. checks the intent is still its own, then commits catalog.Entry —
 //     the commit point: readers and the resume offset see the flush now;
 //  4. clears the intent;
-//  5. with an Iceberg catalog (Config.IcebergCatalog), adds the entry's
-//     objects to the Iceberg tables, retrying until it succeeds;
-//  6. commits Kafka offset b+1 (synchronously; a failure only costs a
-//     slower start, since the catalog already holds the position).
+//  5. with an Iceberg catalog (Config.IcebergCatalog), joins the entry to
+//     the batch of the interval; once every partition holding records
+//     older than the batch's first flush has flushed them into it (or the
+//     batch is FlushAge old), the batch is added to the Iceberg tables in
+//     one commit per table, retrying until it succeeds (commitBatch);
+//  6. commits Kafka offset b+1 — with Iceberg, after the batch's commit
+//     (synchronously; a failure only costs a slower start, since the
+//     catalog already holds the position).
 //
 // On assignment a partition resumes at max(Kafka commit, catalog Last+1).
 // An intent whose first offset is that resume point is a flush that died

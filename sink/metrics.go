@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}),
 		icebergCommitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "simtel_sink_iceberg_commit_duration_seconds", Help: "Time to commit a flush to the Iceberg tables (one snapshot per table), retries included.",
+			Name: "simtel_sink_iceberg_commit_duration_seconds", Help: "Time to commit a batch of flushes to the Iceberg tables (one snapshot per table), retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_sink_store_errors_total", Help: "Failed object store or catalog operations (each is retried)."}),
