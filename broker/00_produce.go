@@ -1,6 +1,6 @@
 package broker
 
-// Produce, versions 3-9 (record batches, magic 2, only).
+// Produce, versions 3-10 (record batches, magic 2, only).
 //
 // A request with a transactional id may hold only transactional batches
 // of that id's current producer id and epoch, for partitions added to its
@@ -14,6 +14,15 @@ package broker
 // storage.StampLogAppendTime); the response's LogAppendTime carries that
 // time, -1 for CreateTime topics.
 //
+// A partition answered NOT_LEADER_OR_FOLLOWER in a cluster carries the
+// leader this broker knows (CurrentLeader, with its address in the
+// response's Brokers; v10+, KIP-951) when that is another live broker:
+// a client moves the partition there at once instead of asking for
+// metadata, which franz-go does at most every 5 s (MetadataMinAge). Each
+// such refresh also restarts that wait, so a leader that dies within 5 s
+// of a leadership move (a restarted broker taking its partitions back)
+// used to cost its clients the rest of the 5 s.
+//
 // Appends happen on the connection's read loop, in request order, so an
 // idempotent producer's pipelined batches reach the log in sequence order.
 // acks=all then waits for the commit (fsync, shared with every other
@@ -22,6 +31,7 @@ package broker
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -29,13 +39,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/auth"
+	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/kapi"
 	"github.com/simtel/simtel/broker/partition"
 	"github.com/simtel/simtel/broker/server"
 	"github.com/simtel/simtel/broker/storage"
 )
 
-var _ = apis.AddServe(kapi.API{Key: 0, Min: 3, Max: 9},
+var _ = apis.AddServe(kapi.API{Key: 0, Min: 3, Max: 10},
 	func(b *Broker, r *kapi.Request) {
 		req := r.Msg.(*kmsg.ProduceRequest)
 		// Write on each topic, and on the transactional id of a
@@ -43,7 +54,7 @@ var _ = apis.AddServe(kapi.API{Key: 0, Min: 3, Max: 9},
 		// it), as Kafka authorizes Produce.
 		denied := kapi.DeniedTopics(r, kmsg.ACLOperationWrite, req.Topics, func(t *kmsg.ProduceRequestTopic) string { return t.Topic })
 		txnDenied := req.TransactionID != nil && !r.Allowed(kmsg.ACLOperationWrite, auth.TransactionalID(*req.TransactionID))
-		b.handleProduce(r.Ctx, req, r.Slot.(*server.Slot), denied, txnDenied)
+		b.handleProduce(r.Ctx, req, r.Listener, r.Slot.(*server.Slot), denied, txnDenied)
 	})
 
 type produceWait struct {
@@ -57,7 +68,7 @@ type produceWait struct {
 	n   int // bytes, for the metrics
 }
 
-func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *server.Slot, denied map[string]bool, txnDenied bool) {
+func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, listener string, p *server.Slot, denied map[string]bool, txnDenied bool) {
 	// A partition in a handover, or of a topic created a moment ago, may
 	// be this broker's to serve shortly (handover.go).
 	b.awaitProduceLeaders(ctx, r)
@@ -188,6 +199,7 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *s
 		return
 	}
 	if len(waits) == 0 {
+		b.leaderHints(resp, listener)
 		p.Finish(resp)
 		return
 	}
@@ -225,6 +237,54 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, p *s
 				b.log.Warn("produce not committed", "topic", w.part.Topic(), "partition", w.part.Index(), "err", err)
 			}
 		}
+		b.leaderHints(resp, listener)
 		p.Finish(resp)
 	}()
+}
+
+// leaderHints fills CurrentLeader of each partition of resp answered
+// NOT_LEADER_OR_FOLLOWER with the leader this broker knows, and Brokers
+// with its address on the client's listener, when it is another live
+// broker (v10+, in a cluster). The leader and epoch are the ones a
+// Metadata answer would name (handleClusterMetadata).
+func (b *Broker) leaderHints(resp *kmsg.ProduceResponse, listener string) {
+	if resp.Version < 10 || b.cluster == nil {
+		return
+	}
+	var md *cluster.Metadata
+	for i := range resp.Topics {
+		st := &resp.Topics[i]
+		for j := range st.Partitions {
+			sp := &st.Partitions[j]
+			if sp.ErrorCode != kerr.NotLeaderForPartition.Code {
+				continue
+			}
+			if md == nil {
+				md = b.cluster.Metadata()
+			}
+			ti := md.Topics[st.Topic]
+			if ti == nil || sp.Partition < 0 || int(sp.Partition) >= len(ti.Partitions) {
+				continue
+			}
+			a := ti.Partitions[sp.Partition]
+			leader, epoch := a.Leader, a.LeaderEpoch
+			if l, e, _, ok := b.localLeader(st.Topic, ti.ID, int(sp.Partition)); ok && e >= epoch {
+				leader, epoch = l, e
+			}
+			br, ok := md.Brokers[leader]
+			if leader == b.cfg.NodeID || !ok || !br.Alive || b.cluster.PeerDown(leader) {
+				continue
+			}
+			host, port, ok := brokerAddr(listener, br)
+			if !ok {
+				continue
+			}
+			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, epoch
+			if !slices.ContainsFunc(resp.Brokers, func(rb kmsg.ProduceResponseBroker) bool { return rb.NodeID == leader }) {
+				rb := kmsg.NewProduceResponseBroker()
+				rb.NodeID, rb.Host, rb.Port = leader, host, port
+				resp.Brokers = append(resp.Brokers, rb)
+			}
+		}
+	}
 }

@@ -8,13 +8,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestClusterNewTopicTakesWritesAtOnce: on a fresh 3-broker cluster a
@@ -25,7 +29,10 @@ import (
 // NOT_LEADER_FOR_PARTITION, and franz-go refreshes its metadata only
 // after its MetadataMinAge: 5 s by default. The producer here has a
 // longer one, so that such a stall cannot hide under the generous bound
-// a loaded machine needs.
+// a loaded machine needs. Then a follower of the RF 3 topic answers a
+// Produce with NOT_LEADER_OR_FOLLOWER naming the leader Metadata names
+// (CurrentLeader and its address, KIP-951), so the client moves there
+// without a metadata refresh.
 func TestClusterNewTopicTakesWritesAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real broker processes")
@@ -76,6 +83,38 @@ func TestClusterNewTopicTakesWritesAtOnce(t *testing.T) {
 		if took > bound {
 			t.Errorf("RF %d: the new topic's records took %v to be acknowledged (bound %v): a broker named leader refused them", rf, took.Round(time.Millisecond), bound)
 		}
+	}
+
+	leader, epoch := leaderOf(ctx, seeds, "fresh-rf3", 0)
+	if leader < 0 {
+		t.Fatal("no leader of fresh-rf3/0")
+	}
+	follower := bs[(leader+1)%3]
+	raw, err := kgo.NewClient(kgo.SeedBrokers(follower.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	r, err := raw.SeedBrokers()[0].Request(ctx, produceRequest("fresh-rf3", 0, plainBatch("to-a-follower"), -1, 5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := r.(*kmsg.ProduceResponse)
+	rp := resp.Topics[0].Partitions[0]
+	if resp.Version < 10 || rp.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("Produce v%d to follower %d: %v, want v10+ and NOT_LEADER_OR_FOLLOWER", resp.Version, follower.ID, kerr.ErrorForCode(rp.ErrorCode))
+	}
+	if rp.CurrentLeader.LeaderID != leader || rp.CurrentLeader.LeaderEpoch != epoch {
+		t.Fatalf("follower %d names leader %d epoch %d, Metadata leader %d epoch %d", follower.ID, rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch, leader, epoch)
+	}
+	var addr string
+	for _, b := range resp.Brokers {
+		if b.NodeID == leader {
+			addr = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		}
+	}
+	if addr != bs[leader].Addr {
+		t.Fatalf("the answer's address of leader %d is %q, want %s (brokers %+v)", leader, addr, bs[leader].Addr, resp.Brokers)
 	}
 }
 
