@@ -165,6 +165,12 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	// the last entries up to 2-4 heartbeat timeouts late.
 	rc.CommitTimeout = 2 * rc.HeartbeatTimeout
 	g.trans.hbEvery = rc.HeartbeatTimeout / 4
+	if n.hub != nil {
+		// Quiet when idle (quiet.go); the links' empty frames tell
+		// both ends the other broker is there.
+		g.trans.quiet.hb = rc.HeartbeatTimeout
+		n.hub.setPing(rc.HeartbeatTimeout / 4)
+	}
 	bootstrapped := false
 	if !hasState && cfg.Bootstrap {
 		bootstrapped = true

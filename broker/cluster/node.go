@@ -195,6 +195,12 @@ type Node struct {
 	// what a group's transport knows of a follower's state (appendMark)
 	// holds only while it has not changed.
 	peerChanges atomic.Uint64
+	// heardFrom is when each broker's heartbeat link (by its raft
+	// address) last sent a frame (quiet.go).
+	heardFrom struct {
+		sync.Mutex
+		m map[string]time.Time
+	}
 	// leaving is closed by Leaving (watch.go).
 	leaving     chan struct{}
 	leavingOnce sync.Once
@@ -475,10 +481,14 @@ func (n *Node) LeaderID() (int32, bool) {
 // controller down. Its goroutines: the mux's accept loop and the
 // membership loop (both waited for before Run returns).
 func (n *Node) Run(ctx context.Context) error {
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go func() {
 		defer n.wg.Done()
 		n.mux.Serve()
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.quietLoop(n.runCtx.Done())
 	}()
 	go func() {
 		defer n.wg.Done()

@@ -114,9 +114,15 @@ type groupTransport struct {
 	hbFn     atomic.Pointer[func(raft.RPC)]
 	raft     atomic.Pointer[raft.Raft]
 
+	// quiet: see quiet.go.
+	quiet quietState
+
 	closeOnce sync.Once
 	closed    chan struct{}
-	wg        sync.WaitGroup
+	// detached is closed by detach (before raft shuts down).
+	detachOnce sync.Once
+	detached   chan struct{}
+	wg         sync.WaitGroup
 
 	stream *StreamLayer // nil in tests of the transport alone
 }
@@ -125,6 +131,7 @@ type groupTransport struct {
 // no new ones start. Called before raft shuts down, which waits for its
 // RPCs (a peer may hold one for up to its mux's hold time).
 func (t *groupTransport) detach() {
+	t.detachOnce.Do(func() { close(t.detached) })
 	if t.stream != nil {
 		_ = t.stream.Close()
 	}
@@ -137,7 +144,8 @@ func (t *groupTransport) detach() {
 // newGroupTransport wraps a NetworkTransport for group; hub may be nil
 // (heartbeats then go over the NetworkTransport as usual).
 func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbeatHub) *groupTransport {
-	t := &groupTransport{NetworkTransport: inner, group: group, hub: hub, consumer: make(chan raft.RPC), closed: make(chan struct{})}
+	t := &groupTransport{NetworkTransport: inner, group: group, hub: hub, consumer: make(chan raft.RPC), closed: make(chan struct{}), detached: make(chan struct{})}
+	t.quiet.busy = time.Now()
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
@@ -145,10 +153,19 @@ func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbea
 		for {
 			select {
 			case rpc := <-in:
+				news, elect := t.rpcNews(rpc)
+				if elect {
+					t.wake(true)
+				} else if news {
+					t.noteBusy()
+				}
 				select {
 				case t.consumer <- rpc:
 				case <-t.closed:
 					return
+				}
+				if news && !elect {
+					t.wake(false)
 				}
 			case <-t.closed:
 				return
@@ -184,6 +201,9 @@ func isHeartbeat(a *raft.AppendEntriesRequest) bool {
 // NetworkTransport RPCs.
 func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if t.hub != nil && isHeartbeat(args) {
+		if t.answerQuiet(target, args, resp) {
+			return nil
+		}
 		var due time.Time
 		if t.hbEvery > 0 {
 			t.answered.Lock()
@@ -192,14 +212,19 @@ func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 			}
 			t.answered.Unlock()
 		}
-		err := t.hub.call(target, t.group, due, args, resp)
+		gen, err := t.hub.call(target, t.group, due, args, resp)
 		if t.hbEvery > 0 {
 			t.answered.Lock()
 			if err == nil && resp.Success {
 				if t.answered.m == nil {
 					t.answered.m = map[raft.ServerAddress]heartbeatMark{}
 				}
-				t.answered.m[target] = heartbeatMark{at: time.Now(), term: args.Term}
+				now := time.Now()
+				m := heartbeatMark{at: now, last: now, since: now, term: args.Term, gen: gen, peers: t.peerChanges(), resp: *resp}
+				if p, ok := t.answered.m[target]; ok && p.term == m.term && p.gen == m.gen && p.peers == m.peers {
+					m.since = p.since
+				}
+				t.answered.m[target] = m
 			} else {
 				delete(t.answered.m, target)
 			}
@@ -207,8 +232,13 @@ func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		}
 		return err
 	}
-	if t.hbEvery > 0 && t.answerIdle(target, args, resp) {
-		return nil
+	if t.hbEvery > 0 {
+		if t.answerIdle(target, args, resp) {
+			return nil
+		}
+		if t.appendNews(target, args) {
+			t.noteBusy()
+		}
 	}
 	if t.node != nil {
 		t.node.awaitPeerUp(id, t)
@@ -252,12 +282,27 @@ func (t *groupTransport) answerIdle(target raft.ServerAddress, args *raft.Append
 	t.appended.Lock()
 	defer t.appended.Unlock()
 	m, ok := t.appended.m[target]
-	if !ok || m.term != args.Term || m.last != args.PrevLogEntry || m.lastTerm != args.PrevLogTerm ||
-		args.LeaderCommitIndex > m.commit || m.peers != t.peerChanges() || time.Since(m.at) >= idleAppendEvery {
+	if !ok || !t.repeats(m, args) || time.Since(m.at) >= idleAppendEvery {
 		return false
 	}
 	*resp = m.resp
 	return true
+}
+
+// repeats: an empty args tells a follower that acknowledged m nothing new.
+func (t *groupTransport) repeats(m appendMark, args *raft.AppendEntriesRequest) bool {
+	return len(args.Entries) == 0 && m.term == args.Term && m.last == args.PrevLogEntry && m.lastTerm == args.PrevLogTerm &&
+		args.LeaderCommitIndex <= m.commit && m.peers == t.peerChanges()
+}
+
+// appendNews: args (about to be sent) tells target something new, so
+// the group is busy (quiet.go); the idle ones sent every idleAppendEvery
+// are not.
+func (t *groupTransport) appendNews(target raft.ServerAddress, args *raft.AppendEntriesRequest) bool {
+	t.appended.Lock()
+	defer t.appended.Unlock()
+	m, ok := t.appended.m[target]
+	return !ok || !t.repeats(m, args)
 }
 
 // noteAppend records target's answer to an AppendEntries that was sent.
@@ -288,6 +333,8 @@ func (t *groupTransport) timeoutNow() bool {
 	if r == nil {
 		return false
 	}
+	// The normal election timeout for the election it starts.
+	t.wake(true)
 	_, id := r.LeaderWithID()
 	rpc := raft.RPC{
 		Command:  &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id)}},
@@ -325,14 +372,23 @@ type heartbeatHub struct {
 		peers  map[raft.ServerAddress]*heartbeatLink
 		closed bool
 	}
+	// ping: a link sends an empty frame after this long without one
+	// (0: never; setPing).
+	ping   time.Duration
 	closed chan struct{}
 	wg     sync.WaitGroup
 }
 
-// heartbeatMark is a follower's last successful heartbeat answer.
+// heartbeatMark is a follower's last successful heartbeat answer: at
+// (when), term, the link connection it came over (gen), Node.peerChanges
+// then, and the answer; since is when the answers began to come in that
+// term, connection and peerChanges; last is when a heartbeat was last
+// answered, by the follower or from resp (quiet.go).
 type heartbeatMark struct {
-	at   time.Time
-	term uint64
+	at, last, since time.Time
+	term, gen       uint64
+	peers           uint64
+	resp            raft.AppendEntriesResponse
 }
 
 type heartbeatCall struct {
@@ -342,6 +398,7 @@ type heartbeatCall struct {
 	req  *raft.AppendEntriesRequest
 	resp *raft.AppendEntriesResponse
 	err  error
+	gen  uint64 // the link connection that answered
 	done chan struct{}
 }
 
@@ -361,6 +418,10 @@ type heartbeatLink struct {
 	// frame in flight); stopped is set when the goroutine has exited.
 	conn    net.Conn
 	stopped bool
+	// gen counts the connections dialed; lastOK is when a frame was last
+	// answered (quiet.go).
+	gen    uint64
+	lastOK time.Time
 }
 
 func newHeartbeatHub(mux *Mux, window time.Duration, stats *transportStats) *heartbeatHub {
@@ -371,11 +432,11 @@ func newHeartbeatHub(mux *Mux, window time.Duration, stats *transportStats) *hea
 
 // call queues one heartbeat for target and waits for its answer; it is
 // held until due if that is in the future.
-func (h *heartbeatHub) call(target raft.ServerAddress, group uint64, due time.Time, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+func (h *heartbeatHub) call(target raft.ServerAddress, group uint64, due time.Time, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (uint64, error) {
 	h.mu.Lock()
 	if h.mu.closed {
 		h.mu.Unlock()
-		return errHeartbeatLinkClosed
+		return 0, errHeartbeatLinkClosed
 	}
 	l := h.mu.peers[target]
 	if l == nil {
@@ -393,7 +454,7 @@ func (h *heartbeatHub) call(target raft.ServerAddress, group uint64, due time.Ti
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()
-		return errHeartbeatLinkClosed
+		return 0, errHeartbeatLinkClosed
 	}
 	first := false
 	if held {
@@ -428,7 +489,7 @@ func (h *heartbeatHub) call(target raft.ServerAddress, group uint64, due time.Ti
 	// The link goroutine answers every call it took, also when it stops,
 	// so resp is never written after this returns.
 	<-c.done
-	return c.err
+	return c.gen, c.err
 }
 
 // sendHeld sends group's held heartbeats with the links' next frames.
@@ -478,6 +539,10 @@ func (h *heartbeatHub) run(l *heartbeatLink) {
 	heldTimer := time.NewTimer(time.Hour)
 	heldTimer.Stop()
 	defer heldTimer.Stop()
+	pingTimer := time.NewTimer(time.Hour)
+	pingTimer.Stop()
+	defer pingTimer.Stop()
+	lastSent := time.Now()
 	for {
 		// Sleep until a heartbeat is queued or the earliest held one is
 		// due.
@@ -487,14 +552,21 @@ func (h *heartbeatHub) run(l *heartbeatLink) {
 			next = max(time.Until(l.held[0].due), 0)
 		}
 		l.mu.Unlock()
-		var heldC <-chan time.Time
+		var heldC, pingC <-chan time.Time
 		if next >= 0 {
 			heldTimer.Reset(next)
 			heldC = heldTimer.C
 		}
+		// An empty frame after ping without one (quiet.go).
+		if p := h.pingEvery(); p > 0 {
+			pingTimer.Reset(max(time.Until(lastSent.Add(p)), 0))
+			pingC = pingTimer.C
+		}
+		ping := false
 		select {
 		case <-l.kick:
 			heldTimer.Stop()
+			pingTimer.Stop()
 			timer.Reset(h.window)
 			select {
 			case <-timer.C:
@@ -502,16 +574,22 @@ func (h *heartbeatHub) run(l *heartbeatLink) {
 				return
 			}
 		case <-heldC:
+			pingTimer.Stop()
+		case <-pingC:
+			heldTimer.Stop()
+			ping = true
 		case <-l.heldKick:
 			heldTimer.Stop()
+			pingTimer.Stop()
 			continue
 		case <-h.closed:
 			return
 		}
 		batch := l.takeBatch(h.window)
-		if len(batch) == 0 {
+		if len(batch) == 0 && !ping {
 			continue
 		}
+		lastSent = time.Now()
 		var err error
 		if conn == nil {
 			if conn, err = h.mux.dial(l.addr, h.timeout, []byte{kindHeartbeat}); err != nil {
@@ -521,6 +599,7 @@ func (h *heartbeatHub) run(l *heartbeatLink) {
 				rd = bufio.NewReader(conn)
 				l.mu.Lock()
 				l.conn = conn
+				l.gen++
 				l.mu.Unlock()
 				select {
 				case <-h.closed: // close may have missed it
@@ -531,12 +610,18 @@ func (h *heartbeatHub) run(l *heartbeatLink) {
 		}
 		if err == nil {
 			err = h.exchange(conn, rd, batch)
+			l.mu.Lock()
 			if err != nil {
 				conn.Close()
 				conn = nil
-				l.mu.Lock()
 				l.conn = nil
-				l.mu.Unlock()
+			} else {
+				l.lastOK = time.Now()
+			}
+			gen := l.gen
+			l.mu.Unlock()
+			for _, c := range batch {
+				c.gen = gen
 			}
 		}
 		for _, c := range batch {
@@ -650,6 +735,9 @@ func (n *Node) serveHeartbeats(conn net.Conn) {
 	defer stop()
 	rd := bufio.NewReader(conn)
 	respCh := make(chan raft.RPCResponse, 1)
+	// peer is the sending broker's raft address, from the first
+	// heartbeat on the link (its empty frames say it is there).
+	var peer string
 	for {
 		data, err := readFrame(rd)
 		if err != nil {
@@ -659,6 +747,12 @@ func (n *Node) serveHeartbeats(conn net.Conn) {
 		if err != nil {
 			n.log.Warn("bad heartbeat frame; closing the link", "remote", conn.RemoteAddr().String(), "err", err)
 			return
+		}
+		if peer == "" && len(reqs) > 0 {
+			peer = string(reqs[0].req.Addr)
+		}
+		if peer != "" {
+			n.heard(peer)
 		}
 		// A heartbeat that moves a group to a newer term, or makes a
 		// candidate (or a deposed leader) of the group a follower again,
@@ -975,21 +1069,23 @@ func (n *Node) closeOnShutdown(conn net.Conn) func() bool {
 // transportStats are the metrics of the coalescing links and the failure
 // detector.
 type transportStats struct {
-	frames        prometheus.Counter
-	heartbeats    prometheus.Counter
-	peerDown      prometheus.Counter
-	fastElections prometheus.Counter
+	frames          prometheus.Counter
+	heartbeats      prometheus.Counter
+	quietHeartbeats prometheus.Counter
+	peerDown        prometheus.Counter
+	fastElections   prometheus.Counter
 }
 
 func newTransportStats() *transportStats {
 	return &transportStats{
-		frames:        prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_heartbeat_frames_total", Help: "Frames of coalesced raft heartbeats this broker sent and got answered."}),
-		heartbeats:    prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_heartbeats_total", Help: "Raft heartbeats this broker sent in coalesced frames and got answered."}),
-		peerDown:      prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_peer_down_total", Help: "Times this broker saw another broker's process go away (watch connection broke, raft port refused or a new incarnation answered)."}),
-		fastElections: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_fast_elections_total", Help: "Raft elections this broker started at once because the group's leader was seen to die."}),
+		frames:          prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_heartbeat_frames_total", Help: "Frames of coalesced raft heartbeats this broker sent and got answered."}),
+		heartbeats:      prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_heartbeats_total", Help: "Raft heartbeats this broker sent in coalesced frames and got answered."}),
+		quietHeartbeats: prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_quiet_heartbeats_total", Help: "Raft heartbeats of quiet groups answered by this broker from the follower's last answer while the link to its broker answered (no writes for a while)."}),
+		peerDown:        prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_peer_down_total", Help: "Times this broker saw another broker's process go away (watch connection broke, raft port refused or a new incarnation answered)."}),
+		fastElections:   prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_fast_elections_total", Help: "Raft elections this broker started at once because the group's leader was seen to die."}),
 	}
 }
 
 func (s *transportStats) register(r prometheus.Registerer) {
-	r.MustRegister(s.frames, s.heartbeats, s.peerDown, s.fastElections)
+	r.MustRegister(s.frames, s.heartbeats, s.quietHeartbeats, s.peerDown, s.fastElections)
 }

@@ -1,0 +1,299 @@
+package cluster
+
+// Quiet groups. Coalesced and paced heartbeats (transport.go) still cost
+// each idle data group a heartbeat to each follower a few times a second:
+// a round trip through the link, the follower's raft heartbeat handler
+// and the scheduler wake-ups on both brokers, most of an idle broker's
+// CPU with hundreds of groups (a CPU profile of an idle broker with 300
+// groups: serveHeartbeats, raft's heartbeat loop, the link's syscalls
+// and the scheduler). A group with nothing to replicate goes quiet:
+//
+//   - Follower side: a replica that has had no news (entries, a newer
+//     commit index, a vote request, a TimeoutNow, a snapshot) for
+//     quietAfter heartbeat timeouts, while its leader's broker is heard
+//     from (its heartbeat link sent a frame within a heartbeat timeout),
+//     reloads its raft with quietTimeout heartbeat and election timeouts.
+//     It wakes (the normal timeouts, and raft checks its last contact at
+//     once) on news, when it stops being a follower, when it has no
+//     leader, and when the leader's broker has not been heard from for
+//     a heartbeat timeout: a SIGSTOPped or cut-off leader is replaced as
+//     fast as before, by an ordinary raft election.
+//   - Leader side: once a follower has answered in the same term, over
+//     the same link connection, with no broker seen to go or come back,
+//     for quietAfter+quietLeaderExtra heartbeat timeouts, and nothing new
+//     was sent to it for as long, the transport answers the group's
+//     heartbeats to it with the follower's last answer while the link to
+//     its broker answers frames (so the leader's lease holds exactly
+//     while the follower's broker is reachable), at most every half
+//     heartbeat timeout, and sends a real one every quietReal timeouts.
+//     The extra wait makes sure the follower has gone quiet first (it
+//     counts from an earlier moment: it received what the leader then
+//     saw acknowledged).
+//   - Every link sends an empty frame when it has sent nothing for a
+//     quarter of a heartbeat timeout: that is how both ends know the
+//     other broker is there while its groups are quiet.
+//
+// Safety is raft's: nothing here grants a vote or commits an entry; a
+// leader only keeps its lease while the follower's broker answers, and a
+// follower only waits longer before electing while the leader's broker
+// is heard from.
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// In heartbeat timeouts of the group.
+const (
+	quietAfter       = 5
+	quietLeaderExtra = 3
+	quietTimeout     = 20
+	quietReal        = 5
+)
+
+// heard records that broker addr's heartbeat link sent a frame now.
+func (n *Node) heard(addr string) {
+	now := time.Now()
+	n.heardFrom.Lock()
+	if n.heardFrom.m == nil {
+		n.heardFrom.m = map[string]time.Time{}
+	}
+	n.heardFrom.m[addr] = now
+	n.heardFrom.Unlock()
+}
+
+// heardWithin: broker addr's heartbeat link sent a frame within d before
+// now.
+func (n *Node) heardWithin(addr string, d time.Duration, now time.Time) bool {
+	n.heardFrom.Lock()
+	at, ok := n.heardFrom.m[addr]
+	n.heardFrom.Unlock()
+	return ok && now.Sub(at) < d
+}
+
+// quietLoop quiets and wakes the follower replicas of this broker (see
+// the file comment) until ctx ends.
+func (n *Node) quietLoop(done <-chan struct{}) {
+	t := time.NewTicker(quietTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		for _, gt := range n.transports() {
+			gt.checkQuiet(now)
+		}
+	}
+}
+
+// quietTick is how often quietLoop looks at the groups: it bounds how
+// late a follower wakes after its leader's broker went silent.
+const quietTick = 100 * time.Millisecond
+
+// quietState is a data group's part in quieting (groupTransport.quiet).
+type quietState struct {
+	// hb is the group's heartbeat timeout; 0: the group never goes quiet.
+	hb time.Duration
+	mu sync.Mutex
+	// busy is when the group last had news; on is set while raft runs
+	// with the quiet timeouts (follower side).
+	busy time.Time
+	on   bool
+}
+
+func (t *groupTransport) noteBusy() {
+	t.quiet.mu.Lock()
+	t.quiet.busy = time.Now()
+	t.quiet.mu.Unlock()
+}
+
+func (t *groupTransport) busyAt() time.Time {
+	t.quiet.mu.Lock()
+	defer t.quiet.mu.Unlock()
+	return t.quiet.busy
+}
+
+// checkQuiet quiets the follower replica or wakes it; see the file
+// comment.
+func (t *groupTransport) checkQuiet(now time.Time) {
+	hb := t.quiet.hb
+	r := t.raft.Load()
+	if hb <= 0 || r == nil || t.node == nil {
+		return
+	}
+	t.quiet.mu.Lock()
+	on, busy := t.quiet.on, t.quiet.busy
+	t.quiet.mu.Unlock()
+	if r.State() != raft.Follower {
+		if on {
+			t.setQuiet(false)
+		}
+		return
+	}
+	addr, _ := r.LeaderWithID()
+	alive := addr != "" && t.node.heardWithin(string(addr), hb, now)
+	switch {
+	case on && !alive:
+		t.setQuiet(false)
+	case !on && alive && now.Sub(busy) >= quietAfter*hb:
+		t.setQuiet(true)
+	}
+}
+
+// setQuiet reloads the group's raft with the quiet timeouts (on) or the
+// normal ones. Waking makes raft check its last contact at once.
+func (t *groupTransport) setQuiet(on bool) {
+	r := t.raft.Load()
+	if t.quiet.hb <= 0 || r == nil {
+		return
+	}
+	t.quiet.mu.Lock()
+	defer t.quiet.mu.Unlock()
+	if t.quiet.on == on {
+		return
+	}
+	rc := r.ReloadableConfig()
+	d := t.quiet.hb
+	if on {
+		d *= quietTimeout
+	}
+	rc.HeartbeatTimeout, rc.ElectionTimeout = d, d
+	if err := r.ReloadConfig(rc); err != nil {
+		return
+	}
+	t.quiet.on = on
+}
+
+// wake is setQuiet(false) for news. Raft checks its last contact as
+// soon as it has the normal timeouts, and a quiet follower last heard
+// from its leader up to quietReal timeouts ago: unless it is about to
+// stand (elect), its leader's broker still heard from counts as a
+// heartbeat first, or news such as another replica's vote request would
+// make it drop a live leader and stand too.
+func (t *groupTransport) wake(elect bool) {
+	t.noteBusy()
+	t.quiet.mu.Lock()
+	on := t.quiet.on
+	t.quiet.mu.Unlock()
+	if !on {
+		return
+	}
+	if r := t.raft.Load(); !elect && r != nil && t.node != nil {
+		addr, id := r.LeaderWithID()
+		if fn := t.hbFn.Load(); fn != nil && addr != "" && t.node.heardWithin(string(addr), t.quiet.hb, time.Now()) {
+			req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: []byte(addr)},
+				Term: r.CurrentTerm(), Leader: []byte(addr)}
+			(*fn)(raft.RPC{Command: req, RespChan: make(chan raft.RPCResponse, 1)})
+		}
+	}
+	t.setQuiet(false)
+}
+
+// rpcNews reports whether an RPC from a peer is news to a follower (see
+// the file comment); heartbeats and empty AppendEntries repeating the
+// commit index it has are not. elect: a TimeoutNow, which makes it a
+// candidate at once (with the normal election timeout, so it wakes
+// before raft takes it).
+func (t *groupTransport) rpcNews(rpc raft.RPC) (news, elect bool) {
+	if t.quiet.hb <= 0 {
+		return false, false
+	}
+	switch c := rpc.Command.(type) {
+	case *raft.AppendEntriesRequest:
+		if isHeartbeat(c) || len(c.Entries) > 0 {
+			return len(c.Entries) > 0, false
+		}
+		r := t.raft.Load()
+		return r == nil || c.LeaderCommitIndex > r.CommitIndex(), false
+	case *raft.TimeoutNowRequest:
+		return true, true
+	default:
+		return true, false
+	}
+}
+
+// answerQuiet answers a heartbeat of a quiet leader to target from the
+// follower's last answer (see the file comment), waiting until half a
+// heartbeat timeout after the previous answer; false: send it.
+func (t *groupTransport) answerQuiet(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) bool {
+	hb := t.quiet.hb
+	if hb <= 0 || t.hub == nil || t.node == nil {
+		return false
+	}
+	quietFor := (quietAfter + quietLeaderExtra) * hb
+	ok := func(now time.Time) (heartbeatMark, bool) {
+		t.answered.Lock()
+		m, found := t.answered.m[target]
+		t.answered.Unlock()
+		if !found || m.term != args.Term || m.peers != t.peerChanges() || now.Sub(m.at) >= quietReal*hb ||
+			now.Sub(m.since) < quietFor || now.Sub(t.busyAt()) < quietFor || !t.hub.alive(target, m.gen, hb, now) {
+			return m, false
+		}
+		return m, true
+	}
+	m, good := ok(time.Now())
+	if !good {
+		return false
+	}
+	if wait := time.Until(m.last.Add(hb / 2)); wait > 0 {
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-t.detached:
+			timer.Stop()
+			return false
+		}
+		if m2, good := ok(time.Now()); !good || m2.at != m.at {
+			return false
+		}
+	}
+	t.answered.Lock()
+	cur, found := t.answered.m[target]
+	if !found || cur.at != m.at {
+		t.answered.Unlock()
+		return false
+	}
+	cur.last = time.Now()
+	t.answered.m[target] = cur
+	t.answered.Unlock()
+	*resp = m.resp
+	if t.node.stats != nil {
+		t.node.stats.quietHeartbeats.Inc()
+	}
+	return true
+}
+
+// alive: the link to target answered a frame within d before now on
+// connection gen.
+func (h *heartbeatHub) alive(target raft.ServerAddress, gen uint64, d time.Duration, now time.Time) bool {
+	h.mu.Lock()
+	l := h.mu.peers[target]
+	h.mu.Unlock()
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gen == gen && !l.lastOK.IsZero() && now.Sub(l.lastOK) < d
+}
+
+// setPing makes every link send an empty frame after d without one (the
+// shortest asked for wins).
+func (h *heartbeatHub) setPing(d time.Duration) {
+	h.mu.Lock()
+	if h.ping == 0 || d < h.ping {
+		h.ping = d
+	}
+	h.mu.Unlock()
+}
+
+func (h *heartbeatHub) pingEvery() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ping
+}

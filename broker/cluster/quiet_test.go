@@ -1,0 +1,129 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestQuietGroups: idle data groups go quiet (followers on the long
+// timeouts, leaders' heartbeats answered locally) without any election;
+// a write wakes a group and commits; a leader's broker that goes silent
+// (its links stop, its process and watch connections stay, as with
+// SIGSTOP) is replaced by an election among the others.
+func TestQuietGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs raft elections")
+	}
+	nodes := startSettledNodes(t)
+	const groups = 4
+	const hb = 200 * time.Millisecond
+	grps := map[int][]*Group{}
+	for i, n := range nodes {
+		for g := range groups {
+			grp, err := n.StartGroup(GroupConfig{Group: uint64(200 + g), Dir: filepath.Join(t.TempDir(), "g"), FSM: NewFSM(),
+				Peers: []int32{0, 1, 2}, Bootstrap: i == 0, HeartbeatTimeout: hb, Logger: n.log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = grp.Close() })
+			grps[i] = append(grps[i], grp)
+		}
+	}
+	leaderOf := func(g int, among ...int) int {
+		for _, i := range among {
+			if grps[i][g].Raft.State() == raft.Leader {
+				return i
+			}
+		}
+		return -1
+	}
+	allQuiet := func() bool {
+		for i := range nodes {
+			for _, grp := range grps[i] {
+				grp.trans.quiet.mu.Lock()
+				on := grp.trans.quiet.on
+				grp.trans.quiet.mu.Unlock()
+				if grp.Raft.State() == raft.Follower && !on {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	waitFor(t, "every group led and every follower quiet", func() bool {
+		for g := range groups {
+			if leaderOf(g, 0, 1, 2) < 0 {
+				return false
+			}
+		}
+		return allQuiet()
+	})
+	quietAnswers := func() float64 {
+		var v float64
+		for _, n := range nodes {
+			v += promtest.ToFloat64(n.stats.quietHeartbeats)
+		}
+		return v
+	}
+	waitFor(t, "heartbeats answered locally", func() bool { return quietAnswers() > 0 })
+	terms := make([]uint64, groups)
+	for g := range groups {
+		terms[g] = grps[leaderOf(g, 0, 1, 2)][g].Raft.CurrentTerm()
+	}
+	// Several of the followers' normal timeouts without a heartbeat from
+	// a leader: still the same leaders.
+	time.Sleep(10 * hb)
+	for g := range groups {
+		l := leaderOf(g, 0, 1, 2)
+		if l < 0 || grps[l][g].Raft.CurrentTerm() != terms[g] {
+			t.Fatalf("group %d had an election while quiet (term %d, was %d)", g, grps[max(l, 0)][g].Raft.CurrentTerm(), terms[g])
+		}
+	}
+
+	// A write wakes the group, commits and is applied everywhere.
+	l := leaderOf(0, 0, 1, 2)
+	data, err := json.Marshal(Command{Op: OpSetClusterID, ClusterID: "quiet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := grps[l][0].Raft.Apply(data, 5*time.Second)
+	if err := f.Error(); err != nil {
+		t.Fatalf("write to a quiet group: %v", err)
+	}
+	idx := f.Index()
+	waitFor(t, "the write applied on every replica", func() bool {
+		for i := range nodes {
+			if grps[i][0].Raft.AppliedIndex() < idx {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, "quiet again", allQuiet)
+
+	// The leader's broker of group 1 goes silent.
+	victim := leaderOf(1, 0, 1, 2)
+	var others []int
+	for i := range nodes {
+		if i != victim {
+			others = append(others, i)
+		}
+	}
+	silent := time.Now()
+	nodes[victim].hub.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for leaderOf(1, others...) < 0 {
+		if ctx.Err() != nil {
+			t.Fatal("no new leader of a quiet group whose leader's broker went silent")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("new leader %v after the leader's broker went silent (heartbeat timeout %v)", time.Since(silent), hb)
+}
