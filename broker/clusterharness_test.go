@@ -150,6 +150,21 @@ func startGroupCluster(t *testing.T, within time.Duration) ([]*clusterBroker, in
 	return bs, controller, seeds, ctx
 }
 
+// goUntilStopped runs f in a goroutine with a context derived from ctx;
+// stop cancels that context and returns once f has.
+func goUntilStopped(ctx context.Context, f func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // waitUntil polls cond (testutil.WaitFor) until it returns "" or the
 // timeout passes; then the test fails with cond's last answer.
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() string) {

@@ -140,14 +140,11 @@ func TestClusterGroupJoinSurvivesCoordinatorStepDown(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cctx, cstop := context.WithCancel(ctx)
-		cDone := make(chan struct{})
-		go func() {
-			defer close(cDone)
+		cstop := goUntilStopped(ctx, func(cctx context.Context) {
 			for cctx.Err() == nil {
 				c.PollFetches(cctx)
 			}
-		}()
+		})
 		waitUntil(t, 60*time.Second, "the group rebalances for member C", func() string {
 			dg, err := kadm.NewClient(admin).DescribeGroups(ctx, groupID)
 			if err != nil {
@@ -186,15 +183,12 @@ func TestClusterGroupJoinSurvivesCoordinatorStepDown(t *testing.T) {
 
 		// B rejoins: the rebalance completes and C gets its share.
 		b.AllowRebalance()
-		bctx, bstop := context.WithCancel(ctx)
-		bDone := make(chan struct{})
-		go func() {
-			defer close(bDone)
+		bstop := goUntilStopped(ctx, func(bctx context.Context) {
 			for bctx.Err() == nil {
 				b.PollFetches(bctx)
 				b.AllowRebalance()
 			}
-		}()
+		})
 		deadline := time.After(60 * time.Second)
 		joined := false
 		for !joined && len(cErrs.list()) == 0 {
@@ -209,8 +203,6 @@ func TestClusterGroupJoinSurvivesCoordinatorStepDown(t *testing.T) {
 		errs := cErrs.list()
 		cstop()
 		bstop()
-		<-cDone
-		<-bDone
 		c.Close()
 		b.Close()
 		if leader != coord {

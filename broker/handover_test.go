@@ -139,19 +139,13 @@ func TestClusterGroupCommitsThroughCoordinatorRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prod.Close()
-	pctx, stopProducing := context.WithCancel(ctx)
-	produced := make(chan struct{})
-	go func() {
-		defer close(produced)
+	stopProducing := goUntilStopped(ctx, func(pctx context.Context) {
 		for i := 0; pctx.Err() == nil; i++ {
 			prod.Produce(pctx, &kgo.Record{Value: fmt.Appendf(nil, "h%d", i)}, nil)
 			time.Sleep(5 * time.Millisecond)
 		}
-	}()
-	defer func() {
-		stopProducing()
-		<-produced
-	}()
+	})
+	defer stopProducing()
 
 	tr := &groupTracker{seen: map[string]int{}, acked: map[int32]int64{}, first: map[int32]int64{}, next: map[int32]int64{}}
 	sessionErrs := &groupSessionErrors{}
@@ -174,16 +168,8 @@ func TestClusterGroupCommitsThroughCoordinatorRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer member.Close()
-	mctx, stopMember := context.WithCancel(ctx)
-	memberDone := make(chan struct{})
-	go func() {
-		defer close(memberDone)
-		tr.consumeAndCommit(mctx, member, 1, false)
-	}()
-	defer func() {
-		stopMember()
-		<-memberDone
-	}()
+	stopMember := goUntilStopped(ctx, func(mctx context.Context) { tr.consumeAndCommit(mctx, member, 1, false) })
+	defer stopMember()
 	waitUntil(t, 60*time.Second, "the member commits 5 times", tr.commitsSince(time.Time{}, 5))
 
 	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))

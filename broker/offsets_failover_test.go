@@ -208,12 +208,7 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 		return c
 	}
 	a := newMember()
-	actx, stopA := context.WithCancel(ctx)
-	aDone := make(chan struct{})
-	go func() {
-		defer close(aDone)
-		tr.consumeAndCommit(actx, a, 3, false)
-	}()
+	stopA := goUntilStopped(ctx, func(actx context.Context) { tr.consumeAndCommit(actx, a, 3, false) })
 	waitUntil(t, 60*time.Second, "member A makes 5 commits", tr.commitsSince(time.Time{}, 5))
 
 	// Find and SIGKILL the group's coordinator.
@@ -275,7 +270,6 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 	// Stop A without committing what it reads last; every acknowledged
 	// commit (before and after the kill) must be what the cluster holds.
 	stopA()
-	<-aDone
 	a.Close()
 	tr.mu.Lock()
 	ackedByA := maps.Clone(tr.acked)
@@ -300,12 +294,7 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 	// Member B resumes from the committed offsets and reads the rest.
 	b := newMember()
 	defer b.Close()
-	bctx, stopB := context.WithCancel(ctx)
-	bDone := make(chan struct{})
-	go func() {
-		defer close(bDone)
-		tr.consumeAndCommit(bctx, b, 1, true)
-	}()
+	stopB := goUntilStopped(ctx, func(bctx context.Context) { tr.consumeAndCommit(bctx, b, 1, true) })
 	chk.mu.Lock()
 	want := maps.Clone(chk.acked)
 	chk.mu.Unlock()
@@ -324,7 +313,6 @@ func TestClusterGroupCoordinatorFailover(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	stopB()
-	<-bDone
 
 	tr.mu.Lock()
 	dups := 0
