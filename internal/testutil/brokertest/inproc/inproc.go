@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/broker"
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
@@ -50,7 +51,7 @@ func StartConfig(t testing.TB, mod func(*broker.Config), opts ...brokertest.Opti
 // run starts the broker of s and returns what stops it.
 func run(t testing.TB, b *brokertest.Broker, s brokertest.Settings, mod func(*broker.Config)) func(time.Duration) error {
 	t.Helper()
-	cfg := broker.Config{DataDir: s.Dir, Listen: "127.0.0.1:0", Logger: testLogger()}
+	cfg := broker.Config{DataDir: s.Dir, Listen: "127.0.0.1:0", Logger: testutil.Logger()}
 	if s.HTTP {
 		cfg.HTTPListen = "127.0.0.1:0"
 	}
