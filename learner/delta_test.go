@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 	"github.com/simtel/simtel/learner/learnertest"
 )
@@ -35,7 +36,7 @@ func publishWith(t *testing.T, p *Publisher, policy string, data []byte, o Publi
 func TestDeltaAssembles(t *testing.T) {
 	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger(), ChunkSize(256<<10))
+	p := NewPublisher(cl, testutil.Logger(), ChunkSize(256<<10))
 	const size = 16 << 20
 	v1 := blob(size)
 	withBase := startSub(t, addr, "pi", t.TempDir(), nil)
@@ -104,7 +105,7 @@ func TestDeltaAssembles(t *testing.T) {
 func TestUntrustedNeverInstalled(t *testing.T) {
 	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger(), ChunkSize(64<<10))
+	p := NewPublisher(cl, testutil.Logger(), ChunkSize(64<<10))
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	_, otherPriv, _ := ed25519.GenerateKey(rand.Reader)
 	dir := t.TempDir()
@@ -143,7 +144,7 @@ func TestUntrustedNeverInstalled(t *testing.T) {
 
 	// Restarted with another key, the cached version is not served.
 	otherPub := otherPriv.Public().(ed25519.PublicKey)
-	s2, err := NewSubscriber(SubscriberConfig{Brokers: []string{addr}, Policy: "pi", Dir: dir, Logger: testLogger(), TrustedKeys: []ed25519.PublicKey{otherPub}})
+	s2, err := NewSubscriber(SubscriberConfig{Brokers: []string{addr}, Policy: "pi", Dir: dir, Logger: testutil.Logger(), TrustedKeys: []ed25519.PublicKey{otherPub}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestUntrustedNeverInstalled(t *testing.T) {
 func TestDeltaBadInput(t *testing.T) {
 	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger(), ChunkSize(64<<10))
+	p := NewPublisher(cl, testutil.Logger(), ChunkSize(64<<10))
 	ctx := context.Background()
 	dirA := t.TempDir()
 	a := startSub(t, addr, "pi", dirA, nil)
@@ -260,14 +261,14 @@ func BenchmarkDeltaBytes(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer cl.Close()
-	p := NewPublisher(cl, testLogger())
+	p := NewPublisher(cl, testutil.Logger())
 	ctx := context.Background()
 	subs := make([]*Subscriber, nodes)
 	var wg sync.WaitGroup
 	runCtx, stop := context.WithCancel(ctx)
 	defer func() { stop(); wg.Wait() }()
 	for i := range subs {
-		s, err := NewSubscriber(SubscriberConfig{Brokers: []string{addr}, Policy: "bench", Dir: b.TempDir(), Logger: testLogger(), RetryInterval: 50 * time.Millisecond})
+		s, err := NewSubscriber(SubscriberConfig{Brokers: []string{addr}, Policy: "bench", Dir: b.TempDir(), Logger: testutil.Logger(), RetryInterval: 50 * time.Millisecond})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -22,15 +21,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 )
-
-func testLogger() *slog.Logger {
-	if os.Getenv("SIMTEL_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
 
 func testClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
@@ -47,7 +40,7 @@ func startPublisher(t *testing.T) (addr string, cl *kgo.Client, p *Publisher) {
 	t.Helper()
 	addr = inproc.Start(t).Addr
 	cl = testClient(t, addr)
-	return addr, cl, NewPublisher(cl, testLogger())
+	return addr, cl, NewPublisher(cl, testutil.Logger())
 }
 
 func blob(n int) []byte {
@@ -82,7 +75,7 @@ func startSub(t *testing.T, addr, policy, dir string, mod func(*SubscriberConfig
 
 func startSubCtx(t *testing.T, parent context.Context, addr, policy, dir string, mod func(*SubscriberConfig, *subscriberHooks)) *testSub {
 	t.Helper()
-	cfg := SubscriberConfig{Brokers: []string{addr}, Policy: policy, Dir: dir, RetryInterval: 50 * time.Millisecond, Logger: testLogger()}
+	cfg := SubscriberConfig{Brokers: []string{addr}, Policy: policy, Dir: dir, RetryInterval: 50 * time.Millisecond, Logger: testutil.Logger()}
 	var hooks subscriberHooks
 	if mod != nil {
 		mod(&cfg, &hooks)
@@ -240,7 +233,7 @@ func TestPublishLatestFetch(t *testing.T) {
 func TestPublishFromStreamRaisesRetention(t *testing.T) {
 	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger(), KeepVersions(2))
+	p := NewPublisher(cl, testutil.Logger(), KeepVersions(2))
 	ctx := context.Background()
 	publish(t, p, "s", blob(10))
 	data := blob(5<<20 + 3)
@@ -312,7 +305,7 @@ func TestSlowSubscriberJumpsToNewest(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			addr := inproc.Start(t).Addr
 			cl := testClient(t, addr)
-			p := NewPublisher(cl, testLogger(), ChunkSize(100_000))
+			p := NewPublisher(cl, testutil.Logger(), ChunkSize(100_000))
 			publish(t, p, "slow", blob(1))
 			publish(t, p, "slow", blob(1))
 			publish(t, p, "slow", blob(sizes[0]))
@@ -354,7 +347,7 @@ func TestSlowSubscriberJumpsToNewest(t *testing.T) {
 func TestRestartMidTransfer(t *testing.T) {
 	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger(), ChunkSize(64<<10))
+	p := NewPublisher(cl, testutil.Logger(), ChunkSize(64<<10))
 	v1 := blob(1000)
 	publish(t, p, "r", v1)
 	dir := t.TempDir()
@@ -603,7 +596,7 @@ func TestUnfinishedVersionIgnored(t *testing.T) {
 func TestConcurrentPublishers(t *testing.T) {
 	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger(), ChunkSize(10_000))
+	p := NewPublisher(cl, testutil.Logger(), ChunkSize(10_000))
 	publish(t, p, "cc", blob(10))
 	s := startSub(t, addr, "cc", t.TempDir(), nil)
 
@@ -633,7 +626,7 @@ func TestConcurrentPublishers(t *testing.T) {
 	}
 
 	// Two processes: the one that finishes second loses.
-	other := NewPublisher(testClient(t, addr), testLogger())
+	other := NewPublisher(testClient(t, addr), testutil.Logger())
 	var v6 []byte
 	p.beforeManifest = func(m Manifest) {
 		if m.Version == 6 && v6 == nil {
@@ -713,7 +706,7 @@ func TestInterleavedSameVersion(t *testing.T) {
 func TestSharedCacheDir(t *testing.T) {
 	addr := inproc.Start(t).Addr
 	cl := testClient(t, addr)
-	p := NewPublisher(cl, testLogger(), ChunkSize(50_000))
+	p := NewPublisher(cl, testutil.Logger(), ChunkSize(50_000))
 	dir := t.TempDir()
 	a := startSub(t, addr, "sh", dir, nil)
 	b := startSub(t, addr, "sh", dir, nil)
