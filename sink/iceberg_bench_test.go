@@ -18,15 +18,15 @@ import (
 	"github.com/simtel/simtel/sink"
 )
 
-// syntheticEntry is a flush of partition 0 at offset off with one object
+// syntheticEntry is a flush of partition p at offset off with one object
 // per measurement: what a commit costs does not depend on the objects'
 // contents, which Commit does not read.
-func syntheticEntry(off int64, measurements int, day time.Time) catalog.Entry {
-	e := catalog.Entry{Topic: "telemetry", Partition: 0, FirstOffset: off, LastOffset: off, Records: int64(measurements), Written: day}
+func syntheticEntry(p int32, off int64, measurements int, day time.Time) catalog.Entry {
+	e := catalog.Entry{Topic: "telemetry", Partition: p, FirstOffset: off, LastOffset: off, Records: int64(measurements), Written: day}
 	for m := range measurements {
 		name := "m" + strconv.Itoa(m)
 		e.Objects = append(e.Objects, catalog.Object{
-			Key:  lake.TelemetryKey(name, "r1", lake.Date(day), "telemetry", 0, off, off),
+			Key:  lake.TelemetryKey(name, "r1", lake.Date(day), "telemetry", p, off, off),
 			Kind: lake.KindTelemetry, Measurement: name, Run: "r1", Date: lake.Date(day),
 			MinTime: day, MaxTime: day, Rows: 100, Bytes: 4096, Columns: []string{"value"},
 		})
@@ -47,7 +47,7 @@ func BenchmarkIcebergCommit(b *testing.B) {
 	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	b.ResetTimer()
 	for i := range b.N {
-		if err := e.Commit(b.Context(), []catalog.Entry{syntheticEntry(int64(i), 1, day)}, floatTypes, nil); err != nil {
+		if err := e.Commit(b.Context(), []catalog.Entry{syntheticEntry(0, int64(i), 1, day)}, floatTypes, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -69,14 +69,16 @@ func benchLake(tb testing.TB, dir string) *iceberg.Lake {
 }
 
 // TestIcebergMetadataDay simulates a sink flushing every 10 s to
-// SIMTEL_ICEBERG_DAY_TABLES measurements (default 10) for
+// SIMTEL_ICEBERG_DAY_TABLES measurements (default 10) from
+// SIMTEL_ICEBERG_DAY_PARTITIONS partitions (default 1; their flushes of
+// an interval are one commit per table, as the sink batches them) for
 // SIMTEL_ICEBERG_DAY_COMMITS flushes (default 1080: three hours), expiring
 // as the sink does by default: every SIMTEL_ICEBERG_DAY_EXPIRE_EVERY
 // flushes (default 60: 10 minutes; 0: never) it keeps each table's
 // SIMTEL_ICEBERG_DAY_RETAIN newest snapshots (default 360: an hour; the
 // count stands for the age, as the simulation runs faster than its
 // clock). It prints the catalog's and the tables' metadata bytes and the
-// commit latency every 360 flushes, and the bytes after a final expiry
+// commit latency every SIMTEL_ICEBERG_DAY_REPORT_EVERY flushes (default 360), and the bytes after a final expiry
 // that keeps the newest snapshot. Off unless SIMTEL_ICEBERG_DAY is set:
 //
 //	SIMTEL_ICEBERG_DAY=1 go test -count=1 -run TestIcebergMetadataDay -v -timeout 60m ./sink/
@@ -86,6 +88,8 @@ func TestIcebergMetadataDay(t *testing.T) {
 	}
 	tables, commits := envInt(t, "SIMTEL_ICEBERG_DAY_TABLES", 10), envInt(t, "SIMTEL_ICEBERG_DAY_COMMITS", 1080)
 	every, retain := envInt(t, "SIMTEL_ICEBERG_DAY_EXPIRE_EVERY", 60), envInt(t, "SIMTEL_ICEBERG_DAY_RETAIN", 360)
+	parts := max(envInt(t, "SIMTEL_ICEBERG_DAY_PARTITIONS", 1), 1)
+	report := max(envInt(t, "SIMTEL_ICEBERG_DAY_REPORT_EVERY", 360), 1)
 	dir := t.TempDir()
 	ice := benchLake(t, dir)
 	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -94,7 +98,11 @@ func TestIcebergMetadataDay(t *testing.T) {
 	var window time.Duration // commit time since the last report
 	for i := range commits {
 		t0 := time.Now()
-		if err := ice.Commit(t.Context(), []catalog.Entry{syntheticEntry(int64(i), tables, day.Add(time.Duration(i)*10*time.Second))}, floatTypes, nil); err != nil {
+		var batch []catalog.Entry
+		for p := range parts {
+			batch = append(batch, syntheticEntry(int32(p), int64(i), tables, day.Add(time.Duration(i)*10*time.Second)))
+		}
+		if err := ice.Commit(t.Context(), batch, floatTypes, nil); err != nil {
 			t.Fatal(err)
 		}
 		window += time.Since(t0)
@@ -103,16 +111,16 @@ func TestIcebergMetadataDay(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if (i+1)%360 == 0 || i+1 == commits {
+		if (i+1)%report == 0 || i+1 == commits {
 			db, meta, files := dirBytes(t, dir)
-			n := (i % 360) + 1
+			n := (i % report) + 1
 			t.Logf("after %5d flushes (%5.1f h): catalog %d bytes, metadata %d bytes in %d files (%.0f bytes per table); commit latency %v per table (%.1f table commits/s)",
 				i+1, float64(i+1)/360, db, meta, files, float64(meta)/float64(tables),
 				(window / time.Duration(n*tables)).Round(time.Microsecond), float64(n*tables)/window.Seconds())
 			window = 0
 		}
 	}
-	t.Logf("%d tables × %d flushes (expiry every %d keeping %d) in %v", tables, commits, every, retain, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d tables × %d commits of %d partitions' flushes (expiry every %d keeping %d) in %v", tables, commits, parts, every, retain, time.Since(start).Round(time.Millisecond))
 	res, err := ice.Expire(t.Context(), iceberg.ExpireOptions{RetainLast: 1, OrphanAge: time.Nanosecond, Protected: protect})
 	if err != nil {
 		t.Fatal(err)
