@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
@@ -130,11 +129,10 @@ func splitList(s string) []string {
 }
 
 // runtimeBaseline is the memory the Go runtime holds and has not handed back
-// to the OS, after a collection: what the binary costs before the agent does
-// any work.
+// to the OS: what the binary costs before the agent does any work. It is
+// read after releaseStartupMemory collected and returned the garbage of
+// package initialisation (the agent is a long-running command).
 func runtimeBaseline() int64 {
-	runtime.GC()
-	debug.FreeOSMemory()
 	samples := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(samples)
 	if samples[0].Value.Kind() != metrics.KindUint64 || samples[1].Value.Kind() != metrics.KindUint64 {

@@ -28,6 +28,7 @@ example SIMTEL_DATA_DIR for --data-dir. A flag on the command line wins.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			releaseStartupMemory(cmd)
 			return applyEnv(cmd)
 		},
 	}
