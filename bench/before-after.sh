@@ -13,8 +13,10 @@
 #   sink       simtel bench sink: Parquet encoding per CPU second (the wall
 #              clock rate is mostly the machine's load) and bytes per sample
 #              (which should not change at all).
-#   agent      bench/agent-cost.sh with the build as the agent (AGENT_BIN);
-#              its broker and generator are the after build in both runs.
+#   agent      bench/agent-cost.sh with the build as the agent (AGENT_BIN):
+#              CPU per line, RSS and its anonymous part (heap and stacks;
+#              the rest is pages of the executable); its broker and
+#              generator are the after build in both runs.
 #
 #   bench/before-after.sh REV_BEFORE REV_AFTER
 #
@@ -136,7 +138,8 @@ run_agent() { # ROUND SIDE
 	[[ -n $run ]] || return 0
 	jq -r '.steps[] | select((.error == null or .error == "") and .result.agent != null) |
 		("agent " + .label + ", CPU µs/line\t" + (.result.agent.step_cpu_us_per_line | tostring)),
-		("agent " + .label + ", RSS MiB\t" + (.result.agent.rss_mib | tostring))' "$run" | figures "$1" "$2"
+		("agent " + .label + ", RSS MiB\t" + (.result.agent.rss_mib | tostring)),
+		("agent " + .label + ", anonymous MiB\t" + (.result.agent.anon_mib | tostring))' "$run" | figures "$1" "$2"
 }
 
 for ((round = 1; round <= ROUNDS; round++)); do
