@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		deadLetters:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_sink_deadletter_records_total", Help: "Records that went to dead-letter objects, by topic."}, []string{"topic"}),
 		flushes:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_sink_flushes_total", Help: "Committed flushes, by trigger (size, rows, age, run, revoke, shutdown, redo)."}, []string{"reason"}),
 		flushTime: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "simtel_sink_flush_duration_seconds", Help: "Time from the start of a flush to its Kafka commit, retries included.",
+			Name: "simtel_sink_flush_duration_seconds", Help: "Time from the start of a flush to its Kafka commit (with Iceberg: to its catalog commit; the batch's Iceberg and Kafka commits follow), retries included.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}),
 		icebergCommitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
