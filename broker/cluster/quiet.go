@@ -16,8 +16,9 @@ package cluster
 //     It wakes (the normal timeouts, and raft checks its last contact at
 //     once) on news, when it stops being a follower, when it has no
 //     leader, and when the leader's broker has not been heard from for
-//     a heartbeat timeout: a SIGSTOPped or cut-off leader is replaced as
-//     fast as before, by an ordinary raft election.
+//     one to two heartbeat timeouts (random, as raft's follower timer):
+//     a SIGSTOPped or cut-off leader is replaced as fast as before, by an
+//     ordinary raft election.
 //   - Leader side: once a follower has answered in the same term, over
 //     the same link connection, with no broker seen to go or come back,
 //     for quietAfter+quietLeaderExtra heartbeat timeouts, and nothing new
@@ -39,6 +40,7 @@ package cluster
 // is heard from.
 
 import (
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -104,6 +106,12 @@ type quietState struct {
 	// with the quiet timeouts (follower side).
 	busy time.Time
 	on   bool
+	// silence is how long the leader's broker may go unheard before a
+	// quiet follower wakes: random between one and two heartbeat
+	// timeouts, as raft's own follower timer, so the followers of a
+	// group whose leader went silent do not all stand at once and
+	// split the vote.
+	silence time.Duration
 }
 
 func (t *groupTransport) noteBusy() {
@@ -127,7 +135,7 @@ func (t *groupTransport) checkQuiet(now time.Time) {
 		return
 	}
 	t.quiet.mu.Lock()
-	on, busy := t.quiet.on, t.quiet.busy
+	on, busy, silence := t.quiet.on, t.quiet.busy, t.quiet.silence
 	t.quiet.mu.Unlock()
 	if r.State() != raft.Follower {
 		if on {
@@ -136,11 +144,10 @@ func (t *groupTransport) checkQuiet(now time.Time) {
 		return
 	}
 	addr, _ := r.LeaderWithID()
-	alive := addr != "" && t.node.heardWithin(string(addr), hb, now)
 	switch {
-	case on && !alive:
+	case on && (addr == "" || !t.node.heardWithin(string(addr), silence, now)):
 		t.setQuiet(false)
-	case !on && alive && now.Sub(busy) >= quietAfter*hb:
+	case !on && addr != "" && t.node.heardWithin(string(addr), hb, now) && now.Sub(busy) >= quietAfter*hb:
 		t.setQuiet(true)
 	}
 }
@@ -167,6 +174,7 @@ func (t *groupTransport) setQuiet(on bool) {
 		return
 	}
 	t.quiet.on = on
+	t.quiet.silence = t.quiet.hb + rand.N(t.quiet.hb)
 }
 
 // wake is setQuiet(false) for news. Raft checks its last contact as

@@ -22,7 +22,7 @@ func TestQuietGroups(t *testing.T) {
 	}
 	nodes := startSettledNodes(t)
 	const groups = 4
-	const hb = 200 * time.Millisecond
+	const hb = time.Second
 	grps := map[int][]*Group{}
 	for i, n := range nodes {
 		for g := range groups {
@@ -78,7 +78,7 @@ func TestQuietGroups(t *testing.T) {
 	}
 	// Several of the followers' normal timeouts without a heartbeat from
 	// a leader: still the same leaders.
-	time.Sleep(10 * hb)
+	time.Sleep(5 * hb)
 	for g := range groups {
 		l := leaderOf(g, 0, 1, 2)
 		if l < 0 || grps[l][g].Raft.CurrentTerm() != terms[g] {
