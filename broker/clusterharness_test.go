@@ -555,7 +555,7 @@ func (g *chaosLoad) finishAndCheck(ctx context.Context, t *testing.T, seeds []st
 }
 
 // readTopic reads topic from the start until want records (and 2s more)
-// or 60s.
+// or its deadline.
 func readTopic(t *testing.T, ctx context.Context, seeds []string, topic string, want int) map[int32][]*kgo.Record {
 	t.Helper()
 	c, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -565,7 +565,10 @@ func readTopic(t *testing.T, ctx context.Context, seeds []string, topic string, 
 	defer c.Close()
 	read := map[int32][]*kgo.Record{}
 	n := 0
-	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	// A minute, and a second more per 20,000 records: the failover test
+	// reads back millions, which a CPU-starved machine serves slower than
+	// a minute allows; the loop ends as soon as all are read.
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second+time.Duration(want/20000)*time.Second)
 	defer cancel()
 	quiet := time.Time{}
 	for cctx.Err() == nil && (n < want || time.Now().Before(quiet)) {
