@@ -170,6 +170,12 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 		// both ends the other broker is there.
 		g.trans.quiet.hb = rc.HeartbeatTimeout
 		n.hub.setPing(rc.HeartbeatTimeout / 4)
+		for {
+			old := n.quietHB.Load()
+			if old != 0 && old <= int64(rc.HeartbeatTimeout) || n.quietHB.CompareAndSwap(old, int64(rc.HeartbeatTimeout)) {
+				break
+			}
+		}
 	}
 	bootstrapped := false
 	if !hasState && cfg.Bootstrap {

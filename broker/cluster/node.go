@@ -201,6 +201,9 @@ type Node struct {
 		sync.Mutex
 		m map[string]time.Time
 	}
+	// quietHB is the shortest heartbeat timeout of the groups that go
+	// quiet (quiet.go), in nanoseconds.
+	quietHB atomic.Int64
 	// leaving is closed by Leaving (watch.go).
 	leaving     chan struct{}
 	leavingOnce sync.Once

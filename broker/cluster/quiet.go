@@ -76,10 +76,14 @@ func (n *Node) heardWithin(addr string, d time.Duration, now time.Time) bool {
 }
 
 // quietLoop quiets and wakes the follower replicas of this broker (see
-// the file comment) until ctx ends.
+// the file comment) until done is closed. It looks at every group once a
+// second, and every quietTick while a broker heard from before has been
+// silent for a heartbeat timeout (its quiet followers must wake in
+// time); with thousands of groups a pass is not free.
 func (n *Node) quietLoop(done <-chan struct{}) {
 	t := time.NewTicker(quietTick)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-done:
@@ -87,15 +91,41 @@ func (n *Node) quietLoop(done <-chan struct{}) {
 		case <-t.C:
 		}
 		now := time.Now()
+		if now.Sub(last) < time.Second && !n.anySilent(now) {
+			continue
+		}
+		last = now
 		for _, gt := range n.transports() {
 			gt.checkQuiet(now)
 		}
 	}
 }
 
-// quietTick is how often quietLoop looks at the groups: it bounds how
-// late a follower wakes after its leader's broker went silent.
+// quietTick bounds how late a quiet follower wakes after its leader's
+// broker went silent.
 const quietTick = 100 * time.Millisecond
+
+// anySilent: a broker heard from within the last quietTimeout heartbeat
+// timeouts has not been heard from for one (the shortest of the
+// groups'); the older ones are forgotten (a broker gone for good).
+func (n *Node) anySilent(now time.Time) bool {
+	hb := time.Duration(n.quietHB.Load())
+	if hb <= 0 {
+		return false
+	}
+	n.heardFrom.Lock()
+	defer n.heardFrom.Unlock()
+	silent := false
+	for addr, at := range n.heardFrom.m {
+		switch d := now.Sub(at); {
+		case d >= quietTimeout*hb:
+			delete(n.heardFrom.m, addr)
+		case d >= hb:
+			silent = true
+		}
+	}
+	return silent
+}
 
 // quietState is a data group's part in quieting (groupTransport.quiet).
 type quietState struct {
