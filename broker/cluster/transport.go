@@ -45,13 +45,18 @@ package cluster
 //     was seen to go away or come back (a restarted follower learns the
 //     commit index again). Entries, and a newer commit index, always go
 //     out at once.
+//   - A data group with nothing to replicate goes quiet (quiet.go): its
+//     leader's heartbeats are answered here from the follower's last
+//     answer while the link to the follower's broker answers, and the
+//     links send an empty frame after a quarter of a heartbeat timeout
+//     without one, so each broker knows the other is there.
 //   - The transport owns raft's RPC channel, so the node can hand a group
 //     a TimeoutNow when it knows the group's leader is dead (see
 //     watch.go): the follower starts an election at once instead of
 //     waiting out its heartbeat timeout.
 //
 // Heartbeat frames (connection kind 3, both directions length-prefixed as
-// in writeFrame):
+// in writeFrame; a frame may have no heartbeats):
 //
 //	request:  count u32, then per heartbeat: group u64, term u64,
 //	          protocol version u8, id, addr, leader (each u16 length + bytes)
