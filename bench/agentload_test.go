@@ -23,14 +23,7 @@ import (
 
 func TestAgentLoadConfigValidate(t *testing.T) {
 	ok := AgentLoadConfig{Addr: "127.0.0.1:8089", Rate: 1000}
-	if err := ok.Validate(); err != nil {
-		t.Fatalf("minimal config: %v", err)
-	}
-	for _, c := range []struct {
-		name string
-		edit func(*AgentLoadConfig)
-		want string
-	}{
+	checkRefusals(t, ok, []refusal[AgentLoadConfig]{
 		{"no address", func(c *AgentLoadConfig) { c.Addr = "" }, "address"},
 		{"unknown transport", func(c *AgentLoadConfig) { c.Transport = "quic" }, "udp, tcp or http"},
 		{"negative rate", func(c *AgentLoadConfig) { c.Rate = -1 }, "rate"},
@@ -38,14 +31,7 @@ func TestAgentLoadConfigValidate(t *testing.T) {
 		{"brokers without metrics", func(c *AgentLoadConfig) { c.Brokers = []string{"b:9092"} }, "HTTP address"},
 		{"profile without metrics", func(c *AgentLoadConfig) { c.Profile = "p" }, "HTTP address"},
 		{"path without slash", func(c *AgentLoadConfig) { c.Transport, c.HTTPPath = "http", "write" }, "http path"},
-	} {
-		cfg := ok
-		c.edit(&cfg)
-		err := cfg.Validate()
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: got %v, want an error about %q", c.name, err, c.want)
-		}
-	}
+	})
 }
 
 // TestAgentLoadPacing sends to a plain UDP socket and an HTTP server that

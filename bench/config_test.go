@@ -7,16 +7,33 @@ import (
 	"time"
 )
 
+// refusal is an edit of a valid configuration that Validate must refuse,
+// with a part of the error it must give.
+type refusal[C any] struct {
+	name string
+	edit func(*C)
+	want string
+}
+
+// checkRefusals fails unless ok is valid and every case's edit of a copy
+// of it is refused with an error that contains the case's want.
+func checkRefusals[C interface{ Validate() error }](t *testing.T, ok C, cases []refusal[C]) {
+	t.Helper()
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	for _, c := range cases {
+		cfg := ok
+		c.edit(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error about %q", c.name, err, c.want)
+		}
+	}
+}
+
 func TestProduceConfigValidate(t *testing.T) {
 	ok := ProduceConfig{Topic: "t", Duration: time.Second}
-	if err := ok.Validate(); err != nil {
-		t.Fatalf("minimal config: %v", err)
-	}
-	for _, c := range []struct {
-		name string
-		edit func(*ProduceConfig)
-		want string // part of the error
-	}{
+	checkRefusals(t, ok, []refusal[ProduceConfig]{
 		{"no topic", func(c *ProduceConfig) { c.Topic = "" }, "topic"},
 		{"both bounds", func(c *ProduceConfig) { c.Records = 10 }, "exactly one"},
 		{"no bound", func(c *ProduceConfig) { c.Duration = 0 }, "exactly one"},
@@ -26,14 +43,7 @@ func TestProduceConfigValidate(t *testing.T) {
 		{"bad compression", func(c *ProduceConfig) { c.Compression = "brotli" }, "compression"},
 		{"bad partitioner", func(c *ProduceConfig) { c.Partitioner = "hash" }, "partitioner"},
 		{"fewer records than producers", func(c *ProduceConfig) { c.Duration, c.Records, c.Producers = 0, 2, 3 }, "fewer"},
-	} {
-		cfg := ok
-		c.edit(&cfg)
-		err := cfg.Validate()
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: got %v, want an error about %q", c.name, err, c.want)
-		}
-	}
+	})
 	// acks other than all turn idempotence off, which frees max in-flight.
 	loose := ok
 	loose.Acks, loose.MaxInflight = "1", 10
@@ -50,24 +60,12 @@ func TestProduceConfigValidate(t *testing.T) {
 
 func TestConsumeConfigValidate(t *testing.T) {
 	ok := ConsumeConfig{Topic: "t"}
-	if err := ok.Validate(); err != nil {
-		t.Fatalf("minimal config: %v", err)
-	}
-	for _, c := range []struct {
-		name string
-		edit func(*ConsumeConfig)
-	}{
-		{"no topic", func(c *ConsumeConfig) { c.Topic = "" }},
-		{"raw with group", func(c *ConsumeConfig) { c.Raw, c.Group = true, "g" }},
-		{"partition above fetch", func(c *ConsumeConfig) { c.FetchMaxBytes, c.PartitionMaxBytes = 1<<20, 2<<20 }},
-		{"negative records", func(c *ConsumeConfig) { c.Records = -1 }},
-	} {
-		cfg := ok
-		c.edit(&cfg)
-		if err := cfg.Validate(); err == nil {
-			t.Errorf("%s: got no error", c.name)
-		}
-	}
+	checkRefusals(t, ok, []refusal[ConsumeConfig]{
+		{"no topic", func(c *ConsumeConfig) { c.Topic = "" }, "topic"},
+		{"raw with group", func(c *ConsumeConfig) { c.Raw, c.Group = true, "g" }, "without a consumer group"},
+		{"partition above fetch", func(c *ConsumeConfig) { c.FetchMaxBytes, c.PartitionMaxBytes = 1<<20, 2<<20 }, "larger than fetch max bytes"},
+		{"negative records", func(c *ConsumeConfig) { c.Records = -1 }, "negative"},
+	})
 }
 
 func TestDiskConfigValidate(t *testing.T) {

@@ -315,29 +315,17 @@ func TestPrintFanout(t *testing.T) {
 
 func TestFanoutConfigValidate(t *testing.T) {
 	ok := FanoutConfig{Brokers: []string{"127.0.0.1:9092"}}
-	if err := ok.Validate(); err != nil {
-		t.Errorf("defaults: %v", err)
-	}
-	for _, c := range []struct {
-		name string
-		mod  func(*FanoutConfig)
-	}{
-		{"no brokers", func(c *FanoutConfig) { c.Brokers = nil }},
-		{"bad mode", func(c *FanoutConfig) { c.Mode = "tree" }},
-		{"negative nodes", func(c *FanoutConfig) { c.Nodes = -1 }},
-		{"negative size", func(c *FanoutConfig) { c.Size = -5 }},
-		{"bad policy", func(c *FanoutConfig) { c.Policy = "a/b" }},
-		{"metrics not a URL", func(c *FanoutConfig) { c.BrokerMetrics = "127.0.0.1:9644/metrics" }},
-		{"tiny read buffer", func(c *FanoutConfig) { c.ReadBuffer = 16 }},
-		{"bad worker load", func(c *FanoutConfig) { c.WorkerLoad = "copy" }},
-		{"tiny poll", func(c *FanoutConfig) { c.PollInterval = time.Microsecond }},
-	} {
-		cfg := ok
-		c.mod(&cfg)
-		if err := cfg.Validate(); err == nil {
-			t.Errorf("%s: got no error", c.name)
-		}
-	}
+	checkRefusals(t, ok, []refusal[FanoutConfig]{
+		{"no brokers", func(c *FanoutConfig) { c.Brokers = nil }, "no brokers"},
+		{"bad mode", func(c *FanoutConfig) { c.Mode = "tree" }, "is not node"},
+		{"negative nodes", func(c *FanoutConfig) { c.Nodes = -1 }, "both must be positive"},
+		{"negative size", func(c *FanoutConfig) { c.Size = -5 }, "size -5"},
+		{"bad policy", func(c *FanoutConfig) { c.Policy = "a/b" }, "a/b"},
+		{"metrics not a URL", func(c *FanoutConfig) { c.BrokerMetrics = "127.0.0.1:9644/metrics" }, "broker metrics"},
+		{"tiny read buffer", func(c *FanoutConfig) { c.ReadBuffer = 16 }, "read buffer"},
+		{"bad worker load", func(c *FanoutConfig) { c.WorkerLoad = "copy" }, "worker load"},
+		{"tiny poll", func(c *FanoutConfig) { c.PollInterval = time.Microsecond }, "poll interval"},
+	})
 }
 
 // TestWorkerReadChecks: what a worker reads is compared with the published
