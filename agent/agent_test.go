@@ -6,11 +6,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,13 +22,6 @@ import (
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
-
-func logger() *slog.Logger {
-	if os.Getenv("SIMTEL_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
 
 type testAgent struct {
 	addrs map[string]string
@@ -51,7 +42,7 @@ func startAgent(t *testing.T, brokerAddr string, mod func(*agent.Config)) *testA
 		CollectInterval: -1,
 		Linger:          time.Millisecond,
 		Tags:            lineproto.DefaultTags{Host: "node7", Job: "4242", Run: "run-a"},
-		Logger:          logger(),
+		Logger:          testutil.Logger(),
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -78,14 +69,22 @@ func startAgent(t *testing.T, brokerAddr string, mod func(*agent.Config)) *testA
 	return ta
 }
 
-// readTopic reads every record of topic until want records arrived or the
-// deadline passes; it returns values by count and the keys seen.
-func readTopic(t *testing.T, brokerAddr, topic string, want int, d time.Duration) (map[string]int, map[string]string) {
+// topicReader is a client that reads topic from its start; the caller
+// closes it.
+func topicReader(t *testing.T, brokerAddr, topic string) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cl
+}
+
+// readTopic reads every record of topic until want records arrived or the
+// deadline passes; it returns values by count and the keys seen.
+func readTopic(t *testing.T, brokerAddr, topic string, want int, d time.Duration) (map[string]int, map[string]string) {
+	t.Helper()
+	cl := topicReader(t, brokerAddr, topic)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -325,10 +324,7 @@ func TestRefusedSamplesAreDroppedAlone(t *testing.T) {
 // partition Kafka's default partitioner picks for its key, in order.
 func TestSamplesOfSeveralRunsGoToTheirPartitions(t *testing.T) {
 	br := brokertest.Start(t, brokertest.GroupDelay(0)).Addr
-	cl, err := kgo.NewClient(kgo.SeedBrokers(br), kgo.ConsumeTopics("telemetry"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := topicReader(t, br, "telemetry")
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

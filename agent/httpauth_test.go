@@ -208,7 +208,7 @@ func TestHTTPSettingsRefusedAtStart(t *testing.T) {
 		{"certificate without key", func(c *agent.Config) { c.HTTPTLSCert = cert.CertFile }, "--http-tls-key"},
 		{"key that is not a key", func(c *agent.Config) { c.HTTPTLSCert, c.HTTPTLSKey = cert.CertFile, empty }, "cannot serve HTTPS"},
 	} {
-		cfg := agent.Config{Brokers: []string{"127.0.0.1:1"}, ListenHTTP: "127.0.0.1:0", SpoolDir: filepath.Join(dir, c.name), Logger: logger()}
+		cfg := agent.Config{Brokers: []string{"127.0.0.1:1"}, ListenHTTP: "127.0.0.1:0", SpoolDir: filepath.Join(dir, c.name), Logger: testutil.Logger()}
 		cfg.Tags.Host = "node1"
 		c.mod(&cfg)
 		_, err := agent.New(cfg)

@@ -60,10 +60,7 @@ func TestUDPBatchedDatagramsStaySeparate(t *testing.T) {
 // compressed (the agent's own compressor).
 func checkCompressed(t *testing.T, br string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(br), kgo.ConsumeTopics("telemetry"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := topicReader(t, br, "telemetry")
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -120,15 +120,7 @@ func TestPolicyDeltasAndSignatures(t *testing.T) {
 	pub(learnertest.ChangeRegions(v2, 0.03, 2), "--sign-key", other, "--delta-from", "2")
 	pub(randomBlob(1 << 20)) // format 1: unsigned
 	for _, a := range agents {
-		testutil.WaitFor(t, 30*time.Second, a.name+" counts 3 untrusted versions", func() error {
-			if n := actorMetric(t, a.http, "simtel_agent_policy_untrusted_total"); n != 3 {
-				return fmt.Errorf("simtel_agent_policy_untrusted_total %v", n)
-			}
-			return nil
-		})
-		if pi, code := getPolicy(t, "http://"+a.http+"/v1/policy/actor"); code != 200 || pi.Version != 2 {
-			t.Errorf("%s serves version %d (%d) after untrusted versions, want 2", a.name, pi.Version, code)
-		}
+		waitRefused(t, a, "simtel_agent_policy_untrusted_total", 3, 2)
 		if l, err := os.Readlink(filepath.Join(a.dir, "policy", "actor", "latest")); err != nil || l != "2" {
 			t.Errorf("%s: latest -> %q, %v; want 2", a.name, l, err)
 		}
@@ -157,15 +149,7 @@ func TestPolicyDeltasAndSignatures(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range agents {
-		testutil.WaitFor(t, 30*time.Second, a.name+" counts the truncated manifest", func() error {
-			if n := actorMetric(t, a.http, "simtel_agent_policy_corrupt_total"); n != 1 {
-				return fmt.Errorf("simtel_agent_policy_corrupt_total %v", n)
-			}
-			return nil
-		})
-		if pi, code := getPolicy(t, "http://"+a.http+"/v1/policy/actor"); code != 200 || pi.Version != 6 {
-			t.Errorf("%s serves version %d (%d) after a truncated manifest, want 6", a.name, pi.Version, code)
-		}
+		waitRefused(t, a, "simtel_agent_policy_corrupt_total", 1, 6)
 	}
 
 	stopWorkers()
@@ -277,6 +261,21 @@ func genKey(t *testing.T, dir, name string) (priv, pub string) {
 }
 
 // actorMetric reads one policy="actor" series from an agent's /metrics.
+// waitRefused waits until the agent's counter metric of refused versions
+// reaches n, then checks that it still serves version want.
+func waitRefused(t *testing.T, a *policyAgent, metric string, n float64, want int64) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, fmt.Sprintf("%s counts %v in %s", a.name, n, metric), func() error {
+		if got := actorMetric(t, a.http, metric); got != n {
+			return fmt.Errorf("%s %v", metric, got)
+		}
+		return nil
+	})
+	if pi, code := getPolicy(t, "http://"+a.http+"/v1/policy/actor"); code != 200 || pi.Version != want {
+		t.Errorf("%s serves version %d (%d) after %v refused in %s, want %d", a.name, pi.Version, code, n, metric, want)
+	}
+}
+
 func actorMetric(t *testing.T, addr, name string) float64 {
 	t.Helper()
 	return metricValue(metrics(t, addr), name+`{policy="actor"}`)
