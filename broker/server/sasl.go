@@ -30,9 +30,7 @@ package server
 //     holding up any other connection.
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -273,12 +271,11 @@ const maxRawSASLToken = 512 << 10
 // readRawSASL reads one bare token of a v0 exchange and queues its bare
 // answer. A failure is answered by closing the connection, as Kafka does
 // on this path (there is no error field to answer with).
-func (c *conn) readRawSASL(r *bufio.Reader) error {
-	var sz [4]byte
-	if _, err := io.ReadFull(r, sz[:]); err != nil {
+func (c *conn) readRawSASL(r *frameReader) error {
+	n, err := r.size()
+	if err != nil {
 		return err
 	}
-	n := binary.BigEndian.Uint32(sz[:])
 	if n > maxRawSASLToken {
 		c.authFailed(c.sasl.mechanism, auth.ReasonMalformed, fmt.Sprintf("SASL token of %d bytes", n))
 		return fmt.Errorf("%w: SASL token of %d bytes", errAuthClosed, n)

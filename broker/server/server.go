@@ -294,14 +294,57 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn, l *listener, princi
 	nc.Close()
 }
 
+// frameReader reads a connection's frames. Between requests it holds no
+// read buffer: with nothing buffered it waits in a read of the next
+// frame's 4-byte size prefix alone, and takes a buffer from readBufs for
+// the rest of the frame, which goes back once everything buffered was
+// read. An idle connection (an agent sends once a second) then costs no
+// buffer, and a client that pipelines keeps its buffer between frames.
+type frameReader struct {
+	nc net.Conn
+	r  *bufio.Reader // from readBufs; nil while idle
+}
+
+// size waits for the next frame and returns its size prefix.
+func (f *frameReader) size() (uint32, error) {
+	var sz [4]byte
+	if f.r != nil && f.r.Buffered() == 0 {
+		f.release()
+	}
+	if f.r == nil {
+		if _, err := io.ReadFull(f.nc, sz[:]); err != nil {
+			return 0, err
+		}
+		f.r = readBufs.Get().(*bufio.Reader)
+		f.r.Reset(f.nc)
+	} else if _, err := io.ReadFull(f.r, sz[:]); err != nil {
+		return 0, err
+	}
+	return binary.BigEndian.Uint32(sz[:]), nil
+}
+
+// Read reads the frame whose size was read last.
+func (f *frameReader) Read(p []byte) (int, error) { return f.r.Read(p) }
+
+// release gives the buffer back; what it holds is dropped.
+func (f *frameReader) release() {
+	if f.r != nil {
+		f.r.Reset(nil)
+		readBufs.Put(f.r)
+		f.r = nil
+	}
+}
+
+var readBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufBytes) }}
+
 // readFrame reads one size-prefixed frame. The buffer grows as bytes arrive
 // so a forged 2 GB length prefix costs nothing until the bytes are sent.
-func (c *conn) readFrame(r *bufio.Reader) ([]byte, error) {
-	var sz [4]byte
-	if _, err := io.ReadFull(r, sz[:]); err != nil {
+func (c *conn) readFrame(r *frameReader) ([]byte, error) {
+	size, err := r.size()
+	if err != nil {
 		return nil, err
 	}
-	n := int32(binary.BigEndian.Uint32(sz[:]))
+	n := int32(size)
 	if n < 8 || n > c.s.cfg.MaxRequestBytes {
 		c.s.metrics.badFrames.Inc()
 		return nil, protoErrorf("request frame of %d bytes is outside [8, %d] (socket.request.max.bytes)", n, c.s.cfg.MaxRequestBytes)
@@ -319,7 +362,7 @@ func (c *conn) readFrame(r *bufio.Reader) ([]byte, error) {
 	return buf, err
 }
 
-func (c *conn) readBody(r *bufio.Reader, n int32) ([]byte, error) {
+func (c *conn) readBody(r io.Reader, n int32) ([]byte, error) {
 	const step = 1 << 20
 	if n <= step {
 		buf := make([]byte, n)
@@ -343,7 +386,8 @@ func (c *conn) readBody(r *bufio.Reader, n int32) ([]byte, error) {
 }
 
 func (c *conn) readLoop() error {
-	r := bufio.NewReaderSize(c.nc, readBufBytes)
+	r := &frameReader{nc: c.nc}
+	defer r.release()
 	for {
 		if c.sasl.raw {
 			if err := c.readRawSASL(r); err != nil {
@@ -470,11 +514,12 @@ func (c *conn) writeLoop() {
 // A connection lives as long as its client, mostly idle (an agent sends
 // once a second), so its buffers are what thousands of clients cost a
 // broker: with 64 KiB each way per connection they were most of its
-// heap (simtel bench agents). The read buffer is small: a frame larger
-// than it is read straight into the frame's own buffer. Write buffers
-// are taken from a pool while responses are queued and go back once the
-// queue is empty; they stay as large as sendfileMin, below which fetched
-// file ranges are copied into them.
+// heap (simtel bench agents). Both are taken from pools only while in
+// use: the read buffer while a frame is read or more bytes are buffered
+// (frameReader), the write buffer while responses are queued. The read
+// buffer is small: a frame larger than it is read straight into the
+// frame's own buffer. Write buffers stay as large as sendfileMin, below
+// which fetched file ranges are copied into them.
 const readBufBytes = 4 << 10
 
 var writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, sendfileMin) }}
