@@ -207,13 +207,30 @@ func (t *groupTransport) setQuiet(on bool) {
 	t.quiet.silence = t.quiet.hb + rand.N(t.quiet.hb)
 }
 
+// leaderMark is a follower's term and leader at one moment.
+type leaderMark struct {
+	term     uint64
+	addr, id string
+}
+
+func (t *groupTransport) leaderNow() leaderMark {
+	r := t.raft.Load()
+	if r == nil {
+		return leaderMark{}
+	}
+	addr, id := r.LeaderWithID()
+	return leaderMark{term: r.CurrentTerm(), addr: string(addr), id: string(id)}
+}
+
 // wake is setQuiet(false) for news. Raft checks its last contact as
 // soon as it has the normal timeouts, and a quiet follower last heard
-// from its leader up to quietReal timeouts ago: unless it is about to
-// stand (elect), its leader's broker still heard from counts as a
-// heartbeat first, or news such as another replica's vote request would
-// make it drop a live leader and stand too.
-func (t *groupTransport) wake(elect bool) {
+// from its leader up to quietReal timeouts ago. So unless it is about to
+// stand (elect), and if the news left its term and leader as they were
+// before (pre: leaderNow before raft took it) and the leader's broker
+// is heard from, that counts as a heartbeat from the leader first: news
+// such as another replica's pre-vote would otherwise make it drop a live
+// leader and stand too.
+func (t *groupTransport) wake(elect bool, pre leaderMark) {
 	t.noteBusy()
 	t.quiet.mu.Lock()
 	on := t.quiet.on
@@ -222,10 +239,10 @@ func (t *groupTransport) wake(elect bool) {
 		return
 	}
 	if r := t.raft.Load(); !elect && r != nil && t.node != nil {
-		addr, id := r.LeaderWithID()
-		if fn := t.hbFn.Load(); fn != nil && addr != "" && t.node.heardWithin(string(addr), t.quiet.hb, time.Now()) {
-			req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: []byte(addr)},
-				Term: r.CurrentTerm(), Leader: []byte(addr)}
+		now := t.leaderNow()
+		if fn := t.hbFn.Load(); fn != nil && now.addr != "" && now == pre && t.node.heardWithin(now.addr, t.quiet.hb, time.Now()) {
+			req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(now.id), Addr: []byte(now.addr)},
+				Term: now.term, Leader: []byte(now.addr)}
 			(*fn)(raft.RPC{Command: req, RespChan: make(chan raft.RPCResponse, 1)})
 		}
 	}

@@ -159,10 +159,12 @@ func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbea
 			select {
 			case rpc := <-in:
 				news, elect := t.rpcNews(rpc)
+				var pre leaderMark
 				if elect {
-					t.wake(true)
+					t.wake(true, pre)
 				} else if news {
 					t.noteBusy()
+					pre = t.leaderNow()
 				}
 				select {
 				case t.consumer <- rpc:
@@ -170,7 +172,7 @@ func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbea
 					return
 				}
 				if news && !elect {
-					t.wake(false)
+					t.wake(false, pre)
 				}
 			case <-t.closed:
 				return
@@ -339,7 +341,7 @@ func (t *groupTransport) timeoutNow() bool {
 		return false
 	}
 	// The normal election timeout for the election it starts.
-	t.wake(true)
+	t.wake(true, leaderMark{})
 	_, id := r.LeaderWithID()
 	rpc := raft.RPC{
 		Command:  &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id)}},
