@@ -11,12 +11,16 @@
 #     /proc/PID/stat over IDLE seconds (% of one core), its RSS and
 #     goroutines, the bytes of its data directory, of its raft WAL and of
 #     the controller's raft state (bbolt log + snapshots).
-#  3. Restart after SIGKILL of broker 2, then after a clean stop (SIGTERM)
+#  3. Hang: SIGSTOP of broker 1 while idle (its sockets stay open, so only
+#     the raft timers, or for quiet groups the silence on the heartbeat
+#     links, can tell): seconds until broker 0 names another leader for
+#     every partition broker 1 led; then SIGCONT.
+#  4. Restart after SIGKILL of broker 2, then after a clean stop (SIGTERM)
 #     of it: seconds from the start of the new process until it answers
 #     Metadata naming a leader for every partition with all of them open
 #     ("serving"), and until it leads as many partitions as before the kill
 #     ("leading": leadership handed back to the preferred replica).
-#  4. Delete: `simtel topic delete` until no broker holds a partition
+#  5. Delete: `simtel topic delete` until no broker holds a partition
 #     directory of the topic.
 #
 # The load average is printed beside every figure: other processes on the
@@ -49,12 +53,12 @@ cleanup() {
 now() { date +%s.%N; }
 since() { echo "scale=1; ($(now) - $1)/1" | bc; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-# leaders PORT: partitions of the topic whose leader the broker at PORT
-# names, and how many of them broker 2 leads ("N M"); "0 0" while it
-# cannot answer.
+# leaders PORT [ID]: partitions of the topic whose leader the broker at
+# PORT names, and how many of them broker ID (default 2) leads ("N M");
+# "0 0" while it cannot answer.
 leaders() {
   "$bin" topic describe "$topic" -o json --brokers "127.0.0.1:$1" --timeout 20s 2>/dev/null |
-    jq -r '[.partitions[] | select(.leader >= 0)] | "\(length) \(map(select(.leader == 2)) | length)"' 2>/dev/null ||
+    jq -r --argjson id "${2:-2}" '[.partitions[] | select(.leader >= 0)] | "\(length) \(map(select(.leader == $id)) | length)"' 2>/dev/null ||
     echo "0 0"
 }
 # wait_leaders PORT: until the broker at PORT names a leader for all.
@@ -103,6 +107,24 @@ done
 for i in 0 1 2; do
   echo "disk: broker $i data $(du -sm "$work/d$i" | cut -f1) MiB, raft WAL $(du -sm "$work/d$i/raft-wal" 2>/dev/null | cut -f1) MiB, controller $(du -sk "$work/d$i/controller" | cut -f1) KiB"
 done
+
+# The hang: broker 1 stopped until broker 0 names others as leaders of
+# all it led (every partition named, none by broker 1).
+read -r _ want < <(leaders "$(kport 0)" 1)
+t=$(now)
+kill -STOP "${pids[1]}"
+while :; do
+  read -r n led < <(leaders "$(kport 0)" 1)
+  [ "$n" -ge "$parts" ] && [ "$led" = 0 ] && break
+  if [ "$(echo "$(since "$t") > 120" | bc)" = 1 ]; then
+    echo "hang: broker 1 still named leader of $led partitions 120 s after SIGSTOP"
+    break
+  fi
+  sleep 0.2
+done
+echo "hang: the $want partitions broker 1 led have other leaders $(since "$t") s after its SIGSTOP; load $(load)"
+kill -CONT "${pids[1]}"
+sleep "$settle"
 
 # restart HOW: stops broker 2 (kill -HOW), starts it again and times it.
 restart() {
