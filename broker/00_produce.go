@@ -199,8 +199,15 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, list
 		return
 	}
 	if len(waits) == 0 {
-		b.leaderHints(resp, listener)
-		p.Finish(resp)
+		if b.leaderHints(resp, listener) {
+			p.Finish(resp)
+			return
+		}
+		// Off the read loop, like the waits below.
+		go func() {
+			b.awaitLeaderHints(resp, listener)
+			p.Finish(resp)
+		}()
 		return
 	}
 	go func() {
@@ -237,26 +244,43 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, list
 				b.log.Warn("produce not committed", "topic", w.part.Topic(), "partition", w.part.Index(), "err", err)
 			}
 		}
-		b.leaderHints(resp, listener)
+		b.awaitLeaderHints(resp, listener)
 		p.Finish(resp)
 	}()
+}
+
+// awaitLeaderHints fills resp's leader hints (leaderHints), waiting up to
+// electionWait for a replica here that names no other leader yet: the
+// leader handing its leadership to another replica (the preferred leader
+// back after a restart) refuses writes until the other has won, and
+// without a hint franz-go asks for metadata, which it does at most every
+// 5 s; the election usually ends within milliseconds.
+func (b *Broker) awaitLeaderHints(resp *kmsg.ProduceResponse, listener string) {
+	deadline := time.Now().Add(electionWait)
+	for !b.leaderHints(resp, listener) && time.Now().Before(deadline) {
+		time.Sleep(handoverPoll)
+	}
 }
 
 // leaderHints fills CurrentLeader of each partition of resp answered
 // NOT_LEADER_OR_FOLLOWER with the leader this broker knows, and Brokers
 // with its address on the client's listener, when it is another live
 // broker (v10+, in a cluster). The leader and epoch are the ones a
-// Metadata answer would name (handleClusterMetadata).
-func (b *Broker) leaderHints(resp *kmsg.ProduceResponse, listener string) {
+// Metadata answer would name (handleClusterMetadata). It reports false
+// while the replica here of such a partition knows no leader or still
+// names itself (an election or a leadership transfer is running): its
+// hint may come shortly.
+func (b *Broker) leaderHints(resp *kmsg.ProduceResponse, listener string) (done bool) {
 	if resp.Version < 10 || b.cluster == nil {
-		return
+		return true
 	}
+	done = true
 	var md *cluster.Metadata
 	for i := range resp.Topics {
 		st := &resp.Topics[i]
 		for j := range st.Partitions {
 			sp := &st.Partitions[j]
-			if sp.ErrorCode != kerr.NotLeaderForPartition.Code {
+			if sp.ErrorCode != kerr.NotLeaderForPartition.Code || sp.CurrentLeader.LeaderID >= 0 {
 				continue
 			}
 			if md == nil {
@@ -268,8 +292,13 @@ func (b *Broker) leaderHints(resp *kmsg.ProduceResponse, listener string) {
 			}
 			a := ti.Partitions[sp.Partition]
 			leader, epoch := a.Leader, a.LeaderEpoch
-			if l, e, _, ok := b.localLeader(st.Topic, ti.ID, int(sp.Partition)); ok && e >= epoch {
+			l, e, replica, ok := b.localLeader(st.Topic, ti.ID, int(sp.Partition))
+			if ok && e >= epoch {
 				leader, epoch = l, e
+			}
+			if replica && (!ok || l == b.cfg.NodeID) {
+				done = false
+				continue
 			}
 			br, ok := md.Brokers[leader]
 			if leader == b.cfg.NodeID || !ok || !br.Alive || b.cluster.PeerDown(leader) {
@@ -287,4 +316,5 @@ func (b *Broker) leaderHints(resp *kmsg.ProduceResponse, listener string) {
 			}
 		}
 	}
+	return done
 }
