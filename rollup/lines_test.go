@@ -21,7 +21,7 @@ func TestAppendLineMatchesMap(t *testing.T) {
 		s := &series{key: strconv.Itoa(i), measurement: meas[rng.IntN(len(meas))], tags: tagSets[rng.IntN(len(tagSets))]}
 		w := &window{start: int64(rng.IntN(1 << 40))}
 		for range rng.IntN(5) {
-			f := w.field([]byte(names[rng.IntN(len(names))]), 0)
+			f := w.field([]byte(names[rng.IntN(len(names))]), 0, sk)
 			for range rng.IntN(4) {
 				switch rng.IntN(8) {
 				case 0:

@@ -91,8 +91,9 @@ func appendField(dst []byte, f *field) []byte {
 	dst = appendFloat(dst, f.lastNum)
 	dst = appendString(dst, f.lastStr)
 	start := len(dst)
-	if d := f.sketch(); d != nil {
-		d.Encode(&dst, true)
+	if f.sk != nil {
+		f.sk.Encode(&dst, true)
+		dst = appendPending(dst, f.pend)
 	}
 	return prefixLength(dst, start)
 }
@@ -110,7 +111,7 @@ func prefixLength(dst []byte, start int) []byte {
 
 // readField decodes a field aggregate written by appendField.
 func (r *stateReader) field(sk *sketches) (*field, error) {
-	f := &field{name: string(r.bytes())}
+	f := &field{name: sk.intern(r.bytes())}
 	f.count, f.nonfinite = int64(r.uvarint()), int64(r.uvarint())
 	f.min, f.max, f.sum = r.float(), r.float(), r.float()
 	f.lastT = r.varint()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/DataDog/sketches-go/ddsketch"
+	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 	"github.com/DataDog/sketches-go/ddsketch/store"
 
@@ -50,9 +51,32 @@ var quantiles = [...]struct {
 // sketches creates and recycles the windows' sketches. All share one
 // index mapping, so any two merge.
 type sketches struct {
-	mapping  mapping.IndexMapping
-	free     []*ddsketch.DDSketch
-	freeVals [][]float64 // fields' pending buffers, empty
+	mapping *mapping.LogarithmicMapping
+	// minIndexable and maxIndexable bound the magnitudes the sketches
+	// keep in bins (DDSketch.AddWithCount).
+	minIndexable, maxIndexable float64
+	free                       []*ddsketch.DDSketch
+	freeVals                   [][]int32 // fields' pending buffers, empty
+	// names holds one copy of each field name, which every window's
+	// aggregate of the field shares: a sample compares the names of its
+	// window's fields, and shared ones stay in the cache.
+	names map[string]string
+}
+
+// intern returns name as a string, one copy per name up to maxLineNames
+// names (names come from the input).
+func (p *sketches) intern(name []byte) string {
+	if s, ok := p.names[string(name)]; ok {
+		return s
+	}
+	s := string(name)
+	if p.names == nil {
+		p.names = map[string]string{}
+	}
+	if len(p.names) < maxLineNames {
+		p.names[s] = s
+	}
+	return s
 }
 
 func newSketches() *sketches {
@@ -60,7 +84,34 @@ func newSketches() *sketches {
 	if err != nil {
 		panic(err) // a constant accuracy in (0, 1)
 	}
-	return &sketches{mapping: m}
+	return &sketches{mapping: m, minIndexable: m.MinIndexableValue(), maxIndexable: m.MaxIndexableValue()}
+}
+
+// Classes of a pending value's code (sketches.code): its low two bits.
+const (
+	pendPositive = 1
+	pendNegative = 2
+	pendZero     = 3
+)
+
+// code is a finite value as a sketch keeps it, DDSketch.AddWithCount's
+// way: the bin index of its magnitude above two bits naming the store of
+// its sign, or zero. It reports false for a magnitude beyond the bins,
+// which a sketch does not keep.
+func (p *sketches) code(v float64) (int32, bool) {
+	switch {
+	case v > p.minIndexable:
+		if v > p.maxIndexable {
+			return 0, false
+		}
+		return int32(p.mapping.Index(v))<<2 | pendPositive, true //nolint:gosec // |index| < 2^16 at 1% accuracy
+	case v < -p.minIndexable:
+		if v < -p.maxIndexable {
+			return 0, false
+		}
+		return int32(p.mapping.Index(-v))<<2 | pendNegative, true //nolint:gosec // as above
+	}
+	return pendZero, true
 }
 
 func (p *sketches) provider() store.Store { return store.NewBufferedPaginatedStore() }
@@ -82,16 +133,16 @@ func (p *sketches) put(s *ddsketch.DDSketch) {
 }
 
 // vals returns an empty buffer for a field's pending values.
-func (p *sketches) vals() []float64 {
+func (p *sketches) vals() []int32 {
 	if n := len(p.freeVals); n > 0 {
 		v := p.freeVals[n-1]
 		p.freeVals = p.freeVals[:n-1]
 		return v
 	}
-	return make([]float64, 0, 64)
+	return make([]int32, 0, 64)
 }
 
-func (p *sketches) putVals(v []float64) {
+func (p *sketches) putVals(v []int32) {
 	if cap(v) > 0 && cap(v) <= maxPending && len(p.freeVals) < 1<<16 {
 		p.freeVals = append(p.freeVals, v[:0])
 	}
@@ -123,11 +174,13 @@ type field struct {
 	nonfinite     int64
 	min, max, sum float64
 	sk            *ddsketch.DDSketch // nil while count is 0
-	// pend holds finite values not in sk yet. Adding a value to a sketch
-	// touches its store's memory, scattered over every open window's
-	// sketches, so the values of a window gather here and go into its
-	// sketch together when it is read (sketch) or pend is full.
-	pend    []float64
+	// pend holds the codes (sketches.code) of finite values not in sk
+	// yet. Adding a value to a sketch touches its store's memory,
+	// scattered over every open window's sketches, so the values of a
+	// window gather here and go into its sketch together when it is read
+	// (sketch) or pend is full. A checkpoint encodes them as they are
+	// (appendPending).
+	pend    []int32
 	lastT   int64
 	kind    lastKind
 	lastNum float64
@@ -155,12 +208,14 @@ func (f *field) addNumber(v float64, t int64, p *sketches) bool {
 	}
 	f.count++
 	f.sum += v
-	if f.pend == nil {
-		f.pend = p.vals()
-	}
-	f.pend = append(f.pend, v)
-	if len(f.pend) == maxPending {
-		f.flush()
+	if c, ok := p.code(v); ok {
+		if f.pend == nil {
+			f.pend = p.vals()
+		}
+		f.pend = append(f.pend, c)
+		if len(f.pend) == maxPending {
+			f.flush()
+		}
 	}
 	if f.setLast(t) {
 		f.kind, f.lastNum = lastNumber, v
@@ -168,15 +223,59 @@ func (f *field) addNumber(v float64, t int64, p *sketches) bool {
 	return true
 }
 
-// maxPending bounds a field's pending values (8 bytes each).
+// maxPending bounds a field's pending values (4 bytes each).
 const maxPending = 512
 
 // flush adds the pending values to the sketch.
 func (f *field) flush() {
-	for _, v := range f.pend {
-		_ = f.sk.Add(v) // only fails for a negative count
+	pos, neg := f.sk.GetPositiveValueStore(), f.sk.GetNegativeValueStore()
+	for _, c := range f.pend {
+		switch c & 3 {
+		case pendPositive:
+			pos.Add(int(c >> 2))
+		case pendNegative:
+			neg.Add(int(c >> 2))
+		default:
+			_ = f.sk.Add(0) // the zero count
+		}
 	}
 	f.pend = f.pend[:0]
+}
+
+// appendPending encodes pending values as sketches-go encodes the
+// unsorted bins of a store (index deltas) and a zero count, which a
+// sketch's decoding adds to the bins it decoded before: a field's sketch
+// followed by its pending values decode as the sketch holding them all,
+// so a checkpoint leaves the values pending.
+func appendPending(dst []byte, pend []int32) []byte {
+	var n [4]uint64
+	for _, c := range pend {
+		n[c&3]++
+	}
+	for _, class := range [...]int32{pendPositive, pendNegative} {
+		if n[class] == 0 {
+			continue
+		}
+		t := enc.FlagTypePositiveStore
+		if class == pendNegative {
+			t = enc.FlagTypeNegativeStore
+		}
+		enc.EncodeFlag(&dst, enc.NewFlag(t, enc.BinEncodingIndexDeltas))
+		enc.EncodeUvarint64(&dst, n[class])
+		prev := int64(0)
+		for _, c := range pend {
+			if c&3 == class {
+				i := int64(c >> 2)
+				enc.EncodeVarint64(&dst, i-prev)
+				prev = i
+			}
+		}
+	}
+	if n[pendZero] > 0 {
+		enc.EncodeFlag(&dst, enc.FlagZeroCountVarFloat)
+		enc.EncodeVarfloat64(&dst, float64(n[pendZero]))
+	}
+	return dst
 }
 
 // sketch returns the sketch of the finite values, nil if there are none.
@@ -256,7 +355,7 @@ type window struct {
 // field returns the window's aggregate of the field named name, adding it.
 // hint is where it is likely to be: a series' lines mostly carry the same
 // fields in the same order.
-func (w *window) field(name []byte, hint int) *field {
+func (w *window) field(name []byte, hint int, p *sketches) *field {
 	if hint < len(w.fields) && w.fields[hint].name == string(name) {
 		return w.fields[hint]
 	}
@@ -265,14 +364,14 @@ func (w *window) field(name []byte, hint int) *field {
 			return f
 		}
 	}
-	f := &field{name: string(name)}
+	f := &field{name: p.intern(name)}
 	w.fields = append(w.fields, f)
 	return f
 }
 
 func (w *window) merge(o *window, p *sketches) {
 	for i, of := range o.fields {
-		w.field([]byte(of.name), i).merge(of, p)
+		w.field([]byte(of.name), i, p).merge(of, p)
 	}
 }
 

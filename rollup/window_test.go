@@ -27,7 +27,7 @@ func feed(t *testing.T, p *partition, sk *sketches, lines ...string) {
 		p.maxEvent = max(p.maxEvent, d.Time)
 		w := p.window(s, 0, floorTo(d.Time, int64(10*time.Second)))
 		for i := range d.Fields {
-			w.field(d.Fields[i].Key, i).add(&d.Fields[i], d.Time, sk)
+			w.field(d.Fields[i].Key, i, sk).add(&d.Fields[i], d.Time, sk)
 		}
 	}
 }

@@ -633,7 +633,7 @@ func (w *worker) add(ctx context.Context, p *partition, r *kgo.Record) {
 	win := p.window(s, 0, start)
 	for i := range w.dec.Fields {
 		fv := &w.dec.Fields[i]
-		if !win.field(fv.Key, i).add(fv, t, w.sk) {
+		if !win.field(fv.Key, i, w.sk).add(fv, t, w.sk) {
 			w.counts.nonfinite++
 		}
 		if a != nil && !win.inRun && string(fv.Key) == PolicyVersionField {
