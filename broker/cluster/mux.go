@@ -51,8 +51,12 @@ type Mux struct {
 		sync.Mutex
 		groups map[uint64]*StreamLayer
 		closed bool
-		// added is closed (and replaced) when a group is added.
-		added chan struct{}
+		// waiting has a channel per group id that connections wait for
+		// (waitGroup), closed when the group is added. One per id, not
+		// one for any group: a broker starting thousands of groups
+		// while its peers' connections for them wait would otherwise
+		// wake every waiter at every group it adds.
+		waiting map[uint64]chan struct{}
 		// detached holds the groups closed while the mux runs (a deleted
 		// partition, a replica moved away) until they are added again:
 		// a connection for one of them is closed at once instead of
@@ -105,7 +109,7 @@ func NewMux(addr, advertise string, log *slog.Logger) (*Mux, error) {
 	}
 	m.mu.groups = map[uint64]*StreamLayer{}
 	m.mu.detached = map[uint64]struct{}{}
-	m.mu.added = make(chan struct{})
+	m.mu.waiting = map[uint64]chan struct{}{}
 	m.mu.out = map[raft.ServerAddress]*outSession{}
 	m.mu.in = map[*yamux.Session]string{}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
@@ -130,8 +134,10 @@ func (m *Mux) Group(id uint64) *StreamLayer {
 	s := &StreamLayer{mux: m, group: id, accept: make(chan net.Conn, 16), closed: make(chan struct{})}
 	m.mu.groups[id] = s
 	delete(m.mu.detached, id)
-	close(m.mu.added)
-	m.mu.added = make(chan struct{})
+	if ch := m.mu.waiting[id]; ch != nil {
+		close(ch)
+		delete(m.mu.waiting, id)
+	}
 	return s
 }
 
@@ -277,8 +283,15 @@ func (m *Mux) waitGroup(id uint64) *StreamLayer {
 	defer timer.Stop()
 	for {
 		m.mu.Lock()
-		s, added := m.mu.groups[id], m.mu.added
+		s := m.mu.groups[id]
 		_, detached := m.mu.detached[id]
+		var added chan struct{}
+		if s == nil && !detached {
+			if added = m.mu.waiting[id]; added == nil {
+				added = make(chan struct{})
+				m.mu.waiting[id] = added
+			}
+		}
 		m.mu.Unlock()
 		if s != nil || detached {
 			return s
@@ -462,6 +475,10 @@ func (s *StreamLayer) Close() error {
 		if s.mux.mu.groups[s.group] == s {
 			delete(s.mux.mu.groups, s.group)
 			s.mux.mu.detached[s.group] = struct{}{}
+			if ch := s.mux.mu.waiting[s.group]; ch != nil {
+				close(ch)
+				delete(s.mux.mu.waiting, s.group)
+			}
 		}
 		s.mux.mu.Unlock()
 		s.dialedMu.Lock()
