@@ -193,11 +193,7 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) {
 	stopWatch()
 	wg.Wait()
 	c.fill(res)
-	if ctx.Err() != nil {
-		res.Aborted = "interrupted: " + ctx.Err().Error()
-	} else if m := c.abortMsg.Load(); m != nil {
-		res.Aborted = *m
-	}
+	res.Aborted = c.aborted(ctx)
 	if res.Aborted != "" {
 		return res, errors.New(res.Aborted)
 	}
@@ -210,7 +206,6 @@ type consumeRun struct {
 	cfg     ConsumeConfig
 	topicID [16]byte
 	ctx     context.Context
-	cancel  context.CancelFunc
 	started time.Time
 	meter   meter
 
@@ -229,15 +224,7 @@ type consumeRun struct {
 	}
 	lastArrival atomic.Int64 // nanoseconds since started, of the latest data
 
-	abortOnce sync.Once
-	abortMsg  atomic.Pointer[string]
-}
-
-func (c *consumeRun) abort(msg string) {
-	c.abortOnce.Do(func() {
-		c.abortMsg.Store(&msg)
-		c.cancel()
-	})
+	aborter // its cancel ends the run, at a failure or a normal end
 }
 
 // arrived accounts for one fetch response or poll that carried data, and

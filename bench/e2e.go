@@ -308,13 +308,11 @@ type e2eRun struct {
 	lastDelivery              atomic.Int64 // ns since epoch
 	behind, maxLagNS          atomic.Int64
 	firstErr                  atomic.Pointer[error]
-	abortOnce                 sync.Once
-	abortMsg                  atomic.Pointer[string]
 
-	// hard is cancelled to abort: by the caller, a failure, a stall or
-	// the drain timeout. Produce and Flush block on it.
-	hard   context.Context
-	cancel context.CancelFunc
+	// hard is cancelled (by aborter.cancel) to abort: by the caller, a
+	// failure, a stall or the drain timeout. Produce and Flush block on it.
+	hard context.Context
+	aborter
 	// consumeCtx (a child of hard) stops the consumers.
 	consumeCtx    context.Context
 	stopConsumers context.CancelFunc
@@ -405,13 +403,6 @@ func (r *e2eRun) close() {
 	}
 }
 
-func (r *e2eRun) abort(msg string) {
-	r.abortOnce.Do(func() {
-		r.abortMsg.Store(&msg)
-		r.cancel()
-	})
-}
-
 // startConsumers creates one client per consumer, assigned its share of
 // the partitions at their current end offsets, connects it, and starts its
 // polling goroutine. The goroutines run until stopConsumers; close waits
@@ -487,14 +478,9 @@ func (r *e2eRun) run(res *E2EResult) {
 	wg.Wait()
 
 	r.fill(res, sendEnd)
-	// The caller's cancellation comes first: failures it causes are its
-	// consequence, not the reason. A drain timeout is not an abort: the
-	// records not delivered are counted as lost.
-	if err := r.caller.Err(); err != nil {
-		res.Aborted = "interrupted: " + err.Error()
-	} else if m := r.abortMsg.Load(); m != nil {
-		res.Aborted = *m
-	}
+	// A drain timeout is not an abort: the records not delivered are
+	// counted as lost.
+	res.Aborted = r.aborted(r.caller)
 }
 
 // send produces p's share of the schedule until end or ctx is done, then

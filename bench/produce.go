@@ -304,10 +304,7 @@ type produceRun struct {
 
 	errs     atomic.Int64
 	firstErr atomic.Pointer[error]
-	// abort stops the run with a reason; the first reason wins.
-	abortOnce sync.Once
-	abortMsg  atomic.Pointer[string]
-	cancel    context.CancelFunc
+	aborter
 }
 
 type producer struct {
@@ -356,13 +353,6 @@ func (r *produceRun) close() {
 	for _, p := range r.producers {
 		p.cl.Close()
 	}
-}
-
-func (r *produceRun) abort(msg string) {
-	r.abortOnce.Do(func() {
-		r.abortMsg.Store(&msg)
-		r.cancel()
-	})
 }
 
 // run produces and fills res. Goroutines: one sender per producer and one
@@ -439,13 +429,7 @@ func (r *produceRun) run(ctx context.Context, res *ProduceResult) {
 	if e := r.firstErr.Load(); e != nil {
 		res.FirstErr = (*e).Error()
 	}
-	// The caller's cancellation comes first: the records it fails
-	// afterwards are its consequence, not the reason.
-	if ctx.Err() != nil {
-		res.Aborted = "interrupted: " + ctx.Err().Error()
-	} else if m := r.abortMsg.Load(); m != nil {
-		res.Aborted = *m
-	}
+	res.Aborted = r.aborted(ctx)
 }
 
 // send produces records until quota (if ≥ 0) or end (if set) is reached or

@@ -4,9 +4,38 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// aborter ends a run at its first failure: abort keeps the first reason
+// and cancels the context the run's work waits on.
+type aborter struct {
+	once   sync.Once
+	msg    atomic.Pointer[string]
+	cancel context.CancelFunc
+}
+
+func (a *aborter) abort(msg string) {
+	a.once.Do(func() {
+		a.msg.Store(&msg)
+		a.cancel()
+	})
+}
+
+// aborted is what a result's Aborted says: the cancellation of caller
+// first (the failures it causes are its consequence, not the reason),
+// else the first reason given to abort, else nothing.
+func (a *aborter) aborted(caller context.Context) string {
+	if err := caller.Err(); err != nil {
+		return "interrupted: " + err.Error()
+	}
+	if m := a.msg.Load(); m != nil {
+		return *m
+	}
+	return ""
+}
 
 // meter counts what a run has done; the hot paths only add to it.
 type meter struct {
