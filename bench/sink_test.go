@@ -7,11 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/simtel/simtel/internal/lineproto"
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 // The generated lines must be what the agent ships: canonical, so
@@ -62,7 +62,7 @@ func TestRunSinkBench(t *testing.T) {
 // The progress line counts samples as they are buffered and ends with the
 // run: nothing is written after RunSinkBench returns.
 func TestRunSinkBenchProgress(t *testing.T) {
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	r, err := RunSinkBench(context.Background(), SinkBenchConfig{Samples: 300_000, Progress: &out, ProgressEvery: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -80,24 +80,6 @@ func TestRunSinkBenchProgress(t *testing.T) {
 	if out.String() != got {
 		t.Fatalf("progress written after the run returned (%d samples)", r.Samples)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // BenchmarkSinkEncode runs the sink benchmark at full size (1M samples):
