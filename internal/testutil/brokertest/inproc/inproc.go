@@ -17,9 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -87,12 +84,4 @@ func run(t testing.TB, b *brokertest.Broker, s brokertest.Settings, mod func(*br
 			return fmt.Errorf("broker did not stop within %v; goroutines:\n%s", d, &buf)
 		}
 	}
-}
-
-// testLogger discards the broker's log unless SIMTEL_TEST_LOG is set.
-func testLogger() *slog.Logger {
-	if os.Getenv("SIMTEL_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
