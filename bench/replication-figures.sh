@@ -21,8 +21,7 @@
 #     bound when three brokers share one disk; the target is 0.80). The
 #     load average is printed with each figure: on a shared machine only
 #     figures taken at a low load mean much.
-#
-#  3. Failover (`bench/replication-figures.sh failover`): SIGKILL of a
+#  4. Failover (`bench/replication-figures.sh failover`): SIGKILL of a
 #     partition leader while three idempotent acks=all franz-go producers
 #     (default client settings but for a longer delivery timeout) send,
 #     KILLS times (default 20), and the time from each kill to the next
@@ -38,11 +37,7 @@
 #     refresh, so closer kills measure that wait too (GAP=6s or 1s shows
 #     it). LOGS=DIR keeps the broker and producer logs.
 #
-#   bench/replication-figures.sh             # ports 2409x (Kafka), 2419x (raft), 2429x (gossip), 2439x (http)
-#   BASE=2600 RECORDS=100000 bench/replication-figures.sh
-#   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
-#   SKIP_IDLE=1 TPUT_RECORDS=300000 ROUNDS=3 bench/replication-figures.sh
-#  4. One client against NATS JetStream R3 (`bench/replication-figures.sh
+#  5. One client against NATS JetStream R3 (`bench/replication-figures.sh
 #     jetstream`): the way a new user first tries it. ROUNDS (default 3)
 #     alternating rounds, `sync` before each step: `simtel bench produce`
 #     with one producer and its defaults (idempotent, acks=all, one request
@@ -54,11 +49,7 @@
 #     topic. Prints each round and the medians: RF 3 over JetStream R3
 #     (the target is 2) and RF 3 over a third of RF 1 (target 0.80).
 #
-#   bench/replication-figures.sh             # ports 2409x (Kafka), 2419x (raft), 2429x (gossip), 2439x (http)
-#   BASE=2600 RECORDS=100000 bench/replication-figures.sh
-#   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
-#   SKIP_IDLE=1 TPUT_RECORDS=300000 ROUNDS=3 bench/replication-figures.sh
-#  5. Paced (`bench/replication-figures.sh paced`): ROUNDS (default 3)
+#  6. Paced (`bench/replication-figures.sh paced`): ROUNDS (default 3)
 #     rounds of one client at its defaults (idempotent, acks=all) to new
 #     6-partition topics, each used as soon as Metadata (`simtel topic
 #     describe`) names a leader of every partition, with no settling
@@ -71,6 +62,7 @@
 #     writes: a broker refusing them costs franz-go its 5 s metadata
 #     refresh floor (MetadataMinAge), and the records behind them wait.
 #
+# Usage (1-3 run by default, 4-6 by name):
 #   bench/replication-figures.sh             # ports 2409x (Kafka), 2419x (raft), 2429x (gossip), 2439x (http)
 #   BASE=2600 RECORDS=100000 bench/replication-figures.sh
 #   HEARTBEAT=3s bench/replication-figures.sh   # --replica-heartbeat-timeout
