@@ -1,7 +1,6 @@
 package sink_test
 
 import (
-	"bytes"
 	"fmt"
 	"io/fs"
 	"os"
@@ -200,16 +199,7 @@ func TestIcebergSinkCPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			entry := catalog.Entry{Topic: "telemetry", Partition: 0, FirstOffset: int64(from), LastOffset: int64(to - 1), Records: int64(to - from), Written: time.Now().UTC()}
-			for _, o := range objs {
-				if err := e.st.Put(e.ctx, o.Key, bytes.NewReader(o.Data), int64(len(o.Data))); err != nil {
-					t.Fatal(err)
-				}
-				entry.Objects = append(entry.Objects, o.Entry)
-			}
-			if err := e.cat.Commit(e.ctx, entry); err != nil {
-				t.Fatal(err)
-			}
+			entry := e.store(catalog.Entry{Topic: "telemetry", Partition: 0, FirstOffset: int64(from), LastOffset: int64(to - 1), Records: int64(to - from)}, objs)
 			if withIceberg {
 				types := func(string) map[string]string {
 					return map[string]string{"value": catalog.TypeFloat, "count": catalog.TypeInteger, "ok": catalog.TypeBoolean}

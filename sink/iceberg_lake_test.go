@@ -117,7 +117,15 @@ func (e *lakeEnv) flushPartition(p int32, lines ...string) catalog.Entry {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	entry := catalog.Entry{Topic: "telemetry", Partition: p, FirstOffset: first, LastOffset: e.next[p] - 1, Records: int64(len(lines)), Written: time.Now().UTC()}
+	return e.store(catalog.Entry{Topic: "telemetry", Partition: p, FirstOffset: first, LastOffset: e.next[p] - 1, Records: int64(len(lines))}, objs)
+}
+
+// store puts a flush's objects into the lake and commits entry, which
+// names them, to simtel's catalog: the sink's order, objects first, so
+// that the catalog never names a missing object.
+func (e *lakeEnv) store(entry catalog.Entry, objs []sink.Object) catalog.Entry {
+	e.t.Helper()
+	entry.Written = time.Now().UTC()
 	for _, o := range objs {
 		if err := e.st.Put(e.ctx, o.Key, bytes.NewReader(o.Data), int64(len(o.Data))); err != nil {
 			e.t.Fatal(err)

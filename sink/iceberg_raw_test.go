@@ -1,7 +1,6 @@
 package sink_test
 
 import (
-	"bytes"
 	"testing"
 	"time"
 
@@ -24,20 +23,12 @@ func (e *lakeEnv) flushRaw(topic string, first int64, values ...string) catalog.
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	entry := catalog.Entry{Topic: topic, Partition: 0, FirstOffset: first, LastOffset: first + int64(len(values)) - 1, Records: int64(len(values)), Written: time.Now().UTC()}
 	for _, o := range objs {
 		if o.Entry.Kind != lake.KindRaw {
 			e.t.Fatalf("object %s of a raw topic is %s", o.Key, o.Entry.Kind)
 		}
-		if err := e.st.Put(e.ctx, o.Key, bytes.NewReader(o.Data), int64(len(o.Data))); err != nil {
-			e.t.Fatal(err)
-		}
-		entry.Objects = append(entry.Objects, o.Entry)
 	}
-	if err := e.cat.Commit(e.ctx, entry); err != nil {
-		e.t.Fatal(err)
-	}
-	return entry
+	return e.store(catalog.Entry{Topic: topic, Partition: 0, FirstOffset: first, LastOffset: first + int64(len(values)) - 1, Records: int64(len(values))}, objs)
 }
 
 // A record of a raw topic lands in raw.<topic> exactly once, though its
