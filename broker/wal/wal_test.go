@@ -373,3 +373,109 @@ func TestConcurrentReadsDuringCompaction(t *testing.T) {
 	st := w.Stats()
 	t.Logf("segments %d, deleted %d, relocated %d bytes", st.Segments, st.DeletedSegments, st.RelocatedBytes)
 }
+
+// TestZerosAhead: appends go into zeros written ahead of them, so the
+// segment's length changes once a chunk, not with every append; reopened,
+// the records end where the zeros start and new ones follow them.
+func TestZerosAhead(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 8 << 20}
+	w := openT(t, dir, opts)
+	s := w.Store(1)
+	path := w.activeLocked().f.Name()
+	length := func() int64 {
+		t.Helper()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	if got := length(); got != zeroChunk {
+		t.Fatalf("a new wal's segment is %d bytes long, want %d of zeros", got, zeroChunk)
+	}
+	data := string(bytes.Repeat([]byte("x"), 1000))
+	changes := 0
+	prev := length()
+	var i uint64
+	for i = 1; i <= 3000; i++ {
+		mustStore(t, s, []*raft.Log{entry(i, 1, data)})
+		if l := length(); l != prev {
+			changes++
+			prev = l
+		}
+	}
+	records := w.activeLocked().size
+	if changes > int(records/(zeroChunk/2))+1 || prev <= records {
+		t.Fatalf("%d bytes of records: the segment's length changed %d times, now %d", records, changes, prev)
+	}
+	w.Close()
+	w = openT(t, dir, opts)
+	defer func() { w.Close() }()
+	s = w.Store(1)
+	if f, l := bounds(t, s); f != 1 || l != i-1 {
+		t.Fatalf("reopened: entries %d-%d, want 1-%d", f, l, i-1)
+	}
+	if got := w.activeLocked().size; got != records {
+		t.Fatalf("reopened: records end at %d, want %d", got, records)
+	}
+	mustStore(t, s, []*raft.Log{entry(i, 1, "after")})
+	w.Close()
+	w = openT(t, dir, opts)
+	var got raft.Log
+	if err := w.Store(1).GetLog(i, &got); err != nil || string(got.Data) != "after" {
+		t.Fatalf("entry %d after a reopen: %q, %v", i, got.Data, err)
+	}
+}
+
+// TestZerosAheadTornWrite: bytes of an unacknowledged write that reached
+// the disk beyond zeros (its start did not) are cut off on open, and the
+// log goes on after the last whole record.
+func TestZerosAheadTornWrite(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 1 << 20}
+	w := openT(t, dir, opts)
+	s := w.Store(1)
+	mustStore(t, s, entries(1, 10, 1, "a"))
+	end := w.activeLocked().size
+	path := w.activeLocked().f.Name()
+	w.Close()
+	writeAtT(t, path, []byte("the end of a torn write"), end+5000)
+	w = openT(t, dir, opts)
+	s = w.Store(1)
+	if f, l := bounds(t, s); f != 1 || l != 10 {
+		t.Fatalf("after a torn write: entries %d-%d, want 1-10", f, l)
+	}
+	mustStore(t, s, entries(11, 12, 1, "b"))
+	w.Close()
+	w = openT(t, dir, opts)
+	defer func() { w.Close() }()
+	if f, l := bounds(t, w.Store(1)); f != 1 || l != 12 {
+		t.Fatalf("reopened: entries %d-%d, want 1-12", f, l)
+	}
+}
+
+// TestZerosAheadOlderSegment: in a segment that is not the last one,
+// non-zero bytes after the zeros that end its records are corruption.
+func TestZerosAheadOlderSegment(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 4096}
+	w := openT(t, dir, opts)
+	s := w.Store(1)
+	for i := uint64(1); i <= 40; i++ {
+		mustStore(t, s, []*raft.Log{entry(i, 1, string(bytes.Repeat([]byte("y"), 200)))})
+	}
+	if len(w.mu.segs) < 2 {
+		t.Fatalf("%d segments, want at least 2", len(w.mu.segs))
+	}
+	first := w.mu.segs[0]
+	end, alloc := first.size, first.alloc
+	w.Close()
+	if alloc <= end+1 {
+		t.Fatalf("segment 1: records end at %d, zeros at %d: no room to test", end, alloc)
+	}
+	writeAtT(t, first.f.Name(), []byte{1}, alloc-1)
+	if _, err := Open(dir, opts); err == nil || !bytes.Contains([]byte(err.Error()), []byte("corrupt")) {
+		t.Fatalf("open with bytes after the zeros of an older segment: got %v, want a corruption error", err)
+	}
+}
