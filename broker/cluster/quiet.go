@@ -224,12 +224,20 @@ func (t *groupTransport) leaderNow() leaderMark {
 
 // wake is setQuiet(false) for news. Raft checks its last contact as
 // soon as it has the normal timeouts, and a quiet follower last heard
-// from its leader up to quietReal timeouts ago. So unless it is about to
-// stand (elect), and if the news left its term and leader as they were
-// before (pre: leaderNow before raft took it) and the leader's broker
-// is heard from, that counts as a heartbeat from the leader first: news
-// such as another replica's pre-vote would otherwise make it drop a live
-// leader and stand too.
+// from its leader up to quietReal timeouts ago. So if the news left its
+// term and leader as they were before (pre: leaderNow before raft took
+// it), that counts as a heartbeat from the leader first:
+//
+//   - news such as another replica's pre-vote (the leader's broker heard
+//     from) would otherwise make it drop a live leader and stand too;
+//   - a TimeoutNow (elect: raft takes it right after, pre is leaderNow
+//     then) would otherwise race with that check: when the check came
+//     first, raft stood on its own, an ordinary candidate asking for
+//     pre-votes that a follower with a live leader refuses, and a
+//     candidate ignores a TimeoutNow, so a leadership transfer to a
+//     quiet follower failed (leadership transfer timeout). The
+//     heartbeat is from the leader it follows, in its own term: it
+//     stands at once on the TimeoutNow anyway.
 func (t *groupTransport) wake(elect bool, pre leaderMark) {
 	t.noteBusy()
 	t.quiet.mu.Lock()
@@ -238,9 +246,9 @@ func (t *groupTransport) wake(elect bool, pre leaderMark) {
 	if !on {
 		return
 	}
-	if r := t.raft.Load(); !elect && r != nil && t.node != nil {
+	if r := t.raft.Load(); r != nil && t.node != nil {
 		now := t.leaderNow()
-		if fn := t.hbFn.Load(); fn != nil && now.addr != "" && now == pre && t.node.heardWithin(now.addr, t.quiet.hb, time.Now()) {
+		if fn := t.hbFn.Load(); fn != nil && now.addr != "" && now == pre && (elect || t.node.heardWithin(now.addr, t.quiet.hb, time.Now())) {
 			req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(now.id), Addr: []byte(now.addr)},
 				Term: now.term, Leader: []byte(now.addr)}
 			(*fn)(raft.RPC{Command: req, RespChan: make(chan raft.RPCResponse, 1)})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,4 +128,142 @@ func TestQuietGroups(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("new leader %v after the leader's broker went silent (heartbeat timeout %v)", time.Since(silent), hb)
+}
+
+// TestQuietTransfer: a leadership transfer to a quiet follower makes it
+// stand as the transfer's candidate. Waking it for the TimeoutNow must
+// not let raft stand on its own first (its last contact is old): such a
+// candidate asks for pre-votes, which the other follower refuses while
+// its leader lives, and ignores the TimeoutNow, so the transfer fails.
+// Every group, twice: no target asks for a pre-vote before its transfer
+// ends.
+func TestQuietTransfer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs raft elections")
+	}
+	nodes := startSettledNodes(t)
+	const groups = 6
+	const hb = time.Second
+	grps := map[int][]*Group{}
+	// preVotes[g] counts the pre-vote requests the replicas of group g
+	// received, by candidate.
+	var mu sync.Mutex
+	preVotes := make([]map[raft.ServerID]int, groups)
+	for g := range groups {
+		preVotes[g] = map[raft.ServerID]int{}
+	}
+	for i, n := range nodes {
+		for g := range groups {
+			grp, err := n.StartGroup(GroupConfig{Group: uint64(300 + g), Dir: filepath.Join(t.TempDir(), "g"), FSM: NewFSM(),
+				Peers: []int32{0, 1, 2}, Bootstrap: i == 0, HeartbeatTimeout: hb, Logger: n.log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			grps[i] = append(grps[i], grp)
+			ch := make(chan raft.Observation, 16)
+			grp.Raft.RegisterObserver(raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+				_, ok := o.Data.(raft.RequestPreVoteRequest)
+				return ok
+			}))
+			go func() {
+				for o := range ch {
+					req := o.Data.(raft.RequestPreVoteRequest)
+					mu.Lock()
+					preVotes[g][raft.ServerID(req.ID)]++
+					mu.Unlock()
+				}
+			}()
+			t.Cleanup(func() { _ = grp.Close(); close(ch) })
+		}
+	}
+	leaderOf := func(g int) *Group {
+		for i := range nodes {
+			if grps[i][g].Raft.State() == raft.Leader {
+				return grps[i][g]
+			}
+		}
+		return nil
+	}
+	allQuiet := func() bool {
+		for g := range groups {
+			if leaderOf(g) == nil {
+				return false
+			}
+		}
+		for i := range nodes {
+			for _, grp := range grps[i] {
+				grp.trans.quiet.mu.Lock()
+				on := grp.trans.quiet.on
+				grp.trans.quiet.mu.Unlock()
+				if grp.Raft.State() == raft.Follower && !on {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for round := range 2 {
+		waitFor(t, "every group led and every follower quiet", allQuiet)
+		mu.Lock()
+		for g := range groups {
+			clear(preVotes[g])
+		}
+		mu.Unlock()
+		targets := make([]raft.ServerID, groups)
+		errs := make([]error, groups)
+		// stood: the target's pre-vote requests seen when its transfer
+		// ended (a transfer that fails for want of time, on a busy
+		// machine, is followed by ordinary elections with pre-votes).
+		stood := make([]int, groups)
+		var wg sync.WaitGroup
+		for g := range groups {
+			l := leaderOf(g)
+			if l == nil {
+				t.Fatalf("round %d: group %d lost its leader", round, g)
+			}
+			f := l.Raft.GetConfiguration()
+			if err := f.Error(); err != nil {
+				t.Fatal(err)
+			}
+			_, lid := l.Raft.LeaderWithID()
+			for _, s := range f.Configuration().Servers {
+				if s.ID == lid {
+					continue
+				}
+				targets[g] = s.ID
+				i, err := strconv.Atoi(string(s.ID))
+				if err != nil {
+					t.Fatal(err)
+				}
+				tg := grps[i][g]
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					// The case that failed: the leader answers the
+					// target's heartbeats locally, so raft on the target
+					// last had contact more than a heartbeat timeout ago.
+					deadline := time.Now().Add(30 * time.Second)
+					for time.Since(tg.Raft.LastContact()) < hb+hb/2 && time.Now().Before(deadline) {
+						time.Sleep(20 * time.Millisecond)
+					}
+					errs[g] = l.Raft.LeadershipTransferToServer(s.ID, s.Address).Error()
+					mu.Lock()
+					stood[g] = preVotes[g][s.ID]
+					mu.Unlock()
+				}()
+				break
+			}
+		}
+		wg.Wait()
+		for g := range groups {
+			if n := stood[g]; n > 0 {
+				t.Errorf("round %d: group %d: the transfer's target %s asked for %d pre-votes (it stood on its own, not for the transfer; transfer: %v)",
+					round, g, targets[g], n, errs[g])
+			} else if errs[g] != nil {
+				// A transfer can time out on a busy machine; only the
+				// pre-votes say the wake was wrong.
+				t.Logf("round %d: group %d: transfer to %s: %v", round, g, targets[g], errs[g])
+			}
+		}
+	}
 }

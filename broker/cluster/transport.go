@@ -161,7 +161,7 @@ func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbea
 				news, elect := t.rpcNews(rpc)
 				var pre leaderMark
 				if elect {
-					t.wake(true, pre)
+					t.wake(true, t.leaderNow())
 				} else if news {
 					t.noteBusy()
 					pre = t.leaderNow()
@@ -341,7 +341,7 @@ func (t *groupTransport) timeoutNow() bool {
 		return false
 	}
 	// The normal election timeout for the election it starts.
-	t.wake(true, leaderMark{})
+	t.wake(true, t.leaderNow())
 	_, id := r.LeaderWithID()
 	rpc := raft.RPC{
 		Command:  &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id)}},
