@@ -324,7 +324,7 @@ func (m *Mux) dial(addr raft.ServerAddress, timeout time.Duration, header []byte
 			}
 			return nil, fmt.Errorf("cannot open a stream to the raft mux at %s: %w", addr, err)
 		}
-		c := &streamConn{Stream: st}
+		c := trackStream(sess, st)
 		if timeout > 0 {
 			_ = c.SetWriteDeadline(time.Now().Add(timeout))
 		}

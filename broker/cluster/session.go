@@ -33,6 +33,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -243,6 +244,7 @@ func (m *Mux) dialSession(addr raft.ServerAddress) (*yamux.Session, error) {
 		c.Close()
 		return nil, err
 	}
+	watchSession(sess)
 	return sess, nil
 }
 
@@ -279,6 +281,7 @@ func (m *Mux) serveSession(c net.Conn) {
 		c.Close()
 		return
 	}
+	watchSession(sess)
 	m.mu.Lock()
 	if m.mu.closed {
 		m.mu.Unlock()
@@ -298,7 +301,7 @@ func (m *Mux) serveSession(c net.Conn) {
 		if err != nil {
 			return
 		}
-		sc := &streamConn{Stream: st}
+		sc := trackStream(sess, st)
 		m.mu.Lock()
 		if m.mu.closed {
 			m.mu.Unlock()
@@ -321,11 +324,14 @@ func (m *Mux) serveSession(c net.Conn) {
 type streamConn struct {
 	*yamux.Stream
 	closed atomic.Bool
+	// ended: its session closed (see watchSession).
+	ended atomic.Bool
+	of    *sessionStreams
 }
 
 func (c *streamConn) Read(b []byte) (int, error) {
 	n, err := c.Stream.Read(b)
-	if err != nil && c.closed.Load() {
+	if err != nil && (c.closed.Load() || c.ended.Load()) {
 		err = net.ErrClosed
 	}
 	return n, err
@@ -346,9 +352,9 @@ func (c *streamConn) SetDeadline(t time.Time) error {
 	return c.Stream.SetWriteDeadline(t)
 }
 
-// SetReadDeadline keeps the deadline Close set.
+// SetReadDeadline keeps the deadline Close or the session's end set.
 func (c *streamConn) SetReadDeadline(t time.Time) error {
-	if c.closed.Load() {
+	if c.closed.Load() || c.ended.Load() {
 		return nil
 	}
 	return c.Stream.SetReadDeadline(t)
@@ -358,10 +364,89 @@ func (c *streamConn) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	if c.of != nil {
+		c.of.remove(c)
+	}
 	err := c.Stream.Close()
 	// Wakes a blocked Read (and fails the next ones).
 	_ = c.Stream.SetReadDeadline(time.Unix(1, 0))
 	return err
+}
+
+// end fails the stream's Reads at once: its session has closed.
+func (c *streamConn) end() {
+	c.ended.Store(true)
+	_ = c.Stream.SetReadDeadline(time.Unix(1, 0))
+}
+
+// sessionStreams are the open streams of one session. A yamux (v0.1.2)
+// Read that waits for data on a session that has begun to close spins:
+// it wakes for the closed session, finds its stream not closed yet and
+// waits again, at once, until the session's Close has marked that
+// stream closed. Close does so stream by stream under the session's
+// lock, each time taking the stream's lock from its spinning reader;
+// with many raft streams per session and the CPU shared, that took
+// minutes (a broker stopped with SIGTERM was still closing a session
+// when it was killed 30 s later, its raft readers spinning). A Read
+// with a read deadline that has passed returns instead, so every
+// stream of a closing session gets one as soon as the close begins.
+type sessionStreams struct {
+	mu    sync.Mutex
+	m     map[*streamConn]struct{}
+	ended bool
+}
+
+// sessions maps each open *yamux.Session to its *sessionStreams.
+var sessions sync.Map
+
+// watchSession tracks sess's streams (trackStream) and ends them when
+// sess closes.
+func watchSession(sess *yamux.Session) {
+	ss := &sessionStreams{m: map[*streamConn]struct{}{}}
+	sessions.Store(sess, ss)
+	go func() {
+		<-sess.CloseChan()
+		sessions.Delete(sess)
+		ss.mu.Lock()
+		ss.ended = true
+		open := make([]*streamConn, 0, len(ss.m))
+		for c := range ss.m {
+			open = append(open, c)
+		}
+		clear(ss.m)
+		ss.mu.Unlock()
+		for _, c := range open {
+			c.end()
+		}
+	}()
+}
+
+// trackStream wraps st, a stream of sess.
+func trackStream(sess *yamux.Session, st *yamux.Stream) *streamConn {
+	c := &streamConn{Stream: st}
+	v, ok := sessions.Load(sess)
+	if !ok {
+		// Closed already (watchSession forgot it): fail its Reads.
+		c.end()
+		return c
+	}
+	ss := v.(*sessionStreams)
+	ss.mu.Lock()
+	if ss.ended {
+		ss.mu.Unlock()
+		c.end()
+		return c
+	}
+	ss.m[c] = struct{}{}
+	c.of = ss
+	ss.mu.Unlock()
+	return c
+}
+
+func (ss *sessionStreams) remove(c *streamConn) {
+	ss.mu.Lock()
+	delete(ss.m, c)
+	ss.mu.Unlock()
 }
 
 // muxStats are the mux's metrics per peer broker (by the raft address it
