@@ -55,6 +55,7 @@ var (
 	descLogStart = prometheus.NewDesc("simtel_broker_partition_log_start_offset", "First offset still in the log.", []string{"topic", "partition"}, nil)
 	descHW       = prometheus.NewDesc("simtel_broker_partition_high_watermark", "Committed (durable) end offset.", []string{"topic", "partition"}, nil)
 	descSize     = prometheus.NewDesc("simtel_broker_partition_size_bytes", "Bytes of all segments.", []string{"topic", "partition"}, nil)
+	descInSync   = prometheus.NewDesc("simtel_broker_partition_in_sync", "Replicated partitions: 1 while this broker's replica is a raft voter that has applied all its leader last said was committed (the leader's is always 1), else 0.", []string{"topic", "partition"}, nil)
 	descLag      = prometheus.NewDesc("simtel_broker_group_lag", "High watermark minus committed offset.", []string{"group", "topic", "partition"}, nil)
 	descCommit   = prometheus.NewDesc("simtel_broker_group_committed_offset", "Committed offset.", []string{"group", "topic", "partition"}, nil)
 	descTopics   = prometheus.NewDesc("simtel_broker_topics", "Topics.", nil, nil)
@@ -63,7 +64,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLogStart, descHW, descSize, descLag, descCommit, descTopics, descCoords, descPIDs} {
+	for _, d := range []*prometheus.Desc{descLogStart, descHW, descSize, descInSync, descLag, descCommit, descTopics, descCoords, descPIDs} {
 		ch <- d
 	}
 }
@@ -83,6 +84,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descLogStart, prometheus.GaugeValue, float64(p.Log().StartOffset()), t.name, idx)
 			ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(p.HighWatermark()), t.name, idx)
 			ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(p.Log().Size()), t.name, idx)
+			if p.Replicated() {
+				in := 0.0
+				if p.InSync() {
+					in = 1
+				}
+				ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, in, t.name, idx)
+			}
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descPIDs, prometheus.GaugeValue, float64(pids))

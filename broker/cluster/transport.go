@@ -117,7 +117,9 @@ type groupTransport struct {
 
 	consumer chan raft.RPC
 	hbFn     atomic.Pointer[func(raft.RPC)]
-	raft     atomic.Pointer[raft.Raft]
+	// leaderCommit: see insync.go.
+	leaderCommit atomic.Uint64
+	raft         atomic.Pointer[raft.Raft]
 
 	// quiet: see quiet.go.
 	quiet quietState
@@ -158,6 +160,9 @@ func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbea
 		for {
 			select {
 			case rpc := <-in:
+				if a, ok := rpc.Command.(*raft.AppendEntriesRequest); ok && a.LeaderCommitIndex > 0 {
+					t.noteLeaderCommit(a.LeaderCommitIndex)
+				}
 				news, elect := t.rpcNews(rpc)
 				var pre leaderMark
 				if elect {

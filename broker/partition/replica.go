@@ -136,6 +136,11 @@ func (p *Partition) Raft() *raft.Raft {
 	return p.grp.Raft
 }
 
+// InSync reports whether this replica is a raft voter that has applied
+// all its leader last said was committed (cluster.Group.InSync); true for
+// a partition that is not replicated.
+func (p *Partition) InSync() bool { return p.grp == nil || p.grp.InSync() }
+
 // Term is the raft term of a replicated partition, else 0.
 func (p *Partition) Term() uint64 {
 	if p.grp == nil {
