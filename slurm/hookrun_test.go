@@ -104,6 +104,21 @@ func TestHookPublishes(t *testing.T) {
 	for _, n := range []string{"n10", "n2", "n1"} {
 		run(HookEpilog, n, epilogFailed)
 	}
+	runs := registeredRuns(t, addr)
+	if len(runs) != 1 {
+		t.Fatalf("got %d runs, want 1: %+v", len(runs), runs)
+	}
+	r := runs[0]
+	if r.Run != "8" || r.State != scheduler.StateFailed || *r.ExitCode != 3 || r.Name != "ppo sweep" || r.User != "ana" ||
+		!r.AllNodesDown() || len(r.NodesUp) != 3 || r.Submitted.IsZero() {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+// registeredRuns is every run the scheduler registry on the brokers at
+// addr holds.
+func registeredRuns(t *testing.T, addr string) []scheduler.Run {
+	t.Helper()
 	reg, err := scheduler.Open(scheduler.Config{Brokers: []string{addr}})
 	if err != nil {
 		t.Fatal(err)
@@ -113,14 +128,7 @@ func TestHookPublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 1 {
-		t.Fatalf("got %d runs, want 1: %+v", len(runs), runs)
-	}
-	r := runs[0]
-	if r.Run != "8" || r.State != scheduler.StateFailed || *r.ExitCode != 3 || r.Name != "ppo sweep" || r.User != "ana" ||
-		!r.AllNodesDown() || len(r.NodesUp) != 3 || r.Submitted.IsZero() {
-		t.Fatalf("got %+v", r)
-	}
+	return runs
 }
 
 // TestHookCommandNeverFails: `simtel slurm prolog` exits 0 with the

@@ -1,7 +1,6 @@
 package slurm
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/simtel/simtel/internal/kafkasec/kafkasectest"
 	"github.com/simtel/simtel/internal/testutil"
-	"github.com/simtel/simtel/scheduler"
 )
 
 // `simtel slurm prolog` publishes through a SASL_SSL listener with the
@@ -34,16 +32,7 @@ func TestHookCommandOverSASLSSL(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil || strings.Contains(string(out), "level=ERROR") {
 		t.Fatalf("prolog: %v\n%s", err, out)
 	}
-	reg, err := scheduler.Open(scheduler.Config{Brokers: []string{b.Addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	runs, err := reg.Runs(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(runs) != 1 || runs[0].Run != "8" || len(runs[0].NodesUp) != 1 {
+	if runs := registeredRuns(t, b.Addr); len(runs) != 1 || runs[0].Run != "8" || len(runs[0].NodesUp) != 1 {
 		t.Fatalf("runs after the prolog over SASL_SSL: %+v", runs)
 	}
 }
