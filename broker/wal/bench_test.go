@@ -42,24 +42,37 @@ func BenchmarkStoreLogs(b *testing.B) {
 	}
 }
 
-// BenchmarkStoreLogsSmall: one group appends one 1 KiB entry a call, as
-// a leader does for one client sending a record at a time; reports the
-// mean fsync.
+// BenchmarkStoreLogsSmall: each of G groups appends one 1 KiB entry a
+// call, as a leader or follower does for one client sending a record at
+// a time; reports the mean fsync and appends per fsync.
 func BenchmarkStoreLogsSmall(b *testing.B) {
-	w, err := Open(b.TempDir(), Options{})
-	if err != nil {
-		b.Fatal(err)
+	for _, groups := range []int{1, 6} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			w, err := Open(b.TempDir(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			data := make([]byte, 1<<10)
+			b.SetBytes(int64(len(data)))
+			var wg sync.WaitGroup
+			per := b.N/groups + 1
+			b.ResetTimer()
+			for g := range groups {
+				wg.Go(func() {
+					s := w.Store(uint64(g + 1))
+					for i := 1; i <= per; i++ {
+						if err := s.StoreLogs([]*raft.Log{{Index: uint64(i), Term: 1, Data: data}}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			st := w.Stats()
+			b.ReportMetric(float64(st.SyncTime.Microseconds())/float64(max(st.Syncs, 1)), "µs/fsync")
+			b.ReportMetric(float64(st.Appends)/float64(max(st.Syncs, 1)), "appends/fsync")
+		})
 	}
-	defer w.Close()
-	s := w.Store(1)
-	data := make([]byte, 1<<10)
-	b.SetBytes(int64(len(data)))
-	b.ResetTimer()
-	for i := 1; i <= b.N; i++ {
-		if err := s.StoreLogs([]*raft.Log{{Index: uint64(i), Term: 1, Data: data}}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	st := w.Stats()
-	b.ReportMetric(float64(st.SyncTime.Microseconds())/float64(max(st.Syncs, 1)), "µs/fsync")
 }

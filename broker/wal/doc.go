@@ -9,11 +9,13 @@
 //     record.go), and under WAL.mu checks them against the group's
 //     in-memory index, writes them at the end of the active segment and
 //     updates the index (group + raft index → segment, offset, length).
-//  2. It then waits for an fsync that covers its write: the first waiter
-//     to take syncMu fsyncs the active segment and marks everything
-//     written before it as durable, so the writers that queued behind it
-//     return without another fsync. Only then does the call return, so
-//     raft never counts an entry or a vote that is not on disk.
+//  2. It then waits for an fsync that covers its write. If none in
+//     flight does, it starts one of the active segment that covers
+//     everything written so far, so the writers that came meanwhile
+//     return without another fsync (group commit). Two fsyncs can be in
+//     flight: a write made while one runs need not wait for it to end
+//     before its own starts. Only then does the call return, so raft
+//     never counts an entry or a vote that is not on disk.
 //  3. GetLog looks the position up under WAL.mu and reads the record with
 //     one pread outside the lock, checking its CRC.
 //
@@ -57,7 +59,8 @@
 //
 // # Locks
 //
-// syncMu is taken before mu, never the other way round; mu is held only
-// for index updates and write syscalls, never for an fsync except when a
-// segment is rolled.
+// mu is held only for index updates and write syscalls, never for an
+// fsync except when a segment is rolled or entries are relocated; the
+// fsyncs of appends run with it released, counted in mu.syncing, which
+// Close waits to drop to zero.
 package wal

@@ -42,13 +42,17 @@ type WAL struct {
 	opts Options
 	log  *slog.Logger
 
-	// syncMu serialises fsyncs; synced is the write sequence number
-	// known durable (guarded by syncMu).
-	syncMu sync.Mutex
-	synced uint64
-
 	mu struct {
 		sync.Mutex
+		// synced is the write number known durable: every write up to
+		// it was made before an fsync that has returned. syncing is the
+		// number of fsyncs in flight (at most maxSyncing) and covering
+		// the highest write number one of them will make durable.
+		// syncDone is signalled when one returns.
+		synced, covering uint64
+		syncing          int
+		syncDone         *sync.Cond
+
 		groups map[uint64]*groupState
 		segs   []*segment // by id; the last one is active
 		byID   map[uint64]*segment
@@ -112,6 +116,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 		return nil, fmt.Errorf("cannot create wal directory %s: %w", dir, err)
 	}
 	w := &WAL{dir: dir, opts: opts, log: opts.Logger}
+	w.mu.syncDone = sync.NewCond(&w.mu.Mutex)
 	w.mu.groups = map[uint64]*groupState{}
 	w.mu.byID = map[uint64]*segment{}
 	ids, err := listSegments(dir)
@@ -644,37 +649,63 @@ func (w *WAL) failLocked(err error) {
 	}
 }
 
-// syncTo returns once write number seq is durable, fsyncing itself
-// unless another caller's fsync already covered it (group commit).
+// maxSyncing bounds the fsyncs in flight. With one, a write made while an
+// fsync runs waits for it to end and then for its own; with two, its own
+// starts at once, and the kernel overlaps the two. More would only split
+// the writes that one fsync could cover between several.
+const maxSyncing = 2
+
+// syncTo returns once write number seq is durable. It waits for an fsync
+// in flight that covers it, or else starts one that covers every write
+// made so far (group commit), or, if maxSyncing are in flight already,
+// waits for one of them to end and looks again.
 func (w *WAL) syncTo(seq uint64) error {
-	w.syncMu.Lock()
-	defer w.syncMu.Unlock()
-	if w.synced >= seq {
-		return nil
-	}
 	w.mu.Lock()
-	if err := w.usableLocked(); err != nil {
-		w.mu.Unlock()
-		return err
+	defer w.mu.Unlock()
+	for {
+		if err := w.usableLocked(); err != nil {
+			return err
+		}
+		if w.mu.synced >= seq {
+			return nil
+		}
+		if w.mu.covering >= seq || w.mu.syncing >= maxSyncing {
+			w.mu.syncDone.Wait()
+			continue
+		}
+		if err := w.syncLocked(); err != nil {
+			return err
+		}
 	}
+}
+
+// syncLocked fsyncs the active segment with mu released meanwhile, and
+// marks the writes made before as durable.
+func (w *WAL) syncLocked() error {
 	target := w.mu.written
 	f := w.activeLocked().f
+	w.mu.syncing++
+	w.mu.covering = max(w.mu.covering, target)
 	w.mu.Unlock()
 	// Writes up to target are in f or in older segments, which were
 	// fsynced when they were rolled. A segment deleted meanwhile was
-	// synced before, so ErrClosed from it is fine.
+	// synced before, so ErrClosed from it is fine (Close waits for the
+	// fsyncs in flight, so it is never the active segment's).
 	start := time.Now()
 	err := fsutil.Fdatasync(f)
 	w.stats.syncNanos.Add(uint64(time.Since(start)))
+	w.mu.Lock()
+	w.mu.syncing--
+	w.mu.syncDone.Broadcast()
 	if err != nil && !errors.Is(err, os.ErrClosed) {
 		err = fmt.Errorf("cannot sync wal segment %s: %w", f.Name(), err)
-		w.mu.Lock()
 		w.failLocked(err)
-		w.mu.Unlock()
 		return err
 	}
 	w.stats.syncs.Add(1)
-	w.synced = target
+	// fsyncs can return out of order: each one makes durable what was
+	// written before it started, whatever the others did.
+	w.mu.synced = max(w.mu.synced, target)
 	return nil
 }
 
@@ -851,10 +882,11 @@ func (w *WAL) Stats() Stats {
 // Close closes the segment files; later calls return ErrClosed. Pending
 // writes are fsynced first.
 func (w *WAL) Close() error {
-	w.syncMu.Lock()
-	defer w.syncMu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for w.mu.syncing > 0 {
+		w.mu.syncDone.Wait()
+	}
 	if w.mu.closed {
 		return nil
 	}
