@@ -44,6 +44,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -163,7 +164,9 @@ func (n *Node) watchPeer(ctx context.Context, id int32, addr raft.ServerAddress)
 		}
 		// The connection ended: find out why, quickly. A dying process
 		// may close this socket a moment before its listener, so a few
-		// tries before concluding anything.
+		// tries before concluding anything. Meanwhile Refused waits for
+		// the answer.
+		finding := n.findingOut(id)
 		for try := 0; try < 5 && ctx.Err() == nil; try++ {
 			c, inc2, err := n.dialWatch(ctx, addr)
 			if err == nil {
@@ -181,8 +184,53 @@ func (n *Node) watchPeer(ctx context.Context, id int32, addr raft.ServerAddress)
 			}
 			sleepCtx(ctx, 20*time.Millisecond)
 		}
+		finding()
 	}
 }
+
+// findingOut are, per node, the brokers whose watch connection ended
+// and whose watcher is still finding out why (watchPeer).
+var findingOut struct {
+	sync.Mutex
+	m map[*Node]map[int32]int
+}
+
+// findingOut marks id as being found out about until the returned func
+// is called.
+func (n *Node) findingOut(id int32) (done func()) {
+	findingOut.Lock()
+	defer findingOut.Unlock()
+	if findingOut.m == nil {
+		findingOut.m = map[*Node]map[int32]int{}
+	}
+	if findingOut.m[n] == nil {
+		findingOut.m[n] = map[int32]int{}
+	}
+	findingOut.m[n][id]++
+	return func() {
+		findingOut.Lock()
+		defer findingOut.Unlock()
+		if findingOut.m[n][id]--; findingOut.m[n][id] <= 0 {
+			delete(findingOut.m[n], id)
+		}
+		if len(findingOut.m[n]) == 0 {
+			delete(findingOut.m, n)
+		}
+	}
+}
+
+// beingFoundOut reports whether id's watcher is finding out why its
+// watch connection ended.
+func (n *Node) beingFoundOut(id int32) bool {
+	findingOut.Lock()
+	defer findingOut.Unlock()
+	return findingOut.m[n][id] > 0
+}
+
+// findOutWait bounds how long Refused waits for a watcher finding out:
+// a dying process's port refuses the watcher's first or second dial. A
+// variable for tests.
+var findOutWait = 300 * time.Millisecond
 
 // readWatch waits on a watch connection: true when the peer says it is
 // leaving, false when the connection ends.
@@ -390,9 +438,17 @@ func (n *Node) peerDown(ctx context.Context, id int32, why string) {
 // answer uses it not to name a leader that died a moment ago, before this
 // broker's watcher has concluded so (the client saw its connection break
 // at the same moment). Any other outcome, including a timeout, is false.
+// While the watcher is finding out why its connection ended, Refused
+// waits for its answer (up to findOutWait) first: a dying process closes
+// its sockets a moment before its listener, and a dial in that moment
+// connects, so the answer named the dead broker and the client, which
+// refreshes metadata at most every 5 s (franz-go), waited that long.
 func (n *Node) Refused(id int32) bool {
 	if id == n.cfg.NodeID {
 		return false
+	}
+	for deadline := time.Now().Add(findOutWait); n.beingFoundOut(id) && !n.PeerDown(id) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
 	if n.PeerDown(id) {
 		return true
