@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"log/slog"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +16,7 @@ func newBrokerCmd(g *globalFlags) *cobra.Command {
 	var cfg broker.Config
 	var noAutoCreate bool
 	var groupDelay time.Duration
+	var stopTimeout time.Duration
 	var lf listenerFlags
 	cmd := &cobra.Command{
 		Use:   "broker",
@@ -64,11 +69,15 @@ docs/broker-cluster.md.`,
 			}
 			stop := reloadOnHangup(cmd.Context(), b.ReloadTLS, log)
 			defer stop()
+			done := make(chan struct{})
+			defer close(done)
+			go boundStop(cmd.Context(), done, stopTimeout, log)
 			return b.Run(cmd.Context())
 		},
 	}
 	f := cmd.Flags()
 	f.Int32Var(&cfg.NodeID, "node-id", 0, "this broker's node id")
+	f.DurationVar(&stopTimeout, "stop-timeout", 20*time.Second, "after SIGTERM or SIGINT, exit anyway if the clean stop (handing off leadership, closing raft groups and logs) has not finished within this long, logging where it waits; what is on disk is then as after a crash, which a restart recovers (0: wait for ever)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "directory for logs and metadata (required)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:9092", "Kafka listener host:port")
 	f.StringVar(&cfg.Advertise, "advertise", "", "host:port given to clients (default: --listen)")
@@ -96,4 +105,32 @@ docs/broker-cluster.md.`,
 	registerSASLFlags(f, &cfg.SASL)
 	registerClusterTLSFlags(f, &cfg)
 	return cmd
+}
+
+// boundStop exits the process when the broker has not returned (done)
+// within timeout of ctx's end (SIGTERM or SIGINT). A clean stop waits
+// for the other brokers and for every raft group; on a starved machine
+// or with a peer that answers late that can take minutes, and a
+// service manager's stop or a script that waits for the process must
+// not hang on it. The goroutines go to stderr first: they say what the
+// stop waited for.
+func boundStop(ctx context.Context, done <-chan struct{}, timeout time.Duration, log *slog.Logger) {
+	select {
+	case <-ctx.Done():
+	case <-done:
+		return
+	}
+	if timeout <= 0 {
+		return
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	log.Error("the clean stop has not finished; exiting without it (the next start recovers as after a crash)", "stop_timeout", timeout)
+	_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+	os.Exit(1)
 }
