@@ -41,16 +41,20 @@ signals=${SIGNALS:-TERM KILL}
 timeout=${CATCHUP_TIMEOUT:-1800}
 broker_args=()
 source bench/cluster-lib.sh
+# LOGS=DIR: the brokers' logs are kept whatever ends the run.
+trap '[ -n "${LOGS:-}" ] && mkdir -p "$LOGS" && cp "$work"/log? "$LOGS/"; cleanup' EXIT
 
 now() { date +%s.%N; }
 since() { echo "scale=1; ($(now) - $1)/1" | bc; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 # scrape ID: broker ID's metrics, empty while it does not answer.
 scrape() { curl -s --max-time 5 "http://127.0.0.1:$(hport "$1")/metrics" 2>/dev/null || true; }
-# pmetric TEXT NAME TOPIC: "PARTITION VALUE" lines of NAME for TOPIC.
+# pmetric TEXT NAME TOPIC: "PARTITION VALUE" lines of NAME for TOPIC,
+# values as integers (/metrics writes large ones with an exponent, which
+# sort -n does not read).
 pmetric() {
   echo "$1" | awk -v m="$2" -v t="$3" 'index($0, m "{") == 1 && index($0, "topic=\"" t "\"") {
-    match($0, /partition="[0-9]+"/); p = substr($0, RSTART + 11, RLENGTH - 12); print p, $NF}' | sort -n
+    match($0, /partition="[0-9]+"/); p = substr($0, RSTART + 11, RLENGTH - 12); printf "%s %.0f\n", p, $NF}' | sort -n
 }
 value() { echo "$1" | awk -v m="$2" '$1 == m {printf "%.0f", $2}'; }
 
@@ -60,6 +64,16 @@ rm -f "$work/dd"
 disk_s=$(echo "$dd_out" | awk '{for (i = 1; i < NF; i++) if ($(i+1) == "s,") print $i}')
 echo "disk: $mb MB written in $disk_s s with dd conv=fdatasync ($dd_out); load $(load)"
 
+# Another cluster on these ports would answer for broker 2 after its
+# restart fails to bind.
+for i in 0 1 2; do
+  for port in "$(kport "$i")" "$(hport "$i")"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "port $port is in use: choose another BASE" >&2
+      exit 1
+    fi
+  done
+done
 start_cluster
 two="127.0.0.1:$(kport 0),127.0.0.1:$(kport 1)"
 
@@ -75,6 +89,7 @@ for sig in $signals; do
   until [ "$(pmetric "$(scrape 2)" simtel_broker_partition_high_watermark "$topic" | wc -l)" = 6 ]; do sleep 0.5; done
   sleep 3
   t=$(now)
+  kill -0 "${pids[2]}" 2>/dev/null || { echo "$sig: broker 2 is not running (see its log, LOGS=DIR)"; exit 1; }
   kill "-$sig" "${pids[2]}"
   wait "${pids[2]}" 2>/dev/null || true
   echo "$sig: broker 2 stopped in $(since "$t") s; load $(load)"
@@ -95,6 +110,7 @@ for sig in $signals; do
   start 2 "$(gport 0)"
   up=""
   while :; do
+    kill -0 "${pids[2]}" 2>/dev/null || { echo "$sig: broker 2 exited after its restart (see its log, LOGS=DIR)"; exit 1; }
     m=$(scrape 2)
     [ -z "$up" ] && [ -n "$m" ] && up=$(since "$t")
     [ -n "${PROFILE:-}" ] && [ -n "$m" ] && [ -z "${prof:-}" ] && {
@@ -128,4 +144,3 @@ for sig in $signals; do
   "$bin" topic delete "$topic" --brokers "$seeds" >/dev/null || true
   sleep 5
 done
-[ -n "${LOGS:-}" ] && mkdir -p "$LOGS" && cp "$work"/log? "$LOGS/"
