@@ -193,6 +193,24 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 			return nil, fmt.Errorf("cannot bootstrap raft group %d: %w", cfg.Group, err)
 		}
 	}
+	// A new group's replicas open it at different times, seconds apart
+	// on a broker opening thousands: with the normal timeouts the first
+	// ones to open stood for election again and again, each try held by
+	// the peers' muxes until they had the group (new streams, each with
+	// its buffers, every timeout), and a replica other than the preferred
+	// one often won. So every replica of a new group starts with long
+	// timeouts: the preferred replica stands once at once (below) and
+	// waits that long for the votes of peers that open the group later,
+	// the others wait that long for it; the first leader any of them
+	// sees brings the normal timeouts back (holdFirstElection). If the
+	// preferred replica never stands, the others elect after the long
+	// timeout. Timeouts only decide when raft stands, never what it
+	// accepts, so safety is raft's.
+	normal := rc.HeartbeatTimeout
+	held := bootstrapped && len(cfg.Peers) > 1
+	if held {
+		rc.HeartbeatTimeout, rc.ElectionTimeout = heldElectionTimeouts*normal, heldElectionTimeouts*normal
+	}
 	// Several produce requests' entries go to raft in one log write.
 	rc.BatchApplyCh = true
 	// Replication and the followers' FSM read recent entries from memory.
@@ -204,6 +222,9 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 		return nil, fmt.Errorf("cannot start raft group %d: %w", cfg.Group, err)
 	}
 	n.started(g.trans, g.Raft)
+	if held {
+		holdFirstElection(g.Raft, normal)
+	}
 	if bootstrapped && len(cfg.Peers) > 1 && cfg.Peers[0] == n.cfg.NodeID {
 		// The first replica is the preferred leader: it starts the first
 		// election at once rather than after a randomized timeout that
@@ -252,6 +273,38 @@ func (g *Group) Remove() error {
 		err = g.wal.DropGroup(g.id)
 	}
 	return errors.Join(err, g.Close(), os.RemoveAll(g.dir))
+}
+
+// heldElectionTimeouts: a new group's replicas start with this many
+// normal heartbeat timeouts as their heartbeat and election timeouts, see
+// StartGroup.
+const heldElectionTimeouts = 10
+
+// holdFirstElection gives r back the normal heartbeat and election
+// timeouts once it sees a leader (itself or another replica).
+func holdFirstElection(r *raft.Raft, normal time.Duration) {
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			rc := r.ReloadableConfig()
+			if rc.HeartbeatTimeout != heldElectionTimeouts*normal {
+				// Already changed (a quiet follower, quiet.go).
+				return
+			}
+			rc.HeartbeatTimeout, rc.ElectionTimeout = normal, normal
+			_ = r.ReloadConfig(rc)
+		})
+	}
+	r.RegisterObserver(raft.NewObserver(nil, false, func(o *raft.Observation) bool {
+		if lo, ok := o.Data.(raft.LeaderObservation); ok && lo.LeaderID != "" {
+			release()
+		}
+		return false
+	}))
+	// A leader seen before the observer was registered.
+	if _, id := r.LeaderWithID(); id != "" {
+		release()
+	}
 }
 
 // fullLease makes a raft leader step down only once it has heard from no

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -408,13 +409,50 @@ type StreamLayer struct {
 	// keeping the group's raft from shutting down.
 	dialedMu sync.Mutex
 	dialed   map[*dialedConn]struct{}
+
+	// used is when a connection of the group last carried bytes (unix
+	// nanoseconds), 0 if none did since closeIdleStreams last closed its
+	// idle ones (idle.go).
+	used atomic.Int64
 }
+
+// markUsed records that one of the group's connections carried bytes.
+func (s *StreamLayer) markUsed() { s.used.Store(time.Now().UnixNano()) }
 
 // dialedConn forgets itself in its stream layer when closed.
 type dialedConn struct {
 	net.Conn
 	s    *StreamLayer
 	once sync.Once
+}
+
+func (c *dialedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.s.markUsed()
+	return n, err
+}
+
+func (c *dialedConn) Write(b []byte) (int, error) {
+	c.s.markUsed()
+	return c.Conn.Write(b)
+}
+
+// acceptedConn is a connection a peer opened to the group: it records its
+// use in the stream layer like dialedConn.
+type acceptedConn struct {
+	net.Conn
+	s *StreamLayer
+}
+
+func (c *acceptedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.s.markUsed()
+	return n, err
+}
+
+func (c *acceptedConn) Write(b []byte) (int, error) {
+	c.s.markUsed()
+	return c.Conn.Write(b)
 }
 
 func (c *dialedConn) Close() error {
@@ -438,6 +476,7 @@ func (s *StreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 		return nil, err
 	}
 	dc := &dialedConn{Conn: c, s: s}
+	s.markUsed()
 	s.dialedMu.Lock()
 	select {
 	case <-s.closed:
@@ -458,7 +497,8 @@ func (s *StreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 func (s *StreamLayer) Accept() (net.Conn, error) {
 	select {
 	case c := <-s.accept:
-		return c, nil
+		s.markUsed()
+		return &acceptedConn{Conn: c, s: s}, nil
 	case <-s.closed:
 		return nil, ErrMuxClosed
 	case <-s.mux.done:

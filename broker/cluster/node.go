@@ -484,10 +484,14 @@ func (n *Node) LeaderID() (int32, bool) {
 // controller down. Its goroutines: the mux's accept loop and the
 // membership loop (both waited for before Run returns).
 func (n *Node) Run(ctx context.Context) error {
-	n.wg.Add(5)
+	n.wg.Add(6)
 	go func() {
 		defer n.wg.Done()
 		n.mux.Serve()
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.closeIdleStreamsLoop(n.runCtx.Done())
 	}()
 	go func() {
 		defer n.wg.Done()
