@@ -250,13 +250,14 @@ func (b *Broker) handleProduce(ctx context.Context, r *kmsg.ProduceRequest, list
 }
 
 // awaitLeaderHints fills resp's leader hints (leaderHints), waiting up to
-// electionWait for a replica here that names no other leader yet: the
-// leader handing its leadership to another replica (the preferred leader
-// back after a restart) refuses writes until the other has won, and
-// without a hint franz-go asks for metadata, which it does at most every
-// 5 s; the election usually ends within milliseconds.
+// handoverWait for a replica here that names no other live leader yet:
+// the leader handing its leadership to another replica (the preferred
+// leader back after a restart) refuses writes until the other has won,
+// and without a hint franz-go asks for metadata, which it does at most
+// every 5 s. The election usually ends within milliseconds, but on a busy
+// machine one after a leader died can take seconds (awaitElections).
 func (b *Broker) awaitLeaderHints(resp *kmsg.ProduceResponse, listener string) {
-	deadline := time.Now().Add(electionWait)
+	deadline := time.Now().Add(b.handoverWait())
 	for !b.leaderHints(resp, listener) && time.Now().Before(deadline) {
 		time.Sleep(handoverPoll)
 	}
@@ -267,9 +268,10 @@ func (b *Broker) awaitLeaderHints(resp *kmsg.ProduceResponse, listener string) {
 // with its address on the client's listener, when it is another live
 // broker (v10+, in a cluster). The leader and epoch are the ones a
 // Metadata answer would name (handleClusterMetadata). It reports false
-// while the replica here of such a partition knows no leader or still
-// names itself (an election or a leadership transfer is running): its
-// hint may come shortly.
+// while the replica here of such a partition knows no leader, still
+// names itself or follows a broker seen gone (an election or a
+// leadership transfer is running) and a quorum of its replicas is live:
+// its hint may come shortly.
 func (b *Broker) leaderHints(resp *kmsg.ProduceResponse, listener string) (done bool) {
 	if resp.Version < 10 || b.cluster == nil {
 		return true
@@ -296,7 +298,7 @@ func (b *Broker) leaderHints(resp *kmsg.ProduceResponse, listener string) (done 
 			if ok && e >= epoch {
 				leader, epoch = l, e
 			}
-			if replica && (!ok || l == b.cfg.NodeID) {
+			if replica && (!ok || l == b.cfg.NodeID || b.cluster.PeerDown(l)) && b.canElect(md, a) {
 				done = false
 				continue
 			}

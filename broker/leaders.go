@@ -11,6 +11,7 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/simtel/simtel/broker/cluster"
@@ -53,22 +54,44 @@ func (b *Broker) readyNewLeaders() {
 func (b *Broker) reportLeaders(ctx context.Context) {
 	tick.EveryOr(ctx, 100*time.Millisecond, b.cluster.LeaderChanges(), func() {
 		b.readyNewLeaders()
+		// Several reports at once: the controller's raft writes the
+		// commands that arrive together in one log write, where one
+		// after the other a broker that became the leader of thousands
+		// of new partitions took minutes to report them.
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, reportWorkers)
+		defer wg.Wait()
 		b.eachLed(b.cluster.Metadata(), func(tp *topic, i int, p *partition.Partition, a cluster.Assignment) {
 			epoch := p.LeaderEpoch()
 			if a.Leader == b.cfg.NodeID && a.LeaderEpoch == epoch {
 				return
 			}
-			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := b.cluster.Apply(actx, cluster.Command{Op: cluster.OpSetPartitionLeader, Topic: tp.name, TopicID: tp.id,
-				Partition: int32(i), Leader: b.cfg.NodeID, LeaderEpoch: epoch})
-			cancel()
-			if err != nil {
-				b.log.Debug("cannot report partition leadership; retrying", "topic", tp.name, "partition", i, "err", err)
-				return
-			}
-			b.log.Info("leading partition", "topic", tp.name, "partition", i, "epoch", epoch)
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				b.reportLeader(ctx, tp, i, epoch)
+			}()
 		})
 	})
+}
+
+// reportWorkers is how many leaderships a broker reports to the
+// controller at once.
+const reportWorkers = 16
+
+// reportLeader tells the controller that this broker leads partition i of
+// tp in epoch.
+func (b *Broker) reportLeader(ctx context.Context, tp *topic, i int, epoch int32) {
+	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err := b.cluster.Apply(actx, cluster.Command{Op: cluster.OpSetPartitionLeader, Topic: tp.name, TopicID: tp.id,
+		Partition: int32(i), Leader: b.cfg.NodeID, LeaderEpoch: epoch})
+	cancel()
+	if err != nil {
+		b.log.Debug("cannot report partition leadership; retrying", "topic", tp.name, "partition", i, "err", err)
+		return
+	}
+	b.log.Info("leading partition", "topic", tp.name, "partition", i, "epoch", epoch)
 }
 
 // eachLed calls fn with every replicated partition this broker leads
@@ -112,19 +135,23 @@ func (b *Broker) localLeader(topicName string, topicID [16]byte, part int) (lead
 	return int32(v), int32(min(r.CurrentTerm(), math.MaxInt32)), true, true
 }
 
-// electionWait bounds how long a Metadata answer waits for elections.
+// electionWait bounds how long a FindCoordinator answer waits for an
+// election (awaitElection).
 const electionWait = time.Second
 
-// awaitElections holds a Metadata answer (up to electionWait) while a
+// awaitElections holds a Metadata answer (up to handoverWait) while a
 // replicated partition it names, with a replica on this broker, has no
-// leader or a leader this broker saw die: an election is running and
-// usually ends within milliseconds (watch.go starts it when the leader's
-// process goes away). Answering at once would send clients
-// LEADER_NOT_AVAILABLE or the dead leader, and a client that refreshes
-// metadata at most every few seconds (franz-go: 5 s by default) would
-// then wait that long for the next try.
+// leader or a leader this broker saw die, and enough of its replicas
+// live to elect one: an election is running (watch.go starts it when the
+// leader's process goes away) and usually ends within milliseconds, but
+// on a busy machine it can take seconds. Answering before it ends sends
+// clients LEADER_NOT_AVAILABLE or the dead leader, and a client that
+// refreshes metadata at most every few seconds (franz-go: 5 s by
+// default) waits that long for its next try, so the answer waits as long
+// as a handover may take rather than the usual election's time. A
+// partition that has lost its quorum elects nobody: no wait for it.
 func (b *Broker) awaitElections(ctx context.Context, topics []*cluster.TopicInfo) {
-	deadline := time.Now().Add(electionWait)
+	deadline := time.Now().Add(b.handoverWait())
 	// A client whose connection to a leader broke asks for metadata at
 	// once, maybe before this broker has noticed that the leader died:
 	// ask each named leader's raft port once (refused: gone).
@@ -152,7 +179,7 @@ func (b *Broker) awaitElections(ctx context.Context, topics []*cluster.TopicInfo
 				if !replica {
 					continue
 				}
-				if lb, alive := md.Brokers[l]; !ok || !alive || !lb.Alive || gone(l) {
+				if lb, alive := md.Brokers[l]; (!ok || !alive || !lb.Alive || gone(l)) && b.canElect(md, a) {
 					pending = true
 				}
 			}
@@ -166,4 +193,16 @@ func (b *Broker) awaitElections(ctx context.Context, topics []*cluster.TopicInfo
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// canElect reports whether a quorum of a's replicas is on brokers not
+// seen gone: its raft group can still elect a leader.
+func (b *Broker) canElect(md *cluster.Metadata, a cluster.Assignment) bool {
+	live := 0
+	for _, r := range a.Replicas {
+		if br, ok := md.Brokers[r]; ok && br.Alive && !b.cluster.PeerDown(r) {
+			live++
+		}
+	}
+	return live > len(a.Replicas)/2
 }
