@@ -23,21 +23,9 @@ func TestDevShipsACurlPost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the simtel binary")
 	}
-	brokerAddr, agentHTTP := testutil.FreePort(t), testutil.FreePort(t)
-	dataDir := t.TempDir()
-	p := testutil.Start(t, t.TempDir(), "dev", "--data-dir", dataDir, "--broker-listen", brokerAddr,
-		"--broker-http", testutil.FreePort(t), "--agent-http", agentHTTP, "--agent-udp", testutil.FreePort(t), "--agent-tcp", testutil.FreePort(t),
-		"--sink-http", testutil.FreePort(t), "--rollup-http", testutil.FreePort(t), "--allowed-lateness", "1s")
-	testutil.WaitPort(t, agentHTTP, p)
-	resp, err := http.Post("http://"+agentHTTP+"/write?db=sim", "text/plain", strings.NewReader("reward,env=cartpole value=1.5"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 204 {
-		t.Fatalf("POST /write: status %d, want 204", resp.StatusCode)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr), kgo.ConsumeTopics("telemetry"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	d := startDev(t)
+	d.write(t, "reward,env=cartpole value=1.5")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.broker), kgo.ConsumeTopics("telemetry"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,33 +49,63 @@ func TestDevShipsACurlPost(t *testing.T) {
 	}
 	// The same sample becomes a row of the lake that simtel lake query
 	// reads, within seconds (the sink flushes every 2 s in dev).
-	lake := "file://" + filepath.Join(dataDir, "lake")
-	testutil.WaitFor(t, 30*time.Second, "the POSTed sample is a row of the lake", func() error {
-		out, err := exec.Command(testutil.Binary(t), "lake", "query", "--lake", lake, "--cache-dir", t.TempDir(), "--format", "csv",
-			"SELECT env, run, value FROM reward").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "cartpole,dev,1.5") {
-			return fmt.Errorf("last simtel lake query said (err %v):\n%s", err, out)
-		}
-		return nil
-	})
+	d.waitLakeCSV(t, 30*time.Second, "the POSTed sample is a row of the lake", "SELECT env, run, value FROM reward", "cartpole,dev,1.5")
 	// A sample 30 s later closes the first one's 10 s window (1 s of
 	// allowed lateness): the rollup worker emits it and the sink writes it
 	// to the table rollup_10s.reward.
-	later := fmt.Sprintf("reward,env=cartpole value=2.5 %d", time.Now().Add(30*time.Second).UnixNano())
-	resp, err = http.Post("http://"+agentHTTP+"/write?db=sim", "text/plain", strings.NewReader(later))
+	d.write(t, fmt.Sprintf("reward,env=cartpole value=2.5 %d", time.Now().Add(30*time.Second).UnixNano()))
+	d.waitLakeCSV(t, 60*time.Second, "the first sample's 10 s rollup in the lake",
+		"SELECT env, value_count, value_sum FROM rollup_10s.reward ORDER BY time LIMIT 1", "cartpole,1,1.5")
+	if err := d.p.Stop(20 * time.Second); err != nil {
+		t.Fatalf("simtel dev did not stop cleanly on SIGTERM: %v", err)
+	}
+}
+
+// devRun is a `simtel dev` started by startDev, with t0 the time of its
+// run's first sample where the test sends samples.
+type devRun struct {
+	broker, agentHTTP, dataDir string
+	p                          *testutil.Proc
+	t0                         time.Time
+}
+
+// startDev starts `simtel dev` on free ports with an allowed lateness of
+// 1 s and waits for its agent's HTTP listener.
+func startDev(t *testing.T) devRun {
+	t.Helper()
+	d := devRun{broker: testutil.FreePort(t), agentHTTP: testutil.FreePort(t), dataDir: t.TempDir()}
+	d.p = testutil.Start(t, t.TempDir(), "dev", "--data-dir", d.dataDir, "--broker-listen", d.broker,
+		"--broker-http", testutil.FreePort(t), "--agent-http", d.agentHTTP, "--agent-udp", testutil.FreePort(t), "--agent-tcp", testutil.FreePort(t),
+		"--sink-http", testutil.FreePort(t), "--rollup-http", testutil.FreePort(t), "--allowed-lateness", "1s")
+	testutil.WaitPort(t, d.agentHTTP, d.p)
+	return d
+}
+
+// write POSTs lines to the dev agent's /write and fails the test unless
+// the agent accepts them (204).
+func (d devRun) write(t *testing.T, lines string) {
+	t.Helper()
+	resp, err := http.Post("http://"+d.agentHTTP+"/write?db=sim", "text/plain", strings.NewReader(lines))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	testutil.WaitFor(t, 60*time.Second, "the first sample's 10 s rollup in the lake", func() error {
-		out, err := exec.Command(testutil.Binary(t), "lake", "query", "--lake", lake, "--cache-dir", t.TempDir(), "--format", "csv",
-			"SELECT env, value_count, value_sum FROM rollup_10s.reward ORDER BY time LIMIT 1").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "cartpole,1,1.5") {
+	if resp.StatusCode != 204 {
+		t.Fatalf("POST /write: status %d, want 204", resp.StatusCode)
+	}
+}
+
+// waitLakeCSV waits until `simtel lake query --format csv` of query over
+// the dev lake prints want; the sink and the rollups reach the lake in
+// their own time.
+func (d devRun) waitLakeCSV(t *testing.T, timeout time.Duration, what, query, want string) {
+	t.Helper()
+	lake := "file://" + filepath.Join(d.dataDir, "lake")
+	testutil.WaitFor(t, timeout, what, func() error {
+		out, err := exec.Command(testutil.Binary(t), "lake", "query", "--lake", lake, "--cache-dir", t.TempDir(), "--format", "csv", query).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), want) {
 			return fmt.Errorf("last simtel lake query said (err %v):\n%s", err, out)
 		}
 		return nil
 	})
-	if err := p.Stop(20 * time.Second); err != nil {
-		t.Fatalf("simtel dev did not stop cleanly on SIGTERM: %v", err)
-	}
 }

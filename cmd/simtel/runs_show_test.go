@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +24,7 @@ func TestRunsShow(t *testing.T) {
 		t.Skip("starts the simtel binary")
 	}
 	d := startDevRun(t)
-	brokerAddr, dataDir, p := d.broker, d.dataDir, d.p
+	brokerAddr, p := d.broker, d.p
 	endDevRun(t, d)
 
 	var s rollup.Summary
@@ -63,56 +61,31 @@ func TestRunsShow(t *testing.T) {
 		t.Errorf("simtel runs show nosuchrun succeeded:\n%s", out)
 	}
 
-	lake := "file://" + filepath.Join(dataDir, "lake")
-	testutil.WaitFor(t, 60*time.Second, "the summary in the lake", func() error {
-		out, err := exec.Command(testutil.Binary(t), "lake", "query", "--lake", lake, "--cache-dir", t.TempDir(), "--format", "csv",
-			"SELECT run, metric, count, min, max, sum, state, exit_code FROM summary.runs WHERE metric = 'reward.value' "+
-				"QUALIFY row_number() OVER (PARTITION BY run, metric ORDER BY updated DESC) = 1").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "dev,reward.value,4,1.5,8,16,failed,3") {
-			return fmt.Errorf("last simtel lake query said (err %v):\n%s", err, out)
-		}
-		return nil
-	})
+	d.waitLakeCSV(t, 60*time.Second, "the summary in the lake",
+		"SELECT run, metric, count, min, max, sum, state, exit_code FROM summary.runs WHERE metric = 'reward.value' "+
+			"QUALIFY row_number() OVER (PARTITION BY run, metric ORDER BY updated DESC) = 1",
+		"dev,reward.value,4,1.5,8,16,failed,3")
 	if err := p.Stop(20 * time.Second); err != nil {
 		t.Fatalf("simtel dev did not stop cleanly on SIGTERM: %v", err)
 	}
 }
 
-// devRun is a `simtel dev` with samples of its run.
-type devRun struct {
-	broker, agentHTTP, dataDir string
-	p                          *testutil.Proc
-	t0                         time.Time // the first sample's time
-}
-
-// startDevRun starts `simtel dev` with an allowed lateness of 1 s and POSTs
-// four samples of reward.value (1.5, 4, 2.5, 8, one a second from t0, now)
-// to its agent, which tags them run=dev.
+// startDevRun starts `simtel dev` (startDev) and POSTs four samples of
+// reward.value (1.5, 4, 2.5, 8, one a second from t0, now) to its agent,
+// which tags them run=dev.
 func startDevRun(t *testing.T) devRun {
 	t.Helper()
-	brokerAddr, agentHTTP := testutil.FreePort(t), testutil.FreePort(t)
-	dataDir := t.TempDir()
-	p := testutil.Start(t, t.TempDir(), "dev", "--data-dir", dataDir, "--broker-listen", brokerAddr,
-		"--broker-http", testutil.FreePort(t), "--agent-http", agentHTTP, "--agent-udp", testutil.FreePort(t), "--agent-tcp", testutil.FreePort(t),
-		"--sink-http", testutil.FreePort(t), "--rollup-http", testutil.FreePort(t), "--allowed-lateness", "1s")
-	testutil.WaitPort(t, agentHTTP, p)
+	d := startDev(t)
 	// Samples of now: the dev agent's own metrics keep the partition's
 	// event time at now, so older ones would be too late for their
 	// rollup windows (--allowed-lateness 1s).
-	t0 := time.Now().Truncate(time.Second)
+	d.t0 = time.Now().Truncate(time.Second)
 	var body strings.Builder
 	for i, v := range []float64{1.5, 4, 2.5, 8} {
-		fmt.Fprintf(&body, "reward,env=cartpole value=%g,policy_version=%di %d\n", v, 1+i/2, t0.Add(time.Duration(i)*time.Second).UnixNano())
+		fmt.Fprintf(&body, "reward,env=cartpole value=%g,policy_version=%di %d\n", v, 1+i/2, d.t0.Add(time.Duration(i)*time.Second).UnixNano())
 	}
-	resp, err := http.Post("http://"+agentHTTP+"/write?db=sim", "text/plain", strings.NewReader(body.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 204 {
-		t.Fatalf("POST /write: status %d, want 204", resp.StatusCode)
-	}
-	return devRun{broker: brokerAddr, agentHTTP: agentHTTP, dataDir: dataDir, p: p, t0: t0}
+	d.write(t, body.String())
+	return d
 }
 
 // endDevRun publishes that run dev started at t0 on n1 and failed with
