@@ -33,6 +33,7 @@ type lineWriter struct {
 	cells  []lineCell
 	// fields is the map of the general path (appendMap).
 	fields map[string]any
+	qs     quantileScratch
 }
 
 // lineCols are a field's output columns, in the order of the suffixes:
@@ -165,8 +166,9 @@ func (lw *lineWriter) append(dst []byte, res int, s *series, w *window) ([]byte,
 				lineCell{c: c, col: colMax, kind: lastNumber, num: f.max},
 				lineCell{c: c, col: colSum, kind: lastNumber, num: f.sum},
 				lineCell{c: c, col: colMean, kind: lastNumber, num: f.sum / float64(f.count)})
-			for i, q := range quantiles {
-				if v, err := f.sketch().GetValueAtQuantile(q.q); err == nil {
+			var qs [len(quantiles)]float64
+			if f.quantiles(&lw.qs, &qs) {
+				for i, v := range qs {
 					cells = append(cells, lineCell{c: c, col: colQuantiles + i, kind: lastNumber, num: v})
 				}
 			}

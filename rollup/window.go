@@ -2,6 +2,7 @@ package rollup
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"time"
@@ -56,7 +57,9 @@ type sketches struct {
 	// keep in bins (DDSketch.AddWithCount).
 	minIndexable, maxIndexable float64
 	free                       []*ddsketch.DDSketch
-	freeVals                   [][]int32 // fields' pending buffers, empty
+	// freeVals are fields' pending buffers, empty, by capacity:
+	// minPending<<i in freeVals[i].
+	freeVals [pendClasses][][]int32
 	// names holds one copy of each field name, which every window's
 	// aggregate of the field shares: a sample compares the names of its
 	// window's fields, and shared ones stay in the cache.
@@ -79,11 +82,18 @@ func (p *sketches) intern(name []byte) string {
 	return s
 }
 
-func newSketches() *sketches {
+// sketchMapping is the index mapping of every sketch. It is not changed
+// after it is made, so workers share it.
+var sketchMapping = func() *mapping.LogarithmicMapping {
 	m, err := mapping.NewLogarithmicMapping(RelativeAccuracy)
 	if err != nil {
 		panic(err) // a constant accuracy in (0, 1)
 	}
+	return m
+}()
+
+func newSketches() *sketches {
+	m := sketchMapping
 	return &sketches{mapping: m, minIndexable: m.MinIndexableValue(), maxIndexable: m.MaxIndexableValue()}
 }
 
@@ -132,20 +142,48 @@ func (p *sketches) put(s *ddsketch.DDSketch) {
 	}
 }
 
-// vals returns an empty buffer for a field's pending values.
-func (p *sketches) vals() []int32 {
-	if n := len(p.freeVals); n > 0 {
-		v := p.freeVals[n-1]
-		p.freeVals = p.freeVals[:n-1]
+// valsOf returns an empty buffer for a field's pending values, of
+// capacity minPending<<class.
+func (p *sketches) valsOf(class int) []int32 {
+	free := p.freeVals[class]
+	if n := len(free); n > 0 {
+		v := free[n-1]
+		p.freeVals[class] = free[:n-1]
 		return v
 	}
-	return make([]int32, 0, 64)
+	return make([]int32, 0, minPending<<class)
+}
+
+// pendClass is the class of a buffer valsOf made, -1 for any other.
+func pendClass(v []int32) int {
+	c := cap(v)
+	if c < minPending || c > maxPending || c&(c-1) != 0 {
+		return -1
+	}
+	return bits.TrailingZeros(uint(c / minPending))
 }
 
 func (p *sketches) putVals(v []int32) {
-	if cap(v) > 0 && cap(v) <= maxPending && len(p.freeVals) < 1<<16 {
-		p.freeVals = append(p.freeVals, v[:0])
+	if c := pendClass(v); c >= 0 && len(p.freeVals[c]) < 1<<16 {
+		p.freeVals[c] = append(p.freeVals[c], v[:0])
 	}
+}
+
+// growVals returns v with room for n more values (len(v)+n at most
+// maxPending): a pooled buffer of twice its capacity or more, v going back
+// to the pool. Buffers grow and are recycled by class, so the pending
+// values of windows, which grow at every window, are not reallocated.
+func (p *sketches) growVals(v []int32, n int) []int32 {
+	if len(v)+n <= cap(v) {
+		return v
+	}
+	class := max(pendClass(v)+1, 0)
+	for minPending<<class < len(v)+n {
+		class++
+	}
+	g := append(p.valsOf(class), v...)
+	p.putVals(v)
+	return g
 }
 
 func (p *sketches) decode(b []byte) (*ddsketch.DDSketch, error) {
@@ -178,8 +216,10 @@ type field struct {
 	// yet. Adding a value to a sketch touches its store's memory,
 	// scattered over every open window's sketches, so the values of a
 	// window gather here and go into its sketch together when it is read
-	// (sketch) or pend is full. A checkpoint encodes them as they are
-	// (appendPending).
+	// (sketch) or pend is full. A closing 10 s window's quantiles are read
+	// from them (quantiles) and they merge as codes into the window's
+	// 1 min window and run (merge), so most 10 s windows never fill their
+	// sketch. A checkpoint encodes them, sorted (appendPending).
 	pend    []int32
 	lastT   int64
 	kind    lastKind
@@ -209,8 +249,8 @@ func (f *field) addNumber(v float64, t int64, p *sketches) bool {
 	f.count++
 	f.sum += v
 	if c, ok := p.code(v); ok {
-		if f.pend == nil {
-			f.pend = p.vals()
+		if len(f.pend) == cap(f.pend) {
+			f.pend = p.growVals(f.pend, 1)
 		}
 		f.pend = append(f.pend, c)
 		if len(f.pend) == maxPending {
@@ -223,8 +263,13 @@ func (f *field) addNumber(v float64, t int64, p *sketches) bool {
 	return true
 }
 
-// maxPending bounds a field's pending values (4 bytes each).
-const maxPending = 512
+// maxPending bounds a field's pending values (4 bytes each); a buffer
+// starts at minPending and doubles, pendClasses sizes in all.
+const (
+	minPending  = 64
+	maxPending  = 512
+	pendClasses = 4
+)
 
 // flush adds the pending values to the sketch.
 func (f *field) flush() {
@@ -278,6 +323,89 @@ func appendPending(dst []byte, pend []int32) []byte {
 	return dst
 }
 
+// addCodes adds pending values (sketches.code) of another aggregate.
+func (f *field) addCodes(cs []int32, p *sketches) {
+	for len(cs) > 0 {
+		n := min(len(cs), maxPending-len(f.pend))
+		f.pend = append(p.growVals(f.pend, n), cs[:n]...)
+		cs = cs[n:]
+		if len(f.pend) == maxPending {
+			f.flush()
+		}
+	}
+}
+
+// quantileScratch holds the sorted bin indexes of a field whose values
+// are all pending (field.quantiles).
+type quantileScratch struct{ pos, neg []int32 }
+
+// quantiles sets qs to the values at quantiles[i].q that the field's
+// sketch with its pending values would answer (DDSketch.GetValueAtQuantile),
+// and reports false when it would answer none (no finite value within the
+// sketch's range). A 10 s window's values are usually all pending when it
+// closes (fewer than maxPending per field): they are then read from their
+// sorted bin indexes, the bins the sketch would have, without being added
+// to it.
+func (f *field) quantiles(sc *quantileScratch, qs *[len(quantiles)]float64) bool {
+	if f.sk == nil {
+		return false
+	}
+	if len(f.pend) == 0 || !f.sk.IsEmpty() {
+		sk := f.sketch()
+		for i, q := range quantiles {
+			v, err := sk.GetValueAtQuantile(q.q)
+			if err != nil {
+				return false
+			}
+			qs[i] = v
+		}
+		return true
+	}
+	pos, neg, zero := sc.pos[:0], sc.neg[:0], 0
+	for _, c := range f.pend {
+		switch c & 3 {
+		case pendPositive:
+			pos = append(pos, c>>2)
+		case pendNegative:
+			neg = append(neg, c>>2)
+		default:
+			zero++
+		}
+	}
+	slices.Sort(pos)
+	slices.Sort(neg)
+	sc.pos, sc.neg = pos, neg
+	// As GetValueAtQuantile computes it, operation for operation, so the
+	// same float rounding picks the same bin.
+	count := float64(len(pos) + len(neg) + zero)
+	negCount, zeroCount := float64(len(neg)), float64(zero)
+	for i, q := range quantiles {
+		rank := float64(q.q * (count - 1))
+		switch {
+		case rank < negCount:
+			qs[i] = -sketchMapping.Value(keyAtRank(neg, negCount-1-rank))
+		case rank < zeroCount+negCount:
+			qs[i] = 0
+		default:
+			qs[i] = sketchMapping.Value(keyAtRank(pos, rank-zeroCount-negCount))
+		}
+	}
+	return true
+}
+
+// keyAtRank is a store's KeyAtRank over its sorted bin indexes, one per
+// value: the least index whose cumulative count exceeds rank.
+func keyAtRank(idx []int32, rank float64) int {
+	if len(idx) == 0 {
+		return 0
+	}
+	j := 0
+	if rank > 0 {
+		j = min(int(rank), len(idx)-1)
+	}
+	return int(idx[j])
+}
+
 // sketch returns the sketch of the finite values, nil if there are none.
 func (f *field) sketch() *ddsketch.DDSketch {
 	if len(f.pend) > 0 {
@@ -328,7 +456,13 @@ func (f *field) merge(o *field, p *sketches) {
 		}
 		f.count += o.count
 		f.sum += o.sum
-		_ = f.sk.MergeWith(o.sketch()) // one mapping for all sketches
+		// o's pending values stay pending here: a closing 10 s window
+		// merges into its 1 min window and its run without adding them
+		// to its own sketch first.
+		if o.sk != nil && !o.sk.IsEmpty() {
+			_ = f.sk.MergeWith(o.sk) // one mapping for all sketches
+		}
+		f.addCodes(o.pend, p)
 	}
 	f.nonfinite += o.nonfinite
 	if o.kind != lastNone && f.setLast(o.lastT) {

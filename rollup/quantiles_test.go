@@ -1,0 +1,69 @@
+package rollup
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// A field's quantiles read from its pending values are the ones its
+// sketch answers once they are added to it: positive, negative, zero and
+// tiny values, values beyond the sketch's range, counts up to a full
+// buffer, and a field merged from others.
+func TestPendingQuantilesMatchSketch(t *testing.T) {
+	sk := newSketches()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var sc quantileScratch
+	value := func() float64 {
+		switch rng.IntN(8) {
+		case 0:
+			return 0
+		case 1:
+			return -rng.ExpFloat64()
+		case 2:
+			return 1e-320 // in the zero bin
+		case 3:
+			return math.MaxFloat64 // counted, beyond the bins
+		}
+		return rng.NormFloat64() * math.Pow(10, float64(rng.IntN(20)-10))
+	}
+	for i := range 3000 {
+		fast, slow := &field{name: "v"}, &field{name: "v"}
+		if i%3 == 0 {
+			// Merged from two finer windows, as a 1 min window is.
+			for range 2 {
+				o := &field{name: "v"}
+				for range rng.IntN(maxPending / 2) {
+					o.addNumber(value(), 0, sk)
+				}
+				fast.merge(o, sk)
+				slow.merge(o, sk)
+				o.release(sk)
+			}
+		} else {
+			for range 1 + rng.IntN(maxPending-1) {
+				v := value()
+				fast.addNumber(v, 0, sk)
+				slow.addNumber(v, 0, sk)
+			}
+		}
+		if fast.sk != nil && !fast.sk.IsEmpty() {
+			t.Fatalf("case %d: values were added to the sketch before it was read", i)
+		}
+		var got [len(quantiles)]float64
+		ok := fast.quantiles(&sc, &got)
+		for j, q := range quantiles {
+			var want float64
+			err := errors.New("no sketch")
+			if s := slow.sketch(); s != nil {
+				want, err = s.GetValueAtQuantile(q.q)
+			}
+			if ok != (err == nil) || ok && math.Float64bits(got[j]) != math.Float64bits(want) {
+				t.Fatalf("case %d, q %v: got %v (%v), the sketch answers %v (%v)", i, q.q, got[j], ok, want, err)
+			}
+		}
+		fast.release(sk)
+		slow.release(sk)
+	}
+}
