@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"iter"
 	"sort"
 	"time"
 
@@ -88,6 +89,31 @@ func (s *Snapshot) Objects(f Filter) []Object {
 		}
 	}
 	return out
+}
+
+// Written yields every object the catalog says was written, visible or
+// not: each flush's objects in entry order, then the objects of the
+// applied compactions and of the skipped ones, oldest first. A key
+// yielded twice describes the same object again.
+func (s *Snapshot) Written() iter.Seq[Object] {
+	return func(yield func(Object) bool) {
+		for _, e := range s.Entries {
+			for _, o := range e.Objects {
+				if !yield(o) {
+					return
+				}
+			}
+		}
+		for _, cps := range [][]Compaction{s.Compactions, s.Skipped} {
+			for _, cp := range cps {
+				for _, o := range cp.Objects {
+					if !yield(o) {
+						return
+					}
+				}
+			}
+		}
+	}
 }
 
 // RunInfo summarises one run's data in the lake.

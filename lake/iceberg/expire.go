@@ -419,18 +419,13 @@ func (l *Lake) keyOf(path string) (string, bool) { return strings.CutPrefix(path
 // deletion is the catalog's (retention, compaction), after its grace.
 func CatalogKeys(snap *catalog.Snapshot) func(key string) bool {
 	named := map[string]bool{}
-	for _, e := range snap.Entries {
-		for _, o := range e.Objects {
-			named[o.Key] = true
-		}
+	for o := range snap.Written() {
+		named[o.Key] = true
 	}
 	for _, cps := range [][]catalog.Compaction{snap.Compactions, snap.Skipped} {
 		for _, cp := range cps {
 			for _, k := range cp.Replaced {
 				named[k] = true
-			}
-			for _, o := range cp.Objects {
-				named[o.Key] = true
 			}
 		}
 	}

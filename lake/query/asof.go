@@ -25,17 +25,8 @@ type TableFile struct {
 // filters; raw and dead-letter objects are not read.
 func OpenFiles(ctx context.Context, snap *catalog.Snapshot, files []TableFile, cache Fetcher, f Filter, o Options) (*Engine, error) {
 	known := map[string]catalog.Object{}
-	for _, e := range snap.Entries {
-		for _, obj := range e.Objects {
-			known[obj.Key] = obj
-		}
-	}
-	for _, cps := range [][]catalog.Compaction{snap.Compactions, snap.Skipped} {
-		for _, cp := range cps {
-			for _, obj := range cp.Objects {
-				known[obj.Key] = obj
-			}
-		}
+	for obj := range snap.Written() {
+		known[obj.Key] = obj
 	}
 	var objs []catalog.Object
 	for _, tf := range files {
