@@ -131,6 +131,13 @@ func boundStop(ctx context.Context, done <-chan struct{}, timeout time.Duration,
 	case <-t.C:
 	}
 	log.Error("the clean stop has not finished; exiting without it (the next start recovers as after a crash)", "stop_timeout", timeout)
+	// Writing thousands of goroutines of a starved broker took half a
+	// minute and more while the stop went on: the exit does not wait for
+	// the dump beyond dumpTimeout.
+	time.AfterFunc(dumpTimeout, func() { os.Exit(1) })
 	_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 	os.Exit(1)
 }
+
+// dumpTimeout bounds boundStop's goroutine dump.
+const dumpTimeout = 2 * time.Second

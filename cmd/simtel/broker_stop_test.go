@@ -25,7 +25,7 @@ func TestBoundStop(t *testing.T) {
 	cancel()
 	done := make(chan struct{})
 	close(done)
-	boundStop(ctx, done, time.Nanosecond, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	boundStop(ctx, done, time.Minute, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestBoundStop$")
 	cmd.Env = append(os.Environ(), "SIMTEL_TEST_BOUND_STOP=1")
