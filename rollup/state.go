@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 )
 
@@ -94,9 +93,6 @@ func appendField(dst []byte, f *field) []byte {
 	start := len(dst)
 	if f.sk != nil {
 		f.sk.Encode(&dst, true)
-		// Sorted, the indexes' deltas take a byte each, mostly; their
-		// order means nothing.
-		slices.Sort(f.pend)
 		dst = appendPending(dst, f.pend)
 	}
 	return prefixLength(dst, start)

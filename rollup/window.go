@@ -219,7 +219,7 @@ type field struct {
 	// (sketch) or pend is full. A closing 10 s window's quantiles are read
 	// from them (quantiles) and they merge as codes into the window's
 	// 1 min window and run (merge), so most 10 s windows never fill their
-	// sketch. A checkpoint encodes them, sorted (appendPending).
+	// sketch. A checkpoint encodes them as they are (appendPending).
 	pend    []int32
 	lastT   int64
 	kind    lastKind
