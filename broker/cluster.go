@@ -120,6 +120,7 @@ func (b *Broker) syncClusterTopicsLocked() {
 		configsChanged := old != nil && !maps.Equal(old.configs, configs)
 		nt := &topic{name: name, id: ti.ID, configs: configs, parts: make([]*partition.Partition, len(ti.Partitions))}
 		changed := old == nil || configsChanged || len(old.parts) != len(nt.parts)
+		opened := b.openClusterPartitions(nt, old, ti.Partitions)
 		for i, a := range ti.Partitions {
 			var have *partition.Partition
 			if old != nil && i < len(old.parts) {
@@ -140,12 +141,15 @@ func (b *Broker) syncClusterTopicsLocked() {
 				continue
 			}
 			if have == nil {
-				p, err := b.openClusterPartition(nt, int32(i), a)
-				if err != nil {
-					b.log.Error("cannot open an assigned partition; retrying later", "topic", name, "partition", i, "err", err)
+				o := opened[i]
+				if o.err != nil {
+					b.log.Error("cannot open an assigned partition; retrying later", "topic", name, "partition", i, "err", o.err)
 					continue
 				}
-				have, changed = p, true
+				if o.p == nil {
+					continue
+				}
+				have, changed = o.p, true
 			} else if configsChanged {
 				have.Log().UpdateConfig(b.storageConfig(b.partitionDir(name, int32(i)), configs))
 				have.SetSettings(b.partitionSettings(configs))
@@ -168,6 +172,49 @@ func (b *Broker) syncClusterTopicsLocked() {
 			b.log.Info("topic deleted by the controller", "topic", t.name)
 		}
 	}
+}
+
+// openWorkers is how many partitions of a topic a broker opens at once.
+// Opening one is mostly waiting (its files, fsyncs, the raft group's WAL
+// records), and one after the other a broker took minutes to open
+// thousands, while the replicas that had opened theirs waited for it.
+const openWorkers = 8
+
+type openedPartition struct {
+	p   *partition.Partition
+	err error
+}
+
+// openClusterPartitions opens, openWorkers at a time, the partitions of
+// nt assigned to this broker that old (nil for a topic not open here)
+// does not have; by index, the others left empty.
+func (b *Broker) openClusterPartitions(nt, old *topic, as []cluster.Assignment) []openedPartition {
+	out := make([]openedPartition, len(as))
+	var todo []int
+	for i, a := range as {
+		if !slices.Contains(a.Members(), b.cfg.NodeID) || old != nil && i < len(old.parts) && old.parts[i] != nil {
+			continue
+		}
+		todo = append(todo, i)
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(openWorkers, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				p, err := b.openClusterPartition(nt, int32(i), as[i])
+				out[i] = openedPartition{p: p, err: err}
+			}
+		}()
+	}
+	for _, i := range todo {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
 }
 
 // collectStalePartitions removes partition directories of topics deleted
