@@ -491,9 +491,6 @@ func (w *WAL) rollLocked() error {
 // zeroChunk is how much zeroAheadLocked writes at a time.
 const zeroChunk = 1 << 20
 
-// zeroPage is the size of each write of zeros.
-const zeroPage = 4 << 10
-
 var zeros = make([]byte, zeroChunk)
 
 // zeroAheadLocked keeps zeros written ahead of the records of the active
@@ -512,13 +509,8 @@ func (w *WAL) zeroAheadLocked(seg *segment) error {
 		return nil
 	}
 	to := min(seg.alloc+chunk, w.opts.SegmentBytes)
-	// A page at a time: the page cache sizes its folios by the write, and
-	// an append into a large folio dirties, and makes the fsync write,
-	// all of it.
-	for off := seg.alloc; off < to; off += zeroPage {
-		if _, err := seg.f.WriteAt(zeros[:min(zeroPage, to-off)], off); err != nil {
-			return fmt.Errorf("cannot write zeros ahead of the records in wal segment %s: %w", seg.f.Name(), err)
-		}
+	if _, err := seg.f.WriteAt(zeros[:to-seg.alloc], seg.alloc); err != nil {
+		return fmt.Errorf("cannot write zeros ahead of the records in wal segment %s: %w", seg.f.Name(), err)
 	}
 	w.stats.zeroBytes.Add(uint64(to - seg.alloc))
 	seg.alloc = to
