@@ -38,24 +38,15 @@
 // and filling a gap below with holes; a hole still live at the end of
 // the replay is reported as corruption.
 //
-// # Zeros ahead
-//
-// The active segment has zeros written (not only reserved) ahead of its
-// records, a chunk at a time, so that most fsyncs after an append find
-// the file's length and blocks unchanged and flush data only, not the
-// inode or the file system's journal.
-//
 // # Recovery
 //
 // Open reads every segment in order and replays its records into the
-// index, exactly as the live calls applied them. The records of a
-// segment end at its end or where zeros start that last to its end (no
-// record starts with a zero length). A record whose length or CRC is
-// wrong in the last segment, or bytes after its zeros, are a write torn
-// by a crash (nothing after it was acknowledged, because an
-// acknowledgement waits for an fsync that covers everything written
-// before it): the segment is truncated there. The same in an older
-// segment (fsynced when it was rolled) is corruption and Open fails.
+// index, exactly as the live calls applied them. A record whose length
+// or CRC is wrong in the last segment is a write torn by a crash (nothing
+// after it was acknowledged, because an acknowledgement waits for an
+// fsync that covers everything written before it): the segment is
+// truncated there. The same in an older segment (fsynced when it was
+// rolled) is corruption and Open fails.
 //
 // # Locks
 //

@@ -179,30 +179,12 @@ func crashModel(t *testing.T, seed uint64) {
 		w.closeFiles()
 		var how string
 		switch {
-		case cut && rng.IntN(3) == 0:
+		case cut:
 			at := sizeBefore + rng.Int64N(active.size-sizeBefore)
 			how = fmt.Sprintf("cut at %d of %d-%d", at, sizeBefore, size)
 			if err := os.Truncate(path, at); err != nil {
 				t.Fatal(err)
 			}
-		case cut:
-			// The file keeps its length (zeros written ahead of the
-			// records): a torn write leaves zeros where part of it
-			// should be, at its end or before later bytes that made it.
-			at := sizeBefore + rng.Int64N(active.size-sizeBefore)
-			from, to := at, size
-			if rng.IntN(2) == 0 {
-				from, to = sizeBefore, at+1
-			}
-			how = fmt.Sprintf("zeros at %d-%d of %d-%d", from, to, sizeBefore, size)
-			writeAtT(t, path, make([]byte, to-from), from)
-		case rng.IntN(3) == 0:
-			how = "garbage after the records"
-			junk := make([]byte, 1+rng.IntN(100))
-			for i := range junk {
-				junk[i] = byte(rng.Uint32())
-			}
-			writeAtT(t, path, junk, size+rng.Int64N(64))
 		case rng.IntN(2) == 0:
 			how = "garbage appended"
 			junk := make([]byte, 1+rng.IntN(100))
@@ -246,18 +228,5 @@ func crashModel(t *testing.T, seed uint64) {
 		if !ok {
 			t.Fatalf("step %d, after a crash (%s): the state is neither before nor after the last operation: %s", step, how, diff(w, before, groups))
 		}
-	}
-}
-
-// writeAtT writes b at off in the file at path.
-func writeAtT(t *testing.T, path string, b []byte, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -66,16 +66,14 @@ type WAL struct {
 	}
 
 	stats struct {
-		appends, syncs, bytes, zeroBytes, deletedSegs, relocated, syncNanos atomic.Uint64
+		appends, syncs, bytes, deletedSegs, relocated, syncNanos atomic.Uint64
 	}
 }
 
 type segment struct {
-	id uint64
-	f  *os.File
-	// size is where the next record goes; alloc is the file's length:
-	// records, then zeros written ahead of them (see zeroAheadLocked).
-	size, alloc int64
+	id   uint64
+	f    *os.File
+	size int64
 	// live is the bytes of entry records in this segment that the index
 	// still points at; a segment with none is garbage.
 	live int64
@@ -142,10 +140,6 @@ func Open(dir string, opts Options) (*WAL, error) {
 			return nil, err
 		}
 	}
-	// The first append's fsync makes these zeros durable with it.
-	if err := w.zeroAheadLocked(w.activeLocked()); err != nil {
-		return nil, err
-	}
 	ok = true
 	return w, nil
 }
@@ -191,11 +185,9 @@ func (w *WAL) recoverSegment(id uint64, last bool) error {
 	seg := &segment{id: id, f: f}
 	w.mu.segs = append(w.mu.segs, seg)
 	w.mu.byID[id] = seg
-	// The scan ends at the end of the file, at zeros written ahead of
-	// the records (see zeroAheadLocked) or at a bad record (bad); seg's
-	// size and alloc are set by this deferred assignment on every path.
-	end, alloc := size, size
-	defer func() { seg.size, seg.alloc = end, alloc }()
+	// The loop's returns of bad(...) end the scan; seg.size is set by
+	// this deferred assignment on every path.
+	defer func() { seg.size = size }()
 	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 1<<20)
 	var off int64
 	var hdr [headerSize]byte
@@ -213,25 +205,8 @@ func (w *WAL) recoverSegment(id uint64, last bool) error {
 			if err := fsutil.Fdatasync(f); err != nil {
 				return fmt.Errorf("cannot sync wal segment %s after truncating it: %w", path, err)
 			}
-			end, alloc = off, off
+			size = off
 			return nil
-		}
-		// No record starts with a zero length, so zeros here are the
-		// end of the records if all the rest of the file is zeros too.
-		// Anything else after them is a write torn so that its first
-		// bytes did not reach the disk but later ones did.
-		if h, err := r.Peek(int(min(size-off, headerSize))); err != nil {
-			return fmt.Errorf("cannot read wal segment %s at offset %d: %w", path, off, err)
-		} else if allZero(h) {
-			at, err := firstNonZero(r)
-			if err != nil {
-				return fmt.Errorf("cannot read wal segment %s after offset %d: %w", path, off, err)
-			}
-			if at < 0 {
-				end = off
-				return nil
-			}
-			return bad(fmt.Errorf("%w: zeros at the end of the records, then a non-zero byte %d bytes further", errCorrupt, at))
 		}
 		if size-off < headerSize {
 			return bad(fmt.Errorf("%w: %d bytes left, less than a header", errCorrupt, size-off))
@@ -261,37 +236,6 @@ func (w *WAL) recoverSegment(id uint64, last bool) error {
 		off += int64(headerSize + n)
 	}
 	return nil
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// firstNonZero reads r to its end and returns the position of its first
-// non-zero byte, or -1.
-func firstNonZero(r io.Reader) (int64, error) {
-	buf := make([]byte, 64<<10)
-	var pos int64
-	for {
-		n, err := r.Read(buf)
-		for i, c := range buf[:n] {
-			if c != 0 {
-				return pos + int64(i), nil
-			}
-		}
-		pos += int64(n)
-		if err == io.EOF {
-			return -1, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
 }
 
 // applyLocked applies one record to the index. Live calls validated it
@@ -477,43 +421,11 @@ func (w *WAL) rollLocked() error {
 	if _, err := seg.f.WriteAt(b, 0); err != nil {
 		return fmt.Errorf("cannot write the checkpoint of wal segment %s: %w", seg.f.Name(), err)
 	}
-	seg.size = int64(len(b))
-	if err := w.zeroAheadLocked(seg); err != nil {
-		return err
-	}
 	if err := fsutil.Fdatasync(seg.f); err != nil {
 		return fmt.Errorf("cannot sync wal segment %s: %w", seg.f.Name(), err)
 	}
+	seg.size = int64(len(b))
 	w.stats.bytes.Add(uint64(len(b)))
-	return nil
-}
-
-// zeroChunk is how much zeroAheadLocked writes at a time.
-const zeroChunk = 1 << 20
-
-var zeros = make([]byte, zeroChunk)
-
-// zeroAheadLocked keeps zeros written ahead of the records of the active
-// segment, so that the fsync after an append finds the file's length and
-// its blocks as they were and has only data to flush. Extending the file,
-// or writing into blocks that are only reserved (fallocate), makes that
-// fsync commit the file system's journal too, which flushes the metadata
-// and ordered data of every other file written meanwhile. The zeros go a
-// chunk at a time, once fewer than half a chunk are left, so one fsync a
-// chunk pays for the extension. Recovery reads them as the end of the
-// records.
-func (w *WAL) zeroAheadLocked(seg *segment) error {
-	seg.alloc = max(seg.alloc, seg.size)
-	chunk := min(zeroChunk, w.opts.SegmentBytes)
-	if seg.alloc >= w.opts.SegmentBytes || seg.alloc-seg.size >= chunk/2 {
-		return nil
-	}
-	to := min(seg.alloc+chunk, w.opts.SegmentBytes)
-	if _, err := seg.f.WriteAt(zeros[:to-seg.alloc], seg.alloc); err != nil {
-		return fmt.Errorf("cannot write zeros ahead of the records in wal segment %s: %w", seg.f.Name(), err)
-	}
-	w.stats.zeroBytes.Add(uint64(to - seg.alloc))
-	seg.alloc = to
 	return nil
 }
 
@@ -573,11 +485,6 @@ func (w *WAL) write(iov [][]byte, sizes []int64, recs []record, check func() err
 		off += n
 	}
 	seg.size = off
-	if err := w.zeroAheadLocked(seg); err != nil {
-		w.failLocked(err)
-		w.mu.Unlock()
-		return err
-	}
 	w.mu.written++
 	seq := w.mu.written
 	w.mu.Unlock()
@@ -777,14 +684,10 @@ func (w *WAL) relocateLocked() error {
 	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
 		return fmt.Errorf("cannot write relocated entries to wal segment %s: %w", seg.f.Name(), err)
 	}
-	off := seg.size
-	seg.size += int64(len(b))
-	if err := w.zeroAheadLocked(seg); err != nil {
-		return err
-	}
 	if err := fsutil.Fdatasync(seg.f); err != nil {
 		return fmt.Errorf("cannot sync wal segment %s: %w", seg.f.Name(), err)
 	}
+	off := seg.size
 	for _, m := range todo {
 		rec := record{kind: kindMove, group: m.group, log: raft.Log{Index: m.index}}
 		if err := w.applyLocked(rec, loc{seg: seg.id, off: off, n: m.at.n}, false); err != nil {
@@ -792,6 +695,7 @@ func (w *WAL) relocateLocked() error {
 		}
 		off += m.at.n
 	}
+	seg.size = off
 	w.stats.bytes.Add(uint64(len(b)))
 	w.stats.relocated.Add(uint64(len(b)))
 	w.compactLocked()
@@ -854,8 +758,7 @@ type Stats struct {
 	SyncTime time.Duration
 	// Bytes written to segments, checkpoints and relocations included;
 	// RelocatedBytes of them are live entries copied out of old segments.
-	// ZeroBytes are the zeros written ahead of the records, not in Bytes.
-	Bytes, RelocatedBytes, ZeroBytes uint64
+	Bytes, RelocatedBytes uint64
 	// LiveBytes: entry records the index points at.
 	LiveBytes int64
 	// Segments now on disk; DeletedSegments since Open.
@@ -874,7 +777,7 @@ func (w *WAL) Stats() Stats {
 	return Stats{
 		Appends: w.stats.appends.Load(), Syncs: w.stats.syncs.Load(), Bytes: w.stats.bytes.Load(),
 		SyncTime:       time.Duration(w.stats.syncNanos.Load()),
-		RelocatedBytes: w.stats.relocated.Load(), ZeroBytes: w.stats.zeroBytes.Load(), LiveBytes: live,
+		RelocatedBytes: w.stats.relocated.Load(), LiveBytes: live,
 		Segments: len(w.mu.segs), DeletedSegments: int(w.stats.deletedSegs.Load()), Groups: len(w.mu.groups),
 	}
 }
