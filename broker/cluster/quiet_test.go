@@ -45,19 +45,7 @@ func TestQuietGroups(t *testing.T) {
 		}
 		return -1
 	}
-	allQuiet := func() bool {
-		for i := range nodes {
-			for _, grp := range grps[i] {
-				grp.trans.quiet.mu.Lock()
-				on := grp.trans.quiet.on
-				grp.trans.quiet.mu.Unlock()
-				if grp.Raft.State() == raft.Follower && !on {
-					return false
-				}
-			}
-		}
-		return true
-	}
+	allQuiet := func() bool { return followersQuiet(grps) }
 	waitFor(t, "every group led and every follower quiet", func() bool {
 		for g := range groups {
 			if leaderOf(g, 0, 1, 2) < 0 {
@@ -190,17 +178,7 @@ func TestQuietTransfer(t *testing.T) {
 				return false
 			}
 		}
-		for i := range nodes {
-			for _, grp := range grps[i] {
-				grp.trans.quiet.mu.Lock()
-				on := grp.trans.quiet.on
-				grp.trans.quiet.mu.Unlock()
-				if grp.Raft.State() == raft.Follower && !on {
-					return false
-				}
-			}
-		}
-		return true
+		return followersQuiet(grps)
 	}
 	for round := range 2 {
 		waitFor(t, "every group led and every follower quiet", allQuiet)
@@ -280,4 +258,20 @@ func TestQuietTransfer(t *testing.T) {
 			}
 		}
 	}
+}
+
+// followersQuiet reports whether every group's follower on every node has
+// gone quiet.
+func followersQuiet(grps map[int][]*Group) bool {
+	for _, gs := range grps {
+		for _, grp := range gs {
+			grp.trans.quiet.mu.Lock()
+			on := grp.trans.quiet.on
+			grp.trans.quiet.mu.Unlock()
+			if grp.Raft.State() == raft.Follower && !on {
+				return false
+			}
+		}
+	}
+	return true
 }
