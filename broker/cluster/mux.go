@@ -419,40 +419,29 @@ type StreamLayer struct {
 // markUsed records that one of the group's connections carried bytes.
 func (s *StreamLayer) markUsed() { s.used.Store(time.Now().UnixNano()) }
 
-// dialedConn forgets itself in its stream layer when closed.
-type dialedConn struct {
-	net.Conn
-	s    *StreamLayer
-	once sync.Once
-}
-
-func (c *dialedConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.s.markUsed()
-	return n, err
-}
-
-func (c *dialedConn) Write(b []byte) (int, error) {
-	c.s.markUsed()
-	return c.Conn.Write(b)
-}
-
-// acceptedConn is a connection a peer opened to the group: it records its
-// use in the stream layer like dialedConn.
-type acceptedConn struct {
+// usedConn is one of the group's connections: it records its use in the
+// stream layer, so closeIdleStreams leaves a busy group's connections open.
+type usedConn struct {
 	net.Conn
 	s *StreamLayer
 }
 
-func (c *acceptedConn) Read(b []byte) (int, error) {
+func (c *usedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	c.s.markUsed()
 	return n, err
 }
 
-func (c *acceptedConn) Write(b []byte) (int, error) {
+func (c *usedConn) Write(b []byte) (int, error) {
 	c.s.markUsed()
 	return c.Conn.Write(b)
+}
+
+// dialedConn is a connection the group opened: it also forgets itself in
+// its stream layer when closed.
+type dialedConn struct {
+	usedConn
+	once sync.Once
 }
 
 func (c *dialedConn) Close() error {
@@ -475,7 +464,7 @@ func (s *StreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	if err != nil {
 		return nil, err
 	}
-	dc := &dialedConn{Conn: c, s: s}
+	dc := &dialedConn{usedConn: usedConn{Conn: c, s: s}}
 	s.markUsed()
 	s.dialedMu.Lock()
 	select {
@@ -498,7 +487,7 @@ func (s *StreamLayer) Accept() (net.Conn, error) {
 	select {
 	case c := <-s.accept:
 		s.markUsed()
-		return &acceptedConn{Conn: c, s: s}, nil
+		return &usedConn{Conn: c, s: s}, nil
 	case <-s.closed:
 		return nil, ErrMuxClosed
 	case <-s.mux.done:
