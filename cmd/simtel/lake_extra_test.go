@@ -26,6 +26,7 @@ import (
 	"github.com/simtel/simtel/lake/query/querytest"
 	"github.com/simtel/simtel/lake/replay"
 	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 // simtelLake runs the real binary's `simtel lake ARGS` and returns stdout,
@@ -347,13 +348,8 @@ func lakeConsumeAll(t *testing.T, addr, topic string, n int) []*kgo.Record {
 // The query command against a real S3 server (versitygw): objects come
 // through the download cache.
 func TestLakeQueryCLIS3(t *testing.T) {
-	s3 := testutil.StartS3(t)
-	s3.SetEnv(t)
+	st, s3 := storetest.S3(t)
 	ctx := context.Background()
-	st, err := store.Open(ctx, s3.URL, store.Options{S3Endpoint: s3.Endpoint, Region: s3.Region})
-	if err != nil {
-		t.Fatal(err)
-	}
 	l := &querytest.Lake{Store: st, Catalog: catalog.New(st)}
 	ss := querytest.GenSamples(9, []string{"r1", "r2"}, 100, 2)
 	if err := l.WriteSamples(ctx, "telemetry", ss, 30); err != nil {

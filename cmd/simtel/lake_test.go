@@ -16,6 +16,7 @@ import (
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 var lakeT0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -161,12 +162,7 @@ func TestLakeRunsAndLs(t *testing.T) {
 }
 
 func TestLakeRunsS3(t *testing.T) {
-	srv := testutil.StartS3(t)
-	srv.SetEnv(t)
-	s, err := store.Open(context.Background(), srv.URL, store.Options{S3Endpoint: srv.Endpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, srv := storetest.S3(t)
 	writeTestLake(t, s)
 	args := []string{"--lake", srv.URL, "--s3-endpoint", srv.Endpoint, "--cache-dir", t.TempDir(), "--format", "json"}
 	out, _, err := runLake(t, append([]string{"runs"}, args...)...)

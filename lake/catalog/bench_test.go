@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 // BenchmarkLoad measures reading a catalog of 2000 flush entries (4
@@ -41,12 +41,7 @@ func BenchmarkLoad(b *testing.B) {
 		fill(b, c)
 		load(b, c)
 	})
-	srv := testutil.StartS3(b)
-	srv.SetEnv(b)
-	s, err := store.Open(ctx, srv.URL, store.Options{S3Endpoint: srv.Endpoint})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, _ := storetest.S3(b)
 	fill(b, catalog.New(s))
 	b.Run("s3-nocache", func(b *testing.B) {
 		load(b, catalog.New(s))

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -407,13 +407,8 @@ func TestCompactEntries(t *testing.T) {
 // TestS3Catalog runs the catalog against a real S3 server, with the local
 // cache of catalog files.
 func TestS3Catalog(t *testing.T) {
-	srv := testutil.StartS3(t)
-	srv.SetEnv(t)
+	s, srv := storetest.S3(t)
 	ctx := context.Background()
-	s, err := store.Open(ctx, srv.URL, store.Options{S3Endpoint: srv.Endpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cacheDir := t.TempDir()
 	c := catalog.New(s, catalog.WithCacheDir(cacheDir))
 	for i := int64(0); i < 20; i++ {

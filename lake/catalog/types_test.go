@@ -6,9 +6,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 func TestFieldTypesRaceFile(t *testing.T) {
@@ -20,12 +20,7 @@ func TestFieldTypesRaceFile(t *testing.T) {
 }
 
 func TestFieldTypesRaceS3(t *testing.T) {
-	srv := testutil.StartS3(t)
-	srv.SetEnv(t)
-	s, err := store.Open(context.Background(), srv.URL, store.Options{S3Endpoint: srv.Endpoint, Region: srv.Region})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := storetest.S3(t)
 	testFieldTypesRace(t, s)
 }
 

@@ -5,23 +5,18 @@ import (
 	"math"
 	"testing"
 
-	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query"
 	"github.com/simtel/simtel/lake/query/querytest"
 	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 // Against a real S3 server: objects are downloaded into the cache once, and
 // only those of the queried run.
 func TestQueryS3DownloadsOnlyTheRun(t *testing.T) {
-	s3 := testutil.StartS3(t)
-	s3.SetEnv(t)
+	st, _ := storetest.S3(t)
 	ctx := context.Background()
-	st, err := store.Open(ctx, s3.URL, store.Options{S3Endpoint: s3.Endpoint, Region: s3.Region})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cat := catalog.New(st)
 	l := &querytest.Lake{Store: st, Catalog: cat}
 	ss := querytest.GenSamples(11, []string{"r1", "r2", "r3"}, 100, 2)

@@ -16,6 +16,7 @@ import (
 	"github.com/simtel/simtel/lake/replay"
 	"github.com/simtel/simtel/lake/retention"
 	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 // now is the fake present of the tests: raw data (30 days by default)
@@ -229,12 +230,7 @@ func TestApplyFile(t *testing.T) {
 }
 
 func TestApplyS3(t *testing.T) {
-	s3 := testutil.StartS3(t)
-	s3.SetEnv(t)
-	st, err := store.Open(context.Background(), s3.URL, store.Options{S3Endpoint: s3.Endpoint, Region: s3.Region})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _ := storetest.S3(t)
 	testApply(t, st)
 }
 
