@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -65,5 +66,40 @@ func TestPendingQuantilesMatchSketch(t *testing.T) {
 		}
 		fast.release(sk)
 		slow.release(sk)
+	}
+}
+
+// selectKth puts at each position the value a sort puts there, with no
+// greater value before it and no smaller one after, for inputs of few
+// distinct values, sorted, reversed and random.
+func TestSelectKth(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 2000 {
+		n := 1 + rng.IntN(maxPending)
+		v := make([]int32, n)
+		for j := range v {
+			switch i % 4 {
+			case 0:
+				v[j] = int32(rng.IntN(3))
+			case 1:
+				v[j] = int32(j)
+			case 2:
+				v[j] = int32(n - j)
+			default:
+				v[j] = rng.Int32N(1000) - 500
+			}
+		}
+		sorted := slices.Clone(v)
+		slices.Sort(sorted)
+		k := rng.IntN(n)
+		selectKth(v, k)
+		if v[k] != sorted[k] {
+			t.Fatalf("case %d: position %d of %d holds %d, sorted %d", i, k, n, v[k], sorted[k])
+		}
+		for j := range v {
+			if j < k && v[j] > v[k] || j > k && v[j] < v[k] {
+				t.Fatalf("case %d: %d at position %d, %d at %d", i, v[j], j, v[k], k)
+			}
+		}
 	}
 }

@@ -335,17 +335,16 @@ func (f *field) addCodes(cs []int32, p *sketches) {
 	}
 }
 
-// quantileScratch holds the sorted bin indexes of a field whose values
-// are all pending (field.quantiles).
-type quantileScratch struct{ pos, neg []int32 }
+// quantileScratch holds the bin indexes of a field whose values are all
+// pending (field.quantiles).
+type quantileScratch struct{ pos, neg orderStats }
 
 // quantiles sets qs to the values at quantiles[i].q that the field's
 // sketch with its pending values would answer (DDSketch.GetValueAtQuantile),
 // and reports false when it would answer none (no finite value within the
 // sketch's range). A 10 s window's values are usually all pending when it
 // closes (fewer than maxPending per field): they are then read from their
-// sorted bin indexes, the bins the sketch would have, without being added
-// to it.
+// bin indexes, the bins the sketch would have, without being added to it.
 func (f *field) quantiles(sc *quantileScratch, qs *[len(quantiles)]float64) bool {
 	if f.sk == nil {
 		return false
@@ -361,7 +360,7 @@ func (f *field) quantiles(sc *quantileScratch, qs *[len(quantiles)]float64) bool
 		}
 		return true
 	}
-	pos, neg, zero := sc.pos[:0], sc.neg[:0], 0
+	pos, neg, zero := sc.pos.idx[:0], sc.neg.idx[:0], 0
 	for _, c := range f.pend {
 		switch c & 3 {
 		case pendPositive:
@@ -372,9 +371,8 @@ func (f *field) quantiles(sc *quantileScratch, qs *[len(quantiles)]float64) bool
 			zero++
 		}
 	}
-	slices.Sort(pos)
-	slices.Sort(neg)
-	sc.pos, sc.neg = pos, neg
+	sc.pos.reset(pos)
+	sc.neg.reset(neg)
 	// As GetValueAtQuantile computes it, operation for operation, so the
 	// same float rounding picks the same bin.
 	count := float64(len(pos) + len(neg) + zero)
@@ -383,27 +381,98 @@ func (f *field) quantiles(sc *quantileScratch, qs *[len(quantiles)]float64) bool
 		rank := float64(q.q * (count - 1))
 		switch {
 		case rank < negCount:
-			qs[i] = -sketchMapping.Value(keyAtRank(neg, negCount-1-rank))
+			qs[i] = -sketchMapping.Value(sc.neg.keyAtRank(negCount - 1 - rank))
 		case rank < zeroCount+negCount:
 			qs[i] = 0
 		default:
-			qs[i] = sketchMapping.Value(keyAtRank(pos, rank-zeroCount-negCount))
+			qs[i] = sketchMapping.Value(sc.pos.keyAtRank(rank - zeroCount - negCount))
 		}
 	}
 	return true
 }
 
-// keyAtRank is a store's KeyAtRank over its sorted bin indexes, one per
-// value: the least index whose cumulative count exceeds rank.
-func keyAtRank(idx []int32, rank float64) int {
-	if len(idx) == 0 {
+// orderStats answers a store's KeyAtRank over bin indexes, one per value,
+// in any order: a window reads three ranks, so each is selected (selectKth)
+// rather than the indexes sorted, and each selection narrows the next to
+// the part of idx between the ranks selected before.
+type orderStats struct {
+	idx []int32
+	sel [len(quantiles)]int // positions holding their sorted value
+	n   int
+}
+
+func (o *orderStats) reset(idx []int32) { o.idx, o.n = idx, 0 }
+
+// keyAtRank is the least index whose cumulative count exceeds rank: the
+// value at position rank of the sorted indexes.
+func (o *orderStats) keyAtRank(rank float64) int {
+	if len(o.idx) == 0 {
 		return 0
 	}
 	j := 0
 	if rank > 0 {
-		j = min(int(rank), len(idx)-1)
+		j = min(int(rank), len(o.idx)-1)
 	}
-	return int(idx[j])
+	lo, hi := 0, len(o.idx)
+	for _, s := range o.sel[:o.n] {
+		switch {
+		case s == j:
+			return int(o.idx[j])
+		case s < j:
+			lo = max(lo, s+1)
+		default:
+			hi = min(hi, s)
+		}
+	}
+	selectKth(o.idx[lo:hi], j-lo)
+	if o.n < len(o.sel) {
+		o.sel[o.n] = j
+		o.n++
+	}
+	return int(o.idx[j])
+}
+
+// selectKth reorders v so that v[k] holds the value it would hold sorted,
+// with no greater value before it and no smaller one after: quickselect
+// with a three-way partition, so runs of equal indexes (a window of
+// repeated values) take one pass. Past a depth a sort finishes the range,
+// so no input costs more than a sort.
+func selectKth(v []int32, k int) {
+	lo, hi := 0, len(v)
+	for depth := 2 * bits.Len(uint(len(v))); hi-lo > 12; depth-- {
+		if depth == 0 {
+			slices.Sort(v[lo:hi])
+			return
+		}
+		a, b, c := v[lo], v[lo+(hi-lo)/2], v[hi-1]
+		if a > b {
+			a, b = b, a
+		}
+		pivot := max(a, min(b, c)) // the median of a, b, c
+		lt, i, gt := lo, lo, hi
+		for i < gt {
+			switch x := v[i]; {
+			case x < pivot:
+				v[lt], v[i] = x, v[lt]
+				lt++
+				i++
+			case x > pivot:
+				gt--
+				v[i], v[gt] = v[gt], x
+			default:
+				i++
+			}
+		}
+		switch {
+		case k < lt:
+			hi = lt
+		case k >= gt:
+			lo = gt
+		default:
+			return
+		}
+	}
+	slices.Sort(v[lo:hi])
 }
 
 // sketch returns the sketch of the finite values, nil if there are none.
