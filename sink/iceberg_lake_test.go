@@ -12,10 +12,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/iceberg"
 	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 	"github.com/simtel/simtel/sink"
 )
 
@@ -35,16 +35,7 @@ func newLakeEnv(t *testing.T, s3 bool) *lakeEnv {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
-	url, sopts := "file://"+filepath.Join(dir, "lake"), store.Options{}
-	if s3 {
-		srv := testutil.StartS3(t)
-		srv.SetEnv(t)
-		url, sopts.S3Endpoint = srv.URL, srv.Endpoint
-	}
-	st, err := store.Open(ctx, url, sopts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _, endpoint := storetest.Open(t, s3)
 	e := &lakeEnv{t: t, ctx: ctx, st: st, cat: catalog.New(st)}
 	// The types the sink fixes at first sight; Reconcile reads them.
 	for m, fields := range types {
@@ -54,7 +45,7 @@ func newLakeEnv(t *testing.T, s3 bool) *lakeEnv {
 			}
 		}
 	}
-	e.opts = iceberg.Options{Catalog: "sqlite:" + filepath.Join(dir, "iceberg.db"), Store: st, S3Endpoint: sopts.S3Endpoint}
+	e.opts = iceberg.Options{Catalog: "sqlite:" + filepath.Join(dir, "iceberg.db"), Store: st, S3Endpoint: endpoint}
 	e.reopen()
 	return e
 }

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/iceberg"
 	"github.com/simtel/simtel/lake/query/querytest"
 	"github.com/simtel/simtel/lake/replay"
-	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 func TestLakeIcebergCompactAsOfFile(t *testing.T) { testLakeIcebergCompactAsOf(t, false) }
@@ -28,21 +27,13 @@ func TestLakeIcebergCompactAsOfS3(t *testing.T)   { testLakeIcebergCompactAsOf(t
 func testLakeIcebergCompactAsOf(t *testing.T, s3 bool) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	url, sopts := "file://"+filepath.Join(dir, "lake"), store.Options{}
-	args := []string{"--cache-dir", t.TempDir()}
-	if s3 {
-		srv := testutil.StartS3(t)
-		srv.SetEnv(t)
-		url, sopts.S3Endpoint = srv.URL, srv.Endpoint
-		args = append(args, "--s3-endpoint", srv.Endpoint)
-	}
-	args = append(args, "--lake", url)
-	st, err := store.Open(ctx, url, sopts)
-	if err != nil {
-		t.Fatal(err)
+	st, url, endpoint := storetest.Open(t, s3)
+	args := []string{"--cache-dir", t.TempDir(), "--lake", url}
+	if endpoint != "" {
+		args = append(args, "--s3-endpoint", endpoint)
 	}
 	catURL := "sqlite:" + filepath.Join(dir, "iceberg.db")
-	ice, err := iceberg.Open(ctx, iceberg.Options{Catalog: catURL, Store: st, S3Endpoint: sopts.S3Endpoint})
+	ice, err := iceberg.Open(ctx, iceberg.Options{Catalog: catURL, Store: st, S3Endpoint: endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +118,7 @@ func testLakeIcebergCompactAsOf(t *testing.T, s3 bool) {
 	}
 
 	empty := "sqlite:" + filepath.Join(dir, "empty.db")
-	other, err := iceberg.Open(ctx, iceberg.Options{Catalog: empty, Store: st, S3Endpoint: sopts.S3Endpoint})
+	other, err := iceberg.Open(ctx, iceberg.Options{Catalog: empty, Store: st, S3Endpoint: endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package storetest
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/simtel/simtel/internal/testutil"
@@ -22,4 +23,22 @@ func S3(t testing.TB) (store.Store, *testutil.S3Server) {
 		t.Fatal(err)
 	}
 	return st, srv
+}
+
+// Open opens the lake store of a test that runs against both back ends: a
+// directory of the test's when s3 is false, else an S3 server as S3 starts
+// it. Beside the store it returns the lake's URL and the S3 endpoint ("" for
+// a directory), which Iceberg options and child processes' flags name.
+func Open(t testing.TB, s3 bool) (st store.Store, url, endpoint string) {
+	t.Helper()
+	if s3 {
+		st, srv := S3(t)
+		return st, srv.URL, srv.Endpoint
+	}
+	url = "file://" + filepath.Join(t.TempDir(), "lake")
+	st, err := store.Open(context.Background(), url, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, url, ""
 }
