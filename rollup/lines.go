@@ -150,7 +150,8 @@ func (lw *lineWriter) tags(s *series) (string, error) {
 func (lw *lineWriter) append(dst []byte, res int, s *series, w *window) ([]byte, error) {
 	cells := lw.cells[:0]
 	defer func() { lw.cells = cells[:0] }()
-	for _, f := range w.fields {
+	for i := range w.fields {
+		f := &w.fields[i]
 		c := lw.columns(f.name)
 		n := len(cells)
 		numeric := f.count > 0 || f.nonfinite > 0
@@ -236,7 +237,8 @@ func (lw *lineWriter) appendMap(dst []byte, res int, s *series, w *window) ([]by
 	}
 	fields := lw.fields
 	clear(fields)
-	for _, f := range w.fields {
+	for i := range w.fields {
+		f := &w.fields[i]
 		c := lw.columns(f.name)
 		numeric := f.count > 0 || f.nonfinite > 0
 		if numeric {

@@ -13,6 +13,9 @@ type series struct {
 	measurement string
 	tags        map[string]string
 	open        [levels][]*window
+	// cur is the 10 s window the series' last sample went to, while open
+	// (not closed, not dropped): the next sample mostly goes there too.
+	cur *window
 	// lineTags are the tags as output lines have them (lineWriter.tags),
 	// once lineTagsSet.
 	lineTags    string

@@ -72,8 +72,8 @@ func appendWindow(dst []byte, s *series, res int, w *window) []byte {
 	}
 	dst = binary.AppendVarint(dst, w.start)
 	dst = binary.AppendUvarint(dst, uint64(len(w.fields)))
-	for _, f := range w.fields {
-		dst = appendField(dst, f)
+	for i := range w.fields {
+		dst = appendField(dst, &w.fields[i])
 	}
 	return dst
 }
@@ -239,7 +239,7 @@ func decodeWindow(b []byte, p *partition, sk *sketches) (*series, error) {
 		if err != nil {
 			return nil, err
 		}
-		w.fields = append(w.fields, f)
+		w.fields = append(w.fields, *f)
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -273,6 +273,9 @@ func dropWindow(key []byte, p *partition, sk *sketches) {
 		}
 		for n, w := range s.open[res] {
 			if w.start == start {
+				if s.cur == w {
+					s.cur = nil
+				}
 				w.release(sk)
 				s.open[res] = append(s.open[res][:n], s.open[res][n+1:]...)
 				break

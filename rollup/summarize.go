@@ -114,7 +114,8 @@ func (w *worker) foldIntoRun(p *partition, s *series, win *window) {
 		}
 	}
 	a.dirtyMeas[s.measurement] = true
-	for _, f := range win.fields {
+	for i := range win.fields {
+		f := &win.fields[i]
 		if t := a.field([]byte(s.measurement), []byte(f.name), w.cfg.MaxRunMetrics); t != nil {
 			t.merge(f, w.sk)
 		} else {

@@ -541,8 +541,10 @@ func (f *field) merge(o *field, p *sketches) {
 
 // window is one open window of one series at one resolution.
 type window struct {
-	start  int64 // unix ns, a multiple of the resolution's length
-	fields []*field
+	start int64 // unix ns, a multiple of the resolution's length
+	// fields are held in the window, not pointed at: a sample reaches
+	// its field's aggregate without another pointer to follow.
+	fields []field
 	// dirty: changed since the last checkpoint; saved: a checkpoint of it
 	// is in the state topic (closing it writes a tombstone); closed: it
 	// was emitted (a dirty list may still point at it).
@@ -555,32 +557,36 @@ type window struct {
 	inRun bool
 }
 
-// field returns the window's aggregate of the field named name, adding it.
-// hint is where it is likely to be: a series' lines mostly carry the same
-// fields in the same order.
+// field returns the window's aggregate of the field named name, adding it;
+// the pointer is good until the next field is added. hint is where it is
+// likely to be: a series' lines mostly carry the same fields in the same
+// order.
 func (w *window) field(name []byte, hint int, p *sketches) *field {
 	if hint < len(w.fields) && w.fields[hint].name == string(name) {
-		return w.fields[hint]
+		return &w.fields[hint]
 	}
-	for _, f := range w.fields {
-		if f.name == string(name) {
-			return f
+	for i := range w.fields {
+		if w.fields[i].name == string(name) {
+			return &w.fields[i]
 		}
 	}
-	f := &field{name: p.intern(name)}
-	w.fields = append(w.fields, f)
-	return f
+	w.fields = append(w.fields, field{name: p.intern(name)})
+	return &w.fields[len(w.fields)-1]
 }
 
 func (w *window) merge(o *window, p *sketches) {
-	for i, of := range o.fields {
+	if w.fields == nil {
+		w.fields = make([]field, 0, len(o.fields))
+	}
+	for i := range o.fields {
+		of := &o.fields[i]
 		w.field([]byte(of.name), i, p).merge(of, p)
 	}
 }
 
 func (w *window) release(p *sketches) {
-	for _, f := range w.fields {
-		f.release(p)
+	for i := range w.fields {
+		w.fields[i].release(p)
 	}
 }
 

@@ -629,15 +629,30 @@ func (w *worker) add(ctx context.Context, p *partition, r *kgo.Record) {
 		}
 		return
 	}
-	a := w.seriesAgg(p, s, r.Offset)
-	win := p.window(s, 0, start)
+	win := s.cur
+	if win == nil || win.start != start || win.closed {
+		// The run's aggregate is made with the first sample of a window
+		// not in it yet: a run's aggregate only goes (flushRuns) once its
+		// series' open windows are in it, so while the sample's window is
+		// not, the aggregate it has is current.
+		w.seriesAgg(p, s, r.Offset)
+		win = p.window(s, 0, start)
+		if win.fields == nil {
+			win.fields = make([]field, 0, len(w.dec.Fields))
+		}
+		s.cur = win
+	} else if !win.dirty {
+		p.markDirty(s, 0, win)
+	}
 	for i := range w.dec.Fields {
 		fv := &w.dec.Fields[i]
 		if !win.field(fv.Key, i, w.sk).add(fv, t, w.sk) {
 			w.counts.nonfinite++
 		}
-		if a != nil && !win.inRun && string(fv.Key) == PolicyVersionField {
-			addPolicyValue(a, fv)
+		if !win.inRun && len(fv.Key) == len(PolicyVersionField) && string(fv.Key) == PolicyVersionField {
+			if a := w.seriesAgg(p, s, r.Offset); a != nil {
+				addPolicyValue(a, fv)
+			}
 		}
 	}
 	if win.inRun {
