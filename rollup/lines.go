@@ -31,6 +31,8 @@ type lineWriter struct {
 	cols   map[string]*lineCols
 	tables map[string]*[levels]string
 	cells  []lineCell
+	// order holds the field indexes of a window sorted by name.
+	order []int
 	// fields is the map of the general path (appendMap).
 	fields map[string]any
 	qs     quantileScratch
@@ -69,6 +71,52 @@ type lineCell struct {
 	kind lastKind // lastNumber (a float), lastBool, or lastNone for an integer
 	num  float64
 	n    int64
+	// key orders the cells of a window whose field names are
+	// prefix-free: the field's rank by name, then the suffix's.
+	key int
+}
+
+// suffixRank is the rank of each column's suffix in sorted order.
+var suffixRank = func() (r [len(colSuffixes)]int) {
+	sorted := slices.Clone(colSuffixes[:])
+	slices.Sort(sorted)
+	for i, sfx := range colSuffixes {
+		r[i] = slices.Index(sorted, sfx)
+	}
+	return r
+}()
+
+// sortCells sorts the cells of w's line by column name. When no field
+// name of w is a prefix of another, every column of a field sorts before
+// every column of the next field by name, so the cells sort by an integer
+// key instead of their names.
+func (lw *lineWriter) sortCells(cells []lineCell, w *window) {
+	order := lw.order[:0]
+	for i := range w.fields {
+		order = append(order, i)
+	}
+	lw.order = order
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(w.fields[a].name, w.fields[b].name) })
+	for i := 1; i < len(order); i++ {
+		if strings.HasPrefix(w.fields[order[i]].name, w.fields[order[i-1]].name) {
+			slices.SortFunc(cells, func(a, b lineCell) int { return strings.Compare(a.name(), b.name()) })
+			return
+		}
+	}
+	// order[rank] is a field index; cells carry their field index in key
+	// (append), turned into its rank here.
+	rank := order[len(order):cap(order)]
+	if len(rank) < len(order) {
+		rank = make([]int, len(order))
+	}
+	for r, fi := range order {
+		rank[fi] = r
+	}
+	for i := range cells {
+		c := &cells[i]
+		c.key = rank[c.key]*len(colSuffixes) + suffixRank[c.col]
+	}
+	slices.SortFunc(cells, func(a, b lineCell) int { return a.key - b.key })
 }
 
 func (c *lineCell) name() string { return c.c.name[c.col] }
@@ -191,6 +239,9 @@ func (lw *lineWriter) append(dst []byte, res int, s *series, w *window) ([]byte,
 		if c.err != nil && len(cells) > n {
 			return dst, fmt.Errorf("invalid field key of %q: %w", f.name, c.err)
 		}
+		for j := n; j < len(cells); j++ {
+			cells[j].key = i
+		}
 	}
 	if len(cells) == 0 {
 		return dst, errors.New("no field values")
@@ -204,7 +255,7 @@ func (lw *lineWriter) append(dst []byte, res int, s *series, w *window) ([]byte,
 		return dst, err
 	}
 	// Two cells never share a name: no suffix ends another.
-	slices.SortFunc(cells, func(a, b lineCell) int { return strings.Compare(a.name(), b.name()) })
+	lw.sortCells(cells, w)
 	b := append(dst, table...)
 	b = append(b, tags...)
 	sep := byte(' ')

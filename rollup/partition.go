@@ -20,6 +20,9 @@ type series struct {
 	// once lineTagsSet.
 	lineTags    string
 	lineTagsSet bool
+	// stateHead is the series' part of its windows' state records
+	// (appendWindow), once made.
+	stateHead []byte
 	// agg caches the aggregate of the series' run in its partition, so a
 	// sample reaches it without looking up the run, the host and each
 	// field by name (summarize.go); aggFields[i] is the run's aggregate of
@@ -121,7 +124,7 @@ func (p *partition) closeThrough(wm int64, sk *sketches, emit emitFunc) (forgott
 				emit(res, s, w)
 				if res+1 < levels {
 					parent := p.window(s, res+1, floorTo(w.start, int64(Resolutions[res+1].Length)))
-					parent.merge(w, sk)
+					parent.merge(w, sk, int(Resolutions[res+1].Length/Resolutions[res].Length))
 				}
 				if w.saved {
 					p.tombstones = append(p.tombstones, stateKey(s.key, res, w.start))

@@ -31,7 +31,10 @@ var metaKey = []byte("\x00partition")
 
 // stateKey is the state-topic key of a series' window.
 func stateKey(seriesKey string, res int, start int64) []byte {
-	k := make([]byte, 0, len(seriesKey)+28)
+	return appendStateKey(make([]byte, 0, len(seriesKey)+28), seriesKey, res, start)
+}
+
+func appendStateKey(k []byte, seriesKey string, res int, start int64) []byte {
 	k = append(k, seriesKey...)
 	k = append(k, 0)
 	k = append(k, Resolutions[res].Name...)
@@ -63,13 +66,19 @@ func appendWindow(dst []byte, s *series, res int, w *window) []byte {
 		flags |= windowInRun
 	}
 	dst = append(dst, windowVersion, byte(res), flags)
-	dst = appendString(dst, s.key)
-	dst = appendString(dst, s.measurement)
-	dst = binary.AppendUvarint(dst, uint64(len(s.tags)))
-	for k, v := range s.tags {
-		dst = appendString(dst, k)
-		dst = appendString(dst, v)
+	if s.stateHead == nil {
+		// The series' part, the same in each of its records, is
+		// encoded once.
+		h := appendString(nil, s.key)
+		h = appendString(h, s.measurement)
+		h = binary.AppendUvarint(h, uint64(len(s.tags)))
+		for k, v := range s.tags {
+			h = appendString(h, k)
+			h = appendString(h, v)
+		}
+		s.stateHead = h
 	}
+	dst = append(dst, s.stateHead...)
 	dst = binary.AppendVarint(dst, w.start)
 	dst = binary.AppendUvarint(dst, uint64(len(w.fields)))
 	for i := range w.fields {
@@ -221,7 +230,7 @@ func decodeWindow(b []byte, p *partition, sk *sketches) (*series, error) {
 	if s == nil {
 		s = &series{key: key, tags: map[string]string{}}
 	}
-	s.measurement = string(r.bytes())
+	s.measurement, s.stateHead = string(r.bytes()), nil
 	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
 		k := string(r.bytes())
 		s.tags[k] = string(r.bytes())

@@ -154,6 +154,18 @@ func (p *sketches) valsOf(class int) []int32 {
 	return make([]int32, 0, minPending<<class)
 }
 
+// valsFor returns an empty buffer for a field's pending values with room
+// for n of them, up to maxPending: a field whose count can be foreseen
+// (the series' last window, the windows merging into a coarser one) gets
+// its buffer at once instead of growing it a class at a time.
+func (p *sketches) valsFor(n int) []int32 {
+	class := 0
+	for class < pendClasses-1 && minPending<<class < n {
+		class++
+	}
+	return p.valsOf(class)
+}
+
 // pendClass is the class of a buffer valsOf made, -1 for any other.
 func pendClass(v []int32) int {
 	c := cap(v)
@@ -574,13 +586,19 @@ func (w *window) field(name []byte, hint int, p *sketches) *field {
 	return &w.fields[len(w.fields)-1]
 }
 
-func (w *window) merge(o *window, p *sketches) {
+// merge adds o, a window of a finer resolution, ratio times shorter.
+func (w *window) merge(o *window, p *sketches, ratio int) {
 	if w.fields == nil {
 		w.fields = make([]field, 0, len(o.fields))
 	}
 	for i := range o.fields {
 		of := &o.fields[i]
-		w.field([]byte(of.name), i, p).merge(of, p)
+		f := w.field([]byte(of.name), i, p)
+		if f.pend == nil && f.count == 0 && len(of.pend) > 0 {
+			// As many values in each of its finer windows.
+			f.pend = p.valsFor(min(len(of.pend)*ratio, maxPending))
+		}
+		f.merge(of, p)
 	}
 }
 

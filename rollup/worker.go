@@ -395,7 +395,9 @@ func (w *worker) checkpoint(ctx context.Context, p *partition) {
 		d.w.dirty, d.w.saved = false, true
 		// Encoded in the reused buffer, then copied once at its size.
 		w.buf = appendWindow(w.buf[:0], d.s, d.res, d.w)
-		produce(stateKey(d.s.key, d.res, d.w.start), w.clone(w.buf))
+		v := w.clone(w.buf)
+		w.buf = appendStateKey(w.buf[:0], d.s.key, d.res, d.w.start)
+		produce(w.clone(w.buf), v)
 	}
 	clear(p.dirty)
 	p.dirty = p.dirty[:0]
@@ -629,8 +631,9 @@ func (w *worker) add(ctx context.Context, p *partition, r *kgo.Record) {
 		}
 		return
 	}
-	win := s.cur
+	win, prev := s.cur, (*window)(nil)
 	if win == nil || win.start != start || win.closed {
+		prev = win
 		// The run's aggregate is made with the first sample of a window
 		// not in it yet: a run's aggregate only goes (flushRuns) once its
 		// series' open windows are in it, so while the sample's window is
@@ -646,7 +649,14 @@ func (w *worker) add(ctx context.Context, p *partition, r *kgo.Record) {
 	}
 	for i := range w.dec.Fields {
 		fv := &w.dec.Fields[i]
-		if !win.field(fv.Key, i, w.sk).add(fv, t, w.sk) {
+		f := win.field(fv.Key, i, w.sk)
+		if prev != nil && f.pend == nil && f.count == 0 && i < len(prev.fields) && prev.fields[i].name == f.name {
+			// A new window of the series: as many values as its last.
+			if n := prev.fields[i].count; n > minPending {
+				f.pend = w.sk.valsFor(int(min(n, maxPending)))
+			}
+		}
+		if !f.add(fv, t, w.sk) {
 			w.counts.nonfinite++
 		}
 		if !win.inRun && len(fv.Key) == len(PolicyVersionField) && string(fv.Key) == PolicyVersionField {
