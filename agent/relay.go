@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -69,14 +68,35 @@ import (
 // order, so chunks flow from the seeds down that order and no two nodes
 // wait for each other; a partial holder asked for a chunk it does not have
 // yet holds the request up to relayPartialWait for it to arrive.
+//
+// Spreading the uploads. Asked by every node after them, the first nodes
+// of the order (the seeds above all, which also finish first) would serve
+// most copies: their links, not the pool's, would bound a version's time.
+// So a node of rank k asks the holders of ranks (k-seeds)/2 to k-1, its
+// sources, and the others (holders outside that window, full holders
+// after it) only once its sources have failed it for a chunk: a node of
+// rank j is a source of the about j+seeds nodes after it, each spreading
+// its chunks over about (k+seeds)/2 sources, which comes to about 2 ln 2
+// ≈ 1.4 copies served per node whatever the pool's size, when sources
+// answer alike (TestRelaySourceWindows). Within the
+// sources a node asks for each chunk the first in an order drawn from a
+// hash of the chunk, the node and the source (unless it has relayPerPeer
+// requests under way there), so that the nodes fetching a chunk go to
+// different sources and each source gets its share of a node's chunks.
 
 const (
-	// relayPerPeer bounds one node's concurrent requests to one peer, and
-	// relayPerNode its requests in all: enough to keep a link busy with
-	// chunks of 64 KiB to 1 MiB, few enough that a holder's uplink is
-	// shared among many fetching nodes.
-	relayPerPeer = 4
+	// relayPerNode bounds one node's concurrent requests in all: enough
+	// to keep a link busy with chunks of 64 KiB to 1 MiB. relayPerPeer
+	// bounds those to one peer: half of them, since a node has two
+	// sources or more (all but the first after a single seed), so that
+	// its requests go where the spread score sends them even while a
+	// source that is behind in the version holds some waiting; with a
+	// quarter, the requests past them went to whichever source answered
+	// first, the seeds above all, which then served most copies again. A
+	// stalled peer holds half of a node's requests until
+	// relayChunkTimeout.
 	relayPerNode = 16
+	relayPerPeer = relayPerNode / 2
 	// relayServeMax bounds the chunks a node serves at once; further
 	// requests wait for a slot.
 	relayServeMax = 32
@@ -95,6 +115,10 @@ const (
 	// relayHoldersEvery is how often the holders of a version are looked
 	// up again in the pool's view while chunks are fetched.
 	relayHoldersEvery = 200 * time.Millisecond
+	// relaySourceWait is how long a node that sees none of its sources
+	// (see the top of this file) in the pool's view waits for one before
+	// it asks the other holders.
+	relaySourceWait = time.Second
 	// relayPartialWait is how long a node fetching a version holds a
 	// request for a chunk it does not have yet before answering 404.
 	relayPartialWait = 3 * time.Second
@@ -265,6 +289,12 @@ func (r *relay) handle(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		at, ok = r.awaitPartial(req.Context(), policy, version, hash)
 	}
+	if !ok && req.Context().Err() == nil {
+		// The version was installed while the request waited for
+		// the chunk (its partial record was dropped): it is in the
+		// cache now. Answering "not yet" sent the peer to others.
+		at, ok = r.lookup(policy, version, hash)
+	}
 	if !ok {
 		http.Error(w, "chunk not held", http.StatusNotFound)
 		return
@@ -313,17 +343,35 @@ func (r *relay) onChunk(m learner.Manifest, i int, path string, pos int64) {
 	c := m.ChunkList[i]
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	pv := r.mu.partial[m.Policy]
-	if pv == nil || pv.version != m.Version {
-		if pv != nil {
-			close(pv.more)
-		}
-		pv = &partialVersion{version: m.Version, chunks: map[string]learner.CachedChunk{}, more: make(chan struct{})}
-		r.mu.partial[m.Policy] = pv
-	}
+	pv := r.partialLocked(m.Policy, m.Version)
 	pv.chunks[c.Hash] = learner.CachedChunk{Path: path, Pos: pos, Size: c.Size}
 	close(pv.more)
 	pv.more = make(chan struct{})
+}
+
+// beginPartial records that the node begins to assemble version of
+// policy, before it has any chunk of it: it advertises the version as
+// fetching from then on, and peers asking for chunks of it must wait for
+// them as for the next chunks, not be told at once that it has none (they
+// would leave it for the holders ahead of it, the seeds first).
+func (r *relay) beginPartial(policy string, version int64) {
+	r.mu.Lock()
+	r.partialLocked(policy, version)
+	r.mu.Unlock()
+}
+
+// partialLocked returns the partial version of policy, making it anew
+// when it is not version.
+func (r *relay) partialLocked(policy string, version int64) *partialVersion {
+	pv := r.mu.partial[policy]
+	if pv == nil || pv.version != version {
+		if pv != nil {
+			close(pv.more)
+		}
+		pv = &partialVersion{version: version, chunks: map[string]learner.CachedChunk{}, more: make(chan struct{})}
+		r.mu.partial[policy] = pv
+	}
+	return pv
 }
 
 func (r *relay) dropPartial(policy string, version int64) {
@@ -442,6 +490,9 @@ func indexChunks(dir, policy string) *chunkIndex {
 type peer struct {
 	node, addr string
 	partial    bool
+	// source: the peer's rank is in this node's window of sources;
+	// others are asked once the sources have failed for a chunk.
+	source bool
 }
 
 // fetchingName is the name under which a node advertises in the gossip
@@ -453,9 +504,9 @@ func fetchingName(policy string) string { return policy + "/fetching" }
 // chunk yet.
 var errNotYet = errors.New("the peer does not have the chunk yet")
 
-// rank returns this node's place among the pool's live relaying nodes in
-// the order of version v, and their number (this node included).
-func (r *relay) rank(view gossip.View, v int64) (rank, n int) {
+// order returns the pool's live relaying nodes in the order of version v,
+// this node included.
+func (r *relay) order(view gossip.View, v int64) []string {
 	type ranked struct {
 		key  uint64
 		node string
@@ -481,12 +532,24 @@ func (r *relay) rank(view gossip.View, v int64) (rank, n int) {
 		}
 		return strings.Compare(a.node, b.node)
 	})
+	out := make([]string, len(nodes))
 	for i, x := range nodes {
-		if x.node == r.self {
-			return i, len(nodes)
-		}
+		out[i] = x.node
 	}
-	return 0, len(nodes)
+	return out
+}
+
+// rank returns this node's place among the pool's live relaying nodes in
+// the order of version v, and their number (this node included).
+func (r *relay) rank(view gossip.View, v int64) (rank, n int) {
+	o := r.order(view, v)
+	return slices.Index(o, r.self), len(o)
+}
+
+// sourcesFrom is the first rank of the sources of the node of rank k (see
+// the top of this file): they are ranks sourcesFrom(k, seeds) to k-1.
+func sourcesFrom(k, seeds int) int {
+	return max(0, (k-seeds)/2)
 }
 
 // orderKey places node in version v's order. The hash must mix the
@@ -500,9 +563,20 @@ func orderKey(node string, v int64) uint64 {
 // keep the versions before, and a newer version shares most chunks), and
 // those that are fetching v and come before this node in v's order (so
 // chunks flow down that order and no two nodes wait for each other),
-// leaving out the peers being avoided.
+// leaving out the peers being avoided. Those whose rank is in this node's
+// window of sources are marked source.
 func (r *relay) holders(policy string, v int64) []peer {
 	full, fetching := r.pool.View(policy), r.pool.View(fetchingName(policy))
+	ranks := map[string]int{}
+	for i, node := range r.order(full, v) {
+		ranks[node] = i
+	}
+	k := ranks[r.self]
+	lo := sourcesFrom(k, r.seeds)
+	source := func(node string) bool {
+		rk, ok := ranks[node]
+		return ok && rk >= lo && rk < k
+	}
 	self := orderKey(r.self, v)
 	now := time.Now()
 	r.mu.Lock()
@@ -511,13 +585,13 @@ func (r *relay) holders(policy string, v int64) []peer {
 	seen := map[string]bool{}
 	for _, nh := range full.Nodes {
 		if nh.Alive && nh.Relay != "" && nh.Node != r.self && nh.Version >= v && !now.Before(r.mu.avoid[nh.Node]) {
-			out = append(out, peer{node: nh.Node, addr: nh.Relay})
+			out = append(out, peer{node: nh.Node, addr: nh.Relay, source: source(nh.Node)})
 			seen[nh.Node] = true
 		}
 	}
 	for _, nh := range fetching.Nodes {
 		if nh.Alive && nh.Relay != "" && !seen[nh.Node] && nh.Version == v && orderKey(nh.Node, v) < self && !now.Before(r.mu.avoid[nh.Node]) {
-			out = append(out, peer{node: nh.Node, addr: nh.Relay, partial: true})
+			out = append(out, peer{node: nh.Node, addr: nh.Relay, partial: true, source: source(nh.Node)})
 		}
 	}
 	return out
@@ -538,13 +612,15 @@ func (r *relay) FetchChunks(ctx context.Context, m learner.Manifest, want []int,
 	if st == nil {
 		return nil
 	}
+	r.beginPartial(m.Policy, m.Version)
 	r.pool.SetHolding(fetchingName(m.Policy), gossip.Holding{Version: m.Version})
 	rank, n := r.rank(r.pool.View(m.Policy), m.Version)
 	if rank < r.seeds {
 		r.log.Debug("relay: fetching from the brokers first", "version", m.Version, "rank", rank, "nodes", n)
 		return nil
 	}
-	deadline := time.Now().Add(r.wait + r.wait*time.Duration(rank)/time.Duration(n))
+	start := time.Now()
+	deadline := start.Add(r.wait + r.wait*time.Duration(rank)/time.Duration(n))
 	for round := 0; len(want) > 0; round++ {
 		if round > 0 && !time.Now().Before(deadline) {
 			r.log.Info("relay: peers failed chunks, fetching them from the brokers", "version", m.Version, "chunks", len(want))
@@ -563,7 +639,7 @@ func (r *relay) FetchChunks(ctx context.Context, m learner.Manifest, want []int,
 		}
 		before := len(want)
 		var ok bool
-		if want, ok = r.round(ctx, st, m, want, put, deadline); !ok {
+		if want, ok = r.round(ctx, st, m, want, put, start, deadline); !ok {
 			break
 		}
 		if len(want) == before {
@@ -581,8 +657,8 @@ func (r *relay) FetchChunks(ctx context.Context, m learner.Manifest, want []int,
 // round fetches the chunks want of m from the current holders and returns
 // those that none delivered; ok is false when a chunk could not be written
 // (the brokers' copy will fail the same way and tell).
-func (r *relay) round(ctx context.Context, st *relayStats, m learner.Manifest, want []int, put func(int, []byte) error, deadline time.Time) (failed []int, ok bool) {
-	f := &fetch{r: r, st: st, m: m, put: put, inflight: map[string]int{}, deadline: deadline}
+func (r *relay) round(ctx context.Context, st *relayStats, m learner.Manifest, want []int, put func(int, []byte) error, start, deadline time.Time) (failed []int, ok bool) {
+	f := &fetch{r: r, st: st, m: m, put: put, inflight: map[string]int{}, start: start, deadline: deadline}
 	f.cond = sync.NewCond(&f.mu)
 	f.lastGot.Store(time.Now().UnixNano())
 	queue := make(chan int, len(want))
@@ -631,6 +707,7 @@ type fetch struct {
 	st       *relayStats
 	m        learner.Manifest
 	put      func(int, []byte) error
+	start    time.Time // when the node began to fetch the version
 	deadline time.Time
 	lastGot  atomic.Int64 // when a chunk last arrived (or the round began), Unix ns
 
@@ -649,7 +726,7 @@ func (f *fetch) chunk(ctx context.Context, i int) (got, fatal bool) {
 		if f.stalled() {
 			return false, false
 		}
-		p, ok := f.pick(tried)
+		p, ok := f.pick(i, tried)
 		if !ok {
 			return false, false
 		}
@@ -697,25 +774,48 @@ func (f *fetch) stalled() bool {
 	return now.After(f.deadline) && now.Sub(time.Unix(0, f.lastGot.Load())) > f.r.stall
 }
 
-// pick returns the holder with the fewest requests under way that was not
-// tried for this chunk, waiting while all of them have relayPerPeer
-// requests under way; ok is false when there is none.
-func (f *fetch) pick(tried map[string]bool) (peer, bool) {
+// pick returns the holder to ask for chunk i: among this node's sources
+// not tried for the chunk yet (or, when all were, the other holders not
+// tried), the one with the highest spread score that has fewer than
+// relayPerPeer of this node's requests under way. It waits while all of
+// them have; ok is false when there is none. The score, not the requests
+// under way, comes first: a source that answers sooner than the others
+// (it is ahead in the version, or it got the CPU) would otherwise be
+// asked again as soon as it answered and serve most chunks; with the
+// score it serves its share, and more only when this node's requests
+// wait on the others.
+func (f *fetch) pick(i int, tried map[string]bool) (peer, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	hash := f.m.ChunkList[i].Hash
 	for {
 		if time.Since(f.at) > relayHoldersEvery {
 			f.peers, f.at = f.r.holders(f.m.Policy, f.m.Version), time.Now()
-			rand.Shuffle(len(f.peers), func(a, b int) { f.peers[a], f.peers[b] = f.peers[b], f.peers[a] })
+		}
+		sources := slices.ContainsFunc(f.peers, func(p peer) bool { return p.source && !tried[p.node] })
+		if !sources && time.Since(f.start) < relaySourceWait && !slices.ContainsFunc(f.peers, func(p peer) bool { return p.source }) {
+			// The sources' "fetching" has not reached this node's
+			// view yet (they began at the same time): the holders
+			// in view are the first of the order, which every node
+			// would ask.
+			f.mu.Unlock()
+			time.Sleep(relayHoldersEvery / 4)
+			f.mu.Lock()
+			f.at = time.Time{}
+			continue
 		}
 		best, busy := -1, false
+		var bestScore uint64
 		for j, p := range f.peers {
-			switch {
-			case tried[p.node]:
-			case f.inflight[p.node] >= relayPerPeer:
+			if tried[p.node] || (sources && !p.source) {
+				continue
+			}
+			if f.inflight[p.node] >= relayPerPeer {
 				busy = true
-			case best < 0 || f.load(p) < f.load(f.peers[best]):
-				best = j
+				continue
+			}
+			if score := spreadScore(hash, f.r.self, p.node); best < 0 || score > bestScore {
+				best, bestScore = j, score
 			}
 		}
 		if best >= 0 {
@@ -730,22 +830,20 @@ func (f *fetch) pick(tried map[string]bool) (peer, bool) {
 	}
 }
 
+// spreadScore orders the sources of one chunk for one node: each (chunk,
+// node) pair draws its own order, so the nodes fetching a chunk at the
+// same time prefer different sources, and a node's chunks spread evenly
+// over its sources.
+func spreadScore(chunk, self, node string) uint64 {
+	return xxh3.HashString(chunk + "\x00" + self + "\x00" + node)
+}
+
 // avoid keeps p out of the holders for d, from the next pick on.
 func (f *fetch) avoid(p peer, d time.Duration) {
 	f.r.avoidPeer(p.node, d)
 	f.mu.Lock()
 	f.at = time.Time{}
 	f.mu.Unlock()
-}
-
-// load orders the candidates of pick: fewest requests under way, and
-// among equals a peer that holds the whole version.
-func (f *fetch) load(p peer) int {
-	n := 2 * f.inflight[p.node]
-	if p.partial {
-		n++
-	}
-	return n
 }
 
 func (f *fetch) done(p peer) {

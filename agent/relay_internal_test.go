@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -77,6 +78,30 @@ func TestRelayRanks(t *testing.T) {
 	// itself.
 	if rank, n := testRelay("new", nil).rank(view, 1); n != 33 || rank < 0 || rank > 32 {
 		t.Errorf("node outside the view: rank %d of %d", rank, n)
+	}
+}
+
+// The windows of sources share a version's copies evenly: with every node
+// taking its chunks evenly from its sources, no node serves more than 1.5
+// copies, whatever the pool's size and the seeds, and every node that
+// fetches from peers has a source.
+func TestRelaySourceWindows(t *testing.T) {
+	for _, n := range []int{3, 12, 32, 1000} {
+		for _, seeds := range []int{1, 2, 3} {
+			served := make([]float64, n)
+			for k := seeds; k < n; k++ {
+				lo := sourcesFrom(k, seeds)
+				if lo >= k {
+					t.Fatalf("%d nodes, %d seeds: rank %d has no source", n, seeds, k)
+				}
+				for j := lo; j < k; j++ {
+					served[j] += 1 / float64(k-lo)
+				}
+			}
+			if most := slices.Max(served); most > 1.5 {
+				t.Errorf("%d nodes, %d seeds: a node serves %.2f copies, want at most 1.5", n, seeds, most)
+			}
+		}
 	}
 }
 
