@@ -6,22 +6,7 @@ set -uo pipefail
 base=${SIMTEL_SLURM_BASE:-/tmp/simtel-slurm}
 export SLURM_CONF=$base/etc/slurm.conf
 
-# halt PIDFILE...: SIGTERM to all, wait up to 5 s for all, then SIGKILL.
-halt() {
-  local pids=() f p
-  for f in "$@"; do
-    [ -s "$f" ] && p=$(cat "$f") && kill -0 "$p" 2>/dev/null && kill -TERM "$p" 2>/dev/null && pids+=("$p")
-    rm -f "$f"
-  done
-  for _ in $(seq 100); do
-    local alive=0
-    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ $alive = 0 ] && return 0
-    sleep 0.05
-  done
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  return 0
-}
+source "$(dirname "${BASH_SOURCE[0]}")/pidfiles.sh"
 
 if [ -f "$SLURM_CONF" ] && [ -s "$base/run/slurmctld.pid" ]; then
   scancel --full --quiet "--user=$(id -un)" 2>/dev/null

@@ -23,6 +23,7 @@
 # printed on the last line. scripts/slurm-down.sh stops everything.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
+source "$(dirname "${BASH_SOURCE[0]}")/pidfiles.sh"
 
 base=${SIMTEL_SLURM_BASE:-/tmp/simtel-slurm}
 nodes=${SIMTEL_SLURM_NODES:-3}
@@ -177,23 +178,6 @@ for f in "$conf" "$base/etc/acct_gather.conf"; do
 done
 
 # --- daemons -----------------------------------------------------------------
-running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-# halt PIDFILE...: SIGTERM to all at once, wait up to 5 s, then SIGKILL.
-halt() {
-  local pids=() f p alive
-  for f in "$@"; do
-    [ -s "$f" ] && p=$(cat "$f") && kill -0 "$p" 2>/dev/null && kill -TERM "$p" 2>/dev/null && pids+=("$p")
-    rm -f "$f"
-  done
-  for _ in $(seq 100); do
-    alive=0
-    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ $alive = 0 ] && return 0
-    sleep 0.05
-  done
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  return 0
-}
 if [ $changed = 1 ]; then
   halt "$base"/run/slurmd-*.pid "$base/run/slurmctld.pid"
 fi
