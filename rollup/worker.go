@@ -589,12 +589,15 @@ func (w *worker) process(ctx context.Context, fs kgo.Fetches) error {
 // add adds one sample to its 10 s window and closes the windows its time
 // makes due.
 func (w *worker) add(ctx context.Context, p *partition, r *kgo.Record) {
-	line := bytes.TrimSuffix(r.Value, []byte{'\n'})
-	k := lineproto.SeriesEnd(line)
+	// The series key is found before the line's end is read: a record's
+	// value is not in the cache yet, and is read from its start. A
+	// trailing newline does not move the key's end.
+	k := lineproto.SeriesEnd(r.Value)
 	var s *series
 	if k > 0 {
-		s = p.series[string(line[:k])]
+		s = p.series[string(r.Value[:k])]
 	}
+	line := bytes.TrimSuffix(r.Value, []byte{'\n'})
 	var err error
 	if s != nil {
 		err = w.dec.DecodeFields(line, k)
