@@ -333,8 +333,14 @@ func (f *replicaFSM) Apply(l *raft.Log) any {
 		return AppendResult{Base: dup, Duplicate: true}
 	}
 	// Append rewrites base offsets and epochs in place; raft may still
-	// hold this slice (the leader's request buffer), so work on a copy.
-	data := append([]byte(nil), l.Data...)
+	// hold this slice (the leader's request buffer, the log cache), so
+	// work on a copy. The copy is only needed until the write returns
+	// (neither the log nor the producer state keeps it), so it comes
+	// from a pool: a fresh buffer per entry is a large allocation, new
+	// memory faulted in page by page for every byte a replica applies.
+	buf := applyBufs.get(len(l.Data))
+	defer applyBufs.put(buf)
+	data := append((*buf)[:0], l.Data...)
 	base, last, err := p.log.Append(data, hdrs, int32(min(l.Term, math.MaxInt32)))
 	if err != nil {
 		p.mu.Unlock()
@@ -347,6 +353,26 @@ func (f *replicaFSM) Apply(l *raft.Log) any {
 	p.wakeWaiters()
 	return AppendResult{Base: base, Last: last}
 }
+
+// applyBufs are the copies replicaFSM.Apply writes from.
+var applyBufs bufPool
+
+// bufPool pools byte buffers of any size: get returns one with at least
+// n bytes of capacity.
+type bufPool struct{ p sync.Pool }
+
+func (b *bufPool) get(n int) *[]byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		if cap(*v) >= n {
+			return v
+		}
+		b.p.Put(v)
+	}
+	buf := make([]byte, 0, n)
+	return &buf
+}
+
+func (b *bufPool) put(buf *[]byte) { b.p.Put(buf) }
 
 // Snapshot runs on raft's FSM goroutine, so the end offset matches the
 // snapshot's raft index exactly.
