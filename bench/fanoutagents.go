@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -179,6 +180,42 @@ func linkCounters(iface string) (rx, tx int64, err error) {
 	return rx, tx, err
 }
 
+// Reading the agents' /metrics: agentScrapes at a time, each within
+// agentScrapeTimeout, up to agentScrapeTries times. On a machine the run
+// keeps busy (every agent, the broker and the bench sharing a few cores)
+// an agent's answer can take longer than any bound a person would wait
+// for one, and a reading missed after the version moved loses the run's
+// figures; the reading is of counters, so a late one is as good.
+const (
+	agentScrapes       = 8
+	agentScrapeTimeout = time.Minute
+	agentScrapeTries   = 4
+)
+
+// scrapeAgent reads one agent's counters, trying again when the request
+// fails (no answer in time, a connection refused or reset).
+func scrapeAgent(ctx context.Context, cl *http.Client, url string, parse func(io.Reader) (agentPolicyCounters, error)) (agentPolicyCounters, error) {
+	var err error
+	for try := range agentScrapeTries {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return agentPolicyCounters{}, ctx.Err()
+			case <-time.After(time.Duration(try) * time.Second):
+			}
+		}
+		var c agentPolicyCounters
+		if c, err = scrapeMetrics(ctx, cl, url, "agent", parse); err == nil {
+			return c, nil
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || ctx.Err() != nil {
+			return c, err // an answer, not the counters: asking again gives the same
+		}
+	}
+	return agentPolicyCounters{}, fmt.Errorf("%w (%d tries, each within %s)", err, agentScrapeTries, agentScrapeTimeout)
+}
+
 // agentsReading is what is read before and after the measurement.
 type agentsReading struct {
 	agents         []agentPolicyCounters
@@ -194,9 +231,12 @@ func (r *fanoutRun) readAgents(ctx context.Context, cl *http.Client) (agentsRead
 	a.agents = make([]agentPolicyCounters, len(cfg.Agents))
 	errs := make([]error, len(cfg.Agents))
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, agentScrapes)
 	for i, u := range cfg.Agents {
 		wg.Go(func() {
-			a.agents[i], errs[i] = scrapeMetrics(ctx, cl, u+"/metrics", "agent", parseAgentCounters(cfg.Policy))
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			a.agents[i], errs[i] = scrapeAgent(ctx, cl, u+"/metrics", parseAgentCounters(cfg.Policy))
 		})
 	}
 	wg.Wait()
@@ -275,7 +315,7 @@ func (r *fanoutRun) runAgents(ctx context.Context, p *fanoutPublish) error {
 	// No client timeout: the long polls last up to the run's Timeout.
 	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
 	defer cl.CloseIdleConnections()
-	metrics := &http.Client{Timeout: 30 * time.Second}
+	metrics := &http.Client{Timeout: agentScrapeTimeout}
 
 	r.progressf("waiting for %d agents to hold warm-up version %d", len(cfg.Agents), p.base.Version)
 	setup, cancel := context.WithTimeout(ctx, cfg.SetupTimeout)
