@@ -392,7 +392,9 @@ type heartbeatHub struct {
 	}
 	// ping: a link sends an empty frame after this long without one
 	// (0: never; setPing).
-	ping   time.Duration
+	ping time.Duration
+	// wakes: quiet.go.
+	wakes  quietWakes
 	closed chan struct{}
 	wg     sync.WaitGroup
 }
