@@ -81,7 +81,12 @@ type emitFunc func(res int, s *series, w *window)
 // window returns s's window at resolution res starting at start, adding
 // it; it keeps nextEnd and the dirty list up to date.
 func (p *partition) window(s *series, res int, start int64) *window {
-	ws, w, created := insertWindow(s.open[res], start)
+	return p.windowFor(s, res, start, 0)
+}
+
+// windowFor is window, making a missing window with room for n fields.
+func (p *partition) windowFor(s *series, res int, start int64, n int) *window {
+	ws, w, created := insertWindow(s.open[res], start, n)
 	s.open[res] = ws
 	if created {
 		p.nextEnd = min(p.nextEnd, start+int64(Resolutions[res].Length))
@@ -123,7 +128,7 @@ func (p *partition) closeThrough(wm int64, sk *sketches, emit emitFunc) (forgott
 				w := ws[n]
 				emit(res, s, w)
 				if res+1 < levels {
-					parent := p.window(s, res+1, floorTo(w.start, int64(Resolutions[res+1].Length)))
+					parent := p.windowFor(s, res+1, floorTo(w.start, int64(Resolutions[res+1].Length)), len(w.fields))
 					parent.merge(w, sk, int(Resolutions[res+1].Length/Resolutions[res].Length))
 				}
 				if w.saved {

@@ -239,7 +239,7 @@ func decodeWindow(b []byte, p *partition, sk *sketches) (*series, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	ws, w, _ := insertWindow(s.open[res], start)
+	ws, w, _ := insertWindow(s.open[res], start, 0)
 	s.open[res] = ws
 	w.release(sk)
 	w.fields, w.saved, w.inRun = w.fields[:0], true, inRun

@@ -626,9 +626,42 @@ func outputKey(s *series, w *window) []byte {
 	return strconv.AppendInt(k, w.start, 10)
 }
 
+// newWindow returns a window starting at start with room for n fields,
+// which up to 8 fields are allocated with the window: a sample then reads
+// the window and its fields from one block.
+func newWindow(start int64, n int) *window {
+	var w *window
+	switch {
+	case n <= 0:
+		return &window{start: start}
+	case n <= 2:
+		b := new(struct {
+			w window
+			f [2]field
+		})
+		w, b.w.fields = &b.w, b.f[:0]
+	case n <= 4:
+		b := new(struct {
+			w window
+			f [4]field
+		})
+		w, b.w.fields = &b.w, b.f[:0]
+	case n <= 8:
+		b := new(struct {
+			w window
+			f [8]field
+		})
+		w, b.w.fields = &b.w, b.f[:0]
+	default:
+		w = &window{fields: make([]field, 0, n)}
+	}
+	w.start = start
+	return w
+}
+
 // insertWindow returns the window of ws starting at start, adding it in
-// start order if missing (created reports that).
-func insertWindow(ws []*window, start int64) (_ []*window, w *window, created bool) {
+// start order if missing (created reports that) with room for n fields.
+func insertWindow(ws []*window, start int64, n int) (_ []*window, w *window, created bool) {
 	if n := len(ws); n > 0 && ws[n-1].start == start {
 		return ws, ws[n-1], false
 	}
@@ -644,6 +677,6 @@ func insertWindow(ws []*window, start int64) (_ []*window, w *window, created bo
 	if found {
 		return ws, ws[i], false
 	}
-	w = &window{start: start}
+	w = newWindow(start, n)
 	return slices.Insert(ws, i, w), w, true
 }

@@ -642,10 +642,7 @@ func (w *worker) add(ctx context.Context, p *partition, r *kgo.Record) {
 		// series' open windows are in it, so while the sample's window is
 		// not, the aggregate it has is current.
 		w.seriesAgg(p, s, r.Offset)
-		win = p.window(s, 0, start)
-		if win.fields == nil {
-			win.fields = make([]field, 0, len(w.dec.Fields))
-		}
+		win = p.windowFor(s, 0, start, len(w.dec.Fields))
 		s.cur = win
 	} else if !win.dirty {
 		p.markDirty(s, 0, win)
