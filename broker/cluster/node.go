@@ -497,13 +497,6 @@ func (n *Node) Run(ctx context.Context) error {
 		defer n.wg.Done()
 		n.quietLoop(n.runCtx.Done())
 	}()
-	if n.hub != nil {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.quietLeaders(n.runCtx.Done())
-		}()
-	}
 	go func() {
 		defer n.wg.Done()
 		n.loop(ctx)

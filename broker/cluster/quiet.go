@@ -41,9 +41,7 @@ package cluster
 
 import (
 	"math/rand/v2"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -144,23 +142,12 @@ type quietState struct {
 	// group whose leader went silent do not all stand at once and
 	// split the vote.
 	silence time.Duration
-	// leaderOn is set while raft runs with the quiet timeouts as a
-	// leader (see quietLeaders); local is when each follower's heartbeat
-	// was last answered here (answerQuiet).
-	leaderOn bool
-	local    map[raft.ServerAddress]time.Time
-	// verifying: a VerifyLeader of quietLeaders is in flight.
-	verifying atomic.Bool
 }
 
 func (t *groupTransport) noteBusy() {
 	t.quiet.mu.Lock()
 	t.quiet.busy = time.Now()
-	leader := t.quiet.leaderOn
 	t.quiet.mu.Unlock()
-	if leader {
-		t.setLeaderQuiet(false)
-	}
 }
 
 func (t *groupTransport) busyAt() time.Time {
@@ -180,14 +167,12 @@ func (t *groupTransport) checkQuiet(now time.Time) {
 	t.quiet.mu.Lock()
 	on, busy, silence := t.quiet.on, t.quiet.busy, t.quiet.silence
 	t.quiet.mu.Unlock()
-	if st := r.State(); st != raft.Follower {
+	if r.State() != raft.Follower {
 		if on {
 			t.setQuiet(false)
 		}
-		t.checkLeaderQuiet(r, st == raft.Leader, now)
 		return
 	}
-	t.checkLeaderQuiet(r, false, now)
 	addr, _ := r.LeaderWithID()
 	switch {
 	case on && (addr == "" || !t.node.heardWithin(string(addr), silence, now)):
@@ -220,121 +205,6 @@ func (t *groupTransport) setQuiet(on bool) {
 	}
 	t.quiet.on = on
 	t.quiet.silence = t.quiet.hb + rand.N(t.quiet.hb)
-}
-
-// Quiet leaders. Answering a quiet follower's heartbeats here left the
-// leader's own timers: raft wakes a heartbeat goroutine per follower every
-// tenth of the heartbeat timeout (random, so the wake-ups of hundreds of
-// groups are scattered in time) and checks its lease as often as the
-// answers let it, and each scattered wake-up of an otherwise idle process
-// costs the scheduler more than the work it wakes for (most of an idle
-// broker's CPU profile). So a leader whose every follower's heartbeats
-// have been answered here for a heartbeat timeout, with no news for
-// quietAfter+quietLeaderExtra timeouts, also gets the quiet timeouts
-// (raft's heartbeat goroutines then wait 2-4 s), and the node asks every
-// such leader at once, every half timeout, to verify its leadership
-// (raft's VerifyLeader: a heartbeat to each follower now). The heartbeats
-// are answered here as before, so the lease is renewed as often as before
-// (it is not reloadable and stays one timeout), but the wake-ups of all
-// quiet groups come together. The leader takes the normal timeouts back
-// at once on news (entries, a newer commit index: noteBusy), and within
-// quietTick when a follower's heartbeats stop being answered here (its
-// broker went silent) or it is no longer the leader; a real heartbeat
-// still goes every quietReal timeouts (answerQuiet). Timeouts decide when
-// raft sends and stands, never what it accepts.
-
-// checkLeaderQuiet quiets the leader or wakes it (leader: r leads now).
-func (t *groupTransport) checkLeaderQuiet(r *raft.Raft, leader bool, now time.Time) {
-	hb := t.quiet.hb
-	t.quiet.mu.Lock()
-	on, busy := t.quiet.leaderOn, t.quiet.busy
-	t.quiet.mu.Unlock()
-	if !leader {
-		if on {
-			t.setLeaderQuiet(false)
-		}
-		return
-	}
-	quiet := now.Sub(busy) >= (quietAfter+quietLeaderExtra)*hb && t.followersAnswered(r, now.Add(-hb))
-	if quiet != on {
-		t.setLeaderQuiet(quiet)
-	}
-}
-
-// followersAnswered: every other server of r's configuration had a
-// heartbeat answered here (answerQuiet) after since.
-func (t *groupTransport) followersAnswered(r *raft.Raft, since time.Time) bool {
-	f := r.GetConfiguration()
-	if f.Error() != nil || t.node == nil {
-		return false
-	}
-	self := raft.ServerID(strconv.Itoa(int(t.node.cfg.NodeID)))
-	t.quiet.mu.Lock()
-	defer t.quiet.mu.Unlock()
-	n := 0
-	for _, s := range f.Configuration().Servers {
-		if s.ID == self {
-			continue
-		}
-		if at, ok := t.quiet.local[s.Address]; !ok || at.Before(since) {
-			return false
-		}
-		n++
-	}
-	return n > 0
-}
-
-// setLeaderQuiet reloads the leader's raft with the quiet timeouts (on)
-// or the normal ones; raft sends heartbeats at once when they shorten.
-func (t *groupTransport) setLeaderQuiet(on bool) {
-	r := t.raft.Load()
-	if t.quiet.hb <= 0 || r == nil {
-		return
-	}
-	t.quiet.mu.Lock()
-	defer t.quiet.mu.Unlock()
-	if t.quiet.leaderOn == on || on && t.quiet.on {
-		return
-	}
-	rc := r.ReloadableConfig()
-	d := t.quiet.hb
-	if on {
-		d *= quietTimeout
-	}
-	rc.HeartbeatTimeout, rc.ElectionTimeout = d, d
-	if err := r.ReloadConfig(rc); err != nil {
-		return
-	}
-	t.quiet.leaderOn = on
-}
-
-// quietLeaders asks every quiet leader to verify its leadership (see
-// above), every half of the shortest heartbeat timeout, until done.
-func (n *Node) quietLeaders(done <-chan struct{}) {
-	for {
-		hb := time.Duration(n.quietHB.Load())
-		if hb <= 0 {
-			hb = time.Second
-		}
-		select {
-		case <-done:
-			return
-		case <-n.hub.wakes.at(time.Now().Add(hb/2-hb/quietWakeSteps), hb/quietWakeSteps):
-		}
-		for _, gt := range n.transports() {
-			gt.quiet.mu.Lock()
-			on := gt.quiet.leaderOn
-			gt.quiet.mu.Unlock()
-			r := gt.raft.Load()
-			if !on || r == nil || !gt.quiet.verifying.CompareAndSwap(false, true) {
-				continue
-			}
-			go func() {
-				defer gt.quiet.verifying.Store(false)
-				_ = r.VerifyLeader().Error()
-			}()
-		}
-	}
 }
 
 // leaderMark is a follower's term and leader at one moment.
@@ -433,13 +303,12 @@ func (t *groupTransport) answerQuiet(target raft.ServerAddress, args *raft.Appen
 	if !good {
 		return false
 	}
-	// The wait ends on the node's shared grid (quietWakes), at most half
-	// a timeout after the previous answer as before, so the lease keeps
-	// its margin.
-	if due := m.last.Add(hb/2 - hb/quietWakeSteps); time.Until(due) > 0 {
+	if wait := time.Until(m.last.Add(hb / 2)); wait > 0 {
+		timer := time.NewTimer(wait)
 		select {
-		case <-t.hub.wakes.at(due, hb/quietWakeSteps):
+		case <-timer.C:
 		case <-t.detached:
+			timer.Stop()
 			return false
 		}
 		if m2, good := ok(time.Now()); !good || m2.at != m.at {
@@ -455,61 +324,11 @@ func (t *groupTransport) answerQuiet(target raft.ServerAddress, args *raft.Appen
 	cur.last = time.Now()
 	t.answered.m[target] = cur
 	t.answered.Unlock()
-	t.quiet.mu.Lock()
-	if t.quiet.local == nil {
-		t.quiet.local = map[raft.ServerAddress]time.Time{}
-	}
-	t.quiet.local[target] = cur.last
-	t.quiet.mu.Unlock()
 	*resp = m.resp
 	if t.node.stats != nil {
 		t.node.stats.quietHeartbeats.Inc()
 	}
 	return true
-}
-
-// quietWakeSteps: a quiet leader's held heartbeats are let go on a grid
-// of a tenth of the heartbeat timeout (quietWakes).
-const quietWakeSteps = 10
-
-// quietWakes lets held heartbeats go together. A leader's heartbeat to a
-// quiet follower is held until half a timeout after the previous answer;
-// with a timer each, a broker leading hundreds of idle groups woke once
-// per heartbeat at scattered moments, and each wake-up (the timer, the
-// scheduler finding an idle thread and putting it back to sleep) cost
-// more than the answer itself: most of an idle broker's CPU was the
-// scheduler. On a shared grid the held heartbeats of all groups go in
-// one wake-up per step, and raft's lease checks, which follow the last
-// answers, line up with them.
-type quietWakes struct {
-	mu     sync.Mutex
-	points map[int64]chan struct{} // grid point (Unix ns) → closed then
-}
-
-// at returns a channel closed at the first point of the grid of step
-// at or after t; every caller asking for that point shares one timer.
-func (w *quietWakes) at(t time.Time, step time.Duration) <-chan struct{} {
-	p := t.UnixNano()
-	if step > 0 {
-		p = (p + int64(step) - 1) / int64(step) * int64(step)
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if c := w.points[p]; c != nil {
-		return c
-	}
-	if w.points == nil {
-		w.points = map[int64]chan struct{}{}
-	}
-	c := make(chan struct{})
-	w.points[p] = c
-	time.AfterFunc(time.Until(time.Unix(0, p)), func() {
-		w.mu.Lock()
-		delete(w.points, p)
-		w.mu.Unlock()
-		close(c)
-	})
-	return c
 }
 
 // alive: the link to target answered a frame within d before now on

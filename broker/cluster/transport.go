@@ -392,9 +392,7 @@ type heartbeatHub struct {
 	}
 	// ping: a link sends an empty frame after this long without one
 	// (0: never; setPing).
-	ping time.Duration
-	// wakes: quiet.go.
-	wakes  quietWakes
+	ping   time.Duration
 	closed chan struct{}
 	wg     sync.WaitGroup
 }
