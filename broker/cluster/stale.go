@@ -49,54 +49,14 @@ func retryStale(rpc func() error) error {
 	return err
 }
 
-// RequestVote is the NetworkTransport's, tried again on a stale stream,
-// one at a time per peer (oneVote).
+// RequestVote is the NetworkTransport's, tried again on a stale stream.
 func (t *groupTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	return t.oneVote(target, func() error {
-		return retryStale(func() error { return t.NetworkTransport.RequestVote(id, target, args, resp) })
-	})
+	return retryStale(func() error { return t.NetworkTransport.RequestVote(id, target, args, resp) })
 }
 
-// RequestPreVote is the NetworkTransport's, tried again on a stale
-// stream, one at a time per peer (oneVote).
+// RequestPreVote is the NetworkTransport's, tried again on a stale stream.
 func (t *groupTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	return t.oneVote(target, func() error {
-		return retryStale(func() error { return t.NetworkTransport.RequestPreVote(id, target, args, resp) })
-	})
-}
-
-// errVoteInFlight fails a vote or pre-vote request to a peer that has not
-// answered the group's previous one yet.
-var errVoteInFlight = errors.New("the previous vote request to this peer is still unanswered")
-
-// oneVote runs rpc, a vote or pre-vote request to target, unless one of
-// the group's is still in flight to target; then the request fails at
-// once (raft counts it as a vote not granted). Raft starts each election
-// round's requests without waiting for the last round's, whose answers
-// it no longer reads; on a broker opening thousands of groups, peers that
-// answered late (groups not open yet, a CPU-starved machine) made every
-// round add a request per peer, each on a connection of its own with
-// NetworkTransport's 512 KiB of buffers, until the brokers held gigabytes
-// of them and tens of thousands of streams waited to open, and no
-// election finished. A request in flight longer than a round is one the
-// peer will not answer in time for the next round either.
-func (t *groupTransport) oneVote(target raft.ServerAddress, rpc func() error) error {
-	t.votes.Lock()
-	if t.votes.m[target] {
-		t.votes.Unlock()
-		return errVoteInFlight
-	}
-	if t.votes.m == nil {
-		t.votes.m = map[raft.ServerAddress]bool{}
-	}
-	t.votes.m[target] = true
-	t.votes.Unlock()
-	defer func() {
-		t.votes.Lock()
-		delete(t.votes.m, target)
-		t.votes.Unlock()
-	}()
-	return rpc()
+	return retryStale(func() error { return t.NetworkTransport.RequestPreVote(id, target, args, resp) })
 }
 
 // TimeoutNow is the NetworkTransport's, tried again on a stale stream.

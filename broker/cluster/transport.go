@@ -123,12 +123,6 @@ type groupTransport struct {
 
 	// quiet: see quiet.go.
 	quiet quietState
-	// votes: the peers a vote or pre-vote request is in flight to
-	// (stale.go).
-	votes struct {
-		sync.Mutex
-		m map[raft.ServerAddress]bool
-	}
 
 	closeOnce sync.Once
 	closed    chan struct{}
