@@ -9,12 +9,11 @@ import (
 // The report of bench/fanout.sh: `simtel bench fanout-report add` appends
 // each step's `simtel bench fanout --json` output to a run file, and
 // `publish` writes it to results/fanout/<id>.json and rewrites the fan-out
-// results of the README. A run normally has a node-mode step and a
+// results of docs/fanout.md. A run normally has a node-mode step and a
 // direct-mode step; the egress target compares the two.
 
-// The README's fan-out results lie between these markers, inside the
-// fan-out section (<!-- fanout:start --> … <!-- fanout:end -->), whose
-// prose is written by hand.
+// The fan-out results lie between these markers in docs/fanout.md (the
+// README of PublishConfig), whose prose is written by hand.
 const (
 	FanoutMarkerStart = "<!-- fanout-results:start -->"
 	FanoutMarkerEnd   = "<!-- fanout-results:end -->"
