@@ -11,13 +11,19 @@ import (
 // A field's quantiles read from its pending values are the ones its
 // sketch answers once they are added to it: positive, negative, zero and
 // tiny values, values beyond the sketch's range, counts up to a full
-// buffer, and a field merged from others.
+// buffer, and a field merged from others; in one case of two, values
+// spread over more bins than orderStats counts by bin.
 func TestPendingQuantilesMatchSketch(t *testing.T) {
 	sk := newSketches()
 	rng := rand.New(rand.NewPCG(3, 4))
 	var sc quantileScratch
+	wide := false
 	value := func() float64 {
 		switch rng.IntN(8) {
+		case 7:
+			if wide {
+				return math.Pow(10, float64(rng.IntN(600)-300)) * (rng.Float64() - 0.5)
+			}
 		case 0:
 			return 0
 		case 1:
@@ -30,6 +36,7 @@ func TestPendingQuantilesMatchSketch(t *testing.T) {
 		return rng.NormFloat64() * math.Pow(10, float64(rng.IntN(20)-10))
 	}
 	for i := range 3000 {
+		wide = i%2 == 1
 		fast, slow := &field{name: "v"}, &field{name: "v"}
 		if i%3 == 0 {
 			// Merged from two finer windows, as a 1 min window is.
