@@ -31,6 +31,15 @@ var Resolutions = [...]Resolution{{"10s", 10 * time.Second}, {"1m", time.Minute}
 // namespace of its tables (rollup_1m.<measurement>).
 func (r Resolution) Topic() string { return "rollup_" + r.Name }
 
+// topics are the output topics of Resolutions, made once: a record per
+// window names one.
+var topics = func() (t [levels]string) {
+	for i, r := range Resolutions {
+		t[i] = r.Topic()
+	}
+	return t
+}()
+
 const levels = len(Resolutions)
 
 // RelativeAccuracy is the sketches' accuracy: a quantile q is answered
@@ -320,6 +329,15 @@ func appendPending(dst []byte, pend []int32) []byte {
 		enc.EncodeFlag(&dst, enc.NewFlag(t, enc.BinEncodingIndexDeltas))
 		enc.EncodeUvarint64(&dst, n[class])
 		prev := int64(0)
+		if n[class] == uint64(len(pend)) {
+			// Values of one sign, the usual case: no class to test.
+			for _, c := range pend {
+				i := int64(c >> 2)
+				enc.EncodeVarint64(&dst, i-prev)
+				prev = i
+			}
+			continue
+		}
 		for _, c := range pend {
 			if c&3 == class {
 				i := int64(c >> 2)
@@ -697,7 +715,10 @@ func floorTo(t, n int64) int64 {
 // outputKey is the key of a window's output record: the series key and
 // the window start, so compaction keeps one record per series and window.
 func outputKey(s *series, w *window) []byte {
-	k := make([]byte, 0, len(s.key)+21)
+	return appendOutputKey(make([]byte, 0, len(s.key)+21), s, w)
+}
+
+func appendOutputKey(k []byte, s *series, w *window) []byte {
 	k = append(k, s.key...)
 	k = append(k, ' ')
 	return strconv.AppendInt(k, w.start, 10)
