@@ -308,6 +308,9 @@ func (f *field) flush() {
 	f.pend = f.pend[:0]
 }
 
+// maxDeltaLen bounds the bytes of a pending index's delta (appendPending).
+const maxDeltaLen = 5
+
 // appendPending encodes pending values as sketches-go encodes the
 // unsorted bins of a store (index deltas) and a zero count, which a
 // sketch's decoding adds to the bins it decoded before: a field's sketch
@@ -328,23 +331,30 @@ func appendPending(dst []byte, pend []int32) []byte {
 		}
 		enc.EncodeFlag(&dst, enc.NewFlag(t, enc.BinEncodingIndexDeltas))
 		enc.EncodeUvarint64(&dst, n[class])
+		// The deltas are written into room made for them at once, each
+		// as enc.EncodeVarint64 writes it: an index is below 2^30 in
+		// magnitude, so a delta's zigzag takes at most 5 bytes, where
+		// its varint and LEB128 agree.
+		dst = slices.Grow(dst, maxDeltaLen*int(n[class]))
+		out, o := dst[len(dst):cap(dst)], 0
 		prev := int64(0)
-		if n[class] == uint64(len(pend)) {
-			// Values of one sign, the usual case: no class to test.
-			for _, c := range pend {
-				i := int64(c >> 2)
-				enc.EncodeVarint64(&dst, i-prev)
-				prev = i
-			}
-			continue
-		}
 		for _, c := range pend {
-			if c&3 == class {
-				i := int64(c >> 2)
-				enc.EncodeVarint64(&dst, i-prev)
-				prev = i
+			if c&3 != class {
+				continue
 			}
+			i := int64(c >> 2)
+			d := i - prev
+			prev = i
+			u := uint64(d>>63 ^ d<<1)
+			for u >= 0x80 {
+				out[o] = byte(u) | 0x80
+				u >>= 7
+				o++
+			}
+			out[o] = byte(u)
+			o++
 		}
+		dst = dst[:len(dst)+o]
 	}
 	if n[pendZero] > 0 {
 		enc.EncodeFlag(&dst, enc.FlagZeroCountVarFloat)
