@@ -32,8 +32,11 @@ type worker struct {
 	dec  lineproto.Decoder
 	// lines writes the output lines.
 	lines lineWriter
-	// slab holds the values of produced records, cut from one allocation.
-	slab []byte
+	// slab holds the keys and values of produced records, cut from one
+	// allocation; slabs lists the slabs cut from since the last End (slab
+	// last), and freeSlabs those whose records are done with, for reuse.
+	slab             []byte
+	slabs, freeSlabs [][]byte
 	// counts are the per-sample metrics not added to m yet (flushCounts):
 	// a counter's atomic add per sample costs as much as a field's
 	// aggregate.
@@ -332,6 +335,7 @@ func (w *worker) end(ctx context.Context) error {
 	w.emitSummaries(ctx)
 	committed, err := w.sess.End(ctx, kgo.TryCommit)
 	w.inTxn = false
+	w.recordsDone(err == nil)
 	if err != nil {
 		w.m.txns.WithLabelValues("aborted").Inc()
 		return fmt.Errorf("rollup: cannot end the transaction of %s: %w", w.cfg.TransactionalID, err)
@@ -701,9 +705,36 @@ const (
 // is freed once the producer let go of every record cut from it.
 func (w *worker) tail() []byte {
 	if cap(w.slab)-len(w.slab) < slabRoom {
-		w.slab = make([]byte, 0, slabSize)
+		if n := len(w.freeSlabs); n > 0 {
+			w.slab = w.freeSlabs[n-1]
+			w.freeSlabs = w.freeSlabs[:n-1]
+		} else {
+			w.slab = make([]byte, 0, slabSize)
+		}
+		w.slabs = append(w.slabs, w.slab)
 	}
 	return w.slab[len(w.slab):len(w.slab)]
+}
+
+// maxFreeSlabs bounds the slabs kept for reuse: a commit interval's
+// records at 100,000 samples a second fit.
+const maxFreeSlabs = 256
+
+// recordsDone is called once no record produced so far is held by the
+// client any more: End returned, having flushed or aborted every buffered
+// record (done), or failed (not done: records may still be in flight).
+// A slab whose records are done is written over by later records, instead
+// of the next being new memory the GC must then free.
+func (w *worker) recordsDone(done bool) {
+	if done {
+		for _, b := range w.slabs {
+			if len(w.freeSlabs) < maxFreeSlabs {
+				w.freeSlabs = append(w.freeSlabs, b[:0])
+			}
+		}
+	}
+	clear(w.slabs)
+	w.slabs, w.slab = w.slabs[:0], nil
 }
 
 // cut takes b, appended to what tail returned, from the slab. One that
