@@ -228,3 +228,17 @@ func (p *Partition) installSnapshotData(br *bufio.Reader, m replicaSnapMeta) err
 	}
 	return nil
 }
+
+// readLocalSnapshot reads the header of a snapshot in the group's store.
+func readLocalSnapshot(ss raft.SnapshotStore, id string) (replicaSnapMeta, error) {
+	_, rc, err := ss.Open(id)
+	if err != nil {
+		return replicaSnapMeta{}, fmt.Errorf("cannot open raft snapshot %s: %w", id, err)
+	}
+	defer rc.Close()
+	m, err := readSnapHeader(bufio.NewReaderSize(rc, maxSnapHeader))
+	if err != nil {
+		return replicaSnapMeta{}, fmt.Errorf("raft snapshot %s: %w", id, err)
+	}
+	return m, nil
+}
