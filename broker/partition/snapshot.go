@@ -2,9 +2,9 @@ package partition
 
 // Snapshots of a replicated partition that carry its data.
 //
-// A snapshot persisted locally is only a header: the end offset of the
-// log at the snapshot's raft index (the log itself, fsynced up to there,
-// is the state). Copying the whole partition into every snapshot would
+// A snapshot persisted locally is only a header: the high watermark at
+// the snapshot's raft index (the log itself, fsynced up to there, is the
+// state). Copying the whole partition into every snapshot would
 // write each byte once more per snapshot, so that is not done.
 //
 // When raft opens a snapshot to send it to a replica that lags by more
@@ -28,9 +28,9 @@ package partition
 // snapshots existed) and nothing after the line.
 //
 // While the group starts, raft restores its newest local snapshot through
-// the same Open: until startReplica marks the store live, Open returns the
-// stored bytes unchanged, so a restart only truncates the log to the
-// header's end instead of reading the whole log back into itself.
+// the same Open: until StartReplica marks the store live, Open returns the
+// stored bytes unchanged, so a restart only sets the high watermark from
+// the header instead of reading the whole log back into itself.
 
 import (
 	"bufio"
