@@ -11,19 +11,19 @@
 #      counters from /metrics and the topic's end offsets from the broker,
 #      and waits for the agent to ship everything before the next step.
 #   3. publishes bench/results/agent-cost/<id>.json and the agent results in
-#      bench/README.md.
+#      bench/docs/agent.md.
 #
 # Takes about 4 minutes with the defaults. Windows of 30 s: with 10 s ones
 # every step scattered by ±15% from run to run on a 2-core shared machine.
 #
 # Knobs (environment): TRANSPORTS ("udp http"; tcp works too), RATES
 # ("10000 100000 1000000"), DURATION (30s), WARMUP (2s; FIRST_WARMUP, 6s, for
-# the first step of each fresh agent: see bench/README.md), BATCH (lines per
+# the first step of each fresh agent: see bench/docs/agent.md), BATCH (lines per
 # HTTP POST, 5000), DATAGRAM_BYTES (8192), SENDERS (HTTP requests in flight,
 # 2), PROFILE=1 (CPU profile of the agent for every step, kept in
 # bench/results/agent-cost/<id>-<step>.pprof, or the temporary directory with
 # NO_PUBLISH), KEEP=1 keeps the temporary directory, NO_PUBLISH=1 leaves
-# bench/results and the README alone.
+# bench/results and bench/docs/agent.md alone.
 #
 # AGENT_BIN=PATH measures that simtel binary as the agent instead of the one
 # built from the working tree (the broker and the generator still run the
@@ -96,7 +96,7 @@ if [[ -n ${AGENT_BIN:-} ]]; then
 	REV="$AGENT_BIN (AGENT_BIN)"
 fi
 HOST="$(host_desc), agent at $REV, $(go version | cut -d' ' -f3)"
-results_to agent-cost
+results_to agent-cost agent.md
 mkdir -p "$RESULTS"
 
 # --- broker -----------------------------------------------------------------------

@@ -10,7 +10,7 @@ import (
 // The report of bench/agent-cost.sh: `simtel bench agent-report add`
 // appends each step's `simtel bench agent --json` output to a run file,
 // and `publish` writes it to results/agent-cost/<id>.json and rewrites the
-// agent section of the README. The runs live in a directory of their own:
+// agent results of docs/agent.md. The runs live in a directory of their own:
 // ReadRuns takes every *.json in results/ for a compare.sh run.
 
 // The agent cost targets (the issue's): CPU per 10,000 lines per second,
@@ -20,9 +20,8 @@ const (
 	TargetRSSMiB       = 64.0
 )
 
-// The README's agent results lie between these markers, inside the agent
-// section (<!-- agent:start --> … <!-- agent:end -->), whose prose is
-// written by hand.
+// The agent results lie between these markers in docs/agent.md (the
+// README of PublishConfig), whose prose is written by hand.
 const (
 	AgentMarkerStart = "<!-- agent-results:start -->"
 	AgentMarkerEnd   = "<!-- agent-results:end -->"

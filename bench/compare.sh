@@ -15,14 +15,14 @@
 #      absorbs can be several times what it sustains)
 #
 # Results go to bench/results/<id>.json and <id>.svg, and the results
-# section of bench/README.md is rewritten. Takes about a minute and a half
+# section of bench/docs/produce-consume.md is rewritten. Takes about a minute and a half
 # with the tools installed (the first run installs nats-server and natscli
 # into .bin/, which takes a few minutes more).
 #
 # Knobs (environment): DURATION, PACED_DURATION, PACED_DIVISOR, SUSTAIN_TIME, PARTITIONS, PRODUCERS, LINGER,
 # SECURE_DURATION, JS_MSGS, JS_ALWAYS_MSGS, JS_CLIENTS, BENCH_DATA_DIR (a directory on the disk to
 # test; default a temporary directory), KEEP=1 keeps the data directory,
-# NO_PUBLISH=1 leaves bench/results and the README alone, SIMTEL_ONLY=1 runs
+# NO_PUBLISH=1 leaves bench/results and that page alone, SIMTEL_ONLY=1 runs
 # steps 1 and 2 only (no NATS, no sustained disk test), NO_SASL=1 leaves out
 # the SASL_SSL steps (for a simtel without --listeners), SIMTEL_BIN=PATH
 # measures that simtel binary (broker and clients) instead of building the
@@ -288,5 +288,5 @@ fi # SIMTEL_ONLY
 
 # --- report ----------------------------------------------------------------------
 
-results_to ""
+results_to "" produce-consume.md
 publish_run report compare.sh "DURATION=$DURATION PACED_DURATION=$PACED_DURATION PACED_DIVISOR=$PACED_DIVISOR SUSTAIN_TIME=$SUSTAIN_TIME PARTITIONS=$PARTITIONS PRODUCERS=$PRODUCERS LINGER=$LINGER SECURE_DURATION=$SECURE_DURATION JS_MSGS=$JS_MSGS JS_ALWAYS_MSGS=$JS_ALWAYS_MSGS JS_CLIENTS=$JS_CLIENTS${SIMTEL_ONLY:+ SIMTEL_ONLY=1}"

@@ -24,8 +24,8 @@
 // Report: compare.sh runs the generators with --json, the disk probe and
 // natscli, and feeds each output to AddStep, which parses it (natscli's text
 // through ParseJetStreamBench) into a Run file. Publish summarizes the run,
-// writes results/<id>.json and the SVG chart, and rewrites the README's
-// results section from every run in the results directory.
+// writes results/<id>.json and the SVG chart, and rewrites the results
+// section of docs/produce-consume.md from every run in the results directory.
 //
 // # Goroutines
 //

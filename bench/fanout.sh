@@ -21,7 +21,7 @@
 #      reads the whole file into a buffer of its own instead of mapping the
 #      node's copy; the local copies' cost, shown apart from the fan-out
 #   6. publishes bench/results/fanout/<id>.json and the fan-out results in
-#      bench/README.md
+#      bench/docs/fanout.md
 #
 # Takes about 2 minutes with the defaults.
 #
@@ -33,7 +33,7 @@
 # CPU profile of the bench process per step, kept in
 # bench/results/fanout/<id>-<step>.pprof, or the temporary directory with
 # NO_PUBLISH), KEEP=1 keeps the temporary directory, NO_PUBLISH=1 leaves
-# bench/results and the README alone.
+# bench/results and bench/docs/fanout.md alone.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,7 +68,7 @@ if [[ -d /dev/shm ]]; then
 	SHM="node caches on /dev/shm (tmpfs)"
 fi
 HOST="$(host_desc), $SHM, code at $REV, $(go version | cut -d' ' -f3)"
-results_to fanout
+results_to fanout fanout.md
 mkdir -p "$RESULTS"
 
 # --- broker -----------------------------------------------------------------------

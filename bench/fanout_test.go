@@ -220,7 +220,8 @@ func TestCompareFanout(t *testing.T) {
 func TestRenderFanoutResults(t *testing.T) {
 	run := &FanoutRun{ID: "2026-11-29-150000", Date: "2026-11-29T15:00:00Z", Host: "2 CPUs", Command: "bench/fanout.sh", Steps: fanoutFixture()}
 	run.Comparison = compareFanout(run.Steps)
-	out := RenderFanoutResults(run, "results/fanout", []*FanoutRun{run})
+	earlier := &FanoutRun{ID: "2026-11-28-150000", Steps: fanoutFixture()}
+	out := RenderFanoutResults(run, "results/fanout", []*FanoutRun{earlier, run})
 	wantAll(t, "rendered fanout results", out,
 		"| measure | node 50×20 | direct 100 |",
 		"| **worker holds it, from publish start, p50 / p99 / max s** | **5.04 / 6.86 / 6.89** | **3.70 / 4.09 / 4.09** |",
@@ -235,8 +236,11 @@ func TestRenderFanoutResults(t *testing.T) {
 		"target ≥ 20× (the workers per node): ✓",
 		"- **Time, node 50×20**: the last worker held the version 6.89 s after the publish started; egress ÷ loopback bandwidth is 0.72 s, so **9.62×**, target ≤ 2×: ✗",
 		"# node 50×20\nsimtel broker ... &\nsimtel bench fanout --mode node\n# direct 100\nsimtel bench fanout --mode direct\n",
-		"| [2026-11-29-150000](results/fanout/2026-11-29-150000.json) | node 50×20 6.89 s (9.62×), 3.4 MB; direct 100 4.09 s (2.89×), 67.6 MB | 20.1× (target ≥ 20×) | no |",
+		"Earlier runs: 1 more in `results/fanout/`, each with its figures and commands.",
 	)
+	if strings.Contains(out, earlier.ID) {
+		t.Errorf("an earlier run is listed in the page's results:\n%s", out)
+	}
 	// A failed step renders as a column of dashes and a note.
 	run.Steps = append(run.Steps, FanoutStep{Label: "node 50×1", Command: "x", Error: "exit status 1: boom"})
 	out = RenderFanoutResults(run, "results/fanout", nil)
@@ -285,7 +289,7 @@ func TestPublishFanout(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := string(b)
-	if strings.Contains(got, "\nold\n") || !strings.Contains(got, "Latest run: `run-1`") || !strings.Contains(got, "results/fanout/run-1.json") {
+	if strings.Contains(got, "\nold\n") || !strings.Contains(got, "Latest run: `run-1`") || path != filepath.Join(results, "run-1.json") {
 		t.Errorf("README section not replaced:\n%s", got)
 	}
 	if !strings.HasPrefix(got, "# bench\n\n<!-- fanout:start -->\n## Fan-out\n\nprose\n\n") || !strings.HasSuffix(got, "\n\nmore prose\n<!-- fanout:end -->\n\ntail\n") {

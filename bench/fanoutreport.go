@@ -9,12 +9,11 @@ import (
 // The report of bench/fanout.sh: `simtel bench fanout-report add` appends
 // each step's `simtel bench fanout --json` output to a run file, and
 // `publish` writes it to results/fanout/<id>.json and rewrites the fan-out
-// results of the README. A run normally has a node-mode step and a
+// results of docs/fanout.md. A run normally has a node-mode step and a
 // direct-mode step; the egress target compares the two.
 
-// The README's fan-out results lie between these markers, inside the
-// fan-out section (<!-- fanout:start --> … <!-- fanout:end -->), whose
-// prose is written by hand.
+// The fan-out results lie between these markers in docs/fanout.md (the
+// README of PublishConfig), whose prose is written by hand.
 const (
 	FanoutMarkerStart = "<!-- fanout-results:start -->"
 	FanoutMarkerEnd   = "<!-- fanout-results:end -->"
@@ -220,9 +219,9 @@ func PublishFanout(cfg PublishConfig) (string, error) {
 		func(r *FanoutRun) string { return r.ID }, RenderFanoutResults)
 }
 
-// RenderFanoutResults renders the README's fan-out results: a table with a
-// column per step, the two targets, notes, the commands, and the list of
-// runs in resultsDir (relative to the README).
+// RenderFanoutResults renders the page's fan-out results: a table with a
+// column per step, the two targets, notes, the commands, and how many
+// earlier runs resultsDir (relative to the page) holds.
 func RenderFanoutResults(latest *FanoutRun, resultsDir string, history []*FanoutRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Latest run: `%s` (%s), %s, by `%s`.\n\n", latest.ID, latest.Date, latest.Host, latest.Command)
@@ -387,35 +386,9 @@ func RenderFanoutResults(latest *FanoutRun, resultsDir string, history []*Fanout
 	}
 	writeNotes(&b, notes)
 	writeCommands(&b, latest.Steps, func(st FanoutStep) (string, string) { return st.Label, st.Command })
-	if len(history) > 0 {
-		fmt.Fprintf(&b, "\nAll runs (`%s/`):\n\n", resultsDir)
-		b.WriteString("| run | steps: last worker s (÷ egress/loopback), egress per worker | node vs direct egress per worker | targets met |\n|---|---|---|---|\n")
-		for _, r := range history {
-			var parts []string
-			ok := len(r.Steps) > 0
-			for _, st := range r.Steps {
-				res := st.Result
-				if res == nil || st.Error != "" || res.Targets == nil {
-					parts = append(parts, st.Label+" failed")
-					ok = false
-					continue
-				}
-				parts = append(parts, fmt.Sprintf("%s %.2f s (%.2f×), %s", st.Label, res.FromStart.MaxS, res.Targets.LastOverLimit, fmtBytes(res.Targets.EgressPerWorker)))
-				ok = ok && res.Targets.TimeMet
-			}
-			cmp := "–"
-			if c := r.Comparison; c != nil {
-				cmp = fmt.Sprintf("%.1f× (target ≥ %d×)", c.Ratio, c.WorkersPerNode)
-				ok = ok && c.Met
-			} else {
-				ok = false
-			}
-			yes := "no"
-			if ok {
-				yes = "yes"
-			}
-			fmt.Fprintf(&b, "| [%s](%s/%s.json) | %s | %s | %s |\n", r.ID, resultsDir, r.ID, strings.Join(parts, "; "), cmp, yes)
-		}
+	// Earlier runs stay in their JSON files; the page shows today's.
+	if len(history) > 1 {
+		fmt.Fprintf(&b, "\nEarlier runs: %d more in `%s/`, each with its figures and commands.\n", len(history)-1, resultsDir)
 	}
 	return b.String()
 }

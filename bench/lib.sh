@@ -92,10 +92,10 @@ host_desc() {
 	printf '%s' "$(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg) at start"
 }
 
-# results_to SUBDIR sets RESULTS (bench/results/SUBDIR, or bench/results
-# when SUBDIR is empty) and README (bench/README.md); with NO_PUBLISH the
-# results stay in $WORK/results, README is empty and the work directory is
-# kept.
+# results_to SUBDIR PAGE sets RESULTS (bench/results/SUBDIR, or
+# bench/results when SUBDIR is empty) and README (bench/docs/PAGE, the page
+# whose results section the run rewrites); with NO_PUBLISH the results stay
+# in $WORK/results, README is empty and the work directory is kept.
 results_to() {
 	if [[ -n ${NO_PUBLISH:-} ]]; then
 		RESULTS=$WORK/results
@@ -103,7 +103,7 @@ results_to() {
 		KEEP=1
 	else
 		RESULTS=$REPO/bench/results${1:+/$1}
-		README=$REPO/bench/README.md
+		README=$REPO/bench/docs/$2
 	fi
 }
 

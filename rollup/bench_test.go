@@ -78,6 +78,8 @@ func BenchmarkRollupChain(b *testing.B) {
 			w.add(ctx, p, r)
 			if i%100_000 == 99_999 {
 				w.checkpoint(ctx, p)
+				// The commit: the client is done with the records.
+				w.recordsDone(true)
 			}
 		}
 		w.close(ctx, p, math.MaxInt64)

@@ -33,6 +33,9 @@ type lineWriter struct {
 	cells  []lineCell
 	// order holds the field indexes of a window sorted by name.
 	order []int
+	// slots place a line's cells by their key (sortCells); their c is
+	// nil between uses.
+	slots []lineCell
 	// fields is the map of the general path (appendMap).
 	fields map[string]any
 	qs     quantileScratch
@@ -112,11 +115,26 @@ func (lw *lineWriter) sortCells(cells []lineCell, w *window) {
 	for r, fi := range order {
 		rank[fi] = r
 	}
+	// The keys are distinct and below len(order)·len(colSuffixes): each
+	// cell goes to the slot of its key, and the slots are read in order.
+	slots := lw.slots
+	if n := len(order) * len(colSuffixes); len(slots) < n {
+		slots = make([]lineCell, n)
+		lw.slots = slots
+	}
 	for i := range cells {
 		c := &cells[i]
 		c.key = rank[c.key]*len(colSuffixes) + suffixRank[c.col]
+		slots[c.key] = *c
 	}
-	slices.SortFunc(cells, func(a, b lineCell) int { return a.key - b.key })
+	j := 0
+	for k := range slots[:len(order)*len(colSuffixes)] {
+		if slots[k].c != nil {
+			cells[j] = slots[k]
+			slots[k].c = nil
+			j++
+		}
+	}
 }
 
 func (c *lineCell) name() string { return c.c.name[c.col] }

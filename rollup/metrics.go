@@ -20,11 +20,13 @@ type metrics struct {
 	decodeErrors prometheus.Counter
 	nonfinite    prometheus.Counter
 	windows      *prometheus.CounterVec
-	txns         *prometheus.CounterVec
-	series       prometheus.Gauge
-	loads        prometheus.Counter
-	partials     prometheus.Counter
-	summaries    prometheus.Counter
+	// windowsAt are windows' counters by resolution, looked up once.
+	windowsAt [levels]prometheus.Counter
+	txns      *prometheus.CounterVec
+	series    prometheus.Gauge
+	loads     prometheus.Counter
+	partials  prometheus.Counter
+	summaries prometheus.Counter
 	// Stage 2's merged run summaries (merger.go).
 	summaryRuns      prometheus.Gauge
 	summaryEvictions prometheus.Counter
@@ -63,8 +65,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Reads of a partials partition for the earlier partials of runs not held (new, forgotten, or after a restart)."),
 	}
 	reg.MustRegister(m.samples, m.late, m.overflow, m.decodeErrors, m.nonfinite, m.windows, m.txns, m.series, m.loads, m.partials, m.summaries, m.summaryRuns, m.summaryEvictions, m.summaryRebuilds)
-	for _, r := range Resolutions {
-		m.windows.WithLabelValues(r.Name)
+	for i, r := range Resolutions {
+		m.windowsAt[i] = m.windows.WithLabelValues(r.Name)
 	}
 	m.txns.WithLabelValues("committed")
 	m.txns.WithLabelValues("aborted")

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/DataDog/sketches-go/ddsketch"
 )
 
 // The state topic holds, per input partition (state partition = input
@@ -101,10 +103,21 @@ func appendField(dst []byte, f *field) []byte {
 	dst = appendString(dst, f.lastStr)
 	start := len(dst)
 	if f.sk != nil {
-		f.sk.Encode(&dst, true)
+		if !f.sk.IsEmpty() {
+			dst = appendSketch(dst, f.sk)
+		}
 		dst = appendPending(dst, f.pend)
 	}
 	return prefixLength(dst, start)
+}
+
+// appendSketch appends the encoding of a sketch that is not empty (an
+// empty one encodes as nothing). It is a function of its own because the
+// sketch's encoding takes a pointer to dst, which moves dst to the heap:
+// here only when there is a sketch to encode, not for every field.
+func appendSketch(dst []byte, sk *ddsketch.DDSketch) []byte {
+	sk.Encode(&dst, true)
+	return dst
 }
 
 // prefixLength puts the length of dst[start:] before it as appendString

@@ -31,6 +31,15 @@ var Resolutions = [...]Resolution{{"10s", 10 * time.Second}, {"1m", time.Minute}
 // namespace of its tables (rollup_1m.<measurement>).
 func (r Resolution) Topic() string { return "rollup_" + r.Name }
 
+// topics are the output topics of Resolutions, made once: a record per
+// window names one.
+var topics = func() (t [levels]string) {
+	for i, r := range Resolutions {
+		t[i] = r.Topic()
+	}
+	return t
+}()
+
 const levels = len(Resolutions)
 
 // RelativeAccuracy is the sketches' accuracy: a quantile q is answered
@@ -299,6 +308,9 @@ func (f *field) flush() {
 	f.pend = f.pend[:0]
 }
 
+// maxDeltaLen bounds the bytes of a pending index's delta (appendPending).
+const maxDeltaLen = 5
+
 // appendPending encodes pending values as sketches-go encodes the
 // unsorted bins of a store (index deltas) and a zero count, which a
 // sketch's decoding adds to the bins it decoded before: a field's sketch
@@ -319,14 +331,30 @@ func appendPending(dst []byte, pend []int32) []byte {
 		}
 		enc.EncodeFlag(&dst, enc.NewFlag(t, enc.BinEncodingIndexDeltas))
 		enc.EncodeUvarint64(&dst, n[class])
+		// The deltas are written into room made for them at once, each
+		// as enc.EncodeVarint64 writes it: an index is below 2^30 in
+		// magnitude, so a delta's zigzag takes at most 5 bytes, where
+		// its varint and LEB128 agree.
+		dst = slices.Grow(dst, maxDeltaLen*int(n[class]))
+		out, o := dst[len(dst):cap(dst)], 0
 		prev := int64(0)
 		for _, c := range pend {
-			if c&3 == class {
-				i := int64(c >> 2)
-				enc.EncodeVarint64(&dst, i-prev)
-				prev = i
+			if c&3 != class {
+				continue
 			}
+			i := int64(c >> 2)
+			d := i - prev
+			prev = i
+			u := uint64(d>>63 ^ d<<1)
+			for u >= 0x80 {
+				out[o] = byte(u) | 0x80
+				u >>= 7
+				o++
+			}
+			out[o] = byte(u)
+			o++
 		}
+		dst = dst[:len(dst)+o]
 	}
 	if n[pendZero] > 0 {
 		enc.EncodeFlag(&dst, enc.FlagZeroCountVarFloat)
@@ -348,8 +376,11 @@ func (f *field) addCodes(cs []int32, p *sketches) {
 }
 
 // quantileScratch holds the bin indexes of a field whose values are all
-// pending (field.quantiles).
-type quantileScratch struct{ pos, neg orderStats }
+// pending (field.quantiles), and their counts by bin for each sign.
+type quantileScratch struct {
+	pos, neg           orderStats
+	posCount, negCount *binCounts
+}
 
 // quantiles sets qs to the values at quantiles[i].q that the field's
 // sketch with its pending values would answer (DDSketch.GetValueAtQuantile),
@@ -373,18 +404,21 @@ func (f *field) quantiles(sc *quantileScratch, qs *[len(quantiles)]float64) bool
 		return true
 	}
 	pos, neg, zero := sc.pos.idx[:0], sc.neg.idx[:0], 0
+	posLo, posHi, negLo, negHi := int32(math.MaxInt32), int32(math.MinInt32), int32(math.MaxInt32), int32(math.MinInt32)
 	for _, c := range f.pend {
-		switch c & 3 {
+		switch i := c >> 2; c & 3 {
 		case pendPositive:
-			pos = append(pos, c>>2)
+			pos = append(pos, i)
+			posLo, posHi = min(posLo, i), max(posHi, i)
 		case pendNegative:
-			neg = append(neg, c>>2)
+			neg = append(neg, i)
+			negLo, negHi = min(negLo, i), max(negHi, i)
 		default:
 			zero++
 		}
 	}
-	sc.pos.reset(pos)
-	sc.neg.reset(neg)
+	sc.pos.reset(pos, posLo, posHi, &sc.posCount)
+	sc.neg.reset(neg, negLo, negHi, &sc.negCount)
 	// As GetValueAtQuantile computes it, operation for operation, so the
 	// same float rounding picks the same bin.
 	count := float64(len(pos) + len(neg) + zero)
@@ -400,20 +434,76 @@ func (f *field) quantiles(sc *quantileScratch, qs *[len(quantiles)]float64) bool
 			qs[i] = sketchMapping.Value(sc.pos.keyAtRank(rank - zeroCount - negCount))
 		}
 	}
+	sc.pos.clear()
+	sc.neg.clear()
 	return true
 }
 
 // orderStats answers a store's KeyAtRank over bin indexes, one per value,
-// in any order: a window reads three ranks, so each is selected (selectKth)
-// rather than the indexes sorted, and each selection narrows the next to
-// the part of idx between the ranks selected before.
+// in any order. When the indexes span at most histBins bins, they are
+// counted by bin (binCounts) and a rank is found by summing the counts
+// from the lowest bin: a window reads three ranks, usually increasing, so
+// one pass over the counts answers them. Otherwise each rank is selected
+// (selectKth) rather than the indexes sorted, and each selection narrows
+// the next to the part of idx between the ranks selected before.
 type orderStats struct {
 	idx []int32
 	sel [len(quantiles)]int // positions holding their sorted value
 	n   int
+	// h holds the counts of idx by bin, from bin lo, when not nil; blk
+	// and below are where the last rank was found: the first block
+	// holding it and the count of the blocks before.
+	h          *binCounts
+	lo         int32
+	blk, below int
 }
 
-func (o *orderStats) reset(idx []int32) { o.idx, o.n = idx, 0 }
+// histBins is the span of bin indexes counted by bin; histBlock bins make
+// a block, whose count lets a rank's search skip the block.
+const (
+	histBins  = 1 << 14
+	histBlock = 64
+)
+
+// binCounts counts bin indexes from a lowest one: n by bin, blk by block
+// of histBlock bins. Every count is zero between uses (orderStats.clear).
+// A count stays below 1<<16: the indexes are one field's pending values,
+// at most maxPending.
+type binCounts struct {
+	n   [histBins]uint16
+	blk [histBins / histBlock]uint16
+}
+
+// reset prepares o for the indexes idx, which lie in [lo, hi]; *h is the
+// counts to use, made if needed.
+func (o *orderStats) reset(idx []int32, lo, hi int32, h **binCounts) {
+	o.idx, o.n, o.h = idx, 0, nil
+	if len(idx) < 2 || int64(hi)-int64(lo) >= histBins {
+		return
+	}
+	if *h == nil {
+		*h = new(binCounts)
+	}
+	o.h, o.lo, o.blk, o.below = *h, lo, 0, 0
+	for _, i := range idx {
+		b := i - lo
+		o.h.n[b]++
+		o.h.blk[b/histBlock]++
+	}
+}
+
+// clear zeroes the counts reset made.
+func (o *orderStats) clear() {
+	if o.h == nil {
+		return
+	}
+	for _, i := range o.idx {
+		b := i - o.lo
+		o.h.n[b] = 0
+		o.h.blk[b/histBlock] = 0
+	}
+	o.h = nil
+}
 
 // keyAtRank is the least index whose cumulative count exceeds rank: the
 // value at position rank of the sorted indexes.
@@ -424,6 +514,21 @@ func (o *orderStats) keyAtRank(rank float64) int {
 	j := 0
 	if rank > 0 {
 		j = min(int(rank), len(o.idx)-1)
+	}
+	if h := o.h; h != nil {
+		if j < o.below {
+			o.blk, o.below = 0, 0
+		}
+		for o.below+int(h.blk[o.blk]) <= j {
+			o.below += int(h.blk[o.blk])
+			o.blk++
+		}
+		c := o.below
+		for b := o.blk * histBlock; ; b++ {
+			if c += int(h.n[b]); c > j {
+				return int(o.lo) + b
+			}
+		}
 	}
 	lo, hi := 0, len(o.idx)
 	for _, s := range o.sel[:o.n] {
@@ -620,7 +725,10 @@ func floorTo(t, n int64) int64 {
 // outputKey is the key of a window's output record: the series key and
 // the window start, so compaction keeps one record per series and window.
 func outputKey(s *series, w *window) []byte {
-	k := make([]byte, 0, len(s.key)+21)
+	return appendOutputKey(make([]byte, 0, len(s.key)+21), s, w)
+}
+
+func appendOutputKey(k []byte, s *series, w *window) []byte {
 	k = append(k, s.key...)
 	k = append(k, ' ')
 	return strconv.AppendInt(k, w.start, 10)

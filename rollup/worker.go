@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -29,11 +30,13 @@ type worker struct {
 	sess *kgo.GroupTransactSession
 	sk   *sketches
 	dec  lineproto.Decoder
-	buf  []byte
 	// lines writes the output lines.
 	lines lineWriter
-	// slab holds the values of produced records, cut from one allocation.
-	slab []byte
+	// slab holds the keys and values of produced records, cut from one
+	// allocation; slabs lists the slabs cut from since the last End (slab
+	// last), and freeSlabs those whose records are done with, for reuse.
+	slab             []byte
+	slabs, freeSlabs [][]byte
 	// counts are the per-sample metrics not added to m yet (flushCounts):
 	// a counter's atomic add per sample costs as much as a field's
 	// aggregate.
@@ -332,6 +335,7 @@ func (w *worker) end(ctx context.Context) error {
 	w.emitSummaries(ctx)
 	committed, err := w.sess.End(ctx, kgo.TryCommit)
 	w.inTxn = false
+	w.recordsDone(err == nil)
 	if err != nil {
 		w.m.txns.WithLabelValues("aborted").Inc()
 		return fmt.Errorf("rollup: cannot end the transaction of %s: %w", w.cfg.TransactionalID, err)
@@ -393,11 +397,9 @@ func (w *worker) checkpoint(ctx context.Context, p *partition) {
 			continue
 		}
 		d.w.dirty, d.w.saved = false, true
-		// Encoded in the reused buffer, then copied once at its size.
-		w.buf = appendWindow(w.buf[:0], d.s, d.res, d.w)
-		v := w.clone(w.buf)
-		w.buf = appendStateKey(w.buf[:0], d.s.key, d.res, d.w.start)
-		produce(w.clone(w.buf), v)
+		// Encoded in the slab, where the record keeps them.
+		v := w.cut(appendWindow(w.tail(), d.s, d.res, d.w))
+		produce(w.cut(appendStateKey(w.tail(), d.s.key, d.res, d.w.start)), v)
 	}
 	clear(p.dirty)
 	p.dirty = p.dirty[:0]
@@ -597,7 +599,10 @@ func (w *worker) add(ctx context.Context, p *partition, r *kgo.Record) {
 	if k > 0 {
 		s = p.series[string(r.Value[:k])]
 	}
-	line := bytes.TrimSuffix(r.Value, []byte{'\n'})
+	line := r.Value
+	if n := len(line); n > 0 && line[n-1] == '\n' {
+		line = line[:n-1]
+	}
 	var err error
 	if s != nil {
 		err = w.dec.DecodeFields(line, k)
@@ -686,22 +691,62 @@ func (w *worker) flushCounts() {
 	w.counts.samples, w.counts.nonfinite = 0, 0
 }
 
-// slabSize is the allocation the values of produced records are cut from.
-const slabSize = 64 << 10
+// slabSize is the allocation the values of produced records are cut from;
+// a record's value is encoded in the slab's free space (tail), which a
+// slab with less than slabRoom free is replaced for.
+const (
+	slabSize = 64 << 10
+	slabRoom = slabSize / 16
+)
 
-// clone copies b for a record's value: values are cut from a shared slab,
-// so producing many small records costs few allocations; a slab is freed
-// once the producer let go of every record cut from it.
-func (w *worker) clone(b []byte) []byte {
-	if len(b) > slabSize/4 {
-		return bytes.Clone(b)
+// tail returns the slab's free space, empty, for a record's key or value
+// to be appended to and then cut: values are cut from a shared slab, so
+// producing many small records costs few allocations and no copy; a slab
+// is freed once the producer let go of every record cut from it.
+func (w *worker) tail() []byte {
+	if cap(w.slab)-len(w.slab) < slabRoom {
+		if n := len(w.freeSlabs); n > 0 {
+			w.slab = w.freeSlabs[n-1]
+			w.freeSlabs = w.freeSlabs[:n-1]
+		} else {
+			w.slab = make([]byte, 0, slabSize)
+		}
+		w.slabs = append(w.slabs, w.slab)
 	}
-	if cap(w.slab)-len(w.slab) < len(b) {
-		w.slab = make([]byte, 0, slabSize)
+	return w.slab[len(w.slab):len(w.slab)]
+}
+
+// maxFreeSlabs bounds the slabs kept for reuse: a commit interval's
+// records at 100,000 samples a second fit.
+const maxFreeSlabs = 256
+
+// recordsDone is called once no record produced so far is held by the
+// client any more: End returned, having flushed or aborted every buffered
+// record (done), or failed (not done: records may still be in flight).
+// A slab whose records are done is written over by later records, instead
+// of the next being new memory the GC must then free.
+func (w *worker) recordsDone(done bool) {
+	if done {
+		for _, b := range w.slabs {
+			if len(w.freeSlabs) < maxFreeSlabs {
+				w.freeSlabs = append(w.freeSlabs, b[:0])
+			}
+		}
 	}
+	clear(w.slabs)
+	w.slabs, w.slab = w.slabs[:0], nil
+}
+
+// cut takes b, appended to what tail returned, from the slab. One that
+// outgrew the slab's free space is an allocation of its own (append moved
+// it), and the free space stays for the next.
+func (w *worker) cut(b []byte) []byte {
 	n := len(w.slab)
-	w.slab = append(w.slab, b...)
-	return w.slab[n:len(w.slab):len(w.slab)]
+	if free := w.slab[n:cap(w.slab)]; len(b) <= len(free) && len(b) > 0 && unsafe.SliceData(b) == unsafe.SliceData(free) {
+		w.slab = w.slab[:n+len(b)]
+		return b[:len(b):len(b)]
+	}
+	return b
 }
 
 // overflow counts a sample of a series over the cap, and logs at most
@@ -748,15 +793,15 @@ func (w *worker) close(ctx context.Context, p *partition, wm int64) {
 		if res == 0 && !win.inRun {
 			w.foldIntoRun(p, s, win)
 		}
-		line, err := w.lines.append(w.buf[:0], res, s, win)
+		line, err := w.lines.append(w.tail(), res, s, win)
 		if err != nil {
 			w.log.Warn("window cannot be written as line protocol", "series", s.key, "resolution", Resolutions[res].Name, "start", win.start, "err", err)
 			return
 		}
-		w.buf = line
-		rec := &kgo.Record{Topic: Resolutions[res].Topic(), Key: outputKey(s, win), Value: w.clone(line), Timestamp: time.Unix(0, win.start)}
+		line = w.cut(line)
+		rec := &kgo.Record{Topic: topics[res], Key: w.cut(appendOutputKey(w.tail(), s, win)), Value: line, Timestamp: time.Unix(0, win.start)}
 		w.send(ctx, rec)
-		w.m.windows.WithLabelValues(Resolutions[res].Name).Inc()
+		w.m.windowsAt[res].Inc()
 	})
 	if forgotten > 0 {
 		w.series -= forgotten

@@ -26,8 +26,9 @@ const (
 	kindRaft    byte = 1 // a hashicorp/raft transport stream for one group
 	kindForward byte = 2 // one forwarded controller command (see forward.go)
 	// kindHeartbeat (3, coalesced heartbeats, transport.go) and kindWatch
-	// (4, failure detection, watch.go) are served by handlers; kindSession
-	// (5, session.go) carries streams of all the other kinds.
+	// (4, failure detection, watch.go) and kindVote (6, votes.go) are
+	// served by handlers; kindSession (5, session.go) carries streams of
+	// all the other kinds.
 
 	// headerTimeout bounds how long an accepted connection may take to
 	// send its header, so a silent peer cannot pin an accept slot.
@@ -70,6 +71,8 @@ type Mux struct {
 		// (session.go).
 		out map[raft.ServerAddress]*outSession
 		in  map[*yamux.Session]string
+		// voteSlots: see votesInFlight (votes.go).
+		voteSlots map[raft.ServerAddress]chan struct{}
 	}
 	forward func(net.Conn) // handler of kindForward connections; nil: refuse
 	// handlers serve the other connection kinds; set before Serve.
@@ -460,7 +463,13 @@ func (s *StreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	var h [9]byte
 	h[0] = kindRaft
 	binary.BigEndian.PutUint64(h[1:], s.group)
-	c, err := s.mux.dial(addr, timeout, h[:])
+	return s.dial(addr, timeout, h[:])
+}
+
+// dial opens a stream of the group (closed with it) that starts with
+// header.
+func (s *StreamLayer) dial(addr raft.ServerAddress, timeout time.Duration, header []byte) (net.Conn, error) {
+	c, err := s.mux.dial(addr, timeout, header)
 	if err != nil {
 		return nil, err
 	}

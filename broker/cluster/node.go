@@ -306,6 +306,7 @@ func New(cfg Config) (*Node, error) {
 	n.mux.SetForwardHandler(n.serveForward)
 	n.mux.handlers[kindHeartbeat] = n.serveHeartbeats
 	n.mux.handlers[kindWatch] = n.serveWatch
+	n.mux.handlers[kindVote] = n.serveVote
 	if cfg.HeartbeatWindow > 0 {
 		n.hub = newHeartbeatHub(n.mux, cfg.HeartbeatWindow, n.stats)
 	}

@@ -19,11 +19,14 @@ package cluster
 // anything of it went out is sent again: raft drops a connection that
 // failed from its pool, so each try takes the next pooled stream or
 // dials a new one. Nothing was sent, so the retry cannot be a duplicate.
+// Votes now go on streams of their own (votes.go), dialed for each
+// request on the session with the peer; a session that ended under them
+// fails the same way and is retried the same way (the next try dials a
+// new session).
 
 import (
 	"errors"
 
-	"github.com/hashicorp/raft"
 	"github.com/hashicorp/yamux"
 )
 
@@ -47,19 +50,4 @@ func retryStale(rpc func() error) error {
 		}
 	}
 	return err
-}
-
-// RequestVote is the NetworkTransport's, tried again on a stale stream.
-func (t *groupTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	return retryStale(func() error { return t.NetworkTransport.RequestVote(id, target, args, resp) })
-}
-
-// RequestPreVote is the NetworkTransport's, tried again on a stale stream.
-func (t *groupTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	return retryStale(func() error { return t.NetworkTransport.RequestPreVote(id, target, args, resp) })
-}
-
-// TimeoutNow is the NetworkTransport's, tried again on a stale stream.
-func (t *groupTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	return retryStale(func() error { return t.NetworkTransport.TimeoutNow(id, target, args, resp) })
 }

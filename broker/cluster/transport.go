@@ -116,7 +116,9 @@ type groupTransport struct {
 	}
 
 	consumer chan raft.RPC
-	hbFn     atomic.Pointer[func(raft.RPC)]
+	// votes are the vote RPCs that came on vote streams (votes.go).
+	votes chan raft.RPC
+	hbFn  atomic.Pointer[func(raft.RPC)]
 	// leaderCommit: see insync.go.
 	leaderCommit atomic.Uint64
 	raft         atomic.Pointer[raft.Raft]
@@ -151,36 +153,38 @@ func (t *groupTransport) detach() {
 // newGroupTransport wraps a NetworkTransport for group; hub may be nil
 // (heartbeats then go over the NetworkTransport as usual).
 func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbeatHub) *groupTransport {
-	t := &groupTransport{NetworkTransport: inner, group: group, hub: hub, consumer: make(chan raft.RPC), closed: make(chan struct{}), detached: make(chan struct{})}
+	t := &groupTransport{NetworkTransport: inner, group: group, hub: hub, consumer: make(chan raft.RPC), votes: make(chan raft.RPC), closed: make(chan struct{}), detached: make(chan struct{})}
 	t.quiet.busy = time.Now()
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
 		in := inner.Consumer()
 		for {
+			var rpc raft.RPC
 			select {
-			case rpc := <-in:
-				if a, ok := rpc.Command.(*raft.AppendEntriesRequest); ok && a.LeaderCommitIndex > 0 {
-					t.noteLeaderCommit(a.LeaderCommitIndex)
-				}
-				news, elect := t.rpcNews(rpc)
-				var pre leaderMark
-				if elect {
-					t.wake(true, t.leaderNow())
-				} else if news {
-					t.noteBusy()
-					pre = t.leaderNow()
-				}
-				select {
-				case t.consumer <- rpc:
-				case <-t.closed:
-					return
-				}
-				if news && !elect {
-					t.wake(false, pre)
-				}
+			case rpc = <-in:
+			case rpc = <-t.votes:
 			case <-t.closed:
 				return
+			}
+			if a, ok := rpc.Command.(*raft.AppendEntriesRequest); ok && a.LeaderCommitIndex > 0 {
+				t.noteLeaderCommit(a.LeaderCommitIndex)
+			}
+			news, elect := t.rpcNews(rpc)
+			var pre leaderMark
+			if elect {
+				t.wake(true, t.leaderNow())
+			} else if news {
+				t.noteBusy()
+				pre = t.leaderNow()
+			}
+			select {
+			case t.consumer <- rpc:
+			case <-t.closed:
+				return
+			}
+			if news && !elect {
+				t.wake(false, pre)
 			}
 		}
 	}()

@@ -19,7 +19,7 @@ func newBenchReportCmd() *cobra.Command {
 		Short: "Collect benchmark steps into a run and publish it",
 		Long: `Used by bench/compare.sh: "add" appends one step's output to a run file,
 "publish" writes bench/results/<id>.json and <id>.svg and rewrites the
-results section of bench/README.md.`,
+results section of bench/docs/produce-consume.md.`,
 	}
 
 	var kind, serverSync string
@@ -65,7 +65,7 @@ results section of bench/README.md.`,
 			return enc.Encode(r.Summary)
 		},
 	}
-	registerPublishFlags(publish, &p, "bench/results", "results", "bench/compare.sh")
+	registerPublishFlags(publish, &p, "bench/results", "results", "bench/compare.sh", "bench/docs/produce-consume.md")
 
 	cmd.AddCommand(add, publish)
 	return cmd
@@ -73,12 +73,12 @@ results section of bench/README.md.`,
 
 func newBenchAgentReportCmd() *cobra.Command {
 	return newStepReportCmd("agent-report", "agent cost", "bench/agent-cost.sh", "simtel bench agent",
-		"bench/results/agent-cost", "agent results", bench.AddAgentStep, bench.PublishAgent)
+		"bench/results/agent-cost", "agent results", "bench/docs/agent.md", bench.AddAgentStep, bench.PublishAgent)
 }
 
 // newStepReportCmd builds the add/publish pair the benchmark scripts use to
 // collect one benchmark's steps into a run and publish it.
-func newStepReportCmd(use, what, script, producer, resultsDir, section string,
+func newStepReportCmd(use, what, script, producer, resultsDir, section, page string,
 	addStep func(run, label, command, failure string, output []byte) error,
 	publishRun func(bench.PublishConfig) (string, error)) *cobra.Command {
 	cmd := &cobra.Command{
@@ -86,7 +86,7 @@ func newStepReportCmd(use, what, script, producer, resultsDir, section string,
 		Short: "Collect " + what + " steps into a run and publish it",
 		Long: fmt.Sprintf(`Used by %s: "add" appends one step's output (%s
 --json) to a run file, "publish" writes %s/<id>.json and
-rewrites the %s in bench/README.md.`, script, producer, resultsDir, section),
+rewrites the %s in %s.`, script, producer, resultsDir, section, page),
 	}
 	var step stepFlags
 	add := &cobra.Command{
@@ -117,7 +117,7 @@ rewrites the %s in bench/README.md.`, script, producer, resultsDir, section),
 			return nil
 		},
 	}
-	registerPublishFlags(publish, &p, resultsDir, section, script)
+	registerPublishFlags(publish, &p, resultsDir, section, script, page)
 	cmd.AddCommand(add, publish)
 	return cmd
 }
@@ -148,11 +148,11 @@ func readStepInput(input string) ([]byte, error) {
 	return b, nil
 }
 
-func registerPublishFlags(cmd *cobra.Command, p *bench.PublishConfig, resultsDir, section, script string) {
+func registerPublishFlags(cmd *cobra.Command, p *bench.PublishConfig, resultsDir, section, script, page string) {
 	f := cmd.Flags()
 	f.StringVar(&p.RunPath, "run", "", "run file made by add (required)")
 	f.StringVar(&p.ResultsDir, "results-dir", resultsDir, "where <id>.json goes")
-	f.StringVar(&p.README, "readme", "bench/README.md", "file whose "+section+" section is rewritten (empty: none)")
+	f.StringVar(&p.README, "readme", page, "file whose "+section+" section is rewritten (empty: none)")
 	f.StringVar(&p.ID, "id", time.Now().UTC().Format("2006-01-02-150405"), "name of the results file")
 	f.StringVar(&p.Date, "date", "", "date of the run, RFC 3339 (default: now)")
 	f.StringVar(&p.Host, "host", "", "description of the machine")
@@ -162,5 +162,5 @@ func registerPublishFlags(cmd *cobra.Command, p *bench.PublishConfig, resultsDir
 
 func newBenchFanoutReportCmd() *cobra.Command {
 	return newStepReportCmd("fanout-report", "fan-out", "bench/fanout.sh", "simtel bench fanout",
-		"bench/results/fanout", "fan-out results", bench.AddFanoutStep, bench.PublishFanout)
+		"bench/results/fanout", "fan-out results", "bench/docs/fanout.md", bench.AddFanoutStep, bench.PublishFanout)
 }
