@@ -2,6 +2,7 @@ package rollup
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/simtel/simtel/internal/lineproto"
 )
@@ -13,9 +14,6 @@ type series struct {
 	measurement string
 	tags        map[string]string
 	open        [levels][]*window
-	// cur is the 10 s window the series' last sample went to, while open
-	// (not closed, not dropped): the next sample mostly goes there too.
-	cur *window
 	// lineTags are the tags as output lines have them (lineWriter.tags),
 	// once lineTagsSet.
 	lineTags    string
@@ -32,6 +30,12 @@ type series struct {
 	// aggGen is agg.gen when the cache was filled; aggMarked is the
 	// epoch of agg in which the series last marked its measurement dirty.
 	aggGen, aggMarked uint64
+	// cur is the 10 s window the series' last sample went to, while open
+	// (not closed, not dropped): the next sample mostly goes there too.
+	// It is the last field: a series made by newSeries holds its key's
+	// bytes right after it, so the lookup that compares them brings cur
+	// into the cache.
+	cur *window
 }
 
 // dirtyRef points at a window changed since the last checkpoint.
@@ -172,10 +176,45 @@ func (p *partition) watermark(lateness, idle, now int64) int64 {
 }
 
 // newSeries makes the series of a decoded line whose series key is key.
-func newSeries(key string, d *lineproto.Decoder) *series {
-	s := &series{key: key, measurement: string(d.Measurement), tags: make(map[string]string, len(d.Tags))}
+func newSeries(key []byte, d *lineproto.Decoder) *series {
+	s := allocSeries(key)
+	s.measurement, s.tags = string(d.Measurement), make(map[string]string, len(d.Tags))
 	for _, t := range d.Tags {
 		s.tags[string(t.Key)] = string(t.Value)
 	}
 	return s
+}
+
+// allocSeries returns a series whose key is a copy of key, held in the
+// series' own allocation right after it when up to 256 bytes: a sample's
+// lookup reads the key, then the series.
+func allocSeries(key []byte) *series {
+	switch n := len(key); {
+	case n == 0 || n > 256:
+		return &series{key: string(key)}
+	case n <= 64:
+		b := new(struct {
+			s series
+			k [64]byte
+		})
+		copy(b.k[:], key)
+		b.s.key = unsafe.String(&b.k[0], n)
+		return &b.s
+	case n <= 128:
+		b := new(struct {
+			s series
+			k [128]byte
+		})
+		copy(b.k[:], key)
+		b.s.key = unsafe.String(&b.k[0], n)
+		return &b.s
+	default:
+		b := new(struct {
+			s series
+			k [256]byte
+		})
+		copy(b.k[:], key)
+		b.s.key = unsafe.String(&b.k[0], n)
+		return &b.s
+	}
 }

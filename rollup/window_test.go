@@ -21,7 +21,7 @@ func feed(t *testing.T, p *partition, sk *sketches, lines ...string) {
 		key := l[:lineproto.SeriesEnd([]byte(l))]
 		s := p.series[key]
 		if s == nil {
-			s = newSeries(key, &d)
+			s = newSeries([]byte(key), &d)
 			p.series[key] = s
 		}
 		p.maxEvent = max(p.maxEvent, d.Time)

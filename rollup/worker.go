@@ -624,7 +624,7 @@ func (w *worker) add(ctx context.Context, p *partition, r *kgo.Record) {
 	start := floorTo(t, tenSec)
 	late := start+tenSec <= p.closed
 	if s == nil && !late && w.series < w.cfg.MaxSeries {
-		s = newSeries(string(line[:k]), &w.dec)
+		s = newSeries(line[:k], &w.dec)
 		p.series[s.key] = s
 		w.series++
 		w.m.series.Set(float64(w.series))
