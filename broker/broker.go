@@ -506,7 +506,7 @@ func (b *Broker) runMaintenance() {
 			b.log.Info("retention deleted segments", "topic", p.Topic(), "partition", p.Index(), "bytes", n)
 		}
 		if p.Compacted() {
-			if st, err := p.Log().Compact(); err != nil {
+			if st, err := p.Compact(); err != nil {
 				b.log.Warn("compaction failed", "topic", p.Topic(), "partition", p.Index(), "err", err)
 			} else {
 				b.log.Debug("compaction done", "topic", p.Topic(), "partition", p.Index(), "stats", fmt.Sprintf("%+v", st))

@@ -49,9 +49,14 @@ type GroupConfig struct {
 	// starts; replicas added later do not bootstrap.
 	Bootstrap bool
 	// Prepare runs after the stores are opened and before raft starts;
-	// hasSnapshot says whether raft will restore a snapshot into the FSM
-	// (if not, it replays the raft log from its first entry).
-	Prepare func(hasSnapshot bool) error
+	// snap is the snapshot raft will restore into the FSM (nil if none:
+	// raft then replays the raft log from its first entry), snaps the
+	// group's snapshot store (as Snapshots wrapped it).
+	Prepare func(snap *raft.SnapshotMeta, snaps raft.SnapshotStore) error
+	// LogStore, if set, wraps the group's raft log store (the WAL or a
+	// legacy bbolt file) before raft and its log cache use it; the
+	// stable store stays as is.
+	LogStore func(raft.LogStore) raft.LogStore
 	// TrailingLogs is how many applied entries the raft log keeps behind
 	// a snapshot, so a lagging replica catches up from the log instead of
 	// needing a snapshot. Default 10240 (each entry is a produce batch, so
@@ -129,12 +134,20 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot list raft snapshots in %s: %w", cfg.Dir, err)
 	}
-	hasState, err := raft.HasExistingState(g.store, g.store, snaps)
+	var logStore raft.LogStore = g.store
+	if cfg.LogStore != nil {
+		logStore = cfg.LogStore(g.store)
+	}
+	hasState, err := raft.HasExistingState(logStore, g.store, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read raft state in %s: %w", cfg.Dir, err)
 	}
 	if cfg.Prepare != nil {
-		if err := cfg.Prepare(len(list) > 0); err != nil {
+		var snap *raft.SnapshotMeta
+		if len(list) > 0 {
+			snap = list[0]
+		}
+		if err := cfg.Prepare(snap, snaps); err != nil {
 			return nil, err
 		}
 	}
@@ -189,7 +202,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 			}
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(id))), Address: raft.ServerAddress(b.RaftAddr)})
 		}
-		if err := raft.BootstrapCluster(rc, g.store, g.store, snaps, g.trans, raft.Configuration{Servers: servers}); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		if err := raft.BootstrapCluster(rc, logStore, g.store, snaps, g.trans, raft.Configuration{Servers: servers}); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			return nil, fmt.Errorf("cannot bootstrap raft group %d: %w", cfg.Group, err)
 		}
 	}
@@ -214,7 +227,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	// Several produce requests' entries go to raft in one log write.
 	rc.BatchApplyCh = true
 	// Replication and the followers' FSM read recent entries from memory.
-	logs, err := raft.NewLogCache(groupLogCache, g.store)
+	logs, err := raft.NewLogCache(groupLogCache, logStore)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create the raft log cache of group %d: %w", cfg.Group, err)
 	}

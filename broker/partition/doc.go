@@ -17,12 +17,15 @@
 // watermark moves to the durable end and wakes the fetches waiting on the
 // partition (AddWaiter).
 //
-// Replicated: Replicate checks the batches and hands them to raft; every
-// replica's state machine (replica.go) runs the producer check and appends
-// in the order raft committed them, and the high watermark is the applied
-// end. ApplyResult waits for the entry. Snapshots carry the log's end
-// offset, and its data when raft sends one to a lagging replica
-// (snapshot.go). Only the raft leader serves, and only once it has applied
+// Replicated: Replicate checks the batches and hands them to raft. The
+// raft log keeps them in the partition log (datastore.go): storing an
+// entry, on every replica, runs the producer check and appends at the
+// next offsets, and the broker's raft WAL keeps a reference, so each byte
+// is written once per replica. The state machine (replica.go) moves the
+// high watermark, the applied end, past each committed entry; above it
+// the log holds entries raft may still replace. ApplyResult waits for the
+// entry. Snapshots carry the high watermark, and the log's data when raft
+// sends one to a lagging replica (snapshot.go). Only the raft leader serves, and only once it has applied
 // everything committed before its term (IsLeader, ReadyLeaders).
 //
 // Transactions (txn.go): transactional batches are appended like others;
@@ -42,7 +45,8 @@
 // # Locks
 //
 // Partition.mu guards the producer state and is held across a check and
-// its append, so the two are atomic; it is never held while taking a lock
+// its append (for a replicated partition: across a StoreLogs call's
+// appends), so the two are atomic; it is never held while taking a lock
 // outside the package. A caller may hold its own lock around AppendChecked
 // (the transaction coordinator holds a transaction's). Partition.waitMu
 // guards only the fetch waiter set.

@@ -58,6 +58,9 @@ type Partition struct {
 	expiredProducers atomic.Uint64
 
 	hw atomic.Int64
+	// snapsLive is set once a replicated partition's raft has started
+	// (a snapshot restored after that was sent by the leader).
+	snapsLive *atomic.Bool
 
 	waitMu  sync.Mutex
 	waiters map[chan struct{}]struct{}
@@ -167,12 +170,18 @@ func (p *Partition) Compacted() bool { return p.compacted.Load() }
 // deleted before it is tiered to the lake), as committed reports them. A
 // named group that has not committed an offset for the partition holds
 // the whole log.
+//
+// A replicated partition's floor is at most its high watermark: above it
+// lie entries raft may still need to apply or truncate.
 func (p *Partition) RetentionFloor(committed func(group string) (int64, bool)) int64 {
+	floor := int64(math.MaxInt64)
+	if p.grp != nil {
+		floor = p.hw.Load()
+	}
 	groups := p.holdGroups.Load()
 	if groups == nil || len(*groups) == 0 {
-		return math.MaxInt64
+		return floor
 	}
-	floor := int64(math.MaxInt64)
 	for _, g := range *groups {
 		off, ok := committed(g)
 		if !ok || off < 0 {
@@ -181,6 +190,15 @@ func (p *Partition) RetentionFloor(committed func(group string) (int64, bool)) i
 		floor = min(floor, off)
 	}
 	return floor
+}
+
+// Compact compacts the log (a compacted topic's maintenance), below the
+// high watermark for a replicated partition (storage.Log.CompactBelow).
+func (p *Partition) Compact() (storage.CompactStats, error) {
+	if p.grp != nil {
+		return p.log.CompactBelow(p.hw.Load())
+	}
+	return p.log.Compact()
 }
 
 // HighWatermark is the commit point: offsets below it are durable (a
@@ -239,6 +257,9 @@ func (p *Partition) flusher(ctx context.Context) {
 // A writer that appends to the log directly (the group coordinator's
 // store) calls it after each sync.
 func (p *Partition) AdvanceHW() {
+	if p.grp != nil {
+		return // raft moves it (replicaFSM.Apply)
+	}
 	synced := p.log.SyncedOffset()
 	for {
 		cur := p.hw.Load()

@@ -269,6 +269,11 @@ func (p *Partition) Producers() (tracked int, expired uint64) {
 func (p *Partition) rebuildProducers() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.rebuildProducersLocked()
+}
+
+// rebuildProducersLocked rebuilds the producer state from the whole log.
+func (p *Partition) rebuildProducersLocked() error {
 	p.resetProducersLocked()
 	return p.log.ScanBatchesControl(p.log.StartOffset(), func(h storage.BatchHeader, control []byte) error {
 		p.observeBatchLocked(h, h.BaseOffset, control)

@@ -8,19 +8,21 @@ package partition
 //     raw bytes to raft.Apply; one raft entry = one partition's records of
 //     one produce request. Raft entries that are not commands (config,
 //     no-op, barrier) never reach Apply and take no Kafka offsets.
-//   - replicaFSM.Apply, identical on every replica, runs the idempotent
-//     producer check, assigns the next offsets, stamps the batches with
-//     the entry's raft term as partition leader epoch and appends to the
-//     local storage.Log without an fsync: the raft log (the broker's raft
-//     WAL, fsynced per write) is the durable copy. The high watermark is
-//     the applied end; applied means committed on a majority.
-//   - Snapshots are the storage.Log itself: Persist fsyncs the log up to
-//     the end offset at the snapshot's raft index and records that offset.
-//     On restart raft restores the newest snapshot (Restore truncates the
-//     log to the recorded end, dropping batches whose entries raft is
-//     about to apply again) and replays the entries after it; with no
-//     snapshot yet the log is emptied and rebuilt from raft index 1. So a
-//     restart has no duplicate and no missing batch.
+//   - The raft log keeps the batches in the partition log itself
+//     (datastore.go): storing an entry, identical on every replica, runs
+//     the idempotent producer check, assigns the next offsets, stamps the
+//     batches with the entry's raft term as partition leader epoch and
+//     appends them; the broker's raft WAL keeps a reference. Both are
+//     fsynced before raft counts the entry: each byte is written once per
+//     replica.
+//   - replicaFSM.Apply moves the high watermark to the entry's end and
+//     answers the producer. The high watermark is the applied end;
+//     applied means committed on a majority. Above it the log holds
+//     entries raft has not committed, which a new leader may replace.
+//   - Snapshots record the high watermark at the snapshot's raft index;
+//     on restart raft restores the newest one (the log is kept: it holds
+//     the entries after the snapshot too) and applies the entries after
+//     it as their commit becomes known.
 //   - A replica that lags by more than the trailing raft log, or a new
 //     replica added by a reassignment, gets the partition's data in the
 //     leader's snapshot: see snapshot.go.
@@ -71,18 +73,28 @@ type ReplicaConfig struct {
 func (p *Partition) StartReplica(node *cluster.Node, rc ReplicaConfig) error {
 	f := &replicaFSM{p: p}
 	snaps := &replicaSnapshots{p: p}
+	var store *dataLogStore
 	g, err := node.StartGroup(cluster.GroupConfig{
 		Group:     cluster.PartitionGroupID(rc.TopicID, p.index),
 		Dir:       rc.Dir,
 		FSM:       f,
 		Peers:     rc.Peers,
 		Bootstrap: rc.Bootstrap,
-		Prepare: func(hasSnapshot bool) error {
-			if hasSnapshot {
-				return nil // Restore truncates to the snapshot's end
+		LogStore: func(inner raft.LogStore) raft.LogStore {
+			store = &dataLogStore{inner: inner, p: p}
+			return store
+		},
+		Prepare: func(snap *raft.SnapshotMeta, ss raft.SnapshotStore) error {
+			var idx uint64
+			var end int64
+			if snap != nil {
+				m, err := readLocalSnapshot(ss, snap.ID)
+				if err != nil {
+					return fmt.Errorf("partition %s: %w", p, err)
+				}
+				idx, end = snap.Index, m.EndOffset
 			}
-			// Raft replays its log from index 1: start from empty.
-			return p.resetReplicaLog(0)
+			return store.reconcile(idx, end)
 		},
 		Snapshots: func(s raft.SnapshotStore) raft.SnapshotStore {
 			snaps.SnapshotStore = s
@@ -97,6 +109,7 @@ func (p *Partition) StartReplica(node *cluster.Node, rc ReplicaConfig) error {
 		return err
 	}
 	p.grp = g
+	p.snapsLive = &snaps.live
 	snaps.live.Store(true)
 	return nil
 }
@@ -306,83 +319,37 @@ func (p *Partition) Propose(term uint64, batch []byte) func() error {
 // replicaFSM is a replicated partition's raft state machine.
 type replicaFSM struct{ p *Partition }
 
-// Apply appends one committed entry's batches; see the file comment.
+// Apply answers one committed entry: its batches are in the log already
+// (datastore.go); the high watermark moves past them.
 func (f *replicaFSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
 	p := f.p
-	hdrs, err := storage.ParseBatches(l.Data, 0)
+	ref, _, err := parseRef(l.Extensions)
 	if err != nil {
-		// The leader validated it; only a bug gets here, and it must
-		// fail the same way on every replica.
-		return AppendResult{Err: KafkaError(err)}
+		// Only a bug gets here: every command entry passes StoreLogs.
+		p.cfg.Logger.Error("raft entry without its store's decision", "partition", p.String(), "index", l.Index, "err", err)
+		return AppendResult{Err: fmt.Errorf("%w: raft entry %d of %s: %v", kerr.UnknownServerError, l.Index, p, err)}
 	}
-	p.mu.Lock()
-	if err := p.checkMarkersLocked(l.Data, hdrs); err != nil {
-		p.mu.Unlock()
-		return AppendResult{Err: err}
+	if ref.kind == refWritten {
+		p.hw.Store(ref.last + 1)
+		p.wakeWaiters()
 	}
-	dup, err := p.checkSequencesLocked(hdrs)
-	if err != nil {
-		p.mu.Unlock()
-		return AppendResult{Err: err}
-	}
-	if dup >= 0 {
-		p.mu.Unlock()
-		return AppendResult{Base: dup, Duplicate: true}
-	}
-	// Append rewrites base offsets and epochs in place; raft may still
-	// hold this slice (the leader's request buffer, the log cache), so
-	// work on a copy. The copy is only needed until the write returns
-	// (neither the log nor the producer state keeps it), so it comes
-	// from a pool: a fresh buffer per entry is a large allocation, new
-	// memory faulted in page by page for every byte a replica applies.
-	buf := applyBufs.get(len(l.Data))
-	defer applyBufs.put(buf)
-	data := append((*buf)[:0], l.Data...)
-	base, last, err := p.log.Append(data, hdrs, int32(min(l.Term, math.MaxInt32)))
-	if err != nil {
-		p.mu.Unlock()
-		p.cfg.Logger.Error("replica cannot append a committed entry; this replica now differs from the others", "partition", p.String(), "index", l.Index, "err", err)
-		return AppendResult{Err: KafkaError(err)}
-	}
-	p.recordSequencesLocked(data, hdrs, base)
-	p.hw.Store(last + 1)
-	p.mu.Unlock()
-	p.wakeWaiters()
-	return AppendResult{Base: base, Last: last}
+	return ref.result()
 }
-
-// applyBufs are the copies replicaFSM.Apply writes from.
-var applyBufs bufPool
-
-// bufPool pools byte buffers of any size: get returns one with at least
-// n bytes of capacity.
-type bufPool struct{ p sync.Pool }
-
-func (b *bufPool) get(n int) *[]byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		if cap(*v) >= n {
-			return v
-		}
-		b.p.Put(v)
-	}
-	buf := make([]byte, 0, n)
-	return &buf
-}
-
-func (b *bufPool) put(buf *[]byte) { b.p.Put(buf) }
 
 // Snapshot runs on raft's FSM goroutine, so the end offset matches the
 // snapshot's raft index exactly.
 func (f *replicaFSM) Snapshot() (raft.FSMSnapshot, error) {
-	return &replicaSnapshot{p: f.p, end: f.p.log.EndOffset()}, nil
+	return &replicaSnapshot{p: f.p, end: f.p.hw.Load()}, nil
 }
 
-// Restore brings the local log to the snapshot's end offset: a replica
-// that has the data already (a restart) truncates to it, one that lags
-// installs the data the snapshot carries (snapshot.go). Raft then
+// Restore brings the replica to the snapshot. Sent by the leader (the
+// replica lags, or was just added) it carries the data, which replaces the
+// local log (snapshot.go). Restored from the local store while the group
+// starts it is a header: the log already holds the data, and the entries
+// after the snapshot too, so it only sets the high watermark. Raft then
 // applies the entries after the snapshot.
 func (f *replicaFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
@@ -393,11 +360,8 @@ func (f *replicaFSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("cannot restore %s: %w", p, err)
 	}
 	have := p.log.EndOffset()
-	if have < m.EndOffset {
-		if !m.Data {
-			return fmt.Errorf("partition %s: the snapshot ends at offset %d but this replica's log ends at %d and the snapshot carries no records; "+
-				"delete this replica's partition directory and restart the broker so that it gets the data from the leader", p, m.EndOffset, have)
-		}
+	running := p.snapsLive != nil && p.snapsLive.Load()
+	if m.Data && (running || have < m.EndOffset) {
 		start := time.Now()
 		if err := p.installSnapshotData(br, m); err != nil {
 			return err
@@ -412,10 +376,12 @@ func (f *replicaFSM) Restore(rc io.ReadCloser) error {
 			"start_offset", m.StartOffset, "end_offset", m.EndOffset, "bytes", m.DataBytes, "took", time.Since(start).Round(time.Millisecond))
 		return nil
 	}
-	if err := p.resetReplicaLog(m.EndOffset); err != nil {
-		return err
+	if have < m.EndOffset {
+		return fmt.Errorf("partition %s: the snapshot ends at offset %d but this replica's log ends at %d and the snapshot carries no records; "+
+			"delete this replica's partition directory and restart the broker so that it gets the data from the leader", p, m.EndOffset, have)
 	}
-	p.cfg.Logger.Info("replicated partition restored from a snapshot; raft replays the entries after it", "partition", p.String(), "end_offset", m.EndOffset)
+	p.hw.Store(m.EndOffset)
+	p.cfg.Logger.Info("replicated partition restored from a snapshot; raft applies the entries after it", "partition", p.String(), "end_offset", m.EndOffset)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -54,9 +55,23 @@ func (s *memSink) ID() string    { return "mem" }
 func (s *memSink) Cancel() error { return nil }
 func (s *memSink) Close() error  { return nil }
 
+// testStores gives each test partition its raft log store, over an
+// in-memory store where the broker has its WAL.
+var testStores sync.Map
+
+func storeOf(p *Partition) *dataLogStore {
+	v, _ := testStores.LoadOrStore(p, &dataLogStore{inner: raft.NewInmemStore(), p: p})
+	return v.(*dataLogStore)
+}
+
+// applyEntry stores a command entry and applies it, as raft does once it
+// is committed.
 func applyEntry(f *replicaFSM, index, term uint64, data []byte) AppendResult {
-	r := f.Apply(&raft.Log{Index: index, Term: term, Type: raft.LogCommand, Data: data})
-	res, _ := r.(AppendResult)
+	l := &raft.Log{Index: index, Term: term, Type: raft.LogCommand, Data: data}
+	if err := storeOf(f.p).StoreLogs([]*raft.Log{l}); err != nil {
+		return AppendResult{Err: err}
+	}
+	res, _ := f.Apply(l).(AppendResult)
 	return res
 }
 
@@ -125,10 +140,11 @@ func TestReplicaFSMApply(t *testing.T) {
 	}
 }
 
-// TestReplicaFSMRestart replays the raft log after a restart the way raft
-// does (snapshot restore, then the entries after it; or, with no
-// snapshot, every entry) and checks the log is byte for byte what it was:
-// no duplicate, no missing batch, dedup state intact.
+// TestReplicaFSMRestart restarts a replica the way the broker does: the
+// raft log store is reconciled with the partition log, raft restores the
+// snapshot (or none), then applies the entries after it from its log.
+// The log is byte for byte what it was: no duplicate, no missing batch,
+// dedup state intact.
 func TestReplicaFSMRestart(t *testing.T) {
 	entries := [][]byte{idemBatch(1, 0, 2, "a"), idemBatch(1, 2, 2, "b"), idemBatch(2, 0, 4, "c"), idemBatch(1, 4, 1, "d")}
 	for _, withSnap := range []bool{true, false} {
@@ -136,6 +152,7 @@ func TestReplicaFSMRestart(t *testing.T) {
 		p := newTestPartition(t, dir)
 		f := &replicaFSM{p: p}
 		var snap memSink
+		var snapEnd int64
 		for i, e := range entries {
 			applyEntry(f, uint64(i+1), 2, e)
 			if i == 1 && withSnap {
@@ -146,37 +163,49 @@ func TestReplicaFSMRestart(t *testing.T) {
 				if err := s.Persist(&snap); err != nil {
 					t.Fatal(err)
 				}
+				snapEnd = p.HighWatermark()
 			}
 		}
 		want := logBytes(t, p, 0)
+		inner := storeOf(p).inner
 		p.Close()
 
-		// Restart: the log on disk has everything (applied before the
-		// kill); raft restores the snapshot, then replays after it.
 		p2 := newTestPartition(t, dir)
+		s2 := &dataLogStore{inner: inner, p: p2}
+		testStores.Store(p2, s2)
 		f2 := &replicaFSM{p: p2}
 		from := 0
+		if withSnap {
+			from = 2
+		}
+		if err := s2.reconcile(uint64(from), snapEnd); err != nil {
+			t.Fatal(err)
+		}
+		if p2.HighWatermark() != snapEnd {
+			t.Fatalf("snapshot=%v: hw %d before raft applies anything, want %d", withSnap, p2.HighWatermark(), snapEnd)
+		}
 		if withSnap {
 			if err := f2.Restore(io.NopCloser(bytes.NewReader(snap.Bytes()))); err != nil {
 				t.Fatal(err)
 			}
-			from = 2
-		} else if err := p2.resetReplicaLog(0); err != nil {
-			t.Fatal(err)
 		}
 		for i := from; i < len(entries); i++ {
-			if res := applyEntry(f2, uint64(i+1), 2, entries[i]); res.Err != nil || res.Duplicate {
-				t.Fatalf("snapshot=%v replay of entry %d: %+v", withSnap, i, res)
+			var l raft.Log
+			if err := s2.GetLog(uint64(i+1), &l); err != nil {
+				t.Fatal(err)
+			}
+			if res, _ := f2.Apply(&l).(AppendResult); res.Err != nil || res.Duplicate {
+				t.Fatalf("snapshot=%v apply of entry %d after the restart: %+v", withSnap, i, res)
 			}
 		}
 		if got := logBytes(t, p2, 0); !bytes.Equal(got, want) {
-			t.Fatalf("snapshot=%v: log after replay differs (%d bytes, want %d)", withSnap, len(got), len(want))
+			t.Fatalf("snapshot=%v: log after the restart differs (%d bytes, want %d)", withSnap, len(got), len(want))
 		}
 		if p2.HighWatermark() != 9 {
 			t.Fatalf("snapshot=%v: hw %d, want 9", withSnap, p2.HighWatermark())
 		}
 		// Dedup state survives the restart.
-		if res := applyEntry(f2, 9, 2, idemBatch(1, 4, 1, "d")); !res.Duplicate || res.Base != 8 {
+		if res := applyEntry(f2, 5, 2, idemBatch(1, 4, 1, "d")); !res.Duplicate || res.Base != 8 {
 			t.Fatalf("snapshot=%v: retry after restart: %+v, want duplicate at 8", withSnap, res)
 		}
 		// A snapshot beyond the local log cannot be used.
@@ -187,6 +216,137 @@ func TestReplicaFSMRestart(t *testing.T) {
 			}
 		}
 		p2.Close()
+	}
+}
+
+// TestReplicaConflictTruncates: entries a follower stored but raft never
+// committed are deleted when a new leader's entries conflict; the
+// partition log loses their batches, the producer state forgets them, and
+// the new leader's entries take the same offsets.
+func TestReplicaConflictTruncates(t *testing.T) {
+	p := newTestPartition(t, t.TempDir())
+	defer p.Close()
+	f := &replicaFSM{p: p}
+	s := storeOf(p)
+	if res := applyEntry(f, 1, 1, idemBatch(1, 0, 2, "a")); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	// Stored in term 1, never committed.
+	stale := []*raft.Log{
+		{Index: 2, Term: 1, Type: raft.LogCommand, Data: idemBatch(1, 2, 3, "old")},
+		{Index: 3, Term: 1, Type: raft.LogCommand, Data: idemBatch(2, 0, 1, "old")},
+	}
+	if err := s.StoreLogs(stale); err != nil {
+		t.Fatal(err)
+	}
+	if p.log.EndOffset() != 6 || p.HighWatermark() != 2 {
+		t.Fatalf("end %d hw %d, want 6 and 2", p.log.EndOffset(), p.HighWatermark())
+	}
+	// The term 2 leader has other entries from index 2 on.
+	if err := s.DeleteRange(2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if p.log.EndOffset() != 2 {
+		t.Fatalf("end %d after the conflicting entries were deleted, want 2", p.log.EndOffset())
+	}
+	// Producer 1's sequence 2 is free again, producer 2 unknown.
+	if res := applyEntry(f, 2, 2, idemBatch(1, 2, 1, "new")); res.Err != nil || res.Duplicate || res.Base != 2 {
+		t.Fatalf("new leader's entry: %+v, want written at 2", res)
+	}
+	var l raft.Log
+	if err := s.GetLog(2, &l); err != nil {
+		t.Fatal(err)
+	}
+	hdrs, err := storage.ParseBatches(l.Data, 0)
+	if err != nil || len(hdrs) != 1 || hdrs[0].BaseOffset != 2 || hdrs[0].PartitionLeaderEpoch != 2 {
+		t.Fatalf("entry 2 read back: %+v %v, want one batch at offset 2 epoch 2", hdrs, err)
+	}
+	// A prefix deletion (after a snapshot) leaves the data alone.
+	if err := s.DeleteRange(1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if p.log.EndOffset() != 3 || p.log.StartOffset() != 0 {
+		t.Fatalf("log %d-%d after a prefix deletion, want 0-3", p.log.StartOffset(), p.log.EndOffset())
+	}
+}
+
+// TestReplicaReconcileAfterCrash: after a crash the partition log and
+// the raft log can disagree about the last entries (one was on disk, the
+// other not); reconcile cuts whichever is ahead.
+func TestReplicaReconcileAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	p := newTestPartition(t, dir)
+	f := &replicaFSM{p: p}
+	for i := range 3 {
+		if res := applyEntry(f, uint64(i+1), 1, idemBatch(1, int32(i), 1, "a")); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	inner := storeOf(p).inner
+	// Batches on disk whose references never were: offsets 3-4.
+	extra := idemBatch(1, 3, 2, "lost")
+	hdrs, _ := storage.ParseBatches(extra, 0)
+	if _, _, err := p.log.Append(extra, hdrs, 1); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	p2 := newTestPartition(t, dir)
+	s2 := &dataLogStore{inner: inner, p: p2}
+	if err := s2.reconcile(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if p2.log.EndOffset() != 3 {
+		t.Fatalf("end %d after reconcile, want 3 (the batches without a raft entry cut)", p2.log.EndOffset())
+	}
+	// References whose batches are gone: offsets 2 and up.
+	if err := p2.log.Truncate(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.reconcile(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := inner.LastIndex(); last != 2 || p2.log.EndOffset() != 2 {
+		t.Fatalf("last raft entry %d, log end %d after reconcile; want 2 and 2", last, p2.log.EndOffset())
+	}
+	p2.Close()
+}
+
+// TestReplicaOldEntriesStoredAgain: a raft log written by a version that
+// kept the batches in the WAL (raft.LogCommand entries) is stored again
+// with the data in the partition log, at the offsets the old state
+// machine gave them.
+func TestReplicaOldEntriesStoredAgain(t *testing.T) {
+	p := newTestPartition(t, t.TempDir())
+	defer p.Close()
+	inner := raft.NewInmemStore()
+	var old []*raft.Log
+	for i := range 3 {
+		old = append(old, &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: idemBatch(1, int32(i*2), 2, "x")})
+	}
+	old = append(old, &raft.Log{Index: 4, Term: 1, Type: raft.LogCommand, Data: idemBatch(1, 2, 2, "x")}) // a retry
+	if err := inner.StoreLogs(old); err != nil {
+		t.Fatal(err)
+	}
+	s := &dataLogStore{inner: inner, p: p}
+	if err := s.reconcile(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if p.log.EndOffset() != 6 || p.HighWatermark() != 0 {
+		t.Fatalf("end %d hw %d, want 6 and 0", p.log.EndOffset(), p.HighWatermark())
+	}
+	f := &replicaFSM{p: p}
+	for i := uint64(1); i <= 4; i++ {
+		var l raft.Log
+		if err := s.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+		res, _ := f.Apply(&l).(AppendResult)
+		if res.Err != nil || res.Duplicate != (i == 4) {
+			t.Fatalf("entry %d: %+v", i, res)
+		}
+	}
+	if p.HighWatermark() != 6 {
+		t.Fatalf("hw %d, want 6", p.HighWatermark())
 	}
 }
 

@@ -2,9 +2,9 @@ package partition
 
 // Snapshots of a replicated partition that carry its data.
 //
-// A snapshot persisted locally is only a header: the end offset of the
-// log at the snapshot's raft index (the log itself, fsynced up to there,
-// is the state). Copying the whole partition into every snapshot would
+// A snapshot persisted locally is only a header: the high watermark at
+// the snapshot's raft index (the log itself, fsynced up to there, is the
+// state). Copying the whole partition into every snapshot would
 // write each byte once more per snapshot, so that is not done.
 //
 // When raft opens a snapshot to send it to a replica that lags by more
@@ -28,9 +28,9 @@ package partition
 // snapshots existed) and nothing after the line.
 //
 // While the group starts, raft restores its newest local snapshot through
-// the same Open: until startReplica marks the store live, Open returns the
-// stored bytes unchanged, so a restart only truncates the log to the
-// header's end instead of reading the whole log back into itself.
+// the same Open: until StartReplica marks the store live, Open returns the
+// stored bytes unchanged, so a restart only sets the high watermark from
+// the header instead of reading the whole log back into itself.
 
 import (
 	"bufio"
@@ -227,4 +227,18 @@ func (p *Partition) installSnapshotData(br *bufio.Reader, m replicaSnapMeta) err
 		}
 	}
 	return nil
+}
+
+// readLocalSnapshot reads the header of a snapshot in the group's store.
+func readLocalSnapshot(ss raft.SnapshotStore, id string) (replicaSnapMeta, error) {
+	_, rc, err := ss.Open(id)
+	if err != nil {
+		return replicaSnapMeta{}, fmt.Errorf("cannot open raft snapshot %s: %w", id, err)
+	}
+	defer rc.Close()
+	m, err := readSnapHeader(bufio.NewReaderSize(rc, maxSnapHeader))
+	if err != nil {
+		return replicaSnapMeta{}, fmt.Errorf("raft snapshot %s: %w", id, err)
+	}
+	return m, nil
 }

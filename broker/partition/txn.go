@@ -67,7 +67,7 @@ func (p *Partition) WriteMarker(ctx context.Context, pid int64, epoch int16, ct 
 // the first offset of the earliest open transaction, capped by the high
 // watermark hw. read_committed consumers are served only below it.
 func (p *Partition) LastStableOffset(hw int64) int64 {
-	if first, ok := p.log.FirstUnstableOffset(); ok && first < hw {
+	if first, ok := p.log.FirstUnstableOffsetAt(hw); ok && first < hw {
 		return first
 	}
 	return hw

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/simtel/simtel/broker/storage"
@@ -137,5 +138,34 @@ func TestReplicaFSMMarkerCoordinatorEpoch(t *testing.T) {
 	}
 	if got := p.log.EndOffset(); got != 4 {
 		t.Fatalf("end offset %d, want 4 (refused markers are not written)", got)
+	}
+}
+
+// TestReplicaUncommittedMarkerKeepsTxnOpen: a transaction's marker stored
+// but not yet committed by raft may still be removed (a new leader's
+// entries conflict), so read_committed consumers must not read past the
+// transaction's first batch until the marker is below the high watermark.
+func TestReplicaUncommittedMarkerKeepsTxnOpen(t *testing.T) {
+	p := newTestPartition(t, t.TempDir())
+	defer p.Close()
+	f := &replicaFSM{p: p}
+	if res := applyEntry(f, 1, 1, idemBatch(6, 0, 1, "plain")); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if res := applyEntry(f, 2, 1, txnBatch(5, 0, 0, 2, "a")); res.Err != nil { // 1-2
+		t.Fatal(res.Err)
+	}
+	marker := &raft.Log{Index: 3, Term: 1, Type: raft.LogCommand, Data: storage.AppendControlBatch(nil, 5, 0, storage.ControlCommit, 0, 1)}
+	if err := storeOf(p).StoreLogs([]*raft.Log{marker}); err != nil {
+		t.Fatal(err)
+	}
+	if hw := p.HighWatermark(); hw != 3 || p.LastStableOffset(hw) != 1 {
+		t.Fatalf("hw %d, last stable offset %d with the marker stored but not committed; want 3 and 1", hw, p.LastStableOffset(hw))
+	}
+	if res, _ := f.Apply(marker).(AppendResult); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if hw := p.HighWatermark(); hw != 4 || p.LastStableOffset(hw) != 4 {
+		t.Fatalf("hw %d, last stable offset %d once the marker is committed; want 4 and 4", hw, p.LastStableOffset(hw))
 	}
 }

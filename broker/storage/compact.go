@@ -10,6 +10,7 @@ import (
 	"hash/maphash"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,7 +83,13 @@ func (k keyHasher) sum(key []byte) keyHash {
 // rename, so a crash at any point leaves either segment with its index
 // rebuilt at Open. Readers of the old file keep their descriptors. Nothing
 // is done when no segment is dirty and no tombstone has expired.
-func (l *Log) Compact() (CompactStats, error) {
+func (l *Log) Compact() (CompactStats, error) { return l.CompactBelow(math.MaxInt64) }
+
+// CompactBelow is Compact limited to the segments that end at or below
+// limit: a replicated partition's log holds entries raft has not
+// committed yet above its high watermark, and a key's newer value there
+// may still be truncated away, so older values it supersedes must stay.
+func (l *Log) CompactBelow(limit int64) (CompactStats, error) {
 	var st CompactStats
 	cfg := l.config()
 	if !cfg.Compact {
@@ -106,6 +113,9 @@ func (l *Log) Compact() (CompactStats, error) {
 	for i := 0; i < len(l.mu.segs)-1; i++ {
 		s := l.mu.segs[i]
 		if cfg.MinCompactionLagMs > 0 && s.idx.maxTs > nowMs-cfg.MinCompactionLagMs {
+			break
+		}
+		if l.mu.segs[i+1].base > limit {
 			break
 		}
 		segs = append(segs, s)

@@ -369,3 +369,35 @@ func (l *Log) MaxTimestamp() (offset int64, ts int64) {
 	}
 	return off, rts
 }
+
+// ErrNotIntact: ReadExact found other bytes at the offsets than the ones
+// asked for (retention deleted them, compaction rewrote them, or the log
+// was truncated).
+var ErrNotIntact = errors.New("the batches are no longer in the log as written")
+
+// ReadExact returns the n bytes of the whole batches holding offsets base
+// to last, as stored: the first batch must start at base and the last
+// end at last. Anything else (deleted, compacted or truncated since) is
+// ErrNotIntact.
+func (l *Log) ReadExact(base, last int64, n int) ([]byte, error) {
+	res, err := l.Read(base, int64(n), last+1)
+	if err != nil {
+		if errors.Is(err, ErrOffsetOutOfRange) {
+			return nil, fmt.Errorf("offsets %d-%d: %w (%v)", base, last, ErrNotIntact, err)
+		}
+		return nil, err
+	}
+	defer res.Release()
+	if res.FirstOffset != base || res.LastOffset != last || res.Bytes != int64(n) {
+		return nil, fmt.Errorf("offsets %d-%d (%d bytes) read as %d-%d (%d bytes): %w", base, last, n, res.FirstOffset, res.LastOffset, res.Bytes, ErrNotIntact)
+	}
+	buf := make([]byte, n)
+	pos := 0
+	for _, c := range res.Chunks {
+		if _, err := c.File.ReadAt(buf[pos:pos+int(c.Size)], c.Pos); err != nil {
+			return nil, fmt.Errorf("cannot read offsets %d-%d: %w", base, last, err)
+		}
+		pos += int(c.Size)
+	}
+	return buf, nil
+}

@@ -85,6 +85,10 @@ type AbortedTxn struct {
 type txnIndex struct {
 	ongoing map[int64]int64
 	aborted []AbortedTxn // ordered by LastOffset
+	// ended: transactions ended by a marker, ordered by the marker's
+	// offset, until FirstUnstableOffsetAt sees the marker below the high
+	// watermark (a replicated log holds markers raft may still remove).
+	ended []AbortedTxn
 }
 
 func newTxnIndex() txnIndex { return txnIndex{ongoing: map[int64]int64{}} }
@@ -112,6 +116,7 @@ func (x *txnIndex) observe(h BatchHeader, base int64, batch []byte) {
 		return // a marker of a transaction with no data here
 	}
 	delete(x.ongoing, h.ProducerID)
+	x.ended = append(x.ended, AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first, LastOffset: base})
 	if ct == ControlAbort {
 		x.aborted = append(x.aborted, AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first, LastOffset: base})
 	}
@@ -166,6 +171,31 @@ func (l *Log) FirstUnstableOffset() (offset int64, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, first := range l.mu.txn.ongoing {
+		if !ok || first < offset {
+			offset, ok = first, true
+		}
+	}
+	return offset, ok
+}
+
+// FirstUnstableOffsetAt is FirstUnstableOffset for a log whose high
+// watermark is hw: a transaction whose marker is at or above hw is still
+// open, as raft may yet remove the marker. hw must not decrease between
+// calls (Truncate rebuilds the index).
+func (l *Log) FirstUnstableOffsetAt(hw int64) (offset int64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	x := &l.mu.txn
+	i := sort.Search(len(x.ended), func(i int) bool { return x.ended[i].LastOffset >= hw })
+	if i > 0 {
+		x.ended = slices.Delete(x.ended, 0, i)
+	}
+	for _, e := range x.ended {
+		if !ok || e.FirstOffset < offset {
+			offset, ok = e.FirstOffset, true
+		}
+	}
+	for _, first := range x.ongoing {
 		if !ok || first < offset {
 			offset, ok = first, true
 		}
