@@ -130,7 +130,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 	// partition (the failover time), then restart the broker.
 	//
 	// SIMTEL_FAILOVER_KILLS sets the number of kills (default 4; the
-	// failover figure in docs/design/replication.md uses 20 with
+	// failover figure in bench/docs/replication.md uses 20 with
 	// bench/replication-figures.sh failover); SIMTEL_FAILOVER_LOGS
 	// names a directory that gets every broker process's log and the
 	// producers' client log, to see where a failover's time goes.
