@@ -253,6 +253,14 @@ func (s *dataLogStore) StoreLogs(logs []*raft.Log) error {
 	}
 	err := s.inner.StoreLogs(out)
 	wg.Wait()
+	if err == nil && syncErr != nil && len(logs) > 0 {
+		// The references are stored but the batches may not be on disk:
+		// take the references back too, or raft, sent these entries
+		// again, would find them stored and count them.
+		if derr := s.inner.DeleteRange(logs[0].Index, logs[len(logs)-1].Index); derr != nil {
+			syncErr = errors.Join(syncErr, derr)
+		}
+	}
 	if err = errors.Join(err, syncErr); err != nil {
 		p.mu.Lock()
 		s.rollbackLocked(rollback)

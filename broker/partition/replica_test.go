@@ -366,3 +366,38 @@ func BenchmarkReplicaFSMApply(b *testing.B) {
 		}
 	}
 }
+
+// failingStore is a raft log store whose StoreLogs fails.
+type failingStore struct{ raft.LogStore }
+
+func (failingStore) StoreLogs([]*raft.Log) error { return errors.New("disk full") }
+
+// TestReplicaStoreFailureTakesBack: entries raft could not store leave
+// nothing in the partition log, so storing them again puts them at the
+// same offsets.
+func TestReplicaStoreFailureTakesBack(t *testing.T) {
+	p := newTestPartition(t, t.TempDir())
+	defer p.Close()
+	f := &replicaFSM{p: p}
+	s := storeOf(p)
+	if res := applyEntry(f, 1, 1, idemBatch(1, 0, 2, "a")); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	bad := &dataLogStore{inner: failingStore{s.inner}, p: p}
+	entries := func() []*raft.Log {
+		return []*raft.Log{{Index: 2, Term: 1, Type: raft.LogCommand, Data: idemBatch(1, 2, 3, "b")}}
+	}
+	if err := bad.StoreLogs(entries()); err == nil {
+		t.Fatal("StoreLogs succeeded over a failing store")
+	}
+	if p.log.EndOffset() != 2 {
+		t.Fatalf("end %d after a failed store, want 2", p.log.EndOffset())
+	}
+	l := entries()
+	if err := s.StoreLogs(l); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := f.Apply(l[0]).(AppendResult); res.Err != nil || res.Duplicate || res.Base != 2 {
+		t.Fatalf("stored again: %+v, want written at 2", res)
+	}
+}
