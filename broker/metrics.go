@@ -55,7 +55,7 @@ var (
 	descLogStart = prometheus.NewDesc("simtel_broker_partition_log_start_offset", "First offset still in the log.", []string{"topic", "partition"}, nil)
 	descHW       = prometheus.NewDesc("simtel_broker_partition_high_watermark", "Committed (durable) end offset.", []string{"topic", "partition"}, nil)
 	descSize     = prometheus.NewDesc("simtel_broker_partition_size_bytes", "Bytes of all segments.", []string{"topic", "partition"}, nil)
-	descInSync   = prometheus.NewDesc("simtel_broker_partition_in_sync", "Replicated partitions: 1 while this broker's replica is a raft voter that has applied all its leader last said was committed (the leader's is always 1), else 0.", []string{"topic", "partition"}, nil)
+	descInSync   = prometheus.NewDesc("simtel_broker_partition_in_sync", "Replicated partitions: 1 while this broker's replica is a raft voter that has applied all its leader last said was committed (the leader's once it has applied what earlier leaders committed), else 0.", []string{"topic", "partition"}, nil)
 	descLag      = prometheus.NewDesc("simtel_broker_group_lag", "High watermark minus committed offset.", []string{"group", "topic", "partition"}, nil)
 	descCommit   = prometheus.NewDesc("simtel_broker_group_committed_offset", "Committed offset.", []string{"group", "topic", "partition"}, nil)
 	descTopics   = prometheus.NewDesc("simtel_broker_topics", "Topics.", nil, nil)

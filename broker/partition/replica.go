@@ -151,8 +151,19 @@ func (p *Partition) Raft() *raft.Raft {
 
 // InSync reports whether this replica is a raft voter that has applied
 // all its leader last said was committed (cluster.Group.InSync); true for
-// a partition that is not replicated.
-func (p *Partition) InSync() bool { return p.grp == nil || p.grp.InSync() }
+// a partition that is not replicated. A raft leader is in sync once it is
+// ready (IsLeader): a replica that has just won an election may not have
+// applied what earlier leaders committed yet, and its high watermark is
+// then behind.
+func (p *Partition) InSync() bool {
+	if p.grp == nil {
+		return true
+	}
+	if p.grp.Raft.State() == raft.Leader {
+		return p.IsLeader()
+	}
+	return p.grp.InSync()
+}
 
 // Term is the raft term of a replicated partition, else 0.
 func (p *Partition) Term() uint64 {
