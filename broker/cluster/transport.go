@@ -260,15 +260,6 @@ func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	}
 	if t.node != nil {
 		t.node.awaitPeerUp(id, t)
-		// A request held for a broker seen gone carries the commit index
-		// of when it was built; the follower, back, would take that old
-		// index for what its leader has committed (Group.InSync) until
-		// the next request. Raft would send the current one a moment
-		// later anyway: commit indexes only grow, and the follower
-		// commits no further than the entries it holds.
-		if r := t.raft.Load(); r != nil && r.State() == raft.Leader {
-			args.LeaderCommitIndex = max(args.LeaderCommitIndex, r.CommitIndex())
-		}
 	}
 	err := t.appendEntries(id, target, args, resp)
 	if t.hbEvery > 0 {
