@@ -261,7 +261,7 @@ func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	if t.node != nil {
 		t.node.awaitPeerUp(id, t)
 	}
-	err := t.appendEntries(id, target, args, resp)
+	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if t.hbEvery > 0 {
 		t.noteAppend(target, args, resp, err)
 	}

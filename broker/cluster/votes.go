@@ -13,8 +13,7 @@ package cluster
 // peers needed to answer, and the rounds went on. So vote requests,
 // pre-vote requests and TimeoutNow (all a few hundred bytes) go each on a
 // new mux stream of its own, closed after the answer, with buffers sized
-// for them; so do AppendEntries without records (lightAppendMax), while
-// those with records and snapshots still go over the NetworkTransport.
+// for them; entries and snapshots still go over the NetworkTransport.
 //
 // A vote stream (kindVote) carries after its kind byte the group u64 and
 // the RPC type u8, then one frame (writeFrame) each way: the request
@@ -44,20 +43,7 @@ const (
 	voteRequestVote byte = 1
 	votePreVote     byte = 2
 	voteTimeoutNow  byte = 3
-	// voteAppend is a small AppendEntries (appendEntries).
-	voteAppend byte = 4
 )
-
-// lightAppendMax is the most entry data an AppendEntries may carry to go
-// on a vote stream, and then only entries that are not commands: a new
-// leader's no-op entry, a configuration, a barrier, or none (the commit
-// index, a probe of the follower's log). A leader's first AppendEntries to each follower after
-// an election dialed a NetworkTransport connection (256 KiB of buffer on
-// each side), so an election of thousands of groups held gigabytes
-// until the connections were closed as idle 30 s later. Larger ones go
-// over the NetworkTransport: a busy group keeps its pooled connection
-// and writes its entries through its buffer without a copy.
-const lightAppendMax = 4 << 10
 
 // voteTimeout bounds one vote RPC, as the NetworkTransport's timeout
 // (newTransport) bounds its RPCs.
@@ -104,7 +90,7 @@ func (t *groupTransport) vote(target raft.ServerAddress, typ byte, args, resp an
 // voteRPC is one try of vote.
 func (t *groupTransport) voteRPC(target raft.ServerAddress, typ byte, args, resp any) error {
 	deadline := time.Now().Add(voteTimeout)
-	if t.group != ControllerGroup && typ != voteAppend {
+	if t.group != ControllerGroup {
 		release, err := t.stream.mux.voteSlot(target, voteTimeout)
 		if err != nil {
 			return err
@@ -119,11 +105,7 @@ func (t *groupTransport) voteRPC(target raft.ServerAddress, typ byte, args, resp
 	h[0] = kindVote
 	binary.BigEndian.PutUint64(h[1:9], t.group)
 	h[9] = typ
-	left := time.Until(deadline)
-	if left <= 0 {
-		return fmt.Errorf("no time left for a vote RPC to %s", target)
-	}
-	c, err := t.stream.dial(target, left, h[:])
+	c, err := t.stream.dial(target, time.Until(deadline), h[:])
 	if err != nil {
 		return err
 	}
@@ -163,36 +145,6 @@ func (t *groupTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress,
 	return t.vote(target, voteTimeoutNow, args, resp, func() error { return t.NetworkTransport.TimeoutNow(id, target, args, resp) })
 }
 
-// appendEntries sends a data group's AppendEntries without records and
-// with at most lightAppendMax bytes of entries (appendBytes) on a vote
-// stream, the others (and all of the controller's) over the
-// NetworkTransport.
-func (t *groupTransport) appendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	nt := func() error { return t.NetworkTransport.AppendEntries(id, target, args, resp) }
-	if t.stream == nil || t.group == ControllerGroup || appendBytes(args) > lightAppendMax {
-		return nt()
-	}
-	err := t.voteRPC(target, voteAppend, args, resp)
-	if errors.Is(err, errVotesUnsupported) {
-		return nt()
-	}
-	return err
-}
-
-// appendBytes is the entry data args carries; a command entry (a
-// partition's records) counts as lightAppendMax+1, so writes keep going
-// over the NetworkTransport as before.
-func appendBytes(args *raft.AppendEntriesRequest) int {
-	n := 0
-	for _, e := range args.Entries {
-		if e.Type == raft.LogCommand {
-			return lightAppendMax + 1
-		}
-		n += len(e.Data) + len(e.Extensions)
-	}
-	return n
-}
-
 // serveVote answers one vote stream (runs on a mux goroutine). A group
 // not open here yet is waited for as a raft connection's is (a peer opens
 // a new group seconds before this broker does).
@@ -223,8 +175,6 @@ func (n *Node) serveVote(conn net.Conn) {
 		cmd = &raft.RequestPreVoteRequest{}
 	case voteTimeoutNow:
 		cmd = &raft.TimeoutNowRequest{}
-	case voteAppend:
-		cmd = &raft.AppendEntriesRequest{}
 	default:
 		fail("unknown vote RPC type %d", typ)
 		return

@@ -24,12 +24,6 @@ func answerVotes(t *testing.T, c <-chan raft.RPC) {
 					rpc.Respond(&raft.RequestPreVoteResponse{Term: req.Term, Granted: true}, nil)
 				case *raft.TimeoutNowRequest:
 					rpc.Respond(&raft.TimeoutNowResponse{}, nil)
-				case *raft.AppendEntriesRequest:
-					last := req.PrevLogEntry
-					if n := len(req.Entries); n > 0 {
-						last = req.Entries[n-1].Index
-					}
-					rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: last, Success: true}, nil)
 				default:
 					rpc.Respond(nil, errNotVote)
 				}
@@ -80,30 +74,8 @@ func TestVoteStreams(t *testing.T) {
 	if err := self.TimeoutNow("1", target, &raft.TimeoutNowRequest{RPCHeader: h}, &tn); err != nil {
 		t.Fatal(err)
 	}
-	// A small AppendEntries too (a new leader's no-op entry).
-	var ae raft.AppendEntriesResponse
-	small := &raft.AppendEntriesRequest{RPCHeader: h, Term: 8, PrevLogEntry: 4, PrevLogTerm: 7, LeaderCommitIndex: 4,
-		Entries: []*raft.Log{{Index: 5, Term: 8, Type: raft.LogNoop}}}
-	if err := self.AppendEntries("1", target, small, &ae); err != nil {
-		t.Fatal(err)
-	}
-	if !ae.Success || ae.Term != 8 || ae.LastLog != 5 {
-		t.Fatalf("append answer %+v", ae)
-	}
 	if peer.stream.used.Load() != 0 {
 		t.Fatal("the peer's NetworkTransport accepted a connection for the votes")
-	}
-	// One with records goes over the NetworkTransport.
-	large := &raft.AppendEntriesRequest{RPCHeader: h, Term: 8, PrevLogEntry: 5, PrevLogTerm: 8, LeaderCommitIndex: 5,
-		Entries: []*raft.Log{{Index: 6, Term: 8, Type: raft.LogCommand, Data: []byte("records")}}}
-	if err := self.AppendEntries("1", target, large, &ae); err != nil {
-		t.Fatal(err)
-	}
-	if !ae.Success || ae.LastLog != 6 {
-		t.Fatalf("append answer %+v", ae)
-	}
-	if peer.stream.used.Load() == 0 {
-		t.Fatal("the AppendEntries with records did not go over the NetworkTransport")
 	}
 
 	// A group the peer opens after the request arrives.
