@@ -125,8 +125,6 @@ type groupTransport struct {
 
 	// quiet: see quiet.go.
 	quiet quietState
-	// elect: see backoff.go (under quiet.mu).
-	elect electionState
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -1042,10 +1040,7 @@ func (n *Node) newTransport(group uint64, maxPool int, hl hclog.Logger) *groupTr
 func (n *Node) started(t *groupTransport, r *raft.Raft) {
 	t.raft.Store(r)
 	r.RegisterObserver(raft.NewObserver(n.leaderObs, false, func(o *raft.Observation) bool {
-		lo, ok := o.Data.(raft.LeaderObservation)
-		if ok && lo.LeaderID != "" {
-			t.electionOver()
-		}
+		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
 	}))
 }

@@ -74,9 +74,6 @@ var voteCodec = &codec.MsgpackHandle{}
 // transport has no mux (tests of the transport alone) or the peer takes
 // no vote streams.
 func (t *groupTransport) vote(target raft.ServerAddress, typ byte, args, resp any, fallback func() error) error {
-	if typ != voteTimeoutNow {
-		t.backoffElection(time.Now())
-	}
 	if t.stream == nil {
 		return retryStale(fallback)
 	}
