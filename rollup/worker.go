@@ -292,7 +292,14 @@ func (w *worker) loop(ctx context.Context) error {
 		}
 		w.idle(ctx)
 		if w.inTxn && time.Since(w.txnStart) >= w.cfg.CommitInterval {
-			if err := w.end(ctx); err != nil {
+			// A shutdown that arrives while the transaction ends must not
+			// cut the End short: it would leave the transaction neither
+			// committed nor aborted and make Run fail; the next loop turn
+			// sees the cancel and returns.
+			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.TxnTimeout)
+			err := w.end(ectx)
+			cancel()
+			if err != nil {
 				return err
 			}
 		}
