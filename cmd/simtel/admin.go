@@ -95,3 +95,51 @@ func parseConfigs(kvs []string) (map[string]*string, error) {
 }
 
 func stdout() io.Writer { return os.Stdout }
+
+// newAdminListCmd is the list command of an admin command: the rows list
+// returns, as a table under header with one line a row, or as JSON.
+func newAdminListCmd[R any](a *adminFlags, short string, list func(*admin.Client, context.Context) ([]R, error), header string, row func(io.Writer, R)) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
+				rows, err := list(cl, ctx)
+				if err != nil {
+					return err
+				}
+				return a.emit(stdout(), rows, func(tw *tabwriter.Writer) {
+					fmt.Fprintln(tw, header)
+					for _, r := range rows {
+						row(tw, r)
+					}
+				})
+			})
+		},
+	}
+}
+
+// newAdminDescribeCmd is the describe command of an admin command: what
+// describe returns for the one name given, printed by table or as JSON. A
+// name describe reports as unknown gets notFound (a format of the name)
+// instead, which points at the list command.
+func newAdminDescribeCmd[D any](a *adminFlags, use, short string, describe func(*admin.Client, context.Context, string) (D, error), unknown error, notFound string, table func(*tabwriter.Writer, D)) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
+				out, err := describe(cl, ctx, args[0])
+				if errors.Is(err, unknown) {
+					return fmt.Errorf(notFound, args[0])
+				}
+				if err != nil {
+					return err
+				}
+				return a.emit(stdout(), out, func(tw *tabwriter.Writer) { table(tw, out) })
+			})
+		},
+	}
+}

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -24,45 +24,15 @@ func newGroupCmd() *cobra.Command {
 }
 
 func newGroupListCmd(a *adminFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List consumer groups and their states",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
-				rows, err := cl.ListGroups(ctx)
-				if err != nil {
-					return err
-				}
-				return a.emit(stdout(), rows, func(tw *tabwriter.Writer) {
-					fmt.Fprintln(tw, "GROUP\tSTATE\tTYPE")
-					for _, r := range rows {
-						fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Group, r.State, r.ProtocolType)
-					}
-				})
-			})
-		},
-	}
+	return newAdminListCmd(a, "List consumer groups and their states", (*admin.Client).ListGroups,
+		"GROUP\tSTATE\tTYPE", func(w io.Writer, r admin.GroupSummary) {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", r.Group, r.State, r.ProtocolType)
+		})
 }
 
 func newGroupDescribeCmd(a *adminFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "describe GROUP",
-		Short: "Show a group's members, assignments, committed offsets and lag",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
-				out, err := cl.DescribeGroup(ctx, args[0])
-				if errors.Is(err, admin.ErrUnknownGroup) {
-					return fmt.Errorf("group %q not found: see `simtel group list`", args[0])
-				}
-				if err != nil {
-					return err
-				}
-				return a.emit(stdout(), out, func(tw *tabwriter.Writer) { printGroup(tw, out) })
-			})
-		},
-	}
+	return newAdminDescribeCmd(a, "describe GROUP", "Show a group's members, assignments, committed offsets and lag",
+		(*admin.Client).DescribeGroup, admin.ErrUnknownGroup, "group %q not found: see `simtel group list`", printGroup)
 }
 
 func printGroup(tw *tabwriter.Writer, g *admin.GroupDetail) {

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -56,45 +56,15 @@ func newTopicCreateCmd(a *adminFlags) *cobra.Command {
 }
 
 func newTopicListCmd(a *adminFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List topics with partition counts",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
-				rows, err := cl.ListTopics(ctx)
-				if err != nil {
-					return err
-				}
-				return a.emit(stdout(), rows, func(tw *tabwriter.Writer) {
-					fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICATION")
-					for _, r := range rows {
-						fmt.Fprintf(tw, "%s\t%d\t%d\n", r.Topic, r.Partitions, r.Replicas)
-					}
-				})
-			})
-		},
-	}
+	return newAdminListCmd(a, "List topics with partition counts", (*admin.Client).ListTopics,
+		"TOPIC\tPARTITIONS\tREPLICATION", func(w io.Writer, r admin.TopicSummary) {
+			fmt.Fprintf(w, "%s\t%d\t%d\n", r.Topic, r.Partitions, r.Replicas)
+		})
 }
 
 func newTopicDescribeCmd(a *adminFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "describe TOPIC",
-		Short: "Show a topic's partitions, offsets and configs",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
-				out, err := cl.DescribeTopic(ctx, args[0])
-				if errors.Is(err, admin.ErrUnknownTopic) {
-					return fmt.Errorf("topic %q does not exist: see `simtel topic list`", args[0])
-				}
-				if err != nil {
-					return err
-				}
-				return a.emit(stdout(), out, func(tw *tabwriter.Writer) { printTopic(tw, out) })
-			})
-		},
-	}
+	return newAdminDescribeCmd(a, "describe TOPIC", "Show a topic's partitions, offsets and configs",
+		(*admin.Client).DescribeTopic, admin.ErrUnknownTopic, "topic %q does not exist: see `simtel topic list`", printTopic)
 }
 
 func printTopic(tw *tabwriter.Writer, t *admin.TopicDetail) {

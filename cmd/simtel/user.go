@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -110,23 +109,8 @@ func newUserDeleteCmd(a *adminFlags) *cobra.Command {
 }
 
 func newUserListCmd(a *adminFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List users with their SCRAM mechanisms and iterations",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
-				rows, err := cl.ListUsers(ctx)
-				if err != nil {
-					return err
-				}
-				return a.emit(stdout(), rows, func(tw *tabwriter.Writer) {
-					fmt.Fprintln(tw, "USER\tMECHANISM\tITERATIONS")
-					for _, r := range rows {
-						fmt.Fprintf(tw, "%s\t%s\t%d\n", r.User, r.Mechanism, r.Iterations)
-					}
-				})
-			})
-		},
-	}
+	return newAdminListCmd(a, "List users with their SCRAM mechanisms and iterations", (*admin.Client).ListUsers,
+		"USER\tMECHANISM\tITERATIONS", func(w io.Writer, r admin.UserCredential) {
+			fmt.Fprintf(w, "%s\t%s\t%d\n", r.User, r.Mechanism, r.Iterations)
+		})
 }
