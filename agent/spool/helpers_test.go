@@ -47,6 +47,17 @@ func mustOpen(t testing.TB, cfg Config) *Spool {
 	return s
 }
 
+// openHundred opens a spool of 16 KiB segments holding records 0 to 99 of
+// producer 0, for the tests of reading, acknowledging and rewinding.
+func openHundred(t testing.TB) *Spool {
+	t.Helper()
+	cfg := smallConfig(t, t.TempDir())
+	cfg.SegmentBytes = 16 << 10
+	s := mustOpen(t, cfg)
+	mustAppend(t, s, recs(0, 0, 100))
+	return s
+}
+
 // rec is record i of producer p: its value is self-describing and
 // checksummed by its content so a read can tell a right record from
 // garbage, and its length varies with i.

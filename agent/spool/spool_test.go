@@ -225,10 +225,7 @@ func TestRotationAndDeletion(t *testing.T) {
 }
 
 func TestRewind(t *testing.T) {
-	cfg := smallConfig(t, t.TempDir())
-	cfg.SegmentBytes = 16 << 10
-	s := mustOpen(t, cfg)
-	mustAppend(t, s, recs(0, 0, 100))
+	s := openHundred(t)
 	_, p10 := readN(t, s, 10)
 	if err := s.Ack(p10); err != nil {
 		t.Fatal(err)
@@ -243,10 +240,7 @@ func TestRewind(t *testing.T) {
 // TestAckPastReader: an Ack beyond the read cursor (possible after a
 // Rewind, when a late broker acknowledgement arrives) moves the reader.
 func TestAckPastReader(t *testing.T) {
-	cfg := smallConfig(t, t.TempDir())
-	cfg.SegmentBytes = 16 << 10
-	s := mustOpen(t, cfg)
-	mustAppend(t, s, recs(0, 0, 100))
+	s := openHundred(t)
 	_, p60 := readN(t, s, 60)
 	s.Rewind()
 	if err := s.Ack(p60); err != nil {
