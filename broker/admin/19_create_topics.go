@@ -14,11 +14,9 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 19, Min: 0, Max: 7}, kapi.Typed(handleCreateTopics))
+var _ = APIs.Add(kapi.API{Key: 19, Min: 0, Max: 7}, kapi.Reply(handleCreateTopics))
 
-func handleCreateTopics(b Broker, kr *kapi.Request, r *kmsg.CreateTopicsRequest) *kmsg.CreateTopicsResponse {
-	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
-	resp.Version = r.Version
+func handleCreateTopics(b Broker, kr *kapi.Request, r *kmsg.CreateTopicsRequest, resp *kmsg.CreateTopicsResponse) {
 	seen := map[string]int{}
 	for _, rt := range r.Topics {
 		seen[rt.Topic]++
@@ -72,5 +70,4 @@ func handleCreateTopics(b Broker, kr *kapi.Request, r *kmsg.CreateTopicsRequest)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp
 }

@@ -12,11 +12,9 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 20, Min: 0, Max: 6}, kapi.Typed(handleDeleteTopics))
+var _ = APIs.Add(kapi.API{Key: 20, Min: 0, Max: 6}, kapi.Reply(handleDeleteTopics))
 
-func handleDeleteTopics(b Broker, kr *kapi.Request, r *kmsg.DeleteTopicsRequest) *kmsg.DeleteTopicsResponse {
-	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
-	resp.Version = r.Version
+func handleDeleteTopics(b Broker, kr *kapi.Request, r *kmsg.DeleteTopicsRequest, resp *kmsg.DeleteTopicsResponse) {
 	type target struct {
 		name *string
 		id   [16]byte
@@ -62,5 +60,4 @@ func handleDeleteTopics(b Broker, kr *kapi.Request, r *kmsg.DeleteTopicsRequest)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp
 }

@@ -5,24 +5,18 @@ package admin
 // the log before the response.
 
 import (
-	"context"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 21, Min: 0, Max: 2, Blocking: true}, kapi.Typed(
-	func(b Broker, r *kapi.Request, req *kmsg.DeleteRecordsRequest) kmsg.Response {
-		return handleDeleteRecords(r.Ctx, b, req, kapi.DeniedTopics(r, kmsg.ACLOperationDelete, req.Topics, func(t *kmsg.DeleteRecordsRequestTopic) string { return t.Topic }))
-	}))
+var _ = APIs.Add(kapi.API{Key: 21, Min: 0, Max: 2, Blocking: true}, kapi.Reply(handleDeleteRecords))
 
-// handleDeleteRecords answers TOPIC_AUTHORIZATION_FAILED for the denied
-// topics (no Delete).
-func handleDeleteRecords(ctx context.Context, b Broker, r *kmsg.DeleteRecordsRequest, denied map[string]bool) *kmsg.DeleteRecordsResponse {
-	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
-	resp.Version = r.Version
+// handleDeleteRecords answers TOPIC_AUTHORIZATION_FAILED for the topics
+// the principal may not Delete.
+func handleDeleteRecords(b Broker, kr *kapi.Request, r *kmsg.DeleteRecordsRequest, resp *kmsg.DeleteRecordsResponse) {
+	denied := kapi.DeniedTopics(kr, kmsg.ACLOperationDelete, r.Topics, func(t *kmsg.DeleteRecordsRequestTopic) string { return t.Topic })
 	for _, rt := range r.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
@@ -57,7 +51,7 @@ func handleDeleteRecords(ctx context.Context, b Broker, r *kmsg.DeleteRecordsReq
 				// Acknowledged (acks=1) but not yet durable: make it
 				// durable first, as a client that just produced expects
 				// to be able to delete up to what it was told.
-				if err := part.Commit(ctx, off-1); err == nil {
+				if err := part.Commit(kr.Ctx, off-1); err == nil {
 					hw = part.HighWatermark()
 				}
 			}
@@ -77,5 +71,4 @@ func handleDeleteRecords(ctx context.Context, b Broker, r *kmsg.DeleteRecordsReq
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp
 }

@@ -7,9 +7,6 @@ package admin
 // the principal needs Alter on the cluster.
 
 import (
-	"fmt"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/auth"
@@ -17,39 +14,26 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 30, Min: 0, Max: 3, Blocking: true}, kapi.Typed(handleCreateACLs))
+var _ = APIs.Add(kapi.API{Key: 30, Min: 0, Max: 3, Blocking: true}, kapi.Reply(handleCreateACLs))
 
-func handleCreateACLs(b Broker, r *kapi.Request, req *kmsg.CreateACLsRequest) *kmsg.CreateACLsResponse {
-	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
-	resp.Version = req.Version
-	errs := make([]error, len(req.Creations))
-	var acls []auth.ACL
-	authorized := clusterAuthorized(b, r, kmsg.ACLOperationAlter)
+func handleCreateACLs(b Broker, r *kapi.Request, req *kmsg.CreateACLsRequest, resp *kmsg.CreateACLsResponse) {
+	acls := make([]auth.ACL, len(req.Creations))
 	for i, c := range req.Creations {
-		a := auth.ACL{ResourceType: c.ResourceType, ResourceName: c.ResourceName, PatternType: c.ResourcePatternType,
+		acls[i] = auth.ACL{ResourceType: c.ResourceType, ResourceName: c.ResourceName, PatternType: c.ResourcePatternType,
 			Principal: auth.Principal(c.Principal), Host: c.Host, Operation: c.Operation, Permission: c.PermissionType}
-		switch err := a.Validate(); {
-		case !authorized:
-			errs[i] = errClusterAuthorization(r, kmsg.ACLOperationAlter)
-		case err != nil:
-			errs[i] = fmt.Errorf("%w: %v", kerr.InvalidRequest, err)
-		default:
-			acls = append(acls, a)
-		}
 	}
-	if len(acls) > 0 {
-		ctx, cancel := securityContext(r)
-		_, err := b.Security().Apply(ctx, cluster.Command{Op: cluster.OpCreateACLs, ACLs: acls})
-		cancel()
-		if err != nil {
-			err = securityError(err)
-			for i := range errs {
-				if errs[i] == nil {
-					errs[i] = err
-				}
+	errs, apply := aclChanges(b, r, len(acls), func(i int) error { return acls[i].Validate() })
+	if len(apply) > 0 {
+		cmd := cluster.Command{Op: cluster.OpCreateACLs}
+		for _, i := range apply {
+			cmd.ACLs = append(cmd.ACLs, acls[i])
+		}
+		if _, err := applySecurity(b, r, cmd); err != nil {
+			for _, i := range apply {
+				errs[i] = err
 			}
 		} else {
-			b.Logger().Info("acls created", "count", len(acls), "principal", r.Principal)
+			b.Logger().Info("acls created", "count", len(cmd.ACLs), "principal", r.Principal)
 		}
 	}
 	for _, err := range errs {
@@ -59,5 +43,4 @@ func handleCreateACLs(b Broker, r *kapi.Request, req *kmsg.CreateACLsRequest) *k
 		}
 		resp.Results = append(resp.Results, res)
 	}
-	return resp
 }

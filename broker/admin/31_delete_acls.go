@@ -7,45 +7,38 @@ package admin
 // cluster.
 
 import (
-	"fmt"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 31, Min: 0, Max: 3, Blocking: true}, kapi.Typed(handleDeleteACLs))
+var _ = APIs.Add(kapi.API{Key: 31, Min: 0, Max: 3, Blocking: true}, kapi.Reply(handleDeleteACLs))
 
-func handleDeleteACLs(b Broker, r *kapi.Request, req *kmsg.DeleteACLsRequest) *kmsg.DeleteACLsResponse {
-	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
-	resp.Version = req.Version
-	results := make([]kmsg.DeleteACLsResponseResult, len(req.Filters))
-	var filters []cluster.ACLFilter
-	var applied []int // index in req.Filters of each of filters
-	authorized := clusterAuthorized(b, r, kmsg.ACLOperationAlter)
+func handleDeleteACLs(b Broker, r *kapi.Request, req *kmsg.DeleteACLsRequest, resp *kmsg.DeleteACLsResponse) {
+	filters := make([]auth.ACLFilter, len(req.Filters))
 	for i, rf := range req.Filters {
+		filters[i] = aclFilter(rf.ResourceType, rf.ResourceName, rf.ResourcePatternType, rf.Principal, rf.Host, rf.Operation, rf.PermissionType)
+	}
+	errs, apply := aclChanges(b, r, len(filters), func(i int) error { return filters[i].Validate() })
+	results := make([]kmsg.DeleteACLsResponseResult, len(filters))
+	for i := range results {
 		results[i] = kmsg.NewDeleteACLsResponseResult()
-		f := aclFilter(rf.ResourceType, rf.ResourceName, rf.ResourcePatternType, rf.Principal, rf.Host, rf.Operation, rf.PermissionType)
-		switch err := f.Validate(); {
-		case !authorized:
-			results[i].ErrorCode, results[i].ErrorMessage = errorOf(errClusterAuthorization(r, kmsg.ACLOperationAlter))
-		case err != nil:
-			results[i].ErrorCode, results[i].ErrorMessage = errorOf(fmt.Errorf("%w: %v", kerr.InvalidRequest, err))
-		default:
-			filters = append(filters, cluster.ACLFilter(f))
-			applied = append(applied, i)
+		if errs[i] != nil {
+			results[i].ErrorCode, results[i].ErrorMessage = errorOf(errs[i])
 		}
 	}
-	if len(filters) > 0 {
-		ctx, cancel := securityContext(r)
-		res, err := b.Security().Apply(ctx, cluster.Command{Op: cluster.OpDeleteACLs, Filters: filters})
-		cancel()
+	if len(apply) > 0 {
+		cmd := cluster.Command{Op: cluster.OpDeleteACLs}
+		for _, i := range apply {
+			cmd.Filters = append(cmd.Filters, cluster.ACLFilter(filters[i]))
+		}
+		res, err := applySecurity(b, r, cmd)
 		deleted := 0
-		for j, i := range applied {
+		for j, i := range apply {
 			if err != nil {
-				results[i].ErrorCode, results[i].ErrorMessage = errorOf(securityError(err))
+				results[i].ErrorCode, results[i].ErrorMessage = errorOf(err)
 				continue
 			}
 			if j >= len(res.DeletedACLs) {
@@ -64,5 +57,4 @@ func handleDeleteACLs(b Broker, r *kapi.Request, req *kmsg.DeleteACLsRequest) *k
 		}
 	}
 	resp.Results = results
-	return resp
 }

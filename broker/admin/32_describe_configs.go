@@ -16,11 +16,9 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 32, Min: 0, Max: 4}, kapi.Typed(handleDescribeConfigs))
+var _ = APIs.Add(kapi.API{Key: 32, Min: 0, Max: 4}, kapi.Reply(handleDescribeConfigs))
 
-func handleDescribeConfigs(b Broker, kr *kapi.Request, r *kmsg.DescribeConfigsRequest) *kmsg.DescribeConfigsResponse {
-	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
-	resp.Version = r.Version
+func handleDescribeConfigs(b Broker, kr *kapi.Request, r *kmsg.DescribeConfigsRequest, resp *kmsg.DescribeConfigsResponse) {
 	for _, rr := range r.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
@@ -89,7 +87,6 @@ func handleDescribeConfigs(b Broker, kr *kapi.Request, r *kmsg.DescribeConfigsRe
 		}
 		resp.Resources = append(resp.Resources, sr)
 	}
-	return resp
 }
 
 // configDenied is the error code of a config resource the principal may
@@ -110,18 +107,24 @@ func configDenied(r *kapi.Request, op auth.Operation, typ kmsg.ConfigResourceTyp
 	return 0
 }
 
-// alterTopicResource checks the principal may alter the resource's
-// configs and that it is a topic, and applies update.
-func alterTopicResource(b Broker, r *kapi.Request, typ kmsg.ConfigResourceType, name string, validateOnly bool, update func(map[string]string) error) (int16, *string) {
+// alterTopicResource is the result of an AlterConfigs or
+// IncrementalAlterConfigs resource (their results have one form): it checks
+// the principal may alter the resource's configs and that it is a topic,
+// and applies update.
+func alterTopicResource(b Broker, r *kapi.Request, typ kmsg.ConfigResourceType, name string, validateOnly bool, update func(map[string]string) error) kmsg.AlterConfigsResponseResource {
+	sr := kmsg.NewAlterConfigsResponseResource()
+	sr.ResourceType, sr.ResourceName = typ, name
 	if code := configDenied(r, kmsg.ACLOperationAlterConfigs, typ, name); code != 0 {
-		return code, nil
+		sr.ErrorCode = code
+		return sr
 	}
 	if typ != kmsg.ConfigResourceTypeTopic {
 		msg := "only topic configs can be altered; broker settings are command-line flags"
-		return kerr.InvalidRequest.Code, &msg
+		sr.ErrorCode, sr.ErrorMessage = kerr.InvalidRequest.Code, &msg
+		return sr
 	}
 	if err := b.AlterTopicConfigs(name, update, validateOnly); err != nil {
-		return errorOf(err)
+		sr.ErrorCode, sr.ErrorMessage = errorOf(err)
 	}
-	return 0, nil
+	return sr
 }

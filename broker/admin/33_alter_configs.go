@@ -11,15 +11,11 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 33, Min: 0, Max: 2}, kapi.Typed(handleAlterConfigs))
+var _ = APIs.Add(kapi.API{Key: 33, Min: 0, Max: 2}, kapi.Reply(handleAlterConfigs))
 
-func handleAlterConfigs(b Broker, kr *kapi.Request, r *kmsg.AlterConfigsRequest) *kmsg.AlterConfigsResponse {
-	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
-	resp.Version = r.Version
+func handleAlterConfigs(b Broker, kr *kapi.Request, r *kmsg.AlterConfigsRequest, resp *kmsg.AlterConfigsResponse) {
 	for _, rr := range r.Resources {
-		sr := kmsg.NewAlterConfigsResponseResource()
-		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		sr.ErrorCode, sr.ErrorMessage = alterTopicResource(b, kr, rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
+		sr := alterTopicResource(b, kr, rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
 			// AlterConfigs replaces the whole set: unnamed configs reset.
 			clear(m)
 			for _, c := range rr.Configs {
@@ -34,5 +30,4 @@ func handleAlterConfigs(b Broker, kr *kapi.Request, r *kmsg.AlterConfigsRequest)
 		})
 		resp.Resources = append(resp.Resources, sr)
 	}
-	return resp
 }

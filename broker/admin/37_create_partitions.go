@@ -10,11 +10,9 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 37, Min: 0, Max: 3}, kapi.Typed(handleCreatePartitions))
+var _ = APIs.Add(kapi.API{Key: 37, Min: 0, Max: 3}, kapi.Reply(handleCreatePartitions))
 
-func handleCreatePartitions(b Broker, kr *kapi.Request, r *kmsg.CreatePartitionsRequest) *kmsg.CreatePartitionsResponse {
-	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	resp.Version = r.Version
+func handleCreatePartitions(b Broker, kr *kapi.Request, r *kmsg.CreatePartitionsRequest, resp *kmsg.CreatePartitionsResponse) {
 	for _, rt := range r.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
@@ -25,5 +23,4 @@ func handleCreatePartitions(b Broker, kr *kapi.Request, r *kmsg.CreatePartitions
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp
 }

@@ -14,15 +14,11 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 44, Min: 0, Max: 1}, kapi.Typed(handleIncrementalAlterConfigs))
+var _ = APIs.Add(kapi.API{Key: 44, Min: 0, Max: 1}, kapi.Reply(handleIncrementalAlterConfigs))
 
-func handleIncrementalAlterConfigs(b Broker, kr *kapi.Request, r *kmsg.IncrementalAlterConfigsRequest) *kmsg.IncrementalAlterConfigsResponse {
-	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	resp.Version = r.Version
+func handleIncrementalAlterConfigs(b Broker, kr *kapi.Request, r *kmsg.IncrementalAlterConfigsRequest, resp *kmsg.IncrementalAlterConfigsResponse) {
 	for _, rr := range r.Resources {
-		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		sr.ErrorCode, sr.ErrorMessage = alterTopicResource(b, kr, rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
+		sr := kmsg.IncrementalAlterConfigsResponseResource(alterTopicResource(b, kr, rr.ResourceType, rr.ResourceName, r.ValidateOnly, func(m map[string]string) error {
 			for _, c := range rr.Configs {
 				v := c.Value
 				if c.Op == kmsg.IncrementalAlterConfigOpDelete {
@@ -67,8 +63,7 @@ func handleIncrementalAlterConfigs(b Broker, kr *kapi.Request, r *kmsg.Increment
 				}
 			}
 			return nil
-		})
+		}))
 		resp.Resources = append(resp.Resources, sr)
 	}
-	return resp
 }

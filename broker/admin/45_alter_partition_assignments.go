@@ -20,29 +20,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 45, Min: 0, Max: 0, ClusterOnly: true, Blocking: true}, kapi.Typed(
-	func(b Broker, r *kapi.Request, req *kmsg.AlterPartitionAssignmentsRequest) kmsg.Response {
-		if !r.Allowed(kmsg.ACLOperationAlter, auth.Cluster) {
-			resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
-			resp.Version = req.Version
-			resp.ErrorCode, resp.ErrorMessage = errorOf(errClusterAuthorization(r, kmsg.ACLOperationAlter))
-			return resp
-		}
-		return handleAlterPartitionAssignments(r.Ctx, b, req)
-	}))
+var _ = APIs.Add(kapi.API{Key: 45, Min: 0, Max: 0, ClusterOnly: true, Blocking: true}, kapi.Reply(handleAlterPartitionAssignments))
 
-func handleAlterPartitionAssignments(ctx context.Context, b Broker, r *kmsg.AlterPartitionAssignmentsRequest) *kmsg.AlterPartitionAssignmentsResponse {
-	resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
-	resp.Version = r.Version
-	n, err := controller(b, "; partitions have one replica here")
+func handleAlterPartitionAssignments(b Broker, kr *kapi.Request, r *kmsg.AlterPartitionAssignmentsRequest, resp *kmsg.AlterPartitionAssignmentsResponse) {
+	n, err := clusterController(b, kr, kmsg.ACLOperationAlter, "; partitions have one replica here")
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorOf(err)
-		return resp
+		return
 	}
 	md := n.Metadata()
 	for _, rt := range r.Topics {
@@ -52,14 +40,13 @@ func handleAlterPartitionAssignments(ctx context.Context, b Broker, r *kmsg.Alte
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if err := reassignPartition(ctx, b, n, ti, rt.Topic, rp.Partition, rp.Replicas); err != nil {
+			if err := reassignPartition(kr.Ctx, b, n, ti, rt.Topic, rp.Partition, rp.Replicas); err != nil {
 				sp.ErrorCode, sp.ErrorMessage = errorOf(err)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp
 }
 
 func reassignPartition(ctx context.Context, b Broker, n *cluster.Node, ti *cluster.TopicInfo, topic string, part int32, replicas []int32) error {

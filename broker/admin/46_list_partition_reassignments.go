@@ -11,28 +11,16 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/simtel/simtel/broker/auth"
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 46, Min: 0, Max: 0, ClusterOnly: true}, kapi.Typed(
-	func(b Broker, r *kapi.Request, req *kmsg.ListPartitionReassignmentsRequest) kmsg.Response {
-		if !r.Allowed(kmsg.ACLOperationDescribe, auth.Cluster) {
-			resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
-			resp.Version = req.Version
-			resp.ErrorCode, resp.ErrorMessage = errorOf(errClusterAuthorization(r, kmsg.ACLOperationDescribe))
-			return resp
-		}
-		return handleListPartitionReassignments(b, req)
-	}))
+var _ = APIs.Add(kapi.API{Key: 46, Min: 0, Max: 0, ClusterOnly: true}, kapi.Reply(handleListPartitionReassignments))
 
-func handleListPartitionReassignments(b Broker, r *kmsg.ListPartitionReassignmentsRequest) *kmsg.ListPartitionReassignmentsResponse {
-	resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
-	resp.Version = r.Version
-	n, err := controller(b, "")
+func handleListPartitionReassignments(b Broker, kr *kapi.Request, r *kmsg.ListPartitionReassignmentsRequest, resp *kmsg.ListPartitionReassignmentsResponse) {
+	n, err := clusterController(b, kr, kmsg.ACLOperationDescribe, "")
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorOf(err)
-		return resp
+		return
 	}
 	md := n.Metadata()
 	want := map[string][]int32{} // nil slice: every partition
@@ -74,5 +62,4 @@ func handleListPartitionReassignments(b Broker, r *kmsg.ListPartitionReassignmen
 			resp.Topics = append(resp.Topics, st)
 		}
 	}
-	return resp
 }

@@ -16,23 +16,13 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 50, Min: 0, Max: 0, Blocking: true}, kapi.Typed(handleDescribeUserSCRAM))
+var _ = APIs.Add(kapi.API{Key: 50, Min: 0, Max: 0, Blocking: true}, kapi.Reply(handleDescribeUserSCRAM))
 
-func handleDescribeUserSCRAM(b Broker, r *kapi.Request, req *kmsg.DescribeUserSCRAMCredentialsRequest) *kmsg.DescribeUserSCRAMCredentialsResponse {
-	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	resp.Version = req.Version
-	fail := func(err error) *kmsg.DescribeUserSCRAMCredentialsResponse {
-		resp.ErrorCode, resp.ErrorMessage = errorOf(err)
-		return resp
-	}
-	if !clusterAuthorized(b, r, kmsg.ACLOperationDescribe) {
-		return fail(errClusterAuthorization(r, kmsg.ACLOperationDescribe))
-	}
-	ctx, cancel := securityContext(r)
-	defer cancel()
-	st, err := b.Security().State(ctx, true)
+func handleDescribeUserSCRAM(b Broker, r *kapi.Request, req *kmsg.DescribeUserSCRAMCredentialsRequest, resp *kmsg.DescribeUserSCRAMCredentialsResponse) {
+	st, err := securityState(b, r, nil)
 	if err != nil {
-		return fail(err)
+		resp.ErrorCode, resp.ErrorMessage = errorOf(err)
+		return
 	}
 	var names []string
 	count := map[string]int{}
@@ -64,5 +54,4 @@ func handleDescribeUserSCRAM(b Broker, r *kapi.Request, req *kmsg.DescribeUserSC
 		}
 		resp.Results = append(resp.Results, res)
 	}
-	return resp
 }

@@ -23,11 +23,9 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 51, Min: 0, Max: 0, Blocking: true}, kapi.Typed(handleAlterUserSCRAM))
+var _ = APIs.Add(kapi.API{Key: 51, Min: 0, Max: 0, Blocking: true}, kapi.Reply(handleAlterUserSCRAM))
 
-func handleAlterUserSCRAM(b Broker, r *kapi.Request, req *kmsg.AlterUserSCRAMCredentialsRequest) *kmsg.AlterUserSCRAMCredentialsResponse {
-	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
-	resp.Version = req.Version
+func handleAlterUserSCRAM(b Broker, r *kapi.Request, req *kmsg.AlterUserSCRAMCredentialsRequest, resp *kmsg.AlterUserSCRAMCredentialsResponse) {
 
 	// Every user's commands, in request order, and the first error of
 	// each user (which then applies none of its commands).
@@ -111,5 +109,4 @@ func handleAlterUserSCRAM(b Broker, r *kapi.Request, req *kmsg.AlterUserSCRAMCre
 		}
 		resp.Results = append(resp.Results, res)
 	}
-	return resp
 }

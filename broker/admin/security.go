@@ -44,6 +44,76 @@ func errClusterAuthorization(r *kapi.Request, op auth.Operation) error {
 	return fmt.Errorf("%w: %s may not %s the cluster", kerr.ClusterAuthorizationFailed, r.Principal, op)
 }
 
+// securityState is the state DescribeAcls and DescribeUserScramCredentials
+// answer from, read once the principal may Describe the cluster and the
+// request is valid (invalid, the request's own check, nil when it has none),
+// or the error to answer.
+func securityState(b Broker, r *kapi.Request, invalid error) (*cluster.Security, error) {
+	if !clusterAuthorized(b, r, kmsg.ACLOperationDescribe) {
+		return nil, errClusterAuthorization(r, kmsg.ACLOperationDescribe)
+	}
+	if invalid != nil {
+		return nil, fmt.Errorf("%w: %v", kerr.InvalidRequest, invalid)
+	}
+	ctx, cancel := securityContext(r)
+	defer cancel()
+	return b.Security().State(ctx, true)
+}
+
+// errClusterDenied is errClusterAuthorization when the request's principal
+// may not do op on the cluster, nil when it may. It asks the request's
+// authorizer, as the cluster-wide APIs (DescribeCluster, the reassignment
+// APIs) do.
+func errClusterDenied(r *kapi.Request, op auth.Operation) error {
+	if r.Allowed(op, auth.Cluster) {
+		return nil
+	}
+	return errClusterAuthorization(r, op)
+}
+
+// clusterController is the controller node a cluster-wide API runs on
+// (ListPartitionReassignments, AlterPartitionAssignments), once the
+// principal may do op on the cluster; else the error to answer.
+func clusterController(b Broker, r *kapi.Request, op auth.Operation, notCluster string) (*cluster.Node, error) {
+	if err := errClusterDenied(r, op); err != nil {
+		return nil, err
+	}
+	return controller(b, notCluster)
+}
+
+// aclChanges checks the n entries of a CreateAcls or DeleteAcls request:
+// errs holds each refused entry's answer (the principal may not Alter the
+// cluster, or validate's error as INVALID_REQUEST), apply the indexes of
+// the others, which go to the controller in one command.
+func aclChanges(b Broker, r *kapi.Request, n int, validate func(i int) error) (errs []error, apply []int) {
+	authorized := clusterAuthorized(b, r, kmsg.ACLOperationAlter)
+	errs = make([]error, n)
+	for i := range errs {
+		switch err := validate(i); {
+		case !authorized:
+			errs[i] = errClusterAuthorization(r, kmsg.ACLOperationAlter)
+		case err != nil:
+			errs[i] = fmt.Errorf("%w: %v", kerr.InvalidRequest, err)
+		default:
+			apply = append(apply, i)
+		}
+	}
+	return errs, apply
+}
+
+// applySecurity runs c through the controller (or on a single broker),
+// waiting no longer than securityContext allows; its error is a Kafka
+// error.
+func applySecurity(b Broker, r *kapi.Request, c cluster.Command) (cluster.Result, error) {
+	ctx, cancel := securityContext(r)
+	defer cancel()
+	res, err := b.Security().Apply(ctx, c)
+	if err != nil {
+		return res, securityError(err)
+	}
+	return res, nil
+}
+
 // securityError maps an error of Security.Apply to a Kafka error.
 func securityError(err error) error {
 	switch {
