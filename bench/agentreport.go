@@ -53,16 +53,10 @@ func readAgentRun(path string) (*AgentRun, error) { return readJSON[AgentRun](pa
 // it and with whatever result the output holds, and no parse error is
 // returned.
 func AddAgentStep(path, label, command, failure string, output []byte) error {
-	r, err := readOrNew[AgentRun](path, "agent run")
-	if err != nil {
-		return err
-	}
-	res, err := decodeStepResult(label, failure, "agent", "agent", output, func(res *AgentLoadResult) string { return res.Kind })
-	if err != nil {
-		return err
-	}
-	r.Steps = append(r.Steps, AgentStep{Label: label, Command: command, Error: failure, Result: res})
-	return writeJSON(path, "agent run", r)
+	return addStep(path, "agent run", "agent", "agent", label, failure, output,
+		func(res *AgentLoadResult) string { return res.Kind }, func(r *AgentRun, res *AgentLoadResult) {
+			r.Steps = append(r.Steps, AgentStep{Label: label, Command: command, Error: failure, Result: res})
+		})
 }
 
 // PublishAgent writes the run in cfg.RunPath to cfg.ResultsDir/<id>.json

@@ -196,16 +196,10 @@ func readFanoutRun(path string) (*FanoutRun, error) { return readJSON[FanoutRun]
 // failure, if not empty, says how the step's command failed: the step is
 // recorded with it and with whatever result the output holds.
 func AddFanoutStep(path, label, command, failure string, output []byte) error {
-	r, err := readOrNew[FanoutRun](path, "fan-out run")
-	if err != nil {
-		return err
-	}
-	res, err := decodeStepResult(label, failure, "fanout", "fan-out", output, func(res *FanoutResult) string { return res.Kind })
-	if err != nil {
-		return err
-	}
-	r.Steps = append(r.Steps, FanoutStep{Label: label, Command: command, Error: failure, Result: res})
-	return writeJSON(path, "fan-out run", r)
+	return addStep(path, "fan-out run", "fanout", "fan-out", label, failure, output,
+		func(res *FanoutResult) string { return res.Kind }, func(r *FanoutRun, res *FanoutResult) {
+			r.Steps = append(r.Steps, FanoutStep{Label: label, Command: command, Error: failure, Result: res})
+		})
 }
 
 // PublishFanout writes the run in cfg.RunPath, with its comparison, to

@@ -147,6 +147,23 @@ func publishRun[T any](cfg PublishConfig, what, start, end string, set func(*T),
 	return path, updateREADME(cfg.README, start, end, render(r, relTo(cfg.README, cfg.ResultsDir), history))
 }
 
+// addStep appends a step to the run in path, creating the file if it does
+// not exist: the step's result is decoded from output as decodeStepResult
+// does (want and name are its kind and its name in errors) and add puts it
+// into the run; what names the run in errors ("agent run").
+func addStep[T, R any](path, what, want, name, label, failure string, output []byte, kindOf func(*R) string, add func(*T, *R)) error {
+	r, err := readOrNew[T](path, what)
+	if err != nil {
+		return err
+	}
+	res, err := decodeStepResult(label, failure, want, name, output, kindOf)
+	if err != nil {
+		return err
+	}
+	add(r, res)
+	return writeJSON(path, what, r)
+}
+
 // decodeStepResult decodes a step's output as a result whose kind (read by
 // kindOf) is want; what names the result in errors ("agent"). A step
 // whose command failed (failure not empty) keeps whatever result the

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -178,13 +177,9 @@ func WriteRun(path string, r *Run) error { return writeJSON(path, "run", r) }
 // with whatever result the output still holds, and no parse error is
 // returned.
 func AddStep(path, kind, label, command, serverSync, failure string, output []byte) error {
-	r := &Run{}
-	if _, err := os.Stat(path); err == nil {
-		if r, err = ReadRun(path); err != nil {
-			return err
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("cannot stat run %q: %w", path, err)
+	r, err := readOrNew[Run](path, "run")
+	if err != nil {
+		return err
 	}
 	st := Step{Label: label, Command: command, Error: failure}
 	var target any
