@@ -176,6 +176,19 @@ func errorf(code int, typ, format string, args ...any) *apiError {
 	return &apiError{code: code, typ: typ, msg: fmt.Sprintf(format, args...)}
 }
 
+// headAnswer answers a HEAD request for the namespace or table id from
+// what the catalog said of its existence: 204 No Content when it exists,
+// else a 404 with the spec's exception type.
+func headAnswer(exists bool, err error, exception, what string, id []string) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, errorf(http.StatusNotFound, exception, "%s %s does not exist", what, strings.Join(id, "."))
+	}
+	return nil, nil
+}
+
 // handler answers a request with a value to encode as JSON (nil: 204 No
 // Content) or an error.
 type handler func(w http.ResponseWriter, r *http.Request) (any, error)
@@ -450,13 +463,7 @@ func (s *Server) loadNamespace(_ http.ResponseWriter, r *http.Request) (any, err
 	}
 	if r.Method == http.MethodHead {
 		ok, err := s.cfg.Catalog.CheckNamespaceExists(r.Context(), ns)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, errorf(http.StatusNotFound, "NoSuchNamespaceException", "namespace %s does not exist", strings.Join(ns, "."))
-		}
-		return nil, nil
+		return headAnswer(ok, err, "NoSuchNamespaceException", "namespace", ns)
 	}
 	props, err := s.cfg.Catalog.LoadNamespaceProperties(r.Context(), ns)
 	if err != nil {
@@ -515,13 +522,7 @@ func (s *Server) loadTable(w http.ResponseWriter, r *http.Request) (any, error) 
 	id := append(append(table.Identifier{}, ns...), name)
 	if r.Method == http.MethodHead {
 		ok, err := s.cfg.Catalog.CheckTableExists(r.Context(), id)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, errorf(http.StatusNotFound, "NoSuchTableException", "table %s does not exist", strings.Join(id, "."))
-		}
-		return nil, nil
+		return headAnswer(ok, err, "NoSuchTableException", "table", id)
 	}
 	tbl, err := s.cfg.Catalog.LoadTable(r.Context(), id)
 	if err != nil {
