@@ -114,9 +114,7 @@ func TestCompactionKeepsLatestPerKey(t *testing.T) {
 		appendSpec(t, l, batchSpec{recs: []rec{kv(fmt.Sprint("key", i), "final", 300)}})
 	}
 	rollTo(t, l, 300)
-	if _, err := l.Compact(); err != nil {
-		t.Fatal(err)
-	}
+	compactNow(t, l)
 	count := map[string]int{}
 	for _, r := range readAllRecords(t, l) {
 		count[string(r.key)]++
@@ -150,9 +148,7 @@ func TestCompactionTombstones(t *testing.T) {
 	appendSpec(t, l, batchSpec{recs: []rec{kv("a", "", 2)}}) // tombstone for a
 	appendSpec(t, l, batchSpec{recs: []rec{kv("c", "", 3)}}) // tombstone without value
 	rollTo(t, l, 4)
-	if _, err := l.Compact(); err != nil {
-		t.Fatal(err)
-	}
+	compactNow(t, l)
 	has := func(l *Log, key string, tomb bool) bool {
 		for _, r := range readAllRecords(t, l) {
 			if string(r.key) == key && (r.value == nil) == tomb {
@@ -166,9 +162,7 @@ func TestCompactionTombstones(t *testing.T) {
 	}
 	// Before DeleteRetentionMs the tombstones stay, also across a reopen.
 	clk.Advance(30 * time.Second)
-	if _, err := l.Compact(); err != nil {
-		t.Fatal(err)
-	}
+	compactNow(t, l)
 	if !has(l, "a", true) || !has(l, "c", true) {
 		t.Fatal("tombstones removed too early")
 	}
@@ -222,9 +216,7 @@ func TestCompactionCompressed(t *testing.T) {
 				}
 			}
 			rollTo(t, l, 1000)
-			if _, err := l.Compact(); err != nil {
-				t.Fatal(err)
-			}
+			compactNow(t, l)
 			var got []gotRecord
 			for _, b := range readAll(t, l, 0) {
 				rb, rs := decodeBatch(t, b)
@@ -260,9 +252,7 @@ func TestCompactionIdempotentProducerKeepsEmptyBatch(t *testing.T) {
 	last, _, _ := appendSpec(t, l, batchSpec{recs: []rec{kv("b", "1", 3)}, producerID: 6})
 	appendSpec(t, l, batchSpec{recs: []rec{kv("a", "3", 4), kv("b", "2", 4)}, producerID: 7})
 	rollTo(t, l, 5)
-	if _, err := l.Compact(); err != nil {
-		t.Fatal(err)
-	}
+	compactNow(t, l)
 	var pids []string
 	for _, b := range readAll(t, l, 0) {
 		rb, rs := decodeBatch(t, b)

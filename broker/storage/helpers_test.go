@@ -98,28 +98,29 @@ func buildBatch(t testing.TB, s batchSpec) []byte {
 	return b
 }
 
+// streamCompress is raw written through the compressing writer newW makes.
+func streamCompress(raw []byte, newW func(io.Writer) io.WriteCloser) []byte {
+	var buf bytes.Buffer
+	w := newW(&buf)
+	w.Write(raw)
+	w.Close()
+	return buf.Bytes()
+}
+
 func compressForTest(t testing.TB, codec int8, raw []byte, snappyRaw bool) []byte {
 	t.Helper()
 	switch codec {
 	case CompressionNone:
 		return raw
 	case CompressionGzip:
-		var buf bytes.Buffer
-		w := gzip.NewWriter(&buf)
-		w.Write(raw)
-		w.Close()
-		return buf.Bytes()
+		return streamCompress(raw, func(w io.Writer) io.WriteCloser { return gzip.NewWriter(w) })
 	case CompressionSnappy:
 		if snappyRaw {
 			return snappy.Encode(nil, raw)
 		}
 		return xerial.Encode(nil, raw)
 	case CompressionLZ4:
-		var buf bytes.Buffer
-		w := lz4.NewWriter(&buf)
-		w.Write(raw)
-		w.Close()
-		return buf.Bytes()
+		return streamCompress(raw, func(w io.Writer) io.WriteCloser { return lz4.NewWriter(w) })
 	case CompressionZstd:
 		e, err := zstd.NewWriter(nil)
 		if err != nil {
@@ -272,6 +273,15 @@ func appendSpec(t testing.TB, l *Log, s batchSpec) (int64, int64, []byte) {
 	return appendBytes(t, l, b)
 }
 
+// appendBatches appends n batches of records records of size bytes, the
+// i-th stamped i (simpleBatch).
+func appendBatches(t testing.TB, l *Log, n, records, size int) {
+	t.Helper()
+	for i := range n {
+		appendBytes(t, l, simpleBatch(t, records, size, int64(i)))
+	}
+}
+
 func appendBytes(t testing.TB, l *Log, b []byte) (int64, int64, []byte) {
 	t.Helper()
 	hs, err := ParseBatches(b, 0)
@@ -308,6 +318,14 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(bytes.TrimRight(p, "\n")))
 	return len(p), nil
+}
+
+// compactNow compacts l once, failing the test on an error.
+func compactNow(t testing.TB, l *Log) {
+	t.Helper()
+	if _, err := l.Compact(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func openTest(t testing.TB, cfg Config) *Log {

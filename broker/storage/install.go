@@ -21,10 +21,7 @@ func (l *Log) Reset(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("cannot reset log to negative offset %d", offset)
 	}
-	l.maint.Lock()
-	defer l.maint.Unlock()
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
+	defer l.lockExclusive()()
 	if l.isClosed() {
 		return ErrClosed
 	}

@@ -401,6 +401,18 @@ func createSegment(path string, base int64, now time.Time) (*segment, error) {
 	return &segment{base: base, path: path, file: newSegFile(f), next: base, idx: newSegIndex(), rollBase: now}, nil
 }
 
+// lockExclusive takes maint and appendMu, in that order, for the
+// operations that rewrite the log under both (Reset, Truncate, Close), and
+// returns the func that releases them.
+func (l *Log) lockExclusive() (unlock func()) {
+	l.maint.Lock()
+	l.appendMu.Lock()
+	return func() {
+		l.appendMu.Unlock()
+		l.maint.Unlock()
+	}
+}
+
 // Close syncs all data, persists the indexes of closed segments, stops the
 // flusher and releases the log's file references. Readers still holding a
 // ReadResult keep their files open until they release it.
@@ -416,10 +428,7 @@ func (l *Log) Close() error {
 	close(l.stop)
 	<-l.done
 
-	l.maint.Lock()
-	defer l.maint.Unlock()
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
+	defer l.lockExclusive()()
 
 	err := l.flushOnce()
 	if err == nil {

@@ -145,9 +145,7 @@ func TestSegmentRoll(t *testing.T) {
 	dir := t.TempDir()
 	clk := newFakeClock()
 	l := openTest(t, Config{Dir: dir, SegmentBytes: 4096, SegmentMs: 60_000, RetentionMs: -1, Now: clk.Now})
-	for i := range 40 {
-		appendBytes(t, l, simpleBatch(t, 2, 200, int64(i)))
-	}
+	appendBatches(t, l, 40, 2, 200)
 	st := l.Stats()
 	if st.Segments < 5 {
 		t.Fatalf("segments %d", st.Segments)
@@ -341,9 +339,7 @@ func TestOffsetForTimestamp(t *testing.T) {
 
 func TestRetentionBySize(t *testing.T) {
 	l := openTest(t, Config{SegmentBytes: 4096, RetentionBytes: 10_000, RetentionMs: -1})
-	for i := range 60 {
-		appendBytes(t, l, simpleBatch(t, 2, 200, int64(i)))
-	}
+	appendBatches(t, l, 60, 2, 200)
 	before := l.Size()
 	end := l.EndOffset()
 	// A floor at offset 0 protects everything.
@@ -419,9 +415,7 @@ func TestDeleteRecordsPersisted(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{Dir: dir, SegmentBytes: 4096}
 	l := openTest(t, cfg)
-	for i := range 40 {
-		appendBytes(t, l, simpleBatch(t, 3, 200, int64(i)))
-	}
+	appendBatches(t, l, 40, 3, 200)
 	segs := l.Stats().Segments
 	start, err := l.DeleteRecords(50)
 	if err != nil || start != 50 {
@@ -470,9 +464,7 @@ func TestTruncate(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{Dir: dir, SegmentBytes: 4096}
 	l := openTest(t, cfg)
-	for i := range 40 {
-		appendBytes(t, l, simpleBatch(t, 2, 200, int64(i)))
-	}
+	appendBatches(t, l, 40, 2, 200)
 	// Truncate in the middle of a batch [20,21]: the whole batch goes.
 	if err := l.Truncate(21); err != nil {
 		t.Fatal(err)
@@ -518,9 +510,7 @@ func TestTruncate(t *testing.T) {
 
 func TestReadConcurrentWithRetention(t *testing.T) {
 	l := openTest(t, Config{SegmentBytes: 4096, RetentionBytes: 16 << 10, RetentionMs: -1})
-	for i := range 50 {
-		appendBytes(t, l, simpleBatch(t, 2, 300, int64(i)))
-	}
+	appendBatches(t, l, 50, 2, 300)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup

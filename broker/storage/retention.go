@@ -175,10 +175,7 @@ func (l *Log) Truncate(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("cannot truncate to negative offset %d", offset)
 	}
-	l.maint.Lock()
-	defer l.maint.Unlock()
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
+	defer l.lockExclusive()()
 	// Transactions whose markers are cut off are open again, and the
 	// aborted list loses the markers removed: rebuild from what is left.
 	defer func() {
