@@ -10,20 +10,27 @@ import (
 // The parsers of what an unauthenticated client sends must never panic
 // and must fail only with a *SASLError or a parse error.
 
+// fuzzServer is a SASL server offering mechanism, with user alice
+// (password pw) as its only credential.
+func fuzzServer(f *testing.F, mechanism string) *SASLServer {
+	creds := CredentialMap{}
+	if err := creds.Add("alice", "pw", ScramSHA256, MinScramIterations); err != nil {
+		f.Fatal(err)
+	}
+	srv, err := NewSASLServer(SASLConfig{Mechanisms: []string{mechanism}, Credentials: creds})
+	if err != nil {
+		f.Fatal(err)
+	}
+	return srv
+}
+
 func FuzzScramMessages(f *testing.F) {
 	f.Add("n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL", "c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,p=v0X8v3Bz2T0CJGbJQyF0X+HI4Ts=")
 	f.Add("y,a=alice,n=alice,r=abc,ext=1", "c=eSxhPWFsaWNlLA==,r=abc,x=1,p=AAAA")
 	f.Add(",,", "p=")
 	f.Add("p=tls-unique,,n=a=2Cb=3D,r=x", "c=,r=,p=")
 	f.Add("n,,n==,r=x", ",")
-	creds := CredentialMap{}
-	if err := creds.Add("alice", "pw", ScramSHA256, MinScramIterations); err != nil {
-		f.Fatal(err)
-	}
-	srv, err := NewSASLServer(SASLConfig{Mechanisms: []string{MechanismSCRAMSHA256}, Credentials: creds})
-	if err != nil {
-		f.Fatal(err)
-	}
+	srv := fuzzServer(f, MechanismSCRAMSHA256)
 	f.Fuzz(func(t *testing.T, first, final string) {
 		if cf, err := ParseScramClientFirst(first); err == nil {
 			if !strings.HasSuffix(first, cf.Bare) || cf.GS2Header+cf.Bare != first {
@@ -51,14 +58,7 @@ func FuzzPlain(f *testing.F) {
 	f.Add([]byte("\x00alice\x00pw"))
 	f.Add([]byte("alice\x00alice\x00pw"))
 	f.Add([]byte("\x00\x00"))
-	creds := CredentialMap{}
-	if err := creds.Add("alice", "pw", ScramSHA256, MinScramIterations); err != nil {
-		f.Fatal(err)
-	}
-	srv, err := NewSASLServer(SASLConfig{Mechanisms: []string{MechanismPlain}, Credentials: creds})
-	if err != nil {
-		f.Fatal(err)
-	}
+	srv := fuzzServer(f, MechanismPlain)
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		s, _ := srv.Start(MechanismPlain)
 		_, res, err := s.Step(msg)

@@ -75,6 +75,20 @@ func applyEntry(f *replicaFSM, index, term uint64, data []byte) AppendResult {
 	return res
 }
 
+// replicaAfterOneEntry is a partition, its replica FSM having applied
+// entry 1 (term 1: producer 1's first two records), and its raft log
+// store; the partition closes when the test ends.
+func replicaAfterOneEntry(t *testing.T) (*Partition, *replicaFSM, *dataLogStore) {
+	t.Helper()
+	p := newTestPartition(t, t.TempDir())
+	t.Cleanup(func() { p.Close() })
+	f := &replicaFSM{p: p}
+	if res := applyEntry(f, 1, 1, idemBatch(1, 0, 2, "a")); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	return p, f, storeOf(p)
+}
+
 // logBytes is p's log from from to its end, as stored.
 func logBytes(t *testing.T, p *Partition, from int64) []byte {
 	t.Helper()
@@ -224,13 +238,7 @@ func TestReplicaFSMRestart(t *testing.T) {
 // partition log loses their batches, the producer state forgets them, and
 // the new leader's entries take the same offsets.
 func TestReplicaConflictTruncates(t *testing.T) {
-	p := newTestPartition(t, t.TempDir())
-	defer p.Close()
-	f := &replicaFSM{p: p}
-	s := storeOf(p)
-	if res := applyEntry(f, 1, 1, idemBatch(1, 0, 2, "a")); res.Err != nil {
-		t.Fatal(res.Err)
-	}
+	p, f, s := replicaAfterOneEntry(t)
 	// Stored in term 1, never committed.
 	stale := []*raft.Log{
 		{Index: 2, Term: 1, Type: raft.LogCommand, Data: idemBatch(1, 2, 3, "old")},
@@ -376,13 +384,7 @@ func (failingStore) StoreLogs([]*raft.Log) error { return errors.New("disk full"
 // nothing in the partition log, so storing them again puts them at the
 // same offsets.
 func TestReplicaStoreFailureTakesBack(t *testing.T) {
-	p := newTestPartition(t, t.TempDir())
-	defer p.Close()
-	f := &replicaFSM{p: p}
-	s := storeOf(p)
-	if res := applyEntry(f, 1, 1, idemBatch(1, 0, 2, "a")); res.Err != nil {
-		t.Fatal(res.Err)
-	}
+	p, f, s := replicaAfterOneEntry(t)
 	bad := &dataLogStore{inner: failingStore{s.inner}, p: p}
 	entries := func() []*raft.Log {
 		return []*raft.Log{{Index: 2, Term: 1, Type: raft.LogCommand, Data: idemBatch(1, 2, 3, "b")}}
