@@ -16,16 +16,12 @@ import (
 )
 
 func newACLCmd() *cobra.Command {
-	a := &adminFlags{}
-	cmd := &cobra.Command{
+	return newAdminCmd(&cobra.Command{
 		Use:   "acl",
 		Short: "Add, list and delete ACLs",
 		Long: `Manage Kafka ACLs (CreateAcls, DescribeAcls, DeleteAcls) on any Kafka-compatible
 cluster. A simtel broker enforces them with --authorizer acl.`,
-	}
-	a.register(cmd)
-	cmd.AddCommand(newACLAddCmd(a), newACLListCmd(a), newACLDeleteCmd(a))
-	return cmd
+	}, newACLAddCmd, newACLListCmd, newACLDeleteCmd)
 }
 
 // aclFlags are the ACL (add) or the filter (list, delete) on the command

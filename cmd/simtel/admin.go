@@ -32,6 +32,18 @@ func (a *adminFlags) register(cmd *cobra.Command) {
 	a.sec.register(cmd.PersistentFlags())
 }
 
+// newAdminCmd is an admin command (topic, group, user, acl, cluster): cmd
+// with the connection and output flags its subcommands share, and the
+// subcommands subs make.
+func newAdminCmd(cmd *cobra.Command, subs ...func(*adminFlags) *cobra.Command) *cobra.Command {
+	a := &adminFlags{}
+	a.register(cmd)
+	for _, sub := range subs {
+		cmd.AddCommand(sub(a))
+	}
+	return cmd
+}
+
 // client checks --output and returns an admin client and a context bounded
 // by --timeout; done releases both.
 func (a *adminFlags) client(ctx context.Context) (*admin.Client, context.Context, func(), error) {

@@ -14,8 +14,7 @@ import (
 )
 
 func newClusterCmd() *cobra.Command {
-	a := &adminFlags{}
-	cmd := &cobra.Command{
+	return newAdminCmd(&cobra.Command{
 		Use:   "cluster",
 		Short: "Show the brokers of a cluster and how partitions are spread over them",
 		Long: `Inspect and rebalance a simtel broker cluster (status works on any Kafka-compatible cluster).
@@ -25,10 +24,7 @@ Replicas and leaders are spread by the brokers themselves: with
 leaders to a broker that joins, re-creates the replicas of a broker gone for
 --replica-replace-after, and hands leadership back to each partition's first
 replica once its broker is back. See docs/broker-cluster.md, "Reassignment".`,
-	}
-	a.register(cmd)
-	cmd.AddCommand(newClusterStatusCmd(a), newClusterRebalanceCmd(a))
-	return cmd
+	}, newClusterStatusCmd, newClusterRebalanceCmd)
 }
 
 func newClusterStatusCmd(a *adminFlags) *cobra.Command {

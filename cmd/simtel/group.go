@@ -13,14 +13,10 @@ import (
 )
 
 func newGroupCmd() *cobra.Command {
-	a := &adminFlags{}
-	cmd := &cobra.Command{
+	return newAdminCmd(&cobra.Command{
 		Use:   "group",
 		Short: "List and describe consumer groups, reset their offsets",
-	}
-	a.register(cmd)
-	cmd.AddCommand(newGroupListCmd(a), newGroupDescribeCmd(a), newGroupResetCmd(a))
-	return cmd
+	}, newGroupListCmd, newGroupDescribeCmd, newGroupResetCmd)
 }
 
 func newGroupListCmd(a *adminFlags) *cobra.Command {

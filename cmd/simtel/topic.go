@@ -15,15 +15,11 @@ import (
 )
 
 func newTopicCmd() *cobra.Command {
-	a := &adminFlags{}
-	cmd := &cobra.Command{
+	return newAdminCmd(&cobra.Command{
 		Use:   "topic",
 		Short: "Create, list, describe, alter and delete topics",
 		Long:  "Manage topics on any Kafka-compatible cluster (simtel or Kafka itself).",
-	}
-	a.register(cmd)
-	cmd.AddCommand(newTopicCreateCmd(a), newTopicListCmd(a), newTopicDescribeCmd(a), newTopicDeleteCmd(a), newTopicAlterCmd(a))
-	return cmd
+	}, newTopicCreateCmd, newTopicListCmd, newTopicDescribeCmd, newTopicDeleteCmd, newTopicAlterCmd)
 }
 
 func newTopicCreateCmd(a *adminFlags) *cobra.Command {

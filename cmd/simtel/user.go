@@ -14,17 +14,13 @@ import (
 )
 
 func newUserCmd() *cobra.Command {
-	a := &adminFlags{}
-	cmd := &cobra.Command{
+	return newAdminCmd(&cobra.Command{
 		Use:   "user",
 		Short: "Add, list and delete SCRAM users",
 		Long: `Manage the SCRAM credentials SASL listeners check (SCRAM-SHA-256, SCRAM-SHA-512,
 and PLAIN against the same store), through Kafka's AlterUserScramCredentials and
 DescribeUserScramCredentials: the brokers keep a salted, iterated form, never the password.`,
-	}
-	a.register(cmd)
-	cmd.AddCommand(newUserAddCmd(a), newUserDeleteCmd(a), newUserListCmd(a))
-	return cmd
+	}, newUserAddCmd, newUserDeleteCmd, newUserListCmd)
 }
 
 func newUserAddCmd(a *adminFlags) *cobra.Command {
