@@ -12,6 +12,7 @@ import (
 )
 
 var _ = oneGroup(kapi.API{Key: 8, Min: 0, Max: 8, Blocking: true},
+	func(q *kmsg.OffsetCommitRequest) string { return q.Group },
 	func(c *Coordinator, r *kapi.Request, q *kmsg.OffsetCommitRequest) kmsg.Response {
 		// Read on each topic besides Read on the group (oneGroup).
 		allowed, denied := kapi.SplitTopics(r, kmsg.ACLOperationRead, q.Topics, func(t *kmsg.OffsetCommitRequestTopic) string { return t.Topic })

@@ -10,6 +10,7 @@ import (
 )
 
 var _ = oneGroup(kapi.API{Key: 9, Min: 0, Max: 7},
+	func(q *kmsg.OffsetFetchRequest) string { return q.Group },
 	func(c *Coordinator, r *kapi.Request, q *kmsg.OffsetFetchRequest) kmsg.Response {
 		// Describe on each topic besides Describe on the group
 		// (oneGroup): a named topic without it is answered

@@ -11,6 +11,7 @@ import (
 )
 
 var _ = oneGroup(kapi.API{Key: 11, Min: 0, Max: 7, Blocking: true},
+	func(q *kmsg.JoinGroupRequest) string { return q.Group },
 	func(c *Coordinator, r *kapi.Request, q *kmsg.JoinGroupRequest) kmsg.Response {
 		return c.JoinGroup(clientContext(r), q)
 	})

@@ -9,4 +9,5 @@ import (
 )
 
 var _ = oneGroup(kapi.API{Key: 12, Min: 0, Max: 4},
+	func(q *kmsg.HeartbeatRequest) string { return q.Group },
 	func(c *Coordinator, r *kapi.Request, q *kmsg.HeartbeatRequest) kmsg.Response { return c.Heartbeat(q) })

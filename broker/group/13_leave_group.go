@@ -9,4 +9,5 @@ import (
 )
 
 var _ = oneGroup(kapi.API{Key: 13, Min: 0, Max: 4},
+	func(q *kmsg.LeaveGroupRequest) string { return q.Group },
 	func(c *Coordinator, r *kapi.Request, q *kmsg.LeaveGroupRequest) kmsg.Response { return c.LeaveGroup(q) })

@@ -11,6 +11,7 @@ import (
 )
 
 var _ = oneGroup(kapi.API{Key: 14, Min: 0, Max: 5, Blocking: true},
+	func(q *kmsg.SyncGroupRequest) string { return q.Group },
 	func(c *Coordinator, r *kapi.Request, q *kmsg.SyncGroupRequest) kmsg.Response {
 		return c.SyncGroup(clientContext(r), q)
 	})

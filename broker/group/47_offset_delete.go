@@ -12,6 +12,7 @@ import (
 )
 
 var _ = oneGroup(kapi.API{Key: 47, Min: 0, Max: 0, Blocking: true},
+	func(q *kmsg.OffsetDeleteRequest) string { return q.Group },
 	func(c *Coordinator, r *kapi.Request, q *kmsg.OffsetDeleteRequest) kmsg.Response {
 		// Read on each topic besides Delete on the group (oneGroup).
 		allowed, denied := kapi.SplitTopics(r, kmsg.ACLOperationRead, q.Topics, func(t *kmsg.OffsetDeleteRequestTopic) string { return t.Topic })

@@ -2,7 +2,6 @@ package group
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,12 +27,12 @@ type Router interface {
 // them to its Router.
 var APIs kapi.Table[Router]
 
-// oneGroup declares an API whose requests name one group, answered by
-// that group's coordinator.
-func oneGroup[Q kmsg.Request](api kapi.API, handle func(*Coordinator, *kapi.Request, Q) kmsg.Response) struct{} {
+// oneGroup declares an API whose requests name one group (group reads it
+// from a request), answered by that group's coordinator.
+func oneGroup[Q kmsg.Request](api kapi.API, group func(Q) string, handle func(*Coordinator, *kapi.Request, Q) kmsg.Response) struct{} {
 	return APIs.Add(api, func(rt Router, r *kapi.Request) kmsg.Response {
 		q := r.Msg.(Q)
-		g := groupOf(q)
+		g := group(q)
 		if !r.Allowed(groupOperation(q), auth.Group(g)) {
 			return ErrorResponse(q, kerr.GroupAuthorizationFailed.Code)
 		}
@@ -41,25 +40,44 @@ func oneGroup[Q kmsg.Request](api kapi.API, handle func(*Coordinator, *kapi.Requ
 	})
 }
 
-// groupOf is the group a one-group request names.
-func groupOf(req kmsg.Request) string {
-	switch q := req.(type) {
-	case *kmsg.OffsetCommitRequest:
-		return q.Group
-	case *kmsg.OffsetFetchRequest:
-		return q.Group
-	case *kmsg.JoinGroupRequest:
-		return q.Group
-	case *kmsg.HeartbeatRequest:
-		return q.Group
-	case *kmsg.LeaveGroupRequest:
-		return q.Group
-	case *kmsg.SyncGroupRequest:
-		return q.Group
-	case *kmsg.OffsetDeleteRequest:
-		return q.Group
+// manyGroups declares an API whose requests name many groups
+// (DescribeGroups, DeleteGroups; Q is *T): the groups the principal may not
+// do op on are answered GROUP_AUTHORIZATION_FAILED, each other group by its
+// own coordinator. groups is a request's group list, answers a response's
+// list of per-group results.
+func manyGroups[T any, Q interface {
+	*T
+	kmsg.Request
+}, P kmsg.Response, G any](api kapi.API, op auth.Operation, groups func(Q) *[]string, answers func(P) *[]G, handle func(*Coordinator, Q) P) struct{} {
+	naming := func(q Q, names []string) Q {
+		sub := *q
+		*groups(&sub) = names
+		return &sub
 	}
-	panic(fmt.Sprintf("group: %s names no single group", kmsg.NameForKey(req.Key())))
+	// each answers q from its groups' coordinators.
+	each := func(rt Router, q Q) P {
+		if c := rt.Single(); c != nil {
+			return handle(c, q)
+		}
+		resp := q.ResponseKind().(P)
+		for _, name := range *groups(q) {
+			sub := naming(q, []string{name})
+			out := routeOne(rt, q, name, func(c *Coordinator) kmsg.Response { return handle(c, sub) })
+			*answers(resp) = append(*answers(resp), *answers(out.(P))...)
+		}
+		return resp
+	}
+	return APIs.Add(api, func(rt Router, r *kapi.Request) kmsg.Response {
+		q := r.Msg.(Q)
+		allowed, denied := splitGroups(r, op, *groups(q))
+		if denied == nil {
+			return each(rt, q)
+		}
+		resp := each(rt, naming(q, allowed))
+		refused := ErrorResponse(naming(q, denied), kerr.GroupAuthorizationFailed.Code).(P)
+		*answers(resp) = append(*answers(resp), *answers(refused)...)
+		return resp
+	})
 }
 
 // groupOperation is what Kafka authorizes on the group of a one-group

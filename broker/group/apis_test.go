@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -85,18 +86,10 @@ func responseCodes(resp kmsg.Response) []int16 {
 			}
 		}
 		return out
-	case *kmsg.OffsetDeleteResponse:
-		return []int16{r.ErrorCode}
-	case *kmsg.OffsetFetchResponse:
-		return []int16{r.ErrorCode}
-	case *kmsg.JoinGroupResponse:
-		return []int16{r.ErrorCode}
-	case *kmsg.SyncGroupResponse:
-		return []int16{r.ErrorCode}
-	case *kmsg.HeartbeatResponse:
-		return []int16{r.ErrorCode}
-	case *kmsg.LeaveGroupResponse:
-		return []int16{r.ErrorCode}
+	}
+	// The other group responses carry one code, at the top.
+	if f := reflect.ValueOf(resp).Elem().FieldByName("ErrorCode"); f.IsValid() {
+		return []int16{int16(f.Int())}
 	}
 	return nil
 }

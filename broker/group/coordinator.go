@@ -274,6 +274,22 @@ func (c *Coordinator) Close() error {
 	return c.closeErr
 }
 
+// lockGroup locks c.mu for a request on the group named and returns that
+// group (nil if there is none). An empty name is answered
+// INVALID_GROUP_ID and a closed coordinator COORDINATOR_NOT_AVAILABLE;
+// with a code c.mu is not held.
+func (c *Coordinator) lockGroup(name string) (*group, int16) {
+	if name == "" {
+		return nil, kerr.InvalidGroupID.Code
+	}
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return nil, kerr.CoordinatorNotAvailable.Code
+	}
+	return c.mu.groups[name], 0
+}
+
 // janitor enforces every deadline: session timeouts, pending member
 // expiry, rebalance and initial delay deadlines, and pending-sync
 // deadlines. One coordinator-wide ticker rather than a timer per member

@@ -502,17 +502,11 @@ func TestOffsetCommitValidation(t *testing.T) {
 		}
 		stale := *a
 		stale.gen--
-		if codes := stale.commit(map[int32]int64{0: 99}); codes[0] != kerr.IllegalGeneration.Code {
-			t.Fatalf("stale generation commit: %v", kerr.ErrorForCode(codes[0]))
-		}
+		wantCode(t, "stale generation commit", stale.commit(map[int32]int64{0: 99})[0], kerr.IllegalGeneration)
 		ghost := *a
 		ghost.memberID = "ghost"
-		if codes := ghost.commit(map[int32]int64{0: 99}); codes[0] != kerr.UnknownMemberID.Code {
-			t.Fatalf("unknown member commit: %v", kerr.ErrorForCode(codes[0]))
-		}
-		if codes := h.simpleCommit("g", "t1", map[int32]int64{0: 99}); codes[0] != kerr.UnknownMemberID.Code {
-			t.Fatalf("simple commit to a live group: %v", kerr.ErrorForCode(codes[0]))
-		}
+		wantCode(t, "unknown member commit", ghost.commit(map[int32]int64{0: 99})[0], kerr.UnknownMemberID)
+		wantCode(t, "simple commit to a live group", h.simpleCommit("g", "t1", map[int32]int64{0: 99})[0], kerr.UnknownMemberID)
 		if got := h.fetch("g"); got[0] != 10 || got[1] != 11 || got[2] != -1 {
 			t.Fatalf("offsets after rejected commits: %v", got)
 		}
@@ -546,12 +540,8 @@ func TestOffsetCommitValidation(t *testing.T) {
 		}
 		unknownGroup := *a
 		unknownGroup.group = "nope"
-		if codes := unknownGroup.commit(map[int32]int64{0: 1}); codes[0] != kerr.IllegalGeneration.Code {
-			t.Fatalf("member commit to unknown group: %v", kerr.ErrorForCode(codes[0]))
-		}
-		if codes := h.simpleCommit("", "t1", map[int32]int64{0: 1}); codes[0] != kerr.InvalidGroupID.Code {
-			t.Fatalf("empty group id: %v", kerr.ErrorForCode(codes[0]))
-		}
+		wantCode(t, "member commit to unknown group", unknownGroup.commit(map[int32]int64{0: 1})[0], kerr.IllegalGeneration)
+		wantCode(t, "empty group id", h.simpleCommit("", "t1", map[int32]int64{0: 1})[0], kerr.InvalidGroupID)
 
 		// v0 carries no generation: always a simple commit.
 		v0 := kmsg.NewPtrOffsetCommitRequest()

@@ -149,23 +149,33 @@ type protocol struct {
 	metadata []byte
 }
 
-// joinWaiter is a JoinGroup call blocked until its group completes the
-// join phase. resp is written under Coordinator.mu before done is closed,
+// waiter is a JoinGroup or SyncGroup call blocked until its group
+// answers it. resp is written under Coordinator.mu before done is closed,
 // and read by the waiting call only after done is closed (or after it has
 // detached the waiter under the lock), so the two never race.
-type joinWaiter struct {
+type waiter[R any] struct {
 	m    *member
-	resp *kmsg.JoinGroupResponse
+	resp R
 	done chan struct{}
 }
 
-// syncWaiter is a SyncGroup call blocked until the leader's assignment
-// arrives; same protocol as joinWaiter.
-type syncWaiter struct {
-	m    *member
-	resp *kmsg.SyncGroupResponse
-	done chan struct{}
+// answered reports whether w's call has its answer (done is closed).
+func (w *waiter[R]) answered() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
 }
+
+// joinWaiter is a JoinGroup call blocked until its group completes the
+// join phase.
+type joinWaiter = waiter[*kmsg.JoinGroupResponse]
+
+// syncWaiter is a SyncGroup call blocked until the leader's assignment
+// arrives.
+type syncWaiter = waiter[*kmsg.SyncGroupResponse]
 
 func (m *member) matches(ps []protocol) bool {
 	return slices.EqualFunc(m.protocols, ps, func(a, b protocol) bool {

@@ -160,12 +160,16 @@ func (cl *client) metadata() []byte {
 	return md.AppendTo(nil)
 }
 
+// member is how the client names itself in a group request: group,
+// member id, instance id and generation.
+func (cl *client) member() (string, string, *string, int32) {
+	return cl.group, cl.memberID, cl.instance, cl.gen
+}
+
 func (cl *client) joinReq() *kmsg.JoinGroupRequest {
 	r := kmsg.NewPtrJoinGroupRequest()
 	r.Version = cl.version
-	r.Group = cl.group
-	r.MemberID = cl.memberID
-	r.InstanceID = cl.instance
+	r.Group, r.MemberID, r.InstanceID, _ = cl.member()
 	r.SessionTimeoutMillis = int32(testSession / time.Millisecond)
 	r.RebalanceTimeoutMillis = int32(testRebalance / time.Millisecond)
 	r.ProtocolType = "consumer"
@@ -214,10 +218,7 @@ func (cl *client) applyJoin(resp *kmsg.JoinGroupResponse) {
 func (cl *client) syncReq(assign map[string][]byte) *kmsg.SyncGroupRequest {
 	r := kmsg.NewPtrSyncGroupRequest()
 	r.Version = 5
-	r.Group = cl.group
-	r.MemberID = cl.memberID
-	r.InstanceID = cl.instance
-	r.Generation = cl.gen
+	r.Group, r.MemberID, r.InstanceID, r.Generation = cl.member()
 	r.ProtocolType = kmsg.StringPtr("consumer")
 	for id, a := range assign {
 		r.GroupAssignment = append(r.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: id, MemberAssignment: a})
@@ -235,10 +236,7 @@ func (cl *client) syncAsync(assign map[string][]byte) *call[*kmsg.SyncGroupRespo
 func (cl *client) heartbeat() int16 {
 	r := kmsg.NewPtrHeartbeatRequest()
 	r.Version = 4
-	r.Group = cl.group
-	r.MemberID = cl.memberID
-	r.InstanceID = cl.instance
-	r.Generation = cl.gen
+	r.Group, r.MemberID, r.InstanceID, r.Generation = cl.member()
 	resp := cl.h.c.Heartbeat(r)
 	if resp.Version != 4 {
 		cl.h.t.Fatalf("heartbeat response version %d", resp.Version)
@@ -251,10 +249,7 @@ func (cl *client) heartbeat() int16 {
 func (cl *client) commit(offsets map[int32]int64) map[int32]int16 {
 	r := kmsg.NewPtrOffsetCommitRequest()
 	r.Version = 8
-	r.Group = cl.group
-	r.MemberID = cl.memberID
-	r.Generation = cl.gen
-	r.InstanceID = cl.instance
+	r.Group, r.MemberID, r.InstanceID, r.Generation = cl.member()
 	return commitCodes(cl.h.c.OffsetCommit(withPartitions(r, "t1", offsets)))
 }
 

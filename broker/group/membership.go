@@ -103,10 +103,8 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 func (c *Coordinator) abandonJoin(g *group, w *joinWaiter, code int16) *kmsg.JoinGroupResponse {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	select {
-	case <-w.done:
+	if w.answered() {
 		return w.resp
-	default:
 	}
 	m := w.m
 	m.join = nil
@@ -386,14 +384,11 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 func (c *Coordinator) abandonSync(w *syncWaiter, code int16) *kmsg.SyncGroupResponse {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	select {
-	case <-w.done:
-		return w.resp
-	default:
+	if !w.answered() {
+		w.m.sync = nil
+		w.resp.ErrorCode = code
+		close(w.done)
 	}
-	w.m.sync = nil
-	w.resp.ErrorCode = code
-	close(w.done)
 	return w.resp
 }
 
@@ -471,21 +466,16 @@ func (c *Coordinator) completeSyncLocked(g *group, assignments []kmsg.SyncGroupR
 // Heartbeat handles a Heartbeat request (v0-v4).
 func (c *Coordinator) Heartbeat(req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-	if req.Group == "" {
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp
-	}
 	var inst *string
 	if req.Version >= 3 {
 		inst = req.InstanceID
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.closed {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+	g, code := c.lockGroup(req.Group)
+	if code != 0 {
+		resp.ErrorCode = code
 		return resp
 	}
-	g := c.mu.groups[req.Group]
+	defer c.mu.Unlock()
 	var m *member
 	if g != nil {
 		m = g.members[req.MemberID]
@@ -529,17 +519,12 @@ func (c *Coordinator) LeaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRe
 			resp.Members = nil
 		}
 	}()
-	if req.Group == "" {
-		resp.ErrorCode = kerr.InvalidGroupID.Code
+	g, code := c.lockGroup(req.Group)
+	if code != 0 {
+		resp.ErrorCode = code
 		return resp
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.mu.closed {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return resp
-	}
-	g := c.mu.groups[req.Group]
 	if g != nil && g.state == stateDead {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp

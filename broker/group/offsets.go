@@ -327,15 +327,11 @@ func (c *Coordinator) fetchOffsets(name string, topics []fetchTopic, all bool, v
 		}
 		return out
 	}
-	if name == "" {
-		return kerr.InvalidGroupID.Code, requested()
+	g, code := c.lockGroup(name)
+	if code != 0 {
+		return code, requested()
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.mu.closed {
-		return kerr.CoordinatorNotAvailable.Code, requested()
-	}
-	g := c.mu.groups[name]
 	var out []fetchedTopic
 	if all {
 		if g == nil {

@@ -15,44 +15,46 @@ import (
 // that gave up and retried on another connection) is answered with
 // REBALANCE_IN_PROGRESS so that it does not linger.
 func (c *Coordinator) attachJoinLocked(m *member, resp *kmsg.JoinGroupResponse) *joinWaiter {
-	if m.join != nil {
-		c.finishJoinLocked(m, kerr.RebalanceInProgress.Code)
-	}
-	w := &joinWaiter{m: m, resp: resp, done: make(chan struct{})}
-	m.join = w
-	return w
+	c.finishJoinLocked(m, kerr.RebalanceInProgress.Code)
+	return attachLocked(&m.join, m, resp)
 }
 
+// attachSyncLocked is attachJoinLocked for SyncGroup.
 func (c *Coordinator) attachSyncLocked(m *member, resp *kmsg.SyncGroupResponse) *syncWaiter {
-	if m.sync != nil {
-		c.finishSyncLocked(m, kerr.RebalanceInProgress.Code)
-	}
-	w := &syncWaiter{m: m, resp: resp, done: make(chan struct{})}
-	m.sync = w
+	c.finishSyncLocked(m, kerr.RebalanceInProgress.Code)
+	return attachLocked(&m.sync, m, resp)
+}
+
+// attachLocked makes resp the blocked call of m in slot (m.join or
+// m.sync), which the caller has emptied.
+func attachLocked[R any](slot **waiter[R], m *member, resp R) *waiter[R] {
+	w := &waiter[R]{m: m, resp: resp, done: make(chan struct{})}
+	*slot = w
 	return w
 }
 
 // finishJoinLocked answers m's blocked JoinGroup with an error.
 func (c *Coordinator) finishJoinLocked(m *member, code int16) {
-	w := m.join
-	if w == nil {
-		return
+	if w := detachLocked(&m.join); w != nil {
+		w.resp.ErrorCode, w.resp.MemberID = code, m.id
+		close(w.done)
 	}
-	m.join = nil
-	w.resp.ErrorCode = code
-	w.resp.MemberID = m.id
-	close(w.done)
 }
 
 // finishSyncLocked answers m's blocked SyncGroup with an error.
 func (c *Coordinator) finishSyncLocked(m *member, code int16) {
-	w := m.sync
-	if w == nil {
-		return
+	if w := detachLocked(&m.sync); w != nil {
+		w.resp.ErrorCode = code
+		close(w.done)
 	}
-	m.sync = nil
-	w.resp.ErrorCode = code
-	close(w.done)
+}
+
+// detachLocked empties slot (m.join or m.sync) and returns the call it
+// held, nil if none.
+func detachLocked[R any](slot **waiter[R]) *waiter[R] {
+	w := *slot
+	*slot = nil
+	return w
 }
 
 // fillJoinLocked writes the current generation into resp as member m sees
