@@ -15,28 +15,17 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 25, Min: 0, Max: 3, Blocking: true}, kapi.Typed(
-	func(s *Coordinators, r *kapi.Request, req *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
-		code := int16(0)
+var _ = APIs.Add(kapi.API{Key: 25, Min: 0, Max: 3, Blocking: true}, kapi.Reply(
+	func(s *Coordinators, r *kapi.Request, req *kmsg.AddOffsetsToTxnRequest, resp *kmsg.AddOffsetsToTxnResponse) {
 		switch {
 		case !r.Allowed(kmsg.ACLOperationWrite, auth.TransactionalID(req.TransactionalID)):
-			code = kerr.TransactionalIDAuthorizationFailed.Code
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		case !r.Allowed(kmsg.ACLOperationRead, auth.Group(req.Group)):
-			code = kerr.GroupAuthorizationFailed.Code
+			resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		default:
-			return s.handleAddOffsetsToTxn(r.Ctx, req)
+			resp.ErrorCode = s.withCoordinator(req.TransactionalID, func(c *coordinator) int16 { return c.addOffsets(r.Ctx, req) })
 		}
-		resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-		resp.Version, resp.ErrorCode = req.Version, code
-		return resp
 	}))
-
-func (s *Coordinators) handleAddOffsetsToTxn(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) *kmsg.AddOffsetsToTxnResponse {
-	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
-	resp.Version = r.Version
-	resp.ErrorCode = s.withCoordinator(r.TransactionalID, func(c *coordinator) int16 { return c.addOffsets(ctx, r) })
-	return resp
-}
 
 func (c *coordinator) addOffsets(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) int16 {
 	ctx, e, unlock, code := c.lockGroupEntry(ctx, r.TransactionalID, r.Group)

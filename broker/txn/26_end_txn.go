@@ -20,22 +20,14 @@ import (
 	"github.com/simtel/simtel/broker/kapi"
 )
 
-var _ = APIs.Add(kapi.API{Key: 26, Min: 0, Max: 3, Blocking: true}, kapi.Typed(
-	func(s *Coordinators, r *kapi.Request, req *kmsg.EndTxnRequest) kmsg.Response {
+var _ = APIs.Add(kapi.API{Key: 26, Min: 0, Max: 3, Blocking: true}, kapi.Reply(
+	func(s *Coordinators, r *kapi.Request, req *kmsg.EndTxnRequest, resp *kmsg.EndTxnResponse) {
 		if !r.Allowed(kmsg.ACLOperationWrite, auth.TransactionalID(req.TransactionalID)) {
-			resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-			resp.Version, resp.ErrorCode = req.Version, kerr.TransactionalIDAuthorizationFailed.Code
-			return resp
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			return
 		}
-		return s.handleEndTxn(r.Ctx, req)
+		resp.ErrorCode = s.withCoordinator(req.TransactionalID, func(c *coordinator) int16 { return c.endTxn(r.Ctx, req) })
 	}))
-
-func (s *Coordinators) handleEndTxn(ctx context.Context, r *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
-	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
-	resp.Version = r.Version
-	resp.ErrorCode = s.withCoordinator(r.TransactionalID, func(c *coordinator) int16 { return c.endTxn(ctx, r) })
-	return resp
-}
 
 func (c *coordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) int16 {
 	ctx, e, unlock, code := c.lockEntry(ctx, r.TransactionalID)
