@@ -352,9 +352,7 @@ func TestACLAllowEveryoneIfNoACLFound(t *testing.T) {
 	if err := bob.ProduceSync(ctx, &kgo.Record{Topic: "open", Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatalf("bob produces to a topic no acl names: %v", err)
 	}
-	if _, err := kadm.NewClient(ab.client()).CreateTopic(ctx, 1, 1, nil, "guarded"); err != nil {
-		t.Fatal(err)
-	}
+	createTopicRF1(t, ctx, kadm.NewClient(ab.client()), "guarded", 1)
 	err := bob.ProduceSync(ctx, &kgo.Record{Topic: "guarded", Value: []byte("x")}).FirstErr()
 	wantCode(t, "bob produces to a guarded topic", err, 0, kerr.TopicAuthorizationFailed)
 }
@@ -587,12 +585,8 @@ func TestACLHostMatch(t *testing.T) {
 			t.Fatalf("create acls: %v", err)
 		}
 	}
-	if _, err := kadm.NewClient(ab.client()).CreateTopic(ctx, 1, 1, nil, "here"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kadm.NewClient(ab.client()).CreateTopic(ctx, 1, 1, nil, "there"); err != nil {
-		t.Fatal(err)
-	}
+	createTopicRF1(t, ctx, kadm.NewClient(ab.client()), "here", 1)
+	createTopicRF1(t, ctx, kadm.NewClient(ab.client()), "there", 1)
 	bob := ab.login(t, "bob")
 	if err := bob.ProduceSync(ctx, &kgo.Record{Topic: "here", Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatalf("bob produces from the host his ACL names: %v", err)

@@ -61,6 +61,16 @@ func (tb *testBroker) client(opts ...kgo.Opt) *kgo.Client {
 
 func (tb *testBroker) admin() *kadm.Client { return kadm.NewClient(tb.client()) }
 
+// createTopicRF1 creates topic with parts partitions and replication
+// factor 1 through adm; a failed request fails the test (an error of the
+// topic's own is the test's to check).
+func createTopicRF1(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, parts int32) {
+	t.Helper()
+	if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -85,9 +95,7 @@ func TestProduceConsumeOrdered(t *testing.T) {
 	tb := startBroker(t, t.TempDir())
 	ctx := ctxT(t, 60*time.Second)
 	adm := tb.admin()
-	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "orders"); err != nil {
-		t.Fatal(err)
-	}
+	createTopicRF1(t, ctx, adm, "orders", 3)
 	prod := tb.client(kgo.DefaultProduceTopic("orders"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond))
 	const n = 3000
 	var wg sync.WaitGroup
@@ -233,9 +241,7 @@ func TestConsumerGroupRebalanceAndCommit(t *testing.T) {
 	tb := startBroker(t, t.TempDir())
 	ctx := ctxT(t, 90*time.Second)
 	adm := tb.admin()
-	if _, err := adm.CreateTopic(ctx, 4, 1, nil, "grp"); err != nil {
-		t.Fatal(err)
-	}
+	createTopicRF1(t, ctx, adm, "grp", 4)
 	prod := tb.client(kgo.DefaultProduceTopic("grp"))
 	for i := 0; i < 400; i++ {
 		prod.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}, nil)

@@ -81,9 +81,7 @@ func TestConsumerOffsetsTopic(t *testing.T) {
 
 	// Offsets committed through the coordinator are Kafka records of
 	// the topic, readable as soon as the commit returned.
-	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "data"); err != nil {
-		t.Fatal(err)
-	}
+	createTopicRF1(t, ctx, adm, "data", 2)
 	commit := kadm.Offsets{}
 	commit.Add(kadm.Offset{Topic: "data", Partition: 1, At: 42, LeaderEpoch: -1, Metadata: "meta"})
 	if r, err := adm.CommitOffsets(ctx, "g", commit); err != nil || r.Error() != nil {
@@ -116,9 +114,7 @@ func TestConsumerOffsetsTopic(t *testing.T) {
 	if _, err := adm.DeleteTopics(ctx, "data"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "data"); err != nil {
-		t.Fatal(err)
-	}
+	createTopicRF1(t, ctx, adm, "data", 2)
 	commit = kadm.Offsets{}
 	commit.Add(kadm.Offset{Topic: "data", Partition: 0, At: 7, LeaderEpoch: -1})
 	if r, err := adm.CommitOffsets(ctx, "g", commit); err != nil || r.Error() != nil {

@@ -51,8 +51,7 @@ func TestScramCredentialsAPI(t *testing.T) {
 	dir := t.TempDir()
 	tb := startBroker(t, dir)
 	adm := tb.admin()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := ctxT(t, 30*time.Second)
 
 	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
 		{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 8192, Password: "alice-secret"},
@@ -232,8 +231,7 @@ func TestACLsAPI(t *testing.T) {
 	dir := t.TempDir()
 	tb := startBroker(t, dir)
 	adm := tb.admin()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := ctxT(t, 30*time.Second)
 
 	all := createTestACLs(t, ctx, adm)
 	slices.Sort(all)

@@ -27,10 +27,16 @@ func consumeAll(t *testing.T, ctx context.Context, addr, topic string, committed
 		brokertest.ReadClient(kgo.FetchIsolationLevel(iso)), brokertest.OnFetchError(brokertest.FailFetchErrors)))
 }
 
-// initTxnProducer sends InitProducerID for the transactional id id (a
-// 60s transaction timeout).
-func initTxnProducer(t *testing.T, ctx context.Context, cl *kgo.Client, id string) *kmsg.InitProducerIDResponse {
+// startTxnBroker starts a broker with topic (parts partitions) and, on a
+// client of it, sends InitProducerID for the transactional id id (a 60s
+// transaction timeout): the start of the tests that send the transaction
+// APIs by hand. They run within a minute.
+func startTxnBroker(t *testing.T, topic string, parts int32, id string) (context.Context, *kgo.Client, *kmsg.InitProducerIDResponse) {
 	t.Helper()
+	tb := startBroker(t, t.TempDir())
+	ctx := ctxT(t, time.Minute)
+	cl := tb.client()
+	createTopicRF1(t, ctx, tb.admin(), topic, parts)
 	ini := kmsg.NewPtrInitProducerIDRequest()
 	ini.TransactionalID, ini.TransactionTimeoutMillis = &id, 60000
 	ir, err := ini.RequestWith(ctx, cl)
@@ -40,7 +46,7 @@ func initTxnProducer(t *testing.T, ctx context.Context, cl *kgo.Client, id strin
 	if ir.ErrorCode != 0 {
 		t.Fatalf("init: %v", kerr.ErrorForCode(ir.ErrorCode))
 	}
-	return ir
+	return ctx, cl, ir
 }
 
 func listEnd(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, iso int8) int64 {
@@ -71,9 +77,7 @@ func TestTxnCommitAbortVisibility(t *testing.T) {
 	tb := startBroker(t, t.TempDir())
 	ctx := ctxT(t, time.Minute)
 	adm := tb.admin()
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "tx"); err != nil {
-		t.Fatal(err)
-	}
+	createTopicRF1(t, ctx, adm, "tx", 1)
 	prod := tb.client(kgo.TransactionalID("tx-writer"), kgo.DefaultProduceTopic("tx"), kgo.TransactionTimeout(time.Minute))
 	txn := func(prefix string, n int, commit bool) {
 		t.Helper()
@@ -159,14 +163,8 @@ func TestTxnCommitAbortVisibility(t *testing.T) {
 // (UNSTABLE_OFFSET_COMMIT with RequireStable, the old offset without)
 // until EndTxn commits it, and an aborted one never appears.
 func TestTxnOffsetsVisibleOnCommit(t *testing.T) {
-	tb := startBroker(t, t.TempDir())
-	ctx := ctxT(t, time.Minute)
-	cl := tb.client()
-	if _, err := tb.admin().CreateTopic(ctx, 1, 1, nil, "src"); err != nil {
-		t.Fatal(err)
-	}
 	id := "offsets-txn"
-	ir := initTxnProducer(t, ctx, cl, id)
+	ctx, cl, ir := startTxnBroker(t, "src", 1, id)
 	fetch := func(stable bool) (int64, int16) {
 		t.Helper()
 		req := kmsg.NewPtrOffsetFetchRequest()
@@ -226,14 +224,8 @@ func TestTxnOffsetsVisibleOnCommit(t *testing.T) {
 // transaction adds a partition, another only verifies partitions (one
 // added, one not).
 func TestTxnAddPartitionsV4(t *testing.T) {
-	tb := startBroker(t, t.TempDir())
-	ctx := ctxT(t, time.Minute)
-	cl := tb.client()
-	if _, err := tb.admin().CreateTopic(ctx, 2, 1, nil, "v4"); err != nil {
-		t.Fatal(err)
-	}
 	id := "v4-txn"
-	ir := initTxnProducer(t, ctx, cl, id)
+	ctx, cl, ir := startTxnBroker(t, "v4", 2, id)
 	tx := func(verify bool, parts ...int32) kmsg.AddPartitionsToTxnRequestTransaction {
 		x := kmsg.NewAddPartitionsToTxnRequestTransaction()
 		x.TransactionalID, x.ProducerID, x.ProducerEpoch, x.VerifyOnly = id, ir.ProducerID, ir.ProducerEpoch, verify
