@@ -135,17 +135,19 @@ func (s *stepFlags) register(f *pflag.FlagSet, commandHelp, inputHelp, failedHel
 
 // readStepInput reads a step's output from a file or, for "-", stdin.
 func readStepInput(input string) ([]byte, error) {
-	var b []byte
-	var err error
-	if input == "-" {
-		b, err = io.ReadAll(os.Stdin)
-	} else {
-		b, err = os.ReadFile(input)
-	}
+	b, err := readFileOrStdin(input)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read step output: %w", err)
 	}
 	return b, nil
+}
+
+// readFileOrStdin reads the file at path, or standard input for "-".
+func readFileOrStdin(path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(path)
 }
 
 func registerPublishFlags(cmd *cobra.Command, p *bench.PublishConfig, resultsDir, section, script, page string) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -59,13 +58,7 @@ func newUserAddCmd(a *adminFlags) *cobra.Command {
 // readPasswordFile reads a password from the first line of path (- is
 // standard input), so that it is never on a command line.
 func readPasswordFile(path string) (string, error) {
-	var data []byte
-	var err error
-	if path == "-" {
-		data, err = io.ReadAll(os.Stdin)
-	} else {
-		data, err = os.ReadFile(path)
-	}
+	data, err := readFileOrStdin(path)
 	if err != nil {
 		return "", fmt.Errorf("cannot read the password: %w", err)
 	}
