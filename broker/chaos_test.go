@@ -236,6 +236,19 @@ func (cc *chaosCluster) createSpread(ctx context.Context, topic string, parts in
 	}
 }
 
+// startSpreadLoad creates topic as createSpread does, starts three
+// producers and a live reader on it, and waits until acks records are
+// acknowledged: the faults of a chaos test start under load.
+func (cc *chaosCluster) startSpreadLoad(ctx context.Context, topic string, parts, acks int) (map[int32]partInfo, *chaosLoad, *liveReader) {
+	t := cc.t
+	t.Helper()
+	ps := cc.createSpread(ctx, topic, parts)
+	load := startLoad(t, ctx, cc.seeds, topic, 3)
+	live := startLiveReader(t, ctx, cc.seeds, topic)
+	load.waitAcks(t, acks)
+	return ps, load, live
+}
+
 // liveReader consumes a topic from the start while faults happen, so
 // offset resets or duplicates seen by a reader during failovers show.
 type liveReader struct {
@@ -529,12 +542,7 @@ func testPartitionIsolatedLeader(t *testing.T, pc partitionCase) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const topic = "parted"
-	parts := 2 * n
-	before := cc.createSpread(ctx, topic, parts)
-
-	load := startLoad(t, ctx, cc.seeds, topic, 3)
-	live := startLiveReader(t, ctx, cc.seeds, topic)
-	load.waitAcks(t, 3000)
+	before, load, live := cc.startSpreadLoad(ctx, topic, 2*n, 3000)
 
 	// The victim: the controller leader too (withController), or a
 	// broker that is not; one of its partitions at random.
@@ -744,11 +752,7 @@ func testLeaderKills(t *testing.T, n, kills int) {
 	defer cancel()
 	const topic = "kills"
 	parts := 2 * n
-	ps := cc.createSpread(ctx, topic, parts)
-
-	load := startLoad(t, ctx, cc.seeds, topic, 3)
-	live := startLiveReader(t, ctx, cc.seeds, topic)
-	load.waitAcks(t, 2000)
+	ps, load, live := cc.startSpreadLoad(ctx, topic, parts, 2000)
 
 	var failovers, catchups []time.Duration
 	for k := range kills {
