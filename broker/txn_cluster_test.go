@@ -23,9 +23,6 @@ import (
 // runs. Afterwards txn-out read with read_committed holds every input
 // record exactly once.
 func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker and worker processes")
-	}
 	const records = 8000
 	const kills = 6
 	logDir := keptLogDir(t)
@@ -47,25 +44,7 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 		}
 	}
 	ctl.Close()
-	produceNumbered(t, ctx, seeds, "txn-in", records)
-	inEnds, err := adm.ListEndOffsets(ctx, "txn-in")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// progress is how many input records the group has committed.
-	progress := func() int64 {
-		offs, err := adm.FetchOffsets(ctx, "copier")
-		if err != nil {
-			return -1
-		}
-		var n int64
-		inEnds.Each(func(e kadm.ListedOffset) {
-			if o, ok := offs.Lookup("txn-in", e.Partition); ok && o.At > 0 {
-				n += o.At
-			}
-		})
-		return n
-	}
+	progress := writeCopyInput(t, ctx, seeds, adm, records)
 	done := func() bool { return progress() == records }
 	// txnCoordinator finds the broker coordinating the worker's
 	// transactional id.
@@ -119,9 +98,6 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 // version, was taken for a client's request there and refused with
 // NOT_COORDINATOR, so such transactions could only abort.
 func TestClusterTxnOffsetsAcrossCoordinators(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	x := startCrossTxn(t)
 	if err := x.cl.EndTransaction(x.ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("commit: %v", err)
@@ -137,9 +113,6 @@ func TestClusterTxnOffsetsAcrossCoordinators(t *testing.T) {
 // the old coordinator; the new one asks the transaction coordinators),
 // then the committed offset.
 func TestClusterTxnPendingOffsetsAfterGroupCoordinatorFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	x := startCrossTxn(t)
 	x.waitStable(t, "UNSTABLE_OFFSET_COMMIT before the failover", kerr.UnstableOffsetCommit.Code)
 	old := x.bs[x.groupCoord]
