@@ -1,11 +1,7 @@
 package broker_test
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -17,9 +13,6 @@ import (
 // (sampled until all six are in sync), all six get there, and nothing
 // acknowledged is lost, duplicated or reordered.
 func TestClusterStoppedReplicaCatchesUp(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	bs, _, seeds, ctx := startClusterFor(t, 3, 5*time.Minute)
 	const topic = "catchup"
 	createTopic(t, ctx, seeds, topic, 6, 3)
@@ -78,29 +71,9 @@ type replicaState struct {
 // replicaStates reads the high watermark, size and in-sync state of every
 // replica of topic on the broker whose HTTP listener is addr.
 func replicaStates(addr, topic string) (map[int32]replicaState, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	out := map[int32]replicaState{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		name, _, ok := strings.Cut(line, "{")
-		if !ok || !strings.Contains(line, `topic="`+topic+`"`) {
-			continue
-		}
-		i := strings.Index(line, `partition="`)
-		if i < 0 {
-			continue
-		}
-		rest := line[i+len(`partition="`):]
-		p, _ := strconv.Atoi(rest[:strings.IndexByte(rest, '"')])
-		f := strings.Fields(line)
-		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-		s := out[int32(p)]
+	if err := partitionMetrics(addr, topic, func(name string, p int32, v float64) {
+		s := out[p]
 		switch name {
 		case "simtel_broker_partition_high_watermark":
 			s.hw = int64(v)
@@ -109,9 +82,11 @@ func replicaStates(addr, topic string) (map[int32]replicaState, error) {
 		case "simtel_broker_partition_in_sync":
 			s.inSync = v == 1
 		default:
-			continue
+			return
 		}
-		out[int32(p)] = s
+		out[p] = s
+	}); err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	return out, nil
 }

@@ -25,9 +25,6 @@ import (
 )
 
 func TestClusterThreeBrokers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	bs, controller := startClusterOf(t, 3)
 	seeds := brokertest.Addrs(bs)
 	for _, b := range bs[1:] {
@@ -245,22 +242,14 @@ func TestClusterThreeBrokers(t *testing.T) {
 
 	// A topic with partitions on every broker, deleted below while one
 	// is down.
-	if _, err := adm.CreateTopic(ctx, 6, 1, nil, "gone"); err != nil {
-		t.Fatal(err)
-	}
+	createTopicRF1(t, ctx, adm, "gone", 6)
 
 	// Kill the controller leader; a new one takes over and topic
 	// creation keeps working.
 	killed := bs[controller]
 	killed.Proc.Kill()
 	start := time.Now()
-	var survivors, survivorGossip []string
-	for _, b := range bs {
-		if b != killed {
-			survivors = append(survivors, b.Addr)
-			survivorGossip = append(survivorGossip, b.GossipAddr)
-		}
-	}
+	survivors := addrsBut(bs, killed, kafkaAddr)
 	for {
 		sc, err := kgo.NewClient(kgo.SeedBrokers(survivors...))
 		if err != nil {
@@ -316,7 +305,7 @@ func TestClusterThreeBrokers(t *testing.T) {
 	if err := os.WriteFile(ghost+".topic-id", []byte("00112233445566778899aabbccddeeff"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	killed.StartNode(survivorGossip, 3)
+	killed.StartNode(addrsBut(bs, killed, gossipAddr), 3)
 	waitCluster(t, killed.Addr, 3)
 	waitCluster(t, survivors[0], 3)
 	waitNoFiles(t, killed, "gone-")
@@ -365,9 +354,7 @@ func TestClusterThreeBrokers(t *testing.T) {
 	for _, b := range bs {
 		waitCluster(t, b.Addr, 4)
 	}
-	if _, err := adm.CreateTopic(ctx, 8, 1, nil, "later"); err != nil {
-		t.Fatal(err)
-	}
+	createTopicRF1(t, ctx, adm, "later", 8)
 	if got := leadersOf("later"); got[3] == 0 {
 		t.Fatalf("leaders of later: %v, want some on the new broker 3", got)
 	}

@@ -93,7 +93,9 @@ func waitCluster(t *testing.T, addr string, want int) int32 {
 }
 
 // startClusterOf starts n brokers (ids 0..n-1) forming one cluster, each
-// with extra flags, and returns them and the controller's id.
+// with extra flags, and returns them and the controller's id. Under
+// go test -short it skips the test (brokertest's nodes imply SkipShort),
+// so its callers need no skip of their own.
 func startClusterOf(t *testing.T, n int, extra ...string) ([]*clusterBroker, int32) {
 	t.Helper()
 	var bs []*clusterBroker
@@ -269,30 +271,58 @@ func leaderOf(ctx context.Context, addrs []string, topic string, part int32) (in
 	return -1, -1
 }
 
-// hwOf reads a broker's high watermark of every local partition of topic
-// from /metrics (on a follower: its applied end offset).
-func hwOf(addr, topic string) (map[int32]int64, error) {
+// scrapeMetrics calls each with every series of the /metrics of the broker
+// whose HTTP listener is addr: the line and its value.
+func scrapeMetrics(addr string, each func(line string, v float64)) error {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
-	out := map[int32]int64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "simtel_broker_partition_high_watermark{") || !strings.Contains(line, `topic="`+topic+`"`) {
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.HasPrefix(line, "#") {
 			continue
 		}
-		i := strings.Index(line, `partition="`)
-		rest := line[i+len(`partition="`):]
-		p, _ := strconv.Atoi(rest[:strings.IndexByte(rest, '"')])
-		f := strings.Fields(line)
 		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-		out[int32(p)] = int64(v)
+		each(line, v)
 	}
-	return out, sc.Err()
+	return sc.Err()
+}
+
+// partitionMetrics calls each with every series of a per-partition metric
+// of topic on the broker whose HTTP listener is addr: the metric's name,
+// the partition and the value.
+func partitionMetrics(addr, topic string, each func(name string, p int32, v float64)) error {
+	return scrapeMetrics(addr, func(line string, v float64) {
+		name, labels, ok := strings.Cut(line, "{")
+		if !ok || !strings.Contains(labels, `topic="`+topic+`"`) {
+			return
+		}
+		_, rest, ok := strings.Cut(labels, `partition="`)
+		if !ok {
+			return
+		}
+		p, _ := strconv.Atoi(rest[:strings.IndexByte(rest, '"')])
+		each(name, int32(p), v)
+	})
+}
+
+// hwOf reads a broker's high watermark of every local partition of topic
+// from /metrics (on a follower: its applied end offset).
+func hwOf(addr, topic string) (map[int32]int64, error) {
+	out := map[int32]int64{}
+	if err := partitionMetrics(addr, topic, func(name string, p int32, v float64) {
+		if name == "simtel_broker_partition_high_watermark" {
+			out[p] = int64(v)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // clusterStatus is the part of `simtel cluster status -o json` the
@@ -420,6 +450,20 @@ type loadConfig struct {
 	logDir              string // if set, producer w logs to logDir/producer-<w>.log
 }
 
+// clientLog has a client log at level to a new file at path, closed when
+// the test ends; each line starts with the wall-clock time, so that it
+// reads beside the brokers' logs.
+func clientLog(t *testing.T, path string, level kgo.LogLevel) (kgo.Opt, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { f.Close() })
+	return kgo.WithLogger(kgo.BasicLogger(f, level, func() string {
+		return time.Now().UTC().Format("15:04:05.000 ")
+	})), nil
+}
+
 // startLoadWith starts cfg.producers idempotent acks=all producers that
 // send until stop (see finish).
 func startLoadWith(t *testing.T, ctx context.Context, cfg loadConfig) *chaosLoad {
@@ -434,14 +478,10 @@ func startLoadWith(t *testing.T, ctx context.Context, cfg loadConfig) *chaosLoad
 			opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.seeds...), kgo.DefaultProduceTopic(cfg.topic),
 				kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}, cfg.opts...)
 			if cfg.logDir != "" {
-				f, err := os.Create(filepath.Join(cfg.logDir, fmt.Sprintf("producer-%d.log", w)))
-				if err != nil {
+				if o, err := clientLog(t, filepath.Join(cfg.logDir, fmt.Sprintf("producer-%d.log", w)), kgo.LogLevelInfo); err != nil {
 					t.Logf("producer %d: no client log: %v", w, err)
 				} else {
-					defer f.Close()
-					opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, func() string {
-						return time.Now().UTC().Format("15:04:05.000 ")
-					})))
+					opts = append(opts, o)
 				}
 			}
 			p, err := kgo.NewClient(opts...)
@@ -663,11 +703,22 @@ func findCoordinator(t *testing.T, ctx context.Context, cl *kgo.Client, typ int8
 // restartWithJoin starts a stopped broker again, joining the others.
 func restartWithJoin(t *testing.T, down *clusterBroker, bs []*clusterBroker) {
 	t.Helper()
-	var join []string
+	down.StartNode(addrsBut(bs, down, gossipAddr), 0)
+}
+
+// addrsBut is an address (addr: kafkaAddr or gossipAddr) of every broker
+// of bs but except: the brokers a test still talks to, or joins with,
+// while except is down.
+func addrsBut(bs []*clusterBroker, except *clusterBroker, addr func(*clusterBroker) string) []string {
+	var out []string
 	for _, b := range bs {
-		if b != down {
-			join = append(join, b.GossipAddr)
+		if b != except {
+			out = append(out, addr(b))
 		}
 	}
-	down.StartNode(join, 0)
+	return out
 }
+
+// kafkaAddr and gossipAddr pick the address addrsBut lists.
+func kafkaAddr(b *clusterBroker) string  { return b.Addr }
+func gossipAddr(b *clusterBroker) string { return b.GossipAddr }

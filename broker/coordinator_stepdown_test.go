@@ -61,9 +61,6 @@ func offsetsPartitionOf(groupID string) int32 {
 // waiting member gets into the group once the other one rejoins, without
 // its session ending.
 func TestClusterGroupJoinSurvivesCoordinatorStepDown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	bs, controller, seeds, ctx := startGroupCluster(t, 6*time.Minute)
 
 	const topic = "stepdown"

@@ -34,9 +34,6 @@ import (
 // (CurrentLeader and its address, KIP-951), so the client moves there
 // without a metadata refresh.
 func TestClusterNewTopicTakesWritesAtOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	bs, controller, seeds, ctx := startClusterFor(t, 3, 4*time.Minute)
 	const minAge, bound = 60 * time.Second, 20 * time.Second
 	for _, rf := range []int16{1, 3} {
@@ -127,9 +124,6 @@ func TestClusterNewTopicTakesWritesAtOnce(t *testing.T) {
 // restart. Requests reaching a broker that is being elected or loading
 // the groups wait for it rather than bounce (handover.go).
 func TestClusterGroupCommitsThroughCoordinatorRestarts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	bs, controller, seeds, ctx := startGroupCluster(t, 6*time.Minute)
 
 	const topic, groupID = "handover", "handover-group"
@@ -154,14 +148,11 @@ func TestClusterGroupCommitsThroughCoordinatorRestarts(t *testing.T) {
 	// With SIMTEL_TEST_LOG_DIR the member's client logs beside the
 	// brokers: what it asked whom, and why its session ended if it did.
 	if d := os.Getenv("SIMTEL_TEST_LOG_DIR"); d != "" {
-		f, err := os.Create(filepath.Join(d, fmt.Sprintf("member-%d.log", time.Now().UnixNano())))
+		o, err := clientLog(t, filepath.Join(d, fmt.Sprintf("member-%d.log", time.Now().UnixNano())), kgo.LogLevelDebug)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		memberOpts = append(memberOpts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelDebug, func() string {
-			return time.Now().UTC().Format("15:04:05.000 ")
-		})))
+		memberOpts = append(memberOpts, o)
 	}
 	member, err := kgo.NewClient(memberOpts...)
 	if err != nil {

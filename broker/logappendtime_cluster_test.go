@@ -15,9 +15,6 @@ import (
 // the new leader (a former follower) serves the same append times, not
 // the producer's and not times of its own.
 func TestLogAppendTimeReplicated(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	bs, _, seeds, ctx := startClusterFor(t, 3, 4*time.Minute)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {

@@ -1,11 +1,9 @@
 package broker_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,30 +26,19 @@ import (
 // metricSum adds up every series of a metric (all label sets) on a
 // broker's /metrics.
 func metricSum(addr, name string, match ...string) (float64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
 	sum := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-next:
-	for sc.Scan() {
-		line := sc.Text()
+	err := scrapeMetrics(addr, func(line string, v float64) {
 		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
+			return
 		}
 		for _, m := range match {
 			if !strings.Contains(line, m) {
-				continue next
+				return
 			}
 		}
-		f := strings.Fields(line)
-		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
 		sum += v
-	}
-	return sum, sc.Err()
+	})
+	return sum, err
 }
 
 // partitionLog reads a stopped broker's copy of a partition from its
@@ -120,9 +107,6 @@ func sameLogs(t *testing.T, bs []*clusterBroker, topic string, part int32) int64
 // partition's data in the leader's snapshot, and ends with the same log as
 // the others (same records at the same offsets).
 func TestReplicaCatchUpFromSnapshot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	bs, controller, seeds, ctx := startClusterFor(t, 3, 4*time.Minute, "--replica-snapshot-entries", "40", "--replica-trailing-logs", "10")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("snap"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.AllowAutoTopicCreation())
@@ -258,9 +242,6 @@ func createSpreadTopic(t *testing.T, ctx context.Context, bs []*clusterBroker, c
 // acknowledged is lost, duplicated or reordered, and the moved replicas
 // hold the same data as the others.
 func TestClusterJoinRebalance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	extra := []string{"--replica-snapshot-entries", "200", "--replica-trailing-logs", "50"}
 	bs, controller, seeds, ctx := startClusterFor(t, 3, 6*time.Minute, extra...)
 	const topic, parts = "join", 8
@@ -377,9 +358,6 @@ func TestClusterJoinRebalance(t *testing.T) {
 // brokers: every partition is back to three alive replicas, and nothing
 // acknowledged is lost meanwhile.
 func TestClusterReplaceGoneBroker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	bs, controller, seeds, ctx := startClusterFor(t, 4, 6*time.Minute, "--replica-replace-after", "3s", "--replica-snapshot-entries", "200", "--replica-trailing-logs", "50")
 	const topic, parts = "replace", 4
 	createTopic(t, ctx, []string{bs[controller].Addr}, topic, parts, 3)
@@ -390,12 +368,7 @@ func TestClusterReplaceGoneBroker(t *testing.T) {
 	victim := bs[(controller+1)%4]
 	victim.Proc.Kill()
 	killed := time.Now()
-	var rest []string
-	for _, b := range bs {
-		if b != victim {
-			rest = append(rest, b.Addr)
-		}
-	}
+	rest := addrsBut(bs, victim, kafkaAddr)
 	waitUntil(t, 4*time.Minute, "every partition is back to three alive replicas", func() string {
 		replicas, leaders, settled, err := spread(ctx, rest, topic, 3)
 		if err != nil || !settled || replicas[int32(victim.ID)] != 0 {
@@ -415,9 +388,6 @@ func TestClusterReplaceGoneBroker(t *testing.T) {
 // reordered, and leadership is spread again afterwards (preferred
 // leaders).
 func TestClusterRollingRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	bs, controller, seeds, ctx := startClusterFor(t, 3, 8*time.Minute, "--replica-snapshot-entries", "200", "--replica-trailing-logs", "50")
 	const topic, parts = "rolling", 6 // parts: as createSpreadTopic makes it
 	spreadOut := createSpreadTopic(t, ctx, bs, controller, topic)
@@ -485,9 +455,6 @@ func TestClusterRollingRestart(t *testing.T) {
 // (AlterPartitionAssignments); --dry-run only prints them; afterwards
 // every broker holds its share, writes went on, nothing was lost.
 func TestClusterRebalanceCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	extra := []string{"--auto-rebalance=false"}
 	bs, controller, seeds, ctx := startClusterFor(t, 3, 6*time.Minute, extra...)
 	const topic, parts = "manual", 6

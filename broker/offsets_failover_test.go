@@ -178,9 +178,6 @@ func waitCoordinators(t *testing.T, bs []*clusterBroker) {
 // uncommitted progress are reported as duplicates, which are allowed),
 // and the log itself has no lost, duplicated or reordered record.
 func TestClusterGroupCoordinatorFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	bs, controller, seeds, ctx := startGroupCluster(t, 6*time.Minute)
 
 	const topic, parts, groupID = "events", 3, "offsets-failover"

@@ -26,19 +26,10 @@ func TestClusterRaftOneConnectionPerPair(t *testing.T) {
 	}
 	ca := testutil.NewCA(t)
 	peer := ca.Peer(t, "broker")
-	var bs []*clusterBroker
-	for i := range 3 {
-		cb := newClusterBroker(t, i)
-		cb.ExtraArgs = []string{"--listeners", "plain=PLAINTEXT://" + cb.Addr + ",secure=SSL://" + testutil.FreePort(t), "--inter-broker-listener", "secure",
+	bs, _ := startClusterWith(t, 3, func(cb *clusterBroker) []string {
+		return []string{"--listeners", "plain=PLAINTEXT://" + cb.Addr + ",secure=SSL://" + testutil.FreePort(t), "--inter-broker-listener", "secure",
 			"--tls-cert", peer.CertFile, "--tls-key", peer.KeyFile, "--tls-ca", ca.CAFile, "--tls-client-auth", "required", "--cluster-tls"}
-		var join []string
-		if i > 0 {
-			join = []string{bs[0].GossipAddr}
-		}
-		bs = append(bs, cb)
-		cb.StartNode(join, 3)
-	}
-	waitCluster(t, bs[0].Addr, 3)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	seeds := brokertest.Addrs(bs)

@@ -30,9 +30,6 @@ import (
 // successful rejoins in the log say which; TestRejoinKeepsTryingKnownBroker
 // in broker/cluster checks the others' side alone).
 func TestClusterSeedRestartRejoins(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	t.Run("remembered peers", func(t *testing.T) { testSeedRestart(t, false) })
 	t.Run("peers file lost", func(t *testing.T) { testSeedRestart(t, true) })
 }

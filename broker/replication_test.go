@@ -23,9 +23,6 @@ import (
 )
 
 func TestClusterReplicationFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
 	// Frequent snapshots, so restarts go through snapshot restore
 	// (truncate the log to the snapshot's end, replay the rest).
 	bs, controller := startClusterOf(t, 3, "--replica-snapshot-entries", "100")
@@ -79,24 +76,6 @@ func TestClusterReplicationFailover(t *testing.T) {
 		logDir: os.Getenv("SIMTEL_FAILOVER_LOGS"),
 	})
 	chk := load.chk
-	alive := func(except *clusterBroker) []string {
-		var out []string
-		for _, b := range bs {
-			if b != except {
-				out = append(out, b.Addr)
-			}
-		}
-		return out
-	}
-	gossipOf := func(except *clusterBroker) []string {
-		var out []string
-		for _, b := range bs {
-			if b != except {
-				out = append(out, b.GossipAddr)
-			}
-		}
-		return out
-	}
 
 	// A consumer reads all along, through the failovers: it must never
 	// see a record twice (an offset reset after a new leader answered
@@ -174,10 +153,10 @@ func TestClusterReplicationFailover(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		failovers = append(failovers, at.Sub(killedAt))
-		newLeader, newEpoch := leaderOf(ctx, alive(victim), topic, part)
+		newLeader, newEpoch := leaderOf(ctx, addrsBut(bs, victim, kafkaAddr), topic, part)
 		t.Logf("kill %d: broker %d (leader of %s/%d, epoch %d) killed at %s; next acknowledged write after %v; new leader %d epoch %d",
 			k, leader, topic, part, epoch, killedAt.UTC().Format("15:04:05.000"), at.Sub(killedAt).Round(time.Millisecond), newLeader, newEpoch)
-		victim.StartNode(gossipOf(victim), 0)
+		restartWithJoin(t, victim, bs)
 		procLogs = append(procLogs, victim.Proc.Log)
 		lastKilled = victim
 	}
@@ -209,7 +188,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 	var newLeader int32
 	for {
 		var e int32
-		newLeader, e = leaderOf(ctx, alive(stopped), topic, stopPart)
+		newLeader, e = leaderOf(ctx, addrsBut(bs, stopped, kafkaAddr), topic, stopPart)
 		if newLeader >= 0 && newLeader != oldLeader && e > oldEpoch {
 			break
 		}

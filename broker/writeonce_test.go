@@ -1,15 +1,12 @@
 package broker_test
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
 // TestClusterWritesEachByteOnce: a replicated partition's batches are
@@ -20,13 +17,7 @@ import (
 // broker's raft WAL wrote under 5 % of what was produced, and every
 // broker's logs hold all of it.
 func TestClusterWritesEachByteOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real broker processes")
-	}
-	bs, _ := startClusterOf(t, 3)
-	seeds := brokertest.Addrs(bs)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	bs, _, seeds, ctx := startClusterFor(t, 3, 3*time.Minute)
 	createTopic(t, ctx, seeds, "once", 2, 3)
 	waitLeaders(t, ctx, seeds, "once", 3)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("once"), kgo.ProducerBatchCompression(kgo.NoCompression()))
