@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,20 +14,12 @@ import (
 // timeouts again. Its raft connections, closed when idle, are dialed
 // again for the next write.
 func TestNewGroupFirstElection(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs raft elections")
-	}
+	skipElections(t)
 	nodes := startSettledNodes(t)
 	const hb = time.Second
 	var grps []*Group
 	for _, n := range nodes {
-		grp, err := n.StartGroup(GroupConfig{Group: 300, Dir: filepath.Join(t.TempDir(), "g"), FSM: NewFSM(),
-			Peers: []int32{0, 1, 2}, Bootstrap: true, HeartbeatTimeout: hb, Logger: n.log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = grp.Close() })
-		grps = append(grps, grp)
+		grps = append(grps, startTestGroup(t, n, 300, true, hb))
 	}
 	waitFor(t, "a leader known to every replica", func() bool {
 		for _, g := range grps {
@@ -81,21 +72,13 @@ func TestNewGroupFirstElection(t *testing.T) {
 // group never opens it, the others elect one of them after the held
 // timeout.
 func TestNewGroupElectsWithoutPreferred(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs raft elections")
-	}
+	skipElections(t)
 	nodes := startSettledNodes(t)
 	// Short, so that the held timeout ends well within waitFor's time.
 	const hb = 200 * time.Millisecond
 	var grps []*Group
 	for _, n := range nodes[1:] {
-		grp, err := n.StartGroup(GroupConfig{Group: 301, Dir: filepath.Join(t.TempDir(), "g"), FSM: NewFSM(),
-			Peers: []int32{0, 1, 2}, Bootstrap: true, HeartbeatTimeout: hb, Logger: n.log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = grp.Close() })
-		grps = append(grps, grp)
+		grps = append(grps, startTestGroup(t, n, 301, true, hb))
 	}
 	waitFor(t, "a leader among the replicas that opened the group", func() bool {
 		return grps[0].Raft.State() == raft.Leader || grps[1].Raft.State() == raft.Leader

@@ -105,9 +105,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // non-voter (MaxVoters 3), and a restarted node keeps its state without
 // bootstrapping again.
 func TestNodesBootstrapForwardJoin(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs raft elections")
-	}
+	skipElections(t)
 	cfgs := clusterConfigs(t, 4)
 	for i := range cfgs {
 		cfgs[i].MaxVoters = 3

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -19,22 +18,14 @@ import (
 // (its links stop, its process and watch connections stay, as with
 // SIGSTOP) is replaced by an election among the others.
 func TestQuietGroups(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs raft elections")
-	}
+	skipElections(t)
 	nodes := startSettledNodes(t)
 	const groups = 4
 	const hb = time.Second
 	grps := map[int][]*Group{}
 	for i, n := range nodes {
 		for g := range groups {
-			grp, err := n.StartGroup(GroupConfig{Group: uint64(200 + g), Dir: filepath.Join(t.TempDir(), "g"), FSM: NewFSM(),
-				Peers: []int32{0, 1, 2}, Bootstrap: i == 0, HeartbeatTimeout: hb, Logger: n.log})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = grp.Close() })
-			grps[i] = append(grps[i], grp)
+			grps[i] = append(grps[i], startTestGroup(t, n, uint64(200+g), i == 0, hb))
 		}
 	}
 	leaderOf := func(g int, among ...int) int {
@@ -126,9 +117,7 @@ func TestQuietGroups(t *testing.T) {
 // Every group, twice: no transfer fails with its target asking for
 // pre-votes.
 func TestQuietTransfer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs raft elections")
-	}
+	skipElections(t)
 	nodes := startSettledNodes(t)
 	const groups = 6
 	const hb = time.Second
@@ -142,11 +131,7 @@ func TestQuietTransfer(t *testing.T) {
 	}
 	for i, n := range nodes {
 		for g := range groups {
-			grp, err := n.StartGroup(GroupConfig{Group: uint64(300 + g), Dir: filepath.Join(t.TempDir(), "g"), FSM: NewFSM(),
-				Peers: []int32{0, 1, 2}, Bootstrap: i == 0, HeartbeatTimeout: hb, Logger: n.log})
-			if err != nil {
-				t.Fatal(err)
-			}
+			grp := startTestGroup(t, n, uint64(300+g), i == 0, hb)
 			grps[i] = append(grps[i], grp)
 			ch := make(chan raft.Observation, 16)
 			grp.Raft.RegisterObserver(raft.NewObserver(ch, false, func(o *raft.Observation) bool {

@@ -44,9 +44,7 @@ func TestPeersFileRoundTrip(t *testing.T) {
 // rejoins the gossip of the brokers saved in its data directory and the
 // leader marks it alive again.
 func TestRestartWithoutJoinRejoins(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs raft elections")
-	}
+	skipElections(t)
 	cfgs := clusterConfigs(t, 3)
 	nodes := startNodes(t, cfgs)
 	aliveEverywhere := func(want int) func() bool {
@@ -87,9 +85,7 @@ func TestRestartWithoutJoinRejoins(t *testing.T) {
 // at its gossip address knowing nobody (no Join, nothing saved), the
 // cluster finds it, marks it alive and adds it to the controller.
 func TestRejoinKeepsTryingKnownBroker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs raft elections")
-	}
+	skipElections(t)
 	a := startNode(t, Config{NodeID: 0, DataDir: t.TempDir(), RaftListen: freeAddr(t), GossipListen: freeAddr(t), BootstrapExpect: 1,
 		RejoinInterval: 100 * time.Millisecond})
 	waitFor(t, "node 0 leads", func() bool { return a.IsLeader() && a.Metadata().Brokers[0].Alive })

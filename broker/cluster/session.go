@@ -145,11 +145,7 @@ func (m *Mux) session(addr raft.ServerAddress, timeout time.Duration) (sess *yam
 	if o == nil {
 		o = &outSession{addr: addr, ready: make(chan struct{})}
 		m.mu.out[addr] = o
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			m.runSession(o)
-		}()
+		m.wg.Go(func() { m.runSession(o) })
 	}
 	m.mu.Unlock()
 	select {

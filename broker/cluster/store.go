@@ -61,21 +61,16 @@ func indexKey(i uint64) []byte {
 	return k[:]
 }
 
-func (s *boltStore) FirstIndex() (uint64, error) {
-	var idx uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if k, _ := tx.Bucket(bucketLogs).Cursor().First(); k != nil {
-			idx = binary.BigEndian.Uint64(k)
-		}
-		return nil
-	})
-	return idx, err
-}
+func (s *boltStore) FirstIndex() (uint64, error) { return s.endIndex((*bolt.Cursor).First) }
 
-func (s *boltStore) LastIndex() (uint64, error) {
+func (s *boltStore) LastIndex() (uint64, error) { return s.endIndex((*bolt.Cursor).Last) }
+
+// endIndex is the index of the log entry a cursor move (First or Last)
+// finds, 0 in an empty log.
+func (s *boltStore) endIndex(move func(*bolt.Cursor) ([]byte, []byte)) (uint64, error) {
 	var idx uint64
 	err := s.db.View(func(tx *bolt.Tx) error {
-		if k, _ := tx.Bucket(bucketLogs).Cursor().Last(); k != nil {
+		if k, _ := move(tx.Bucket(bucketLogs).Cursor()); k != nil {
 			idx = binary.BigEndian.Uint64(k)
 		}
 		return nil

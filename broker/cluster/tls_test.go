@@ -46,9 +46,7 @@ func clusterTLS(t *testing.T, ca *testutil.CA, name string) *TLS {
 // gossip; garbage sent to a raft port is refused. Each refusal is logged
 // and counted, and the cluster keeps applying commands.
 func TestClusterTLSAndGossipKey(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs raft elections")
-	}
+	skipElections(t)
 	ca, other := testutil.NewCA(t), testutil.NewCA(t)
 	key := newGossipKey(t)
 	cfgs := clusterConfigs(t, 5)
@@ -290,9 +288,7 @@ func TestSetGossipKeys(t *testing.T) {
 // lowest id holds another CA's certificate: the other three bootstrap the
 // controller without it.
 func TestClusterTLSBootstrapSkipsForeignCert(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs raft elections")
-	}
+	skipElections(t)
 	ca, other := testutil.NewCA(t), testutil.NewCA(t)
 	key := newGossipKey(t)
 	cfgs := clusterConfigs(t, 4)

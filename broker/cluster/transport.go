@@ -458,11 +458,7 @@ func (h *heartbeatHub) call(target raft.ServerAddress, group uint64, due time.Ti
 	if l == nil {
 		l = &heartbeatLink{addr: target, kick: make(chan struct{}, 1), heldKick: make(chan struct{}, 1)}
 		h.mu.peers[target] = l
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			h.run(l)
-		}()
+		h.wg.Go(func() { h.run(l) })
 	}
 	h.mu.Unlock()
 	c := &heartbeatCall{group: group, req: req, resp: resp, done: make(chan struct{})}
@@ -511,10 +507,7 @@ func (h *heartbeatHub) call(target raft.ServerAddress, group uint64, due time.Ti
 // sendHeld sends group's held heartbeats with the links' next frames.
 func (h *heartbeatHub) sendHeld(group uint64) {
 	h.mu.Lock()
-	links := make([]*heartbeatLink, 0, len(h.mu.peers))
-	for _, l := range h.mu.peers {
-		links = append(links, l)
-	}
+	links := h.linksLocked()
 	h.mu.Unlock()
 	for _, l := range links {
 		l.mu.Lock()
@@ -722,16 +715,22 @@ func (h *heartbeatHub) exchange(conn net.Conn, rd *bufio.Reader, batch []*heartb
 	return nil
 }
 
+// linksLocked copies the hub's links, for use once h.mu is released.
+func (h *heartbeatHub) linksLocked() []*heartbeatLink {
+	links := make([]*heartbeatLink, 0, len(h.mu.peers))
+	for _, l := range h.mu.peers {
+		links = append(links, l)
+	}
+	return links
+}
+
 func (h *heartbeatHub) close() {
 	h.mu.Lock()
 	if !h.mu.closed {
 		h.mu.closed = true
 		close(h.closed)
 	}
-	links := make([]*heartbeatLink, 0, len(h.mu.peers))
-	for _, l := range h.mu.peers {
-		links = append(links, l)
-	}
+	links := h.linksLocked()
 	h.mu.Unlock()
 	for _, l := range links {
 		l.mu.Lock()

@@ -77,9 +77,7 @@ func FuzzHeartbeatFrames(f *testing.F) {
 // others see it gone and start the elections of the groups it led
 // themselves, and every group gets a leader again.
 func TestCoalescedHeartbeatsAndFastElection(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs raft elections")
-	}
+	skipElections(t)
 	nodes := startSettledNodes(t)
 	// Data groups led, after their first election, by whoever wins.
 	const groups = 8
@@ -329,9 +327,7 @@ func TestIdleAppendEntriesAnsweredLocally(t *testing.T) {
 // clean stop does before its Kafka listener closes) is PeerDown on the
 // others while its process and sockets still run.
 func TestLeavingSeenAtOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs raft elections")
-	}
+	skipElections(t)
 	nodes := startSettledNodes(t)
 	leaver := nodes[2]
 	id := leaver.cfg.NodeID
@@ -345,6 +341,27 @@ func TestLeavingSeenAtOnce(t *testing.T) {
 	waitFor(t, "the leaving broker down on the others", func() bool {
 		return nodes[0].PeerDown(id) && nodes[1].PeerDown(id)
 	})
+}
+
+// skipElections skips, under -short, a test that runs raft elections.
+func skipElections(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs raft elections")
+	}
+}
+
+// startTestGroup starts raft group id on n, with replicas 0, 1 and 2 and
+// bootstrapped from n when bootstrap, closed when the test ends.
+func startTestGroup(t *testing.T, n *testNode, id uint64, bootstrap bool, hb time.Duration) *Group {
+	t.Helper()
+	grp, err := n.StartGroup(GroupConfig{Group: id, Dir: filepath.Join(t.TempDir(), "g"), FSM: NewFSM(),
+		Peers: []int32{0, 1, 2}, Bootstrap: bootstrap, HeartbeatTimeout: hb, Logger: n.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = grp.Close() })
+	return grp
 }
 
 // startSettledNodes starts three nodes and waits until the controller has
