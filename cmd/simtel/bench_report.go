@@ -31,13 +31,9 @@ results section of bench/docs/produce-consume.md.`,
   simtel bench report add --run run.json --kind produce --label produce --command "..." --input p.json
   nats bench js pub async ... | simtel bench report add --run run.json --kind jetstream --label "js async" --command "..."`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := readStepInput(step.input)
-			if err != nil {
-				return err
-			}
-			return bench.AddStep(step.run, kind, step.label, step.command, serverSync, step.failure, b)
-		},
+		RunE: step.add(func(output []byte) error {
+			return bench.AddStep(step.run, kind, step.label, step.command, serverSync, step.failure, output)
+		}),
 	}
 	f := add.Flags()
 	step.register(f, "the exact command that produced the output", "file with the step's output, - for stdin",
@@ -93,13 +89,9 @@ rewrites the %s in %s.`, script, producer, resultsDir, section, page),
 		Use:   "add",
 		Short: "Append a step's output to a run file",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := readStepInput(step.input)
-			if err != nil {
-				return err
-			}
-			return addStep(step.run, step.label, step.command, step.failure, b)
-		},
+		RunE: step.add(func(output []byte) error {
+			return addStep(step.run, step.label, step.command, step.failure, output)
+		}),
 	}
 	step.register(add.Flags(), "the exact commands of the step", "file with the step's JSON output, - for stdin", "how the step's command failed")
 
@@ -133,13 +125,16 @@ func (s *stepFlags) register(f *pflag.FlagSet, commandHelp, inputHelp, failedHel
 	f.StringVar(&s.failure, "failed", "", failedHelp)
 }
 
-// readStepInput reads a step's output from a file or, for "-", stdin.
-func readStepInput(input string) ([]byte, error) {
-	b, err := readFileOrStdin(input)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read step output: %w", err)
+// add is the RunE of a report's add command: it reads the step's output
+// from --input (a file or, for "-", stdin) and gives it to addStep.
+func (s *stepFlags) add(addStep func(output []byte) error) func(*cobra.Command, []string) error {
+	return func(*cobra.Command, []string) error {
+		b, err := readFileOrStdin(s.input)
+		if err != nil {
+			return fmt.Errorf("cannot read step output: %w", err)
+		}
+		return addStep(b)
 	}
-	return b, nil
 }
 
 // readFileOrStdin reads the file at path, or standard input for "-".
