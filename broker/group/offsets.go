@@ -240,16 +240,12 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 			sg := kmsg.NewOffsetFetchResponseGroup()
 			sg.Group = rg.Group
 			sg.ErrorCode = code
-			for _, ft := range fetched {
+			for _, t := range c.fetchedTopics(rg.Group, fetched, req.RequireStable, 0) {
 				st := kmsg.NewOffsetFetchResponseGroupTopic()
-				st.Topic = ft.topic
-				for _, fp := range ft.partitions {
-					sp := fetchedPartition(fp)
-					if req.RequireStable && c.unstable(rg.Group, ft.topic, fp.Partition) {
-						sp.ErrorCode = kerr.UnstableOffsetCommit.Code
-					}
+				st.Topic = t.Topic
+				for _, p := range t.Partitions {
 					// The v8+ partition has the same fields as the v0-v7 one.
-					st.Partitions = append(st.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition(sp))
+					st.Partitions = append(st.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition(p))
 				}
 				sg.Topics = append(sg.Topics, st)
 			}
@@ -264,27 +260,35 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 	}
 	all := req.Topics == nil && req.Version >= 2
 	code, fetched := c.fetchOffsets(req.Group, topics, all, req.Version)
+	// v0/v1 have no top-level error: report it per partition, as Kafka
+	// does.
+	partCode := code
 	if req.Version >= 2 {
-		resp.ErrorCode = code
+		resp.ErrorCode, partCode = code, 0
 	}
+	resp.Topics = c.fetchedTopics(req.Group, fetched, req.Version >= 7 && req.RequireStable, partCode)
+	return resp
+}
+
+// fetchedTopics is the OffsetFetch answer (v0-v7 form) of group's fetched
+// offsets: each partition with code, or UNSTABLE_OFFSET_COMMIT when stable
+// is asked for and an open transaction holds an offset of it.
+func (c *Coordinator) fetchedTopics(group string, fetched []fetchedTopic, stable bool, code int16) []kmsg.OffsetFetchResponseTopic {
+	var out []kmsg.OffsetFetchResponseTopic
 	for _, ft := range fetched {
 		st := kmsg.NewOffsetFetchResponseTopic()
 		st.Topic = ft.topic
 		for _, fp := range ft.partitions {
 			sp := fetchedPartition(fp)
-			// v0/v1 have no top-level error: report it per
-			// partition, as Kafka does.
-			if req.Version < 2 {
-				sp.ErrorCode = code
-			}
-			if req.Version >= 7 && req.RequireStable && c.unstable(req.Group, ft.topic, fp.Partition) {
+			sp.ErrorCode = code
+			if stable && c.unstable(group, ft.topic, fp.Partition) {
 				sp.ErrorCode = kerr.UnstableOffsetCommit.Code
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
-		resp.Topics = append(resp.Topics, st)
+		out = append(out, st)
 	}
-	return resp
+	return out
 }
 
 // fetchTopic names the partitions of one topic to fetch.
