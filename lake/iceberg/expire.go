@@ -165,9 +165,9 @@ func (l *Lake) tableKeys(ctx context.Context) ([]string, error) {
 func (l *Lake) expireTable(ctx context.Context, key string, o ExpireOptions) (TableExpiry, error) {
 	te := TableExpiry{Table: strings.Join(identOf(key), ".")}
 	for attempt := 0; ; attempt++ {
-		tbl, err := l.cat.LoadTable(ctx, identOf(key))
+		tbl, err := l.loadTable(ctx, identOf(key))
 		if err != nil {
-			return te, fmt.Errorf("iceberg: cannot load table %s: %w", te.Table, err)
+			return te, err
 		}
 		post, expired, err := l.planExpiry(tbl, o)
 		if err != nil {

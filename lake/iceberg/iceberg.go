@@ -195,9 +195,14 @@ func Ident(name string) table.Identifier { return table.Identifier{Namespace, na
 
 // Load loads a table of Namespace.
 func (l *Lake) Load(ctx context.Context, name string) (*table.Table, error) {
-	tbl, err := l.cat.LoadTable(ctx, Ident(name))
+	return l.loadTable(ctx, Ident(name))
+}
+
+// loadTable loads the table id, with an error that names it.
+func (l *Lake) loadTable(ctx context.Context, id table.Identifier) (*table.Table, error) {
+	tbl, err := l.cat.LoadTable(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: cannot load table %s.%s: %w", Namespace, name, err)
+		return nil, fmt.Errorf("iceberg: cannot load table %s: %w", strings.Join(id, "."), err)
 	}
 	return tbl, nil
 }
@@ -248,14 +253,8 @@ func (l *Lake) create(ctx context.Context, name string, dlq bool) (*table.Table,
 	var sch *iceberg.Schema
 	var opts []iceberg.PartitionOption
 	if dlq {
-		sch = iceberg.NewSchema(0,
-			iceberg.NestedField{ID: 1, Name: "_partition", Type: iceberg.PrimitiveTypes.Int32, Required: true},
-			iceberg.NestedField{ID: 2, Name: "_offset", Type: iceberg.PrimitiveTypes.Int64, Required: true},
-			iceberg.NestedField{ID: 3, Name: "timestamp", Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
-			iceberg.NestedField{ID: 4, Name: "key", Type: iceberg.PrimitiveTypes.Binary},
-			iceberg.NestedField{ID: 5, Name: "value", Type: iceberg.PrimitiveTypes.Binary},
-			iceberg.NestedField{ID: 6, Name: "reason", Type: iceberg.PrimitiveTypes.String, Required: true},
-		)
+		sch = iceberg.NewSchema(0, append(recordColumns(),
+			iceberg.NestedField{ID: 6, Name: "reason", Type: iceberg.PrimitiveTypes.String, Required: true})...)
 		opts = append(opts, iceberg.AddPartitionFieldBySourceID(3, "timestamp_day", iceberg.DayTransform{}, sch, nil))
 	} else {
 		sch = iceberg.NewSchema(0, fixedColumns()...)
@@ -263,6 +262,13 @@ func (l *Lake) create(ctx context.Context, name string, dlq bool) (*table.Table,
 			iceberg.AddPartitionFieldBySourceID(5, "run", iceberg.IdentityTransform{}, sch, nil),
 			iceberg.AddPartitionFieldBySourceID(1, "time_day", iceberg.DayTransform{}, sch, nil))
 	}
+	return l.newTable(ctx, Ident(name), l.location(name), sch, kindOf(dlq), opts...)
+}
+
+// newTable creates the table id with its metadata at location, schema sch
+// partitioned by opts, and the name mapping and properties of a table of
+// kind.
+func (l *Lake) newTable(ctx context.Context, id table.Identifier, location string, sch *iceberg.Schema, kind string, opts ...iceberg.PartitionOption) (*table.Table, error) {
 	spec, err := iceberg.NewPartitionSpecOpts(opts...)
 	if err != nil {
 		return nil, err
@@ -271,10 +277,10 @@ func (l *Lake) create(ctx context.Context, name string, dlq bool) (*table.Table,
 	if err != nil {
 		return nil, err
 	}
-	return l.cat.CreateTable(ctx, Ident(name), sch,
-		icat.WithLocation(l.location(name)),
+	return l.cat.CreateTable(ctx, id, sch,
+		icat.WithLocation(location),
 		icat.WithPartitionSpec(&spec),
-		icat.WithProperties(tableProps(mapping, kindOf(dlq))))
+		icat.WithProperties(tableProps(mapping, kind)))
 }
 
 // maintenanceProps bound what a table's metadata keeps between expiries

@@ -46,22 +46,13 @@ func RawIdent(topic string) table.Identifier { return table.Identifier{RawNamesp
 
 // LoadRaw loads the raw table of a topic.
 func (l *Lake) LoadRaw(ctx context.Context, topic string) (*table.Table, error) {
-	tbl, err := l.cat.LoadTable(ctx, RawIdent(topic))
-	if err != nil {
-		return nil, fmt.Errorf("iceberg: cannot load table %s.%s: %w", RawNamespace, topic, err)
-	}
-	return tbl, nil
+	return l.loadTable(ctx, RawIdent(topic))
 }
 
 // rawSchema is the schema of a raw table: lake/schema.RawRow's columns,
 // with field ids.
 func rawSchema() *iceberg.Schema {
-	return iceberg.NewSchema(0,
-		iceberg.NestedField{ID: 1, Name: "_partition", Type: iceberg.PrimitiveTypes.Int32, Required: true},
-		iceberg.NestedField{ID: 2, Name: "_offset", Type: iceberg.PrimitiveTypes.Int64, Required: true},
-		iceberg.NestedField{ID: 3, Name: "timestamp", Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
-		iceberg.NestedField{ID: 4, Name: "key", Type: iceberg.PrimitiveTypes.Binary},
-		iceberg.NestedField{ID: 5, Name: "value", Type: iceberg.PrimitiveTypes.Binary},
+	return iceberg.NewSchema(0, append(recordColumns(),
 		iceberg.NestedField{ID: 6, Name: "headers", Required: true, Type: &iceberg.ListType{
 			ElementID:       7,
 			ElementRequired: true,
@@ -69,8 +60,19 @@ func rawSchema() *iceberg.Schema {
 				{ID: 8, Name: "key", Type: iceberg.PrimitiveTypes.String, Required: true},
 				{ID: 9, Name: "value", Type: iceberg.PrimitiveTypes.Binary, Required: true},
 			}},
-		}},
-	)
+		}})...)
+}
+
+// recordColumns are the first columns of the raw and the dead-letter
+// tables, which keep Kafka records: where the record was and what it held.
+func recordColumns() []iceberg.NestedField {
+	return []iceberg.NestedField{
+		{ID: 1, Name: "_partition", Type: iceberg.PrimitiveTypes.Int32, Required: true},
+		{ID: 2, Name: "_offset", Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		{ID: 3, Name: "timestamp", Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
+		{ID: 4, Name: "key", Type: iceberg.PrimitiveTypes.Binary},
+		{ID: 5, Name: "value", Type: iceberg.PrimitiveTypes.Binary},
+	}
 }
 
 // createRaw makes the raw table of a topic (and the namespace, the first
@@ -81,16 +83,6 @@ func (l *Lake) createRaw(ctx context.Context, topic string) (*table.Table, error
 		return nil, fmt.Errorf("cannot create namespace %s: %w", RawNamespace, err)
 	}
 	sch := rawSchema()
-	spec, err := iceberg.NewPartitionSpecOpts(iceberg.AddPartitionFieldBySourceID(3, "timestamp_day", iceberg.DayTransform{}, sch, nil))
-	if err != nil {
-		return nil, err
-	}
-	mapping, err := nameMapping(sch)
-	if err != nil {
-		return nil, err
-	}
-	return l.cat.CreateTable(ctx, RawIdent(topic), sch,
-		icat.WithLocation(l.root+"/_iceberg/"+RawNamespace+"/"+lake.EscapeSegment(topic)),
-		icat.WithPartitionSpec(&spec),
-		icat.WithProperties(tableProps(mapping, lake.KindRaw)))
+	return l.newTable(ctx, RawIdent(topic), l.root+"/_iceberg/"+RawNamespace+"/"+lake.EscapeSegment(topic), sch, lake.KindRaw,
+		iceberg.AddPartitionFieldBySourceID(3, "timestamp_day", iceberg.DayTransform{}, sch, nil))
 }

@@ -50,9 +50,9 @@ func (l *Lake) RemoveObjects(ctx context.Context, keys []string, reason string) 
 func (l *Lake) removeFromTable(ctx context.Context, key string, want map[string]bool, reason string) (int, error) {
 	id := strings.Join(identOf(key), ".")
 	for attempt := 0; ; attempt++ {
-		tbl, err := l.cat.LoadTable(ctx, identOf(key))
+		tbl, err := l.loadTable(ctx, identOf(key))
 		if err != nil {
-			return 0, fmt.Errorf("iceberg: cannot load table %s: %w", id, err)
+			return 0, err
 		}
 		dfs, err := l.liveFiles(ctx, tbl, want)
 		if err != nil {

@@ -34,12 +34,12 @@ var ErrNotHeld = errors.New("the table does not hold the files the compaction re
 func (l *Lake) DataFiles(ctx context.Context, names []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, n := range names {
-		tbl, err := l.cat.LoadTable(ctx, Ident(n))
+		tbl, err := l.loadTable(ctx, Ident(n))
 		if errors.Is(err, icat.ErrNoSuchTable) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("iceberg: cannot load table %s.%s: %w", Namespace, n, err)
+			return nil, err
 		}
 		files, err := l.currentFiles(ctx, tbl, n)
 		if err != nil {
