@@ -169,6 +169,7 @@ func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbea
 			}
 			if a, ok := rpc.Command.(*raft.AppendEntriesRequest); ok && a.LeaderCommitIndex > 0 {
 				t.noteLeaderCommit(a.LeaderCommitIndex)
+				capLeaderCommit(a)
 			}
 			news, elect := t.rpcNews(rpc)
 			var pre leaderMark
@@ -189,6 +190,20 @@ func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbea
 		}
 	}()
 	return t
+}
+
+// capLeaderCommit keeps the commit index raft takes from an AppendEntries
+// within the entries that request proves match the leader's log: up to
+// its previous entry and the entries it carries. hashicorp/raft sets a
+// follower's commit index to min(leader's commit, the follower's own last
+// index); a follower whose log ends in entries of an old term (a replica
+// restarted after it led) would then apply them when an AppendEntries
+// with no entries and a higher commit index reaches it before the one
+// that truncates them. The Raft paper's rule is min(leader's commit,
+// index of the last new entry), which is what this makes of it; the
+// in-sync check keeps the leader's own figure (noteLeaderCommit).
+func capLeaderCommit(a *raft.AppendEntriesRequest) {
+	a.LeaderCommitIndex = min(a.LeaderCommitIndex, a.PrevLogEntry+uint64(len(a.Entries)))
 }
 
 // Consumer is raft's RPC channel: the NetworkTransport's RPCs and the
