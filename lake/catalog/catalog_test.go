@@ -22,10 +22,7 @@ var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 func fileCatalog(t *testing.T) (*catalog.Catalog, store.Store) {
 	t.Helper()
-	s, err := store.Open(context.Background(), t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storetest.Dir(t)
 	return catalog.New(s), s
 }
 

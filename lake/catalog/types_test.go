@@ -11,13 +11,7 @@ import (
 	"github.com/simtel/simtel/lake/store/storetest"
 )
 
-func TestFieldTypesRaceFile(t *testing.T) {
-	s, err := store.Open(context.Background(), t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testFieldTypesRace(t, s)
-}
+func TestFieldTypesRaceFile(t *testing.T) { testFieldTypesRace(t, storetest.Dir(t)) }
 
 func TestFieldTypesRaceS3(t *testing.T) {
 	s, _ := storetest.S3(t)

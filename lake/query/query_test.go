@@ -20,6 +20,7 @@ import (
 	"github.com/simtel/simtel/lake/query/querytest"
 	"github.com/simtel/simtel/lake/replay"
 	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -32,10 +33,7 @@ func sample(m, run string, p int32, off int64, at time.Duration, fields map[stri
 // localLake makes an empty lake in a temporary directory.
 func localLake(t *testing.T) (store.Store, *catalog.Catalog, *querytest.Lake) {
 	t.Helper()
-	st, err := store.Open(context.Background(), t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Dir(t)
 	cat := catalog.New(st)
 	return st, cat, &querytest.Lake{Store: st, Catalog: cat}
 }

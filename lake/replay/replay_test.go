@@ -15,7 +15,7 @@ import (
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query/querytest"
 	"github.com/simtel/simtel/lake/replay"
-	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 var t0 = querytest.Start
@@ -34,10 +34,7 @@ func writeLake(t *testing.T, l *querytest.Lake, ss []replay.Sample, flushSize in
 }
 
 func newLake(t *testing.T) *querytest.Lake {
-	st, err := store.Open(context.Background(), t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Dir(t)
 	return &querytest.Lake{Store: st, Catalog: catalog.New(st)}
 }
 

@@ -221,13 +221,7 @@ func testApply(t *testing.T, st store.Store) {
 	}
 }
 
-func TestApplyFile(t *testing.T) {
-	st, err := store.Open(context.Background(), t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testApply(t, st)
-}
+func TestApplyFile(t *testing.T) { testApply(t, storetest.Dir(t)) }
 
 func TestApplyS3(t *testing.T) {
 	st, _ := storetest.S3(t)

@@ -25,6 +25,16 @@ func S3(t testing.TB) (store.Store, *testutil.S3Server) {
 	return st, srv
 }
 
+// Dir opens a lake store in a directory of the test's.
+func Dir(t testing.TB) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // Open opens the lake store of a test that runs against both back ends: a
 // directory of the test's when s3 is false, else an S3 server as S3 starts
 // it. Beside the store it returns the lake's URL and the S3 endpoint ("" for
