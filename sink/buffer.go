@@ -2,7 +2,6 @@ package sink
 
 import (
 	"bytes"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -244,20 +243,17 @@ func (b *buffer) encode(sc *encodeScratch) ([]encoded, error) {
 		}
 		out = append(out, e)
 	}
-	deads, err := encodeByDate(b.dead, func(r *schema.DeadLetterRow) time.Time { return r.Timestamp },
-		func(date string) string { return lake.DeadLetterKey(b.topic, date, b.partition, b.first, b.last) },
-		lake.KindDeadLetter, b.topic, b.partition, b.first, b.last, schema.DeadLetterColumns)
+	deads, err := encodeByDate(b, b.dead, func(r *schema.DeadLetterRow) time.Time { return r.Timestamp },
+		lake.DeadLetterKey, lake.KindDeadLetter, schema.DeadLetterColumns, "dead letters")
 	if err != nil {
-		return nil, fmt.Errorf("encode dead letters of %s/%d: %w", b.topic, b.partition, err)
+		return nil, err
 	}
-	out = append(out, deads...)
-	raws, err := encodeByDate(b.raw, func(r *schema.RawRow) time.Time { return r.Timestamp },
-		func(date string) string { return lake.RawKey(b.topic, date, b.partition, b.first, b.last) },
-		lake.KindRaw, b.topic, b.partition, b.first, b.last, schema.RawColumns)
+	raws, err := encodeByDate(b, b.raw, func(r *schema.RawRow) time.Time { return r.Timestamp },
+		lake.RawKey, lake.KindRaw, schema.RawColumns, "raw records")
 	if err != nil {
-		return nil, fmt.Errorf("encode raw records of %s/%d: %w", b.topic, b.partition, err)
+		return nil, err
 	}
-	out = append(out, raws...)
+	out = append(append(out, deads...), raws...)
 	slices.SortFunc(out, func(x, y encoded) int { return strings.Compare(x.key, y.key) })
 	return out, nil
 }

@@ -93,28 +93,19 @@ type compactMetrics struct {
 }
 
 func newCompactMetrics(reg prometheus.Registerer) *compactMetrics {
-	c := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_sink_compaction_" + name, Help: help})
+	p := passMetrics{"compaction", reg}
+	return &compactMetrics{
+		merged:   p.counter("objects_written_total", "Merged objects committed by the sink's compactor."),
+		replaced: p.counter("objects_replaced_total", "Small objects replaced by merged ones."),
+		rows:     p.counter("rows_total", "Rows rewritten by compaction."),
+		bytesIn:  p.counter("bytes_read_total", "Bytes of the objects replaced."),
+		bytesOut: p.counter("bytes_written_total", "Bytes of the merged objects."),
+		cleaned:  p.counter("objects_deleted_total", "Replaced objects deleted (after the delete delay)."),
+		lost:     p.counter("races_lost_total", "Merges dropped because another compactor replaced the same objects first, or the partition moved."),
+		splits:   p.counter("type_splits_total", "Groups split because their objects disagree on a column's type."),
+		errors:   p.counter("errors_total", "Compaction passes that failed (the next pass tries again)."),
+		duration: p.duration("Time of one compaction pass over the owned partitions."),
 	}
-	m := &compactMetrics{
-		merged:   c("objects_written_total", "Merged objects committed by the sink's compactor."),
-		replaced: c("objects_replaced_total", "Small objects replaced by merged ones."),
-		rows:     c("rows_total", "Rows rewritten by compaction."),
-		bytesIn:  c("bytes_read_total", "Bytes of the objects replaced."),
-		bytesOut: c("bytes_written_total", "Bytes of the merged objects."),
-		cleaned:  c("objects_deleted_total", "Replaced objects deleted (after the delete delay)."),
-		lost:     c("races_lost_total", "Merges dropped because another compactor replaced the same objects first, or the partition moved."),
-		splits:   c("type_splits_total", "Groups split because their objects disagree on a column's type."),
-		errors:   c("errors_total", "Compaction passes that failed (the next pass tries again)."),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "simtel_sink_compaction_duration_seconds", Help: "Time of one compaction pass over the owned partitions.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
-		}),
-	}
-	for _, x := range []prometheus.Collector{m.merged, m.replaced, m.rows, m.bytesIn, m.bytesOut, m.cleaned, m.lost, m.splits, m.errors, m.duration} {
-		reg.MustRegister(x)
-	}
-	return m
 }
 
 // compactor runs compaction passes over the telemetry partitions the

@@ -203,9 +203,10 @@ func (sc *encodeScratch) writeTag(w *schema.Writer, c *column, a *arena, chunk [
 	return err
 }
 
-// encodeByDate writes rows (in offset order) as one object per UTC day of
-// their record timestamps.
-func encodeByDate[T schema.RawRow | schema.DeadLetterRow](rows []T, ts func(*T) time.Time, keyOf func(date string) string, kind, topic string, partition int32, first, last int64, columns []string) ([]encoded, error) {
+// encodeByDate writes rows of b (in offset order; what they are, for an
+// error) as one object per UTC day of their record timestamps, each keyed
+// by keyOf.
+func encodeByDate[T schema.RawRow | schema.DeadLetterRow](b *buffer, rows []T, ts func(*T) time.Time, keyOf func(topic, date string, partition int32, first, last int64) string, kind string, columns []string, what string) ([]encoded, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
@@ -221,9 +222,9 @@ func encodeByDate[T schema.RawRow | schema.DeadLetterRow](rows []T, ts func(*T) 
 	var out []encoded
 	for _, d := range dates {
 		group := byDate[d]
-		data, err := schema.EncodeRecords(group, schema.Origin{Topic: topic, Partition: partition, First: first, Last: last})
+		data, err := schema.EncodeRecords(group, schema.Origin{Topic: b.topic, Partition: b.partition, First: b.first, Last: b.last})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("encode %s of %s/%d: %w", what, b.topic, b.partition, err)
 		}
 		minT, maxT := ts(&group[0]), ts(&group[0])
 		for i := range group {
@@ -235,7 +236,7 @@ func encodeByDate[T schema.RawRow | schema.DeadLetterRow](rows []T, ts func(*T) 
 				maxT = t
 			}
 		}
-		key := keyOf(d)
+		key := keyOf(b.topic, d, b.partition, b.first, b.last)
 		out = append(out, encoded{key: key, data: data, obj: catalog.Object{
 			Key: key, Kind: kind, Date: d,
 			MinTime: minT.UTC(), MaxTime: maxT.UTC(),

@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,19 +44,10 @@ func (c *IcebergExpireConfig) validate() error {
 	if c.Interval == 0 {
 		c.Interval = DefaultIcebergExpireInterval
 	}
-	if c.Retention < 0 {
-		return fmt.Errorf("sink: --iceberg-snapshot-retention %v is negative", c.Retention)
+	if err := orDefault(&c.Retention, DefaultSnapshotRetention, "iceberg-snapshot-retention"); err != nil {
+		return err
 	}
-	if c.Retention == 0 {
-		c.Retention = DefaultSnapshotRetention
-	}
-	if c.RetainLast < 0 {
-		return fmt.Errorf("sink: --iceberg-retain-last %d is negative", c.RetainLast)
-	}
-	if c.RetainLast == 0 {
-		c.RetainLast = 1
-	}
-	return nil
+	return orDefault(&c.RetainLast, 1, "iceberg-retain-last")
 }
 
 type icebergExpireMetrics struct {
@@ -67,26 +57,15 @@ type icebergExpireMetrics struct {
 }
 
 func newIcebergExpireMetrics(reg prometheus.Registerer) *icebergExpireMetrics {
-	c := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_sink_iceberg_expire_" + name, Help: help})
+	p := passMetrics{"iceberg_expire", reg}
+	return &icebergExpireMetrics{
+		snapshots: p.counter("snapshots_total", "Snapshots of the Iceberg tables expired."),
+		files:     p.counter("files_deleted_total", "Files deleted by Iceberg expiry: manifest lists, manifests, metadata files, orphans, data files only expired snapshots used."),
+		bytes:     p.counter("bytes_deleted_total", "Bytes of the files deleted by Iceberg expiry."),
+		errors:    p.counter("errors_total", "Iceberg expiry passes that failed for some table (the next pass tries again)."),
+		lastRun:   p.gauge("last_run_timestamp_seconds", "Unix time the last Iceberg expiry pass ended."),
+		duration:  p.duration("Time of one Iceberg expiry pass over every table."),
 	}
-	m := &icebergExpireMetrics{
-		snapshots: c("snapshots_total", "Snapshots of the Iceberg tables expired."),
-		files:     c("files_deleted_total", "Files deleted by Iceberg expiry: manifest lists, manifests, metadata files, orphans, data files only expired snapshots used."),
-		bytes:     c("bytes_deleted_total", "Bytes of the files deleted by Iceberg expiry."),
-		errors:    c("errors_total", "Iceberg expiry passes that failed for some table (the next pass tries again)."),
-		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "simtel_sink_iceberg_expire_last_run_timestamp_seconds", Help: "Unix time the last Iceberg expiry pass ended.",
-		}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "simtel_sink_iceberg_expire_duration_seconds", Help: "Time of one Iceberg expiry pass over every table.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
-		}),
-	}
-	for _, x := range []prometheus.Collector{m.snapshots, m.files, m.bytes, m.errors, m.lastRun, m.duration} {
-		reg.MustRegister(x)
-	}
-	return m
 }
 
 // icebergExpirer runs expiry passes while this sink holds the elected

@@ -93,3 +93,33 @@ func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, log *
 func registerProcessCollectors(reg *prometheus.Registry) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
+
+// passMetrics makes the metrics of one kind of background pass
+// (compaction, retention, Iceberg expiry), named
+// simtel_sink_<prefix>_<name>, each registered on reg as it is made.
+type passMetrics struct {
+	prefix string
+	reg    prometheus.Registerer
+}
+
+func (p passMetrics) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_sink_" + p.prefix + "_" + name, Help: help})
+	p.reg.MustRegister(c)
+	return c
+}
+
+func (p passMetrics) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "simtel_sink_" + p.prefix + "_" + name, Help: help})
+	p.reg.MustRegister(g)
+	return g
+}
+
+// duration is the histogram of the time of one pass.
+func (p passMetrics) duration(help string) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "simtel_sink_" + p.prefix + "_duration_seconds", Help: help,
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	})
+	p.reg.MustRegister(h)
+	return h
+}

@@ -32,13 +32,7 @@ func (c *RetentionConfig) validate() error {
 	if c.Interval < 0 {
 		return fmt.Errorf("sink: --retention-interval %v is negative", c.Interval)
 	}
-	if c.Grace < 0 {
-		return fmt.Errorf("sink: --retention-grace %v is negative", c.Grace)
-	}
-	if c.Grace == 0 {
-		c.Grace = retention.DefaultGrace
-	}
-	return nil
+	return orDefault(&c.Grace, retention.DefaultGrace, "retention-grace")
 }
 
 type retentionMetrics struct {
@@ -47,25 +41,16 @@ type retentionMetrics struct {
 }
 
 func newRetentionMetrics(reg prometheus.Registerer) *retentionMetrics {
-	c := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_sink_retention_" + name, Help: help})
+	p := passMetrics{"retention", reg}
+	return &retentionMetrics{
+		partitions: p.counter("partitions_expired_total", "Partitions (measurement, run, day) removed from the catalog by retention."),
+		objects:    p.counter("objects_expired_total", "Objects removed from the catalog by retention."),
+		rows:       p.counter("rows_expired_total", "Rows of the objects removed by retention."),
+		bytes:      p.counter("bytes_expired_total", "Bytes of the objects removed by retention."),
+		deleted:    p.counter("objects_deleted_total", "Expired objects deleted from the store (after the grace)."),
+		errors:     p.counter("errors_total", "Retention passes that failed (the next pass tries again)."),
+		duration:   p.duration("Time of one retention pass."),
 	}
-	m := &retentionMetrics{
-		partitions: c("partitions_expired_total", "Partitions (measurement, run, day) removed from the catalog by retention."),
-		objects:    c("objects_expired_total", "Objects removed from the catalog by retention."),
-		rows:       c("rows_expired_total", "Rows of the objects removed by retention."),
-		bytes:      c("bytes_expired_total", "Bytes of the objects removed by retention."),
-		deleted:    c("objects_deleted_total", "Expired objects deleted from the store (after the grace)."),
-		errors:     c("errors_total", "Retention passes that failed (the next pass tries again)."),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "simtel_sink_retention_duration_seconds", Help: "Time of one retention pass.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
-		}),
-	}
-	for _, x := range []prometheus.Collector{m.partitions, m.objects, m.rows, m.bytes, m.deleted, m.errors, m.duration} {
-		reg.MustRegister(x)
-	}
-	return m
 }
 
 // retainer runs retention passes while this sink holds the elected

@@ -114,11 +114,8 @@ func (c *Config) Validate() error {
 	if c.Group == "" {
 		c.Group = DefaultGroup
 	}
-	if c.FlushBytes == 0 {
-		c.FlushBytes = DefaultFlushBytes
-	}
-	if c.FlushBytes < 0 {
-		return fmt.Errorf("sink: --flush-bytes %d is negative", c.FlushBytes)
+	if err := orDefault(&c.FlushBytes, DefaultFlushBytes, "flush-bytes"); err != nil {
+		return err
 	}
 	if c.FlushBytes > 1<<31 {
 		return fmt.Errorf("sink: --flush-bytes %d is over 2 GiB; a flush is held in memory", c.FlushBytes)
@@ -126,11 +123,8 @@ func (c *Config) Validate() error {
 	if c.FlushRows < 0 {
 		return fmt.Errorf("sink: --flush-rows %d is negative", c.FlushRows)
 	}
-	if c.FlushAge == 0 {
-		c.FlushAge = DefaultFlushAge
-	}
-	if c.FlushAge < 0 {
-		return fmt.Errorf("sink: --flush-age %v is negative", c.FlushAge)
+	if err := orDefault(&c.FlushAge, DefaultFlushAge, "flush-age"); err != nil {
+		return err
 	}
 	if c.JobsTopic == "" {
 		c.JobsTopic = scheduler.JobsTopic
@@ -154,6 +148,18 @@ func (c *Config) Validate() error {
 		if t == "" || strings.ContainsAny(t, " /") {
 			return fmt.Errorf("sink: topic name %q is not valid", t)
 		}
+	}
+	return nil
+}
+
+// orDefault checks that the setting of flag is not negative and gives it
+// def when it is 0 (unset).
+func orDefault[T int | int64 | time.Duration](v *T, def T, flag string) error {
+	if *v < 0 {
+		return fmt.Errorf("sink: --%s %v is negative", flag, *v)
+	}
+	if *v == 0 {
+		*v = def
 	}
 	return nil
 }
