@@ -6,7 +6,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -114,17 +113,7 @@ func TestLakeServeIceberg(t *testing.T) {
 	if _, err := restcat.NewCatalog(ctx, "simtel", uri, restcat.WithOAuthToken("wrong")); err == nil {
 		t.Error("a wrong token was accepted")
 	}
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, m := range []string{`simtel_lake_iceberg_requests_total{code="200",route="loadTable"}`, `simtel_lake_iceberg_auth_failures_total{reason="wrong"} 1`} {
-		if !strings.Contains(string(metrics), m) {
-			t.Errorf("lake serve's metrics lack %s", m)
-		}
-	}
+	wantMetrics(t, metricsAddr, `simtel_lake_iceberg_requests_total{code="200",route="loadTable"}`, `simtel_lake_iceberg_auth_failures_total{reason="wrong"} 1`)
 
 	t.Run("iceberg-js and icebird", func(t *testing.T) {
 		node, modules := nodeModules(t, "iceberg-js", "icebird")

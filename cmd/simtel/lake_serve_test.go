@@ -81,15 +81,22 @@ func TestLakeServe(t *testing.T) {
 	if _, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%s user=dash password=wrong dbname=lake sslmode=disable", host, port)); err == nil {
 		t.Error("a wrong password connected")
 	}
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	wantMetrics(t, metricsAddr, `simtel_lake_pg_queries_total{kind="session"} 1`, "simtel_lake_pg_connections 1", "simtel_lake_pg_auth_failures_total 1")
+}
+
+// wantMetrics reads the /metrics of lake serve at addr and reports each of
+// wants it lacks.
+func wantMetrics(t *testing.T, addr string, wants ...string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, m := range []string{`simtel_lake_pg_queries_total{kind="session"} 1`, "simtel_lake_pg_connections 1", "simtel_lake_pg_auth_failures_total 1"} {
+	for _, m := range wants {
 		if !strings.Contains(string(body), m) {
-			t.Errorf("metrics lack %q", m)
+			t.Errorf("lake serve's metrics lack %s", m)
 		}
 	}
 }
