@@ -109,12 +109,7 @@ func TestTLSServerClientAuth(t *testing.T) {
 }
 
 func TestTLSFailureReasonNotTLS(t *testing.T) {
-	ca := testutil.NewCA(t)
-	srv := ca.Server(t, "broker")
-	ts, err := tlsfiles.NewServer(tlsfiles.Files{Cert: srv.CertFile, Key: srv.KeyFile}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, ts := brokerServer(t)
 	a, b := net.Pipe()
 	defer a.Close()
 	go func() {
@@ -122,19 +117,14 @@ func TestTLSFailureReasonNotTLS(t *testing.T) {
 		_, _ = b.Write([]byte{0, 0, 0, 10, 0, 18, 0, 3, 0, 0, 0, 1, 0, 0})
 		b.Close()
 	}()
-	err = tls.Server(a, ts.Config(tlsfiles.ClientAuthNone)).Handshake()
+	err := tls.Server(a, ts.Config(tlsfiles.ClientAuthNone)).Handshake()
 	if got := tlsfiles.FailureReason(err); got != "not_tls" {
 		t.Fatalf("reason %q (err %v), want not_tls", got, err)
 	}
 }
 
 func TestTLSServerReload(t *testing.T) {
-	ca := testutil.NewCA(t)
-	first := ca.Server(t, "broker")
-	ts, err := tlsfiles.NewServer(tlsfiles.Files{Cert: first.CertFile, Key: first.KeyFile}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, first, ts := brokerServer(t)
 	serial := func() string {
 		t.Helper()
 		ln, err := tls.Listen("tcp", "127.0.0.1:0", ts.Config(tlsfiles.ClientAuthNone))
@@ -194,6 +184,19 @@ func TestTLSServerReload(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// brokerServer makes a CA and a TLS server of the broker certificate it
+// signs, without client certificates.
+func brokerServer(t *testing.T) (*testutil.CA, testutil.Cert, *tlsfiles.Server) {
+	t.Helper()
+	ca := testutil.NewCA(t)
+	srv := ca.Server(t, "broker")
+	ts, err := tlsfiles.NewServer(tlsfiles.Files{Cert: srv.CertFile, Key: srv.KeyFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, srv, ts
 }
 
 func TestParseClientAuth(t *testing.T) {
