@@ -93,27 +93,30 @@ func FuzzParseProcStat(f *testing.F) {
 }
 
 func FuzzParseDiskstats(f *testing.F) {
-	addSeeds(f, "testdata/proc/snap1/diskstats", "testdata/proc/snap2/diskstats")
-	f.Add([]byte(" 8 0 sd\\a 1 2 3 4 5 6 7 8 9 10 11\n1 2 3\n 8 1 sda1 1 2 3 4\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		lines := parseDiskstats(b, nil)
-		checkDevNames(t, b, lines)
-		for _, l := range lines {
-			looksLikePartition(string(l.name))
-		}
-	})
+	fuzzDevLines(f, parseDiskstats, func(t *testing.T, name []byte) { looksLikePartition(string(name)) },
+		" 8 0 sd\\a 1 2 3 4 5 6 7 8 9 10 11\n1 2 3\n 8 1 sda1 1 2 3 4\n",
+		"testdata/proc/snap1/diskstats", "testdata/proc/snap2/diskstats")
 }
 
 func FuzzParseNetDev(f *testing.F) {
-	addSeeds(f, "testdata/proc/snap1/net/dev", "testdata/proc/snap2/net/dev")
-	f.Add([]byte("a b,c=d\\: 1 2 3 4 5 6 7 8 9 10 11 12\n:\n x:1 2\n"))
+	fuzzDevLines(f, parseNetDev, func(t *testing.T, name []byte) {
+		if bytes.IndexByte(name, ':') >= 0 {
+			t.Fatalf("interface name %q holds a colon", name)
+		}
+	}, "a b,c=d\\: 1 2 3 4 5 6 7 8 9 10 11 12\n:\n x:1 2\n", "testdata/proc/snap1/net/dev", "testdata/proc/snap2/net/dev")
+}
+
+// fuzzDevLines fuzzes a parser of a file of one line per device, seeded
+// with files and seed: the names it returns are checked by checkDevNames
+// and then by check.
+func fuzzDevLines[C any](f *testing.F, parse func([]byte, []devLine[C]) []devLine[C], check func(t *testing.T, name []byte), seed string, files ...string) {
+	addSeeds(f, files...)
+	f.Add([]byte(seed))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		lines := parseNetDev(b, nil)
+		lines := parse(b, nil)
 		checkDevNames(t, b, lines)
 		for _, l := range lines {
-			if bytes.IndexByte(l.name, ':') >= 0 {
-				t.Fatalf("interface name %q holds a colon", l.name)
-			}
+			check(t, l.name)
 		}
 	})
 }
