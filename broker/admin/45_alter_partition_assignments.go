@@ -27,12 +27,11 @@ import (
 var _ = APIs.Add(kapi.API{Key: 45, Min: 0, Max: 0, ClusterOnly: true, Blocking: true}, kapi.Reply(handleAlterPartitionAssignments))
 
 func handleAlterPartitionAssignments(b Broker, kr *kapi.Request, r *kmsg.AlterPartitionAssignmentsRequest, resp *kmsg.AlterPartitionAssignmentsResponse) {
-	n, err := clusterController(b, kr, kmsg.ACLOperationAlter, "; partitions have one replica here")
+	n, md, err := clusterController(b, kr, kmsg.ACLOperationAlter, "; partitions have one replica here")
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorOf(err)
 		return
 	}
-	md := n.Metadata()
 	for _, rt := range r.Topics {
 		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
 		st.Topic = rt.Topic

@@ -17,12 +17,11 @@ import (
 var _ = APIs.Add(kapi.API{Key: 46, Min: 0, Max: 0, ClusterOnly: true}, kapi.Reply(handleListPartitionReassignments))
 
 func handleListPartitionReassignments(b Broker, kr *kapi.Request, r *kmsg.ListPartitionReassignmentsRequest, resp *kmsg.ListPartitionReassignmentsResponse) {
-	n, err := clusterController(b, kr, kmsg.ACLOperationDescribe, "")
+	_, md, err := clusterController(b, kr, kmsg.ACLOperationDescribe, "")
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorOf(err)
 		return
 	}
-	md := n.Metadata()
 	want := map[string][]int32{} // nil slice: every partition
 	if r.Topics == nil {
 		for name := range md.Topics {

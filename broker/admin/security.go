@@ -72,13 +72,18 @@ func errClusterDenied(r *kapi.Request, op auth.Operation) error {
 }
 
 // clusterController is the controller node a cluster-wide API runs on
-// (ListPartitionReassignments, AlterPartitionAssignments), once the
-// principal may do op on the cluster; else the error to answer.
-func clusterController(b Broker, r *kapi.Request, op auth.Operation, notCluster string) (*cluster.Node, error) {
+// (ListPartitionReassignments, AlterPartitionAssignments) and its current
+// metadata, once the principal may do op on the cluster; else the error to
+// answer.
+func clusterController(b Broker, r *kapi.Request, op auth.Operation, notCluster string) (*cluster.Node, *cluster.Metadata, error) {
 	if err := errClusterDenied(r, op); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return controller(b, notCluster)
+	n, err := controller(b, notCluster)
+	if err != nil {
+		return nil, nil, err
+	}
+	return n, n.Metadata(), nil
 }
 
 // aclChanges checks the n entries of a CreateAcls or DeleteAcls request:
