@@ -234,6 +234,18 @@ func runSink(t *testing.T, addr string, topics []string) (_ store.Store, stop fu
 	}
 }
 
+// reopenLake opens a query engine on the lake in st into *eng, closing
+// the one it held: a test waiting for objects to reach the lake opens it
+// again on each try.
+func reopenLake(eng **query.Engine, st store.Store) error {
+	if *eng != nil {
+		(*eng).Close()
+	}
+	var err error
+	*eng, err = query.Open(context.Background(), st, catalog.New(st), &querytest.LocalFetcher{Store: st}, query.Filter{})
+	return err
+}
+
 func runWorker(t *testing.T, cfg rollup.Config) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -273,11 +285,7 @@ func TestRollupsMatchDuckDB(t *testing.T) {
 	}
 	var eng *query.Engine
 	testutil.WaitFor(t, 2*time.Minute, "the rollups in the lake", func() error {
-		if eng != nil {
-			eng.Close()
-		}
-		eng, err = query.Open(context.Background(), st, catalog.New(st), &querytest.LocalFetcher{Store: st}, query.Filter{})
-		if err != nil {
+		if err = reopenLake(&eng, st); err != nil {
 			return err
 		}
 		var raw int

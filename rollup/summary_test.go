@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/internal/testutil"
-	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/query"
-	"github.com/simtel/simtel/lake/query/querytest"
 	"github.com/simtel/simtel/rollup"
 	"github.com/simtel/simtel/scheduler"
 )
@@ -109,11 +107,7 @@ func TestRunSummary(t *testing.T) {
 	openLake := func(check string, want int) {
 		t.Helper()
 		testutil.WaitFor(t, 2*time.Minute, check, func() error {
-			if eng != nil {
-				eng.Close()
-			}
-			eng, err = query.Open(context.Background(), st, catalog.New(st), &querytest.LocalFetcher{Store: st}, query.Filter{})
-			if err != nil {
+			if err = reopenLake(&eng, st); err != nil {
 				return err
 			}
 			var n int
