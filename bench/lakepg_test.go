@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"strconv"
 	"testing"
@@ -33,23 +32,11 @@ func TestLakePGBenchSmall(t *testing.T) {
 // SIMTEL_LAKEPG_SECONDS per client count (default 10), and prints the
 // result as JSON.
 func TestLakePGBenchLarge(t *testing.T) {
-	n, err := strconv.Atoi(os.Getenv("SIMTEL_LAKEQUERY_SAMPLES"))
-	if err != nil {
-		t.Skip("set SIMTEL_LAKEQUERY_SAMPLES (and SIMTEL_LAKEQUERY_DIR) to run the PostgreSQL wire benchmark at size")
-	}
-	dir := os.Getenv("SIMTEL_LAKEQUERY_DIR")
-	if dir == "" {
-		dir = t.TempDir()
-	}
 	secs, _ := strconv.Atoi(os.Getenv("SIMTEL_LAKEPG_SECONDS"))
 	res, err := RunLakePGBench(context.Background(), LakePGConfig{
-		Lake:     LakeQueryConfig{Samples: n, Dir: dir, Progress: os.Stderr},
+		Lake:     largeLake(t, "the PostgreSQL wire benchmark"),
 		Duration: time.Duration(secs) * time.Second,
 		Progress: os.Stderr,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.MarshalIndent(res, "", "  ")
-	t.Logf("%s", b)
+	logResult(t, res, err)
 }

@@ -37,15 +37,28 @@ func TestLakeQueryBenchSmall(t *testing.T) {
 // SIMTEL_LAKEQUERY_SAMPLES (e.g. 100000000) in SIMTEL_LAKEQUERY_DIR (kept,
 // so a second run reuses the lake) and prints the result as JSON.
 func TestLakeQueryBenchLarge(t *testing.T) {
+	res, err := RunLakeQueryBench(context.Background(), largeLake(t, "the lake query benchmark"))
+	logResult(t, res, err)
+}
+
+// largeLake is the lake of the benchmarks at size: SIMTEL_LAKEQUERY_SAMPLES
+// samples in SIMTEL_LAKEQUERY_DIR (default: a directory of the test's). The
+// test, which runs bench, is skipped without SIMTEL_LAKEQUERY_SAMPLES.
+func largeLake(t *testing.T, bench string) LakeQueryConfig {
 	n, err := strconv.Atoi(os.Getenv("SIMTEL_LAKEQUERY_SAMPLES"))
 	if err != nil {
-		t.Skip("set SIMTEL_LAKEQUERY_SAMPLES (and SIMTEL_LAKEQUERY_DIR) to run the lake query benchmark at size")
+		t.Skip("set SIMTEL_LAKEQUERY_SAMPLES (and SIMTEL_LAKEQUERY_DIR) to run " + bench + " at size")
 	}
 	dir := os.Getenv("SIMTEL_LAKEQUERY_DIR")
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	res, err := RunLakeQueryBench(context.Background(), LakeQueryConfig{Samples: n, Dir: dir, Progress: os.Stderr})
+	return LakeQueryConfig{Samples: n, Dir: dir, Progress: os.Stderr}
+}
+
+// logResult logs a benchmark's result as JSON, or fails the test with err.
+func logResult(t *testing.T, res any, err error) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
