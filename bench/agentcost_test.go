@@ -12,13 +12,19 @@ import (
 	"time"
 )
 
-func TestParseAgentMetrics(t *testing.T) {
-	f, err := os.Open("testdata/agent-metrics.txt")
+// openTestdata opens testdata/name for the test, which closes it at its end.
+func openTestdata(t *testing.T, name string) *os.File {
+	t.Helper()
+	f, err := os.Open("testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	got, err := parseAgentMetrics(f)
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func TestParseAgentMetrics(t *testing.T) {
+	got, err := parseAgentMetrics(openTestdata(t, "agent-metrics.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,12 +61,7 @@ func TestSummarizeDurations(t *testing.T) {
 }
 
 func TestParseBrokerCounters(t *testing.T) {
-	f, err := os.Open("testdata/broker-metrics.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := parseBrokerCounters(f)
+	c, err := parseBrokerCounters(openTestdata(t, "broker-metrics.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
