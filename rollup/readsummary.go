@@ -121,15 +121,8 @@ func ReadSummary(ctx context.Context, cfg Config, run string) (Summary, bool, er
 	lines := NewSummaryLines(run)
 	for done := false; !done; {
 		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
+		if err := PollError(ctx, fs); err != nil {
 			return Summary{}, false, err
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			ferr = fmt.Errorf("cannot read partition %d of %s: %w", p, t, err)
-		})
-		if ferr != nil {
-			return Summary{}, false, ferr
 		}
 		for _, r := range fs.Records() {
 			if r.Offset+1 >= end.Offset {
@@ -266,4 +259,18 @@ func splitNonEmpty(s string) []string {
 		return []string{}
 	}
 	return strings.Split(s, ",")
+}
+
+// PollError is why the records of a poll cannot be read: ctx's error once
+// it is done, else the fetch error of a partition (the last fs holds),
+// else nil.
+func PollError(ctx context.Context, fs kgo.Fetches) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var ferr error
+	fs.EachError(func(t string, p int32, err error) {
+		ferr = fmt.Errorf("cannot read partition %d of %s: %w", p, t, err)
+	})
+	return ferr
 }

@@ -201,15 +201,8 @@ func (w *Watcher) left() int {
 // poll adds one poll's records to the view.
 func (w *Watcher) poll(ctx context.Context) error {
 	fs := w.cl.PollFetches(ctx)
-	if err := ctx.Err(); err != nil {
+	if err := rollup.PollError(ctx, fs); err != nil {
 		return err
-	}
-	var ferr error
-	fs.EachError(func(t string, p int32, err error) {
-		ferr = fmt.Errorf("cannot read partition %d of %s: %w", p, t, err)
-	})
-	if ferr != nil {
-		return ferr
 	}
 	fs.EachRecord(func(r *kgo.Record) {
 		if end, ok := w.pending[r.Topic][r.Partition]; ok && r.Offset+1 >= end {
