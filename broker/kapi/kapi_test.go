@@ -25,20 +25,29 @@ func TestTableBindsHandlers(t *testing.T) {
 	}
 }
 
-func TestTypedPassesTheRequestAsItsType(t *testing.T) {
-	var tab Table[*server]
-	tab.Add(API{Key: 3, Min: 0, Max: 11}, Typed(func(s *server, r *Request, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
-		resp := req.ResponseKind().(*kmsg.MetadataResponse)
-		resp.Version = req.Version
-		resp.ClusterID = &s.name
-		return resp
-	}))
-	req := kmsg.NewPtrMetadataRequest()
-	req.Version = 7
-	got := tab.Bind(&server{name: "two"})[0].Handle(&Request{Msg: req})
-	resp, ok := got.(*kmsg.MetadataResponse)
-	if !ok || resp.Version != 7 || resp.ClusterID == nil || *resp.ClusterID != "two" {
-		t.Fatalf("handler answered %#v", got)
+// Typed hands the handler the request as its own type; Reply also hands it
+// the response to fill in, made at the request's version.
+func TestTypedAndReplyPassTheRequestAsItsType(t *testing.T) {
+	for name, handle := range map[string]func(*server, *Request) kmsg.Response{
+		"Typed": Typed(func(s *server, r *Request, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+			resp := req.ResponseKind().(*kmsg.MetadataResponse)
+			resp.Version = req.Version
+			resp.ClusterID = &s.name
+			return resp
+		}),
+		"Reply": Reply(func(s *server, r *Request, req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
+			resp.ClusterID = &s.name
+		}),
+	} {
+		var tab Table[*server]
+		tab.Add(API{Key: 3, Min: 0, Max: 11}, handle)
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 7
+		got := tab.Bind(&server{name: "two"})[0].Handle(&Request{Msg: req})
+		resp, ok := got.(*kmsg.MetadataResponse)
+		if !ok || resp.Version != 7 || resp.ClusterID == nil || *resp.ClusterID != "two" {
+			t.Fatalf("%s: handler answered %#v", name, got)
+		}
 	}
 }
 
