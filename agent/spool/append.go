@@ -241,9 +241,7 @@ func (s *Spool) rotate() error {
 	s.head = g
 	s.mu.bytes += g.size
 	s.mu.dirDirty = true
-	dead := s.takeAckedLocked()
-	s.mu.Unlock()
-	s.deleteSegments(dead)
+	s.unlockDeleteAcked()
 	s.kickFlusher()
 	return nil
 }

@@ -323,9 +323,7 @@ func (s *Spool) Ack(pos Pos) error {
 	if s.rd.pos.Offset < pos.Offset {
 		s.rd.pos = pos
 	}
-	dead := s.takeAckedLocked()
-	s.mu.Unlock()
-	s.deleteSegments(dead)
+	s.unlockDeleteAcked()
 	s.checkpointAfterAck()
 	return nil
 }

@@ -126,11 +126,9 @@ func (s *Spool) recover() error {
 	for _, g := range segs {
 		s.mu.bytes += g.size
 	}
-	dead := s.takeAckedLocked()
-	s.mu.Unlock()
-	s.deleteSegments(dead)
+	deleted := s.unlockDeleteAcked()
 	s.rd.pos = ack
-	if (len(dead) > 0 || stats.CorruptBytes > 0) && s.cfg.SyncInterval > 0 {
+	if (deleted > 0 || stats.CorruptBytes > 0) && s.cfg.SyncInterval > 0 {
 		// Make removals and truncations durable now, not at the
 		// first flush.
 		return s.syncDir()

@@ -332,6 +332,16 @@ func (s *Spool) kickFlusher() {
 	}
 }
 
+// unlockDeleteAcked takes the segments acknowledged whole out of the
+// spool, releases s.mu, and then deletes their files, which needs no lock.
+// It returns how many segments it deleted.
+func (s *Spool) unlockDeleteAcked() int {
+	dead := s.takeAckedLocked()
+	s.mu.Unlock()
+	s.deleteSegments(dead)
+	return len(dead)
+}
+
 // takeAckedLocked removes from the segment list the sealed segments whose
 // every record is acknowledged, and returns them for deleteSegments.
 func (s *Spool) takeAckedLocked() []*segment {
