@@ -62,7 +62,7 @@ func manyGroups[T any, Q interface {
 		resp := q.ResponseKind().(P)
 		for _, name := range *groups(q) {
 			sub := naming(q, []string{name})
-			out := routeOne(rt, q, name, func(c *Coordinator) kmsg.Response { return handle(c, sub) })
+			out := routeOne(rt, sub, name, func(c *Coordinator) kmsg.Response { return handle(c, sub) })
 			*answers(resp) = append(*answers(resp), *answers(out.(P))...)
 		}
 		return resp

@@ -33,9 +33,9 @@ func TestGroupAPIsRouteToTheGroupsCoordinator(t *testing.T) {
 		req.SetVersion(a.Max)
 		switch q := req.(type) {
 		case *kmsg.DescribeGroupsRequest:
-			q.Groups = []string{"g"}
+			q.Groups = []string{"g", "h"}
 		case *kmsg.DeleteGroupsRequest:
-			q.Groups = []string{"g"}
+			q.Groups = []string{"g", "h"}
 		case *kmsg.OffsetCommitRequest:
 			q.Group = "g"
 			tp := kmsg.NewOffsetCommitRequestTopic()
@@ -55,6 +55,11 @@ func TestGroupAPIsRouteToTheGroupsCoordinator(t *testing.T) {
 		codes := responseCodes(resp)
 		if len(codes) == 0 {
 			t.Errorf("%s: no error code in %+v", a.Name(), resp)
+		}
+		if a.Key == 15 || a.Key == 42 { // each named group answered once
+			if len(codes) != 2 {
+				t.Errorf("%s: %d group answers for groups g and h, want 2", a.Name(), len(codes))
+			}
 		}
 		for _, c := range codes {
 			if c != kerr.NotCoordinator.Code {
