@@ -92,15 +92,9 @@ func (n *refNormalizer) normalize(dst, line []byte, prec Precision, now time.Tim
 	for i < len(b) && b[i] == ',' {
 		i++
 		ks := i
-		ke, kEsc, bad := refScanEsc(b, i, clsKeyStop)
-		if bad >= 0 {
-			return fail(syntaxErr(ErrInvalidTagKey, bad, "control character %q", b[bad]))
-		}
-		if ke == ks {
-			return fail(syntaxErr(ErrInvalidTagKey, ks, "missing tag key"))
-		}
-		if ke == len(b) || b[ke] != '=' {
-			return fail(syntaxErr(ErrInvalidTagKey, ke, "missing '=' after tag key %q", b[ks:ke]))
+		ke, kEsc, err := refKey(b, i, ErrInvalidTagKey, "tag", "control character %q")
+		if err != nil {
+			return fail(err)
 		}
 		vs := ke + 1
 		ve, vEsc, bad := refScanEsc(b, vs, clsKeyStop)
@@ -143,17 +137,11 @@ func (n *refNormalizer) normalize(dst, line []byte, prec Precision, now time.Tim
 	fStart := i
 	for {
 		ks := i
-		ke, _, bad := refScanEsc(b, i, clsKeyStop)
-		if bad >= 0 {
-			return fail(syntaxErr(ErrInvalidField, bad, "control character %q in field key", b[bad]))
-		}
-		if ke == ks {
-			return fail(syntaxErr(ErrInvalidField, ks, "missing field key"))
+		ke, _, err := refKey(b, i, ErrInvalidField, "field", "control character %q in field key")
+		if err != nil {
+			return fail(err)
 		}
 		key := b[ks:ke]
-		if ke == len(b) || b[ke] != '=' {
-			return fail(syntaxErr(ErrInvalidField, ke, "missing '=' after field key %q", key))
-		}
 		i = ke + 1
 		if i == len(b) {
 			return fail(syntaxErr(ErrInvalidField, i, "missing value of field %q", key))
@@ -321,6 +309,22 @@ func refSortTags(tags []refTag) {
 			tags[j], tags[j-1] = tags[j-1], tags[j]
 		}
 	}
+}
+
+// refKey scans the tag or field key (name) that starts at b[i] up to its
+// '=', and fails with class where there is none: control is the text for a
+// control character in it.
+func refKey(b []byte, i int, class error, name, control string) (end int, esc bool, err error) {
+	end, esc, bad := refScanEsc(b, i, clsKeyStop)
+	switch {
+	case bad >= 0:
+		return 0, false, syntaxErr(class, bad, control, b[bad])
+	case end == i:
+		return 0, false, syntaxErr(class, i, "missing %s key", name)
+	case end == len(b) || b[end] != '=':
+		return 0, false, syntaxErr(class, end, "missing '=' after %s key %q", name, b[i:end])
+	}
+	return end, esc, nil
 }
 
 // refScanEsc scans an escaped token (measurement: stop = clsMeasStop; tag key,
