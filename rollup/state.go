@@ -103,7 +103,7 @@ func appendField(dst []byte, f *field) []byte {
 	dst = appendString(dst, f.lastStr)
 	start := len(dst)
 	if f.sk != nil {
-		if !f.sk.IsEmpty() {
+		if f.binned && !f.sk.IsEmpty() {
 			dst = appendSketch(dst, f.sk)
 		}
 		dst = appendPending(dst, f.pend)
@@ -145,7 +145,7 @@ func (r *stateReader) field(sk *sketches) (*field, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: sketch of field %q: %v", errState, f.name, err)
 		}
-		f.sk = d
+		f.sk, f.binned = d, true
 	}
 	return f, r.err
 }

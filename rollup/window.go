@@ -241,9 +241,15 @@ type field struct {
 	// from them (quantiles) and they merge as codes into the window's
 	// 1 min window and run (merge), so most 10 s windows never fill their
 	// sketch. A checkpoint encodes them as they are (appendPending).
-	pend    []int32
-	lastT   int64
-	kind    lastKind
+	pend  []int32
+	lastT int64
+	kind  lastKind
+	// binned is false while sk surely holds no values (none flushed,
+	// merged or decoded into it since it was taken from the pool): most
+	// 10 s windows close with all their values pending, and the flag
+	// spares a merge, a checkpoint and a close reading the sketch's
+	// stores to learn that it is empty.
+	binned  bool
 	lastNum float64
 	lastStr string
 }
@@ -294,6 +300,9 @@ const (
 
 // flush adds the pending values to the sketch.
 func (f *field) flush() {
+	if len(f.pend) > 0 {
+		f.binned = true
+	}
 	pos, neg := f.sk.GetPositiveValueStore(), f.sk.GetNegativeValueStore()
 	for _, c := range f.pend {
 		switch c & 3 {
@@ -392,7 +401,7 @@ func (f *field) quantiles(sc *quantileScratch, qs *[len(quantiles)]float64) bool
 	if f.sk == nil {
 		return false
 	}
-	if len(f.pend) == 0 || !f.sk.IsEmpty() {
+	if len(f.pend) == 0 || f.binned && !f.sk.IsEmpty() {
 		sk := f.sketch()
 		for i, q := range quantiles {
 			v, err := sk.GetValueAtQuantile(q.q)
@@ -604,7 +613,7 @@ func (f *field) sketch() *ddsketch.DDSketch {
 func (f *field) release(p *sketches) {
 	p.put(f.sk)
 	p.putVals(f.pend)
-	f.sk, f.pend = nil, nil
+	f.sk, f.pend, f.binned = nil, nil, false
 }
 
 // add adds a decoded value at sample time t; it reports false for a
@@ -645,8 +654,9 @@ func (f *field) merge(o *field, p *sketches) {
 		// o's pending values stay pending here: a closing 10 s window
 		// merges into its 1 min window and its run without adding them
 		// to its own sketch first.
-		if o.sk != nil && !o.sk.IsEmpty() {
+		if o.sk != nil && o.binned && !o.sk.IsEmpty() {
 			_ = f.sk.MergeWith(o.sk) // one mapping for all sketches
+			f.binned = true
 		}
 		f.addCodes(o.pend, p)
 	}
