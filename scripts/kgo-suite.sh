@@ -71,8 +71,15 @@ cleanup() {
   for i in "${!pids[@]}"; do
     for _ in $(seq 300); do running "${pids[$i]}" || break; sleep 0.1; done
     if running "${pids[$i]}"; then
-      echo "broker $i did not stop within 30s of SIGTERM; killed" >&2
+      # SIGQUIT makes the Go runtime write every goroutine to the log:
+      # what the stop waits for.
+      kill -QUIT "${pids[$i]}" 2>/dev/null || true
+      for _ in $(seq 50); do running "${pids[$i]}" || break; sleep 0.1; done
       kill -9 "${pids[$i]}" 2>/dev/null || true
+      {
+        echo "broker $i did not stop within 30s of SIGTERM; killed. The end of its log, with its goroutines:"
+        tail -n 3000 "$work/broker$i.log"
+      } >&2
     fi
     wait "${pids[$i]}" 2>/dev/null || true
   done
