@@ -102,7 +102,7 @@ func appendField(dst []byte, f *field) []byte {
 	dst = appendFloat(dst, f.lastNum)
 	dst = appendString(dst, f.lastStr)
 	start := len(dst)
-	if f.sk != nil {
+	if f.count > 0 {
 		if f.binned && !f.sk.IsEmpty() {
 			dst = appendSketch(dst, f.sk)
 		}

@@ -135,13 +135,14 @@ func (p *sketches) code(v float64) (int32, bool) {
 
 func (p *sketches) provider() store.Store { return store.NewBufferedPaginatedStore() }
 
+// get returns an empty sketch: a pooled one, or a new one for a nil p.
 func (p *sketches) get() *ddsketch.DDSketch {
-	if n := len(p.free); n > 0 {
-		s := p.free[n-1]
-		p.free = p.free[:n-1]
+	if p != nil && len(p.free) > 0 {
+		s := p.free[len(p.free)-1]
+		p.free = p.free[:len(p.free)-1]
 		return s
 	}
-	return ddsketch.NewDDSketch(p.mapping, p.provider(), p.provider())
+	return ddsketch.NewDDSketch(sketchMapping, p.provider(), p.provider())
 }
 
 func (p *sketches) put(s *ddsketch.DDSketch) {
@@ -232,7 +233,9 @@ type field struct {
 	count         int64
 	nonfinite     int64
 	min, max, sum float64
-	sk            *ddsketch.DDSketch // nil while count is 0
+	// sk is nil until values go into it (flush, merge, a decoded state):
+	// a 10 s window whose values all stay pending never takes one.
+	sk *ddsketch.DDSketch
 	// pend holds the codes (sketches.code) of finite values not in sk
 	// yet. Adding a value to a sketch touches its store's memory,
 	// scattered over every open window's sketches, so the values of a
@@ -245,10 +248,10 @@ type field struct {
 	lastT int64
 	kind  lastKind
 	// binned is false while sk surely holds no values (none flushed,
-	// merged or decoded into it since it was taken from the pool): most
-	// 10 s windows close with all their values pending, and the flag
-	// spares a merge, a checkpoint and a close reading the sketch's
-	// stores to learn that it is empty.
+	// merged or decoded into it since it was taken from the pool), and
+	// sk is not nil once it is set: most 10 s windows close with all
+	// their values pending, and the flag spares a merge, a checkpoint and
+	// a close reading the sketch's stores to learn that it is empty.
 	binned  bool
 	lastNum float64
 	lastStr string
@@ -269,7 +272,7 @@ func (f *field) addNumber(v float64, t int64, p *sketches) bool {
 		return false
 	}
 	if f.count == 0 {
-		f.min, f.max, f.sk = v, v, p.get()
+		f.min, f.max = v, v
 	} else {
 		f.min, f.max = min(f.min, v), max(f.max, v)
 	}
@@ -281,7 +284,7 @@ func (f *field) addNumber(v float64, t int64, p *sketches) bool {
 		}
 		f.pend = append(f.pend, c)
 		if len(f.pend) == maxPending {
-			f.flush()
+			f.flush(p)
 		}
 	}
 	if f.setLast(t) {
@@ -298,11 +301,16 @@ const (
 	pendClasses = 4
 )
 
-// flush adds the pending values to the sketch.
-func (f *field) flush() {
-	if len(f.pend) > 0 {
-		f.binned = true
+// flush adds the pending values to the sketch, taking one from p (a new
+// one for a nil p) if the field has none.
+func (f *field) flush(p *sketches) {
+	if len(f.pend) == 0 {
+		return
 	}
+	if f.sk == nil {
+		f.sk = p.get()
+	}
+	f.binned = true
 	pos, neg := f.sk.GetPositiveValueStore(), f.sk.GetNegativeValueStore()
 	for _, c := range f.pend {
 		switch c & 3 {
@@ -379,7 +387,7 @@ func (f *field) addCodes(cs []int32, p *sketches) {
 		f.pend = append(p.growVals(f.pend, n), cs[:n]...)
 		cs = cs[n:]
 		if len(f.pend) == maxPending {
-			f.flush()
+			f.flush(p)
 		}
 	}
 }
@@ -398,7 +406,7 @@ type quantileScratch struct {
 // closes (fewer than maxPending per field): they are then read from their
 // bin indexes, the bins the sketch would have, without being added to it.
 func (f *field) quantiles(sc *quantileScratch, qs *[len(quantiles)]float64) bool {
-	if f.sk == nil {
+	if f.count == 0 {
 		return false
 	}
 	if len(f.pend) == 0 || f.binned && !f.sk.IsEmpty() {
@@ -603,9 +611,14 @@ func selectKth(v []int32, k int) {
 
 // sketch returns the sketch of the finite values, nil if there are none.
 func (f *field) sketch() *ddsketch.DDSketch {
-	if len(f.pend) > 0 {
-		f.flush()
+	if f.count == 0 {
+		return nil
 	}
+	if f.sk == nil {
+		// Values all beyond the bins, or read where no pool is at hand.
+		f.sk = (*sketches)(nil).get()
+	}
+	f.flush(nil)
 	return f.sk
 }
 
@@ -645,7 +658,7 @@ func (f *field) add(v *lineproto.FieldValue, t int64, p *sketches) bool {
 func (f *field) merge(o *field, p *sketches) {
 	if o.count > 0 {
 		if f.count == 0 {
-			f.min, f.max, f.sk = o.min, o.max, p.get()
+			f.min, f.max = o.min, o.max
 		} else {
 			f.min, f.max = min(f.min, o.min), max(f.max, o.max)
 		}
@@ -654,7 +667,10 @@ func (f *field) merge(o *field, p *sketches) {
 		// o's pending values stay pending here: a closing 10 s window
 		// merges into its 1 min window and its run without adding them
 		// to its own sketch first.
-		if o.sk != nil && o.binned && !o.sk.IsEmpty() {
+		if o.binned && !o.sk.IsEmpty() {
+			if f.sk == nil {
+				f.sk = p.get()
+			}
 			_ = f.sk.MergeWith(o.sk) // one mapping for all sketches
 			f.binned = true
 		}
