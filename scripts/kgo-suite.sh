@@ -46,8 +46,14 @@
 # KGO_SUITE_CLUSTER_TLS=0 keeps raft in clear, the brokers dialing a
 # PLAINTEXT listener on 127.0.0.1 (port +500) as User:ANONYMOUS with an ACL
 # allowing it ClusterAction from host 127.0.0.1.
-# TestIssue769 is skipped: it dials through a Dialer of its own, which
-# franz-go refuses beside a TLS config.
+# TestIssue769 is skipped with TLS: it dials through a Dialer of its own,
+# which franz-go refuses beside a TLS config. TestDecompressPools is
+# always skipped: it sends no request to a broker, and it can hang: it
+# takes a zstd decoder out of the client's pool and decodes with it
+# without keeping the pool's wrapper alive, so a collection in between
+# runs the wrapper's finalizer, which closes the decoder under the
+# decode (a CI run hung there for 14 minutes). The client's own decode
+# path keeps the wrapper until it is done.
 # KGO_SUITE_LOG_LEVEL (default warn) is the brokers' --log-level;
 # KGO_SUITE_KEEP=1 keeps the work directory (broker logs, suite output).
 set -euo pipefail
@@ -123,7 +129,7 @@ fi
 tls_args=()
 cluster_args=()
 tls_env=()
-tls_skip=()
+tls_skip=(-skip '^TestDecompressPools$')
 admin_sec=()
 suite_listener() { printf 'local=PLAINTEXT://127.0.0.1:%d' "$2"; }
 if [ "$tls" = 1 ]; then
@@ -150,7 +156,7 @@ if [ "$tls" = 1 ]; then
     --tls-ca "$work/tls/ca.pem" --tls-client-auth required
     --authorizer acl --superusers User:admin,User:broker)
   cluster_args=(--gossip-key-file "$work/tls/gossip.key")
-  tls_skip=(-skip '^TestIssue769$')
+  tls_skip=(-skip '^(TestIssue769|TestDecompressPools)$')
   tls_env=(KGO_TEST_TLS="ca:$work/tls/ca.pem,cert:$work/tls/admin.pem,key:$work/tls/admin-key.pem")
   admin_sec=(--security-protocol SSL --tls-ca "$work/tls/ca.pem" --tls-cert "$work/tls/admin.pem" --tls-key "$work/tls/admin-key.pem")
   suite_listener() { printf 'suite=SSL://127.0.0.1:%d' "$2"; }
@@ -255,8 +261,8 @@ start=$(date +%s)
 elapsed=$(( $(date +%s) - start ))
 
 grep -E '^(=== RUN|--- (PASS|FAIL|SKIP)|PASS|FAIL|ok )' "$work/suite.log" | grep -v '=== RUN' | sed 's/^/  /' || true
-left_out=
-[ "$tls" = 1 ] && left_out=", TestIssue769 left out (see the header)"
+left_out=", TestDecompressPools left out (see the header)"
+[ "$tls" = 1 ] && left_out=", TestIssue769 and TestDecompressPools left out (see the header)"
 echo "summary ($brokers broker(s), KGO_TEST_RF=$rf, TLS=$tls, ${elapsed}s): $(grep -c -- '^--- PASS' "$work/suite.log" || true) passed, $(grep -c -- '^--- FAIL' "$work/suite.log" || true) failed, $(grep -c -- '^--- SKIP' "$work/suite.log" || true) skipped (top-level and subtests)$left_out"
 if [ $status -ne 0 ]; then
   echo "--- why tests failed ---"
