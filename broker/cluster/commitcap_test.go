@@ -14,13 +14,21 @@ import (
 type appliedFSM struct {
 	mu      sync.Mutex
 	applied map[uint64]string
+	last    uint64
 }
 
 func (f *appliedFSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.applied[l.Index] = string(l.Data)
+	f.last = max(f.last, l.Index)
 	return nil
+}
+
+func (f *appliedFSM) lastApplied() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
 }
 
 func (f *appliedFSM) get(i uint64) (string, bool) {
@@ -87,9 +95,15 @@ func TestFollowerCommitsOnlyMatchedEntries(t *testing.T) {
 			t.Fatalf("AppendEntries after %d: success %v, err %v", prev, resp.Success, err)
 		}
 	}
+	// raft counts entries applied when it hands them to the state
+	// machine: wait until it has handed over i and the state machine has
+	// applied all it was handed.
 	waitApplied := func(i uint64) {
 		t.Helper()
-		waitFor(t, fmt.Sprintf("index %d applied", i), func() bool { return r.AppliedIndex() >= i })
+		waitFor(t, fmt.Sprintf("index %d applied", i), func() bool {
+			a := r.AppliedIndex()
+			return a >= i && fsm.lastApplied() >= a
+		})
 	}
 
 	// The new leader of term 2 has committed 6 entries of its own log;
