@@ -87,34 +87,28 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
-func (a *Agent) bind() error {
-	var err error
-	if a.cfg.ListenUDP != "" {
-		if a.udp, err = listenPacket(a.cfg.ListenUDP); err != nil {
-			return fmt.Errorf("cannot listen on udp %s: %w", a.cfg.ListenUDP, err)
-		}
+func (a *Agent) bind() (err error) {
+	listenTCP := func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	bindTo(&err, &a.udp, a.cfg.ListenUDP, listenPacket, "on udp")
+	bindTo(&err, &a.statsd, a.cfg.ListenStatsD, listenPacket, "for statsd on udp")
+	bindTo(&err, &a.tcp, a.cfg.ListenTCP, listenTCP, "on tcp")
+	bindTo(&err, &a.unix, a.cfg.ListenUnix, listenUnix, "on unix socket")
+	bindTo(&err, &a.httpLn, a.cfg.ListenHTTP, listenTCP, "for http on")
+	return err
+}
+
+// bindTo sets *ln to what listen makes of addr, unless addr is empty (that
+// listener is off) or an earlier one failed (*err is set: bind stops at the
+// first failure, and New closes what was bound). what names the listener
+// in the error.
+func bindTo[L any](err *error, ln *L, addr string, listen func(string) (L, error), what string) {
+	if *err != nil || addr == "" {
+		return
 	}
-	if a.cfg.ListenStatsD != "" {
-		if a.statsd, err = listenPacket(a.cfg.ListenStatsD); err != nil {
-			return fmt.Errorf("cannot listen for statsd on udp %s: %w", a.cfg.ListenStatsD, err)
-		}
+	var lerr error
+	if *ln, lerr = listen(addr); lerr != nil {
+		*err = fmt.Errorf("cannot listen %s %s: %w", what, addr, lerr)
 	}
-	if a.cfg.ListenTCP != "" {
-		if a.tcp, err = net.Listen("tcp", a.cfg.ListenTCP); err != nil {
-			return fmt.Errorf("cannot listen on tcp %s: %w", a.cfg.ListenTCP, err)
-		}
-	}
-	if a.cfg.ListenUnix != "" {
-		if a.unix, err = listenUnix(a.cfg.ListenUnix); err != nil {
-			return fmt.Errorf("cannot listen on unix socket %s: %w", a.cfg.ListenUnix, err)
-		}
-	}
-	if a.cfg.ListenHTTP != "" {
-		if a.httpLn, err = net.Listen("tcp", a.cfg.ListenHTTP); err != nil {
-			return fmt.Errorf("cannot listen for http on %s: %w", a.cfg.ListenHTTP, err)
-		}
-	}
-	return nil
 }
 
 // Addrs reports the bound addresses by listener name (udp, statsd, tcp,

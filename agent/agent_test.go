@@ -28,10 +28,10 @@ type testAgent struct {
 	stop  func()
 }
 
-func startAgent(t *testing.T, brokerAddr string, mod func(*agent.Config)) *testAgent {
-	t.Helper()
-	dir := t.TempDir()
-	cfg := agent.Config{
+// testConfig is an agent with every listener on a free port or in dir,
+// its spool in dir, shipping to brokerAddr.
+func testConfig(brokerAddr, dir string) agent.Config {
+	return agent.Config{
 		Brokers:         []string{brokerAddr},
 		ListenUDP:       "127.0.0.1:0",
 		ListenTCP:       "127.0.0.1:0",
@@ -44,6 +44,11 @@ func startAgent(t *testing.T, brokerAddr string, mod func(*agent.Config)) *testA
 		Tags:            lineproto.DefaultTags{Host: "node7", Job: "4242", Run: "run-a"},
 		Logger:          testutil.Logger(),
 	}
+}
+
+func startAgent(t *testing.T, brokerAddr string, mod func(*agent.Config)) *testAgent {
+	t.Helper()
+	cfg := testConfig(brokerAddr, t.TempDir())
 	if mod != nil {
 		mod(&cfg)
 	}

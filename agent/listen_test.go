@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +75,44 @@ func checkCompressed(t *testing.T, br string) {
 	})
 	if codec != 4 {
 		t.Fatalf("first batch compression type %d, want 4 (zstd)", codec)
+	}
+}
+
+// TestBindNamesTheListenerThatFailed: an address another socket holds
+// fails New with an error that names the listener and the address.
+func TestBindNamesTheListenerThatFailed(t *testing.T) {
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	sock := filepath.Join(t.TempDir(), "taken.sock")
+	unix, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close()
+	tcpAddr, udpAddr := tcp.Addr().String(), udp.LocalAddr().String()
+	for _, c := range []struct {
+		name string
+		set  func(*agent.Config)
+		want string
+	}{
+		{"udp", func(c *agent.Config) { c.ListenUDP = udpAddr }, "cannot listen on udp " + udpAddr},
+		{"statsd", func(c *agent.Config) { c.ListenStatsD = udpAddr }, "cannot listen for statsd on udp " + udpAddr},
+		{"tcp", func(c *agent.Config) { c.ListenTCP = tcpAddr }, "cannot listen on tcp " + tcpAddr},
+		{"unix", func(c *agent.Config) { c.ListenUnix = sock }, "cannot listen on unix socket " + sock},
+		{"http", func(c *agent.Config) { c.ListenHTTP = tcpAddr }, "cannot listen for http on " + tcpAddr},
+	} {
+		cfg := testConfig("127.0.0.1:1", t.TempDir())
+		c.set(&cfg)
+		if _, err := agent.New(cfg); err == nil || !strings.HasPrefix(err.Error(), c.want+": ") {
+			t.Errorf("%s: New returned %v, want an error beginning %q", c.name, err, c.want)
+		}
 	}
 }
