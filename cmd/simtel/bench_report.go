@@ -24,45 +24,26 @@ results section of bench/docs/produce-consume.md.`,
 
 	var kind, serverSync string
 	var step stepFlags
-	add := &cobra.Command{
-		Use:   "add",
-		Short: "Append a step's output to a run file",
-		Example: `  simtel bench produce --json ... > p.json
+	add := step.addCmd(func(output []byte) error {
+		return bench.AddStep(step.run, kind, step.label, step.command, serverSync, step.failure, output)
+	})
+	add.Example = `  simtel bench produce --json ... > p.json
   simtel bench report add --run run.json --kind produce --label produce --command "..." --input p.json
-  nats bench js pub async ... | simtel bench report add --run run.json --kind jetstream --label "js async" --command "..."`,
-		Args: cobra.NoArgs,
-		RunE: step.add(func(output []byte) error {
-			return bench.AddStep(step.run, kind, step.label, step.command, serverSync, step.failure, output)
-		}),
-	}
+  nats bench js pub async ... | simtel bench report add --run run.json --kind jetstream --label "js async" --command "..."`
 	f := add.Flags()
 	step.register(f, "the exact command that produced the output", "file with the step's output, - for stdin",
 		"how the step's command failed (recorded; its figures are left out of the summary)")
 	f.StringVar(&kind, "kind", "", "disk, produce, consume (their --json output) or jetstream (nats bench text output)")
 	f.StringVar(&serverSync, "server-sync", "", "jetstream: the server's sync_interval (empty: its default)")
 
-	var p bench.PublishConfig
-	publish := &cobra.Command{
-		Use:   "publish",
-		Short: "Write a run's results file and chart and update the README",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, err := bench.Publish(p.WithDefaults())
-			if err != nil {
-				return err
-			}
+	publish := newPublishCmd("Write a run's results file and chart and update the README", bench.Publish,
+		func(path string) (any, error) {
 			r, err := bench.ReadRun(path)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			fmt.Fprintf(os.Stdout, "wrote %s\n", path)
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(r.Summary)
-		},
-	}
-	registerPublishFlags(publish, &p, "bench/results", "results", "bench/compare.sh", "bench/docs/produce-consume.md")
-
+			return r.Summary, nil
+		}, "bench/results", "results", "bench/compare.sh", "bench/docs/produce-consume.md")
 	cmd.AddCommand(add, publish)
 	return cmd
 }
@@ -85,31 +66,11 @@ func newStepReportCmd(use, what, script, producer, resultsDir, section, page str
 rewrites the %s in %s.`, script, producer, resultsDir, section, page),
 	}
 	var step stepFlags
-	add := &cobra.Command{
-		Use:   "add",
-		Short: "Append a step's output to a run file",
-		Args:  cobra.NoArgs,
-		RunE: step.add(func(output []byte) error {
-			return addStep(step.run, step.label, step.command, step.failure, output)
-		}),
-	}
+	add := step.addCmd(func(output []byte) error {
+		return addStep(step.run, step.label, step.command, step.failure, output)
+	})
 	step.register(add.Flags(), "the exact commands of the step", "file with the step's JSON output, - for stdin", "how the step's command failed")
-
-	var p bench.PublishConfig
-	publish := &cobra.Command{
-		Use:   "publish",
-		Short: "Write a run's results file and update the README",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, err := publishRun(p.WithDefaults())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(os.Stdout, "wrote %s\n", path)
-			return nil
-		},
-	}
-	registerPublishFlags(publish, &p, resultsDir, section, script, page)
+	publish := newPublishCmd("Write a run's results file and update the README", publishRun, nil, resultsDir, section, script, page)
 	cmd.AddCommand(add, publish)
 	return cmd
 }
@@ -125,15 +86,20 @@ func (s *stepFlags) register(f *pflag.FlagSet, commandHelp, inputHelp, failedHel
 	f.StringVar(&s.failure, "failed", "", failedHelp)
 }
 
-// add is the RunE of a report's add command: it reads the step's output
-// from --input (a file or, for "-", stdin) and gives it to addStep.
-func (s *stepFlags) add(addStep func(output []byte) error) func(*cobra.Command, []string) error {
-	return func(*cobra.Command, []string) error {
-		b, err := readFileOrStdin(s.input)
-		if err != nil {
-			return fmt.Errorf("cannot read step output: %w", err)
-		}
-		return addStep(b)
+// addCmd is a report's add command: it reads the step's output from
+// --input (a file or, for "-", stdin) and gives it to addStep.
+func (s *stepFlags) addCmd(addStep func(output []byte) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   "add",
+		Short: "Append a step's output to a run file",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			b, err := readFileOrStdin(s.input)
+			if err != nil {
+				return fmt.Errorf("cannot read step output: %w", err)
+			}
+			return addStep(b)
+		},
 	}
 }
 
@@ -145,7 +111,37 @@ func readFileOrStdin(path string) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
-func registerPublishFlags(cmd *cobra.Command, p *bench.PublishConfig, resultsDir, section, script, page string) {
+// newPublishCmd is a report's publish command: publishRun writes the run's
+// results file as the flags say, the command prints its path and, with
+// summary, the JSON of what summary reads back from it (read before the
+// path is printed, so that a run that cannot be read prints nothing).
+func newPublishCmd(short string, publishRun func(bench.PublishConfig) (string, error), summary func(path string) (any, error),
+	resultsDir, section, script, page string) *cobra.Command {
+	var p bench.PublishConfig
+	cmd := &cobra.Command{
+		Use:   "publish",
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			path, err := publishRun(p.WithDefaults())
+			if err != nil {
+				return err
+			}
+			var sum any
+			if summary != nil {
+				if sum, err = summary(path); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(os.Stdout, "wrote %s\n", path)
+			if summary == nil {
+				return nil
+			}
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(sum)
+		},
+	}
 	f := cmd.Flags()
 	f.StringVar(&p.RunPath, "run", "", "run file made by add (required)")
 	f.StringVar(&p.ResultsDir, "results-dir", resultsDir, "where <id>.json goes")
@@ -155,6 +151,7 @@ func registerPublishFlags(cmd *cobra.Command, p *bench.PublishConfig, resultsDir
 	f.StringVar(&p.Host, "host", "", "description of the machine")
 	f.StringVar(&p.Command, "command", script, "how the run was started")
 	_ = cmd.MarkFlagRequired("run")
+	return cmd
 }
 
 func newBenchFanoutReportCmd() *cobra.Command {
