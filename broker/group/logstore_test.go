@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/simtel/simtel/broker/storage"
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 func mustLoad(t *testing.T, s Store) State {
@@ -427,24 +428,6 @@ func TestLogStoreConcurrentCommits(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects log output from any goroutine.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // appendRaw appends a batch of arbitrary records straight to the log, as
 // a foreign writer would; attrs are OR-ed into the batch attributes.
 func appendRaw(t *testing.T, l *storage.Log, recs []kv, attrs int16) {
@@ -494,7 +477,7 @@ func TestLogStoreSkipsForeignRecords(t *testing.T) {
 	appendRaw(t, l, []kv{{Key: encodeGroupKey("zipped"), Value: encodeGroupValue(&GroupMeta{Group: "zipped"}, 1)}}, 1) // "gzip"
 	appendRaw(t, l, []kv{{Key: encodeGroupKey("txn"), Value: encodeGroupValue(&GroupMeta{Group: "txn"}, 1)}}, 0x10)
 
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s2 := openTestLogStore(t, l, logger, nil)
 	defer s2.Close()
