@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 // KafkaJS is a pure-JavaScript Kafka client with its own implementation of
@@ -18,25 +20,7 @@ import (
 // description. CI installs Node.js and the pinned npm packages
 // (scripts/install-deps.sh); elsewhere the test skips if they are missing.
 func TestKafkaJS(t *testing.T) {
-	skipOrFail := func(msg string) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + "; run scripts/install-deps.sh (npm ci --prefix tests/kafkajs)")
-		}
-		t.Skip(msg)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skipOrFail("node is not installed (needs Node.js >= 16; CI uses 20)")
-	}
-	dir, err := filepath.Abs(filepath.Join("..", "tests", "kafkajs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs", "package.json")); err != nil {
-		skipOrFail("tests/kafkajs/node_modules/kafkajs is missing")
-	}
-
+	node, dir := testutil.NodeModules(t, "tests/kafkajs", "Node.js >= 16; CI uses 20", "kafkajs")
 	tb := startBroker(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
@@ -51,8 +35,7 @@ func TestKafkaJS(t *testing.T) {
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	start := time.Now()
-	err = cmd.Run()
-	if err != nil {
+	if err := cmd.Run(); err != nil {
 		t.Fatalf("node compat.mjs against %s failed after %v: %v\n%s", tb.Addr, time.Since(start).Round(time.Millisecond), err, out.String())
 	}
 	if !strings.Contains(out.String(), "OK: ") {

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
@@ -30,13 +31,6 @@ func TestLibrdkafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a cgo program and starts a broker process")
 	}
-	skipOrFail := func(msg string) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
 	dir, err := filepath.Abs(filepath.Join("..", "tests", "librdkafka"))
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +40,7 @@ func TestLibrdkafka(t *testing.T) {
 	build.Dir = dir
 	build.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := build.CombinedOutput(); err != nil {
-		skipOrFail(fmt.Sprintf("cannot build tests/librdkafka (needs cgo, gcc and github.com/confluentinc/confluent-kafka-go/v2@v2.11.1): %v\n%s", err, out))
+		testutil.SkipOrFail(t, fmt.Sprintf("cannot build tests/librdkafka (needs cgo, gcc and github.com/confluentinc/confluent-kafka-go/v2@v2.11.1): %v\n%s", err, out), "")
 	}
 
 	for _, check := range []string{"listgroups", "logappendtime", "txn", "partitions"} {

@@ -116,7 +116,7 @@ func TestLakeServeIceberg(t *testing.T) {
 	wantMetrics(t, metricsAddr, `simtel_lake_iceberg_requests_total{code="200",route="loadTable"}`, `simtel_lake_iceberg_auth_failures_total{reason="wrong"} 1`)
 
 	t.Run("iceberg-js and icebird", func(t *testing.T) {
-		node, modules := nodeModules(t, "iceberg-js", "icebird")
+		node, modules := testutil.NodeModules(t, "tests/iceberg-js", "Node.js >= 20", "iceberg-js", "icebird")
 		files := httptest.NewServer(http.FileServer(http.Dir(lakeDir)))
 		defer files.Close()
 		cmd := exec.CommandContext(ctx, node, filepath.Join(modules, "read.mjs"))
@@ -283,34 +283,6 @@ func compareRows(t *testing.T, reader string, got, want [][]string) {
 			t.Fatalf("%s row %d is %v, simtel lake query's %v (columns %v)", reader, i, got[i], want[i], icebergCols)
 		}
 	}
-}
-
-// nodeModules finds node and the npm packages installed in tests/iceberg-js
-// by scripts/install-deps.sh. Without them the test skips, except under
-// CI=true where they must be there.
-func nodeModules(t *testing.T, pkgs ...string) (node, dir string) {
-	t.Helper()
-	skipOrFail := func(msg string) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + "; run scripts/install-deps.sh (npm ci --prefix tests/iceberg-js)")
-		}
-		t.Skip(msg)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skipOrFail("node is not installed (needs Node.js >= 20)")
-	}
-	dir, err = filepath.Abs(filepath.Join("..", "..", "tests", "iceberg-js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pkgs {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", p, "package.json")); err != nil {
-			skipOrFail("tests/iceberg-js/node_modules/" + p + " is missing")
-		}
-	}
-	return node, dir
 }
 
 // TestLakeServeIcebergFlags: the REST catalog's flags are refused when
