@@ -78,7 +78,7 @@ func TestClusterTxnExactlyOnceUnderKills(t *testing.T) {
 			continue
 		}
 		t.Logf("kill %d: SIGKILL of the worker", k)
-		sup.worker.kill()
+		sup.worker.Kill()
 		sup.replaceExited()
 	}
 	if down != nil {

@@ -9,13 +9,13 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
@@ -76,12 +76,7 @@ func TestTxnWorkerProcess(t *testing.T) {
 	}
 }
 
-type workerProc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startWorker(t *testing.T, addr, logDir string, n int) *workerProc {
+func startWorker(t *testing.T, addr, logDir string, n int) *testutil.Proc {
 	t.Helper()
 	logf, err := os.Create(fmt.Sprintf("%s/worker-%d.log", logDir, n))
 	if err != nil {
@@ -89,32 +84,7 @@ func startWorker(t *testing.T, addr, logDir string, n int) *workerProc {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTxnWorkerProcess$", "-test.timeout=0")
 	cmd.Env = append(os.Environ(), txnWorkerEnv+"="+addr)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w := &workerProc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(w.done)
-	}()
-	t.Cleanup(w.kill)
-	return w
-}
-
-func (w *workerProc) kill() {
-	_ = w.cmd.Process.Signal(syscall.SIGKILL)
-	<-w.done
-}
-
-func (w *workerProc) exited() bool {
-	select {
-	case <-w.done:
-		return true
-	default:
-		return false
-	}
+	return testutil.StartCmd(t, cmd, logf)
 }
 
 // supervisor keeps one worker process running against the brokers at
@@ -123,7 +93,7 @@ func (w *workerProc) exited() bool {
 type supervisor struct {
 	t            *testing.T
 	addr, logDir string
-	worker       *workerProc
+	worker       *testutil.Proc
 	started      int // worker processes started
 }
 
@@ -136,7 +106,7 @@ func startSupervisor(t *testing.T, addr, logDir string) *supervisor {
 
 // replaceExited starts a new worker if the last one has exited.
 func (s *supervisor) replaceExited() {
-	if s.worker.exited() {
+	if s.worker.Exited() {
 		s.worker = startWorker(s.t, s.addr, s.logDir, s.started)
 		s.started++
 	}
@@ -153,7 +123,7 @@ func (s *supervisor) runUntil(ctx context.Context, done func() bool) {
 		s.replaceExited()
 		time.Sleep(200 * time.Millisecond)
 	}
-	s.worker.kill()
+	s.worker.Kill()
 }
 
 // keptLogDir is where a test writes the logs of its brokers and workers:
@@ -206,7 +176,7 @@ func TestTxnExactlyOnceUnderKills(t *testing.T) {
 			br.Restart()
 		} else {
 			t.Logf("kill %d: SIGKILL of the worker", k)
-			sup.worker.kill()
+			sup.worker.Kill()
 		}
 		sup.replaceExited()
 	}

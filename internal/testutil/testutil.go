@@ -160,7 +160,14 @@ func Start(t testing.TB, dir string, args ...string) *Proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(Binary(t), args...)
+	return StartCmd(t, exec.Command(Binary(t), args...), logf)
+}
+
+// StartCmd is Start for any command (a test binary may run itself in a
+// worker role): cmd's output goes to logf, which is closed when cmd
+// exits, and the process is killed at the end of the test.
+func StartCmd(t testing.TB, cmd *exec.Cmd, logf *os.File) *Proc {
+	t.Helper()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
