@@ -9,6 +9,7 @@ import (
 
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 func bookOn(t *testing.T, st store.Store, id string) *fieldTypeBook {
@@ -21,10 +22,7 @@ func bookOn(t *testing.T, st store.Store, id string) *fieldTypeBook {
 // in its own flush and must send those samples to the dead letters, not
 // make its object's column an integer.
 func TestFieldTypesTwoSinks(t *testing.T) {
-	st, err := store.Open(context.Background(), t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Dir(t)
 	a := newBuffer("telemetry", 0, true)
 	a.types = bookOn(t, st, "sink-a")
 	b := newBuffer("telemetry", 1, true)
@@ -64,10 +62,7 @@ func TestFieldTypesTwoSinks(t *testing.T) {
 // is not buffered at all: neither a row nor a dead letter, and the
 // buffer's range does not include it, so it is read again.
 func TestFieldTypesUnknownLeavesRecord(t *testing.T) {
-	st, err := store.Open(context.Background(), t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Dir(t)
 	b := newBuffer("telemetry", 0, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.types = newFieldTypeBook(ctx, catalog.New(st), "s", func(ctx context.Context, _, _ string, op func() error) error {
@@ -80,7 +75,7 @@ func TestFieldTypesUnknownLeavesRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	err = b.add(rec(6, `m x=1 1700000000000000001`), time.Now)
+	err := b.add(rec(6, `m x=1 1700000000000000001`), time.Now)
 	if !errors.Is(err, errFieldType) {
 		t.Fatalf("add with the catalog out of reach: %v, want errFieldType", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/simtel/simtel/lake"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/retention"
-	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 // Only the sink holding partition 0 of the first topic runs retention;
@@ -22,10 +22,7 @@ import (
 // object after the grace.
 func TestRetainerPass(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Dir(t)
 	cat := catalog.New(st)
 	now := time.Date(2026, 3, 20, 12, 0, 0, 0, time.UTC)
 	var keys []string

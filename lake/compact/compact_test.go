@@ -14,17 +14,14 @@ import (
 	"github.com/simtel/simtel/lake/query"
 	"github.com/simtel/simtel/lake/query/querytest"
 	"github.com/simtel/simtel/lake/replay"
-	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 // newLake returns a lake in a temporary directory holding ss on topic
 // telemetry, written in flushes of flushSize offsets.
 func newLake(t *testing.T, ss []replay.Sample, flushSize int) *querytest.Lake {
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Dir(t)
 	l := &querytest.Lake{Store: st, Catalog: catalog.New(st)}
 	if err := l.WriteSamples(ctx, "telemetry", ss, flushSize); err != nil {
 		t.Fatal(err)

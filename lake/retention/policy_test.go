@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/simtel/simtel/lake/retention"
-	"github.com/simtel/simtel/lake/store"
+	"github.com/simtel/simtel/lake/store/storetest"
 )
 
 func TestParseKeep(t *testing.T) {
@@ -51,10 +51,7 @@ func TestParseKeep(t *testing.T) {
 // the lake's over the defaults; "inherit" unsets a tier.
 func TestPolicyPrecedence(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Dir(t)
 	set := func(scope, name string, keep map[retention.Tier]string) {
 		t.Helper()
 		if _, err := retention.Set(ctx, st, scope, name, keep, now); err != nil {

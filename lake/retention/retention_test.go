@@ -232,10 +232,7 @@ func TestApplyS3(t *testing.T) {
 // before anything is written.
 func TestApplyRefusesIceberg(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Dir(t)
 	cat := catalog.New(st)
 	writeLake(t, st, cat)
 	if err := st.Put(ctx, retention.IcebergPrefix+"telemetry/cpu/metadata/v1.metadata.json", strings.NewReader("{}"), 2); err != nil {
