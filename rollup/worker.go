@@ -403,10 +403,31 @@ func (w *worker) checkpoint(ctx context.Context, p *partition) {
 		if d.w.closed {
 			continue
 		}
-		d.w.dirty, d.w.saved = false, true
-		// Encoded in the slab, where the record keeps them.
-		v := w.cut(appendWindow(w.tail(), d.s, d.res, d.w))
-		produce(w.cut(appendStateKey(w.tail(), d.s.key, d.res, d.w.start)), v)
+		win := d.w
+		win.dirty = false
+		whole := win.parts == 0 || win.parts >= maxParts || int(win.ckptFields) != len(win.fields) || win.ckptInRun != win.inRun
+		for i := 0; i < len(win.fields) && !whole; i++ {
+			whole = win.fields[i].rebase
+		}
+		// Keys and values are encoded in the slab, where the record keeps
+		// them.
+		if whole {
+			v := w.cut(appendWindow(w.tail(), d.s, d.res, win))
+			produce(w.cut(appendStateKey(w.tail(), d.s.key, d.res, win.start)), v)
+			for part := int32(1); part < win.parts; part++ {
+				produce(w.cut(appendPartKey(w.tail(), d.s.key, d.res, win.start, part)), nil)
+			}
+			win.parts = 1
+		} else {
+			v := w.cut(appendDelta(w.tail(), win))
+			produce(w.cut(appendPartKey(w.tail(), d.s.key, d.res, win.start, win.parts)), v)
+			win.parts++
+		}
+		win.ckptFields, win.ckptInRun = int32(len(win.fields)), win.inRun
+		for i := range win.fields {
+			f := &win.fields[i]
+			f.rebase, f.ckpt = false, int32(len(f.pend))
+		}
 	}
 	clear(p.dirty)
 	p.dirty = p.dirty[:0]
@@ -414,6 +435,13 @@ func (w *worker) checkpoint(ctx context.Context, p *partition) {
 		produce(k, nil)
 	}
 	p.tombstones = nil
+	for _, c := range p.closedWindows {
+		for part := range c.parts {
+			produce(w.cut(appendPartKey(w.tail(), c.seriesKey, c.res, c.start, part)), nil)
+		}
+	}
+	clear(p.closedWindows)
+	p.closedWindows = p.closedWindows[:0]
 	for _, a := range p.runs {
 		if a.dirty {
 			a.dirty = false
@@ -551,6 +579,8 @@ func (w *worker) apply(p *partition, r *kgo.Record) error {
 	case r.Value == nil:
 		dropWindow(r.Key, p, w.sk)
 		return nil
+	case len(r.Value) > 0 && r.Value[0] == deltaVersion:
+		return decodeDelta(r.Key, r.Value, p, w.sk)
 	}
 	_, err := decodeWindow(r.Value, p, w.sk)
 	return err
