@@ -37,6 +37,11 @@ type worker struct {
 	// last), and freeSlabs those whose records are done with, for reuse.
 	slab             []byte
 	slabs, freeSlabs [][]byte
+	// recs are the records themselves, taken the same way from blocks:
+	// recs is the block being taken from, recBlocks the blocks taken from
+	// since the last End, freeRecBlocks those whose records are done with.
+	recs                     []kgo.Record
+	recBlocks, freeRecBlocks [][]kgo.Record
 	// counts are the per-sample metrics not added to m yet (flushCounts):
 	// a counter's atomic add per sample costs as much as a field's
 	// aggregate.
@@ -397,7 +402,9 @@ func (w *worker) dropRevoked() {
 func (w *worker) checkpoint(ctx context.Context, p *partition) {
 	w.flushCounts()
 	produce := func(key, value []byte) {
-		w.send(ctx, &kgo.Record{Topic: w.cfg.StateTopic, Partition: p.id, Key: key, Value: value})
+		r := w.record()
+		r.Topic, r.Partition, r.Key, r.Value = w.cfg.StateTopic, p.id, key, value
+		w.send(ctx, r)
 	}
 	for _, d := range p.dirty {
 		if d.w.closed {
@@ -757,6 +764,26 @@ func (w *worker) tail() []byte {
 // records at 100,000 samples a second fit.
 const maxFreeSlabs = 256
 
+// recBlock is how many records a block holds.
+const recBlock = 1024
+
+// record returns a zero record to produce, from a block (tail's way for
+// the records themselves): a checkpoint produces a record per changed
+// window, and blocks reused after End spare the GC a small object each.
+func (w *worker) record() *kgo.Record {
+	if len(w.recs) == cap(w.recs) {
+		if n := len(w.freeRecBlocks); n > 0 {
+			w.recs = w.freeRecBlocks[n-1]
+			w.freeRecBlocks = w.freeRecBlocks[:n-1]
+		} else {
+			w.recs = make([]kgo.Record, 0, recBlock)
+		}
+		w.recBlocks = append(w.recBlocks, w.recs)
+	}
+	w.recs = w.recs[:len(w.recs)+1]
+	return &w.recs[len(w.recs)-1]
+}
+
 // recordsDone is called once no record produced so far is held by the
 // client any more: End returned, having flushed or aborted every buffered
 // record (done), or failed (not done: records may still be in flight).
@@ -772,6 +799,15 @@ func (w *worker) recordsDone(done bool) {
 	}
 	clear(w.slabs)
 	w.slabs, w.slab = w.slabs[:0], nil
+	for _, b := range w.recBlocks {
+		if done && len(w.freeRecBlocks) < maxFreeSlabs {
+			// Zeroed: a free block holds no pointer to a slab or key.
+			clear(b[:cap(b)])
+			w.freeRecBlocks = append(w.freeRecBlocks, b[:0])
+		}
+	}
+	clear(w.recBlocks)
+	w.recBlocks, w.recs = w.recBlocks[:0], nil
 }
 
 // cut takes b, appended to what tail returned, from the slab. One that
@@ -836,7 +872,8 @@ func (w *worker) close(ctx context.Context, p *partition, wm int64) {
 			return
 		}
 		line = w.cut(line)
-		rec := &kgo.Record{Topic: topics[res], Key: w.cut(appendOutputKey(w.tail(), s, win)), Value: line, Timestamp: time.Unix(0, win.start)}
+		rec := w.record()
+		rec.Topic, rec.Key, rec.Value, rec.Timestamp = topics[res], w.cut(appendOutputKey(w.tail(), s, win)), line, time.Unix(0, win.start)
 		w.send(ctx, rec)
 		w.m.windowsAt[res].Inc()
 	})
