@@ -30,9 +30,9 @@
 //
 //  1. the output records of the windows emitted since the last commit;
 //  2. the checkpoint: a state record per open window changed since the
-//     last commit, a tombstone per saved window emitted, and each
-//     partition's event time (state.go), to the state partition of its
-//     input partition;
+//     last commit (a whole one, or a delta of what it gained), a tombstone
+//     per record of each emitted window, and each partition's event time
+//     (state.go), to the state partition of its input partition;
 //  3. the offsets of every polled record.
 //
 // A partition's state is loaded (load) when it is assigned, after an

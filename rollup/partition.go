@@ -45,6 +45,15 @@ type dirtyRef struct {
 	w   *window
 }
 
+// closedWindow names a closed window whose records the next checkpoint
+// deletes.
+type closedWindow struct {
+	seriesKey string
+	res       int
+	start     int64
+	parts     int32
+}
+
 // partition is the rollup state of one input partition. Event time and
 // the watermark are per partition: the agent keys records by run and
 // host, so a series lives in one partition, and a partition replaying an
@@ -68,7 +77,11 @@ type partition struct {
 	lastArrival int64
 	metaDirty   bool
 	dirty       []dirtyRef
-	tombstones  [][]byte // state keys of saved windows closed since the last checkpoint
+	// tombstones are the state keys of run records gone since the last
+	// checkpoint; closedWindows the windows closed since then whose
+	// records (parts of them) the state topic holds.
+	tombstones    [][]byte
+	closedWindows []closedWindow
 	// runs holds the aggregate of each run with samples in the partition
 	// not yet produced as a partial (summary.go).
 	runs map[string]*runAgg
@@ -135,8 +148,8 @@ func (p *partition) closeThrough(wm int64, sk *sketches, emit emitFunc) (forgott
 					parent := p.windowFor(s, res+1, floorTo(w.start, int64(Resolutions[res+1].Length)), len(w.fields))
 					parent.merge(w, sk, int(Resolutions[res+1].Length/Resolutions[res].Length))
 				}
-				if w.saved {
-					p.tombstones = append(p.tombstones, stateKey(s.key, res, w.start))
+				if w.parts > 0 {
+					p.closedWindows = append(p.closedWindows, closedWindow{s.key, res, w.start, w.parts})
 				}
 				w.closed = true
 				w.release(sk)

@@ -6,16 +6,25 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/DataDog/sketches-go/ddsketch"
 )
 
 // The state topic holds, per input partition (state partition = input
-// partition), one record per open window, keyed by stateKey and replaced
-// at each checkpoint that changed it, a tombstone once it is emitted, and
-// the partition's event-time record (metaKey). It is compacted, so its
-// size follows the open windows, not the input.
+// partition), the records of each open window, a tombstone for each once
+// it is emitted, and the partition's event-time record (metaKey). It is
+// compacted, so its size follows the open windows, not the input.
+//
+// A window's records are a whole one, keyed by stateKey, and deltas,
+// keyed by stateKey and their part number (appendPartKey). A checkpoint
+// of a window already in the topic writes a delta when it can: the
+// window's aggregates and only the values pending since its last record.
+// It writes a whole record again, with a tombstone for each delta, when
+// the window's sketch changed since, its fields or inRun changed, or it
+// has maxParts records. Records are read back in order, so a whole
+// record replaces what came before it and a delta adds to it.
 
 // stateVersion is the first byte of every state value but a window's.
 const stateVersion = 1
@@ -25,23 +34,61 @@ const stateVersion = 1
 // run's aggregate one by one, so its windows decode as inRun.
 const windowVersion = 2
 
+// deltaVersion is the first byte of a window's delta.
+const deltaVersion = 3
+
+// maxParts bounds the records of one window: a window with that many
+// takes a whole record at its next checkpoint.
+const maxParts = 16
+
 // Bits of a window's flags byte.
 const windowInRun = 1
 
 // metaKey is the key of a partition's event-time record.
 var metaKey = []byte("\x00partition")
 
-// stateKey is the state-topic key of a series' window.
-func stateKey(seriesKey string, res int, start int64) []byte {
-	return appendStateKey(make([]byte, 0, len(seriesKey)+28), seriesKey, res, start)
-}
-
+// appendStateKey appends the state-topic key of a series' window (its
+// whole record's).
 func appendStateKey(k []byte, seriesKey string, res int, start int64) []byte {
 	k = append(k, seriesKey...)
 	k = append(k, 0)
 	k = append(k, Resolutions[res].Name...)
 	k = append(k, 0)
 	return strconv.AppendInt(k, start, 10)
+}
+
+// appendPartKey appends the key of record part of a window: its
+// stateKey, and for a delta (part > 0) a NUL and the part number.
+func appendPartKey(k []byte, seriesKey string, res int, start int64, part int32) []byte {
+	k = appendStateKey(k, seriesKey, res, start)
+	if part == 0 {
+		return k
+	}
+	k = append(k, 0)
+	return strconv.AppendInt(k, int64(part), 10)
+}
+
+// parseStateKey splits a window's key (appendPartKey) into the series
+// key, resolution, start and part. The series key holds no NUL: line
+// protocol forbids control characters outside string values.
+func parseStateKey(key []byte) (seriesKey []byte, res int, start int64, part int32, ok bool) {
+	parts := bytes.SplitN(key, []byte{0}, 5)
+	if len(parts) < 3 || len(parts) > 4 {
+		return nil, 0, 0, 0, false
+	}
+	res = slices.IndexFunc(Resolutions[:], func(r Resolution) bool { return r.Name == string(parts[1]) })
+	start, err := strconv.ParseInt(string(parts[2]), 10, 64)
+	if res < 0 || err != nil {
+		return nil, 0, 0, 0, false
+	}
+	if len(parts) == 4 {
+		n, err := strconv.ParseInt(string(parts[3]), 10, 32)
+		if err != nil || n <= 0 {
+			return nil, 0, 0, 0, false
+		}
+		part = int32(n)
+	}
+	return parts[0], res, start, part, true
 }
 
 // appendMeta encodes a partition's event time.
@@ -89,8 +136,28 @@ func appendWindow(dst []byte, s *series, res int, w *window) []byte {
 	return dst
 }
 
+// appendDelta encodes what a window gained since its last record: its
+// fields' aggregates, each with the values pending since (field.ckpt).
+// Only for a window whose last record has the same fields in the same
+// order and no field rebased since.
+func appendDelta(dst []byte, w *window) []byte {
+	dst = append(dst, deltaVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(w.fields)))
+	for i := range w.fields {
+		f := &w.fields[i]
+		dst = appendFieldFrom(dst, f, false, f.pend[f.ckpt:])
+	}
+	return dst
+}
+
 // appendField encodes a field aggregate with its sketch.
 func appendField(dst []byte, f *field) []byte {
+	return appendFieldFrom(dst, f, true, f.pend)
+}
+
+// appendFieldFrom encodes a field aggregate with its sketch if withSketch
+// and the pending values pend.
+func appendFieldFrom(dst []byte, f *field, withSketch bool, pend []int32) []byte {
 	dst = appendString(dst, f.name)
 	dst = binary.AppendUvarint(dst, uint64(f.count))
 	dst = binary.AppendUvarint(dst, uint64(f.nonfinite))
@@ -103,10 +170,10 @@ func appendField(dst []byte, f *field) []byte {
 	dst = appendString(dst, f.lastStr)
 	start := len(dst)
 	if f.count > 0 {
-		if f.binned && !f.sk.IsEmpty() {
+		if withSketch && f.binned && !f.sk.IsEmpty() {
 			dst = appendSketch(dst, f.sk)
 		}
-		dst = appendPending(dst, f.pend)
+		dst = appendPending(dst, pend)
 	}
 	return prefixLength(dst, start)
 }
@@ -255,7 +322,7 @@ func decodeWindow(b []byte, p *partition, sk *sketches) (*series, error) {
 	ws, w, _ := insertWindow(s.open[res], start, 0)
 	s.open[res] = ws
 	w.release(sk)
-	w.fields, w.saved, w.inRun = w.fields[:0], true, inRun
+	w.fields, w.inRun = w.fields[:0], inRun
 	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
 		f, err := r.field(sk)
 		if err != nil {
@@ -266,44 +333,89 @@ func decodeWindow(b []byte, p *partition, sk *sketches) (*series, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	w.parts, w.ckptFields, w.ckptInRun = 1, int32(len(w.fields)), inRun
 	p.series[key] = s
 	p.nextEnd = min(p.nextEnd, start+int64(Resolutions[res].Length))
 	return s, nil
 }
 
-// dropWindow removes the window a tombstone names from p, if loaded.
-func dropWindow(key []byte, p *partition, sk *sketches) {
-	// seriesKey \0 res \0 start: the series key holds no NUL (line
-	// protocol forbids control characters outside string values).
-	i := bytes.IndexByte(key, 0)
-	if i < 0 {
-		return
+// openWindow returns the loaded window of p a state key names, nil if
+// there is none.
+func openWindow(p *partition, seriesKey []byte, res int, start int64) (*series, int, *window) {
+	s := p.series[string(seriesKey)]
+	if s == nil {
+		return nil, 0, nil
 	}
-	rest := key[i+1:]
-	j := bytes.IndexByte(rest, 0)
-	if j < 0 {
-		return
-	}
-	s := p.series[string(key[:i])]
-	start, err := strconv.ParseInt(string(rest[j+1:]), 10, 64)
-	if s == nil || err != nil {
-		return
-	}
-	for res := range levels {
-		if Resolutions[res].Name != string(rest[:j]) {
-			continue
+	for n, w := range s.open[res] {
+		if w.start == start {
+			return s, n, w
 		}
-		for n, w := range s.open[res] {
-			if w.start == start {
-				if s.cur == w {
-					s.cur = nil
-				}
-				w.release(sk)
-				s.open[res] = append(s.open[res][:n], s.open[res][n+1:]...)
-				break
+	}
+	return s, 0, nil
+}
+
+// decodeDelta adds a window's delta (appendDelta), record part of it, to
+// the window as loaded so far.
+func decodeDelta(key, b []byte, p *partition, sk *sketches) error {
+	seriesKey, res, start, part, ok := parseStateKey(key)
+	if !ok || part == 0 {
+		return fmt.Errorf("%w: a delta's key %q", errState, key)
+	}
+	_, _, w := openWindow(p, seriesKey, res, start)
+	if w == nil {
+		return fmt.Errorf("%w: delta %d of a window not loaded (%q)", errState, part, key)
+	}
+	r := stateReader{b: b}
+	if r.byte() != deltaVersion {
+		return fmt.Errorf("%w: unknown version", errState)
+	}
+	if n := r.uvarint(); r.err == nil && n != uint64(len(w.fields)) {
+		return fmt.Errorf("%w: delta %d of %q has %d fields, the window %d", errState, part, key, n, len(w.fields))
+	}
+	for i := range w.fields {
+		d, err := r.field(sk)
+		if err != nil {
+			return err
+		}
+		f := &w.fields[i]
+		if d.name != f.name {
+			d.release(sk)
+			return fmt.Errorf("%w: delta %d of %q has field %q where the window has %q", errState, part, key, d.name, f.name)
+		}
+		f.count, f.nonfinite, f.min, f.max, f.sum = d.count, d.nonfinite, d.min, d.max, d.sum
+		f.lastT, f.kind, f.lastNum, f.lastStr = d.lastT, d.kind, d.lastNum, d.lastStr
+		if d.binned && !d.sk.IsEmpty() {
+			if f.sk == nil {
+				f.sk = sk.get()
 			}
+			_ = f.sk.MergeWith(d.sk) // one mapping for all sketches
+			f.binned = true
 		}
+		d.release(sk)
 	}
+	if r.err != nil {
+		return r.err
+	}
+	w.parts = max(w.parts, part+1)
+	return nil
+}
+
+// dropWindow removes the window a tombstone names from p, if loaded. A
+// delta's tombstone leaves the window.
+func dropWindow(key []byte, p *partition, sk *sketches) {
+	seriesKey, res, start, part, ok := parseStateKey(key)
+	if !ok || part > 0 {
+		return
+	}
+	s, n, w := openWindow(p, seriesKey, res, start)
+	if w == nil {
+		return
+	}
+	if s.cur == w {
+		s.cur = nil
+	}
+	w.release(sk)
+	s.open[res] = append(s.open[res][:n], s.open[res][n+1:]...)
 	for res := range levels {
 		if len(s.open[res]) > 0 {
 			return

@@ -252,7 +252,13 @@ type field struct {
 	// sk is not nil once it is set: most 10 s windows close with all
 	// their values pending, and the flag spares a merge, a checkpoint and
 	// a close reading the sketch's stores to learn that it is empty.
-	binned  bool
+	binned bool
+	// rebase: since the window's last state record, the sketch changed
+	// or pending values went into it, so the next record of the window
+	// is a whole one (worker.checkpoint); otherwise it carries only
+	// pend[ckpt:], the values pending since.
+	rebase  bool
+	ckpt    int32
 	lastNum float64
 	lastStr string
 }
@@ -310,7 +316,7 @@ func (f *field) flush(p *sketches) {
 	if f.sk == nil {
 		f.sk = p.get()
 	}
-	f.binned = true
+	f.binned, f.rebase, f.ckpt = true, true, 0
 	pos, neg := f.sk.GetPositiveValueStore(), f.sk.GetNegativeValueStore()
 	for _, c := range f.pend {
 		switch c & 3 {
@@ -626,7 +632,7 @@ func (f *field) sketch() *ddsketch.DDSketch {
 func (f *field) release(p *sketches) {
 	p.put(f.sk)
 	p.putVals(f.pend)
-	f.sk, f.pend, f.binned = nil, nil, false
+	f.sk, f.pend, f.binned, f.rebase, f.ckpt = nil, nil, false, false, 0
 }
 
 // add adds a decoded value at sample time t; it reports false for a
@@ -672,7 +678,7 @@ func (f *field) merge(o *field, p *sketches) {
 				f.sk = p.get()
 			}
 			_ = f.sk.MergeWith(o.sk) // one mapping for all sketches
-			f.binned = true
+			f.binned, f.rebase = true, true
 		}
 		f.addCodes(o.pend, p)
 	}
@@ -688,10 +694,16 @@ type window struct {
 	// fields are held in the window, not pointed at: a sample reaches
 	// its field's aggregate without another pointer to follow.
 	fields []field
-	// dirty: changed since the last checkpoint; saved: a checkpoint of it
-	// is in the state topic (closing it writes a tombstone); closed: it
-	// was emitted (a dirty list may still point at it).
-	dirty, saved, closed bool
+	// dirty: changed since the last checkpoint; closed: it was emitted
+	// (a dirty list may still point at it).
+	dirty, closed bool
+	// parts is how many state records of it the state topic holds: a
+	// whole one (part 0) and the deltas after it (worker.checkpoint);
+	// closing it writes a tombstone for each. ckptFields and ckptInRun
+	// are its field count and inRun as of the last.
+	parts      int32
+	ckptFields int32
+	ckptInRun  bool
 	// inRun: the window's samples are in its run's aggregate already, so
 	// closing it does not fold it there and its further samples go there
 	// one by one (summarize.go). Set once its run's aggregate took it

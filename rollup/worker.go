@@ -37,6 +37,11 @@ type worker struct {
 	// last), and freeSlabs those whose records are done with, for reuse.
 	slab             []byte
 	slabs, freeSlabs [][]byte
+	// recs are the records themselves, taken the same way from blocks:
+	// recs is the block being taken from, recBlocks the blocks taken from
+	// since the last End, freeRecBlocks those whose records are done with.
+	recs                     []kgo.Record
+	recBlocks, freeRecBlocks [][]kgo.Record
 	// counts are the per-sample metrics not added to m yet (flushCounts):
 	// a counter's atomic add per sample costs as much as a field's
 	// aggregate.
@@ -397,16 +402,39 @@ func (w *worker) dropRevoked() {
 func (w *worker) checkpoint(ctx context.Context, p *partition) {
 	w.flushCounts()
 	produce := func(key, value []byte) {
-		w.send(ctx, &kgo.Record{Topic: w.cfg.StateTopic, Partition: p.id, Key: key, Value: value})
+		r := w.record()
+		r.Topic, r.Partition, r.Key, r.Value = w.cfg.StateTopic, p.id, key, value
+		w.send(ctx, r)
 	}
 	for _, d := range p.dirty {
 		if d.w.closed {
 			continue
 		}
-		d.w.dirty, d.w.saved = false, true
-		// Encoded in the slab, where the record keeps them.
-		v := w.cut(appendWindow(w.tail(), d.s, d.res, d.w))
-		produce(w.cut(appendStateKey(w.tail(), d.s.key, d.res, d.w.start)), v)
+		win := d.w
+		win.dirty = false
+		whole := win.parts == 0 || win.parts >= maxParts || int(win.ckptFields) != len(win.fields) || win.ckptInRun != win.inRun
+		for i := 0; i < len(win.fields) && !whole; i++ {
+			whole = win.fields[i].rebase
+		}
+		// Keys and values are encoded in the slab, where the record keeps
+		// them.
+		if whole {
+			v := w.cut(appendWindow(w.tail(), d.s, d.res, win))
+			produce(w.cut(appendStateKey(w.tail(), d.s.key, d.res, win.start)), v)
+			for part := int32(1); part < win.parts; part++ {
+				produce(w.cut(appendPartKey(w.tail(), d.s.key, d.res, win.start, part)), nil)
+			}
+			win.parts = 1
+		} else {
+			v := w.cut(appendDelta(w.tail(), win))
+			produce(w.cut(appendPartKey(w.tail(), d.s.key, d.res, win.start, win.parts)), v)
+			win.parts++
+		}
+		win.ckptFields, win.ckptInRun = int32(len(win.fields)), win.inRun
+		for i := range win.fields {
+			f := &win.fields[i]
+			f.rebase, f.ckpt = false, int32(len(f.pend))
+		}
 	}
 	clear(p.dirty)
 	p.dirty = p.dirty[:0]
@@ -414,6 +442,13 @@ func (w *worker) checkpoint(ctx context.Context, p *partition) {
 		produce(k, nil)
 	}
 	p.tombstones = nil
+	for _, c := range p.closedWindows {
+		for part := range c.parts {
+			produce(w.cut(appendPartKey(w.tail(), c.seriesKey, c.res, c.start, part)), nil)
+		}
+	}
+	clear(p.closedWindows)
+	p.closedWindows = p.closedWindows[:0]
 	for _, a := range p.runs {
 		if a.dirty {
 			a.dirty = false
@@ -551,6 +586,8 @@ func (w *worker) apply(p *partition, r *kgo.Record) error {
 	case r.Value == nil:
 		dropWindow(r.Key, p, w.sk)
 		return nil
+	case len(r.Value) > 0 && r.Value[0] == deltaVersion:
+		return decodeDelta(r.Key, r.Value, p, w.sk)
 	}
 	_, err := decodeWindow(r.Value, p, w.sk)
 	return err
@@ -727,6 +764,26 @@ func (w *worker) tail() []byte {
 // records at 100,000 samples a second fit.
 const maxFreeSlabs = 256
 
+// recBlock is how many records a block holds.
+const recBlock = 1024
+
+// record returns a zero record to produce, from a block (tail's way for
+// the records themselves): a checkpoint produces a record per changed
+// window, and blocks reused after End spare the GC a small object each.
+func (w *worker) record() *kgo.Record {
+	if len(w.recs) == cap(w.recs) {
+		if n := len(w.freeRecBlocks); n > 0 {
+			w.recs = w.freeRecBlocks[n-1]
+			w.freeRecBlocks = w.freeRecBlocks[:n-1]
+		} else {
+			w.recs = make([]kgo.Record, 0, recBlock)
+		}
+		w.recBlocks = append(w.recBlocks, w.recs)
+	}
+	w.recs = w.recs[:len(w.recs)+1]
+	return &w.recs[len(w.recs)-1]
+}
+
 // recordsDone is called once no record produced so far is held by the
 // client any more: End returned, having flushed or aborted every buffered
 // record (done), or failed (not done: records may still be in flight).
@@ -742,6 +799,15 @@ func (w *worker) recordsDone(done bool) {
 	}
 	clear(w.slabs)
 	w.slabs, w.slab = w.slabs[:0], nil
+	for _, b := range w.recBlocks {
+		if done && len(w.freeRecBlocks) < maxFreeSlabs {
+			// Zeroed: a free block holds no pointer to a slab or key.
+			clear(b[:cap(b)])
+			w.freeRecBlocks = append(w.freeRecBlocks, b[:0])
+		}
+	}
+	clear(w.recBlocks)
+	w.recBlocks, w.recs = w.recBlocks[:0], nil
 }
 
 // cut takes b, appended to what tail returned, from the slab. One that
@@ -806,7 +872,8 @@ func (w *worker) close(ctx context.Context, p *partition, wm int64) {
 			return
 		}
 		line = w.cut(line)
-		rec := &kgo.Record{Topic: topics[res], Key: w.cut(appendOutputKey(w.tail(), s, win)), Value: line, Timestamp: time.Unix(0, win.start)}
+		rec := w.record()
+		rec.Topic, rec.Key, rec.Value, rec.Timestamp = topics[res], w.cut(appendOutputKey(w.tail(), s, win)), line, time.Unix(0, win.start)
 		w.send(ctx, rec)
 		w.m.windowsAt[res].Inc()
 	})

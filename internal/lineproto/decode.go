@@ -312,11 +312,63 @@ func (d *Decoder) value(line []byte, i int, f *FieldValue) (int, error) {
 // parseFloat parses a float field value: decimal only (no inf, nan, hex or
 // '_', which strconv would take), finite, as Normalize accepts it.
 func parseFloat(v []byte) (float64, bool) {
+	if x, ok := exactFloat(v); ok {
+		return x, true
+	}
 	if c := v[0]; c != '-' && c != '.' && c-'0' >= 10 || decimalFloat(v) == floatInvalid {
 		return 0, false
 	}
 	x, err := strconv.ParseFloat(unsafeString(v), 64)
 	return x, err == nil
+}
+
+// pow10 are the powers of ten a float64 holds exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// exactFloat parses the common spelling of a float field value, -?d*.?d*
+// without exponent, whose significant digits make an integer m below 2^53 and that
+// has at most 22 digits after the point: m and 10^k are then exact
+// float64s and one division rounds m/10^k correctly, to what strconv
+// returns. It reports false for anything else, which parseFloat then
+// takes the general way.
+func exactFloat(v []byte) (float64, bool) {
+	i, neg := 0, false
+	if v[0] == '-' {
+		i, neg = 1, true
+	}
+	var m uint64
+	digits, point, seen := 0, -1, false
+	for ; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c-'0' < 10:
+			// Leading zeros do not count: 19 digits fit in m.
+			if seen = true; m == 0 && c == '0' {
+				continue
+			}
+			if digits++; digits > 19 {
+				return 0, false
+			}
+			m = m*10 + uint64(c-'0')
+		case c == '.' && point < 0:
+			point = i
+		default:
+			return 0, false
+		}
+	}
+	frac := 0
+	if point >= 0 {
+		frac = len(v) - 1 - point
+	}
+	if !seen || m > 1<<53 || frac >= len(pow10) {
+		return 0, false
+	}
+	x := float64(m) / pow10[frac]
+	if neg {
+		x = -x
+	}
+	return x, true
 }
 
 // appendUnescapedString appends the text of a string field value without

@@ -3,8 +3,10 @@ package lineproto
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -318,4 +320,59 @@ func TestSeriesEnd(t *testing.T) {
 	if !strings.Contains(errDecTag.Error(), "key=value") {
 		t.Error("the dead-letter reason of a bad tag changed")
 	}
+}
+
+// exactFloatAgrees fails t if exactFloat takes s and answers other than
+// strconv (bit for bit, so -0 too).
+func exactFloatAgrees(t *testing.T, s string) bool {
+	t.Helper()
+	x, ok := exactFloat([]byte(s))
+	if !ok {
+		return false
+	}
+	want, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.Float64bits(x) != math.Float64bits(want) {
+		t.Fatalf("exactFloat(%q) = %v, strconv: %v %v", s, x, want, err)
+	}
+	return true
+}
+
+func TestExactFloat(t *testing.T) {
+	taken := []string{"0", "-0", "-0.0", "1", "1.", ".5", "-.5", "007.25", "123.456", "-999999.999",
+		"9007199254740992", "0.1", "0.3", "1.797693134862315", "0.0000000000000000000001", "000000000000000000000000012.5"}
+	for _, s := range taken {
+		if !exactFloatAgrees(t, s) {
+			t.Errorf("exactFloat(%q) not taken", s)
+		}
+	}
+	// Left to the general way: strconv decides these.
+	for _, s := range []string{"", "-", ".", "-.", "1e5", "1.5E-3", "9007199254740993", "1.2.3", "1_0",
+		"inf", "NaN", "0x1p3", "+1", "12345678901234567890", "0.00000000000000000000001", "12345678901234567.8", "1.7976931348623157", "1,", "1 "} {
+		if s != "" && exactFloatAgrees(t, s) {
+			t.Errorf("exactFloat(%q) taken", s)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200_000 {
+		m := rng.Uint64N(1 << uint(rng.IntN(60)+1))
+		s := strconv.FormatUint(m, 10)
+		if p := rng.IntN(len(s) + 2); p <= len(s) {
+			s = s[:p] + "." + s[p:]
+		}
+		if rng.IntN(2) == 0 {
+			s = "-" + s
+		}
+		exactFloatAgrees(t, s)
+	}
+}
+
+func FuzzExactFloat(f *testing.F) {
+	for _, s := range []string{"0", "-1.5", ".25", "123456.789", "9007199254740992.5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if s != "" {
+			exactFloatAgrees(t, s)
+		}
+	})
 }
