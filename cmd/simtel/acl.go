@@ -160,10 +160,14 @@ func newACLFilterCmd(a *adminFlags, use, short, example string, op func(*admin.C
 			}
 			return a.do(cmd, func(ctx context.Context, cl *admin.Client) error {
 				rows, err := op(cl, ctx, filter)
-				if err != nil {
+				if err != nil && len(rows) == 0 {
 					return err
 				}
-				return a.emitACLs(rows)
+				// A delete that failed part-way lists what it deleted.
+				if perr := a.emitACLs(rows); perr != nil {
+					return perr
+				}
+				return err
 			})
 		},
 	}

@@ -154,15 +154,25 @@ func (c *Client) DeleteACLs(ctx context.Context, f ACLFilter) ([]ACL, error) {
 		return nil, fmt.Errorf("cannot delete acls: %w", reach(err))
 	}
 	var out []ACL
+	var failed error
 	for _, r := range res {
 		if r.Err != nil {
 			return out, fmt.Errorf("cannot delete acls: %w%s", r.Err, detail(r.ErrMessage))
 		}
 		for _, d := range r.Deleted {
-			out = append(out, ACL{Principal: d.Principal, Host: d.Host, Resource: d.Type, Name: d.Name, Pattern: d.Pattern, Operation: d.Operation, Permission: d.Permission})
+			a := ACL{Principal: d.Principal, Host: d.Host, Resource: d.Type, Name: d.Name, Pattern: d.Pattern, Operation: d.Operation, Permission: d.Permission}
+			if d.Err != nil {
+				// A match the broker could not delete: it stays, and the
+				// ones deleted are still reported.
+				if failed == nil {
+					failed = fmt.Errorf("cannot delete the acl of %s on %v %q: %w%s", d.Principal, d.Type, d.Name, d.Err, detail(d.ErrMessage))
+				}
+				continue
+			}
+			out = append(out, a)
 		}
 	}
-	return sortACLs(out), nil
+	return sortACLs(out), failed
 }
 
 // sortACLs orders ACLs by resource, then principal, operation and
