@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/lineproto"
+	"github.com/simtel/simtel/internal/metricsrv"
 )
 
 // worker is one Run: the transactional session and the state of its
@@ -92,7 +93,7 @@ func Run(ctx context.Context, cfg Config) error {
 	w.mu.partials = map[int32]bool{}
 	if cfg.HTTPListen != "" {
 		hctx, stop := context.WithCancel(ctx)
-		wait, err := listenHTTP(hctx, cfg.HTTPListen, reg, w.log)
+		wait, err := metricsrv.Serve(hctx, cfg.HTTPListen, reg, w.log, nil)
 		if err != nil {
 			stop()
 			return fmt.Errorf("rollup: cannot listen on %s for metrics: %w", cfg.HTTPListen, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -12,8 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/internal/metricsrv"
 )
 
 // Watcher is the scheduler loop (`simtel scheduler`): it folds every event
@@ -77,21 +77,16 @@ func (w *Watcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if w.cfg.HTTPListen != "" {
-		ln, err := net.Listen("tcp", w.cfg.HTTPListen)
+		hctx, stop := context.WithCancel(ctx)
+		wait, err := metricsrv.Serve(hctx, w.cfg.HTTPListen, w.m.reg, log, func(mux *http.ServeMux) {
+			mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ready\n")) })
+		})
 		if err != nil {
+			stop()
 			return fmt.Errorf("cannot listen on %s for /metrics: %w", w.cfg.HTTPListen, err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(w.m.reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { rw.Write([]byte("ok\n")) })
-		mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) { rw.Write([]byte("ready\n")) })
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		wg.Go(func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("scheduler http server stopped", "err", err)
-			}
-		})
-		defer srv.Close()
+		defer wait()
+		defer stop()
 	}
 
 	// Topics first, retrying while the broker is away.

@@ -1,17 +1,11 @@
 package sink
 
 import (
-	"context"
-	"errors"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/pprof"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // metrics are the sink's Prometheus series (names are a contract with the
@@ -58,34 +52,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// serveHTTP serves /metrics, /healthz and /debug/pprof on addr until ctx
-// ends. It returns once the server has stopped.
-func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger, ready chan<- error) {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+// pprofHandlers adds /debug/pprof to the sink's metrics server.
+func pprofHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	ln, err := net.Listen("tcp", addr)
-	ready <- err
-	if err != nil {
-		return
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("metrics server stopped", "addr", addr, "err", err)
-	}
-	<-done
 }
 
 // registerProcessCollectors adds the Go and process collectors to a

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/simtel/simtel/internal/metricsrv"
 	"github.com/simtel/simtel/lake/catalog"
 	"github.com/simtel/simtel/lake/iceberg"
 	"github.com/simtel/simtel/lake/store"
@@ -214,11 +215,11 @@ func Run(ctx context.Context, cfg Config) error {
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	if cfg.HTTPListen != "" {
-		ready := make(chan error, 1)
-		wg.Go(func() { serveHTTP(bg, cfg.HTTPListen, reg, log, ready) })
-		if err := <-ready; err != nil {
+		wait, err := metricsrv.Serve(bg, cfg.HTTPListen, reg, log, pprofHandlers)
+		if err != nil {
 			return fmt.Errorf("sink: cannot listen on %s for metrics: %w", cfg.HTTPListen, err)
 		}
+		wg.Go(wait)
 	}
 
 	cl, err := kgo.NewClient(append([]kgo.Opt{
