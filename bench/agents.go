@@ -8,9 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"runtime"
 	"sort"
@@ -20,13 +18,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	shipper "github.com/simtel/simtel/agent/producer"
 	"github.com/simtel/simtel/agent/spool"
+	"github.com/simtel/simtel/internal/metricsrv"
 )
 
 // `simtel bench agents`: many emulated node agents against one cluster.
@@ -846,26 +844,13 @@ func (r *agentsRun) serveMetrics() (stop func(), err error) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "simtel_bench_agents_warnings_total", Help: "Warnings the emulated agents' shippers logged."},
 			func() float64 { return float64(r.warnings.Load()) }),
 	)
-	ln, err := net.Listen("tcp", r.cfg.MetricsListen)
+	// The emulator's own profile: what thousands of agents cost the
+	// emulating process, apart from the brokers.
+	stop, err = metricsrv.Start(r.cfg.MetricsListen, reg, slog.Default(), metricsrv.Pprof)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen for metrics on %s: %w", r.cfg.MetricsListen, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	// The emulator's own profile: what thousands of agents cost the
-	// emulating process, apart from the brokers.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	return func() {
-		_ = srv.Close()
-		<-done
-	}, nil
+	return stop, nil
 }
 
 // sleepUntil sleeps until t and reports whether ctx is still live.

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"net/http"
-	"net/http/pprof"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/simtel/simtel/broker/group"
+	"github.com/simtel/simtel/internal/metricsrv"
 )
 
 // metrics are the broker's Prometheus series, on a registry of its own so
@@ -115,12 +115,7 @@ func (c *stateCollector) collectLags(ch chan<- prometheus.Metric, g *group.Coord
 func (b *Broker) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{}))
-	// Profiles for finding hot paths under real load (go tool pprof
-	// http://HOST/debug/pprof/profile?seconds=10).
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	metricsrv.Pprof(mux)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

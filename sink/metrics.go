@@ -1,9 +1,6 @@
 package sink
 
 import (
-	"net/http"
-	"net/http/pprof"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -50,14 +47,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(c)
 	}
 	return m
-}
-
-// pprofHandlers adds /debug/pprof to the sink's metrics server.
-func pprofHandlers(mux *http.ServeMux) {
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 }
 
 // registerProcessCollectors adds the Go and process collectors to a

@@ -215,7 +215,7 @@ func Run(ctx context.Context, cfg Config) error {
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	if cfg.HTTPListen != "" {
-		wait, err := metricsrv.Serve(bg, cfg.HTTPListen, reg, log, pprofHandlers)
+		wait, err := metricsrv.Serve(bg, cfg.HTTPListen, reg, log, metricsrv.Pprof)
 		if err != nil {
 			return fmt.Errorf("sink: cannot listen on %s for metrics: %w", cfg.HTTPListen, err)
 		}

@@ -3,17 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/simtel/simtel/internal/metricsrv"
 	"github.com/simtel/simtel/lake/replay"
 )
 
@@ -32,20 +31,12 @@ func serveLakeMetrics(ctx context.Context, addr string, stats *replay.Stats, out
 	if addr == "" {
 		return func() {}, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	stop, err = metricsrv.Start(addr, reg, slog.Default(), nil)
 	if err != nil {
 		finishOutput(ctx, out)
 		return nil, fmt.Errorf("cannot listen on --metrics-listen %s: %w", addr, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln) // returns when Close is called
-	}()
-	return func() { srv.Close(); <-done }, nil
+	return stop, nil
 }
 
 // finishOutput finishes out, if any, after a failure that is reported

@@ -5,18 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/simtel/simtel/internal/metricsrv"
 	"github.com/simtel/simtel/internal/tick"
 	"github.com/simtel/simtel/internal/tlsfiles"
 	"github.com/simtel/simtel/lake/pgwire"
@@ -237,13 +237,11 @@ func lakeServeMetrics(addr string, register ...func(prometheus.Registerer) error
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", addr)
+	stop, err = metricsrv.Start(addr, reg, slog.Default(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on --metrics-listen %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	return func() { srv.Close() }, nil
+	return stop, nil
 }
 
 // watchUsers reads the users file again when its size or modification

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,4 +56,26 @@ func Serve(ctx context.Context, addr string, reg prometheus.Gatherer, log *slog.
 		<-served
 	}()
 	return func() { <-stopped }, nil
+}
+
+// Start is Serve until stop is called, for a command whose server lives
+// as long as a function call rather than a context.
+func Start(addr string, reg prometheus.Gatherer, log *slog.Logger, extra func(*http.ServeMux)) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	wait, err := Serve(ctx, addr, reg, log, extra)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return func() { cancel(); wait() }, nil
+}
+
+// Pprof adds the runtime profiles under /debug/pprof/ (go tool pprof
+// http://ADDR/debug/pprof/profile?seconds=10), for finding hot paths
+// under real load.
+func Pprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 }
