@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/lake/catalog"
 )
 
@@ -27,10 +28,7 @@ func startPostgres(t *testing.T) string {
 		bin = filepath.Dir(m[len(m)-1])
 	}
 	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("PostgreSQL's initdb not found: install Debian's postgresql (scripts/install-deps.sh)")
-		}
-		t.Skip("PostgreSQL's initdb not found: install Debian's postgresql (scripts/install-deps.sh)")
+		testutil.SkipOrFail(t, "PostgreSQL's initdb not found: install Debian's postgresql (scripts/install-deps.sh)", "")
 	}
 	dir, err := os.MkdirTemp("", "simtel-pg-")
 	if err != nil {
