@@ -92,13 +92,10 @@ func Run(ctx context.Context, cfg Config) error {
 	w.mu.assigned = map[int32]bool{}
 	w.mu.partials = map[int32]bool{}
 	if cfg.HTTPListen != "" {
-		hctx, stop := context.WithCancel(ctx)
-		wait, err := metricsrv.Serve(hctx, cfg.HTTPListen, reg, w.log, nil)
+		stop, err := metricsrv.Start(cfg.HTTPListen, reg, w.log, nil)
 		if err != nil {
-			stop()
 			return fmt.Errorf("rollup: cannot listen on %s for metrics: %w", cfg.HTTPListen, err)
 		}
-		defer wait()
 		defer stop()
 	}
 	if err := w.createTopics(ctx); err != nil {

@@ -77,15 +77,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if w.cfg.HTTPListen != "" {
-		hctx, stop := context.WithCancel(ctx)
-		wait, err := metricsrv.Serve(hctx, w.cfg.HTTPListen, w.m.reg, log, func(mux *http.ServeMux) {
+		stop, err := metricsrv.Start(w.cfg.HTTPListen, w.m.reg, log, func(mux *http.ServeMux) {
 			mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ready\n")) })
 		})
 		if err != nil {
-			stop()
 			return fmt.Errorf("cannot listen on %s for /metrics: %w", w.cfg.HTTPListen, err)
 		}
-		defer wait()
 		defer stop()
 	}
 
