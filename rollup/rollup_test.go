@@ -259,6 +259,19 @@ func runWorker(t *testing.T, cfg rollup.Config) (stop func()) {
 	}
 }
 
+// A worker stopped while it waits for its input topic to exist stops
+// cleanly: Run returns nil, as after any clean shutdown.
+func TestRunStoppedBeforeTheInputTopic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	b := inproc.Start(t, brokertest.GroupDelay(0))
+	cfg := rollup.Config{Brokers: []string{b.Addr}, Topic: "not-created-yet", Logger: testLogger(t)}
+	stop := runWorker(t, cfg)
+	time.Sleep(500 * time.Millisecond)
+	stop()
+}
+
 // The rollups of a run, tiered into the lake by the sink, equal DuckDB's
 // aggregates over the run's raw samples at each resolution: count, min,
 // max and sum exactly, the quantiles within the sketch's relative

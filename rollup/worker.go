@@ -99,6 +99,11 @@ func Run(ctx context.Context, cfg Config) error {
 		defer stop()
 	}
 	if err := w.createTopics(ctx); err != nil {
+		if ctx.Err() != nil {
+			// Stopped while waiting for the input topic: nothing was
+			// consumed, so the shutdown is clean.
+			return nil
+		}
 		return err
 	}
 	runs, err := newRunsFollower(cfg)
