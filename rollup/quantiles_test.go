@@ -172,7 +172,7 @@ func TestAppendPendingEncoding(t *testing.T) {
 		if !bytes.Equal(got[1:], want) || got[0] != 0xAA {
 			t.Fatalf("case %d: appendPending wrote %x, the encoders %x", i, got[1:], want)
 		}
-		d, err := sk.decode(got[1:])
+		d, err := sk.decode(got[1:], false)
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}

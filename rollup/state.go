@@ -27,15 +27,21 @@ import (
 // record replaces what came before it and a delta adds to it.
 
 // stateVersion is the first byte of every state value but a window's.
-const stateVersion = 1
+// Version 1 has its sketches in logMapping's bins.
+const stateVersion = 2
 
 // windowVersion is the first byte of a window's state value. Version 1
 // lacked the flags byte: it was written while every sample went to its
-// run's aggregate one by one, so its windows decode as inRun.
-const windowVersion = 2
+// run's aggregate one by one, so its windows decode as inRun. Versions 1
+// and 2 have their sketches and pending values in logMapping's bins.
+const windowVersion = 4
 
-// deltaVersion is the first byte of a window's delta.
-const deltaVersion = 3
+// deltaVersion is the first byte of a window's delta; deltaVersionLog,
+// of one in logMapping's bins.
+const (
+	deltaVersion    = 5
+	deltaVersionLog = 3
+)
 
 // maxParts bounds the records of one window: a window with that many
 // takes a whole record at its next checkpoint.
@@ -208,7 +214,7 @@ func (r *stateReader) field(sk *sketches) (*field, error) {
 	f.lastNum = r.float()
 	f.lastStr = string(r.bytes())
 	if enc := r.bytes(); r.err == nil && f.count > 0 {
-		d, err := sk.decode(enc)
+		d, err := sk.decode(enc, r.log)
 		if err != nil {
 			return nil, fmt.Errorf("%w: sketch of field %q: %v", errState, f.name, err)
 		}
@@ -225,6 +231,9 @@ var errState = errors.New("malformed rollup state record")
 type stateReader struct {
 	b   []byte
 	err error
+	// log: the record's sketches are in logMapping's bins (an older
+	// version's record).
+	log bool
 }
 
 func (r *stateReader) fail() {
@@ -283,7 +292,7 @@ func (r *stateReader) bytes() []byte {
 // decodeMeta restores a partition's event time.
 func decodeMeta(b []byte, p *partition) error {
 	r := stateReader{b: b}
-	if r.byte() != stateVersion {
+	if v := r.byte(); v != stateVersion && v != 1 {
 		return fmt.Errorf("%w: unknown version", errState)
 	}
 	p.maxEvent, p.closed = r.varint(), r.varint()
@@ -294,15 +303,16 @@ func decodeMeta(b []byte, p *partition) error {
 func decodeWindow(b []byte, p *partition, sk *sketches) (*series, error) {
 	r := stateReader{b: b}
 	version := r.byte()
-	if version != 1 && version != windowVersion {
+	if version != 1 && version != 2 && version != windowVersion {
 		return nil, fmt.Errorf("%w: unknown version", errState)
 	}
+	r.log = version < windowVersion
 	res := int(r.byte())
 	if res >= levels {
 		return nil, fmt.Errorf("%w: resolution %d", errState, res)
 	}
 	inRun := true
-	if version == windowVersion {
+	if version != 1 {
 		inRun = r.byte()&windowInRun != 0
 	}
 	key := string(r.bytes())
@@ -366,7 +376,11 @@ func decodeDelta(key, b []byte, p *partition, sk *sketches) error {
 		return fmt.Errorf("%w: delta %d of a window not loaded (%q)", errState, part, key)
 	}
 	r := stateReader{b: b}
-	if r.byte() != deltaVersion {
+	switch r.byte() {
+	case deltaVersion:
+	case deltaVersionLog:
+		r.log = true
+	default:
 		return fmt.Errorf("%w: unknown version", errState)
 	}
 	if n := r.uvarint(); r.err == nil && n != uint64(len(w.fields)) {

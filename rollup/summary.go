@@ -246,7 +246,11 @@ func appendRunMeasurement(dst []byte, a *runAgg, m string) []byte {
 // header).
 func decodeRunRecord(b []byte, sk *sketches) (a *runAgg, meas string, err error) {
 	r := stateReader{b: b}
-	if r.byte() != stateVersion {
+	switch r.byte() {
+	case stateVersion:
+	case 1:
+		r.log = true
+	default:
 		return nil, "", fmt.Errorf("%w: unknown version", errState)
 	}
 	kind := r.byte()

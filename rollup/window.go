@@ -61,7 +61,7 @@ var quantiles = [...]struct {
 // sketches creates and recycles the windows' sketches. All share one
 // index mapping, so any two merge.
 type sketches struct {
-	mapping *mapping.LogarithmicMapping
+	mapping *mapping.CubicallyInterpolatedMapping
 	// minIndexable and maxIndexable bound the magnitudes the sketches
 	// keep in bins (DDSketch.AddWithCount).
 	minIndexable, maxIndexable float64
@@ -92,11 +92,24 @@ func (p *sketches) intern(name []byte) string {
 }
 
 // sketchMapping is the index mapping of every sketch. It is not changed
-// after it is made, so workers share it.
-var sketchMapping = func() *mapping.LogarithmicMapping {
-	m, err := mapping.NewLogarithmicMapping(RelativeAccuracy)
+// after it is made, so workers share it. The cubically interpolated
+// mapping keeps the same relative accuracy as the logarithmic one with a
+// few more bins, and finds a value's bin from the bits of the float
+// rather than a logarithm: every sample takes one per numeric field.
+var sketchMapping = func() *mapping.CubicallyInterpolatedMapping {
+	m, err := mapping.NewCubicallyInterpolatedMapping(RelativeAccuracy)
 	if err != nil {
 		panic(err) // a constant accuracy in (0, 1)
+	}
+	return m
+}()
+
+// logMapping is the index mapping of the sketches and pending values in
+// state records of the versions before sketchMapping (stateReader.log).
+var logMapping = func() *mapping.LogarithmicMapping {
+	m, err := mapping.NewLogarithmicMapping(RelativeAccuracy)
+	if err != nil {
+		panic(err) // as above
 	}
 	return m
 }()
@@ -208,8 +221,41 @@ func (p *sketches) growVals(v []int32, n int) []int32 {
 	return g
 }
 
-func (p *sketches) decode(b []byte) (*ddsketch.DDSketch, error) {
-	return ddsketch.DecodeDDSketch(b, p.provider, p.mapping)
+// decode decodes a sketch encoded without its mapping: sketchMapping's
+// bins, or logMapping's for a state record written before it (log).
+func (p *sketches) decode(b []byte, log bool) (*ddsketch.DDSketch, error) {
+	if !log {
+		return ddsketch.DecodeDDSketch(b, p.provider, p.mapping)
+	}
+	d, err := ddsketch.DecodeDDSketch(b, p.provider, logMapping)
+	if err != nil {
+		return nil, err
+	}
+	return p.fromLog(d), nil
+}
+
+// fromLog returns a sketch of sketchMapping holding d's counts (a sketch
+// of logMapping): each bin's count goes to the bin of its value. The
+// value is within the relative accuracy of the bin's samples and its new
+// bin's value within that of it, so quantiles of converted state are
+// within twice the accuracy; DDSketch.ChangeMapping instead splits
+// counts across bins into fractions, which the windows' whole counts
+// (quantiles by rank) do not take.
+func (p *sketches) fromLog(d *ddsketch.DDSketch) *ddsketch.DDSketch {
+	out := p.get()
+	move := func(from, to store.Store) {
+		from.ForEach(func(i int, n float64) bool {
+			v := min(max(logMapping.Value(i), p.minIndexable), p.maxIndexable)
+			to.AddWithCount(p.mapping.Index(v), n)
+			return false
+		})
+	}
+	move(d.GetPositiveValueStore(), out.GetPositiveValueStore())
+	move(d.GetNegativeValueStore(), out.GetNegativeValueStore())
+	if z := d.GetZeroCount(); z > 0 {
+		_ = out.AddWithCount(0, z) // zero is always kept
+	}
+	return out
 }
 
 // lastKind is the type of a field's last value.

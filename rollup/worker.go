@@ -589,7 +589,7 @@ func (w *worker) apply(p *partition, r *kgo.Record) error {
 	case r.Value == nil:
 		dropWindow(r.Key, p, w.sk)
 		return nil
-	case len(r.Value) > 0 && r.Value[0] == deltaVersion:
+	case len(r.Value) > 0 && (r.Value[0] == deltaVersion || r.Value[0] == deltaVersionLog):
 		return decodeDelta(r.Key, r.Value, p, w.sk)
 	}
 	_, err := decodeWindow(r.Value, p, w.sk)
