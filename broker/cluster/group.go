@@ -120,7 +120,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 			_ = g.Close()
 		}
 	}()
-	hl := hclogFor(cfg.Logger, "raft")
+	hl := hclogFor(cfg.Logger, "raft", n.logRepeats)
 	hl.SetLevel(hclog.Warn)
 	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl)
 	if err != nil {

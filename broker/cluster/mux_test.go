@@ -92,7 +92,7 @@ func runMuxGroups(t *testing.T, nodes, groups int) []*Mux {
 		go func() { defer wg.Done(); m.Serve() }()
 		t.Cleanup(func() { m.Close(); wg.Wait() })
 	}
-	hl := hclogFor(log, "raft")
+	hl := hclogFor(log, "raft", nil)
 	fsms := map[[2]int]*FSM{}
 	rafts := map[[2]int]*raft.Raft{}
 	for g := range groups {

@@ -180,6 +180,9 @@ type Node struct {
 	ml    *memberlist.Memberlist
 	hub   *heartbeatHub // nil without heartbeat coalescing
 	stats *transportStats
+	// logRepeats thins out the repeated warnings and errors of the
+	// node's raft instances (logging.go).
+	logRepeats *repeats
 	// changes is the broker's subscription to fsm's changes (Changes).
 	changes <-chan struct{}
 
@@ -268,7 +271,7 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, fsm: NewFSM(), events: make(chan struct{}, 1), missing: map[int32]time.Time{}}
+	n := &Node{cfg: cfg, log: cfg.Logger, fsm: NewFSM(), events: make(chan struct{}, 1), missing: map[int32]time.Time{}, logRepeats: newRepeats()}
 	n.changes = n.fsm.Changes()
 	n.gossip.members = map[string]nodeMeta{}
 	n.down.ids = map[int32]bool{}
@@ -318,7 +321,7 @@ func New(cfg Config) (*Node, error) {
 	if n.store, err = openBoltStore(filepath.Join(dir, "raft.db")); err != nil {
 		return nil, err
 	}
-	hl := hclogFor(n.log.With("part", "controller"), "raft")
+	hl := hclogFor(n.log.With("part", "controller"), "raft", n.logRepeats)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open controller snapshots in %s: %w", dir, err)
