@@ -120,3 +120,27 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
 }
+
+// BenchmarkDecodeFields decodes the fields and timestamps of lines shaped
+// like `simtel bench sink`'s (two floats, an integer, a boolean), from
+// their series key on, as the rollup worker does with each record.
+func BenchmarkDecodeFields(b *testing.B) {
+	const lines = 1000
+	canon := make([][]byte, lines)
+	keys := make([]int, lines)
+	for i := range canon {
+		canon[i] = fmt.Appendf(nil, "reward,env0=cartpole-%d,host=node%03d,run=run-%d f0=%d.%03d,f1=%d.%d,episode=%di,done=%v %d",
+			i%4, i%32, i%4, i*7919%1000, i*104729%1000, i*31%977, i%10, i/32, i%10 == 0, int64(1764417600000000000)+int64(i)*1e6)
+		keys[i] = SeriesEnd(canon[i])
+	}
+	var d Decoder
+	b.ReportAllocs()
+	for b.Loop() {
+		for i, line := range canon {
+			if err := d.DecodeFields(line, keys[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
+}
