@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/simtel/simtel/internal/fetchpool"
 	"github.com/simtel/simtel/internal/lineproto"
 	"github.com/simtel/simtel/internal/metricsrv"
 )
@@ -31,6 +32,8 @@ type worker struct {
 	sess *kgo.GroupTransactSession
 	sk   *sketches
 	dec  lineproto.Decoder
+	// pools recycle the fetched records of the telemetry topic.
+	pools fetchpool.Pools
 	// lines writes the output lines.
 	lines lineWriter
 	// slab holds the keys and values of produced records, cut from one
@@ -137,6 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 		kgo.OnPartitionsRevoked(w.onRevoked),
 		kgo.OnPartitionsLost(w.onRevoked),
 		kgo.RecordPartitioner(kgo.BasicConsistentPartitioner(w.partitioner)),
+		kgo.WithPools(&w.pools),
 		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.MaxBufferedRecords(1 << 20),
 	}, cfg.ClientOpts...)...)
@@ -629,6 +633,9 @@ func (w *worker) process(ctx context.Context, fs kgo.Fetches) error {
 		p.lastArrival = now
 		for _, r := range ftp.Records {
 			w.add(ctx, p, r)
+			// add keeps nothing of the record: its memory goes back to
+			// the client for the next fetch (fetchpool).
+			r.Recycle()
 		}
 	})
 	w.flushCounts()
