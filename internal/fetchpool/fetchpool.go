@@ -4,8 +4,8 @@
 // and keeps nothing of them, gives each back with kgo.Record.Recycle; once
 // every record of a batch is back, the client puts the batch's slices here
 // and the next batch is decoded into them. Without it every fetched batch
-// is new garbage: a worker reading a million small records a second spent
-// a third of its CPU collecting them.
+// is new garbage, and a consumer of many small records spends much of its
+// CPU collecting it.
 //
 // A record must not be used, nor any slice of its key or value, after it
 // is recycled: the bytes are zeroed and decoded into again.
