@@ -3,7 +3,6 @@ package admin
 import (
 	"errors"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -84,49 +83,4 @@ func TestTopicLifecycle(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// TestDescribeTopicWithAHungBroker: a broker stopped (SIGSTOP: its
-// sockets stay open, so requests to it wait) does not hold the topic's
-// description until the caller's deadline: the leaders, replicas and ISR
-// come back, the partitions it leads show unknown offsets, and Unlisted
-// says why.
-func TestDescribeTopicWithAHungBroker(t *testing.T) {
-	bs := brokertest.StartCluster(t, 3, brokertest.Topic("t", 6))
-	c, ctx := newClient(t, bs[0].Addr)
-	d, err := c.DescribeTopic(ctx, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hung := int32(-1)
-	for _, p := range d.Partitions {
-		if p.Leader > 0 {
-			hung = p.Leader
-			break
-		}
-	}
-	if hung < 0 {
-		t.Fatalf("broker 0 leads every partition: %+v", d.Partitions)
-	}
-	proc := bs[hung].Proc.Cmd.Process
-	if err := proc.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
-
-	d, err = c.DescribeTopic(ctx, "t")
-	if err != nil {
-		t.Fatalf("with broker %d stopped: %v", hung, err)
-	}
-	if len(d.Partitions) != 6 {
-		t.Fatalf("%d partitions described, want 6", len(d.Partitions))
-	}
-	for _, p := range d.Partitions {
-		// A partition the hung broker still leads (no election has
-		// ended yet) has no offsets to show.
-		if p.Leader == hung && (p.Start != -1 || p.End != -1 || len(d.Unlisted) == 0) {
-			t.Fatalf("partition %d, led by the stopped broker: offsets %d-%d, unlisted %q", p.Partition, p.Start, p.End, d.Unlisted)
-		}
-	}
-	t.Logf("with broker %d stopped: %+v, unlisted %q", hung, d.Partitions, d.Unlisted)
 }
