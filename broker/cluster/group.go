@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -87,7 +88,9 @@ type Group struct {
 	wal        *wal.WAL // nil for a bbolt store
 	trans      *groupTransport
 	node       *Node
-	dir        string
+	// applied is the last command entry the state machine applied.
+	applied atomic.Uint64
+	dir     string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -231,7 +234,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot create the raft log cache of group %d: %w", cfg.Group, err)
 	}
-	if g.Raft, err = raft.NewRaft(rc, cfg.FSM, logs, g.store, snaps, g.trans); err != nil {
+	if g.Raft, err = raft.NewRaft(rc, trackedFSM{cfg.FSM, &g.applied}, logs, g.store, snaps, g.trans); err != nil {
 		return nil, fmt.Errorf("cannot start raft group %d: %w", cfg.Group, err)
 	}
 	n.started(g.trans, g.Raft)

@@ -9,12 +9,59 @@ package cluster
 // there. A replica that has heard no leader since it started is not in
 // sync: after a restart that is the time until the leader's first
 // AppendEntries reaches it.
+//
+// "Applied" is what the state machine has applied, not raft's
+// AppliedIndex: raft advances that when it hands entries to its FSM
+// goroutine, before they are applied, so a replica read in between
+// reported in sync with its high watermark still behind.
 
 import (
+	"errors"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
+
+// trackedFSM records the index of each command entry once the wrapped
+// state machine has applied it.
+type trackedFSM struct {
+	raft.FSM
+	applied *atomic.Uint64
+}
+
+func (f trackedFSM) Apply(l *raft.Log) any {
+	res := f.FSM.Apply(l)
+	f.applied.Store(l.Index)
+	return res
+}
+
+// fsmApplied reports whether the state machine has applied every entry up
+// to index c that raft hands it. Raft's own entries (no-op, barrier,
+// configuration) never reach it, so the entries after the last one it
+// applied are read: any other type is a command still on its way. An
+// entry gone from the log was compacted into a snapshot, so applied.
+func (g *Group) fsmApplied(c uint64) bool {
+	i := g.applied.Load() + 1
+	if first, err := g.store.FirstIndex(); err == nil && first > i {
+		i = first
+	}
+	var l raft.Log
+	for ; i <= c; i++ {
+		if err := g.store.GetLog(i, &l); err != nil {
+			if errors.Is(err, raft.ErrLogNotFound) {
+				continue
+			}
+			return false
+		}
+		switch l.Type {
+		case raft.LogNoop, raft.LogBarrier, raft.LogConfiguration, raft.LogAddPeerDeprecated, raft.LogRemovePeerDeprecated:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // noteLeaderCommit records a commit index a leader sent.
 func (t *groupTransport) noteLeaderCommit(c uint64) {
@@ -48,5 +95,5 @@ func (g *Group) InSync() bool {
 		return true
 	}
 	c := g.trans.leaderCommit.Load()
-	return c > 0 && r.AppliedIndex() >= c
+	return c > 0 && r.AppliedIndex() >= c && g.fsmApplied(c)
 }
