@@ -166,7 +166,7 @@ func TestPolicyFanOutAcrossAgentProcesses(t *testing.T) {
 	// A stalled agent skips intermediate versions: it is stopped while v3,
 	// v4 and v5 are published, and fetches only v5.
 	slow := agents[2]
-	slow.proc.Cmd.Process.Signal(syscall.SIGSTOP)
+	testutil.Pause(t, slow.proc.Cmd.Process)
 	var v5 []byte
 	for i := 3; i <= 5; i++ {
 		v5 = randomBlob(512<<10 + i)

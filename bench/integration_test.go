@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
@@ -149,9 +150,7 @@ func TestProduceStalledBroker(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(time.Second)
-	if err := p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Pause(t, p.Cmd.Process)
 	defer p.Cmd.Process.Signal(syscall.SIGCONT)
 	select {
 	case err := <-done:

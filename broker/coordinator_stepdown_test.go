@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 // groupSessionErrors records the errors that ended a member's group
@@ -159,9 +161,7 @@ func TestClusterGroupJoinSurvivesCoordinatorStepDown(t *testing.T) {
 
 		_, epoch := leaderOf(ctx, []string{bs[coord].Addr}, "__consumer_offsets", part)
 		for _, s := range stop {
-			if err := s.Proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
+			testutil.Pause(t, s.Proc.Cmd.Process)
 		}
 		time.Sleep(3 * time.Second)
 		for _, s := range stop {

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
 
@@ -181,9 +182,7 @@ func TestClusterReplicationFailover(t *testing.T) {
 	stopPart := int32(rand.IntN(parts))
 	oldLeader, oldEpoch := leaderOf(ctx, seeds, topic, stopPart)
 	stopped := bs[oldLeader]
-	if err := stopped.Proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Pause(t, stopped.Proc.Cmd.Process)
 	stoppedAt := time.Now()
 	var newLeader int32
 	for {

@@ -392,9 +392,7 @@ func TestLakeTxnZombieFenced(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if err := zombie.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Pause(t, zombie.cmd.Process)
 	t.Logf("paused the first run at high watermark >= %d", target)
 
 	_, errOut, err := simtelLake(t, args...)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -66,8 +67,17 @@ func newTopicDescribeCmd(a *adminFlags) *cobra.Command {
 func printTopic(tw *tabwriter.Writer, t *admin.TopicDetail) {
 	fmt.Fprintf(tw, "topic %s (id %s)\n\n", t.Topic, t.ID)
 	fmt.Fprintln(tw, "PARTITION\tLEADER\tREPLICAS\tISR\tSTART\tEND")
+	offset := func(o int64) string {
+		if o < 0 {
+			return "-" // not listed: see below
+		}
+		return strconv.FormatInt(o, 10)
+	}
 	for _, p := range t.Partitions {
-		fmt.Fprintf(tw, "%d\t%d\t%v\t%v\t%d\t%d\n", p.Partition, p.Leader, p.Replicas, p.ISR, p.Start, p.End)
+		fmt.Fprintf(tw, "%d\t%d\t%v\t%v\t%s\t%s\n", p.Partition, p.Leader, p.Replicas, p.ISR, offset(p.Start), offset(p.End))
+	}
+	for _, u := range t.Unlisted {
+		fmt.Fprintf(tw, "not listed in time: %s\n", u)
 	}
 	fmt.Fprintln(tw, "\nCONFIG\tVALUE")
 	keys := make([]string, 0, len(t.Configs))

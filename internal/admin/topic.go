@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -82,13 +84,23 @@ type PartitionDetail struct {
 	End       int64   `json:"end_offset"`
 }
 
-// TopicDetail is what DescribeTopic shows of one topic.
+// TopicDetail is what DescribeTopic shows of one topic. Start and End are
+// -1 for a partition whose leader did not list its offsets in time;
+// Unlisted then says what was not listed and why.
 type TopicDetail struct {
 	Topic      string            `json:"topic"`
 	ID         string            `json:"id"`
 	Partitions []PartitionDetail `json:"partitions"`
 	Configs    map[string]string `json:"configs"`
+	Unlisted   []string          `json:"unlisted,omitempty"`
 }
+
+// offsetsWait bounds how long DescribeTopic waits for the offsets and
+// configs: each partition's leader lists its offsets, and a hung broker
+// (stopped, cut off) holds a request until the caller gives up, while
+// the leaders, replicas and ISR, which a user wants most when a broker
+// hangs, come from any broker.
+const offsetsWait = 5 * time.Second
 
 // DescribeTopic returns a topic's partitions with their offsets, and its
 // configs. A topic the cluster does not list is ErrUnknownTopic.
@@ -101,23 +113,36 @@ func (c *Client) DescribeTopic(ctx context.Context, topic string) (*TopicDetail,
 	if !ok || t.Err != nil {
 		return nil, fmt.Errorf("%q: %w", topic, ErrUnknownTopic)
 	}
-	starts, err := c.adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	ends, err := c.adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	rcs, err := c.adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
+	octx, cancel := context.WithTimeout(ctx, offsetsWait)
+	defer cancel()
+	var (
+		wg                 sync.WaitGroup
+		starts, ends       kadm.ListedOffsets
+		rcs                kadm.ResourceConfigs
+		serr, eerr, cfgErr error
+	)
+	wg.Go(func() { starts, serr = c.adm.ListStartOffsets(octx, topic) })
+	wg.Go(func() { ends, eerr = c.adm.ListEndOffsets(octx, topic) })
+	wg.Go(func() { rcs, cfgErr = c.adm.DescribeTopicConfigs(octx, topic) })
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	out := &TopicDetail{Topic: topic, ID: t.ID.String(), Configs: map[string]string{}}
+	for what, err := range map[string]error{"start offsets": serr, "end offsets": eerr, "configs": cfgErr} {
+		if err != nil {
+			out.Unlisted = append(out.Unlisted, fmt.Sprintf("%s: %v", what, err))
+		}
+	}
+	slices.Sort(out.Unlisted)
+	offset := func(l kadm.ListedOffsets, p int32) int64 {
+		if o, ok := l.Lookup(topic, p); ok && o.Err == nil {
+			return o.Offset
+		}
+		return -1
+	}
 	for _, p := range t.Partitions.Sorted() {
-		s, _ := starts.Lookup(topic, p.Partition)
-		e, _ := ends.Lookup(topic, p.Partition)
-		out.Partitions = append(out.Partitions, PartitionDetail{p.Partition, p.Leader, p.Replicas, p.ISR, s.Offset, e.Offset})
+		out.Partitions = append(out.Partitions, PartitionDetail{p.Partition, p.Leader, p.Replicas, p.ISR, offset(starts, p.Partition), offset(ends, p.Partition)})
 	}
 	if rc, err := rcs.On(topic, nil); err == nil {
 		for _, cfg := range rc.Configs {

@@ -3,9 +3,11 @@ package admin
 import (
 	"errors"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/simtel/simtel/internal/testutil/brokertest/inproc"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -83,4 +85,67 @@ func TestTopicLifecycle(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestDescribeTopicWithAHungBroker: a broker stopped (SIGSTOP: its
+// sockets stay open, so requests to it wait) does not hold the topic's
+// description until the caller's deadline: the leaders, replicas and ISR
+// come back, and a partition whose offsets its leader did not list shows
+// -1 with Unlisted saying why. Which partitions those are is not pinned
+// down: the offsets go to the leaders in the client's own metadata, which
+// another broker may have refreshed since the description's.
+func TestDescribeTopicWithAHungBroker(t *testing.T) {
+	bs := brokertest.StartCluster(t, 3, brokertest.Topic("t", 6))
+	c, ctx := newClient(t, bs[0].Addr)
+	// Leaders move to their preferred replicas soon after the start:
+	// stopped before they have, the broker may lead nothing by the time
+	// the offsets are asked for.
+	var d *TopicDetail
+	for {
+		var err error
+		if d, err = c.DescribeTopic(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(d.Partitions, func(p PartitionDetail) bool { return p.Leader != p.Replicas[0] }) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	hung := int32(-1)
+	for _, p := range d.Partitions {
+		if p.Leader > 0 {
+			hung = p.Leader
+			break
+		}
+	}
+	if hung < 0 {
+		t.Fatalf("broker 0 leads every partition: %+v", d.Partitions)
+	}
+	proc := bs[hung].Proc.Cmd.Process
+	testutil.Pause(t, proc)
+	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
+
+	start := time.Now()
+	d, err := c.DescribeTopic(ctx, "t")
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("with broker %d stopped, after %v: %v", hung, took, err)
+	}
+	if len(d.Partitions) != 6 {
+		t.Fatalf("%d partitions described, want 6", len(d.Partitions))
+	}
+	unlisted := 0
+	for _, p := range d.Partitions {
+		switch {
+		case p.Start >= 0 && p.End >= p.Start:
+		case p.Start == -1 && p.End == -1 && len(d.Unlisted) > 0:
+			unlisted++
+		default:
+			t.Fatalf("partition %d: offsets %d-%d, unlisted %q", p.Partition, p.Start, p.End, d.Unlisted)
+		}
+	}
+	if unlisted == 0 {
+		t.Fatalf("with broker %d stopped, every partition's offsets were listed in %v: %+v", hung, took, d.Partitions)
+	}
+	t.Logf("with broker %d stopped: %d of 6 partitions unlisted in %v (%q)", hung, unlisted, took, d.Unlisted)
 }

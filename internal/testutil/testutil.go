@@ -9,6 +9,7 @@
 package testutil
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -220,4 +221,55 @@ func WaitPort(t testing.TB, addr string, p *Proc) {
 	if err := WaitListening(addr, p, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Pause sends SIGSTOP to p and returns once every thread of it has
+// stopped. kill(2) returns before that: on a busy machine the process
+// went on answering requests for a few milliseconds after it. A test
+// that pauses a process to see what its peers do must not start before
+// it has stopped. SIGCONT resumes it.
+func Pause(t testing.TB, p *os.Process) {
+	t.Helper()
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stopped, err := allThreadsStopped(p.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d not stopped 10 s after SIGSTOP", p.Pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allThreadsStopped reads the state of each of pid's threads in /proc.
+func allThreadsStopped(pid int) (bool, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, task := range tasks {
+		st, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			return false, err
+		}
+		// The state follows the command name, which is in parentheses
+		// and may hold spaces.
+		i := bytes.LastIndexByte(st, ')')
+		if i < 0 || i+2 >= len(st) {
+			return false, fmt.Errorf("cannot read the state of thread %s of process %d: %q", task.Name(), pid, st)
+		}
+		if s := st[i+2]; s != 'T' && s != 't' {
+			return false, nil
+		}
+	}
+	return true, nil
 }
