@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -119,6 +120,12 @@ type scanResult struct {
 	count int   // valid batches
 }
 
+// scanBufferSize is the read buffer of a scan of a segment at least that
+// large; scanReaders keeps such readers for the next scan.
+const scanBufferSize = 1 << 20
+
+var scanReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, scanBufferSize) }}
+
 // recoverScan reads a whole segment file sequentially, validating every
 // batch (length, magic, CRC, header fields, offsets strictly increasing
 // and inside [base, upper)) and building its index. It stops at the first
@@ -127,7 +134,21 @@ type scanResult struct {
 // allocation of that size.
 func recoverScan(f *os.File, base, upper int64, fileSize int64, interval int64) (scanResult, error) {
 	res := scanResult{idx: newSegIndex(), next: base}
-	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, fileSize), 1<<20)
+	src := io.NewSectionReader(f, 0, fileSize)
+	var br *bufio.Reader
+	if fileSize < scanBufferSize {
+		// A broker opening thousands of partitions at once reads mostly
+		// small or empty segments: a full-size buffer each was most of
+		// its start-up CPU, in zeroing them.
+		br = bufio.NewReaderSize(src, int(max(fileSize, 16)))
+	} else {
+		br = scanReaders.Get().(*bufio.Reader)
+		br.Reset(src)
+		defer func() {
+			br.Reset(nil)
+			scanReaders.Put(br)
+		}()
+	}
 	var hdr [batchHeaderSize]byte
 	pos := int64(0)
 	for {
