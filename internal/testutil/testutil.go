@@ -10,7 +10,9 @@ package testutil
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -258,6 +260,9 @@ func allThreadsStopped(pid int) (bool, error) {
 	}
 	for _, task := range tasks {
 		st, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the thread has exited
+		}
 		if err != nil {
 			return false, err
 		}
@@ -267,7 +272,9 @@ func allThreadsStopped(pid int) (bool, error) {
 		if i < 0 || i+2 >= len(st) {
 			return false, fmt.Errorf("cannot read the state of thread %s of process %d: %q", task.Name(), pid, st)
 		}
-		if s := st[i+2]; s != 'T' && s != 't' {
+		switch st[i+2] {
+		case 'T', 't', 'Z', 'X': // stopped, or exiting
+		default:
 			return false, nil
 		}
 	}
