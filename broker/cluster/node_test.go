@@ -5,22 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/simtel/simtel/internal/testutil"
 )
 
+// freeAddr is a loopback address to listen on later. Not one the kernel
+// picks for port 0: that is in the ephemeral range, where another
+// process's outgoing connection took it before the node listened (a CI
+// run: "bind: address already in use").
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testutil.FreePort(t)
 }
 
 type testNode struct {
