@@ -96,17 +96,14 @@ func (h *recHandler) Handle(_ context.Context, rec slog.Record) error {
 }
 
 // freeAddr returns a 127.0.0.1 address whose port is free for TCP and UDP
-// right now, for nodes that must be named in a seed list before they start.
+// right now, for nodes that must be named in a seed list before they start:
+// below the ephemeral range (testutil.FreePort), where no other process's
+// outgoing connection takes it before the node listens.
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("listen: %v", err)
-		}
-		addr := l.Addr().String()
+		addr := testutil.FreePort(t)
 		u, err := net.ListenPacket("udp", addr)
-		l.Close()
 		if err != nil {
 			continue
 		}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/simtel/simtel/internal/testutil"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -33,12 +34,7 @@ func TestServe(t *testing.T) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_test_total", Help: "A test counter."})
 	reg.MustRegister(c)
 	c.Add(3)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testutil.FreePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	wait, err := Serve(ctx, addr, reg, slog.New(slog.DiscardHandler), func(m *http.ServeMux) {
 		m.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ready\n")) })
