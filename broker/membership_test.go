@@ -164,12 +164,17 @@ func TestReplicaCatchUpFromSnapshot(t *testing.T) {
 		return ""
 	})
 	produce(500, 20)
-	// Let the last entries reach every replica before the stop.
-	waitUntil(t, 30*time.Second, "all replicas applied the last write", func() string {
+	// Let the last entries reach every replica before the stop; the one
+	// restored from a snapshot reports itself in sync like the others.
+	waitUntil(t, 30*time.Second, "all replicas applied the last write and in sync", func() string {
 		for _, b := range bs {
 			hw, err := hwOf(b.HTTPAddr, "snap")
 			if err != nil || hw[0] < 520 {
 				return fmt.Sprintf("broker %d high watermark %v (%v)", b.ID, hw, err)
+			}
+			st, err := replicaStates(b.HTTPAddr, "snap")
+			if err != nil || !st[0].inSync {
+				return fmt.Sprintf("broker %d: snap/0 not in sync (%v)", b.ID, err)
 			}
 		}
 		return ""

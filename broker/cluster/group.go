@@ -234,7 +234,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot create the raft log cache of group %d: %w", cfg.Group, err)
 	}
-	if g.Raft, err = raft.NewRaft(rc, trackedFSM{cfg.FSM, &g.applied}, logs, g.store, snaps, g.trans); err != nil {
+	if g.Raft, err = raft.NewRaft(rc, trackedFSM{cfg.FSM, &g.applied, snaps}, logs, g.store, snaps, g.trans); err != nil {
 		return nil, fmt.Errorf("cannot start raft group %d: %w", cfg.Group, err)
 	}
 	n.started(g.trans, g.Raft)

@@ -17,6 +17,7 @@ package cluster
 
 import (
 	"errors"
+	"io"
 	"strconv"
 	"sync/atomic"
 
@@ -24,16 +25,31 @@ import (
 )
 
 // trackedFSM records the index of each command entry once the wrapped
-// state machine has applied it.
+// state machine has applied it, and of each snapshot it restored.
 type trackedFSM struct {
 	raft.FSM
 	applied *atomic.Uint64
+	snaps   raft.SnapshotStore
 }
 
 func (f trackedFSM) Apply(l *raft.Log) any {
 	res := f.FSM.Apply(l)
 	f.applied.Store(l.Index)
 	return res
+}
+
+// Restore: raft restores the newest snapshot in the store (one installed
+// from the leader is stored first). The log may still hold commands it
+// covers (raft keeps trailing entries behind a snapshot), which were
+// never applied one by one.
+func (f trackedFSM) Restore(rc io.ReadCloser) error {
+	if err := f.FSM.Restore(rc); err != nil {
+		return err
+	}
+	if list, err := f.snaps.List(); err == nil && len(list) > 0 && list[0].Index > f.applied.Load() {
+		f.applied.Store(list[0].Index)
+	}
+	return nil
 }
 
 // fsmApplied reports whether the state machine has applied every entry up
