@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,31 +219,42 @@ func chunks(t *testing.T, data []byte, limit int) [][]byte {
 }
 
 func TestChunkerResynchronizes(t *testing.T) {
-	data := blob(4 << 20)
-	a := chunks(t, data, 256<<10)
-	if !bytes.Equal(bytes.Join(a, nil), data) {
-		t.Fatal("chunks do not rebuild the data")
-	}
-	if len(a) < 32 || len(a) > 256 {
-		t.Fatalf("%d chunks of 4 MiB with a 256 KiB limit", len(a))
-	}
-	// Insert 1000 bytes near the start: the chunks after the edit are
-	// the same bytes.
-	shifted := append(append(bytes.Clone(data[:100<<10]), blob(1000)...), data[100<<10:]...)
-	b := chunks(t, shifted, 256<<10)
-	have := map[string]bool{}
-	for _, c := range a {
-		have[chunkHash(c)] = true
-	}
-	var same int
-	for _, c := range b {
-		if have[chunkHash(c)] {
-			same += len(c)
+	// Inputs from fixed seeds, so the test reads the same bytes every
+	// run: with fresh random bytes, a rare input (one CI run) keeps less
+	// than nine tenths unchanged, when cuts forced by the size limit
+	// follow the edit; that is the input, not a change in the chunker.
+	for seed := uint64(1); seed <= 8; seed++ {
+		rng := mrand.NewChaCha8([32]byte{byte(seed)})
+		data := make([]byte, 4<<20)
+		_, _ = rng.Read(data)
+		insert := make([]byte, 1000)
+		_, _ = rng.Read(insert)
+		a := chunks(t, data, 256<<10)
+		if !bytes.Equal(bytes.Join(a, nil), data) {
+			t.Fatal("chunks do not rebuild the data")
+		}
+		if len(a) < 32 || len(a) > 256 {
+			t.Fatalf("%d chunks of 4 MiB with a 256 KiB limit", len(a))
+		}
+		// Insert 1000 bytes near the start: the chunks after the edit
+		// are the same bytes.
+		shifted := append(append(bytes.Clone(data[:100<<10]), insert...), data[100<<10:]...)
+		b := chunks(t, shifted, 256<<10)
+		have := map[string]bool{}
+		for _, c := range a {
+			have[chunkHash(c)] = true
+		}
+		var same int
+		for _, c := range b {
+			if have[chunkHash(c)] {
+				same += len(c)
+			}
+		}
+		if same < len(data)*9/10 {
+			t.Fatalf("seed %d: after a 1000-byte insert only %d of %d bytes are in unchanged chunks", seed, same, len(data))
 		}
 	}
-	if same < len(data)*9/10 {
-		t.Fatalf("after a 1000-byte insert only %d of %d bytes are in unchanged chunks", same, len(data))
-	}
+	data := blob(4 << 20)
 	// Short inputs and limits.
 	for _, n := range []int{0, 1, 100, 1 << 20} {
 		if got := bytes.Join(chunks(t, data[:n], 4096), nil); !bytes.Equal(got, data[:n]) {
