@@ -56,7 +56,7 @@
 #     sleep: 20,000 1 KiB records to an RF 1 topic, PACED_RECORDS
 #     (default 100,000) to an RF 3 topic as fast as they are
 #     acknowledged, then PACED_SECONDS (default 20) to another RF 3 topic
-#     at half that rate. Prints records/s, errors and p50, p99 and max
+#     at half that rate (or at PACED_RATE records/s). Prints records/s, errors and p50, p99 and max
 #     acknowledgement of each. The first round runs on a cluster started
 #     5 s before. The max of the first two shows a new topic's first
 #     writes: a broker refusing them costs franz-go its 5 s metadata
@@ -123,7 +123,7 @@ if [ "${1:-}" = paced ]; then
     new_topic "fast-$r" 3
     read -r rate errs p50 p99 mx < <(one_client "fast-$r" --records "${PACED_RECORDS:-100000}")
     echo "paced round $r: unpaced RF 3, new topic: $rate records/s, $errs errors, acknowledgement p50 $p50 ms, p99 $p99 ms, max $mx ms (load average $l)"
-    half=$((rate / 2))
+    half=${PACED_RATE:-$((rate / 2))}
     l=$(cut -d' ' -f1 /proc/loadavg)
     new_topic "paced-$r" 3
     read -r prate errs p50 p99 mx < <(one_client "paced-$r" --rate "$half" --duration "${PACED_SECONDS:-20}s")

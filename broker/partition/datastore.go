@@ -10,8 +10,10 @@ package partition
 // to that entry, assigns the next offsets, stamps the batches with the
 // entry's term as partition leader epoch and appends them to the
 // partition log; the WAL gets only a reference to them (type
-// logTypeData: the offsets and byte count). Both are fsynced before
-// StoreLogs returns, so raft counts only entries that are on disk. What
+// logTypeData: the offsets and byte count). On a follower both are
+// fsynced before StoreLogs returns, so its answer to the leader means
+// its disk; on the leader the fsyncs run while raft sends the entries,
+// and the state machine waits for them (leaderSync). What
 // the checks decided travels with the entry in raft.Log.Extensions; the
 // state machine (replicaFSM.Apply) then only moves the high watermark to
 // the entry's end and answers the producer.
@@ -34,7 +36,7 @@ package partition
 // and raft sends it a snapshot instead.
 //
 // Crash consistency: the partition data and the WAL references are
-// written, then both fsynced, before StoreLogs returns. After a crash one
+// written, then both fsynced. After a crash one
 // may be ahead of the other; StartReplica's reconcile cuts whichever is
 // ahead (data past the last reference, references past the data), both
 // of them entries raft was never told were stored.
@@ -45,12 +47,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/simtel/simtel/broker/storage"
+	"github.com/simtel/simtel/broker/wal"
 )
 
 // logTypeData marks, in the inner store, a command entry kept as a
@@ -160,6 +165,42 @@ func (r entryRef) result() AppendResult {
 type dataLogStore struct {
 	inner raft.LogStore
 	p     *Partition
+	// leading reports whether the group's raft leads: StoreLogs then
+	// returns before the fsyncs (see leaderSync). Nil: never.
+	leading func() bool
+
+	syncMu sync.Mutex
+	// pending are the leader's stored entries whose fsyncs have not
+	// ended, and those whose fsyncs failed.
+	pending []*leaderSync
+	// failed is the first failed fsync of a leader's entries: the
+	// replica's storage is unusable until the broker restarts.
+	failed atomic.Pointer[error]
+}
+
+// deferredLogStore is an inner store that can write entries and make
+// them durable later (the broker's WAL).
+type deferredLogStore interface {
+	StoreLogsDeferred(logs []*raft.Log) (wait func() error, err error)
+}
+
+// leaderSync is the fsync of entries lo..hi stored by the leader.
+//
+// hashicorp/raft's leader stores new entries before it sends them to its
+// followers, and each follower stores them before it answers; with
+// StoreLogs returning after the fsync both wait, one after the other.
+// On the leader StoreLogs returns once the entries are written (the
+// page cache holds them, which a crashed process does not lose), and
+// their fsyncs run while raft sends them. Raft may then count the leader
+// for an entry that is not yet on its disk, so the state machine waits
+// for the leader's fsync before it moves the high watermark or answers
+// the producer (replicaFSM.Apply): an acknowledged record is on the
+// disk of the leader and of a majority counting it, as before. Followers
+// store synchronously: a follower's answer still means its disk.
+type leaderSync struct {
+	lo, hi uint64
+	done   chan struct{}
+	err    error
 }
 
 var (
@@ -213,6 +254,9 @@ func (s *dataLogStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.
 // leader's pending futures hold these entries.
 func (s *dataLogStore) StoreLogs(logs []*raft.Log) error {
 	p := s.p
+	if err := s.failed.Load(); err != nil {
+		return fmt.Errorf("cannot store raft entries of %s: an earlier fsync failed, restart the broker: %w", p, *err)
+	}
 	out := make([]*raft.Log, len(logs))
 	syncTo := int64(-1)
 	p.mu.Lock()
@@ -242,6 +286,9 @@ func (s *dataLogStore) StoreLogs(logs []*raft.Log) error {
 		out[i] = &st
 	}
 	p.mu.Unlock()
+	if d, ok := s.inner.(deferredLogStore); ok && syncTo >= 0 && len(logs) > 0 && s.leading != nil && s.leading() {
+		return s.storeDeferred(d, logs, out, syncTo, rollback)
+	}
 	var syncErr error
 	var wg sync.WaitGroup
 	if syncTo >= 0 {
@@ -268,6 +315,74 @@ func (s *dataLogStore) StoreLogs(logs []*raft.Log) error {
 		return fmt.Errorf("cannot store raft entries of %s: %w", p, err)
 	}
 	return nil
+}
+
+// storeDeferred stores the leader's entries, whose batches are written
+// to the partition log up to offset syncTo, and returns before they are
+// durable: see leaderSync.
+func (s *dataLogStore) storeDeferred(d deferredLogStore, logs, out []*raft.Log, syncTo, rollback int64) error {
+	p := s.p
+	wait, err := d.StoreLogsDeferred(out)
+	if err != nil {
+		p.mu.Lock()
+		s.rollbackLocked(rollback)
+		p.mu.Unlock()
+		return fmt.Errorf("cannot store raft entries of %s: %w", p, err)
+	}
+	ls := &leaderSync{lo: logs[0].Index, hi: logs[len(logs)-1].Index, done: make(chan struct{})}
+	s.syncMu.Lock()
+	s.pending = append(s.pending, ls)
+	s.syncMu.Unlock()
+	go func() {
+		var dataErr error
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dataErr = p.log.Sync(context.Background(), syncTo)
+		}()
+		err := wait()
+		wg.Wait()
+		ls.err = errors.Join(err, dataErr)
+		if ls.err == nil {
+			s.syncMu.Lock()
+			s.pending = slices.DeleteFunc(s.pending, func(q *leaderSync) bool { return q == ls })
+			s.syncMu.Unlock()
+		} else if !errors.Is(ls.err, storage.ErrClosed) && !errors.Is(ls.err, wal.ErrClosed) {
+			ls.err = fmt.Errorf("cannot sync raft entries %d-%d of %s: %w", ls.lo, ls.hi, p, ls.err)
+			if s.failed.CompareAndSwap(nil, &ls.err) {
+				p.cfg.Logger.Error("a leader's fsync failed: its entries are not acknowledged and this replica stores no more; restart the broker", "partition", p.String(), "err", ls.err)
+			}
+		}
+		close(ls.done)
+	}()
+	return nil
+}
+
+// durable waits until entry i, if the leader stored it, is on its disk.
+func (s *dataLogStore) durable(i uint64) error {
+	s.syncMu.Lock()
+	var ls *leaderSync
+	for _, q := range s.pending {
+		if q.lo <= i && i <= q.hi {
+			ls = q
+			break
+		}
+	}
+	s.syncMu.Unlock()
+	if ls == nil {
+		return nil
+	}
+	<-ls.done
+	return ls.err
+}
+
+// dropPending forgets the fsyncs of entries lo..hi, which raft deleted:
+// entries stored there later are waited for on their own.
+func (s *dataLogStore) dropPending(lo, hi uint64) {
+	s.syncMu.Lock()
+	s.pending = slices.DeleteFunc(s.pending, func(q *leaderSync) bool { return q.lo <= hi && q.hi >= lo && q.err == nil })
+	s.syncMu.Unlock()
 }
 
 // rollbackLocked undoes the appends of a StoreLogs that failed: raft
@@ -378,6 +493,7 @@ func (s *dataLogStore) DeleteRange(lo, hi uint64) error {
 	if err := s.inner.DeleteRange(lo, hi); err != nil {
 		return err
 	}
+	s.dropPending(lo, hi)
 	if cut < 0 {
 		return nil
 	}

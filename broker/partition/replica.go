@@ -13,10 +13,11 @@ package partition
 //     the idempotent producer check, assigns the next offsets, stamps the
 //     batches with the entry's raft term as partition leader epoch and
 //     appends them; the broker's raft WAL keeps a reference. Both are
-//     fsynced before raft counts the entry: each byte is written once per
-//     replica.
+//     fsynced (a follower before it answers, the leader while the
+//     entry is on its way to the followers): each byte is written once
+//     per replica.
 //   - replicaFSM.Apply moves the high watermark to the entry's end and
-//     answers the producer. The high watermark is the applied end;
+//     answers the producer, on the leader once its fsync has ended. The high watermark is the applied end;
 //     applied means committed on a majority. Above it the log holds
 //     entries raft has not committed, which a new leader may replace.
 //   - Snapshots record the high watermark at the snapshot's raft index;
@@ -37,6 +38,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -74,6 +76,7 @@ func (p *Partition) StartReplica(node *cluster.Node, rc ReplicaConfig) error {
 	f := &replicaFSM{p: p}
 	snaps := &replicaSnapshots{p: p}
 	var store *dataLogStore
+	var started atomic.Pointer[raft.Raft]
 	g, err := node.StartGroup(cluster.GroupConfig{
 		Group:     cluster.PartitionGroupID(rc.TopicID, p.index),
 		Dir:       rc.Dir,
@@ -81,7 +84,11 @@ func (p *Partition) StartReplica(node *cluster.Node, rc ReplicaConfig) error {
 		Peers:     rc.Peers,
 		Bootstrap: rc.Bootstrap,
 		LogStore: func(inner raft.LogStore) raft.LogStore {
-			store = &dataLogStore{inner: inner, p: p}
+			store = &dataLogStore{inner: inner, p: p, leading: func() bool {
+				r := started.Load()
+				return r != nil && r.State() == raft.Leader
+			}}
+			f.store = store
 			return store
 		},
 		Prepare: func(snap *raft.SnapshotMeta, ss raft.SnapshotStore) error {
@@ -109,6 +116,7 @@ func (p *Partition) StartReplica(node *cluster.Node, rc ReplicaConfig) error {
 		return err
 	}
 	p.grp = g
+	started.Store(g.Raft)
 	p.snapsLive = &snaps.live
 	snaps.live.Store(true)
 	return nil
@@ -328,7 +336,12 @@ func (p *Partition) Propose(term uint64, batch []byte) func() error {
 }
 
 // replicaFSM is a replicated partition's raft state machine.
-type replicaFSM struct{ p *Partition }
+type replicaFSM struct {
+	p *Partition
+	// store is the group's log store, whose leader fsyncs Apply waits
+	// for (nil in tests that apply entries by hand).
+	store *dataLogStore
+}
 
 // Apply answers one committed entry: its batches are in the log already
 // (datastore.go); the high watermark moves past them.
@@ -344,6 +357,11 @@ func (f *replicaFSM) Apply(l *raft.Log) any {
 		return AppendResult{Err: fmt.Errorf("%w: raft entry %d of %s: %v", kerr.UnknownServerError, l.Index, p, err)}
 	}
 	if ref.kind == refWritten {
+		if f.store != nil {
+			if err := f.store.durable(l.Index); err != nil {
+				return AppendResult{Err: fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)}
+			}
+		}
 		p.hw.Store(ref.last + 1)
 		p.wakeWaiters()
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -402,4 +403,125 @@ func TestReplicaStoreFailureTakesBack(t *testing.T) {
 	if res, _ := f.Apply(l[0]).(AppendResult); res.Err != nil || res.Duplicate || res.Base != 2 {
 		t.Fatalf("stored again: %+v, want written at 2", res)
 	}
+}
+
+// heldStore is a deferred raft log store whose entries become durable
+// when the test sends their fate on release.
+type heldStore struct {
+	raft.LogStore
+	release chan error
+}
+
+func (h heldStore) StoreLogsDeferred(logs []*raft.Log) (func() error, error) {
+	if err := h.LogStore.StoreLogs(logs); err != nil {
+		return nil, err
+	}
+	return func() error { return <-h.release }, nil
+}
+
+// applyAsync applies l on a goroutine of its own, as raft's FSM
+// goroutine does, and returns its answer on the channel.
+func applyAsync(f *replicaFSM, l *raft.Log) chan AppendResult {
+	ch := make(chan AppendResult, 1)
+	go func() {
+		res, _ := f.Apply(l).(AppendResult)
+		ch <- res
+	}()
+	return ch
+}
+
+// TestReplicaLeaderSyncsWhileItReplicates: a leader's StoreLogs returns
+// before its fsync; the entry's apply (the high watermark, the
+// producer's answer) waits for it, and a failed fsync answers a storage
+// error, leaves the high watermark and fails every later store.
+func TestReplicaLeaderSyncsWhileItReplicates(t *testing.T) {
+	p, f, s := replicaAfterOneEntry(t)
+	held := heldStore{LogStore: s.inner, release: make(chan error)}
+	leader := &dataLogStore{inner: held, p: p, leading: func() bool { return true }}
+	f = &replicaFSM{p: p, store: leader}
+
+	l := &raft.Log{Index: 2, Term: 1, Type: raft.LogCommand, Data: idemBatch(1, 2, 3, "b")}
+	if err := leader.StoreLogs([]*raft.Log{l}); err != nil {
+		t.Fatal(err)
+	}
+	if p.log.EndOffset() != 5 {
+		t.Fatalf("log end %d once stored, want 5", p.log.EndOffset())
+	}
+	applied := applyAsync(f, l)
+	select {
+	case res := <-applied:
+		t.Fatalf("applied before the leader's fsync: %+v", res)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if hw := p.HighWatermark(); hw != 2 {
+		t.Fatalf("high watermark %d before the leader's fsync, want 2", hw)
+	}
+	held.release <- nil
+	if res := <-applied; res.Err != nil || res.Base != 2 || res.Last != 4 {
+		t.Fatalf("after the fsync: %+v, want written at 2-4", res)
+	}
+	if hw := p.HighWatermark(); hw != 5 {
+		t.Fatalf("high watermark %d after the fsync, want 5", hw)
+	}
+
+	// A follower's store is synchronous: nothing to wait for.
+	follower := &dataLogStore{inner: s.inner, p: p, leading: func() bool { return false }}
+	l3 := &raft.Log{Index: 3, Term: 1, Type: raft.LogCommand, Data: idemBatch(1, 5, 1, "c")}
+	if err := follower.StoreLogs([]*raft.Log{l3}); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := f.Apply(l3).(AppendResult); res.Err != nil || res.Base != 5 {
+		t.Fatalf("follower's entry: %+v, want written at 5", res)
+	}
+
+	l4 := &raft.Log{Index: 4, Term: 1, Type: raft.LogCommand, Data: idemBatch(1, 6, 1, "d")}
+	if err := leader.StoreLogs([]*raft.Log{l4}); err != nil {
+		t.Fatal(err)
+	}
+	applied = applyAsync(f, l4)
+	held.release <- errors.New("input/output error")
+	res := <-applied
+	if !errors.Is(res.Err, kerr.KafkaStorageError) {
+		t.Fatalf("after a failed fsync: %+v, want KAFKA_STORAGE_ERROR", res)
+	}
+	if hw := p.HighWatermark(); hw != 6 {
+		t.Fatalf("high watermark %d after a failed fsync, want 6", hw)
+	}
+	l5 := &raft.Log{Index: 5, Term: 1, Type: raft.LogCommand, Data: idemBatch(1, 7, 1, "e")}
+	if err := leader.StoreLogs([]*raft.Log{l5}); err == nil {
+		t.Fatal("a store after a failed fsync succeeded")
+	}
+}
+
+// TestReplicaLeaderSyncOfDeletedEntries: entries a leader stored and raft
+// then deleted (a new leader's conflict) are not waited for when other
+// entries are stored at their indexes.
+func TestReplicaLeaderSyncOfDeletedEntries(t *testing.T) {
+	p, f, s := replicaAfterOneEntry(t)
+	held := heldStore{LogStore: s.inner, release: make(chan error, 1)}
+	leader := &dataLogStore{inner: held, p: p, leading: func() bool { return true }}
+	f = &replicaFSM{p: p, store: leader}
+	if err := leader.StoreLogs([]*raft.Log{{Index: 2, Term: 1, Type: raft.LogCommand, Data: idemBatch(1, 2, 3, "b")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.DeleteRange(2, 2); err != nil {
+		t.Fatal(err)
+	}
+	if p.log.EndOffset() != 2 {
+		t.Fatalf("log end %d after the delete, want 2", p.log.EndOffset())
+	}
+	follower := &dataLogStore{inner: s.inner, p: p}
+	l := &raft.Log{Index: 2, Term: 2, Type: raft.LogCommand, Data: idemBatch(1, 2, 1, "x")}
+	if err := follower.StoreLogs([]*raft.Log{l}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-applyAsync(f, l):
+		if res.Err != nil || res.Base != 2 {
+			t.Fatalf("the new leader's entry: %+v, want written at 2", res)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the apply of a new entry waits for the fsync of the deleted one")
+	}
+	held.release <- nil
 }

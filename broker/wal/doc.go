@@ -16,6 +16,9 @@
 //     flight: a write made while one runs need not wait for it to end
 //     before its own starts. Only then does the call return, so raft
 //     never counts an entry or a vote that is not on disk.
+//     StoreLogsDeferred returns after step 1 with the wait of step 2:
+//     a partition's leader stores its new entries that way and lets its
+//     state machine wait (broker/partition, leaderSync).
 //  3. GetLog looks the position up under WAL.mu and reads the record with
 //     one pread outside the lock, checking its CRC.
 //

@@ -70,8 +70,19 @@ func (s *Store) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l})
 // (or starting anywhere when the group's log is empty) and returns once
 // they are durable.
 func (s *Store) StoreLogs(logs []*raft.Log) error {
+	wait, err := s.StoreLogsDeferred(logs)
+	if err != nil {
+		return err
+	}
+	return wait()
+}
+
+// StoreLogsDeferred is StoreLogs returning once the entries are written
+// and indexed (GetLog reads them), before they are durable: wait returns
+// once they are, or with the error that keeps them from it.
+func (s *Store) StoreLogsDeferred(logs []*raft.Log) (wait func() error, err error) {
 	if len(logs) == 0 {
-		return nil
+		return func() error { return nil }, nil
 	}
 	// Each entry is three pieces written with one pwritev: its header
 	// and fixed fields, its data as raft holds it (not copied), and its
@@ -111,10 +122,11 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		}
 		return nil
 	}
-	if err := s.w.write(iov, sizes, recs, check); err != nil {
-		return err
+	seq, err := s.w.appendRecords(iov, sizes, recs, check)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return func() error { return s.w.syncTo(seq) }, nil
 }
 
 // DeleteRange removes entries min..max: a prefix after a snapshot

@@ -444,6 +444,16 @@ func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 // waits until they are durable. The records' bytes are the
 // concatenation of iov; sizes[i] is the length of record i.
 func (w *WAL) write(iov [][]byte, sizes []int64, recs []record, check func() error) error {
+	seq, err := w.appendRecords(iov, sizes, recs, check)
+	if err != nil {
+		return err
+	}
+	return w.syncTo(seq)
+}
+
+// appendRecords is write without the wait: it returns the write's
+// number, durable once syncTo of it returns.
+func (w *WAL) appendRecords(iov [][]byte, sizes []int64, recs []record, check func() error) (uint64, error) {
 	var total int64
 	for _, n := range sizes {
 		total += n
@@ -451,12 +461,12 @@ func (w *WAL) write(iov [][]byte, sizes []int64, recs []record, check func() err
 	w.mu.Lock()
 	if err := w.usableLocked(); err != nil {
 		w.mu.Unlock()
-		return err
+		return 0, err
 	}
 	if check != nil {
 		if err := check(); err != nil {
 			w.mu.Unlock()
-			return err
+			return 0, err
 		}
 	}
 	if seg := w.activeLocked(); seg.size > 0 && seg.size+total > w.opts.SegmentBytes {
@@ -467,7 +477,7 @@ func (w *WAL) write(iov [][]byte, sizes []int64, recs []record, check func() err
 		if err != nil {
 			w.failLocked(err)
 			w.mu.Unlock()
-			return err
+			return 0, err
 		}
 	}
 	seg := w.activeLocked()
@@ -475,7 +485,7 @@ func (w *WAL) write(iov [][]byte, sizes []int64, recs []record, check func() err
 		err = fmt.Errorf("cannot write to wal segment %s: %w", seg.f.Name(), err)
 		w.failLocked(err)
 		w.mu.Unlock()
-		return err
+		return 0, err
 	}
 	off := seg.size
 	for i, rec := range recs {
@@ -490,7 +500,7 @@ func (w *WAL) write(iov [][]byte, sizes []int64, recs []record, check func() err
 	w.mu.Unlock()
 	w.stats.appends.Add(1)
 	w.stats.bytes.Add(uint64(total))
-	return w.syncTo(seq)
+	return seq, nil
 }
 
 // writeOne is write for a single record in b.
