@@ -230,10 +230,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	// Several produce requests' entries go to raft in one log write.
 	rc.BatchApplyCh = true
 	// Replication and the followers' FSM read recent entries from memory.
-	logs, err := raft.NewLogCache(groupLogCache, logStore)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create the raft log cache of group %d: %w", cfg.Group, err)
-	}
+	logs := newLogCache(logStore, groupLogCache, groupLogCacheBytes)
 	if g.Raft, err = raft.NewRaft(rc, trackedFSM{cfg.FSM, &g.applied, snaps}, logs, g.store, snaps, g.trans); err != nil {
 		return nil, fmt.Errorf("cannot start raft group %d: %w", cfg.Group, err)
 	}
@@ -346,9 +343,13 @@ type groupStore interface {
 	raft.StableStore
 }
 
-// groupLogCache is how many recent entries of a group raft keeps in
-// memory (raft.LogCache).
-const groupLogCache = 64
+// groupLogCache and groupLogCacheBytes bound the recent entries of a
+// group kept in memory (logCache): a few round trips' worth of small
+// entries, a few large ones.
+const (
+	groupLogCache      = 64
+	groupLogCacheBytes = 4 << 20
+)
 
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
