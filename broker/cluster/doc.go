@@ -86,7 +86,7 @@
 // replicated partition (the broker supplies the state machine): its raft
 // log and stable store in the broker's raft WAL (package wal, one per
 // broker in DataDir/raft-wal, opened by the first group and closed with
-// the last, wal.go), behind raft's log cache, and file snapshots in the
+// the last, wal.go), behind a log cache (logcache.go), and file snapshots in the
 // partition's raft directory, every initial replica bootstrapping the
 // same configuration of all replicas as voters (unless the group's
 // members changed since: replicas added later never bootstrap). GroupConfig.Snapshots lets the broker wrap
