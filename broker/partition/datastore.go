@@ -381,7 +381,7 @@ func (s *dataLogStore) durable(i uint64) error {
 // entries stored there later are waited for on their own.
 func (s *dataLogStore) dropPending(lo, hi uint64) {
 	s.syncMu.Lock()
-	s.pending = slices.DeleteFunc(s.pending, func(q *leaderSync) bool { return q.lo <= hi && q.hi >= lo && q.err == nil })
+	s.pending = slices.DeleteFunc(s.pending, func(q *leaderSync) bool { return q.lo <= hi && q.hi >= lo })
 	s.syncMu.Unlock()
 }
 
