@@ -36,10 +36,10 @@ package partition
 // and raft sends it a snapshot instead.
 //
 // Crash consistency: the partition data and the WAL references are
-// written, then both fsynced. After a crash one
-// may be ahead of the other; StartReplica's reconcile cuts whichever is
-// ahead (data past the last reference, references past the data), both
-// of them entries raft was never told were stored.
+// written, then both fsynced. After a crash one may be ahead of the
+// other; StartReplica's reconcile cuts whichever is ahead (data past the
+// last reference, references past the data): on a follower entries raft
+// was never told were stored, on a leader entries not acknowledged.
 
 import (
 	"context"

@@ -17,9 +17,10 @@ package partition
 //     entry is on its way to the followers): each byte is written once
 //     per replica.
 //   - replicaFSM.Apply moves the high watermark to the entry's end and
-//     answers the producer, on the leader once its fsync has ended. The high watermark is the applied end;
-//     applied means committed on a majority. Above it the log holds
-//     entries raft has not committed, which a new leader may replace.
+//     answers the producer, on the leader once its fsync has ended. The
+//     high watermark is the applied end; applied means committed on a
+//     majority. Above it the log holds entries raft has not committed,
+//     which a new leader may replace.
 //   - Snapshots record the high watermark at the snapshot's raft index;
 //     on restart raft restores the newest one (the log is kept: it holds
 //     the entries after the snapshot too) and applies the entries after
