@@ -81,14 +81,18 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			n, _ := p.Producers()
 			pids += n
 			idx := strconv.Itoa(int(p.Index()))
+			// In sync is read before the high watermark and size, so a
+			// scrape that says in sync shows them as of that moment or
+			// later: read after, a replica catching up meanwhile showed
+			// in sync beside its old high watermark.
+			in := 0.0
+			if p.Replicated() && p.InSync() {
+				in = 1
+			}
 			ch <- prometheus.MustNewConstMetric(descLogStart, prometheus.GaugeValue, float64(p.Log().StartOffset()), t.name, idx)
 			ch <- prometheus.MustNewConstMetric(descHW, prometheus.GaugeValue, float64(p.HighWatermark()), t.name, idx)
 			ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(p.Log().Size()), t.name, idx)
 			if p.Replicated() {
-				in := 0.0
-				if p.InSync() {
-					in = 1
-				}
 				ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, in, t.name, idx)
 			}
 		}
