@@ -105,6 +105,47 @@ func TestRelaySourceWindows(t *testing.T) {
 	}
 }
 
+// TestRelaySpreadScore: the chunks one node asks of its sources, taken
+// by the highest spreadScore, spread evenly over them, and two nodes
+// with the same sources prefer different ones for most chunks.
+func TestRelaySpreadScore(t *testing.T) {
+	const chunks = 600
+	for _, sources := range [][]string{{"n1", "n2"}, {"n1", "n2", "n3"}, {"n2", "n3", "n4", "n5", "n6"}} {
+		picks := map[string][2]int{}
+		same := 0
+		for c := range chunks {
+			hash := fmt.Sprintf("chunk-%d", c)
+			var first [2]string
+			for i, self := range []string{"n7", "n8"} {
+				best, bestScore := "", uint64(0)
+				for _, s := range sources {
+					if score := spreadScore(hash, self, s); best == "" || score > bestScore {
+						best, bestScore = s, score
+					}
+				}
+				first[i] = best
+				n := picks[best]
+				n[i]++
+				picks[best] = n
+			}
+			if first[0] == first[1] {
+				same++
+			}
+		}
+		fair := chunks / len(sources)
+		for _, s := range sources {
+			for i, n := range picks[s] {
+				if n < fair*3/4 || n > fair*5/4 {
+					t.Errorf("sources %v: node %d asked %s for %d of %d chunks, want about %d", sources, i, s, n, chunks, fair)
+				}
+			}
+		}
+		if want := chunks / len(sources); same > want*5/4 {
+			t.Errorf("sources %v: two nodes chose the same source for %d of %d chunks, want about %d", sources, same, chunks, want)
+		}
+	}
+}
+
 // A request for a chunk of the version being assembled waits for it, and
 // gives up when the node moves to another version.
 func TestRelayAwaitPartial(t *testing.T) {
