@@ -77,10 +77,12 @@ type GroupConfig struct {
 	Logger           *slog.Logger
 }
 
-// Group is a running data raft group. Raft stays set after Close (its
-// methods then report a shut-down node), so readers need no lock.
+// Group is a running data raft group. Its raft instance is replaced when
+// the group wakes from Sleep; Raft returns the current one, and the last
+// one stays set after Close (its methods then report a shut-down node),
+// so readers need no lock.
 type Group struct {
-	Raft  *raft.Raft
+	raft  atomic.Pointer[raft.Raft]
 	id    uint64
 	store groupStore
 	// closeStore closes the bbolt store or releases the shared WAL.
@@ -94,7 +96,17 @@ type Group struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// What a new raft instance is made of when the group wakes (dormant.go).
+	rc       *raft.Config
+	fsm      raft.FSM
+	logStore raft.LogStore
+	snaps    raft.SnapshotStore
+	life     groupLife
 }
+
+// Raft is the group's current raft instance.
+func (g *Group) Raft() *raft.Raft { return g.raft.Load() }
 
 // StartGroup opens (or creates) a data raft group's stores in cfg.Dir and
 // starts its raft instance on this node's mux.
@@ -154,7 +166,6 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 			return nil, err
 		}
 	}
-	g.trans = n.newTransport(cfg.Group, 2, hl)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
 	rc.Logger = hl
@@ -180,11 +191,18 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	// serving, and followers serve no reads. So an idle follower applies
 	// the last entries up to 2-4 heartbeat timeouts late.
 	rc.CommitTimeout = 2 * rc.HeartbeatTimeout
-	g.trans.hbEvery = rc.HeartbeatTimeout / 4
+	g.trans = n.newTransport(cfg.Group, 2, hl, func(t *groupTransport) {
+		t.hbEvery = rc.HeartbeatTimeout / 4
+		if n.hub != nil {
+			t.quiet.hb = rc.HeartbeatTimeout
+		}
+		wake, sleep := g.wakeForRPC, g.sleepAsFollower
+		t.wakeFn.Store(&wake)
+		t.sleepFn.Store(&sleep)
+	})
 	if n.hub != nil {
 		// Quiet when idle (quiet.go); the links' empty frames tell
 		// both ends the other broker is there.
-		g.trans.quiet.hb = rc.HeartbeatTimeout
 		n.hub.setPing(rc.HeartbeatTimeout / 4)
 		for {
 			old := n.quietHB.Load()
@@ -223,6 +241,8 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	// timeout. Timeouts only decide when raft stands, never what it
 	// accepts, so safety is raft's.
 	normal := rc.HeartbeatTimeout
+	// A group that wakes (dormant.go) starts with the normal timeouts.
+	wakeRC := *rc
 	held := bootstrapped && len(cfg.Peers) > 1
 	if held {
 		rc.HeartbeatTimeout, rc.ElectionTimeout = heldElectionTimeouts*normal, heldElectionTimeouts*normal
@@ -230,13 +250,14 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	// Several produce requests' entries go to raft in one log write.
 	rc.BatchApplyCh = true
 	// Replication and the followers' FSM read recent entries from memory.
-	logs := newLogCache(logStore, groupLogCache, groupLogCacheBytes)
-	if g.Raft, err = raft.NewRaft(rc, trackedFSM{cfg.FSM, &g.applied, snaps}, logs, g.store, snaps, g.trans); err != nil {
-		return nil, fmt.Errorf("cannot start raft group %d: %w", cfg.Group, err)
+	wakeRC.BatchApplyCh = rc.BatchApplyCh
+	g.rc, g.fsm, g.logStore, g.snaps = &wakeRC, trackedFSM{cfg.FSM, &g.applied, snaps}, logStore, snaps
+	r, err := g.newRaft(rc)
+	if err != nil {
+		return nil, err
 	}
-	n.started(g.trans, g.Raft)
 	if held {
-		holdFirstElection(g.Raft, normal)
+		holdFirstElection(r, normal)
 	}
 	if bootstrapped && len(cfg.Peers) > 1 && cfg.Peers[0] == n.cfg.NodeID {
 		// The first replica is the preferred leader: it starts the first
@@ -254,11 +275,14 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 // Safe to call more than once.
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
-		if g.Raft != nil {
+		g.life.Lock()
+		g.life.closed = true
+		g.life.Unlock()
+		if r := g.Raft(); r != nil {
 			if g.trans != nil {
 				g.trans.detach()
 			}
-			g.closeErr = errors.Join(g.closeErr, g.Raft.Shutdown().Error())
+			g.closeErr = errors.Join(g.closeErr, r.Shutdown().Error())
 		}
 		if g.trans != nil {
 			g.node.unregister(g.id, g.trans)
@@ -277,11 +301,14 @@ func (g *Group) Remove() error {
 	if g.wal != nil {
 		// Before Close releases it (the broker's other groups keep it
 		// open anyway).
-		if g.Raft != nil {
+		g.life.Lock()
+		g.life.closed = true
+		g.life.Unlock()
+		if r := g.Raft(); r != nil {
 			if g.trans != nil {
 				g.trans.detach()
 			}
-			_ = g.Raft.Shutdown().Error()
+			_ = r.Shutdown().Error()
 		}
 		err = g.wal.DropGroup(g.id)
 	}

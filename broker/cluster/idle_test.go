@@ -23,17 +23,17 @@ func TestNewGroupFirstElection(t *testing.T) {
 	}
 	waitFor(t, "a leader known to every replica", func() bool {
 		for _, g := range grps {
-			if _, id := g.Raft.LeaderWithID(); id == "" {
+			if _, id := g.Raft().LeaderWithID(); id == "" {
 				return false
 			}
 		}
 		return true
 	})
-	if grps[0].Raft.State() != raft.Leader {
-		t.Fatalf("the preferred replica is %v, want the leader", grps[0].Raft.State())
+	if grps[0].Raft().State() != raft.Leader {
+		t.Fatalf("the preferred replica is %v, want the leader", grps[0].Raft().State())
 	}
 	for i, g := range grps {
-		if d := g.Raft.ReloadableConfig().HeartbeatTimeout; d == heldElectionTimeouts*hb {
+		if d := g.Raft().ReloadableConfig().HeartbeatTimeout; d == heldElectionTimeouts*hb {
 			t.Fatalf("replica %d still has the held timeout %v after seeing a leader", i, d)
 		}
 	}
@@ -44,13 +44,13 @@ func TestNewGroupFirstElection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := grps[0].Raft.Apply(data, 10*time.Second)
+		f := grps[0].Raft().Apply(data, 10*time.Second)
 		if err := f.Error(); err != nil {
 			t.Fatalf("write %s: %v", what, err)
 		}
 		waitFor(t, what+" applied on every replica", func() bool {
 			for _, g := range grps {
-				if g.Raft.AppliedIndex() < f.Index() {
+				if g.Raft().AppliedIndex() < f.Index() {
 					return false
 				}
 			}
@@ -81,6 +81,6 @@ func TestNewGroupElectsWithoutPreferred(t *testing.T) {
 		grps = append(grps, startTestGroup(t, n, 301, true, hb))
 	}
 	waitFor(t, "a leader among the replicas that opened the group", func() bool {
-		return grps[0].Raft.State() == raft.Leader || grps[1].Raft.State() == raft.Leader
+		return grps[0].Raft().State() == raft.Leader || grps[1].Raft().State() == raft.Leader
 	})
 }

@@ -93,7 +93,7 @@ func (t *groupTransport) noteLeaderCommit(c uint64) {
 // and has applied every entry its leader last said was committed (a
 // leader is in sync by definition).
 func (g *Group) InSync() bool {
-	r := g.Raft
+	r := g.Raft()
 	if r == nil || g.node == nil || g.trans == nil {
 		return false
 	}

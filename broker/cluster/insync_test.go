@@ -42,7 +42,7 @@ func TestInSyncWaitsForTheStateMachine(t *testing.T) {
 	leader := -1
 	waitFor(t, "a leader of the group", func() bool {
 		for i, g := range grps {
-			if g.Raft.State() == raft.Leader {
+			if g.Raft().State() == raft.Leader {
 				leader = i
 				return true
 			}
@@ -51,7 +51,7 @@ func TestInSyncWaitsForTheStateMachine(t *testing.T) {
 	})
 	apply := func(what string) {
 		t.Helper()
-		if err := grps[leader].Raft.Apply([]byte(what), 0).Error(); err != nil {
+		if err := grps[leader].Raft().Apply([]byte(what), 0).Error(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,9 +67,9 @@ func TestInSyncWaitsForTheStateMachine(t *testing.T) {
 	for i := range 5 {
 		apply(fmt.Sprintf("held-%d", i))
 	}
-	end := grps[leader].Raft.LastIndex()
+	end := grps[leader].Raft().LastIndex()
 	waitFor(t, "the held follower handed every entry by raft", func() bool {
-		return grps[f].Raft.AppliedIndex() >= end && grps[f].trans.leaderCommit.Load() >= end
+		return grps[f].Raft().AppliedIndex() >= end && grps[f].trans.leaderCommit.Load() >= end
 	})
 	if grps[f].InSync() {
 		gates[f].Unlock()

@@ -310,6 +310,7 @@ func New(cfg Config) (*Node, error) {
 	n.mux.handlers[kindHeartbeat] = n.serveHeartbeats
 	n.mux.handlers[kindWatch] = n.serveWatch
 	n.mux.handlers[kindVote] = n.serveVote
+	n.mux.handlers[kindSleep] = n.serveSleep
 	if cfg.HeartbeatWindow > 0 {
 		n.hub = newHeartbeatHub(n.mux, cfg.HeartbeatWindow, n.stats)
 	}

@@ -360,3 +360,12 @@ func (h *heartbeatHub) pingEvery() time.Duration {
 	defer h.mu.Unlock()
 	return h.ping
 }
+
+// resetQuiet forgets the follower's quiet state: a new raft instance
+// (dormant.go) starts with the normal timeouts.
+func (t *groupTransport) resetQuiet() {
+	t.quiet.mu.Lock()
+	t.quiet.on = false
+	t.quiet.busy = time.Now()
+	t.quiet.mu.Unlock()
+}

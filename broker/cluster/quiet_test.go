@@ -30,7 +30,7 @@ func TestQuietGroups(t *testing.T) {
 	}
 	leaderOf := func(g int, among ...int) int {
 		for _, i := range among {
-			if grps[i][g].Raft.State() == raft.Leader {
+			if grps[i][g].Raft().State() == raft.Leader {
 				return i
 			}
 		}
@@ -55,15 +55,15 @@ func TestQuietGroups(t *testing.T) {
 	waitFor(t, "heartbeats answered locally", func() bool { return quietAnswers() > 0 })
 	terms := make([]uint64, groups)
 	for g := range groups {
-		terms[g] = grps[leaderOf(g, 0, 1, 2)][g].Raft.CurrentTerm()
+		terms[g] = grps[leaderOf(g, 0, 1, 2)][g].Raft().CurrentTerm()
 	}
 	// Several of the followers' normal timeouts without a heartbeat from
 	// a leader: still the same leaders.
 	time.Sleep(5 * hb)
 	for g := range groups {
 		l := leaderOf(g, 0, 1, 2)
-		if l < 0 || grps[l][g].Raft.CurrentTerm() != terms[g] {
-			t.Fatalf("group %d had an election while quiet (term %d, was %d)", g, grps[max(l, 0)][g].Raft.CurrentTerm(), terms[g])
+		if l < 0 || grps[l][g].Raft().CurrentTerm() != terms[g] {
+			t.Fatalf("group %d had an election while quiet (term %d, was %d)", g, grps[max(l, 0)][g].Raft().CurrentTerm(), terms[g])
 		}
 	}
 
@@ -73,14 +73,14 @@ func TestQuietGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := grps[l][0].Raft.Apply(data, 5*time.Second)
+	f := grps[l][0].Raft().Apply(data, 5*time.Second)
 	if err := f.Error(); err != nil {
 		t.Fatalf("write to a quiet group: %v", err)
 	}
 	idx := f.Index()
 	waitFor(t, "the write applied on every replica", func() bool {
 		for i := range nodes {
-			if grps[i][0].Raft.AppliedIndex() < idx {
+			if grps[i][0].Raft().AppliedIndex() < idx {
 				return false
 			}
 		}
@@ -134,7 +134,7 @@ func TestQuietTransfer(t *testing.T) {
 			grp := startTestGroup(t, n, uint64(300+g), i == 0, hb)
 			grps[i] = append(grps[i], grp)
 			ch := make(chan raft.Observation, 16)
-			grp.Raft.RegisterObserver(raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+			grp.Raft().RegisterObserver(raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 				_, ok := o.Data.(raft.RequestPreVoteRequest)
 				return ok
 			}))
@@ -151,7 +151,7 @@ func TestQuietTransfer(t *testing.T) {
 	}
 	leaderOf := func(g int) *Group {
 		for i := range nodes {
-			if grps[i][g].Raft.State() == raft.Leader {
+			if grps[i][g].Raft().State() == raft.Leader {
 				return grps[i][g]
 			}
 		}
@@ -186,11 +186,11 @@ func TestQuietTransfer(t *testing.T) {
 			if l == nil {
 				t.Fatalf("round %d: group %d lost its leader", round, g)
 			}
-			f := l.Raft.GetConfiguration()
+			f := l.Raft().GetConfiguration()
 			if err := f.Error(); err != nil {
 				t.Fatal(err)
 			}
-			_, lid := l.Raft.LeaderWithID()
+			_, lid := l.Raft().LeaderWithID()
 			for _, s := range f.Configuration().Servers {
 				if s.ID == lid {
 					continue
@@ -208,20 +208,20 @@ func TestQuietTransfer(t *testing.T) {
 					// target's heartbeats locally, so raft on the target
 					// last had contact more than a heartbeat timeout ago.
 					deadline := time.Now().Add(30 * time.Second)
-					for time.Since(tg.Raft.LastContact()) < hb+hb/2 && time.Now().Before(deadline) {
+					for time.Since(tg.Raft().LastContact()) < hb+hb/2 && time.Now().Before(deadline) {
 						time.Sleep(20 * time.Millisecond)
 					}
 					tg.trans.quiet.mu.Lock()
 					on := tg.trans.quiet.on
 					tg.trans.quiet.mu.Unlock()
-					if !on || tg.Raft.State() != raft.Follower {
+					if !on || tg.Raft().State() != raft.Follower {
 						skipped[g] = true
 						return
 					}
 					mu.Lock()
 					before := preVotes[g][s.ID]
 					mu.Unlock()
-					errs[g] = l.Raft.LeadershipTransferToServer(s.ID, s.Address).Error()
+					errs[g] = l.Raft().LeadershipTransferToServer(s.ID, s.Address).Error()
 					mu.Lock()
 					stood[g] = preVotes[g][s.ID] - before
 					mu.Unlock()
@@ -253,7 +253,7 @@ func followersQuiet(grps map[int][]*Group) bool {
 			grp.trans.quiet.mu.Lock()
 			on := grp.trans.quiet.on
 			grp.trans.quiet.mu.Unlock()
-			if grp.Raft.State() == raft.Follower && !on {
+			if grp.Raft().State() == raft.Follower && !on {
 				return false
 			}
 		}

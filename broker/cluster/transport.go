@@ -126,6 +126,16 @@ type groupTransport struct {
 	// quiet: see quiet.go.
 	quiet quietState
 
+	// dormant is set while the group's raft is shut down by Sleep
+	// (dormant.go); an RPC then calls wakeFn before raft gets it. slept
+	// tells an RPC waiting for the old instance that it is gone.
+	// keepOpen makes Close a no-op while Sleep shuts raft down (raft
+	// closes its transport).
+	dormant, keepOpen atomic.Bool
+	wakeFn            atomic.Pointer[func()]
+	sleepFn           atomic.Pointer[func(term, last uint64, leader raft.ServerID) bool]
+	slept             chan struct{}
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	// detached is closed by detach (before raft shuts down).
@@ -153,8 +163,24 @@ func (t *groupTransport) detach() {
 // newGroupTransport wraps a NetworkTransport for group; hub may be nil
 // (heartbeats then go over the NetworkTransport as usual).
 func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbeatHub) *groupTransport {
-	t := &groupTransport{NetworkTransport: inner, group: group, hub: hub, consumer: make(chan raft.RPC), votes: make(chan raft.RPC), closed: make(chan struct{}), detached: make(chan struct{})}
+	t := makeGroupTransport(inner, group, hub)
+	t.start()
+	return t
+}
+
+// makeGroupTransport is newGroupTransport without the forwarding
+// goroutine, for a caller that sets fields it reads first (start).
+func makeGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbeatHub) *groupTransport {
+	t := &groupTransport{NetworkTransport: inner, group: group, hub: hub, consumer: make(chan raft.RPC), votes: make(chan raft.RPC), closed: make(chan struct{}), detached: make(chan struct{}),
+		slept: make(chan struct{}, 1)}
 	t.quiet.busy = time.Now()
+	return t
+}
+
+// start starts the goroutine that forwards the NetworkTransport's RPCs
+// and the vote streams' to raft.
+func (t *groupTransport) start() {
+	inner := t.NetworkTransport
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
@@ -179,17 +205,22 @@ func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbea
 				t.noteBusy()
 				pre = t.leaderNow()
 			}
-			select {
-			case t.consumer <- rpc:
-			case <-t.closed:
-				return
+		send:
+			for {
+				t.wakeIfDormant()
+				select {
+				case t.consumer <- rpc:
+					break send
+				case <-t.slept:
+				case <-t.closed:
+					return
+				}
 			}
 			if news && !elect {
 				t.wake(false, pre)
 			}
 		}
 	}()
-	return t
 }
 
 // capLeaderCommit keeps the commit index raft takes from an AppendEntries
@@ -382,8 +413,21 @@ func (t *groupTransport) timeoutNow() bool {
 	return false
 }
 
-// Close stops the forwarding goroutine and the NetworkTransport.
+// wakeIfDormant wakes the group for an RPC if it sleeps (dormant.go).
+func (t *groupTransport) wakeIfDormant() {
+	if t.dormant.Load() {
+		if fn := t.wakeFn.Load(); fn != nil {
+			(*fn)()
+		}
+	}
+}
+
+// Close stops the forwarding goroutine and the NetworkTransport (not
+// while the group goes dormant).
 func (t *groupTransport) Close() error {
+	if t.keepOpen.Load() {
+		return nil
+	}
 	t.closeOnce.Do(func() { close(t.closed) })
 	err := t.NetworkTransport.Close()
 	t.wg.Wait()
@@ -822,6 +866,7 @@ func (n *Node) deliverHeartbeat(r heartbeatReq, respCh chan raft.RPCResponse) he
 	if t == nil {
 		return heartbeatAnswer{err: fmt.Sprintf("raft group %d is not running on broker %d", r.group, n.cfg.NodeID)}
 	}
+	t.wakeIfDormant()
 	fn := t.hbFn.Load()
 	if fn == nil {
 		return heartbeatAnswer{err: fmt.Sprintf("raft group %d on broker %d is not ready", r.group, n.cfg.NodeID)}
@@ -1027,7 +1072,9 @@ func decodeHeartbeatResponses(b []byte) ([]heartbeatAnswer, error) {
 }
 
 // newTransport makes group's transport on the mux and registers it.
-func (n *Node) newTransport(group uint64, maxPool int, hl hclog.Logger) *groupTransport {
+//
+// setup runs before the transport forwards its first RPC.
+func (n *Node) newTransport(group uint64, maxPool int, hl hclog.Logger, setup ...func(*groupTransport)) *groupTransport {
 	stream := n.mux.Group(group)
 	inner := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: maxPool, Timeout: 10 * time.Second, Logger: hl,
@@ -1040,9 +1087,13 @@ func (n *Node) newTransport(group uint64, maxPool int, hl hclog.Logger) *groupTr
 		// documentation of this setting recommends anyway.
 		MaxRPCsInFlight: 1,
 	})
-	t := newGroupTransport(inner, group, n.hub)
+	t := makeGroupTransport(inner, group, n.hub)
 	t.node = n
 	t.stream = stream
+	for _, f := range setup {
+		f(t)
+	}
+	t.start()
 	n.groups.Lock()
 	n.groups.m[group] = t
 	n.groups.Unlock()

@@ -90,7 +90,7 @@ func TestCoalescedHeartbeatsAndFastElection(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = grp.Close() })
-			rafts[i] = append(rafts[i], grp.Raft)
+			rafts[i] = append(rafts[i], grp.Raft())
 		}
 	}
 	leaderOf := func(g int, among []int) int {

@@ -117,7 +117,7 @@ func (p *Partition) StartReplica(node *cluster.Node, rc ReplicaConfig) error {
 		return err
 	}
 	p.grp = g
-	started.Store(g.Raft)
+	started.Store(g.Raft())
 	p.snapsLive = &snaps.live
 	snaps.live.Store(true)
 	return nil
@@ -155,7 +155,7 @@ func (p *Partition) Raft() *raft.Raft {
 	if p.grp == nil {
 		return nil
 	}
-	return p.grp.Raft
+	return p.grp.Raft()
 }
 
 // InSync reports whether this replica is a raft voter that has applied
@@ -168,7 +168,7 @@ func (p *Partition) InSync() bool {
 	if p.grp == nil {
 		return true
 	}
-	if p.grp.Raft.State() == raft.Leader {
+	if p.grp.Raft().State() == raft.Leader {
 		return p.IsLeader()
 	}
 	return p.grp.InSync()
@@ -179,7 +179,7 @@ func (p *Partition) Term() uint64 {
 	if p.grp == nil {
 		return 0
 	}
-	return p.grp.Raft.CurrentTerm()
+	return p.grp.Raft().CurrentTerm()
 }
 
 // IsLeader: the local replica may serve produce and fetch: it is the raft
@@ -190,7 +190,7 @@ func (p *Partition) IsLeader() bool {
 	if p.grp == nil {
 		return true
 	}
-	r := p.grp.Raft
+	r := p.grp.Raft()
 	return r.State() == raft.Leader && p.readyTerm.Load() == r.CurrentTerm()
 }
 
@@ -204,7 +204,7 @@ func (p *Partition) LeaderEpoch() int32 {
 	if p.grp == nil {
 		return UnreplicatedEpoch
 	}
-	return int32(min(p.grp.Raft.CurrentTerm(), math.MaxInt32))
+	return int32(min(p.grp.Raft().CurrentTerm(), math.MaxInt32))
 }
 
 // CheckLeaderEpoch compares a client's idea of the leader epoch with ours
@@ -233,7 +233,7 @@ func ReadyLeaders(parts []*Partition, notReady string) {
 		if p == nil || p.grp == nil {
 			continue
 		}
-		r := p.grp.Raft
+		r := p.grp.Raft()
 		term := r.CurrentTerm()
 		if r.State() != raft.Leader || p.readyTerm.Load() == term {
 			continue
@@ -293,7 +293,7 @@ func (p *Partition) Replicate(records []byte) (raft.ApplyFuture, error) {
 // producer state and appends them on every replica. ApplyResult waits for
 // the returned future. The partition must be replicated.
 func (p *Partition) RaftApply(data []byte) raft.ApplyFuture {
-	return p.grp.Raft.Apply(data, replicaApplyTimeout)
+	return p.grp.Raft().Apply(data, replicaApplyTimeout)
 }
 
 // ApplyResult waits for an applied entry and maps raft's errors.
@@ -327,7 +327,7 @@ func ApplyResult(f raft.ApplyFuture) AppendResult {
 // the caller loaded its state in: a proposal in a later term is refused,
 // since another leader may have written in between.
 func (p *Partition) Propose(term uint64, batch []byte) func() error {
-	if !p.IsLeader() || p.grp.Raft.CurrentTerm() != term {
+	if !p.IsLeader() || p.grp.Raft().CurrentTerm() != term {
 		return func() error {
 			return fmt.Errorf("%w: this broker is no longer the raft leader of %s in term %d", kerr.NotCoordinator, p, term)
 		}
