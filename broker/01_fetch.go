@@ -51,7 +51,7 @@ func (b *Broker) handleFetch(ctx context.Context, r *kmsg.FetchRequest, p *serve
 	var parts []*partition.Partition
 	for _, t := range r.Topics {
 		for _, rp := range t.Partitions {
-			if part := b.partition(t.Topic, rp.Partition); part != nil && !denied[t.Topic] {
+			if part := b.readPartition(t.Topic, rp.Partition); part != nil && !denied[t.Topic] {
 				part.AddWaiter(wake)
 				parts = append(parts, part)
 			}

@@ -89,6 +89,7 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, r *kmsg.WriteTxnMark
 				sp := &rt.Partitions[j]
 				sp.Default()
 				sp.Partition = i
+				b.awaitDormant(ctx, t.Topic, i)
 				switch p := b.partition(t.Topic, i); {
 				case b.cluster == nil:
 					sp.ErrorCode = kerr.InvalidRequest.Code

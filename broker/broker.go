@@ -374,6 +374,13 @@ func (b *Broker) Run(ctx context.Context) error {
 			defer wg.Done()
 			b.runCoordinators(ctx)
 		}()
+		if b.cfg.ReplicaDormantAfter > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b.sleepIdlePartitions(ctx)
+			}()
+		}
 		go func() {
 			defer wg.Done()
 			if err := b.cluster.Run(clusterCtx); err != nil {

@@ -157,6 +157,11 @@ type Config struct {
 	// this; the leader sends each follower a heartbeat every tenth of it,
 	// which is most of an idle cluster's CPU. Default 1s, at least 100ms.
 	ReplicaHeartbeatTimeout time.Duration
+	// ReplicaDormantAfter puts a replicated partition's raft group to
+	// sleep once its leader has had no write for this long (dormant.go):
+	// an idle group then costs no CPU, and its first write after waits
+	// for an election. 0 (the default): groups never sleep.
+	ReplicaDormantAfter time.Duration
 	// ReplicaTrailingLogs is how many applied raft entries a replicated
 	// partition keeps behind each snapshot; a replica lagging by more gets
 	// the partition's data in a snapshot instead. Default 10240.

@@ -78,6 +78,12 @@ func (b *Broker) leaderPending(p *partition.Partition) bool {
 	case raft.Candidate:
 		return true
 	case raft.Follower:
+	case raft.Shutdown:
+		// A dormant group with this broker or a dead one as leader
+		// elects as soon as something wakes it (wakeDormant, or the
+		// watcher for a dead leader).
+		l, _, ok := p.DormantLeader()
+		return ok && (l == b.cfg.NodeID || b.cluster.PeerDown(l))
 	default:
 		return false
 	}
@@ -121,7 +127,15 @@ func (b *Broker) partitionPending(t string, i int32) bool {
 // NOT_LEADER_FOR_PARTITION from the leader Metadata named and, franz-go
 // at its defaults, refreshes its metadata only 5 s later.
 func (b *Broker) awaitProduceLeaders(ctx context.Context, r *kmsg.ProduceRequest) {
-	if b.cluster == nil || r.Acks == 0 {
+	if b.cluster == nil {
+		return
+	}
+	for _, rt := range r.Topics {
+		for _, rp := range rt.Partitions {
+			b.wakeDormant(rt.Topic, rp.Partition)
+		}
+	}
+	if r.Acks == 0 {
 		return
 	}
 	wait := b.handoverWait()
@@ -151,4 +165,29 @@ func (b *Broker) awaitProduceLeaders(ctx context.Context, r *kmsg.ProduceRequest
 				func() bool { return b.partitionPending(t, i) })
 		}
 	}
+}
+
+// wakeDormant makes partition i of t, if its group sleeps with this
+// broker as leader, stand for election at once: a write wakes the group
+// (the others wake for the vote requests), and the caller waits for the
+// new term's leader as for a handover (leaderPending).
+func (b *Broker) wakeDormant(t string, i int32) {
+	if p := b.localPartition(t, i); p != nil && b.dormantHere(p) {
+		if p.Elect() {
+			b.metrics.dormantWakes.Inc()
+		}
+	}
+}
+
+// awaitDormant is wakeDormant, then a wait (up to the handover wait) for
+// the partition to be served here.
+func (b *Broker) awaitDormant(ctx context.Context, t string, i int32) {
+	p := b.localPartition(t, i)
+	if p == nil || !b.dormantHere(p) {
+		return
+	}
+	b.wakeDormant(t, i)
+	b.awaitHandover(ctx, b.handoverWait(),
+		func() bool { return b.partition(t, i) != nil },
+		func() bool { return b.partitionPending(t, i) })
 }

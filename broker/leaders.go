@@ -123,6 +123,9 @@ func (b *Broker) localLeader(topicName string, topicID [16]byte, part int) (lead
 	if tp == nil || tp.id != topicID || part >= len(tp.parts) || tp.parts[part] == nil || !tp.parts[part].Replicated() {
 		return -1, -1, false, false
 	}
+	if l, term, ok := tp.parts[part].DormantLeader(); ok {
+		return l, int32(min(term, math.MaxInt32)), true, true
+	}
 	r := tp.parts[part].Raft()
 	_, id := r.LeaderWithID()
 	if id == "" {

@@ -26,6 +26,8 @@ type metrics struct {
 	// placement: see reassign.go.
 	snapshotInstalls prometheus.Counter
 	reassignments    *prometheus.CounterVec
+	// dormant groups: see dormant.go.
+	dormantSleeps, dormantWakes prometheus.Counter
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -41,6 +43,12 @@ func newMetrics(b *Broker) *metrics {
 		f(c)
 	}
 	m.registerPlacement(b)
+	m.dormantSleeps = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_dormant_sleeps_total",
+		Help: "Idle replicated partitions this broker, as their leader, put to sleep (--replica-dormant-after)."})
+	m.dormantWakes = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_dormant_wakes_total",
+		Help: "Dormant partitions this broker woke to lead again for a write, a transaction marker or a reassignment."})
+	f(m.dormantSleeps)
+	f(m.dormantWakes)
 	f(&stateCollector{b: b})
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -60,11 +68,12 @@ var (
 	descCommit   = prometheus.NewDesc("simtel_broker_group_committed_offset", "Committed offset.", []string{"group", "topic", "partition"}, nil)
 	descTopics   = prometheus.NewDesc("simtel_broker_topics", "Topics.", nil, nil)
 	descPIDs     = prometheus.NewDesc("simtel_broker_producers", "Idempotent producer states held by the partitions this broker serves, summed over them (a producer writing to 3 partitions counts 3).", nil, nil)
+	descDormant  = prometheus.NewDesc("simtel_broker_partitions_dormant", "Replicas of replicated partitions here whose raft group sleeps (--replica-dormant-after).", nil, nil)
 	descCoords   = prometheus.NewDesc("simtel_broker_group_coordinators", "Group coordinators this broker runs: 1 on a single node; in cluster mode one per partition of __consumer_offsets it leads and has loaded.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLogStart, descHW, descSize, descInSync, descLag, descCommit, descTopics, descCoords, descPIDs} {
+	for _, d := range []*prometheus.Desc{descLogStart, descHW, descSize, descInSync, descLag, descCommit, descTopics, descCoords, descPIDs, descDormant} {
 		ch <- d
 	}
 }
@@ -72,7 +81,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	topics := c.b.allTopics()
 	ch <- prometheus.MustNewConstMetric(descTopics, prometheus.GaugeValue, float64(len(topics)))
-	pids := 0
+	pids, dormant := 0, 0
 	for _, t := range topics {
 		for _, p := range t.parts {
 			if p == nil {
@@ -95,9 +104,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			if p.Replicated() {
 				ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, in, t.name, idx)
 			}
+			if p.Dormant() {
+				dormant++
+			}
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descPIDs, prometheus.GaugeValue, float64(pids))
+	ch <- prometheus.MustNewConstMetric(descDormant, prometheus.GaugeValue, float64(dormant))
 	coords := c.b.servedCoordinators()
 	ch <- prometheus.MustNewConstMetric(descCoords, prometheus.GaugeValue, float64(len(coords)))
 	for _, g := range coords {

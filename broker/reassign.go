@@ -202,6 +202,9 @@ func (pl *placer) partitionDuties(ctx context.Context) {
 				delete(pl.reported, gid)
 			}
 			switch {
+			case a.Target != nil && b.dormantHere(p):
+				// Its leader moves the reassignment on once awake.
+				p.Elect()
 			case p.IsLeader() && a.Target != nil:
 				pl.advance(ctx, md, tp, int32(i), p, a)
 			case p.IsLeader():

@@ -150,10 +150,31 @@ func (b *Broker) partition(t string, p int32) *partition.Partition {
 	return part
 }
 
-// servingPartition is partition checked against the client's current
+// readPartition is partition for a read (Fetch, ListOffsets,
+// OffsetForLeaderEpoch): also a replica whose group sleeps with this
+// broker as its leader, whose log and high watermark are as the group
+// left them; a read does not wake it (consumers poll idle partitions).
+func (b *Broker) readPartition(t string, p int32) *partition.Partition {
+	part := b.localPartition(t, p)
+	if part == nil {
+		return nil
+	}
+	if part.IsLeader() || b.dormantHere(part) {
+		return part
+	}
+	return nil
+}
+
+// dormantHere: p's group sleeps with this broker as its leader.
+func (b *Broker) dormantHere(p *partition.Partition) bool {
+	l, _, ok := p.DormantLeader()
+	return ok && l == b.cfg.NodeID
+}
+
+// servingPartition is readPartition checked against the client's current
 // leader epoch: the partition, or the error code to answer for it.
 func (b *Broker) servingPartition(t string, p, currentLeaderEpoch int32) (*partition.Partition, int16) {
-	part := b.partition(t, p)
+	part := b.readPartition(t, p)
 	if part == nil {
 		return nil, b.absentPartitionCode(t, p)
 	}

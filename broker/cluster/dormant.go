@@ -41,9 +41,17 @@ type groupLife struct {
 
 // sleptAs is a dormant group's leader, term and voters when it slept.
 type sleptAs struct {
-	leader raft.ServerID
-	term   uint64
-	voters []raft.ServerID
+	leader     raft.ServerID
+	leaderAddr raft.ServerAddress
+	term       uint64
+	voters     []raft.ServerID
+}
+
+// sleptState is the group's sleptAs; ok false while it is awake.
+func (g *Group) sleptState() (sleptAs, bool) {
+	g.life.Lock()
+	defer g.life.Unlock()
+	return g.life.slept, g.life.dormant
 }
 
 // ErrGroupClosed: the group was closed.
@@ -124,7 +132,7 @@ func (g *Group) Sleep() error {
 	}
 	r := g.Raft()
 	as := sleptAs{term: r.CurrentTerm()}
-	_, as.leader = r.LeaderWithID()
+	as.leaderAddr, as.leader = r.LeaderWithID()
 	if f := r.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			if s.Suffrage == raft.Voter {

@@ -199,6 +199,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 		wake, sleep := g.wakeForRPC, g.sleepAsFollower
 		t.wakeFn.Store(&wake)
 		t.sleepFn.Store(&sleep)
+		t.owner.Store(g)
 	})
 	if n.hub != nil {
 		// Quiet when idle (quiet.go); the links' empty frames tell

@@ -41,6 +41,7 @@ package cluster
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -163,6 +164,18 @@ func (t *groupTransport) checkQuiet(now time.Time) {
 	r := t.raft.Load()
 	if hb <= 0 || r == nil || t.node == nil {
 		return
+	}
+	if g := t.owner.Load(); g != nil {
+		if as, dormant := g.sleptState(); dormant {
+			// A dormant follower whose leader's broker went silent
+			// wakes: its new raft instance elects if the leader
+			// does not come back (dormant.go).
+			self := raft.ServerID(strconv.Itoa(int(t.node.cfg.NodeID)))
+			if as.leader != self && (as.leaderAddr == "" || !t.node.heardWithin(string(as.leaderAddr), hb+rand.N(hb), now)) {
+				g.wakeForRPC()
+			}
+			return
+		}
 	}
 	t.quiet.mu.Lock()
 	on, busy, silence := t.quiet.on, t.quiet.busy, t.quiet.silence

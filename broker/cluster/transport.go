@@ -134,6 +134,7 @@ type groupTransport struct {
 	dormant, keepOpen atomic.Bool
 	wakeFn            atomic.Pointer[func()]
 	sleepFn           atomic.Pointer[func(term, last uint64, leader raft.ServerID) bool]
+	owner             atomic.Pointer[Group] // nil for the controller and in tests of the transport
 	slept             chan struct{}
 
 	closeOnce sync.Once

@@ -356,7 +356,27 @@ func (n *Node) peerDown(ctx context.Context, id int32, why string) {
 	}
 	var turns []turn
 	last := 0
+	rankOf := func(voters []raft.ServerID) int {
+		voters = slices.DeleteFunc(slices.Clone(voters), func(v raft.ServerID) bool { return v == dead })
+		slices.SortFunc(voters, func(a, b raft.ServerID) int {
+			x, _ := strconv.Atoi(string(a))
+			y, _ := strconv.Atoi(string(b))
+			return x - y
+		})
+		return slices.Index(voters, self)
+	}
 	for _, t := range n.transports() {
+		if g := t.owner.Load(); g != nil {
+			// A dormant group that slept with the dead broker as
+			// leader elects the same way, once woken (Elect).
+			if as, dormant := g.sleptState(); dormant {
+				if rank := rankOf(as.voters); as.leader == dead && slices.Contains(as.voters, dead) && rank >= 0 {
+					turns = append(turns, turn{t, rank})
+					last = max(last, rank)
+				}
+				continue
+			}
+		}
 		r := t.raft.Load()
 		if r == nil || r.State() != raft.Follower {
 			continue
@@ -404,6 +424,13 @@ func (n *Node) peerDown(ctx context.Context, id int32, why string) {
 		started := 0
 		for _, tr := range turns {
 			if tr.rank != rank {
+				continue
+			}
+			if g := tr.t.owner.Load(); g != nil && g.Dormant() {
+				// Still asleep: nobody asked for its vote yet.
+				if g.Elect() {
+					started++
+				}
 				continue
 			}
 			r := tr.t.raft.Load()

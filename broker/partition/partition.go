@@ -41,6 +41,9 @@ type Partition struct {
 	// applied every entry committed before (a barrier went through); it
 	// serves only then. See replica.go.
 	readyTerm atomic.Uint64
+	// lastApply is when this replica last handed raft an entry (Unix
+	// ns); a leader idle for long may put its group to sleep (Sleep).
+	lastApply atomic.Int64
 
 	maxMessageBytes atomic.Int64
 	compacted       atomic.Bool

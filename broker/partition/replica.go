@@ -117,6 +117,7 @@ func (p *Partition) StartReplica(node *cluster.Node, rc ReplicaConfig) error {
 		return err
 	}
 	p.grp = g
+	p.lastApply.Store(time.Now().UnixNano())
 	started.Store(g.Raft())
 	p.snapsLive = &snaps.live
 	snaps.live.Store(true)
@@ -166,6 +167,10 @@ func (p *Partition) Raft() *raft.Raft {
 // then behind.
 func (p *Partition) InSync() bool {
 	if p.grp == nil {
+		return true
+	}
+	if p.grp.Dormant() {
+		// It slept with every entry of its leader applied (SleepAll).
 		return true
 	}
 	if p.grp.Raft().State() == raft.Leader {
@@ -293,7 +298,47 @@ func (p *Partition) Replicate(records []byte) (raft.ApplyFuture, error) {
 // producer state and appends them on every replica. ApplyResult waits for
 // the returned future. The partition must be replicated.
 func (p *Partition) RaftApply(data []byte) raft.ApplyFuture {
+	p.lastApply.Store(time.Now().UnixNano())
 	return p.grp.Raft().Apply(data, replicaApplyTimeout)
+}
+
+// Dormant reports whether the replica's raft group sleeps
+// (cluster/dormant.go): no raft instance runs; the log and the high
+// watermark are as the group left them.
+func (p *Partition) Dormant() bool { return p.grp != nil && p.grp.Dormant() }
+
+// DormantLeader is the leader (node id) and term of a dormant replica's
+// group when it slept; ok false otherwise.
+func (p *Partition) DormantLeader() (leader int32, term uint64, ok bool) {
+	if p.grp == nil {
+		return -1, 0, false
+	}
+	return p.grp.DormantLeader()
+}
+
+// IdleFor reports whether the replica has handed raft no entry for d.
+func (p *Partition) IdleFor(d time.Duration, now time.Time) bool {
+	return now.Sub(time.Unix(0, p.lastApply.Load())) >= d
+}
+
+// Sleep puts the replica's idle group to sleep on every replica, this
+// one being its leader (cluster.Group.SleepAll): how many followers
+// slept, or cluster.ErrNotIdle.
+func (p *Partition) Sleep() (int, error) {
+	if p.grp == nil {
+		return 0, cluster.ErrNotIdle
+	}
+	return p.grp.SleepAll()
+}
+
+// Elect wakes a dormant replica and makes it stand for election at once
+// (its group's leader when it slept comes back that way); the broker
+// readies it as any new leader. False: raft did not take it.
+func (p *Partition) Elect() bool {
+	if p.grp == nil {
+		return false
+	}
+	return p.grp.Elect()
 }
 
 // ApplyResult waits for an applied entry and maps raft's errors.

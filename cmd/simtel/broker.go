@@ -98,6 +98,7 @@ docs/broker-cluster.md.`,
 	f.IntVar(&cfg.ReplicaTrailingLogs, "replica-trailing-logs", 10240, "cluster mode: raft entries a replicated partition keeps behind each snapshot; a replica lagging by more catches up from a snapshot carrying the partition's data")
 	f.DurationVar(&cfg.ReplicaReplaceAfter, "replica-replace-after", 10*time.Minute, "cluster mode: after a broker has been gone this long, the controller re-creates its replicas on the other brokers (negative: never)")
 	f.BoolVar(&cfg.AutoRebalance, "auto-rebalance", true, "cluster mode: the controller spreads replicas and leaders evenly over the alive brokers, so a joining broker takes its share (false: only the simtel cluster rebalance command moves them)")
+	f.DurationVar(&cfg.ReplicaDormantAfter, "replica-dormant-after", 0, "cluster mode: put a replicated partition's raft group to sleep after this long without a write (0: never); a dormant partition costs no CPU, is still read, and its next write waits for an election (milliseconds)")
 	f.DurationVar(&cfg.ReplicaHeartbeatTimeout, "replica-heartbeat-timeout", time.Second, "cluster mode: raft heartbeat/election timeout of replicated partitions; longer means less idle CPU and slower failover after a hang or network partition (a crashed broker is noticed at once)")
 	f.StringToStringVar(&cfg.TopicDefaults, "topic-default", nil, "broker default for a topic config, e.g. --topic-default retention.ms=86400000")
 	lf.register(f, &cfg)

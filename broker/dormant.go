@@ -1,0 +1,79 @@
+package broker
+
+// Dormant partitions (--replica-dormant-after). An idle replicated
+// partition still costs each of its brokers hashicorp/raft's goroutines
+// and timers; with thousands of partitions that is most of an idle
+// cluster's CPU. So the leader of a partition that has had no write for
+// the configured time puts its raft group to sleep on every replica
+// (cluster/dormant.go): no raft instance runs, and the log, the high
+// watermark and the producer state stay as they are.
+//
+// While it sleeps:
+//   - Metadata names the leader the group slept with, in its term.
+//   - Fetch, ListOffsets and OffsetForLeaderEpoch are answered by that
+//     leader from its log, without waking the group (consumers poll idle
+//     partitions all the time).
+//   - A Produce, a transaction marker or a reassignment at that leader
+//     wakes it: it stands for election at once, the other replicas wake
+//     for its vote requests, and the request waits for the new term as
+//     for a handover (milliseconds).
+//   - A follower wakes when its leader's broker dies (the watcher elects
+//     at once, cluster/watch.go) or goes silent (cluster/quiet.go); its
+//     new raft instance then elects as after any restart.
+//
+// Internal topics (__consumer_offsets, __transaction_state) never sleep:
+// their coordinators need a leader that answers at once.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/simtel/simtel/broker/cluster"
+)
+
+// sleepIdlePartitions puts to sleep, every quarter of
+// --replica-dormant-after (at least every second), the replicated
+// partitions this broker leads that have had no write for that long,
+// until ctx ends.
+func (b *Broker) sleepIdlePartitions(ctx context.Context) {
+	after := b.cfg.ReplicaDormantAfter
+	t := time.NewTicker(max(after/4, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		md := b.cluster.Metadata()
+		now := time.Now()
+		for _, tp := range b.allTopics() {
+			if tp.name == offsetsTopic || tp.name == txnStateTopic {
+				continue
+			}
+			ti := md.Topics[tp.name]
+			if ti == nil || ti.ID != tp.id {
+				continue
+			}
+			for i, p := range tp.parts {
+				if ctx.Err() != nil {
+					return
+				}
+				if p == nil || !p.Replicated() || i >= len(ti.Partitions) || ti.Partitions[i].Target != nil ||
+					!p.IsLeader() || !p.IdleFor(after, now) {
+					continue
+				}
+				n, err := p.Sleep()
+				switch {
+				case errors.Is(err, cluster.ErrNotIdle):
+				case err != nil:
+					b.log.Warn("an idle partition did not go to sleep", "topic", tp.name, "partition", i, "err", err)
+				default:
+					b.metrics.dormantSleeps.Inc()
+					b.log.Debug("idle partition asleep", "topic", tp.name, "partition", i, "followers", n)
+				}
+			}
+		}
+	}
+}
