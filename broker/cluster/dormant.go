@@ -51,7 +51,7 @@ type sleptAs struct {
 func (g *Group) sleptState() (sleptAs, bool) {
 	g.life.Lock()
 	defer g.life.Unlock()
-	return g.life.slept, g.life.dormant
+	return g.life.slept, g.life.dormant && !g.life.closed
 }
 
 // ErrGroupClosed: the group was closed.
@@ -99,7 +99,7 @@ func (g *Group) DeregisterObserver(o *raft.Observer) {
 func (g *Group) Dormant() bool {
 	g.life.Lock()
 	defer g.life.Unlock()
-	return g.life.dormant
+	return g.life.dormant && !g.life.closed
 }
 
 // DormantLeader is the leader (a node id) and term a dormant group had
@@ -108,7 +108,7 @@ func (g *Group) Dormant() bool {
 func (g *Group) DormantLeader() (leader int32, term uint64, ok bool) {
 	g.life.Lock()
 	defer g.life.Unlock()
-	if !g.life.dormant || g.life.slept.leader == "" {
+	if !g.life.dormant || g.life.closed || g.life.slept.leader == "" {
 		return -1, 0, false
 	}
 	id, err := strconv.Atoi(string(g.life.slept.leader))

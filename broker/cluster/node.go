@@ -338,12 +338,25 @@ func New(cfg Config) (*Node, error) {
 	}
 	delete(n.peers.m, cfg.NodeID)
 	n.inCluster.Store(n.hasState)
-	n.trans = n.newTransport(ControllerGroup, 3, hl)
 	rc := raft.DefaultConfig()
+	// Paced heartbeats and empty AppendEntries answered while they repeat
+	// (transport.go), as for the partitions' groups: the controller's
+	// leader sends each follower an AppendEntries every 50-100 ms (raft's
+	// commit timeout, short here because it bounds how late a follower
+	// applies a metadata change) and a heartbeat every 100-200 ms, which
+	// is most of what an idle cluster does once its partitions sleep.
+	n.trans = n.newTransport(ControllerGroup, 3, hl, func(t *groupTransport) { t.hbEvery = rc.HeartbeatTimeout / 4 })
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
 	rc.Logger = hl
 	fullLease(rc)
-	if n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans); err != nil {
+	// The leader reads each follower's previous entry for every
+	// AppendEntries, the empty ones it sends every commit timeout
+	// included: from memory, not a bbolt transaction and a decode each.
+	logs, err := raft.NewLogCache(64, n.store)
+	if err != nil {
+		return nil, err
+	}
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, snaps, n.trans); err != nil {
 		return nil, fmt.Errorf("cannot start the controller raft: %w", err)
 	}
 	n.started(n.trans, n.raft)

@@ -295,7 +295,8 @@ func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		}
 		return err
 	}
-	if t.hbEvery > 0 {
+	idle := t.hbEvery > 0
+	if idle {
 		if t.answerIdle(target, args, resp) {
 			return nil
 		}
@@ -307,7 +308,7 @@ func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		t.node.awaitPeerUp(id, t)
 	}
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
-	if t.hbEvery > 0 {
+	if idle {
 		t.noteAppend(target, args, resp, err)
 	}
 	return err

@@ -77,7 +77,8 @@ func (p *Partition) StartReplica(node *cluster.Node, rc ReplicaConfig) error {
 	f := &replicaFSM{p: p}
 	snaps := &replicaSnapshots{p: p}
 	var store *dataLogStore
-	var started atomic.Pointer[raft.Raft]
+	// The group once StartGroup returns: raft may store entries before.
+	var started atomic.Pointer[cluster.Group]
 	g, err := node.StartGroup(cluster.GroupConfig{
 		Group:     cluster.PartitionGroupID(rc.TopicID, p.index),
 		Dir:       rc.Dir,
@@ -86,8 +87,8 @@ func (p *Partition) StartReplica(node *cluster.Node, rc ReplicaConfig) error {
 		Bootstrap: rc.Bootstrap,
 		LogStore: func(inner raft.LogStore) raft.LogStore {
 			store = &dataLogStore{inner: inner, p: p, leading: func() bool {
-				r := started.Load()
-				return r != nil && r.State() == raft.Leader
+				g := started.Load()
+				return g != nil && g.Raft().State() == raft.Leader
 			}}
 			f.store = store
 			return store
@@ -118,7 +119,7 @@ func (p *Partition) StartReplica(node *cluster.Node, rc ReplicaConfig) error {
 	}
 	p.grp = g
 	p.lastApply.Store(time.Now().UnixNano())
-	started.Store(g.Raft())
+	started.Store(g)
 	p.snapsLive = &snaps.live
 	snaps.live.Store(true)
 	return nil
