@@ -30,6 +30,7 @@
 #   PARTITIONS=3000 BASE=2700 bench/partitions-figures.sh   # ports 2700x-2730x
 #   STOP_WAIT=300 bench/partitions-figures.sh         # SIGKILL a clean stop after this many s (default 120)
 #   HEARTBEAT=1s IDLE=60 SETTLE=20 SIMTEL_BIN=/tmp/simtel bench/partitions-figures.sh
+#   DORMANT=10s bench/partitions-figures.sh           # brokers with --replica-dormant-after 10s
 #   PROFILE=DIR bench/partitions-figures.sh           # also a 30 s CPU profile of broker 0 while idle
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +41,7 @@ settle=${SETTLE:-20}
 stop_wait=${STOP_WAIT:-120}
 broker_args=()
 [ -n "${HEARTBEAT:-}" ] && broker_args=(--replica-heartbeat-timeout "$HEARTBEAT")
+[ -n "${DORMANT:-}" ] && broker_args+=(--replica-dormant-after "$DORMANT")
 source bench/cluster-lib.sh
 topic=parts
 # The figures are taken by then: no need to wait for clean stops of
@@ -79,7 +81,7 @@ wait_leaders() {
 }
 
 start_cluster
-echo "partitions: $parts x RF 3 on 3 brokers; heartbeat timeout ${HEARTBEAT:-default}; load $(load)"
+echo "partitions: $parts x RF 3 on 3 brokers; heartbeat timeout ${HEARTBEAT:-default}; dormant after ${DORMANT:-never}; load $(load)"
 
 # The controller may still be electing its first leader.
 for try in $(seq 30); do
@@ -109,7 +111,8 @@ for i in 0 1 2; do
   d=$(($(awk '{print $14+$15}' "/proc/${pids[$i]}/stat") - before[i]))
   rss=$(awk '/^VmRSS/ {print int($2/1024)}' "/proc/${pids[$i]}/status")
   gr=$(curl -s "http://127.0.0.1:$(hport "$i")/debug/pprof/goroutine?debug=1" | awk 'NR==1 {print $NF}')
-  echo "idle: broker $i $(echo "scale=2; $d*100/$hz/$idle" | bc)% of a core over $idle s, RSS $rss MiB, $gr goroutines; load $(load)"
+  asleep=$(curl -s "http://127.0.0.1:$(hport "$i")/metrics" | awk '$1 == "simtel_broker_partitions_dormant" {print $2}')
+  echo "idle: broker $i $(echo "scale=2; $d*100/$hz/$idle" | bc)% of a core over $idle s, RSS $rss MiB, $gr goroutines, ${asleep:-0} partitions dormant; load $(load)"
 done
 for i in 0 1 2; do
   echo "disk: broker $i data $(du -sm "$work/d$i" | cut -f1) MiB, raft WAL $(du -sm "$work/d$i/raft-wal" 2>/dev/null | cut -f1) MiB, controller $(du -sk "$work/d$i/controller" | cut -f1) KiB"

@@ -27,15 +27,17 @@ package broker
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/simtel/simtel/broker/cluster"
+	"github.com/simtel/simtel/broker/partition"
 )
 
 // sleepIdlePartitions puts to sleep, every quarter of
 // --replica-dormant-after (at least every second), the replicated
 // partitions this broker leads that have had no write for that long,
-// until ctx ends.
+// sleepWorkers at a time, until ctx ends.
 func (b *Broker) sleepIdlePartitions(ctx context.Context) {
 	after := b.cfg.ReplicaDormantAfter
 	t := time.NewTicker(max(after/4, time.Second))
@@ -46,34 +48,63 @@ func (b *Broker) sleepIdlePartitions(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		md := b.cluster.Metadata()
-		now := time.Now()
-		for _, tp := range b.allTopics() {
-			if tp.name == offsetsTopic || tp.name == txnStateTopic {
-				continue
-			}
-			ti := md.Topics[tp.name]
-			if ti == nil || ti.ID != tp.id {
-				continue
-			}
-			for i, p := range tp.parts {
-				if ctx.Err() != nil {
-					return
-				}
-				if p == nil || !p.Replicated() || i >= len(ti.Partitions) || ti.Partitions[i].Target != nil ||
-					!p.IsLeader() || !p.IdleFor(after, now) {
-					continue
-				}
-				n, err := p.Sleep()
-				switch {
-				case errors.Is(err, cluster.ErrNotIdle):
-				case err != nil:
-					b.log.Warn("an idle partition did not go to sleep", "topic", tp.name, "partition", i, "err", err)
-				default:
-					b.metrics.dormantSleeps.Inc()
-					b.log.Debug("idle partition asleep", "topic", tp.name, "partition", i, "followers", n)
-				}
+		b.sleepIdle(ctx, after)
+	}
+}
+
+// sleepWorkers: a sleep is a snapshot and an fsync on each replica and a
+// round trip to each follower; thousands of partitions going idle at once
+// sleep in parallel.
+const sleepWorkers = 8
+
+// sleepIdle is one pass of sleepIdlePartitions.
+func (b *Broker) sleepIdle(ctx context.Context, after time.Duration) {
+	md := b.cluster.Metadata()
+	now := time.Now()
+	type idle struct {
+		topic string
+		i     int
+		p     *partition.Partition
+	}
+	var todo []idle
+	for _, tp := range b.allTopics() {
+		if tp.name == offsetsTopic || tp.name == txnStateTopic {
+			continue
+		}
+		ti := md.Topics[tp.name]
+		if ti == nil || ti.ID != tp.id {
+			continue
+		}
+		for i, p := range tp.parts {
+			if p != nil && p.Replicated() && i < len(ti.Partitions) && ti.Partitions[i].Target == nil &&
+				p.IsLeader() && p.IdleFor(after, now) {
+				todo = append(todo, idle{tp.name, i, p})
 			}
 		}
 	}
+	next := make(chan idle)
+	var wg sync.WaitGroup
+	for range min(sleepWorkers, len(todo)) {
+		wg.Go(func() {
+			for x := range next {
+				n, err := x.p.Sleep()
+				switch {
+				case errors.Is(err, cluster.ErrNotIdle):
+				case err != nil:
+					b.log.Warn("an idle partition did not go to sleep", "topic", x.topic, "partition", x.i, "err", err)
+				default:
+					b.metrics.dormantSleeps.Inc()
+					b.log.Debug("idle partition asleep", "topic", x.topic, "partition", x.i, "followers", n)
+				}
+			}
+		})
+	}
+	for _, x := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- x
+	}
+	close(next)
+	wg.Wait()
 }
