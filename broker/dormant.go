@@ -76,10 +76,17 @@ func (b *Broker) sleepIdle(ctx context.Context, after time.Duration) {
 			continue
 		}
 		for i, p := range tp.parts {
-			if p != nil && p.Replicated() && i < len(ti.Partitions) && ti.Partitions[i].Target == nil &&
-				p.IsLeader() && p.IdleFor(after, now) {
-				todo = append(todo, idle{tp.name, i, p})
+			if p == nil || !p.Replicated() || i >= len(ti.Partitions) || !p.IsLeader() || !p.IdleFor(after, now) {
+				continue
 			}
+			// Not while a reassignment runs, nor before the placer
+			// hands leadership back to a live preferred replica (a
+			// dormant group keeps the leader it slept with).
+			a := ti.Partitions[i]
+			if a.Target != nil || len(a.Replicas) > 1 && a.Replicas[0] != b.cfg.NodeID && md.Brokers[a.Replicas[0]].Alive {
+				continue
+			}
+			todo = append(todo, idle{tp.name, i, p})
 		}
 	}
 	next := make(chan idle)
