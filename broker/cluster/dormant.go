@@ -58,7 +58,7 @@ func (g *Group) sleptState() (sleptAs, bool) {
 var ErrGroupClosed = errors.New("raft group closed")
 
 // newRaft starts a raft instance with rc on the group's stores, transport
-// and state machine, restoring the newest snapshot as a start does.
+// and state machine.
 func (g *Group) newRaft(rc *raft.Config) (*raft.Raft, error) {
 	logs := newLogCache(g.logStore, groupLogCache, groupLogCacheBytes)
 	r, err := raft.NewRaft(rc, g.fsm, logs, g.store, g.snaps, g.trans)
@@ -120,7 +120,9 @@ func (g *Group) DormantLeader() (leader int32, term uint64, ok bool) {
 
 // Sleep makes the group dormant: a snapshot of what the state machine
 // applied (unless the newest one has it all), then raft's shutdown. The
-// caller chooses the moment (an idle group); any moment is safe.
+// caller chooses the moment (an idle group); any moment is safe: an entry
+// applied after the snapshot is applied again after a wake, as after a
+// restart.
 func (g *Group) Sleep() error {
 	g.life.Lock()
 	defer g.life.Unlock()
@@ -140,8 +142,8 @@ func (g *Group) Sleep() error {
 			}
 		}
 	}
-	// The new instance restores the newest snapshot into the state
-	// machine, which must then be where it is now.
+	// The new instance takes the newest snapshot as what the state
+	// machine has applied (it does not restore it): it must be all of it.
 	if err := r.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return fmt.Errorf("cannot snapshot raft group %d before it sleeps: %w", g.id, err)
 	}

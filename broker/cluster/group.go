@@ -252,6 +252,11 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	rc.BatchApplyCh = true
 	// Replication and the followers' FSM read recent entries from memory.
 	wakeRC.BatchApplyCh = rc.BatchApplyCh
+	// The state machine of a group that wakes is where the new instance
+	// would restore it to (Sleep took a snapshot of it last): restoring
+	// it would only cost a read of the snapshot (for a partition, a copy
+	// of its log).
+	wakeRC.NoSnapshotRestoreOnStart = true
 	g.rc, g.fsm, g.logStore, g.snaps = &wakeRC, trackedFSM{cfg.FSM, &g.applied, snaps}, logStore, snaps
 	r, err := g.newRaft(rc)
 	if err != nil {

@@ -409,7 +409,10 @@ func (f *replicaFSM) Apply(l *raft.Log) any {
 				return AppendResult{Err: fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)}
 			}
 		}
-		p.hw.Store(ref.last + 1)
+		// Never back: an entry applied again (after a dormant group
+		// wakes, see cluster/dormant.go) is behind the high watermark.
+		for hw := p.hw.Load(); hw < ref.last+1 && !p.hw.CompareAndSwap(hw, ref.last+1); hw = p.hw.Load() {
+		}
 		p.wakeWaiters()
 	}
 	return ref.result()
