@@ -136,7 +136,7 @@ func (b *Broker) watchForeignLeaders(s *coordSlot) {
 		}
 		return false
 	})
-	s.part.Raft().RegisterObserver(s.obs)
+	s.part.RegisterObserver(s.obs)
 }
 
 // groupPartition maps a group id to its partition of __consumer_offsets.
@@ -502,7 +502,7 @@ func (b *Broker) openCoordinator(p *partition.Partition) (*coordSlot, error) {
 
 func (b *Broker) closeCoordinator(i int32, s *coordSlot) {
 	if s.obs != nil {
-		s.part.Raft().DeregisterObserver(s.obs)
+		s.part.DeregisterObserver(s.obs)
 	}
 	if err := s.c.Close(); err != nil {
 		b.log.Warn("cannot close a group coordinator", "offsets_partition", i, "err", err)

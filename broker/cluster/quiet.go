@@ -168,11 +168,15 @@ func (t *groupTransport) checkQuiet(now time.Time) {
 	if g := t.owner.Load(); g != nil {
 		if as, dormant := g.sleptState(); dormant {
 			// A dormant follower whose leader's broker went silent
-			// wakes: its new raft instance elects if the leader
-			// does not come back (dormant.go).
+			// wakes, and the first of the other voters by node id
+			// stands at once (the others vote for it), as the
+			// watcher's elections go (watch.go).
 			self := raft.ServerID(strconv.Itoa(int(t.node.cfg.NodeID)))
 			if as.leader != self && (as.leaderAddr == "" || !t.node.heardWithin(string(as.leaderAddr), hb+rand.N(hb), now)) {
 				g.wakeForRPC()
+				if firstVoter(as.voters, as.leader) == self {
+					t.timeoutNow()
+				}
 			}
 			return
 		}
@@ -381,4 +385,16 @@ func (t *groupTransport) resetQuiet() {
 	t.quiet.on = false
 	t.quiet.busy = time.Now()
 	t.quiet.mu.Unlock()
+}
+
+// firstVoter is the voter with the lowest node id but not.
+func firstVoter(voters []raft.ServerID, not raft.ServerID) raft.ServerID {
+	var first raft.ServerID
+	low := -1
+	for _, v := range voters {
+		if id, err := strconv.Atoi(string(v)); err == nil && v != not && (low < 0 || id < low) {
+			first, low = v, id
+		}
+	}
+	return first
 }

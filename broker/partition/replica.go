@@ -303,6 +303,14 @@ func (p *Partition) RaftApply(data []byte) raft.ApplyFuture {
 	return p.grp.Raft().Apply(data, replicaApplyTimeout)
 }
 
+// RegisterObserver registers o on the replica's raft, and on the new
+// instance a dormant group starts when it wakes; the partition must be
+// replicated.
+func (p *Partition) RegisterObserver(o *raft.Observer) { p.grp.RegisterObserver(o) }
+
+// DeregisterObserver undoes RegisterObserver.
+func (p *Partition) DeregisterObserver(o *raft.Observer) { p.grp.DeregisterObserver(o) }
+
 // Dormant reports whether the replica's raft group sleeps
 // (cluster/dormant.go): no raft instance runs; the log and the high
 // watermark are as the group left them.
