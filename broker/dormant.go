@@ -32,6 +32,7 @@ import (
 
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/partition"
+	"github.com/simtel/simtel/internal/tick"
 )
 
 // sleepIdlePartitions puts to sleep, every quarter of
@@ -40,16 +41,7 @@ import (
 // sleepWorkers at a time, until ctx ends.
 func (b *Broker) sleepIdlePartitions(ctx context.Context) {
 	after := b.cfg.ReplicaDormantAfter
-	t := time.NewTicker(max(after/4, time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		b.sleepIdle(ctx, after)
-	}
+	tick.Every(ctx, max(after/4, time.Second), func() { b.sleepIdle(ctx, after) })
 }
 
 // sleepWorkers: a sleep is a snapshot and an fsync on each replica and a

@@ -161,16 +161,9 @@ func (t *groupTransport) detach() {
 	}
 }
 
-// newGroupTransport wraps a NetworkTransport for group; hub may be nil
-// (heartbeats then go over the NetworkTransport as usual).
-func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbeatHub) *groupTransport {
-	t := makeGroupTransport(inner, group, hub)
-	t.start()
-	return t
-}
-
-// makeGroupTransport is newGroupTransport without the forwarding
-// goroutine, for a caller that sets fields it reads first (start).
+// makeGroupTransport wraps a NetworkTransport for group; hub may be nil
+// (heartbeats then go over the NetworkTransport as usual). It forwards
+// nothing to raft before start, so the caller sets what that reads first.
 func makeGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbeatHub) *groupTransport {
 	t := &groupTransport{NetworkTransport: inner, group: group, hub: hub, consumer: make(chan raft.RPC), votes: make(chan raft.RPC), closed: make(chan struct{}), detached: make(chan struct{}),
 		slept: make(chan struct{}, 1)}
@@ -295,8 +288,7 @@ func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		}
 		return err
 	}
-	idle := t.hbEvery > 0
-	if idle {
+	if t.hbEvery > 0 {
 		if t.answerIdle(target, args, resp) {
 			return nil
 		}
@@ -308,7 +300,7 @@ func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		t.node.awaitPeerUp(id, t)
 	}
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
-	if idle {
+	if t.hbEvery > 0 {
 		t.noteAppend(target, args, resp, err)
 	}
 	return err

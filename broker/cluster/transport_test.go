@@ -382,3 +382,10 @@ func startSettledNodes(t *testing.T) []*testNode {
 	})
 	return nodes
 }
+
+// newGroupTransport is makeGroupTransport, started.
+func newGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbeatHub) *groupTransport {
+	t := makeGroupTransport(inner, group, hub)
+	t.start()
+	return t
+}

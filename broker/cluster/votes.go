@@ -223,7 +223,7 @@ func (n *Node) voteTransport(group uint64, deadline time.Time) *groupTransport {
 }
 
 // deliver hands cmd to the group's raft (through the same path as the
-// NetworkTransport's RPCs, see newGroupTransport) and waits for the answer
+// NetworkTransport's RPCs, see groupTransport.start) and waits for the answer
 // until deadline.
 func (t *groupTransport) deliver(cmd any, deadline time.Time) (raft.RPCResponse, error) {
 	respCh := make(chan raft.RPCResponse, 1)
