@@ -356,6 +356,8 @@ func (n *Node) peerDown(ctx context.Context, id int32, why string) {
 	}
 	var turns []turn
 	last := 0
+	// rankOf is this broker's place among voters but the dead one, by
+	// node id: the order in which they stand.
 	rankOf := func(voters []raft.ServerID) int {
 		voters = slices.DeleteFunc(slices.Clone(voters), func(v raft.ServerID) bool { return v == dead })
 		slices.SortFunc(voters, func(a, b raft.ServerID) int {
@@ -394,24 +396,14 @@ func (n *Node) peerDown(ctx context.Context, id int32, why string) {
 			continue
 		}
 		var voters []raft.ServerID
-		hadDead := false
 		for _, s := range f.Configuration().Servers {
-			if s.Suffrage == raft.Voter && s.ID != dead {
+			if s.Suffrage == raft.Voter {
 				voters = append(voters, s.ID)
 			}
-			hadDead = hadDead || (s.Suffrage == raft.Voter && s.ID == dead)
 		}
-		if !hadDead {
-			continue
-		}
-		slices.SortFunc(voters, func(a, b raft.ServerID) int {
-			x, _ := strconv.Atoi(string(a))
-			y, _ := strconv.Atoi(string(b))
-			return x - y
-		})
-		rank := slices.Index(voters, self)
-		if rank < 0 {
-			continue // not a voter of this group
+		rank := rankOf(voters)
+		if !slices.Contains(voters, dead) || rank < 0 {
+			continue // the dead broker, or this one, is not a voter of this group
 		}
 		turns = append(turns, turn{t, rank})
 		last = max(last, rank)
