@@ -107,12 +107,15 @@ if [ -n "${PROFILE:-}" ]; then
 fi
 sleep "$idle"
 [ -n "${prof:-}" ] && wait "$prof"
+# The CPU of all three first: the requests below take seconds with
+# thousands of partitions.
+declare -a used
+for i in 0 1 2; do used[$i]=$(($(awk '{print $14+$15}' "/proc/${pids[$i]}/stat") - before[i])); done
 for i in 0 1 2; do
-  d=$(($(awk '{print $14+$15}' "/proc/${pids[$i]}/stat") - before[i]))
   rss=$(awk '/^VmRSS/ {print int($2/1024)}' "/proc/${pids[$i]}/status")
-  gr=$(curl -s "http://127.0.0.1:$(hport "$i")/debug/pprof/goroutine?debug=1" | awk 'NR==1 {print $NF}')
-  asleep=$(curl -s "http://127.0.0.1:$(hport "$i")/metrics" | awk '$1 == "simtel_broker_partitions_dormant" {print $2}')
-  echo "idle: broker $i $(echo "scale=2; $d*100/$hz/$idle" | bc)% of a core over $idle s, RSS $rss MiB, $gr goroutines, ${asleep:-0} partitions dormant; load $(load)"
+  gr=$(curl -s -m 120 "http://127.0.0.1:$(hport "$i")/debug/pprof/goroutine?debug=1" | awk 'NR==1 {print $NF}')
+  asleep=$(curl -s -m 120 "http://127.0.0.1:$(hport "$i")/metrics" | awk '$1 == "simtel_broker_partitions_dormant" {print $2}')
+  echo "idle: broker $i $(echo "scale=2; ${used[$i]}*100/$hz/$idle" | bc)% of a core over $idle s, RSS $rss MiB, $gr goroutines, ${asleep:-0} partitions dormant; load $(load)"
 done
 for i in 0 1 2; do
   echo "disk: broker $i data $(du -sm "$work/d$i" | cut -f1) MiB, raft WAL $(du -sm "$work/d$i/raft-wal" 2>/dev/null | cut -f1) MiB, controller $(du -sk "$work/d$i/controller" | cut -f1) KiB"
