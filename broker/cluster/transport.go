@@ -296,8 +296,13 @@ func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 			t.noteBusy()
 		}
 	}
-	if t.node != nil {
-		t.node.awaitPeerUp(id, t)
+	if t.node != nil && t.node.awaitPeerUp(id, t) {
+		// Raft made this request before the peer came back: its commit
+		// index is from then, and the follower would take it for the
+		// leader's current one (insync.go) and report in sync while it
+		// still lags. Without it the follower learns the commit index
+		// from the next AppendEntries, which raft makes after this one.
+		args.LeaderCommitIndex = 0
 	}
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if t.hbEvery > 0 {

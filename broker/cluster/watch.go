@@ -308,11 +308,12 @@ const peerDownWait = 30 * time.Second
 // and waits exponentially longer before the next (up to about 10 s):
 // failing fast against a dead broker for a few seconds would leave it
 // that far behind for that long after it restarts, and a partition whose
-// quorum then needs it could not commit.
-func (n *Node) awaitPeerUp(id raft.ServerID, t *groupTransport) {
+// quorum then needs it could not commit. It reports whether it held the
+// request.
+func (n *Node) awaitPeerUp(id raft.ServerID, t *groupTransport) (held bool) {
 	v, err := strconv.Atoi(string(id))
 	if err != nil {
-		return
+		return false
 	}
 	deadline := time.NewTimer(peerDownWait)
 	defer deadline.Stop()
@@ -323,18 +324,19 @@ func (n *Node) awaitPeerUp(id raft.ServerID, t *groupTransport) {
 		down, up := n.down.ids[int32(v)], n.down.up
 		n.down.Unlock()
 		if !down {
-			return
+			return held
 		}
 		if r := t.raft.Load(); r == nil || r.State() != raft.Leader {
-			return
+			return held
 		}
+		held = true
 		select {
 		case <-up:
 		case <-tick.C:
 		case <-deadline.C:
-			return
+			return held
 		case <-t.closed:
-			return
+			return held
 		}
 	}
 }
