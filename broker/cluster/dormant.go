@@ -149,7 +149,9 @@ func (g *Group) Sleep() error {
 	}
 	g.trans.dormant.Store(true)
 	g.trans.keepOpen.Store(true)
+	g.trans.hurryHeartbeats()
 	err := r.Shutdown().Error()
+	g.trans.calmHeartbeats()
 	g.trans.keepOpen.Store(false)
 	g.trans.resetQuiet()
 	g.life.dormant, g.life.slept = true, as

@@ -316,8 +316,9 @@ func (t *groupTransport) answerQuiet(target raft.ServerAddress, args *raft.Appen
 		}
 		return m, true
 	}
+	hurry := *t.hurry.Load()
 	m, good := ok(time.Now())
-	if !good {
+	if !good || t.hurried() {
 		return false
 	}
 	if wait := time.Until(m.last.Add(hb / 2)); wait > 0 {
@@ -325,6 +326,9 @@ func (t *groupTransport) answerQuiet(target raft.ServerAddress, args *raft.Appen
 		select {
 		case <-timer.C:
 		case <-t.detached:
+			timer.Stop()
+			return false
+		case <-hurry:
 			timer.Stop()
 			return false
 		}

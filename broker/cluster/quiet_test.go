@@ -260,3 +260,58 @@ func followersQuiet(grps map[int][]*Group) bool {
 	}
 	return true
 }
+
+// TestHurriedQuietHeartbeat: a quiet leader's heartbeat waits in the
+// transport until half a heartbeat timeout after the previous answer
+// (here half an hour); once the group's heartbeats are hurried (Sleep,
+// whose raft shutdown waits for the heartbeat goroutine) it returns at
+// once to go out as a real one, and after calmHeartbeats the next waits
+// again.
+func TestHurriedQuietHeartbeat(t *testing.T) {
+	const target = raft.ServerAddress("127.0.0.1:1")
+	hub := &heartbeatHub{}
+	now := time.Now()
+	hub.mu.peers = map[raft.ServerAddress]*heartbeatLink{target: {addr: target, gen: 1, lastOK: now.Add(time.Hour)}}
+	tr := makeGroupTransport(nil, 7, hub)
+	tr.node = &Node{}
+	tr.quiet.hb = time.Hour
+	tr.quiet.busy = now.Add(-24 * time.Hour)
+	tr.answered.m = map[raft.ServerAddress]heartbeatMark{target: {at: now, last: now, since: now.Add(-24 * time.Hour), term: 3, gen: 1,
+		resp: raft.AppendEntriesResponse{Term: 3, Success: true}}}
+	t.Cleanup(tr.detach)
+	args := &raft.AppendEntriesRequest{Term: 3}
+	answer := func() <-chan bool {
+		out := make(chan bool, 1)
+		go func() {
+			var resp raft.AppendEntriesResponse
+			out <- tr.answerQuiet(target, args, &resp)
+		}()
+		return out
+	}
+
+	held := answer()
+	select {
+	case ok := <-held:
+		t.Fatalf("the quiet heartbeat returned (%v) before its time", ok)
+	case <-time.After(200 * time.Millisecond):
+	}
+	tr.hurryHeartbeats()
+	select {
+	case ok := <-held:
+		if ok {
+			t.Fatal("a hurried heartbeat was answered locally; it must go out")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the quiet heartbeat still waits after hurryHeartbeats")
+	}
+	if ok := <-answer(); ok {
+		t.Fatal("a heartbeat while hurried was answered locally")
+	}
+
+	tr.calmHeartbeats()
+	select {
+	case ok := <-answer():
+		t.Fatalf("after calmHeartbeats a quiet heartbeat returned (%v) before its time", ok)
+	case <-time.After(200 * time.Millisecond):
+	}
+}

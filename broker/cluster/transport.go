@@ -142,7 +142,11 @@ type groupTransport struct {
 	// detached is closed by detach (before raft shuts down).
 	detachOnce sync.Once
 	detached   chan struct{}
-	wg         sync.WaitGroup
+	// hurry is closed while Sleep shuts raft down, which waits for the
+	// heartbeat goroutines: their heartbeats then go at once instead of
+	// being paced or answered late (answerQuiet).
+	hurry atomic.Pointer[chan struct{}]
+	wg    sync.WaitGroup
 
 	stream *StreamLayer // nil in tests of the transport alone
 }
@@ -168,7 +172,33 @@ func makeGroupTransport(inner *raft.NetworkTransport, group uint64, hub *heartbe
 	t := &groupTransport{NetworkTransport: inner, group: group, hub: hub, consumer: make(chan raft.RPC), votes: make(chan raft.RPC), closed: make(chan struct{}), detached: make(chan struct{}),
 		slept: make(chan struct{}, 1)}
 	t.quiet.busy = time.Now()
+	hurry := make(chan struct{})
+	t.hurry.Store(&hurry)
 	return t
+}
+
+// hurryHeartbeats sends the group's held heartbeats now and makes new
+// ones go at once until calmHeartbeats.
+func (t *groupTransport) hurryHeartbeats() {
+	close(*t.hurry.Load())
+	if t.hub != nil {
+		t.hub.sendHeld(t.group)
+	}
+}
+
+func (t *groupTransport) calmHeartbeats() {
+	hurry := make(chan struct{})
+	t.hurry.Store(&hurry)
+}
+
+// hurried reports whether the group's heartbeats go at once.
+func (t *groupTransport) hurried() bool {
+	select {
+	case <-*t.hurry.Load():
+		return true
+	default:
+		return false
+	}
 }
 
 // start starts the goroutine that forwards the NetworkTransport's RPCs
@@ -261,7 +291,7 @@ func (t *groupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 			return nil
 		}
 		var due time.Time
-		if t.hbEvery > 0 {
+		if t.hbEvery > 0 && !t.hurried() {
 			t.answered.Lock()
 			if m, ok := t.answered.m[target]; ok && m.term == args.Term {
 				due = m.at.Add(t.hbEvery)
