@@ -270,3 +270,94 @@ func TestFSMChangesEveryReader(t *testing.T) {
 		t.Error("the second reader missed a change the first one took")
 	}
 }
+
+// TestFSMApplyBatchAsOneByOne: a sequence of commands (leader changes,
+// stale ones, reassignments, failures, a topic replaced, configs changed
+// between leader changes) applied in batches of every size from 1 to 7
+// leaves the state, and each command's result, as applying them one by
+// one does; a state published before a batch is never changed by it.
+func TestFSMApplyBatchAsOneByOne(t *testing.T) {
+	a, b := [16]byte{1}, [16]byte{2}
+	cmds := []Command{
+		{Op: OpSetClusterID, ClusterID: "c"},
+		{Op: OpCreateTopic, Topic: "t", TopicID: a, Partitions: 5, ReplicationFactor: 3},
+		{Op: OpCreateTopic, Topic: "u", TopicID: b, Partitions: 3, ReplicationFactor: 2},
+	}
+	for p := range int32(5) {
+		cmds = append(cmds, Command{Op: OpSetPartitionLeader, Topic: "t", TopicID: a, Partition: p, Leader: p % 3, LeaderEpoch: 2})
+	}
+	cmds = append(cmds,
+		Command{Op: OpSetPartitionLeader, Topic: "t", TopicID: a, Partition: 1, Leader: 2, LeaderEpoch: 1}, // stale
+		Command{Op: OpSetPartitionLeader, Topic: "t", TopicID: a, Partition: 9, Leader: 0, LeaderEpoch: 3}, // no such partition
+		Command{Op: OpSetPartitionLeader, Topic: "t", TopicID: b, Partition: 0, Leader: 0, LeaderEpoch: 3}, // wrong id
+		Command{Op: OpSetTopicConfigs, Topic: "t", Configs: map[string]string{"retention.ms": "5"}},
+		Command{Op: OpSetPartitionLeader, Topic: "t", TopicID: a, Partition: 0, Leader: 1, LeaderEpoch: 3},
+		Command{Op: OpSetPartitionLeader, Topic: "u", TopicID: b, Partition: 2, Leader: 1, LeaderEpoch: 4},
+		Command{Op: OpReassign, Topic: "t", TopicID: a, Partition: 2, Replicas: []int32{0, 1, 3}}, // broker 3 unknown
+		Command{Op: OpReassign, Topic: "t", TopicID: a, Partition: 2, Replicas: []int32{1, 0}},
+		Command{Op: OpReplicaProgress, Topic: "t", TopicID: a, Partition: 2, Leader: 1, Offset: 7},
+		Command{Op: OpSetPartitionLeader, Topic: "t", TopicID: a, Partition: 2, Leader: 1, LeaderEpoch: 5},
+		Command{Op: OpFinishReassignment, Topic: "t", TopicID: a, Partition: 2, Replicas: []int32{1, 0}},
+		Command{Op: OpCreatePartitions, Topic: "t", Partitions: 7},
+		Command{Op: OpSetPartitionLeader, Topic: "t", TopicID: a, Partition: 6, Leader: 2, LeaderEpoch: 2},
+		Command{Op: OpDeleteTopic, Topic: "u"},
+		Command{Op: OpSetPartitionLeader, Topic: "u", TopicID: b, Partition: 1, Leader: 1, LeaderEpoch: 6}, // deleted
+		Command{Op: OpCreateTopic, Topic: "u", TopicID: a, Partitions: 2, ReplicationFactor: 3},
+		Command{Op: OpSetPartitionLeader, Topic: "u", TopicID: a, Partition: 1, Leader: 0, LeaderEpoch: 2},
+		Command{Op: OpSetPartitionLeader, Topic: "t", TopicID: a, Partition: 3, Leader: 2, LeaderEpoch: 7},
+	)
+	fresh := func() (*FSM, uint64) {
+		f := NewFSM()
+		for id := range int32(3) {
+			applyCmd(t, f, uint64(id+1), Command{Op: OpRegisterBroker, Broker: &BrokerInfo{ID: id, KafkaAddr: "k", RaftAddr: "r", Alive: true}})
+		}
+		return f, 3
+	}
+	logs := make([]*raft.Log, len(cmds))
+	for i, c := range cmds {
+		data, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs[i] = &raft.Log{Index: uint64(i + 4), Type: raft.LogCommand, Data: data}
+	}
+	// A configuration entry inside a batch gets no result and changes
+	// nothing but the index.
+	logs = slices.Insert(logs, 9, &raft.Log{Index: 0, Type: raft.LogConfiguration})
+	for i, l := range logs {
+		l.Index = uint64(i + 4)
+	}
+
+	one, _ := fresh()
+	var want []any
+	for _, l := range logs {
+		if l.Type != raft.LogCommand {
+			want = append(want, nil)
+			one.Apply(l) // the index
+			continue
+		}
+		want = append(want, one.Apply(l))
+	}
+	wantState, err := json.Marshal(one.Metadata())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for size := 1; size <= 7; size++ {
+		f, _ := fresh()
+		var got []any
+		for lo := 0; lo < len(logs); lo += size {
+			before := f.Metadata()
+			was, _ := json.Marshal(before)
+			got = append(got, f.ApplyBatch(logs[lo:min(lo+size, len(logs))])...)
+			if now, _ := json.Marshal(before); !bytes.Equal(was, now) {
+				t.Fatalf("batches of %d: a batch changed the state published before it", size)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("batches of %d: results\n%+v\nwant\n%+v", size, got, want)
+		}
+		if st, _ := json.Marshal(f.Metadata()); !bytes.Equal(st, wantState) {
+			t.Fatalf("batches of %d: state\n%s\nwant\n%s", size, st, wantState)
+		}
+	}
+}
