@@ -135,6 +135,14 @@ func Open(dir string, opts Options) (*WAL, error) {
 	if err := w.checkHolesLocked(); err != nil {
 		return nil, fmt.Errorf("the wal in %s is inconsistent: %w", dir, err)
 	}
+	if n := len(w.mu.segs); n > 0 {
+		// What a crashed process wrote may only be in the page cache:
+		// what was replayed is durable from here on (the other segments
+		// were fsynced when the next one was started).
+		if err := fsutil.Fdatasync(w.mu.segs[n-1].f); err != nil {
+			return nil, fmt.Errorf("cannot sync wal segment %s: %w", w.mu.segs[n-1].f.Name(), err)
+		}
+	}
 	if len(w.mu.segs) == 0 {
 		if err := w.createSegmentLocked(1); err != nil {
 			return nil, err

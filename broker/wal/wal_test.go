@@ -373,3 +373,50 @@ func TestConcurrentReadsDuringCompaction(t *testing.T) {
 	st := w.Stats()
 	t.Logf("segments %d, deleted %d, relocated %d bytes", st.Segments, st.DeletedSegments, st.RelocatedBytes)
 }
+
+// TestSetSameValueNotWritten: setting a stable value the group already
+// has (hashicorp/raft sets the current term it just read whenever a group
+// starts) writes no record, also after a reopen; a new value is written
+// and survives the reopen.
+func TestSetSameValueNotWritten(t *testing.T) {
+	dir := t.TempDir()
+	w := openT(t, dir, Options{})
+	s := w.Store(1)
+	key := []byte("CurrentTerm")
+	if err := s.SetUint64(key, 4); err != nil {
+		t.Fatal(err)
+	}
+	appends := w.stats.appends.Load()
+	if err := s.SetUint64(key, 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.stats.appends.Load(); got != appends {
+		t.Fatalf("setting the same value wrote %d records", got-appends)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w = openT(t, dir, Options{})
+	defer w.Close()
+	s = w.Store(1)
+	if err := s.SetUint64(key, 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.stats.appends.Load(); got != 0 {
+		t.Fatalf("after a reopen, setting the same value wrote %d records", got)
+	}
+	if err := s.SetUint64(key, 5); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.stats.appends.Load(); got != 1 {
+		t.Fatalf("a new value wrote %d records, want 1", got)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w = openT(t, dir, Options{})
+	defer w.Close()
+	if v, err := w.Store(1).GetUint64(key); err != nil || v != 5 {
+		t.Fatalf("after a reopen: %d, %v; want 5", v, err)
+	}
+}
