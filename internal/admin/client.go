@@ -12,8 +12,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -34,6 +36,24 @@ func New(brokers []string, opts ...kgo.Opt) (*Client, error) {
 	}
 	return &Client{cl: cl, adm: kadm.NewClient(cl)}, nil
 }
+
+// waitAsLong gives the admin requests that carry a timeout (creating and
+// deleting topics, adding partitions) the caller's deadline. kadm's 15 s
+// default plus kgo's 10 s for the connection is when the client gave up
+// waiting and sent the request again: a topic of 10,000 replicated
+// partitions takes longer than that to create or delete, and the second
+// request failed (TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION) where
+// the first had done its work.
+func (c *Client) waitAsLong(ctx context.Context) {
+	if d, ok := ctx.Deadline(); ok {
+		if ms := time.Until(d).Milliseconds(); ms > defaultTimeoutMillis {
+			c.adm.SetTimeoutMillis(int32(min(ms, math.MaxInt32)))
+		}
+	}
+}
+
+// defaultTimeoutMillis is kadm's.
+const defaultTimeoutMillis = 15000
 
 // Close closes the connections.
 func (c *Client) Close() { c.cl.Close() }

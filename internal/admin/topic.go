@@ -27,6 +27,7 @@ type CreatedTopic struct {
 // the broker's default) and configs. It returns the topics it created, in
 // name order, and an error naming each topic it could not create.
 func (c *Client) CreateTopics(ctx context.Context, partitions int32, replicationFactor int16, configs map[string]*string, topics ...string) ([]CreatedTopic, error) {
+	c.waitAsLong(ctx)
 	resps, err := c.adm.CreateTopics(ctx, partitions, replicationFactor, configs, topics...)
 	if err != nil {
 		return nil, reach(err)
@@ -155,6 +156,7 @@ func (c *Client) DescribeTopic(ctx context.Context, topic string) (*TopicDetail,
 // DeleteTopics deletes topics and their data. It returns the topics it
 // deleted, in name order, and an error naming each it could not delete.
 func (c *Client) DeleteTopics(ctx context.Context, topics ...string) ([]string, error) {
+	c.waitAsLong(ctx)
 	resps, err := c.adm.DeleteTopics(ctx, topics...)
 	if err != nil {
 		return nil, reach(err)
@@ -187,6 +189,7 @@ func (c *Client) AlterTopicConfigs(ctx context.Context, topic string, alters []k
 
 // SetPartitions grows a topic to n partitions.
 func (c *Client) SetPartitions(ctx context.Context, topic string, n int) error {
+	c.waitAsLong(ctx)
 	resps, err := c.adm.UpdatePartitions(ctx, n, topic)
 	if err != nil {
 		return reach(err)
