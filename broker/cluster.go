@@ -178,7 +178,9 @@ func (b *Broker) syncClusterTopicsLocked() {
 // Opening one is mostly waiting (its files, fsyncs, the raft group's WAL
 // records), and one after the other a broker took minutes to open
 // thousands, while the replicas that had opened theirs waited for it.
-const openWorkers = 8
+// Sixteen opened 10,000 in 55 s where eight took 65-89 s
+// (bench/docs/replication.md, "3,000 and 10,000 partitions").
+const openWorkers = 16
 
 type openedPartition struct {
 	p   *partition.Partition
