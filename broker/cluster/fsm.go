@@ -315,27 +315,7 @@ func (f *FSM) publish(m *Metadata) {
 
 // Apply implements raft.FSM.
 func (f *FSM) Apply(l *raft.Log) any {
-	f.applyMu.Lock()
-	defer f.applyMu.Unlock()
-	next := f.state.Load().clone()
-	next.Index = l.Index
-	var c Command
-	var res Result
-	if err := json.Unmarshal(l.Data, &c); err != nil {
-		res = failure(ErrBadCommand, "cannot decode command at index %d: %v", l.Index, err)
-	} else {
-		res = next.apply(c)
-	}
-	res.Index = l.Index
-	// A failed command changes nothing but the applied index.
-	if res.Code != "" {
-		cur := f.state.Load().clone()
-		cur.Index = l.Index
-		f.state.Store(cur)
-		return res
-	}
-	f.publish(next)
-	return res
+	return f.ApplyBatch([]*raft.Log{l})[0]
 }
 
 // ApplyBatch implements raft.BatchingFSM: the commands raft commits
