@@ -265,12 +265,8 @@ func failure(sentinel error, format string, args ...any) Result {
 // the next Metadata from the current one and publishes it.
 type FSM struct {
 	state atomic.Pointer[Metadata]
-	// subs are the channels of Changes, each given a token after every
-	// change (coalescing, never blocks).
-	subs struct {
-		sync.Mutex
-		chans []chan struct{}
-	}
+	// subs are the channels of Changes.
+	subs tokens
 	// applyMu serializes Apply/Restore against Snapshot's read; raft
 	// already calls Apply from one goroutine.
 	applyMu sync.Mutex
@@ -293,24 +289,11 @@ func (f *FSM) Metadata() *Metadata { return f.state.Load() }
 // then opened a new topic's partitions only on its next periodic pass,
 // seconds later, and its clients were told it led partitions it did not
 // have yet).
-func (f *FSM) Changes() <-chan struct{} {
-	c := make(chan struct{}, 1)
-	f.subs.Lock()
-	f.subs.chans = append(f.subs.chans, c)
-	f.subs.Unlock()
-	return c
-}
+func (f *FSM) Changes() <-chan struct{} { return f.subs.subscribe() }
 
 func (f *FSM) publish(m *Metadata) {
 	f.state.Store(m)
-	f.subs.Lock()
-	defer f.subs.Unlock()
-	for _, c := range f.subs.chans {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
-	}
+	f.subs.notify()
 }
 
 // Apply implements raft.FSM.

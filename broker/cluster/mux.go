@@ -543,12 +543,12 @@ func (a muxAddr) String() string  { return string(a) }
 const maxFrame = 16 << 20
 
 func writeFrame(w io.Writer, b []byte) error {
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
-	if _, err := w.Write(n[:]); err != nil {
-		return err
-	}
-	_, err := w.Write(b)
+	// One Write: on a mux stream each Write is a frame of its own, a
+	// wake-up of the session's sender and of the peer's reader.
+	buf := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	_, err := w.Write(buf)
 	return err
 }
 

@@ -210,7 +210,11 @@ type Node struct {
 	// leaving is closed by Leaving (watch.go).
 	leaving     chan struct{}
 	leavingOnce sync.Once
-	leaderObs   chan raft.Observation
+	// leaderChanges are the channels of LeaderChanges.
+	leaderChanges tokens
+	// commitNudge wakes commitNudgeLoop (buffered: nudgeCommit never
+	// blocks).
+	commitNudge chan struct{}
 	// groups are the transports of the running raft groups, by group id.
 	groups struct {
 		sync.Mutex
@@ -273,11 +277,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, fsm: NewFSM(), events: make(chan struct{}, 1), missing: map[int32]time.Time{}, logRepeats: newRepeats()}
 	n.changes = n.fsm.Changes()
+	n.commitNudge = make(chan struct{}, 1)
 	n.gossip.members = map[string]nodeMeta{}
 	n.down.ids = map[int32]bool{}
 	n.down.up = make(chan struct{})
 	n.leaving = make(chan struct{})
-	n.leaderObs = make(chan raft.Observation, 256)
 	n.groups.m = map[uint64]*groupTransport{}
 	var inc [8]byte
 	_, _ = rand.Read(inc[:])
@@ -341,11 +345,16 @@ func New(cfg Config) (*Node, error) {
 	rc := raft.DefaultConfig()
 	// Paced heartbeats and empty AppendEntries answered while they repeat
 	// (transport.go), as for the partitions' groups: the controller's
-	// leader sends each follower an AppendEntries every 50-100 ms (raft's
-	// commit timeout, short here because it bounds how late a follower
-	// applies a metadata change) and a heartbeat every 100-200 ms, which
-	// is most of what an idle cluster does once its partitions sleep.
+	// leader sends each follower a heartbeat every 100-200 ms and an
+	// AppendEntries every commit timeout, which is most of what an idle
+	// cluster does once its partitions sleep.
 	n.trans = n.newTransport(ControllerGroup, 3, hl, func(t *groupTransport) { t.hbEvery = rc.HeartbeatTimeout / 4 })
+	// The commit timeout bounds how late a follower learns that the last
+	// entries are committed and applies them; commitNudgeLoop tells the
+	// followers at once after every command instead (a barrier after a
+	// burst carries the new commit index), so raft's own periodic
+	// AppendEntries can be rare.
+	rc.CommitTimeout = controllerCommitTimeout
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
 	rc.Logger = hl
 	fullLease(rc)
@@ -479,8 +488,13 @@ func (n *Node) Mux() *Mux { return n.mux }
 func (n *Node) Metadata() *Metadata { return n.fsm.Metadata() }
 
 // Changes receives a token whenever the metadata changed. It has one
-// reader, the broker (FSM.Changes: every reader needs its own channel).
+// reader, the broker's metadata follower; others take their own with
+// MetadataChanges.
 func (n *Node) Changes() <-chan struct{} { return n.changes }
+
+// MetadataChanges returns a new channel that receives a token after each
+// later change of the metadata (tokens coalesce).
+func (n *Node) MetadataChanges() <-chan struct{} { return n.fsm.Changes() }
 
 // IsLeader reports whether this node is the controller leader.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
@@ -502,10 +516,14 @@ func (n *Node) LeaderID() (int32, bool) {
 // controller down. Its goroutines: the mux's accept loop and the
 // membership loop (both waited for before Run returns).
 func (n *Node) Run(ctx context.Context) error {
-	n.wg.Add(6)
+	n.wg.Add(7)
 	go func() {
 		defer n.wg.Done()
 		n.mux.Serve()
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.commitNudgeLoop(n.runCtx.Done())
 	}()
 	go func() {
 		defer n.wg.Done()
@@ -602,10 +620,61 @@ func (n *Node) loop(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-n.events:
-		case <-n.raft.LeaderCh():
+		case leader := <-n.raft.LeaderCh():
+			if leader {
+				// The followers learn that the new term's first
+				// entry committed (and with it every earlier one).
+				n.nudgeCommit()
+			}
 		}
 	}
 }
+
+// controllerCommitTimeout is the controller raft's CommitTimeout (see
+// New): an idle leader's AppendEntries to each follower every one to two
+// of it.
+const controllerCommitTimeout = 500 * time.Millisecond
+
+// nudgeCommit asks commitNudgeLoop to tell the followers the leader's
+// commit index soon.
+func (n *Node) nudgeCommit() {
+	select {
+	case n.commitNudge <- struct{}{}:
+	default:
+	}
+}
+
+// commitNudgeLoop runs a barrier on the controller raft after each burst
+// of commands this node applied as leader, until done is closed. The
+// barrier's AppendEntries carry the leader's commit index, so followers
+// apply the commands about one round trip after the leader did, not up
+// to two commit timeouts later. Commands that come while a barrier runs
+// ride on it or on the next.
+func (n *Node) commitNudgeLoop(done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-n.commitNudge:
+		}
+		if !n.IsLeader() {
+			continue
+		}
+		// A barrier still queued when raft shuts down is never
+		// answered: wait for it beside done.
+		f := n.raft.Barrier(commitNudgeWait)
+		errc := make(chan error, 1)
+		go func() { errc <- f.Error() }()
+		select {
+		case <-errc:
+		case <-done:
+			return
+		}
+	}
+}
+
+// commitNudgeWait bounds one barrier of commitNudgeLoop.
+const commitNudgeWait = 5 * time.Second
 
 // members is the live gossip membership (this node included), keyed by
 // node id, from the copy the event callbacks keep (memberlist's own Node
@@ -866,6 +935,7 @@ func (n *Node) applyLocal(ctx context.Context, c Command) (Result, error) {
 		n.commands.WithLabelValues(string(c.Op), "raft_error").Inc()
 		return Result{}, fmt.Errorf("cannot apply %s through raft: %w", c.Op, err)
 	}
+	n.nudgeCommit()
 	res, _ := f.Response().(Result)
 	if res.Code != "" {
 		n.commands.WithLabelValues(string(c.Op), res.Code).Inc()

@@ -80,9 +80,11 @@ func (n *Node) heardWithin(addr string, d time.Duration, now time.Time) bool {
 // the file comment) until done is closed. It looks at every group once a
 // second, and every quietTick while a broker heard from before has been
 // silent for a heartbeat timeout (its quiet followers must wake in
-// time); with thousands of groups a pass is not free.
+// time); with thousands of groups a pass is not free. In between it
+// sleeps until the first moment a broker could count as silent, so an
+// idle broker whose peers are heard from wakes about once a second.
 func (n *Node) quietLoop(done <-chan struct{}) {
-	t := time.NewTicker(quietTick)
+	t := time.NewTimer(quietTick)
 	defer t.Stop()
 	var last time.Time
 	for {
@@ -92,13 +94,22 @@ func (n *Node) quietLoop(done <-chan struct{}) {
 		case <-t.C:
 		}
 		now := time.Now()
-		if now.Sub(last) < time.Second && !n.anySilent(now) {
-			continue
+		silent, next := n.silence(now)
+		if silent || now.Sub(last) >= time.Second {
+			last = now
+			for _, gt := range n.transports() {
+				gt.checkQuiet(now)
+			}
 		}
-		last = now
-		for _, gt := range n.transports() {
-			gt.checkQuiet(now)
+		wait := quietTick
+		if !silent {
+			wake := last.Add(time.Second)
+			if !next.IsZero() && next.Before(wake) {
+				wake = next
+			}
+			wait = max(wake.Sub(now), quietTick)
 		}
+		t.Reset(wait)
 	}
 }
 
@@ -106,26 +117,31 @@ func (n *Node) quietLoop(done <-chan struct{}) {
 // broker went silent.
 const quietTick = 100 * time.Millisecond
 
-// anySilent: a broker heard from within the last quietTimeout heartbeat
-// timeouts has not been heard from for one (the shortest of the
-// groups'); the older ones are forgotten (a broker gone for good).
-func (n *Node) anySilent(now time.Time) bool {
+// silence reports whether a broker heard from within the last
+// quietTimeout heartbeat timeouts has not been heard from for one (the
+// shortest of the groups'), and else when the first of them will have
+// been unheard that long (zero: none); the older ones are forgotten (a
+// broker gone for good).
+func (n *Node) silence(now time.Time) (silent bool, next time.Time) {
 	hb := time.Duration(n.quietHB.Load())
 	if hb <= 0 {
-		return false
+		return false, time.Time{}
 	}
 	n.heardFrom.Lock()
 	defer n.heardFrom.Unlock()
-	silent := false
 	for addr, at := range n.heardFrom.m {
 		switch d := now.Sub(at); {
 		case d >= quietTimeout*hb:
 			delete(n.heardFrom.m, addr)
 		case d >= hb:
 			silent = true
+		default:
+			if due := at.Add(hb); next.IsZero() || due.Before(next) {
+				next = due
+			}
 		}
 	}
-	return silent
+	return silent, next
 }
 
 // quietState is a data group's part in quieting (groupTransport.quiet).

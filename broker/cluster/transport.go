@@ -1133,17 +1133,22 @@ func (n *Node) newTransport(group uint64, maxPool int, hl hclog.Logger, setup ..
 // observes its leader changes (LeaderChanges).
 func (n *Node) started(t *groupTransport, r *raft.Raft) {
 	t.raft.Store(r)
-	r.RegisterObserver(raft.NewObserver(n.leaderObs, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
+	// The filter runs in raft's goroutine and hands the news out itself;
+	// nothing goes to the observer's channel.
+	r.RegisterObserver(raft.NewObserver(nil, false, func(o *raft.Observation) bool {
+		if _, ok := o.Data.(raft.LeaderObservation); ok {
+			n.leaderChanges.notify()
+		}
+		return false
 	}))
 }
 
-// LeaderChanges receives (without blocking raft; some may be dropped when
-// nobody reads) when any raft group on this node sees a new leader or
-// loses its leader, so the broker can make new leaders ready and report
-// them at once instead of at its next poll.
-func (n *Node) LeaderChanges() <-chan raft.Observation { return n.leaderObs }
+// LeaderChanges returns a new channel that receives a token (without
+// blocking raft; tokens coalesce) when any raft group on this node sees a
+// new leader or loses its leader, so the broker can make new leaders
+// ready, report them and follow coordinators at once instead of at its
+// next poll. Every reader takes its own.
+func (n *Node) LeaderChanges() <-chan struct{} { return n.leaderChanges.subscribe() }
 
 // unregister removes t from the registry (if it is still group's).
 func (n *Node) unregister(group uint64, t *groupTransport) {
