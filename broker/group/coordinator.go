@@ -91,6 +91,9 @@ type Coordinator struct {
 	// persistKick wakes the persister; buffered so that marking a group
 	// dirty never blocks.
 	persistKick chan struct{}
+	// janitorKick restarts the janitor once it stopped ticking (no
+	// deadlines); buffered like persistKick.
+	janitorKick chan struct{}
 	// bg tracks the janitor and persister goroutines.
 	bg sync.WaitGroup
 	// ops tracks store calls made by request goroutines, so that Close
@@ -149,6 +152,7 @@ func New(cfg Config) (*Coordinator, error) {
 		durableSync:     cfg.DurableSync,
 		closing:         make(chan struct{}),
 		persistKick:     make(chan struct{}, 1),
+		janitorKick:     make(chan struct{}, 1),
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -294,7 +298,10 @@ func (c *Coordinator) lockGroup(name string) (*group, int16) {
 // expiry, rebalance and initial delay deadlines, and pending-sync
 // deadlines. One coordinator-wide ticker rather than a timer per member
 // keeps the goroutine count constant and every deadline decision under mu
-// with the state it depends on.
+// with the state it depends on. While no group has a member, a pending
+// member or a rebalance, there is no deadline: the ticker stops until a
+// JoinGroup or Resume kicks it (an idle broker coordinating empty groups
+// does not wake every tick).
 func (c *Coordinator) janitor(tick time.Duration) {
 	defer c.bg.Done()
 	t := time.NewTicker(tick)
@@ -306,13 +313,34 @@ func (c *Coordinator) janitor(tick time.Duration) {
 		case <-t.C:
 		}
 		c.mu.Lock()
+		deadlines := c.mu.paused
 		if !c.mu.paused {
 			now := c.now()
 			for _, g := range c.mu.groups {
 				c.expireLocked(g, now)
+				deadlines = deadlines || g.hasDeadlines()
 			}
 		}
 		c.mu.Unlock()
+		if deadlines {
+			continue
+		}
+		t.Stop()
+		select {
+		case <-c.closing:
+			return
+		case <-c.janitorKick:
+		}
+		t.Reset(tick)
+	}
+}
+
+// kickJanitor restarts the janitor's ticker if it stopped; call it after
+// a change that may have given a group a deadline, outside mu or in it.
+func (c *Coordinator) kickJanitor() {
+	select {
+	case c.janitorKick <- struct{}{}:
+	default:
 	}
 }
 
@@ -388,6 +416,7 @@ func (c *Coordinator) Resume(st State) {
 		}
 	}
 	c.logger.Info("group coordinator resumed", "paused", d.Round(time.Millisecond), "groups", len(c.mu.groups))
+	c.kickJanitor()
 	select {
 	case c.persistKick <- struct{}{}:
 	default:

@@ -763,3 +763,31 @@ func TestStaticLeaderAbsentDuringRebalance(t *testing.T) {
 		}
 	})
 }
+
+// The janitor stops ticking while no group has a deadline; a join after
+// that must still have its initial delay and sessions enforced.
+func TestJanitorRestartsAfterIdle(t *testing.T) {
+	bubble(t, nil, func(t *testing.T, h *harness) {
+		a := h.client("g", "a")
+		h.rebalance(a)
+		// a goes silent: its session expires and the group is empty,
+		// with nothing left for the janitor to watch.
+		time.Sleep(testSession + time.Second)
+		if st := h.state("g"); st != "Empty" {
+			t.Fatalf("state %s after the only member expired", st)
+		}
+		time.Sleep(time.Minute)
+		// A new member's join completes after the initial delay (only
+		// the janitor ends it) and its session expires again.
+		b := h.client("g", "b")
+		start := time.Now()
+		h.rebalance(b)
+		if d := time.Since(start); d < testDelay {
+			t.Fatalf("join completed after %v, before the %v initial delay", d, testDelay)
+		}
+		time.Sleep(testSession + time.Second)
+		if st := h.state("g"); st != "Empty" {
+			t.Fatalf("state %s after the second member expired", st)
+		}
+	})
+}

@@ -336,6 +336,13 @@ func (g *group) pristineLocked() bool {
 		g.protocolType == "" && g.generation == 0
 }
 
+// hasDeadlines reports whether the janitor has something to watch in the
+// group (see Coordinator.expireLocked): a member's session, a pending
+// member, a rebalance or a pending sync.
+func (g *group) hasDeadlines() bool {
+	return len(g.members) > 0 || len(g.pending) > 0 || len(g.pendingSync) > 0 || g.state == statePreparingRebalance
+}
+
 func newMemberID(prefix string) string {
 	var b [16]byte
 	rand.Read(b[:]) // never fails: crypto/rand aborts the program instead

@@ -81,6 +81,7 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 		delete(c.mu.groups, g.name)
 	}
 	c.mu.Unlock()
+	c.kickJanitor()
 	if w == nil {
 		return resp
 	}
