@@ -51,6 +51,7 @@ import (
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/group"
 	"github.com/simtel/simtel/broker/partition"
+	"github.com/simtel/simtel/internal/tick"
 )
 
 // offsetsTopicPartitions is the partition count of __consumer_offsets in
@@ -59,8 +60,14 @@ import (
 const offsetsTopicPartitions = 6
 
 // coordinatorTick is how often coordinators follow the raft leadership of
-// the offsets partitions.
-const coordinatorTick = 50 * time.Millisecond
+// the offsets partitions while they do not match it yet or news came a
+// moment ago; once they do, runCoordinators waits for a leadership or
+// metadata change, or coordinatorIdleTick (a coordinator's store can
+// fail without either).
+const (
+	coordinatorTick     = 50 * time.Millisecond
+	coordinatorIdleTick = time.Second
+)
 
 // pauseLimit bounds how long the coordinator of an offsets partition whose
 // leadership this broker lost, with no other leader seen, waits paused for
@@ -300,7 +307,7 @@ func (b *Broker) deleteTopicOffsets(topic string) {
 // runCoordinators follows the leadership of the offsets partitions until
 // ctx ends, then closes every coordinator it opened.
 func (b *Broker) runCoordinators(ctx context.Context) {
-	t := time.NewTicker(coordinatorTick)
+	t := time.NewTimer(coordinatorTick)
 	defer t.Stop()
 	var closing sync.WaitGroup
 	// closed holds, per partition, a channel closed once the coordinator
@@ -319,16 +326,48 @@ func (b *Broker) runCoordinators(ctx context.Context) {
 		b.txn.Close()
 		closing.Wait()
 	}()
+	leaders, changes := b.cluster.LeaderChanges(), b.cluster.MetadataChanges()
+	pace := tick.Pace{Busy: coordinatorTick, Idle: coordinatorIdleTick, Hold: 5 * time.Second}
 	for {
 		b.ensureClusterOffsetsTopic(ctx)
 		b.syncCoordinators(&closing, closed)
-		b.txn.Sync(ctx, &closing)
+		settled := b.txn.Sync(ctx, &closing)
+		t.Reset(pace.Next(!settled || !b.coordinatorsSettled(closed)))
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-leaders:
+			pace.Woken()
+		case <-changes:
+			pace.Woken()
+		case <-b.txn.Wakes():
+			pace.Woken()
 		}
 	}
+}
+
+// coordinatorsSettled: the offsets topic exists, every offsets partition
+// this broker leads has its coordinator serving, no other has one (paused
+// included), and none is still closing: nothing for runCoordinators to
+// do until a leadership or the metadata changes.
+func (b *Broker) coordinatorsSettled(closed map[int32]chan struct{}) bool {
+	t := b.topic(offsetsTopic)
+	if t == nil || len(closed) > 0 {
+		return false
+	}
+	b.coords.RLock()
+	defer b.coords.RUnlock()
+	for i, p := range t.parts {
+		if p == nil {
+			return false
+		}
+		s := b.coords.slots[int32(i)]
+		if p.IsLeader() != (s != nil) || s != nil && (!s.valid(p) || !s.pausedAt.IsZero()) {
+			return false
+		}
+	}
+	return true
 }
 
 // syncCoordinators opens and closes coordinators to match the offsets

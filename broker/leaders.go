@@ -35,45 +35,72 @@ func (b *Broker) startReplica(p *partition.Partition, topicID [16]byte, replicas
 }
 
 // readyNewLeaders runs a raft barrier on every partition this broker
-// leads in a term it is not ready in yet (see partition.ReadyLeaders).
-func (b *Broker) readyNewLeaders() {
+// leads in a term it is not ready in yet (see partition.ReadyLeaders). It
+// reports whether one of them is still not ready.
+func (b *Broker) readyNewLeaders() bool {
 	var parts []*partition.Partition
 	for _, tp := range b.allTopics() {
 		parts = append(parts, tp.parts...)
 	}
-	partition.ReadyLeaders(parts, "new partition leader not ready yet")
+	return partition.ReadyLeaders(parts, "new partition leader not ready yet") > 0
 }
 
 // reportLeaders makes new raft leaders ready to serve (a barrier, so
 // every entry committed before their term is applied) and tells the
 // controller about partitions this broker leads (raft leader, term) when
 // its metadata says otherwise, so Metadata answers name the current leader
-// and epoch. It runs until ctx ends, every 100ms and as soon as a group
-// has a new leader (maybe this broker), so that it is made ready and
-// reported without waiting for the next tick.
+// and epoch. It runs until ctx ends: at once when a group has a new
+// leader (maybe this broker) or the metadata changed, then every 100 ms
+// while a pass left something to do (a leader not ready, a report sent
+// but not seen in the metadata yet) or for a few seconds after such
+// news, and every second otherwise (an idle broker wakes seldom).
 func (b *Broker) reportLeaders(ctx context.Context) {
-	tick.EveryOr(ctx, 100*time.Millisecond, b.cluster.LeaderChanges(), func() {
-		b.readyNewLeaders()
-		// Several reports at once: the controller's raft writes the
-		// commands that arrive together in one log write, where one
-		// after the other a broker that became the leader of thousands
-		// of new partitions took minutes to report them.
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, reportWorkers)
-		defer wg.Wait()
-		b.eachLed(b.cluster.Metadata(), func(tp *topic, i int, p *partition.Partition, a cluster.Assignment) {
-			epoch := p.LeaderEpoch()
-			if a.Leader == b.cfg.NodeID && a.LeaderEpoch == epoch {
-				return
-			}
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				b.reportLeader(ctx, tp, i, epoch)
-			}()
-		})
+	leaders, changes := b.cluster.LeaderChanges(), b.cluster.MetadataChanges()
+	// A group may be led before its partition is published (a new
+	// topic's replicas elect while the broker opens them): passes stay
+	// frequent for a while after every piece of news.
+	pace := tick.Pace{Busy: 100 * time.Millisecond, Idle: time.Second, Hold: 5 * time.Second}
+	t := time.NewTimer(pace.Busy)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-leaders:
+			pace.Woken()
+		case <-changes:
+			pace.Woken()
+		}
+		t.Reset(pace.Next(b.leaderPass(ctx)))
+	}
+}
+
+// leaderPass is one pass of reportLeaders; it reports whether something
+// is left to do.
+func (b *Broker) leaderPass(ctx context.Context) bool {
+	busy := b.readyNewLeaders()
+	// Several reports at once: the controller's raft writes the
+	// commands that arrive together in one log write, where one after
+	// the other a broker that became the leader of thousands of new
+	// partitions took minutes to report them.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, reportWorkers)
+	defer wg.Wait()
+	b.eachLed(b.cluster.Metadata(), func(tp *topic, i int, p *partition.Partition, a cluster.Assignment) {
+		epoch := p.LeaderEpoch()
+		if a.Leader == b.cfg.NodeID && a.LeaderEpoch == epoch {
+			return
+		}
+		busy = true
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			b.reportLeader(ctx, tp, i, epoch)
+		}()
 	})
+	return busy
 }
 
 // reportWorkers is how many leaderships a broker reports to the

@@ -232,9 +232,10 @@ func (p *Partition) CheckLeaderEpoch(clientEpoch int32) int16 {
 // a term it is not ready in yet, concurrently, marks those that went
 // through ready for their term, and waits for them all. A barrier that
 // does not go through is logged at debug level with notReady; the next
-// pass tries again.
-func ReadyLeaders(parts []*Partition, notReady string) {
+// pass tries again. It reports how many did not go through.
+func ReadyLeaders(parts []*Partition, notReady string) int {
 	var wg sync.WaitGroup
+	var failed atomic.Int32
 	for _, p := range parts {
 		if p == nil || p.grp == nil {
 			continue
@@ -248,15 +249,19 @@ func ReadyLeaders(parts []*Partition, notReady string) {
 		go func() {
 			defer wg.Done()
 			if err := awaitBarrier(r); err != nil {
+				failed.Add(1)
 				p.cfg.Logger.Debug(notReady, "partition", p.String(), "err", err)
 				return
 			}
 			if r.CurrentTerm() == term {
 				p.readyTerm.Store(term)
+			} else {
+				failed.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
+	return int(failed.Load())
 }
 
 // barrierWait bounds how long ReadyLeaders waits for one barrier.

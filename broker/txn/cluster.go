@@ -67,8 +67,10 @@ type clusterState struct {
 	remote map[string]remotePendingAnswer
 
 	// wanted: a transactional request found no StateTopic; the
-	// coordinator loop asks the controller to create it.
+	// coordinator loop asks the controller to create it. wake gets a
+	// token when it is set (Wakes).
 	wanted atomic.Bool
+	wake   chan struct{}
 
 	once        sync.Once
 	metrics     *metrics
@@ -108,9 +110,12 @@ func (s *Coordinators) statePartitions() int {
 // needed it, then opens and closes transaction coordinators to match the
 // state partitions this broker leads. Closing runs in the background (the
 // coordinator's loop may be waiting on a marker); closing tracks it. The
-// broker calls it on its coordinators' tick.
-func (s *Coordinators) Sync(ctx context.Context, closing *sync.WaitGroup) {
+// broker calls it on its coordinators' tick. It reports whether the
+// coordinators matched the leaderships already (nothing opened, closed or
+// wanted): the broker then ticks slower.
+func (s *Coordinators) Sync(ctx context.Context, closing *sync.WaitGroup) (settled bool) {
 	s.ensureStateTopic(ctx)
+	settled = !s.cluster.wanted.Load()
 	parts := s.b.StatePartitions()
 	s.cluster.mu.Lock()
 	if s.cluster.slots == nil {
@@ -121,6 +126,7 @@ func (s *Coordinators) Sync(ctx context.Context, closing *sync.WaitGroup) {
 			continue
 		}
 		delete(s.cluster.slots, i)
+		settled = false
 		closing.Add(1)
 		go func() {
 			defer closing.Done()
@@ -138,6 +144,7 @@ func (s *Coordinators) Sync(ctx context.Context, closing *sync.WaitGroup) {
 		if have {
 			continue
 		}
+		settled = false
 		sl, err := s.openSlot(ctx, int32(i), p)
 		if err != nil {
 			s.log.Error("cannot load the transactions of a state partition this broker leads; retrying", "partition", i, "err", err)
@@ -148,7 +155,21 @@ func (s *Coordinators) Sync(ctx context.Context, closing *sync.WaitGroup) {
 		s.cluster.mu.Unlock()
 		s.log.Info("coordinating the transactions of a state partition", "partition", i, "term", sl.term)
 	}
+	return settled
 }
+
+// want asks the coordinator loop to have StateTopic created.
+func (c *clusterState) want() {
+	c.wanted.Store(true)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Wakes receives a token when a transactional request needs the
+// coordinator loop to run Sync soon (StateTopic is missing).
+func (s *Coordinators) Wakes() <-chan struct{} { return s.cluster.wake }
 
 // ensureStateTopic has the controller create StateTopic once a
 // transactional request needed it (a cluster without transactions never

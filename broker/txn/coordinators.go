@@ -151,7 +151,9 @@ type Coordinators struct {
 // New returns the coordinators of a broker; nothing runs until Open (a
 // single node) or Sync (a cluster).
 func New(cfg Config) *Coordinators {
-	return &Coordinators{cfg: cfg, b: cfg.Broker, log: cfg.Logger}
+	s := &Coordinators{cfg: cfg, b: cfg.Broker, log: cfg.Logger}
+	s.cluster.wake = make(chan struct{}, 1)
+	return s
 }
 
 // Open loads the single-node coordinator's state, if any, and finishes
@@ -208,7 +210,7 @@ func (s *Coordinators) coordinatorFor(id string) (*coordinator, int16) {
 	}
 	n := s.statePartitions()
 	if n == 0 {
-		s.cluster.wanted.Store(true)
+		s.cluster.want()
 		return nil, kerr.CoordinatorNotAvailable.Code
 	}
 	i := partitionOf(id, n)
@@ -242,7 +244,7 @@ func (s *Coordinators) withCoordinator(id string, f func(*coordinator) int16) in
 func (s *Coordinators) Locate(id string) (partition int32, local, ok bool) {
 	n := s.statePartitions()
 	if n == 0 {
-		s.cluster.wanted.Store(true)
+		s.cluster.want()
 		return 0, false, false
 	}
 	c, _ := s.coordinatorFor(id)

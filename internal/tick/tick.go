@@ -31,3 +31,23 @@ func EveryOr[T any](ctx context.Context, d time.Duration, wake <-chan T, f func(
 		f()
 	}
 }
+
+// Pace is the period of a loop that has work only now and then: Busy
+// while its last pass left work or within Hold of a wake-up by an event
+// (news often comes a moment before the state it is about), Idle
+// otherwise, so that an idle process wakes seldom.
+type Pace struct {
+	Busy, Idle, Hold time.Duration
+	hot              time.Time
+}
+
+// Woken records a wake-up by an event.
+func (p *Pace) Woken() { p.hot = time.Now().Add(p.Hold) }
+
+// Next is the wait before the next pass; busy: the last pass left work.
+func (p *Pace) Next(busy bool) time.Duration {
+	if busy || time.Now().Before(p.hot) {
+		return p.Busy
+	}
+	return p.Idle
+}

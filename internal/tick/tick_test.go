@@ -71,3 +71,24 @@ func TestEveryReturnsWhenCancelled(t *testing.T) {
 		}
 	})
 }
+
+func TestPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := Pace{Busy: time.Millisecond, Idle: time.Second, Hold: 5 * time.Second}
+		if d := p.Next(false); d != time.Second {
+			t.Fatalf("idle: %v", d)
+		}
+		if d := p.Next(true); d != time.Millisecond {
+			t.Fatalf("busy: %v", d)
+		}
+		p.Woken()
+		time.Sleep(4 * time.Second)
+		if d := p.Next(false); d != time.Millisecond {
+			t.Fatalf("4 s after a wake-up: %v", d)
+		}
+		time.Sleep(2 * time.Second)
+		if d := p.Next(false); d != time.Second {
+			t.Fatalf("6 s after a wake-up: %v", d)
+		}
+	})
+}
