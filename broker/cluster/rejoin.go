@@ -19,8 +19,8 @@ package cluster
 //     whenever they change (a small file, written and renamed), so a
 //     restart knows them before raft has caught up.
 //   - rejoinLoop tries a gossip join of each known broker that is not a
-//     live gossip member: at once when it goes missing or at start, then
-//     after Config.RejoinInterval, doubling after each failed try up to
+//     live gossip member: at start, within Config.RejoinInterval once it
+//     goes missing, then after RejoinInterval again, doubling after each failed try up to
 //     rejoinMaxFactor times it. A restarted broker thus joins the peers it
 //     knows within its first tick whatever its flags, and the others find
 //     a restarted broker again on their own even if it knows nobody.
@@ -169,7 +169,9 @@ func (n *Node) rejoinLoop(ctx context.Context) {
 	results := make(chan result)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	t := time.NewTicker(n.cfg.RejoinInterval / 4)
+	// Every quarter interval while a broker is missing; every interval
+	// (a broker newly missing is tried within it) while none is.
+	t := time.NewTimer(n.cfg.RejoinInterval / 4)
 	defer t.Stop()
 	for {
 		members := n.members()
@@ -197,6 +199,11 @@ func (n *Node) rejoinLoop(ctx context.Context) {
 				case <-ctx.Done():
 				}
 			}()
+		}
+		if len(tries) > 0 {
+			t.Reset(n.cfg.RejoinInterval / 4)
+		} else {
+			t.Reset(n.cfg.RejoinInterval)
 		}
 		select {
 		case <-ctx.Done():
