@@ -1,8 +1,9 @@
 package cluster
 
-// One connection per broker pair and direction. Every connection kind the
-// mux serves (raft streams of every group, coalesced heartbeats, forwarded
-// controller commands, watches) is dialed as a yamux stream inside one
+// One session per broker pair and direction. Every connection kind the
+// mux serves (raft streams of every group, forwarded controller commands,
+// watches; not the coalesced heartbeats, see below) is dialed as a yamux
+// stream inside one
 // session per destination broker: a session is one TCP connection (one
 // TLS handshake with cluster TLS) that starts with the kindSession byte
 // and the dialer's advertised raft address, then carries yamux frames.
@@ -20,8 +21,11 @@ package cluster
 // broker holds up only the streams to that broker, and only that long.
 // A session whose peer stops answering is closed by yamux's keepalive
 // (sessionKeepAlive, then the write timeout for the answer); the next
-// Dial makes a new one. Raw connections of the other kinds are still
-// accepted (a broker of this release dials none).
+// Dial makes a new one. Raw connections of the other kinds are accepted
+// too; a broker dials one of its own for its coalesced heartbeats to each
+// peer (transport.go), whose frames and answers go a few times a second
+// on an idle cluster: as a stream, each also woke the session's sender
+// and reader on both sides.
 
 import (
 	"context"
@@ -198,9 +202,29 @@ func (m *Mux) runSession(o *outSession) {
 // dialSession connects to addr (TLS when configured), sends the session
 // header and starts the yamux client.
 func (m *Mux) dialSession(addr raft.ServerAddress) (*yamux.Session, error) {
+	name := string(m.advertise)
+	if len(name) > maxPeerName {
+		name = name[:maxPeerName]
+	}
+	c, err := m.connect(addr, sessionDialTimeout, append([]byte{kindSession, byte(len(name))}, name...))
+	if err != nil {
+		return nil, err
+	}
+	sess, err := yamux.Client(c, m.sessionConfig())
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	watchSession(sess)
+	return sess, nil
+}
+
+// connect opens a connection of its own to addr (TLS when configured)
+// within timeout and sends header.
+func (m *Mux) connect(addr raft.ServerAddress, timeout time.Duration, header []byte) (net.Conn, error) {
 	peer := string(addr)
 	m.stats.dials.WithLabelValues(peer).Inc()
-	ctx, cancel := context.WithTimeout(m.ctx, sessionDialTimeout)
+	ctx, cancel := context.WithTimeout(m.ctx, timeout)
 	defer cancel()
 	d := net.Dialer{}
 	if la := m.localAddrFor(addr); la != nil {
@@ -221,30 +245,19 @@ func (m *Mux) dialSession(addr raft.ServerAddress) (*yamux.Session, error) {
 		}
 		c = tc
 	}
-	name := string(m.advertise)
-	if len(name) > maxPeerName {
-		name = name[:maxPeerName]
-	}
-	hdr := append([]byte{kindSession, byte(len(name))}, name...)
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.SetWriteDeadline(dl)
 	}
-	if _, err := c.Write(hdr); err != nil {
+	if _, err := c.Write(header); err != nil {
 		c.Close()
 		m.dialFailed(peer, err)
-		return nil, fmt.Errorf("cannot send the session header to %s: %w", addr, err)
+		return nil, fmt.Errorf("cannot send the connection header to %s: %w", addr, err)
 	}
 	_ = c.SetWriteDeadline(time.Time{})
-	sess, err := yamux.Client(c, m.sessionConfig())
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	watchSession(sess)
-	return sess, nil
+	return c, nil
 }
 
-// dialFailed counts a session dial that failed before or after TLS.
+// dialFailed counts a dial that failed before or after TLS.
 func (m *Mux) dialFailed(peer string, err error) {
 	reason := "connect"
 	var te interface{ Timeout() bool }

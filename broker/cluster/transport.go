@@ -689,7 +689,11 @@ func (h *heartbeatHub) run(l *heartbeatLink) {
 		lastSent = time.Now()
 		var err error
 		if conn == nil {
-			if conn, err = h.mux.dial(l.addr, h.timeout, []byte{kindHeartbeat}); err != nil {
+			// A connection of its own, not a stream of the session:
+			// a frame and its answer then wake only the two ends,
+			// not also the session's sender and reader on each side
+			// (most of an idle broker's wake-ups were these frames).
+			if conn, err = h.mux.connect(l.addr, h.timeout, []byte{kindHeartbeat}); err != nil {
 				conn = nil
 				err = fmt.Errorf("cannot open a heartbeat link to %s: %w", l.addr, err)
 			} else {
