@@ -161,9 +161,11 @@ func (s *Store) Set(key, val []byte) error {
 	s.w.mu.Lock()
 	if g := s.w.mu.groups[s.group]; g != nil && s.w.usableLocked() == nil {
 		if v, ok := g.stable[string(key)]; ok && bytes.Equal(v, val) {
-			// The write that set it, if not replayed by Open (which
-			// made the replayed records durable), is one of these.
-			seq := s.w.mu.written
+			// Durable once the write that set it is (none: Open
+			// replayed it and made the replayed records durable). A
+			// group starting waits for no fsync of other groups'
+			// writes.
+			seq := g.setAt[string(key)]
 			s.w.mu.Unlock()
 			return s.w.syncTo(seq)
 		}

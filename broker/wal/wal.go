@@ -92,6 +92,10 @@ type groupState struct {
 	first  uint64
 	pos    []loc
 	stable map[string][]byte
+	// setAt is, per stable key, the write sequence number (WAL.mu.written)
+	// of the write that set its value; absent for a value Open replayed
+	// (durable).
+	setAt map[string]uint64
 }
 
 func (g *groupState) last() uint64 {
@@ -496,15 +500,22 @@ func (w *WAL) appendRecords(iov [][]byte, sizes []int64, recs []record, check fu
 		return 0, err
 	}
 	off := seg.size
+	seq := w.mu.written + 1
 	for i, rec := range recs {
 		n := sizes[i]
 		// Cannot fail: check validated the records against this index.
 		_ = w.applyLocked(rec, loc{seg: seg.id, off: off, n: n}, false)
+		if rec.kind == kindSet {
+			g := w.mu.groups[rec.group]
+			if g.setAt == nil {
+				g.setAt = map[string]uint64{}
+			}
+			g.setAt[string(rec.key)] = seq
+		}
 		off += n
 	}
 	seg.size = off
-	w.mu.written++
-	seq := w.mu.written
+	w.mu.written = seq
 	w.mu.Unlock()
 	w.stats.appends.Add(1)
 	w.stats.bytes.Add(uint64(total))

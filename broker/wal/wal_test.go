@@ -420,3 +420,49 @@ func TestSetSameValueNotWritten(t *testing.T) {
 		t.Fatalf("after a reopen: %d, %v; want 5", v, err)
 	}
 }
+
+// Setting a value a group already has waits only for the write that set
+// it, not for other groups' writes not yet durable: thousands of groups
+// starting at once each set their term to what it was.
+func TestSetSameValueWaitsOnlyForItsWrite(t *testing.T) {
+	dir := t.TempDir()
+	w := openT(t, dir, Options{})
+	key := []byte("CurrentTerm")
+	if err := w.Store(1).SetUint64(key, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w = openT(t, dir, Options{})
+	defer w.Close()
+	// Another group's entry, written and not synced yet.
+	wait, err := w.Store(2).StoreLogsDeferred([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncs := w.stats.syncs.Load()
+	if err := w.Store(1).SetUint64(key, 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.stats.syncs.Load(); got != syncs {
+		t.Fatalf("setting the replayed value again made %d fsyncs", got-syncs)
+	}
+	// A value set in this run is durable once its own write is.
+	if err := w.Store(1).SetUint64(key, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Store(2).StoreLogsDeferred([]*raft.Log{{Index: 2, Term: 1, Type: raft.LogCommand, Data: []byte("y")}}); err != nil {
+		t.Fatal(err)
+	}
+	syncs = w.stats.syncs.Load()
+	if err := w.Store(1).SetUint64(key, 5); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.stats.syncs.Load(); got != syncs {
+		t.Fatalf("setting a durable value again made %d fsyncs", got-syncs)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+}
