@@ -64,6 +64,14 @@ type Broker struct {
 		slots map[int32]*coordSlot
 	}
 
+	// synced holds the partition directories that were there when New
+	// synced the data directory's file system: their first open needs no
+	// fsync of each file (storage.Config.Durable).
+	synced struct {
+		sync.Mutex
+		dirs map[string]bool
+	}
+
 	mu struct {
 		sync.RWMutex
 		topics map[string]*topic
@@ -93,6 +101,7 @@ func New(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "data"), 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create data directory %q: %w", cfg.DataDir, err)
 	}
+	b.syncDataDir()
 	meta, err := b.loadNodeMeta()
 	if err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ import (
 	"github.com/simtel/simtel/broker/cluster"
 	"github.com/simtel/simtel/broker/partition"
 	"github.com/simtel/simtel/broker/storage"
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // offsetsTopic is Kafka's internal topic of committed offsets and group
@@ -119,7 +120,9 @@ func (b *Broker) saveTopicsLocked() error {
 
 func (b *Broker) openPartition(t *topic, i int32) (*partition.Partition, error) {
 	dir := b.partitionDir(t.name, i)
-	l, err := storage.Open(b.storageConfig(dir, t.configs))
+	cfg := b.storageConfig(dir, t.configs)
+	cfg.Durable = b.takeSynced(dir)
+	l, err := storage.Open(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open partition %s-%d: %w", t.name, i, err)
 	}
@@ -131,6 +134,40 @@ func (b *Broker) openPartition(t *topic, i int32) (*partition.Partition, error) 
 		return nil, err
 	}
 	return p, nil
+}
+
+// syncDataDir makes the data directory's files durable with one
+// syncfs(2) and records the partition directories it covered. A broker
+// restarted after a crash (or with its host) would otherwise fsync the
+// tail segment and the directory of every partition as it opens them:
+// 20,000 fsyncs for 10,000 partitions, in the way of the restart. Where
+// syncfs fails or is missing, each open syncs its files as before.
+func (b *Broker) syncDataDir() {
+	dir := filepath.Join(b.cfg.DataDir, "data")
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		return
+	}
+	if err := fsutil.SyncFS(dir); err != nil {
+		b.log.Info("cannot sync the data directory's file system at once; partitions sync their files as they open", "dir", dir, "err", err)
+		return
+	}
+	b.synced.dirs = make(map[string]bool, len(entries))
+	for _, e := range entries {
+		if e.IsDir() {
+			b.synced.dirs[filepath.Join(dir, e.Name())] = true
+		}
+	}
+}
+
+// takeSynced reports whether dir was covered by syncDataDir and not
+// opened since (a log closed and opened again may have written since).
+func (b *Broker) takeSynced(dir string) bool {
+	b.synced.Lock()
+	defer b.synced.Unlock()
+	ok := b.synced.dirs[dir]
+	delete(b.synced.dirs, dir)
+	return ok
 }
 
 func (b *Broker) topic(name string) *topic {

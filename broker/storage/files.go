@@ -67,8 +67,18 @@ func (s *segFile) release() {
 
 // removeIfExists removes path, treating "already gone" as success.
 func removeIfExists(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("cannot remove %q: %w", path, err)
+	_, err := removeExisting(path)
+	return err
+}
+
+// removeExisting is removeIfExists that reports whether it removed a file.
+func removeExisting(path string) (bool, error) {
+	err := os.Remove(path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
 	}
-	return nil
+	return false, fmt.Errorf("cannot remove %q: %w", path, err)
 }

@@ -17,6 +17,11 @@ import (
 type Config struct {
 	// Dir is the partition directory; it is created if missing.
 	Dir string
+	// Durable: the caller made every file in Dir durable (fsutil.SyncFS)
+	// since it was last written, so Open fsyncs only what it changes
+	// itself (a truncated segment, removed or created files) instead of
+	// the tail segment and the directory of every log. Only Open reads it.
+	Durable bool
 	// SegmentBytes rolls the active segment once it would grow past this
 	// size. Default 1 GiB; at most 4 GiB because index positions are
 	// uint32.

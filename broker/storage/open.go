@@ -76,6 +76,9 @@ func (l *Log) load() error {
 		return fmt.Errorf("cannot read log directory %q: %w", l.dir, err)
 	}
 	var bases []int64
+	// changed: this open removed or created a file, so the directory
+	// needs an fsync even when the caller made it durable (cfg.Durable).
+	changed := false
 	for _, e := range entries {
 		name := e.Name()
 		if base, ok := parseSegmentName(name); ok && e.Type().IsRegular() {
@@ -89,6 +92,7 @@ func (l *Log) load() error {
 			if err := removeIfExists(filepath.Join(l.dir, name)); err != nil {
 				return err
 			}
+			changed = true
 		}
 	}
 	slices.Sort(bases)
@@ -108,7 +112,7 @@ func (l *Log) load() error {
 			upper = bases[i+1]
 		}
 		tail := i == len(bases)-1
-		seg, truncated, err := l.loadSegment(base, upper, tail, int64(cfg.IndexIntervalBytes), buf)
+		seg, truncated, err := l.loadSegment(base, upper, tail, int64(cfg.IndexIntervalBytes), buf, &changed)
 		if err != nil {
 			for _, s := range segs {
 				s.file.release()
@@ -120,6 +124,7 @@ func (l *Log) load() error {
 			for _, later := range bases[i+1:] {
 				p := segmentPath(l.dir, later)
 				l.logger.Warn("removing segment after corruption", "segment", filepath.Base(p))
+				changed = true
 				if err := removeSegmentFiles(p); err != nil {
 					for _, s := range segs {
 						s.file.release()
@@ -137,21 +142,25 @@ func (l *Log) load() error {
 		if err != nil {
 			return fmt.Errorf("cannot create segment %q: %w", path, err)
 		}
+		changed = true
 		segs = append(segs, &segment{base: base, path: path, file: newSegFile(f), next: base, idx: newSegIndex()})
 	}
 	tail := segs[len(segs)-1]
 	tail.rollBase = now
-	if err := l.removeOrphanIndexes(segs); err != nil {
+	removed, err := l.removeOrphanIndexes(segs)
+	if err != nil {
 		for _, s := range segs {
 			s.file.release()
 		}
 		return err
 	}
-	if err := fsutil.SyncDir(l.dir); err != nil {
-		for _, s := range segs {
-			s.file.release()
+	if changed || removed || !cfg.Durable {
+		if err := fsutil.SyncDir(l.dir); err != nil {
+			for _, s := range segs {
+				s.file.release()
+			}
+			return err
 		}
-		return err
 	}
 
 	l.mu.Lock()
@@ -178,7 +187,7 @@ func (l *Log) load() error {
 // files is trusted (those files are only written once the segment was
 // closed and fully synced); anything else is scanned and, if damaged,
 // truncated at the first bad batch. The result is synced to disk.
-func (l *Log) loadSegment(base, upper int64, tail bool, interval int64, buf []byte) (*segment, bool, error) {
+func (l *Log) loadSegment(base, upper int64, tail bool, interval int64, buf []byte, changed *bool) (*segment, bool, error) {
 	path := segmentPath(l.dir, base)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -201,13 +210,13 @@ func (l *Log) loadSegment(base, upper int64, tail bool, interval int64, buf []by
 			l.logger.Info("rebuilding segment index", "segment", filepath.Base(path), "reason", err)
 		}
 	}
-	if err := removeIfExists(seg.indexPath()); err != nil {
-		seg.file.release()
-		return nil, false, err
-	}
-	if err := removeIfExists(seg.timeIndexPath()); err != nil {
-		seg.file.release()
-		return nil, false, err
+	for _, p := range []string{seg.indexPath(), seg.timeIndexPath()} {
+		removed, err := removeExisting(p)
+		if err != nil {
+			seg.file.release()
+			return nil, false, err
+		}
+		*changed = *changed || removed
 	}
 	res, err := recoverScan(f, base, upper, size, interval)
 	if err != nil {
@@ -227,11 +236,14 @@ func (l *Log) loadSegment(base, upper int64, tail bool, interval int64, buf []by
 		}
 	}
 	// The data may only have been in the page cache of a crashed process:
-	// make it durable before SyncedOffset claims it.
-	l.fsyncs.Add(1)
-	if err := l.syncFile(f); err != nil {
-		seg.file.release()
-		return nil, false, fmt.Errorf("cannot fsync segment %q: %w", path, err)
+	// make it durable before SyncedOffset claims it (done already if the
+	// caller synced the file system and nothing was truncated).
+	if truncated || !l.config().Durable {
+		l.fsyncs.Add(1)
+		if err := l.syncFile(f); err != nil {
+			seg.file.release()
+			return nil, false, fmt.Errorf("cannot fsync segment %q: %w", path, err)
+		}
 	}
 	seg.synced = seg.size
 	return seg, truncated, nil
@@ -302,11 +314,11 @@ func removeSegmentFiles(logPath string) error {
 }
 
 // removeOrphanIndexes deletes index files without a segment, which a
-// crash during segment deletion can leave behind.
-func (l *Log) removeOrphanIndexes(segs []*segment) error {
+// crash during segment deletion can leave behind; removed: it deleted one.
+func (l *Log) removeOrphanIndexes(segs []*segment) (removed bool, err error) {
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
-		return fmt.Errorf("cannot read log directory %q: %w", l.dir, err)
+		return false, fmt.Errorf("cannot read log directory %q: %w", l.dir, err)
 	}
 	have := make(map[string]bool, len(segs))
 	for _, s := range segs {
@@ -325,10 +337,11 @@ func (l *Log) removeOrphanIndexes(segs []*segment) error {
 			continue
 		}
 		if err := removeIfExists(filepath.Join(l.dir, name)); err != nil {
-			return err
+			return removed, err
 		}
+		removed = true
 	}
-	return nil
+	return removed, nil
 }
 
 // readStartCheckpoint returns the persisted log start offset, or -1.

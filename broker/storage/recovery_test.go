@@ -180,3 +180,43 @@ func TestRecoveryGarbageSegmentFile(t *testing.T) {
 		t.Fatalf("read: %v", err)
 	}
 }
+
+// A log the caller made durable (Config.Durable) opens without an fsync
+// unless the open itself changes a file: a damaged tail is truncated and
+// synced.
+func TestOpenDurableSyncsOnlyChanges(t *testing.T) {
+	dir := t.TempDir()
+	batches := writeValidLog(t, dir, 8, Config{})
+	l := openTest(t, Config{Dir: dir, Durable: true})
+	if n := len(readAll(t, l, 0)); n != len(batches) {
+		t.Fatalf("read %d batches, want %d", n, len(batches))
+	}
+	if st := l.Stats(); st.Fsyncs != 0 || st.SyncedOffset != st.EndOffset {
+		t.Fatalf("clean durable open: %d fsyncs, synced %d of %d", st.Fsyncs, st.SyncedOffset, st.EndOffset)
+	}
+	mustClose(t, l)
+
+	seg := lastSegment(t, dir)
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(seg, b[:len(b)-len(batches[len(batches)-1])/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l = openTest(t, Config{Dir: dir, Durable: true})
+	if n := len(readAll(t, l, 0)); n != len(batches)-1 {
+		t.Fatalf("read %d batches after the damage, want %d", n, len(batches)-1)
+	}
+	if st := l.Stats(); st.Fsyncs != 1 {
+		t.Fatalf("durable open that truncated: %d fsyncs, want 1", st.Fsyncs)
+	}
+	mustClose(t, l)
+
+	// Without Durable every open syncs its tail segment.
+	l = openTest(t, Config{Dir: dir})
+	if st := l.Stats(); st.Fsyncs != 1 {
+		t.Fatalf("plain open: %d fsyncs, want 1", st.Fsyncs)
+	}
+	mustClose(t, l)
+}

@@ -27,3 +27,18 @@ func Fdatasync(f *os.File) error {
 	}
 	return serr
 }
+
+// SyncFS makes everything written to the file system that holds dir
+// durable (syncfs(2)): one call instead of an fsync of each of its files.
+func SyncFS(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for {
+		if err := unix.Syncfs(int(f.Fd())); err != unix.EINTR {
+			return err
+		}
+	}
+}

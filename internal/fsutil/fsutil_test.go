@@ -1,8 +1,10 @@
 package fsutil
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -52,5 +54,22 @@ func TestWriteFileFailureLeavesNothing(t *testing.T) {
 		if len(ents) != 1 || ents[0].Name() != "x" {
 			t.Errorf("%+v: directory holds %v, want only x", opts, ents)
 		}
+	}
+}
+
+func TestSyncFS(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := SyncFS(dir)
+	if runtime.GOOS == "linux" && err != nil {
+		t.Fatalf("SyncFS: %v", err)
+	}
+	if runtime.GOOS != "linux" && !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("SyncFS off linux: %v", err)
+	}
+	if err := SyncFS(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("SyncFS of a missing directory succeeded")
 	}
 }
