@@ -307,8 +307,6 @@ func (b *Broker) deleteTopicOffsets(topic string) {
 // runCoordinators follows the leadership of the offsets partitions until
 // ctx ends, then closes every coordinator it opened.
 func (b *Broker) runCoordinators(ctx context.Context) {
-	t := time.NewTimer(coordinatorTick)
-	defer t.Stop()
 	var closing sync.WaitGroup
 	// closed holds, per partition, a channel closed once the coordinator
 	// being closed there is gone: a new one is opened only after that,
@@ -326,25 +324,13 @@ func (b *Broker) runCoordinators(ctx context.Context) {
 		b.txn.Close()
 		closing.Wait()
 	}()
-	leaders, changes := b.cluster.LeaderChanges(), b.cluster.MetadataChanges()
 	pace := tick.Pace{Busy: coordinatorTick, Idle: coordinatorIdleTick, Hold: 5 * time.Second}
-	for {
+	pace.Run(ctx, func() bool {
 		b.ensureClusterOffsetsTopic(ctx)
 		b.syncCoordinators(&closing, closed)
 		settled := b.txn.Sync(ctx, &closing)
-		t.Reset(pace.Next(!settled || !b.coordinatorsSettled(closed)))
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-leaders:
-			pace.Woken()
-		case <-changes:
-			pace.Woken()
-		case <-b.txn.Wakes():
-			pace.Woken()
-		}
-	}
+		return !settled || !b.coordinatorsSettled(closed)
+	}, b.cluster.LeaderChanges(), b.cluster.MetadataChanges(), b.txn.Wakes())
 }
 
 // coordinatorsSettled: the offsets topic exists, every offsets partition

@@ -55,25 +55,11 @@ func (b *Broker) readyNewLeaders() bool {
 // but not seen in the metadata yet) or for a few seconds after such
 // news, and every second otherwise (an idle broker wakes seldom).
 func (b *Broker) reportLeaders(ctx context.Context) {
-	leaders, changes := b.cluster.LeaderChanges(), b.cluster.MetadataChanges()
 	// A group may be led before its partition is published (a new
 	// topic's replicas elect while the broker opens them): passes stay
 	// frequent for a while after every piece of news.
 	pace := tick.Pace{Busy: 100 * time.Millisecond, Idle: time.Second, Hold: 5 * time.Second}
-	t := time.NewTimer(pace.Busy)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-leaders:
-			pace.Woken()
-		case <-changes:
-			pace.Woken()
-		}
-		t.Reset(pace.Next(b.leaderPass(ctx)))
-	}
+	pace.Run(ctx, func() bool { return b.leaderPass(ctx) }, b.cluster.LeaderChanges(), b.cluster.MetadataChanges())
 }
 
 // leaderPass is one pass of reportLeaders; it reports whether something

@@ -35,25 +35,6 @@ func TestEvery(t *testing.T) {
 	})
 }
 
-func TestEveryOrWakes(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		wake := make(chan int)
-		calls := make(chan time.Duration)
-		start := time.Now()
-		go EveryOr(ctx, time.Hour, wake, func() { calls <- time.Since(start) })
-		time.Sleep(time.Minute)
-		wake <- 1
-		if got := <-calls; got != time.Minute {
-			t.Fatalf("woken call at %v, want %v", got, time.Minute)
-		}
-		if got := <-calls; got != time.Hour {
-			t.Fatalf("periodic call at %v, want %v", got, time.Hour)
-		}
-	})
-}
-
 func TestEveryReturnsWhenCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
@@ -89,6 +70,44 @@ func TestPace(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		if d := p.Next(false); d != time.Second {
 			t.Fatalf("6 s after a wake-up: %v", d)
+		}
+	})
+}
+
+func TestPaceRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		news := make(chan struct{}, 1)
+		calls := make(chan time.Duration)
+		busy := true
+		start := time.Now()
+		p := Pace{Busy: time.Second, Idle: time.Hour, Hold: 10 * time.Second}
+		go p.Run(ctx, func() bool { calls <- time.Since(start); return busy }, news)
+		for i, want := range []time.Duration{0, time.Second, 2 * time.Second} {
+			if got := <-calls; got != want {
+				t.Fatalf("call %d at %v, want %v (busy)", i, got, want)
+			}
+		}
+		busy = false
+		if got := <-calls; got != 3*time.Second {
+			t.Fatalf("call at %v, want 3s", got)
+		}
+		// Idle: the next pass an hour later, unless news comes.
+		time.Sleep(time.Minute)
+		news <- struct{}{}
+		start = time.Now()
+		// At once on the news, then every Busy second for the Hold.
+		for i, want := range []time.Duration{0, time.Second, 2 * time.Second} {
+			if got := <-calls; got != want {
+				t.Fatalf("call %d after the news at %v, want %v", i, got, want)
+			}
+		}
+		for got := <-calls; got < 10*time.Second; got = <-calls {
+		}
+		start = time.Now()
+		if got := <-calls; got != time.Hour {
+			t.Fatalf("idle call after the hold at %v, want 1h", got)
 		}
 	})
 }
