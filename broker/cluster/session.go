@@ -472,8 +472,8 @@ type muxStats struct {
 func newMuxStats(m *Mux) *muxStats {
 	return &muxStats{
 		m:            m,
-		dials:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_cluster_mux_session_dials_total", Help: "Sessions (one TCP connection each, TLS with cluster TLS) this broker dialed to another broker's raft mux, by peer raft address."}, []string{"peer"}),
-		dialFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_cluster_mux_session_dial_failures_total", Help: "Session dials to another broker's raft mux that failed, by peer raft address and reason (refused, timeout, connect, tls_<reason of simtel_broker_cluster_tls_failures_total>)."}, []string{"peer", "reason"}),
+		dials:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_cluster_mux_session_dials_total", Help: "Sessions and heartbeat links (one TCP connection each, TLS with cluster TLS) this broker dialed to another broker's raft mux, by peer raft address."}, []string{"peer"}),
+		dialFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "simtel_broker_cluster_mux_session_dial_failures_total", Help: "Session and heartbeat link dials to another broker's raft mux that failed, by peer raft address and reason (refused, timeout, connect, tls_<reason of simtel_broker_cluster_tls_failures_total>)."}, []string{"peer", "reason"}),
 		sessions:     prometheus.NewDesc("simtel_broker_cluster_mux_sessions", "Open sessions with other brokers' raft muxes, by peer raft address and direction (out: dialed by this broker, in: accepted).", []string{"peer", "direction"}, nil),
 		streams:      prometheus.NewDesc("simtel_broker_cluster_mux_streams", "Open streams (raft connections of every group, heartbeat links, watches, forwarded commands) in the sessions with other brokers, by peer raft address and direction.", []string{"peer", "direction"}, nil),
 	}
