@@ -162,6 +162,10 @@ type nodeMeta struct {
 	// InCluster: this broker is part of a controller configuration, so
 	// nobody seeing it may bootstrap a new cluster.
 	InCluster bool `json:"in_cluster,omitempty"`
+	// Cluster is the id of the cluster whose controller this broker
+	// follows, once it knows it: gossip refuses a member of another
+	// cluster (gossipDelegate.NotifyAlive).
+	Cluster string `json:"cluster,omitempty"`
 	// Gossip is the member's gossip address as memberlist knows it (not
 	// gossiped in the meta: memberlist carries it).
 	Gossip string `json:"-"`
@@ -223,6 +227,9 @@ type Node struct {
 
 	hasState  bool
 	inCluster atomic.Bool
+	// clusterID is the cluster id this node gossips in its meta: the
+	// controller metadata's, copied by the loop (refreshClusterID).
+	clusterID atomic.Pointer[string]
 	events    chan struct{} // gossip changes, coalescing
 
 	// gossip is this node's copy of the members' meta, by member name,
@@ -255,6 +262,8 @@ type Node struct {
 	// not reach over TLS (logged once each); only the loop touches it.
 	unverified map[int32]bool
 	rejoins    *prometheus.CounterVec // gossip joins of known brokers, by result
+	// foreignMembers counts gossip refused from brokers of other clusters.
+	foreignMembers prometheus.Counter
 
 	// missing counts consecutive leader ticks a registered broker was
 	// absent from gossip; only the loop goroutine touches it.
@@ -370,6 +379,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.started(n.trans, n.raft)
 
+	n.foreignMembers = prometheus.NewCounter(prometheus.CounterOpts{Name: "simtel_broker_cluster_gossip_foreign_members_total", Help: "Gossip messages and joins refused because they came from or named a broker of another cluster (another cluster id)."})
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = "broker-" + strconv.Itoa(int(cfg.NodeID))
 	host, port, _ := net.SplitHostPort(cfg.GossipListen)
@@ -386,6 +396,8 @@ func New(cfg Config) (*Node, error) {
 	// of being refused as a conflicting member.
 	mc.DeadNodeReclaimTime = cfg.DeadAfter
 	mc.Delegate = &gossipDelegate{n: n}
+	mc.Alive = &gossipDelegate{n: n}
+	mc.Merge = &gossipDelegate{n: n}
 	mc.Events = &gossipEvents{n: n}
 	mc.Logger = stdLoggerFor(n.log.With("part", "gossip"))
 	if len(cfg.GossipKeys) > 0 {
@@ -413,7 +425,7 @@ func New(cfg Config) (*Node, error) {
 		if n.gossipFailures != nil {
 			r.MustRegister(n.gossipFailures)
 		}
-		r.MustRegister(n.commands, n.forwards, n.rejoins,
+		r.MustRegister(n.commands, n.forwards, n.rejoins, n.foreignMembers,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "simtel_broker_cluster_controller_leader", Help: "1 if this broker is the controller leader."}, func() float64 {
 				if n.IsLeader() {
 					return 1
@@ -607,6 +619,7 @@ func (n *Node) loop(ctx context.Context) {
 		}
 		n.maybeBootstrap()
 		n.refreshInCluster()
+		n.refreshClusterID()
 		n.savePeers(n.Metadata(), n.members())
 		if n.IsLeader() {
 			n.reconcile(ctx)
@@ -693,7 +706,29 @@ func (n *Node) members() map[int32]nodeMeta {
 }
 
 func (n *Node) selfMeta() nodeMeta {
-	return nodeMeta{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, Listeners: n.cfg.Listeners, RaftAddr: n.RaftAddr(), InCluster: n.inCluster.Load()}
+	return nodeMeta{ID: n.cfg.NodeID, KafkaAddr: n.cfg.KafkaAddr, Listeners: n.cfg.Listeners, RaftAddr: n.RaftAddr(), InCluster: n.inCluster.Load(), Cluster: n.gossipClusterID()}
+}
+
+// gossipClusterID is the cluster id of this node's gossip meta, "" while
+// it does not know it.
+func (n *Node) gossipClusterID() string {
+	if id := n.clusterID.Load(); id != nil {
+		return *id
+	}
+	return ""
+}
+
+// refreshClusterID gossips the controller's cluster id once this node
+// knows it.
+func (n *Node) refreshClusterID() {
+	id := n.Metadata().ClusterID
+	if id == "" || id == n.gossipClusterID() {
+		return
+	}
+	n.clusterID.Store(&id)
+	if err := n.ml.UpdateNode(2 * time.Second); err != nil {
+		n.log.Warn("cannot gossip the updated node meta", "err", err)
+	}
 }
 
 func (n *Node) maybeBootstrap() {
@@ -784,6 +819,9 @@ func (n *Node) reconcile(ctx context.Context) {
 		}
 	}
 	for id, m := range members {
+		if m.Cluster != "" && m.Cluster != md.ClusterID {
+			continue // let in before this node knew its cluster id: never a voter
+		}
 		if s, ok := inConfig[raft.ServerID(strconv.Itoa(int(id)))]; (!ok || s.Address != raft.ServerAddress(m.RaftAddr)) && !n.verifyMember(id, m) {
 			continue
 		}
@@ -1026,6 +1064,41 @@ func (d *gossipDelegate) NodeMeta(limit int) []byte {
 	}
 	return b
 }
+
+// NotifyAlive refuses a member of another cluster. Both clusters would
+// otherwise merge their gossip, and the controller leader would make the
+// stranger a voter: a broker of one cluster that rejoins a remembered
+// address now taken by a broker of another (a reused host or port) would
+// leave the second's controller without a quorum once it went away.
+// Members that do not know their cluster id yet (new brokers) are let in.
+func (d *gossipDelegate) NotifyAlive(peer *memberlist.Node) error {
+	return d.n.sameCluster(peer)
+}
+
+// NotifyMerge refuses a join (a push-pull exchange) with a member of
+// another cluster, from either side.
+func (d *gossipDelegate) NotifyMerge(peers []*memberlist.Node) error {
+	for _, p := range peers {
+		if err := d.n.sameCluster(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *Node) sameCluster(peer *memberlist.Node) error {
+	ours := n.gossipClusterID()
+	if ours == "" || len(peer.Meta) == 0 {
+		return nil
+	}
+	var meta nodeMeta
+	if err := json.Unmarshal(peer.Meta, &meta); err != nil || meta.Cluster == "" || meta.Cluster == ours {
+		return nil
+	}
+	n.foreignMembers.Inc()
+	return fmt.Errorf("member %s (%s) belongs to cluster %s, this broker to cluster %s: not let in; a broker of another cluster reached this one's gossip (check --join and the addresses brokers remember in controller/peers.json)", peer.Name, peer.Address(), meta.Cluster, ours)
+}
+
 func (d *gossipDelegate) NotifyMsg([]byte)                           {}
 func (d *gossipDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *gossipDelegate) LocalState(join bool) []byte                { return nil }

@@ -111,3 +111,41 @@ func TestRejoinKeepsTryingKnownBroker(t *testing.T) {
 		return ok
 	})
 }
+
+// TestGossipRefusesAnotherCluster: a broker of one cluster joining the
+// gossip address of a broker of another (a remembered address now used by
+// someone else) is refused from both sides, counted, and never becomes a
+// member or a voter of the other's controller.
+func TestGossipRefusesAnotherCluster(t *testing.T) {
+	skipElections(t)
+	var nodes []*testNode
+	for i := range 2 {
+		cfg := Config{NodeID: int32(i), DataDir: t.TempDir(), KafkaAddr: freeAddr(t),
+			RaftListen: freeAddr(t), GossipListen: freeAddr(t), BootstrapExpect: 1}
+		nodes = append(nodes, startNode(t, cfg))
+		waitFormed(t, nodes[i:])
+	}
+	a, b := nodes[0], nodes[1]
+	waitFor(t, "both clusters' ids gossiped", func() bool {
+		return a.gossipClusterID() != "" && b.gossipClusterID() != ""
+	})
+	if a.gossipClusterID() == b.gossipClusterID() {
+		t.Fatalf("two bootstraps made one cluster id %s", a.gossipClusterID())
+	}
+	if _, err := b.ml.Join([]string{a.gossipAddr}); err == nil {
+		t.Fatal("join of another cluster's gossip address succeeded")
+	}
+	time.Sleep(time.Second) // gossip that slipped through would show by now
+	if got := len(a.members()); got != 1 {
+		t.Errorf("a sees %d members, want itself only", got)
+	}
+	if got := len(b.members()); got != 1 {
+		t.Errorf("b sees %d members, want itself only", got)
+	}
+	if _, ok := raftServer(a, "1"); ok {
+		t.Error("b became a server of a's controller")
+	}
+	if testutil.ToFloat64(a.foreignMembers)+testutil.ToFloat64(b.foreignMembers) == 0 {
+		t.Error("no refusal counted")
+	}
+}
