@@ -31,7 +31,8 @@
 #   STOP_WAIT=300 bench/partitions-figures.sh         # SIGKILL a clean stop after this many s (default 120)
 #   HEARTBEAT=1s IDLE=60 SETTLE=20 SIMTEL_BIN=/tmp/simtel bench/partitions-figures.sh
 #   DORMANT=10s bench/partitions-figures.sh           # brokers with --replica-dormant-after 10s
-#   PROFILE=DIR bench/partitions-figures.sh           # also a 30 s CPU profile of broker 0 while idle
+#   PROFILE=DIR bench/partitions-figures.sh           # also 30 s CPU profiles of broker 0 while idle
+#                                                     # and of broker 2 from each restart on
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=${BASE:-2509}
@@ -157,6 +158,9 @@ restart() {
   echo "restart ($1): broker 2 led $before partitions ($want as preferred replica); it stopped in $(since "$t") s"
   start 2 "$(gport 0)"
   t=$(now)
+  if [ -n "${PROFILE:-}" ]; then
+    (until curl -s -o "$PROFILE/restart-$1-$parts.pprof" --fail "http://127.0.0.1:$(hport 2)/debug/pprof/profile?seconds=30"; do sleep 0.2; done) &
+  fi
   while :; do
     read -r n _ < <(leaders "$(kport 2)")
     [ "$n" -ge "$parts" ] && [ "$(grep -c "topic opened from the controller.*topic=$topic" "$work/log2")" -ge "$2" ] && break

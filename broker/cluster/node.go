@@ -352,9 +352,10 @@ func New(cfg Config) (*Node, error) {
 	delete(n.peers.m, cfg.NodeID)
 	n.inCluster.Store(n.hasState)
 	rc := raft.DefaultConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout = controllerHeartbeatTimeout, controllerHeartbeatTimeout
 	// Paced heartbeats and empty AppendEntries answered while they repeat
 	// (transport.go), as for the partitions' groups: the controller's
-	// leader sends each follower a heartbeat every 100-200 ms and an
+	// leader sends each follower a heartbeat every 200-400 ms and an
 	// AppendEntries every commit timeout, which is most of what an idle
 	// cluster does once its partitions sleep.
 	n.trans = n.newTransport(ControllerGroup, 3, hl, func(t *groupTransport) { t.hbEvery = rc.HeartbeatTimeout / 4 })
@@ -643,10 +644,23 @@ func (n *Node) loop(ctx context.Context) {
 	}
 }
 
+// controllerHeartbeatTimeout is the controller raft's heartbeat and
+// election timeout: twice raft's default, the time a controller voter
+// waits without a fetch before standing for election in Kafka's KRaft
+// (controller.quorum.fetch.timeout.ms). Clients wait for the controller
+// only to create, delete and reconfigure topics (brokers answer Metadata
+// from their copy, corrected by the leaders their own replicas know, and
+// partitions elect their leaders without it), so a slower failover costs
+// little, while its heartbeats share the links with every data group's:
+// on a loaded broker with thousands of partitions a one-second timeout
+// made the controller stand for election again and again. Its heartbeat
+// goroutines, paced frames and follower timers wake half as often.
+const controllerHeartbeatTimeout = 2 * time.Second
+
 // controllerCommitTimeout is the controller raft's CommitTimeout (see
 // New): an idle leader's AppendEntries to each follower every one to two
 // of it.
-const controllerCommitTimeout = 500 * time.Millisecond
+const controllerCommitTimeout = controllerHeartbeatTimeout
 
 // nudgeCommit asks commitNudgeLoop to tell the followers the leader's
 // commit index soon.
