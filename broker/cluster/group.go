@@ -388,3 +388,25 @@ func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// AwaitBarrier runs a barrier on r and waits for it until wait has passed
+// or stop is closed (nil: never). A barrier still queued when its raft
+// shuts down is never answered (unlike Apply's futures, raft's barrier
+// future does not watch for the shutdown), so waiting without a bound
+// kept a broker whose groups closed meanwhile from finishing its
+// shutdown; the goroutine left waiting stays until the process exits.
+func AwaitBarrier(r *raft.Raft, wait time.Duration, stop <-chan struct{}) error {
+	f := r.Barrier(wait)
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("the raft barrier is not done after %v", wait)
+	case <-stop:
+		return raft.ErrRaftShutdown
+	}
+}

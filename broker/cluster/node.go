@@ -687,14 +687,7 @@ func (n *Node) commitNudgeLoop(done <-chan struct{}) {
 		if !n.IsLeader() {
 			continue
 		}
-		// A barrier still queued when raft shuts down is never
-		// answered: wait for it beside done.
-		f := n.raft.Barrier(commitNudgeWait)
-		errc := make(chan error, 1)
-		go func() { errc <- f.Error() }()
-		select {
-		case <-errc:
-		case <-done:
+		if errors.Is(AwaitBarrier(n.raft, commitNudgeWait, done), raft.ErrRaftShutdown) {
 			return
 		}
 	}

@@ -248,7 +248,7 @@ func ReadyLeaders(parts []*Partition, notReady string) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := awaitBarrier(r); err != nil {
+			if err := cluster.AwaitBarrier(r, barrierWait, nil); err != nil {
 				failed.Add(1)
 				p.cfg.Logger.Debug(notReady, "partition", p.String(), "err", err)
 				return
@@ -266,26 +266,6 @@ func ReadyLeaders(parts []*Partition, notReady string) int {
 
 // barrierWait bounds how long ReadyLeaders waits for one barrier.
 const barrierWait = 10 * time.Second
-
-// awaitBarrier runs a raft barrier and waits for it, up to barrierWait.
-// A barrier still queued when its raft shuts down is never answered
-// (unlike Apply's futures, raft's barrier future does not watch for the
-// shutdown): waiting for it without a bound kept a broker whose groups
-// closed meanwhile from ever finishing its shutdown. The goroutine left
-// waiting then stays until the process exits.
-func awaitBarrier(r *raft.Raft) error {
-	f := r.Barrier(5 * time.Second)
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	t := time.NewTimer(barrierWait)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-t.C:
-		return fmt.Errorf("the raft barrier is not done after %v", barrierWait)
-	}
-}
 
 // Replicate validates one produce partition's records and applies them
 // through raft; ApplyResult waits for the returned future.
