@@ -141,9 +141,9 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open raft snapshots in %s: %w", cfg.Dir, err)
 	}
-	var snaps raft.SnapshotStore = fileSnaps
+	var snaps raft.SnapshotStore = newListCache(fileSnaps)
 	if cfg.Snapshots != nil {
-		snaps = cfg.Snapshots(fileSnaps)
+		snaps = cfg.Snapshots(snaps)
 	}
 	list, err := snaps.List()
 	if err != nil {
