@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/simtel/simtel/broker/wal"
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // PartitionGroupID is the raft group id of a partition on the shared mux:
@@ -318,7 +319,7 @@ func (g *Group) Remove() error {
 		}
 		err = g.wal.DropGroup(g.id)
 	}
-	return errors.Join(err, g.Close(), os.RemoveAll(g.dir))
+	return errors.Join(err, g.Close(), fsutil.RemoveAll(g.dir))
 }
 
 // heldElectionTimeouts: a new group's replicas start with this many

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/simtel/simtel/internal/fsutil"
 )
 
 // Config configures a partition log. Zero values select the defaults noted
@@ -458,7 +460,7 @@ func (l *Log) Close() error {
 // Remove closes the log and deletes its directory (DeleteTopics).
 func (l *Log) Remove() error {
 	cerr := l.Close()
-	if err := os.RemoveAll(l.dir); err != nil {
+	if err := fsutil.RemoveAll(l.dir); err != nil {
 		return fmt.Errorf("cannot remove log directory %q: %w", l.dir, err)
 	}
 	if cerr != nil && !errors.Is(cerr, ErrClosed) {

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -71,5 +73,36 @@ func TestSyncFS(t *testing.T) {
 	}
 	if err := SyncFS(filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("SyncFS of a missing directory succeeded")
+	}
+}
+
+// TestRemoveAllMany: many trees removed at once, more than run at a time,
+// are all gone; a missing one is no error.
+func TestRemoveAllMany(t *testing.T) {
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		tree := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.MkdirAll(filepath.Join(tree, "raft", "snapshots"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tree, "raft", "snapshots", "meta.json"), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { errs <- RemoveAll(tree) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("%d trees left", len(left))
+	}
+	if err := RemoveAll(filepath.Join(dir, "missing")); err != nil {
+		t.Fatalf("missing tree: %v", err)
 	}
 }
