@@ -351,27 +351,9 @@ func (n *Normalizer) Normalize(dst, line []byte, prec Precision, now time.Time) 
 	n.fields = fields
 	fieldText := b[fStart:i]
 
-	// Timestamp.
-	var ns int64
-	var tsText []byte // the line's timestamp, if it can be copied as it is
-	if i == len(b) {
-		ns = truncNanos(now.UnixNano(), unit)
-	} else {
-		for b[i] == ' ' {
-			i++
-		}
-		var ok bool
-		if unit == 1 {
-			ns, ok = canonicalNanos(b[i:])
-		}
-		if ok {
-			tsText = b[i:]
-		} else {
-			var err error
-			if ns, tsText, err = lineTimestamp(b, i, unit, prec); err != nil {
-				return dst, Sample{}, badLine(b, from, err)
-			}
-		}
+	ns, tsText, err := lineTime(b, i, now, unit, prec)
+	if err != nil {
+		return dst, Sample{}, badLine(b, from, err)
 	}
 
 	// The scans met a byte above 0x7f: check the line as a whole.
@@ -523,6 +505,25 @@ func keyErr(b []byte, ks, ke, bad int, k *keyKind) error {
 // lineTimestamp parses the timestamp b[i:], the end of a line, in units of
 // unit nanoseconds (prec, for the error). text is b[i:] when it can be
 // copied as it is: canonical nanoseconds.
+// lineTime returns the time of the line whose timestamp, if any, starts
+// at or after the spaces at b[i:]: the timestamp converted from prec, or
+// now truncated to prec where the line has none; and the timestamp's text
+// where it can be copied as it is.
+func lineTime(b []byte, i int, now time.Time, unit int64, prec Precision) (ns int64, text []byte, err error) {
+	if i == len(b) {
+		return truncNanos(now.UnixNano(), unit), nil, nil
+	}
+	for b[i] == ' ' {
+		i++
+	}
+	if unit == 1 {
+		if ns, ok := canonicalNanos(b[i:]); ok {
+			return ns, b[i:], nil
+		}
+	}
+	return lineTimestamp(b, i, unit, prec)
+}
+
 func lineTimestamp(b []byte, i int, unit int64, prec Precision) (ns int64, text []byte, err error) {
 	ts, ok := parseInt64(b[i:])
 	if !ok {

@@ -181,19 +181,9 @@ func (n *refNormalizer) normalize(dst, line []byte, prec Precision, now time.Tim
 	}
 	fields := b[fStart:i]
 
-	// Timestamp.
-	var ns int64
-	var tsText []byte // the line's timestamp, if it can be copied as it is
-	if i == len(b) {
-		ns = truncNanos(now.UnixNano(), unit)
-	} else {
-		for b[i] == ' ' {
-			i++
-		}
-		var err error
-		if ns, tsText, err = lineTimestamp(b, i, unit, prec); err != nil {
-			return fail(err)
-		}
+	ns, tsText, err := lineTime(b, i, now, unit, prec)
+	if err != nil {
+		return fail(err)
 	}
 
 	// Default tags, then canonical order.
