@@ -44,8 +44,9 @@ type policyState struct {
 	pubErr    error
 }
 
-// policyInfo is what the HTTP API returns for a held version.
-type policyInfo struct {
+// PolicyInfo is what the agent's HTTP API answers for a held version
+// (GET /v1/policy/<name>, POST /v1/policy/<name>).
+type PolicyInfo struct {
 	Policy    string            `json:"policy"`
 	Version   int64             `json:"version"`
 	Path      string            `json:"path"`
@@ -55,8 +56,8 @@ type policyInfo struct {
 	Published time.Time         `json:"published"`
 }
 
-func infoOf(m learner.Manifest, path string) policyInfo {
-	return policyInfo{Policy: m.Policy, Version: m.Version, Path: path, Size: m.Size, SHA256: m.SHA256, Metadata: m.Metadata, Published: m.Published}
+func infoOf(m learner.Manifest, path string) PolicyInfo {
+	return PolicyInfo{Policy: m.Policy, Version: m.Version, Path: path, Size: m.Size, SHA256: m.SHA256, Metadata: m.Metadata, Published: m.Published}
 }
 
 // startPolicies opens the subscribers and the gossip pool; their

@@ -20,17 +20,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/simtel/simtel/agent"
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 )
-
-type policyInfo struct {
-	Policy  string `json:"policy"`
-	Version int64  `json:"version"`
-	Path    string `json:"path"`
-	Size    int64  `json:"size"`
-	SHA256  string `json:"sha256"`
-}
 
 type policyAgent struct {
 	name, http, gossip, dir string
@@ -38,14 +31,14 @@ type policyAgent struct {
 	args                    []string
 }
 
-func getPolicy(t *testing.T, url string) (policyInfo, int) {
+func getPolicy(t *testing.T, url string) (agent.PolicyInfo, int) {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: 70 * time.Second}).Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 	defer resp.Body.Close()
-	var pi policyInfo
+	var pi agent.PolicyInfo
 	if resp.StatusCode == 200 {
 		if err := json.NewDecoder(resp.Body).Decode(&pi); err != nil {
 			t.Fatal(err)
@@ -54,7 +47,7 @@ func getPolicy(t *testing.T, url string) (policyInfo, int) {
 	return pi, resp.StatusCode
 }
 
-func publish(t *testing.T, agentHTTP string, blob []byte) policyInfo {
+func publish(t *testing.T, agentHTTP string, blob []byte) agent.PolicyInfo {
 	t.Helper()
 	resp, err := http.Post("http://"+agentHTTP+"/v1/policy/actor", "application/octet-stream", bytes.NewReader(blob))
 	if err != nil {
@@ -65,14 +58,14 @@ func publish(t *testing.T, agentHTTP string, blob []byte) policyInfo {
 	if resp.StatusCode != 201 {
 		t.Fatalf("POST /v1/policy/actor: %d %s", resp.StatusCode, body)
 	}
-	var pi policyInfo
+	var pi agent.PolicyInfo
 	json.Unmarshal(body, &pi)
 	return pi
 }
 
 // waitVersion long-polls an agent until it holds at least v, and checks the
 // file it names has the published bytes.
-func waitVersion(t *testing.T, a *policyAgent, v int64, want []byte) policyInfo {
+func waitVersion(t *testing.T, a *policyAgent, v int64, want []byte) agent.PolicyInfo {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -144,7 +137,7 @@ func TestPolicyFanOutAcrossAgentProcesses(t *testing.T) {
 	}
 
 	// Long poll answers promptly when a new version lands.
-	got := make(chan policyInfo, 1)
+	got := make(chan agent.PolicyInfo, 1)
 	go func() {
 		pi, _ := getPolicy(t, "http://"+agents[1].http+"/v1/policy/actor?after=1&wait=60s")
 		got <- pi

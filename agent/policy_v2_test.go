@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/simtel/simtel/agent"
 	"github.com/simtel/simtel/internal/testutil"
 	"github.com/simtel/simtel/internal/testutil/brokertest"
 	"github.com/simtel/simtel/learner/learnertest"
@@ -178,7 +179,7 @@ func pollWorker(ctx context.Context, a *policyAgent, viaLink bool, published map
 		} else {
 			var resp *http.Response
 			if resp, err = http.Get("http://" + a.http + "/v1/policy/actor"); err == nil {
-				var pi policyInfo
+				var pi agent.PolicyInfo
 				if resp.StatusCode == 200 {
 					json.NewDecoder(resp.Body).Decode(&pi)
 				}

@@ -206,28 +206,22 @@ func allocSeries(key []byte) *series {
 	case n == 0 || n > 256:
 		return &series{key: string(key)}
 	case n <= 64:
-		b := new(struct {
-			s series
-			k [64]byte
-		})
-		copy(b.k[:], key)
-		b.s.key = unsafe.String(&b.k[0], n)
-		return &b.s
+		return seriesBeside[[64]byte](key)
 	case n <= 128:
-		b := new(struct {
-			s series
-			k [128]byte
-		})
-		copy(b.k[:], key)
-		b.s.key = unsafe.String(&b.k[0], n)
-		return &b.s
+		return seriesBeside[[128]byte](key)
 	default:
-		b := new(struct {
-			s series
-			k [256]byte
-		})
-		copy(b.k[:], key)
-		b.s.key = unsafe.String(&b.k[0], n)
-		return &b.s
+		return seriesBeside[[256]byte](key)
 	}
+}
+
+// seriesBeside allocates a series and a copy of key in one object, the
+// key in an array of type K (one of three sizes) right after the series.
+func seriesBeside[K [64]byte | [128]byte | [256]byte](key []byte) *series {
+	b := new(struct {
+		s series
+		k K
+	})
+	copy(unsafe.Slice(&b.k[0], len(key)), key)
+	b.s.key = unsafe.String(&b.k[0], len(key))
+	return &b.s
 }

@@ -129,10 +129,8 @@ func (l *Lake) commitTable(ctx context.Context, name string, files []file, types
 			// Another sink committed first: read the table again (new
 			// watermarks, schema) and rebuild.
 			l.log.Debug("iceberg commit lost a race; rebuilding", "table", name, "attempt", attempt+1, "err", err)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(rand.IntN(50*(attempt+1))) * time.Millisecond):
+			if err := raceBackoff(ctx, attempt); err != nil {
+				return err
 			}
 			continue
 		}
@@ -450,4 +448,16 @@ func (l *Lake) Reconcile(ctx context.Context, snap *catalog.Snapshot, topic stri
 	}
 	types := func(m string) map[string]string { return snap.FieldTypes[m] }
 	return l.Commit(ctx, entries, types, func(k string) bool { return visible[k] })
+}
+
+// raceBackoff waits before another try of a commit that lost a race to
+// another writer of the table: a random while that grows with attempt, so
+// that writers which collided do not collide again.
+func raceBackoff(ctx context.Context, attempt int) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Duration(rand.IntN(50*(attempt+1))) * time.Millisecond):
+		return nil
+	}
 }

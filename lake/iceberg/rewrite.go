@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/apache/iceberg-go"
 	icat "github.com/apache/iceberg-go/catalog"
@@ -123,10 +121,8 @@ func (l *Lake) Rewrite(ctx context.Context, cp catalog.Compaction) error {
 		}
 		if conflict(err) && attempt+1 < commitAttempts {
 			l.log.Debug("iceberg rewrite lost a race; rebuilding", "table", name, "compaction", cp.ID, "attempt", attempt+1, "err", err)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(rand.IntN(50*(attempt+1))) * time.Millisecond):
+			if err := raceBackoff(ctx, attempt); err != nil {
+				return err
 			}
 			continue
 		}
