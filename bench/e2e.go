@@ -234,9 +234,9 @@ func E2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	cfg = cfg.withDefaults()
 	res := &E2EResult{Kind: "e2e", Settings: cfg.settings()}
 
-	admin, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, "simtel-bench-admin")...)
+	admin, err := newAdminClient(cfg.Brokers, cfg.ClientOpts, cfg.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create admin client: %w", err)
+		return nil, err
 	}
 	parts, err := ensureTopic(ctx, admin, cfg.Logger, cfg.Topic, cfg.Partitions)
 	var infos []partitionInfo

@@ -243,9 +243,9 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) {
 
 	// Set the topic up with an admin client of its own, so producers start
 	// with a known partition count.
-	admin, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, "simtel-bench-admin")...)
+	admin, err := newAdminClient(cfg.Brokers, cfg.ClientOpts, cfg.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create admin client: %w", err)
+		return nil, err
 	}
 	parts, err := ensureTopic(ctx, admin, cfg.Logger, cfg.Topic, cfg.Partitions)
 	admin.Close()
