@@ -243,15 +243,11 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) {
 
 	// Set the topic up with an admin client of its own, so producers start
 	// with a known partition count.
-	admin, err := newAdminClient(cfg.Brokers, cfg.ClientOpts, cfg.Logger)
+	admin, parts, err := setUpTopic(ctx, cfg.Brokers, cfg.ClientOpts, cfg.Logger, cfg.Topic, cfg.Partitions)
 	if err != nil {
 		return nil, err
 	}
-	parts, err := ensureTopic(ctx, admin, cfg.Logger, cfg.Topic, cfg.Partitions)
 	admin.Close()
-	if err != nil {
-		return nil, err
-	}
 	res.Settings.Partitions = parts
 
 	r, err := newProduceRun(cfg)
