@@ -26,10 +26,8 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$REPO/.bin
-if (($# != 2)); then
-	sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2
-	exit 2
-fi
+source "$REPO/bench/lib.sh"
+need_args 2 $#
 A=$(realpath "$1")
 B=$(realpath "$2")
 TRANSPORT=${TRANSPORT:-http}
@@ -38,8 +36,6 @@ BATCH=${BATCH:-5000}
 BATCH_B=${BATCH_B:-$BATCH}
 ROUNDS=${ROUNDS:-3}
 MEASURE=${MEASURE:-25}
-
-source "$REPO/bench/lib.sh"
 
 build_simtel
 WORK=$(mktemp -d -t simtel-agent-ab.XXXXXX)

@@ -38,10 +38,8 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$REPO/.bin
-if (($# != 2)); then
-	sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-	exit 2
-fi
+source "$REPO/bench/lib.sh"
+need_args 2 $#
 ROUNDS=${ROUNDS:-3}
 BENCHES=${BENCHES:-compare sink agent}
 COMPARE_DURATION=${COMPARE_DURATION:-10s}
@@ -49,8 +47,6 @@ SINK_SAMPLES=${SINK_SAMPLES:-1000000}
 AGENT_DURATION=${AGENT_DURATION:-10s}
 AGENT_RATES=${AGENT_RATES:-10000 100000 1000000}
 AGENT_TRANSPORTS=${AGENT_TRANSPORTS:-udp http}
-
-source "$REPO/bench/lib.sh"
 
 WORK=$(mktemp -d -t simtel-before-after.XXXXXX)
 declare -A REV BUILD

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -25,6 +26,16 @@ func clientOpts(brokers []string, sec []kgo.Opt, log *slog.Logger, id string) []
 		kgo.ClientID(id),
 		kgo.WithLogger(kgoLogger{log}),
 	}, sec...)
+}
+
+// newAdminClient is the client a run reads and sets its topic up with,
+// apart from the clients it measures.
+func newAdminClient(brokers []string, sec []kgo.Opt, log *slog.Logger) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(clientOpts(brokers, sec, log, "simtel-bench-admin")...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create admin client: %w", err)
+	}
+	return cl, nil
 }
 
 // checkProducerCodecs reports acks or a compression that producerOpts

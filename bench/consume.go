@@ -140,9 +140,9 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) {
 		res.BytesOf = "batches"
 	}
 
-	admin, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, "simtel-bench-admin")...)
+	admin, err := newAdminClient(cfg.Brokers, cfg.ClientOpts, cfg.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create admin client: %w", err)
+		return nil, err
 	}
 	id, parts, err := describeTopic(ctx, kadm.NewClient(admin), cfg.Topic)
 	admin.Close()

@@ -234,11 +234,10 @@ func E2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	cfg = cfg.withDefaults()
 	res := &E2EResult{Kind: "e2e", Settings: cfg.settings()}
 
-	admin, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, "simtel-bench-admin")...)
+	admin, parts, err := setUpTopic(ctx, cfg.Brokers, cfg.ClientOpts, cfg.Logger, cfg.Topic, cfg.Partitions)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create admin client: %w", err)
+		return nil, err
 	}
-	parts, err := ensureTopic(ctx, admin, cfg.Logger, cfg.Topic, cfg.Partitions)
 	var infos []partitionInfo
 	// A topic just created may take a moment to appear in metadata (and
 	// in a cluster, on every broker): retry for a few seconds.

@@ -1,11 +1,21 @@
 # Shared by the benchmark scripts (compare.sh, agent-cost.sh, fanout.sh,
-# agent-ab.sh): logging, the processes a script started and their cleanup,
-# ports, building simtel, the host line, where results go, how commands are
-# shown, how failed steps are reported and how a run is published. Source
-# it after setting REPO and BIN; a script may define cleanup_extra, which
-# runs after its processes are stopped and before the work directory goes.
+# agent-ab.sh, before-after.sh): logging, a script's usage, the processes a
+# script started and their cleanup, ports, building simtel, the host line,
+# where results go, how commands are shown, how failed steps are reported
+# and how a run is published. Source it after setting REPO and BIN; a
+# script may define cleanup_extra, which runs after its processes are
+# stopped and before the work directory goes.
 
 log() { printf '\n== %s\n' "$*" >&2; }
+
+# need_args N COUNT: unless COUNT (the script's $#) is N, print the
+# script's header comment, its lines up to `set -e`, as its usage and exit 2.
+need_args() {
+	if (($2 != $1)); then
+		sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+		exit 2
+	fi
+}
 
 PIDS=() # processes started in the background, stopped on exit
 WORK="" # temporary directory, removed on exit unless KEEP is set

@@ -243,15 +243,11 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) {
 
 	// Set the topic up with an admin client of its own, so producers start
 	// with a known partition count.
-	admin, err := kgo.NewClient(clientOpts(cfg.Brokers, cfg.ClientOpts, cfg.Logger, "simtel-bench-admin")...)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create admin client: %w", err)
-	}
-	parts, err := ensureTopic(ctx, admin, cfg.Logger, cfg.Topic, cfg.Partitions)
-	admin.Close()
+	admin, parts, err := setUpTopic(ctx, cfg.Brokers, cfg.ClientOpts, cfg.Logger, cfg.Topic, cfg.Partitions)
 	if err != nil {
 		return nil, err
 	}
+	admin.Close()
 	res.Settings.Partitions = parts
 
 	r, err := newProduceRun(cfg)

@@ -12,6 +12,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// setUpTopic opens a run's admin client and ensures its topic with it
+// (see ensureTopic); the caller closes the client, which it may use
+// first to read the topic back.
+func setUpTopic(ctx context.Context, brokers []string, sec []kgo.Opt, log *slog.Logger, topic string, partitions int32) (*kgo.Client, int32, error) {
+	admin, err := newAdminClient(brokers, sec, log)
+	if err != nil {
+		return nil, 0, err
+	}
+	parts, err := ensureTopic(ctx, admin, log, topic, partitions)
+	if err != nil {
+		admin.Close()
+		return nil, 0, err
+	}
+	return admin, parts, nil
+}
+
 // ensureTopic creates topic with partitions partitions (broker default
 // replication factor) unless it exists, and returns the partition count the
 // topic has afterwards. An existing topic with another partition count is
