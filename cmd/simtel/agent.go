@@ -16,9 +16,9 @@ import (
 
 func newAgentCmd(g *globalFlags) *cobra.Command {
 	var cfg agent.Config
-	var brokers, run, host, policies, gossipJoin string
+	var run, host, policies, gossipJoin string
 	var memLimit int64
-	var sec clientSecFlags
+	var kf kafkaFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: accept line protocol, spool it, ship it to the broker",
@@ -41,11 +41,10 @@ interactive); --run-from-tag off keeps the agent's run and the tags as sent.`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Logger = log
-			cfg.Brokers = splitList(brokers)
 			cfg.Policies = splitList(policies)
 			cfg.GossipJoin = splitList(gossipJoin)
 			var err error
-			if cfg.ClientOpts, err = sec.dial(cmd.Context(), cfg.Brokers); err != nil {
+			if cfg.Brokers, cfg.ClientOpts, err = kf.dial(cmd.Context()); err != nil {
 				return fmt.Errorf("agent: %w", err)
 			}
 			cfg.Tags = agent.TagsFromEnv(run, nil)
@@ -73,8 +72,7 @@ interactive); --run-from-tag off keeps the agent's run and the tags as sent.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
-	sec.register(f)
+	kf.register(f, "127.0.0.1:9092", "comma-separated broker addresses")
 	f.StringVar(&cfg.Topic, "topic", "telemetry", "topic for samples")
 	f.StringVar(&cfg.ListenUDP, "listen-udp", "127.0.0.1:8089", "UDP address for line protocol (empty: off)")
 	f.StringVar(&cfg.ListenTCP, "listen-tcp", "127.0.0.1:8094", "TCP address for newline-separated line protocol (empty: off)")

@@ -72,6 +72,14 @@ func (k *kafkaFlags) client() ([]string, []kgo.Opt, error) {
 	return splitList(k.brokers), opts, err
 }
 
+// dial is client for a long-running command: the options have passed the
+// login check of clientSecFlags.dial.
+func (k *kafkaFlags) dial(ctx context.Context) ([]string, []kgo.Opt, error) {
+	brokers := splitList(k.brokers)
+	opts, err := k.sec.dial(ctx, brokers)
+	return brokers, opts, err
+}
+
 // dial is opts for a long-running command (agent, sink, scheduler, a
 // learner): unless the connection is PLAINTEXT, it first logs in to
 // brokers once so that a wrong password or certificate stops the command

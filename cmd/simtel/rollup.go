@@ -12,8 +12,7 @@ import (
 
 func newRollupCmd(g *globalFlags) *cobra.Command {
 	var cfg rollup.Config
-	var brokers string
-	var sec clientSecFlags
+	var kf kafkaFlags
 	cmd := &cobra.Command{
 		Use:   "rollup",
 		Short: "Roll the telemetry topic up into 10 s, 1 min and 1 h windows, exactly once",
@@ -55,17 +54,15 @@ the same transactions. Samples arriving later amend it. Read it with
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Logger = log
-			cfg.Brokers = splitList(brokers)
 			var err error
-			if cfg.ClientOpts, err = sec.dial(cmd.Context(), cfg.Brokers); err != nil {
+			if cfg.Brokers, cfg.ClientOpts, err = kf.dial(cmd.Context()); err != nil {
 				return fmt.Errorf("rollup: %w", err)
 			}
 			return rollup.Run(cmd.Context(), cfg)
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
-	sec.register(f)
+	kf.register(f, "127.0.0.1:9092", "comma-separated broker addresses")
 	f.StringVar(&cfg.Topic, "topic", rollup.DefaultTopic, "telemetry topic to roll up")
 	f.StringVar(&cfg.Group, "group", rollup.DefaultGroup, "consumer group; workers in one group share the partitions")
 	f.StringVar(&cfg.TransactionalID, "transactional-id", "", "transactional id and static group member id of this worker; each worker of a group needs its own (default: the group)")

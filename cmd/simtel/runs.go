@@ -15,9 +15,9 @@ import (
 )
 
 func newRunsCmd(g *globalFlags) *cobra.Command {
-	var brokers, format, run, source string
+	var format, run, source string
 	var timeout time.Duration
-	var sec clientSecFlags
+	var kf kafkaFlags
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List runs: job, user, nodes, state, exit code, start, end, duration",
@@ -44,7 +44,7 @@ count, min, mean, max, p95, last), which the rollup worker keeps;
 			if source != "runs" && source != "jobs" {
 				return fmt.Errorf("--source %q is not runs or jobs", source)
 			}
-			runs, err := readRuns(cmd.Context(), g, brokers, &sec, source, timeout)
+			runs, err := readRuns(cmd.Context(), g, &kf, source, timeout)
 			if err != nil {
 				return err
 			}
@@ -58,8 +58,7 @@ count, min, mean, max, p95, last), which the rollup worker keeps;
 	}
 	cmd.AddCommand(newRunsShowCmd(), newRunsWatchCmd())
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
-	sec.register(f)
+	kf.register(f, "127.0.0.1:9092", "comma-separated broker addresses")
 	f.StringVar(&format, "format", "table", "output format: table or json")
 	f.StringVar(&run, "run", "", "show only this run")
 	f.StringVar(&source, "source", "runs", "runs (the registry topic) or jobs (fold the events)")
@@ -69,16 +68,16 @@ count, min, mean, max, p95, last), which the rollup worker keeps;
 
 // readRuns reads the run registry from the runs topic, or folds the jobs
 // topic with source "jobs". Nothing published yet is no runs.
-func readRuns(ctx context.Context, g *globalFlags, brokers string, sec *clientSecFlags, source string, timeout time.Duration) ([]scheduler.Run, error) {
+func readRuns(ctx context.Context, g *globalFlags, kf *kafkaFlags, source string, timeout time.Duration) ([]scheduler.Run, error) {
 	log, err := g.logger()
 	if err != nil {
 		return nil, err
 	}
-	opts, err := sec.opts()
+	brokers, opts, err := kf.client()
 	if err != nil {
 		return nil, err
 	}
-	reg, err := scheduler.Open(scheduler.Config{Brokers: splitList(brokers), ClientOpts: opts, Logger: log})
+	reg, err := scheduler.Open(scheduler.Config{Brokers: brokers, ClientOpts: opts, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +94,7 @@ func readRuns(ctx context.Context, g *globalFlags, brokers string, sec *clientSe
 		runs, err = nil, nil // nothing published yet: no runs
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the run registry from %s within %v: is `simtel broker` running there? (%w)", brokers, timeout, err)
+		return nil, fmt.Errorf("cannot read the run registry from %s within %v: is `simtel broker` running there? (%w)", kf.brokers, timeout, err)
 	}
 	return runs, nil
 }

@@ -18,9 +18,9 @@ import (
 // newRunsShowCmd prints a run's summary from the summary topic the rollup
 // worker keeps, so it answers without the lake.
 func newRunsShowCmd() *cobra.Command {
-	var brokers, format, topic string
+	var format, topic string
 	var timeout time.Duration
-	var sec clientSecFlags
+	var kf kafkaFlags
 	cmd := &cobra.Command{
 		Use:   "show <run>",
 		Short: "Show a run's summary: per metric count, min, mean, max, p95, last; wall time, nodes, exit state",
@@ -39,15 +39,15 @@ ended amend it. The lake holds the same rows as table summary.runs
 			if format != "table" && format != "json" {
 				return fmt.Errorf("--format %q is not table or json", format)
 			}
-			opts, err := sec.opts()
+			brokers, opts, err := kf.client()
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			s, ok, err := rollup.ReadSummary(ctx, rollup.Config{Brokers: splitList(brokers), ClientOpts: opts, SummaryTopic: topic}, args[0])
+			s, ok, err := rollup.ReadSummary(ctx, rollup.Config{Brokers: brokers, ClientOpts: opts, SummaryTopic: topic}, args[0])
 			if err != nil {
-				return fmt.Errorf("cannot read the summary of run %q from %s within %v: is `simtel broker` running there? (%w)", args[0], brokers, timeout, err)
+				return fmt.Errorf("cannot read the summary of run %q from %s within %v: is `simtel broker` running there? (%w)", args[0], kf.brokers, timeout, err)
 			}
 			if !ok {
 				return fmt.Errorf("no summary of run %q on topic %s yet: a summary appears once the run has ended and `simtel rollup` has read its samples", args[0], topic)
@@ -56,8 +56,7 @@ ended amend it. The lake holds the same rows as table summary.runs
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
-	sec.register(f)
+	kf.register(f, "127.0.0.1:9092", "comma-separated broker addresses")
 	f.StringVar(&format, "format", "table", "output format: table or json")
 	f.StringVar(&topic, "topic", rollup.DefaultSummaryTopic, "the rollup worker's summary topic")
 	f.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")

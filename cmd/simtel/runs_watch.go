@@ -16,12 +16,12 @@ import (
 )
 
 type runsWatchFlags struct {
-	brokers, resolution, summaryTopic string
-	metrics                           []string
-	interval, since, timeout          time.Duration
-	width                             int
-	once, exitOnEnd, perHost          bool
-	sec                               clientSecFlags
+	resolution, summaryTopic string
+	metrics                  []string
+	interval, since, timeout time.Duration
+	width                    int
+	once, exitOnEnd, perHost bool
+	kf                       kafkaFlags
 }
 
 // newRunsWatchCmd follows a run's rollups live in a terminal.
@@ -60,8 +60,7 @@ prints a last snapshot and exits. Only numeric fields are shown.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
-	o.sec.register(f)
+	o.kf.register(f, "127.0.0.1:9092", "comma-separated broker addresses")
 	f.StringArrayVar(&o.metrics, "metric", nil, "show only this metric (measurement.field) or measurement; repeatable, or comma-separated")
 	f.StringVar(&o.resolution, "resolution", "10s", "window length of the rollup topic read: 10s, 1m or 1h")
 	f.DurationVar(&o.interval, "interval", 2*time.Second, "redraw (or print a snapshot) this often")
@@ -87,13 +86,13 @@ func (o *runsWatchFlags) run(ctx context.Context, out io.Writer, run string) err
 	if o.width < 0 {
 		return fmt.Errorf("--width %d is negative", o.width)
 	}
-	opts, err := o.sec.opts()
+	brokers, opts, err := o.kf.client()
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(slices.Concat([]kgo.Opt{kgo.SeedBrokers(splitList(o.brokers)...)}, watch.ClientOpts(), opts)...)
+	cl, err := kgo.NewClient(slices.Concat([]kgo.Opt{kgo.SeedBrokers(brokers...)}, watch.ClientOpts(), opts)...)
 	if err != nil {
-		return fmt.Errorf("cannot connect to %s: %w", o.brokers, err)
+		return fmt.Errorf("cannot connect to %s: %w", o.kf.brokers, err)
 	}
 	defer cl.Close()
 	tty := false
@@ -102,13 +101,13 @@ func (o *runsWatchFlags) run(ctx context.Context, out io.Writer, run string) err
 	}
 	w := watch.New(cl, watch.NewView(run, res, splitMetrics(o.metrics), o.perHost), watch.Config{
 		Run: run, Resolution: res, SummaryTopic: o.summaryTopic, Since: o.since,
-		Interval: o.interval, ExitOnEnd: o.exitOnEnd, Width: o.width, TTY: tty, Source: o.brokers,
+		Interval: o.interval, ExitOnEnd: o.exitOnEnd, Width: o.width, TTY: tty, Source: o.kf.brokers,
 	}, out)
 	if o.once {
 		octx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 		if err := w.ReadOnce(octx); err != nil {
-			return fmt.Errorf("cannot read the rollups of run %q from %s within %v: is `simtel broker` running there? (%w)", run, o.brokers, o.timeout, err)
+			return fmt.Errorf("cannot read the rollups of run %q from %s within %v: is `simtel broker` running there? (%w)", run, o.kf.brokers, o.timeout, err)
 		}
 		return w.Draw()
 	}

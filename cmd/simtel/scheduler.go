@@ -12,8 +12,7 @@ import (
 
 func newSchedulerCmd(g *globalFlags) *cobra.Command {
 	var cfg scheduler.WatchConfig
-	var brokers string
-	var sec clientSecFlags
+	var kf kafkaFlags
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Keep the run registry: fold the jobs topic into the runs topic",
@@ -28,10 +27,9 @@ topic's retention has dropped old events. Run one or more anywhere: they agree.
 		Example: `  simtel scheduler --brokers broker1:9092 --http-listen 127.0.0.1:9646`,
 		Args:    cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
-			cfg.Brokers = splitList(brokers)
 			cfg.Logger = log
 			var err error
-			if cfg.ClientOpts, err = sec.dial(cmd.Context(), cfg.Brokers); err != nil {
+			if cfg.Brokers, cfg.ClientOpts, err = kf.dial(cmd.Context()); err != nil {
 				return fmt.Errorf("scheduler: %w", err)
 			}
 			w, err := scheduler.NewWatcher(cfg)
@@ -42,8 +40,7 @@ topic's retention has dropped old events. Run one or more anywhere: they agree.
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
-	sec.register(f)
+	kf.register(f, "127.0.0.1:9092", "comma-separated broker addresses")
 	f.DurationVar(&cfg.WriteInterval, "write-interval", time.Second, "how often changed runs are written")
 	f.StringVar(&cfg.HTTPListen, "http-listen", "", "host:port for /metrics, /healthz, /readyz (empty: off)")
 	return cmd

@@ -18,9 +18,9 @@ import (
 
 func newSinkCmd(g *globalFlags) *cobra.Command {
 	var cfg sink.Config
-	var brokers, topics, telemetryTopics, compactTarget string
+	var topics, telemetryTopics, compactTarget string
 	var uploadDelay time.Duration
-	var sec clientSecFlags
+	var kf kafkaFlags
 	cmd := &cobra.Command{
 		Use:   "sink",
 		Short: "Write topics into the Parquet lake (local directory or S3), exactly once",
@@ -69,11 +69,10 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg.Logger = log
-			cfg.Brokers = splitList(brokers)
 			cfg.Topics = splitList(topics)
 			cfg.TelemetryTopics = splitList(telemetryTopics)
 			var err error
-			if cfg.ClientOpts, err = sec.dial(cmd.Context(), cfg.Brokers); err != nil {
+			if cfg.Brokers, cfg.ClientOpts, err = kf.dial(cmd.Context()); err != nil {
 				return fmt.Errorf("sink: %w", err)
 			}
 			if cfg.Compact.TargetSize, err = parseSize(compactTarget); err != nil {
@@ -100,8 +99,7 @@ AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_PROFILE) and config files.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "127.0.0.1:9092", "comma-separated broker addresses")
-	sec.register(f)
+	kf.register(f, "127.0.0.1:9092", "comma-separated broker addresses")
 	f.StringVar(&topics, "topics", "telemetry", "comma-separated topics to write into the lake")
 	f.StringVar(&telemetryTopics, "telemetry-topics", "telemetry", "comma-separated topics holding line protocol, decoded into telemetry tables (others are written raw)")
 	f.StringVar(&cfg.Lake, "lake", "", "lake root: file:///dir or s3://bucket/prefix (required)")
