@@ -340,66 +340,34 @@ func (b *Broker) Run(ctx context.Context) error {
 	var srv *http.Server
 	if b.httpLn != nil {
 		srv = &http.Server{Handler: b.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := srv.Serve(b.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				b.log.Error("http server stopped", "err", err)
 			}
-		}()
+		})
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		b.maintenanceLoop(ctx)
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		b.srv.Run(ctx)
-	}()
+	wg.Go(func() { b.maintenanceLoop(ctx) })
+	wg.Go(func() { b.srv.Run(ctx) })
 	if b.cluster == nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b.txn.Run(ctx)
-		}()
+		wg.Go(func() { b.txn.Run(ctx) })
 	}
 	// The cluster node (raft mux, gossip, controller) stops only after
 	// this broker has handed off its partition leaderships.
 	clusterCtx, stopCluster := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCluster()
 	if b.cluster != nil {
-		wg.Add(5)
-		go func() {
-			defer wg.Done()
-			b.reportLeaders(ctx)
-		}()
-		go func() {
-			defer wg.Done()
-			b.placementLoop(ctx)
-		}()
-		go func() {
-			defer wg.Done()
-			b.runCoordinators(ctx)
-		}()
+		wg.Go(func() { b.reportLeaders(ctx) })
+		wg.Go(func() { b.placementLoop(ctx) })
+		wg.Go(func() { b.runCoordinators(ctx) })
 		if b.cfg.ReplicaDormantAfter > 0 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				b.sleepIdlePartitions(ctx)
-			}()
+			wg.Go(func() { b.sleepIdlePartitions(ctx) })
 		}
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := b.cluster.Run(clusterCtx); err != nil {
 				b.log.Warn("cluster node stopped with an error", "err", err)
 			}
-		}()
-		go func() {
-			defer wg.Done()
-			b.followClusterMetadata(ctx)
-		}()
+		})
+		wg.Go(func() { b.followClusterMetadata(ctx) })
 	}
 	b.ready.Store(true)
 	fdlimit.Log(b.log, minOpenFiles, "each client connection and each partition's segment and raft files take one")

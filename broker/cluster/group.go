@@ -282,15 +282,7 @@ func (n *Node) StartGroup(cfg GroupConfig) (*Group, error) {
 // Safe to call more than once.
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
-		g.life.Lock()
-		g.life.closed = true
-		g.life.Unlock()
-		if r := g.Raft(); r != nil {
-			if g.trans != nil {
-				g.trans.detach()
-			}
-			g.closeErr = errors.Join(g.closeErr, r.Shutdown().Error())
-		}
+		g.closeErr = errors.Join(g.closeErr, g.stopRaft())
 		if g.trans != nil {
 			g.node.unregister(g.id, g.trans)
 			g.closeErr = errors.Join(g.closeErr, g.trans.Close())
@@ -302,21 +294,30 @@ func (g *Group) Close() error {
 	return g.closeErr
 }
 
+// stopRaft marks the group closed and shuts its raft down (detached from
+// the transport first). Close and Remove both stop it this way; Remove
+// must do so before it drops the group from the shared WAL.
+func (g *Group) stopRaft() error {
+	g.life.Lock()
+	g.life.closed = true
+	g.life.Unlock()
+	r := g.Raft()
+	if r == nil {
+		return nil
+	}
+	if g.trans != nil {
+		g.trans.detach()
+	}
+	return r.Shutdown().Error()
+}
+
 // Remove closes the group and deletes its files.
 func (g *Group) Remove() error {
 	var err error
 	if g.wal != nil {
 		// Before Close releases it (the broker's other groups keep it
 		// open anyway).
-		g.life.Lock()
-		g.life.closed = true
-		g.life.Unlock()
-		if r := g.Raft(); r != nil {
-			if g.trans != nil {
-				g.trans.detach()
-			}
-			_ = r.Shutdown().Error()
-		}
+		_ = g.stopRaft()
 		err = g.wal.DropGroup(g.id)
 	}
 	return errors.Join(err, g.Close(), fsutil.RemoveAll(g.dir))

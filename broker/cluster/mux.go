@@ -164,21 +164,25 @@ func (m *Mux) Serve() {
 			m.log.Error("raft listener failed", "err", err)
 			return
 		}
-		// Add only while not closed (under the lock Close takes before
-		// it waits), so no Add races with Close's Wait.
-		m.mu.Lock()
-		if m.mu.closed {
-			m.mu.Unlock()
-			c.Close()
+		if !m.serveConn(c, func() { m.route(c) }) {
 			return
 		}
-		m.wg.Add(1)
-		m.mu.Unlock()
-		go func() {
-			defer m.wg.Done()
-			m.route(c)
-		}()
 	}
+}
+
+// serveConn runs serve on a goroutine Close waits for, or closes c and
+// returns false once the mux is closed. The goroutine is added under the
+// lock Close takes before it waits, so no Add races with Close's Wait.
+func (m *Mux) serveConn(c io.Closer, serve func()) bool {
+	m.mu.Lock()
+	if m.mu.closed {
+		m.mu.Unlock()
+		c.Close()
+		return false
+	}
+	m.wg.Go(serve)
+	m.mu.Unlock()
+	return true
 }
 
 func (m *Mux) route(c net.Conn) {

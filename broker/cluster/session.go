@@ -311,18 +311,9 @@ func (m *Mux) serveSession(c net.Conn) {
 			return
 		}
 		sc := trackStream(sess, st)
-		m.mu.Lock()
-		if m.mu.closed {
-			m.mu.Unlock()
-			sc.Close()
+		if !m.serveConn(sc, func() { m.routeConn(sc, false) }) {
 			return
 		}
-		m.wg.Add(1)
-		m.mu.Unlock()
-		go func() {
-			defer m.wg.Done()
-			m.routeConn(sc, false)
-		}()
 	}
 }
 
