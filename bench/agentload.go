@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"net"
 	"os"
@@ -16,8 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/simtel/simtel/internal/linegen"
 )
@@ -68,11 +64,10 @@ type AgentLoadConfig struct {
 	// (the delivery check) and /debug/pprof (Profile). Default none:
 	// nothing is checked.
 	AgentHTTP string
-	// Brokers, if set, are asked for the end offsets of Topic before and
-	// after the run: what reached the broker.
-	Brokers []string
-	// ClientOpts are added to every Kafka client of the run (TLS, SASL).
-	ClientOpts []kgo.Opt
+	// Client's Brokers, if set, are asked for the end offsets of Topic
+	// before and after the run: what reached the broker. Its Progress
+	// gets one line per SampleInterval.
+	Client
 	// Topic the agent ships to. Default "telemetry".
 	Topic string
 	// DrainTimeout bounds the wait, after the last line, for the agent to
@@ -85,14 +80,10 @@ type AgentLoadConfig struct {
 	// Profile, if set, is a file that gets a CPU profile of the agent
 	// (from its /debug/pprof/profile) over the measured part of the run.
 	Profile string
-
-	// Logger receives warnings. Default: discard.
-	Logger *slog.Logger
-	// Progress receives one line per SampleInterval; nil for none.
-	Progress io.Writer
 }
 
 func (c AgentLoadConfig) withDefaults() AgentLoadConfig {
+	c.Client = c.Client.withDefaults()
 	c.Transport = cmp.Or(c.Transport, "udp")
 	c.HTTPPath = cmp.Or(c.HTTPPath, "/write?db=bench")
 	c.Duration = cmp.Or(c.Duration, 10*time.Second)
@@ -105,7 +96,6 @@ func (c AgentLoadConfig) withDefaults() AgentLoadConfig {
 	c.Topic = cmp.Or(c.Topic, "telemetry")
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, time.Minute)
 	c.SampleInterval = cmp.Or(c.SampleInterval, time.Second)
-	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

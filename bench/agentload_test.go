@@ -134,8 +134,8 @@ func TestAgentLoadAgent(t *testing.T) {
 	for _, c := range []struct{ transport, addr string }{{"udp", udpAddr}, {"tcp", tcpAddr}, {"http", httpAddr}} {
 		res, err := AgentLoad(ctx, AgentLoadConfig{Transport: c.transport, Addr: c.addr, Rate: 5000,
 			Duration: time.Second, Warmup: 300 * time.Millisecond, Batch: 500,
-			AgentPID: agent.Cmd.Process.Pid, AgentHTTP: httpAddr, Brokers: []string{broker},
-			DrainTimeout: 30 * time.Second, SampleInterval: 250 * time.Millisecond, Logger: testLogger(t)})
+			AgentPID: agent.Cmd.Process.Pid, AgentHTTP: httpAddr, Client: Client{Brokers: []string{broker}, Logger: testLogger(t)},
+			DrainTimeout: 30 * time.Second, SampleInterval: 250 * time.Millisecond})
 		if err != nil {
 			t.Fatalf("%s: %v", c.transport, err)
 		}

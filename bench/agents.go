@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -51,15 +50,14 @@ const (
 
 // AgentsConfig configures Agents. Zero values take the defaults noted.
 type AgentsConfig struct {
-	// Brokers are the cluster's Kafka listeners, host:port. Required
-	// unless Spawn.
-	Brokers []string
+	// Client's Brokers are the cluster's Kafka listeners, required unless
+	// Spawn. Its Logger gets the run's warnings and the first of the
+	// agents', its Progress one line per Interval.
+	Client
 	// BrokerHTTP are the brokers' HTTP listeners, host:port, whose
 	// /metrics the run reads (memory, goroutines, fds). Optional; with
 	// Spawn the run knows them.
 	BrokerHTTP []string
-	// ClientOpts are added to every Kafka client of the run (TLS, SASL).
-	ClientOpts []kgo.Opt
 
 	// Spawn, if not 0, is the number of `simtel broker` processes of
 	// Binary the run starts as one cluster on loopback (and stops at the
@@ -116,14 +114,10 @@ type AgentsConfig struct {
 	MetricsListen string
 	// Interval is how often progress is printed. Default 1 s.
 	Interval time.Duration
-	// Logger receives the run's warnings and the first of the agents'.
-	// Default: discard.
-	Logger *slog.Logger
-	// Progress receives one line per Interval; nil for none.
-	Progress io.Writer
 }
 
 func (c AgentsConfig) withDefaults() AgentsConfig {
+	c.Client = c.Client.withDefaults()
 	c.Agents = cmp.Or(c.Agents, 100)
 	c.Rate = cmp.Or(c.Rate, 50)
 	c.SampleBytes = cmp.Or(c.SampleBytes, 100)
@@ -136,7 +130,6 @@ func (c AgentsConfig) withDefaults() AgentsConfig {
 	c.BatchMaxBytes = cmp.Or(c.BatchMaxBytes, 1<<20)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 2*time.Minute)
 	c.Interval = cmp.Or(c.Interval, time.Second)
-	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

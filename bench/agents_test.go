@@ -11,7 +11,7 @@ import (
 )
 
 func TestAgentsConfigValidate(t *testing.T) {
-	ok := AgentsConfig{Brokers: []string{"127.0.0.1:9092"}, RestartBroker: NoBroker}
+	ok := AgentsConfig{Client: Client{Brokers: []string{"127.0.0.1:9092"}}, RestartBroker: NoBroker}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("minimal config: %v", err)
 	}
@@ -121,7 +121,7 @@ func TestAgentsRestart(t *testing.T) {
 	res, err := Agents(ctx, AgentsConfig{
 		Spawn: 3, Binary: bin, SpawnDir: t.TempDir(),
 		Agents: 20, Rate: 20, Duration: 10 * time.Second, FaultPhase: 10 * time.Second,
-		RestartBroker: AutoBroker, Partitions: 6, Logger: testLogger(t),
+		RestartBroker: AutoBroker, Partitions: 6, Client: Client{Logger: testLogger(t)},
 	})
 	if err != nil {
 		t.Fatalf("agents: %v (result %+v)", err, res)

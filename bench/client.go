@@ -1,13 +1,37 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// Client is what every Kafka run takes besides its own settings: where
+// the brokers are, how to connect to them, and where its warnings and
+// progress go. Each run's config says whether Brokers are required and
+// what its Logger and Progress get.
+type Client struct {
+	// Brokers are the seed brokers, host:port.
+	Brokers []string
+	// ClientOpts are added to every Kafka client of the run (TLS, SASL).
+	ClientOpts []kgo.Opt
+	// Logger receives warnings. Default: discard.
+	Logger *slog.Logger
+	// Progress receives the run's progress lines; nil for none.
+	Progress io.Writer
+}
+
+// withDefaults gives c a Logger that discards when it has none, so that a
+// run logs without checking.
+func (c Client) withDefaults() Client {
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	return c
+}
 
 // orDefaultBroker returns brokers, or a broker on this host at Kafka's
 // port when there are none: the default seed of the Kafka runs.

@@ -85,9 +85,9 @@ func TestDefaultBroker(t *testing.T) {
 		name string
 		got  func([]string) []string
 	}{
-		{"produce", func(b []string) []string { return ProduceConfig{Brokers: b}.withDefaults().Brokers }},
-		{"consume", func(b []string) []string { return ConsumeConfig{Brokers: b}.withDefaults().Brokers }},
-		{"e2e", func(b []string) []string { return E2EConfig{Brokers: b}.withDefaults().Brokers }},
+		{"produce", func(b []string) []string { return ProduceConfig{Client: Client{Brokers: b}}.withDefaults().Brokers }},
+		{"consume", func(b []string) []string { return ConsumeConfig{Client: Client{Brokers: b}}.withDefaults().Brokers }},
+		{"e2e", func(b []string) []string { return E2EConfig{Client: Client{Brokers: b}}.withDefaults().Brokers }},
 	} {
 		if got := tc.got(nil); !slices.Equal(got, []string{"127.0.0.1:9092"}) {
 			t.Errorf("%s without brokers: got %v, want [127.0.0.1:9092]", tc.name, got)

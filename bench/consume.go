@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,10 +15,9 @@ import (
 
 // ConsumeConfig configures Consume. Zero values take the defaults noted.
 type ConsumeConfig struct {
-	// Brokers are the seed brokers, host:port. Default 127.0.0.1:9092.
-	Brokers []string
-	// ClientOpts are added to every Kafka client of the run (TLS, SASL).
-	ClientOpts []kgo.Opt
+	// Client reaches the brokers, 127.0.0.1:9092 by default; its Progress
+	// gets one line per second.
+	Client
 	// Topic to read, from its start. Required; it must exist.
 	Topic string
 	// Group, if set, makes the poll-mode consumers join this consumer
@@ -47,19 +44,15 @@ type ConsumeConfig struct {
 	// PartitionMaxBytes is the per-partition limit within a request.
 	// Default 10 MiB.
 	PartitionMaxBytes int32
-	// Logger receives warnings. Default: discard.
-	Logger *slog.Logger
-	// Progress receives one line per second; nil for none.
-	Progress io.Writer
 }
 
 func (c ConsumeConfig) withDefaults() ConsumeConfig {
+	c.Client = c.Client.withDefaults()
 	c.Brokers = orDefaultBroker(c.Brokers)
 	c.Consumers = cmp.Or(c.Consumers, 1)
 	c.Idle = cmp.Or(c.Idle, 3*time.Second)
 	c.FetchMaxBytes = cmp.Or(c.FetchMaxBytes, 50<<20)
 	c.PartitionMaxBytes = cmp.Or(c.PartitionMaxBytes, 10<<20)
-	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

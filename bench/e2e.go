@@ -7,8 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"math/bits"
 	"sync"
@@ -22,10 +20,9 @@ import (
 // E2EConfig configures E2E, the produce → consume latency benchmark.
 // Zero values take the defaults noted.
 type E2EConfig struct {
-	// Brokers are the seed brokers, host:port. Default 127.0.0.1:9092.
-	Brokers []string
-	// ClientOpts are added to every Kafka client of the run (TLS, SASL).
-	ClientOpts []kgo.Opt
+	// Client reaches the brokers, 127.0.0.1:9092 by default; its Progress
+	// gets one line per second.
+	Client
 	// Topic to produce to and read from; created with Partitions if it
 	// does not exist. Records of earlier runs in it are skipped. Required.
 	Topic string
@@ -65,10 +62,6 @@ type E2EConfig struct {
 	// long while sending, and fails records not acknowledged within it.
 	// Default 30 s.
 	StallTimeout time.Duration
-	// Logger receives warnings. Default: discard.
-	Logger *slog.Logger
-	// Progress receives one line per second; nil for none.
-	Progress io.Writer
 }
 
 // E2EHeaderSize is the smallest record E2E sends: every value starts with
@@ -82,6 +75,7 @@ const E2EHeaderSize = 28
 const e2eMaxRecords = 5e9
 
 func (c E2EConfig) withDefaults() E2EConfig {
+	c.Client = c.Client.withDefaults()
 	c.Brokers = orDefaultBroker(c.Brokers)
 	c.Partitions = cmp.Or(c.Partitions, 1)
 	c.RecordSize = cmp.Or(c.RecordSize, 1024)
@@ -92,7 +86,6 @@ func (c E2EConfig) withDefaults() E2EConfig {
 	c.MaxBufferedRecords = cmp.Or(c.MaxBufferedRecords, 10000)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 10*time.Second)
 	c.StallTimeout = cmp.Or(c.StallTimeout, 30*time.Second)
-	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

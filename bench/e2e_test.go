@@ -36,7 +36,7 @@ func TestE2EConfigValidate(t *testing.T) {
 // records of other runs and acknowledged records that never arrive must
 // each be counted where they belong.
 func TestE2EDeliveryAccounting(t *testing.T) {
-	cfg := E2EConfig{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Rate: 200, Duration: time.Second, Producers: 2, RecordSize: 40}.withDefaults()
+	cfg := E2EConfig{Client: Client{Brokers: []string{"127.0.0.1:1"}}, Topic: "t", Rate: 200, Duration: time.Second, Producers: 2, RecordSize: 40}.withDefaults()
 	r, err := newE2ERun(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +111,8 @@ func TestE2EBroker(t *testing.T) {
 	defer cancel()
 
 	// Records of an earlier run already in the topic are not read.
-	first, err := E2E(ctx, E2EConfig{Brokers: []string{addr}, Topic: "e2e", Partitions: 3, Rate: 200,
-		Duration: 500 * time.Millisecond, Logger: testLogger(t)})
+	first, err := E2E(ctx, E2EConfig{Client: Client{Brokers: []string{addr}, Logger: testLogger(t)}, Topic: "e2e", Partitions: 3, Rate: 200,
+		Duration: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("first run: %v (result %+v)", err, first)
 	}
@@ -140,8 +140,8 @@ func TestE2EBroker(t *testing.T) {
 
 	const rate, dur, warm = 400, 2 * time.Second, 500 * time.Millisecond
 	var progress testutil.SyncBuffer
-	res, err := E2E(ctx, E2EConfig{Brokers: []string{addr}, Topic: "e2e", Partitions: 3, RecordSize: 100,
-		Producers: 2, Consumers: 2, Rate: rate, Duration: dur, Warmup: warm, Logger: testLogger(t), Progress: &progress})
+	res, err := E2E(ctx, E2EConfig{Client: Client{Brokers: []string{addr}, Logger: testLogger(t), Progress: &progress},
+		Topic: "e2e", Partitions: 3, RecordSize: 100, Producers: 2, Consumers: 2, Rate: rate, Duration: dur, Warmup: warm})
 	stopJunk()
 	wg.Wait()
 	if err != nil {
@@ -184,7 +184,7 @@ func TestE2EBroker(t *testing.T) {
 	// A broker that goes away makes the run fail with what it measured.
 	ctx2, cancel2 := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel2()
-	if _, err := E2E(ctx2, E2EConfig{Brokers: []string{"127.0.0.1:1"}, Topic: "e2e", Rate: 10, Duration: time.Second}); err == nil {
+	if _, err := E2E(ctx2, E2EConfig{Client: Client{Brokers: []string{"127.0.0.1:1"}}, Topic: "e2e", Rate: 10, Duration: time.Second}); err == nil {
 		t.Error("run against no broker: got no error")
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -74,10 +73,10 @@ const (
 
 // FanoutConfig configures Fanout. Zero values take the defaults noted.
 type FanoutConfig struct {
-	// Brokers are seed brokers, host:port. Required.
-	Brokers []string
-	// ClientOpts are added to every Kafka client of the run (TLS, SASL).
-	ClientOpts []kgo.Opt
+	// Client reaches the brokers, which are required. Its Logger gets
+	// the run's warnings and the learner's logs, its Progress one line a
+	// second.
+	Client
 	// Mode is FanoutNode or FanoutDirect. Default FanoutNode.
 	Mode string
 	// Nodes is the number of emulated nodes, each one learner.Subscriber.
@@ -161,15 +160,10 @@ type FanoutConfig struct {
 	// LinkRate is the rate of the links in bits per second, for the
 	// time target (0: not judged).
 	LinkRate float64
-
-	// Logger receives the run's warnings and the learner's logs. Default:
-	// discard.
-	Logger *slog.Logger
-	// Progress receives one line a second; nil for none.
-	Progress io.Writer
 }
 
 func (c FanoutConfig) withDefaults() FanoutConfig {
+	c.Client = c.Client.withDefaults()
 	c.Mode = cmp.Or(c.Mode, FanoutNode)
 	if c.Mode == FanoutAgents {
 		c.Nodes, c.WorkersPerNode = len(c.Agents), 1
@@ -190,7 +184,6 @@ func (c FanoutConfig) withDefaults() FanoutConfig {
 	c.ReadBuffer = cmp.Or(c.ReadBuffer, 256<<10)
 	c.SetupTimeout = cmp.Or(c.SetupTimeout, 2*time.Minute)
 	c.Timeout = cmp.Or(c.Timeout, 10*time.Minute)
-	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

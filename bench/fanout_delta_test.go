@@ -24,9 +24,9 @@ func TestFanoutDelta(t *testing.T) {
 	defer cancel()
 	const size = 64 << 20
 	res, err := Fanout(ctx, FanoutConfig{
-		Brokers: []string{b.Addr}, Mode: FanoutNode, Nodes: 2, WorkersPerNode: 1, Size: size, Delta: 0.03,
+		Client: Client{Brokers: []string{b.Addr}, Logger: testLogger(t)}, Mode: FanoutNode, Nodes: 2, WorkersPerNode: 1, Size: size, Delta: 0.03,
 		Policy: "delta", BrokerMetrics: b.MetricsURL(), Dir: t.TempDir(), LoopbackTime: -1, VerifyReads: true,
-		Timeout: 2 * time.Minute, Logger: testLogger(t),
+		Timeout: 2 * time.Minute,
 	})
 	if err != nil {
 		t.Fatalf("fanout: %v (result %+v)", err, res)
@@ -51,9 +51,9 @@ func TestFanoutDelta(t *testing.T) {
 
 func TestFanoutDeltaNeedsNodeMode(t *testing.T) {
 	for _, c := range []FanoutConfig{
-		{Brokers: []string{"x:1"}, Mode: FanoutDirect, Delta: 0.03},
-		{Brokers: []string{"x:1"}, Delta: 1},
-		{Brokers: []string{"x:1"}, Delta: -0.1},
+		{Client: Client{Brokers: []string{"x:1"}}, Mode: FanoutDirect, Delta: 0.03},
+		{Client: Client{Brokers: []string{"x:1"}}, Delta: 1},
+		{Client: Client{Brokers: []string{"x:1"}}, Delta: -0.1},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s with delta %g accepted", c.Mode, c.Delta)

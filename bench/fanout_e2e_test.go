@@ -23,7 +23,7 @@ func TestFanoutEndToEnd(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			cfg := FanoutConfig{
-				Brokers:        []string{addr},
+				Client:         Client{Brokers: []string{addr}, Logger: testLogger(t)},
 				Mode:           mode,
 				Nodes:          3,
 				WorkersPerNode: 2,
@@ -36,7 +36,6 @@ func TestFanoutEndToEnd(t *testing.T) {
 				LoopbackTime:   100 * time.Millisecond,
 				VerifyReads:    true,
 				Timeout:        time.Minute,
-				Logger:         testLogger(t),
 			}
 			res, err := Fanout(ctx, cfg)
 			if err != nil {

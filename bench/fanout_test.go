@@ -313,7 +313,7 @@ func TestPrintFanout(t *testing.T) {
 }
 
 func TestFanoutConfigValidate(t *testing.T) {
-	ok := FanoutConfig{Brokers: []string{"127.0.0.1:9092"}}
+	ok := FanoutConfig{Client: Client{Brokers: []string{"127.0.0.1:9092"}}}
 	checkRefusals(t, ok, []refusal[FanoutConfig]{
 		{"no brokers", func(c *FanoutConfig) { c.Brokers = nil }, "no brokers"},
 		{"bad mode", func(c *FanoutConfig) { c.Mode = "tree" }, "is not node"},

@@ -34,8 +34,8 @@ func TestProduceConsumeCounts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const n, size = 30000, 100
-	pr, err := Produce(ctx, ProduceConfig{Brokers: []string{addr}, Topic: "counts", Partitions: 3,
-		Producers: 2, Records: n, RecordSize: size, Logger: testLogger(t)})
+	pr, err := Produce(ctx, ProduceConfig{Client: Client{Brokers: []string{addr}, Logger: testLogger(t)}, Topic: "counts", Partitions: 3,
+		Producers: 2, Records: n, RecordSize: size})
 	if err != nil {
 		t.Fatalf("produce: %v (result %+v)", err, pr)
 	}
@@ -78,7 +78,7 @@ func TestProduceConsumeCounts(t *testing.T) {
 	}
 
 	// A count bound stops early; an empty topic ends at once.
-	cr, err := Consume(ctx, ConsumeConfig{Brokers: []string{addr}, Topic: "counts", Raw: true, Records: 100, PartitionMaxBytes: 4 << 10})
+	cr, err := Consume(ctx, ConsumeConfig{Client: Client{Brokers: []string{addr}}, Topic: "counts", Raw: true, Records: 100, PartitionMaxBytes: 4 << 10})
 	if err != nil || cr == nil {
 		t.Fatalf("raw with --records 100: %v", err)
 	}
@@ -94,10 +94,10 @@ func TestProduceConsumeCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if cr, err := Consume(ctx, ConsumeConfig{Brokers: []string{addr}, Topic: "empty"}); err != nil || !cr.Complete || cr.Records != 0 || time.Since(start) > 2*time.Second {
+	if cr, err := Consume(ctx, ConsumeConfig{Client: Client{Brokers: []string{addr}}, Topic: "empty"}); err != nil || !cr.Complete || cr.Records != 0 || time.Since(start) > 2*time.Second {
 		t.Errorf("empty topic: got %+v, %v after %s; want an immediate complete run", cr, err, time.Since(start))
 	}
-	if _, err := Consume(ctx, ConsumeConfig{Brokers: []string{addr}, Topic: "missing"}); err == nil {
+	if _, err := Consume(ctx, ConsumeConfig{Client: Client{Brokers: []string{addr}}, Topic: "missing"}); err == nil {
 		t.Error("consume of a missing topic: got no error")
 	}
 }
@@ -107,14 +107,14 @@ func TestProduceAcks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, acks := range []string{"1", "0"} {
-		pr, err := Produce(ctx, ProduceConfig{Brokers: []string{addr}, Topic: "acks" + acks, Acks: acks,
-			Records: 5000, MaxInflight: 3, Logger: testLogger(t)})
+		pr, err := Produce(ctx, ProduceConfig{Client: Client{Brokers: []string{addr}, Logger: testLogger(t)}, Topic: "acks" + acks, Acks: acks,
+			Records: 5000, MaxInflight: 3})
 		if err != nil || pr.Records != 5000 || pr.Settings.Idempotent || pr.Settings.MaxInflight != 3 {
 			t.Errorf("acks=%s: err %v, result %+v", acks, err, pr)
 		}
 	}
 	// Warmup records are produced but not measured.
-	pr, err := Produce(ctx, ProduceConfig{Brokers: []string{addr}, Topic: "warm", Duration: 1500 * time.Millisecond,
+	pr, err := Produce(ctx, ProduceConfig{Client: Client{Brokers: []string{addr}}, Topic: "warm", Duration: 1500 * time.Millisecond,
 		Warmup: 500 * time.Millisecond, Rate: 2000})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func TestProduceAcks(t *testing.T) {
 	}
 	// A rate limit holds the run to about records/rate seconds.
 	start := time.Now()
-	pr, err = Produce(ctx, ProduceConfig{Brokers: []string{addr}, Topic: "rate", Records: 400, Rate: 1000, Producers: 2})
+	pr, err = Produce(ctx, ProduceConfig{Client: Client{Brokers: []string{addr}}, Topic: "rate", Records: 400, Rate: 1000, Producers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +145,8 @@ func TestProduceStalledBroker(t *testing.T) {
 	var res *ProduceResult
 	go func() {
 		var err error
-		res, err = Produce(ctx, ProduceConfig{Brokers: []string{addr}, Topic: "stall", Duration: 30 * time.Second,
-			StallTimeout: 2 * time.Second, Logger: testLogger(t)})
+		res, err = Produce(ctx, ProduceConfig{Client: Client{Brokers: []string{addr}, Logger: testLogger(t)}, Topic: "stall",
+			Duration: 30 * time.Second, StallTimeout: 2 * time.Second})
 		done <- err
 	}()
 	time.Sleep(time.Second)

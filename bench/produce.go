@@ -6,8 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,10 +15,9 @@ import (
 
 // ProduceConfig configures Produce. Zero values take the defaults noted.
 type ProduceConfig struct {
-	// Brokers are the seed brokers, host:port. Default 127.0.0.1:9092.
-	Brokers []string
-	// ClientOpts are added to every Kafka client of the run (TLS, SASL).
-	ClientOpts []kgo.Opt
+	// Client reaches the brokers, 127.0.0.1:9092 by default; its Progress
+	// gets one line per second.
+	Client
 	// Topic to produce to. Required.
 	Topic string
 	// Partitions the topic is created with if it does not exist. An
@@ -73,13 +70,10 @@ type ProduceConfig struct {
 	// StallTimeout aborts the run when no record has been acknowledged for
 	// this long, and is kgo's RecordDeliveryTimeout. Default 30 s.
 	StallTimeout time.Duration
-	// Logger receives warnings. Default: discard.
-	Logger *slog.Logger
-	// Progress receives one line per second; nil for none.
-	Progress io.Writer
 }
 
 func (c ProduceConfig) withDefaults() ProduceConfig {
+	c.Client = c.Client.withDefaults()
 	c.Brokers = orDefaultBroker(c.Brokers)
 	c.Partitions = cmp.Or(c.Partitions, 1)
 	c.RecordSize = cmp.Or(c.RecordSize, 1024)
@@ -90,7 +84,6 @@ func (c ProduceConfig) withDefaults() ProduceConfig {
 	c.Partitioner = cmp.Or(c.Partitioner, "round-robin")
 	c.MaxBufferedRecords = cmp.Or(c.MaxBufferedRecords, 10000)
 	c.StallTimeout = cmp.Or(c.StallTimeout, 30*time.Second)
-	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	if c.Acks != "all" {
 		c.NoIdempotence = true
 	}

@@ -44,6 +44,14 @@ func (o *benchOutput) progress() io.Writer {
 	return os.Stderr
 }
 
+// benchClient is the bench.Client a bench command runs with: the brokers
+// and client options of its flags, its logger, and progress on stderr
+// unless --quiet.
+func benchClient(kf *kafkaFlags, log *slog.Logger, out *benchOutput) (bench.Client, error) {
+	brokers, opts, err := kf.client()
+	return bench.Client{Brokers: brokers, ClientOpts: opts, Logger: log, Progress: out.progress()}, err
+}
+
 // emit prints res (if any) as JSON or through human, then returns runErr:
 // a failed run still shows what it measured.
 func (o *benchOutput) emit(res any, runErr error, human func(io.Writer)) error {
@@ -83,15 +91,13 @@ was acknowledged for --stall-timeout.`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			var err error
-			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
+			if cfg.Client, err = benchClient(&kf, log, &out); err != nil {
 				return err
 			}
 			cfg.NoIdempotence = !idempotent
 			if cfg.Duration == 0 && cfg.Records == 0 {
 				cfg.Duration = 10 * time.Second
 			}
-			cfg.Logger = log
-			cfg.Progress = out.progress()
 			res, runErr := bench.Produce(cmd.Context(), cfg)
 			return out.emit(res, runErr, func(w io.Writer) { bench.PrintProduce(w, res) })
 		}),
@@ -141,11 +147,9 @@ the run began. The run also ends when nothing arrived for --idle.`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			var err error
-			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
+			if cfg.Client, err = benchClient(&kf, log, &out); err != nil {
 				return err
 			}
-			cfg.Logger = log
-			cfg.Progress = out.progress()
 			res, runErr := bench.Consume(cmd.Context(), cfg)
 			if runErr == nil && res != nil && !res.Complete {
 				runErr = fmt.Errorf("stopped after %s without data before reading everything (%d records)", cfg.Idle, res.Records)

@@ -37,14 +37,12 @@ topic's end offsets. After the last line the run waits up to
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			var err error
-			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
+			if cfg.Client, err = benchClient(&kf, log, &out); err != nil {
 				return err
 			}
 			if cfg.AgentHTTP == "" && cfg.Transport == "http" {
 				cfg.AgentHTTP = cfg.Addr
 			}
-			cfg.Logger = log
-			cfg.Progress = out.progress()
 			res, runErr := bench.AgentLoad(cmd.Context(), cfg)
 			return out.emit(res, runErr, func(w io.Writer) { bench.PrintAgentLoad(w, res) })
 		}),

@@ -56,7 +56,7 @@ figures.`,
 			}
 			cfg.BrokerHTTP = splitList(brokerHTTP)
 			var err error
-			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
+			if cfg.Client, err = benchClient(&kf, log, &out); err != nil {
 				return err
 			}
 			switch restart {
@@ -79,8 +79,6 @@ figures.`,
 					return fmt.Errorf("cannot find this binary to spawn brokers: %w", err)
 				}
 			}
-			cfg.Logger = log
-			cfg.Progress = out.progress()
 			res, runErr := bench.Agents(cmd.Context(), cfg)
 			return out.emit(res, runErr, func(w io.Writer) { bench.PrintAgents(w, res) })
 		}),

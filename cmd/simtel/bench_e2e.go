@@ -40,11 +40,9 @@ setup and the first batches out of the figures.`,
 		Args: cobra.NoArgs,
 		RunE: g.withLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			var err error
-			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
+			if cfg.Client, err = benchClient(&kf, log, &out); err != nil {
 				return err
 			}
-			cfg.Logger = log
-			cfg.Progress = out.progress()
 			res, runErr := bench.E2E(cmd.Context(), cfg)
 			if res == nil {
 				return runErr // nothing was measured

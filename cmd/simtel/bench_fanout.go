@@ -70,14 +70,12 @@ issue's targets: broker egress ≤ 4 × the version, the last node within 3 ×
 			if cfg.Size, err = bytesize.Parse(size); err != nil {
 				return fmt.Errorf("--size: %w", err)
 			}
-			if cfg.Brokers, cfg.ClientOpts, err = kf.client(); err != nil {
+			if cfg.Client, err = benchClient(&kf, log, &out); err != nil {
 				return err
 			}
 			if cfg.LinkRate, err = parseRate(linkRate); err != nil {
 				return fmt.Errorf("--link-rate: %w", err)
 			}
-			cfg.Logger = log
-			cfg.Progress = out.progress()
 			res, runErr := bench.Fanout(cmd.Context(), cfg)
 			return out.emit(res, runErr, func(w io.Writer) { bench.PrintFanout(w, res) })
 		}),
