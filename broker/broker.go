@@ -215,7 +215,10 @@ func (g groupRouter) CoordinatorFor(id string) (*group.Coordinator, int16) {
 	return g.b.coordinatorFor(id)
 }
 
-func (g groupRouter) Served() []*group.Coordinator { return g.b.servedCoordinators() }
+func (g groupRouter) Served() []*group.Coordinator {
+	g.b.wakeCoordinators()
+	return g.b.servedCoordinators()
+}
 
 // startServer binds the listeners. SASL's PLAIN and SCRAM check the
 // broker's own credentials unless the config names others.

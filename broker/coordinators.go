@@ -218,13 +218,15 @@ func (b *Broker) groupConfig(store group.Store, logger *slog.Logger) group.Confi
 // a moment later then costs its members a slower answer rather than
 // NOT_COORDINATOR and their retries' growing back-off.
 func (b *Broker) coordinatorFor(groupID string) (*group.Coordinator, int16) {
+	var p *partition.Partition
+	if t := b.topic(offsetsTopic); b.cluster != nil && t != nil && len(t.parts) > 0 {
+		i := groupPartition(groupID, len(t.parts))
+		p = t.parts[i]
+		b.wakeDormant(offsetsTopic, i)
+	}
 	c, code := b.localCoordinator(groupID)
 	if code == 0 || b.cluster == nil {
 		return c, code
-	}
-	var p *partition.Partition
-	if t := b.topic(offsetsTopic); t != nil && len(t.parts) > 0 {
-		p = t.parts[groupPartition(groupID, len(t.parts))]
 	}
 	if !b.coordinatorPending(p) {
 		return c, code
@@ -267,6 +269,45 @@ func (b *Broker) localCoordinator(groupID string) (*group.Coordinator, int16) {
 		return nil, kerr.CoordinatorLoadInProgress.Code
 	}
 	return nil, kerr.NotCoordinator.Code
+}
+
+// coordinatorQuiet reports whether offsets partition i (p) has a serving
+// coordinator here that is quiet (group.Coordinator.Quiet: a paused one
+// is not), so that the partition may sleep.
+func (b *Broker) coordinatorQuiet(i int32, p *partition.Partition) bool {
+	b.coords.RLock()
+	s := b.coords.slots[i]
+	b.coords.RUnlock()
+	return s != nil && s.valid(p) && s.c.Quiet()
+}
+
+// wakeCoordinators wakes the offsets partitions that sleep with this
+// broker as their leader and waits, up to the handover wait each, for
+// their coordinators: a request over every coordinator here (ListGroups)
+// then sees their groups.
+func (b *Broker) wakeCoordinators() {
+	t := b.topic(offsetsTopic)
+	if b.cluster == nil || t == nil {
+		return
+	}
+	var woken []int32
+	for i, p := range t.parts {
+		if p != nil && b.dormantHere(p) {
+			b.wakeDormant(offsetsTopic, int32(i))
+			woken = append(woken, int32(i))
+		}
+	}
+	for _, i := range woken {
+		p := t.parts[i]
+		b.awaitHandover(context.Background(), b.handoverWait(),
+			func() bool {
+				b.coords.RLock()
+				s := b.coords.slots[i]
+				b.coords.RUnlock()
+				return s != nil && s.valid(p)
+			},
+			func() bool { return b.coordinatorPending(p) })
+	}
 }
 
 // servedCoordinators returns every coordinator this broker runs.
@@ -389,7 +430,11 @@ func (b *Broker) syncCoordinators(closing *sync.WaitGroup, closed map[int32]chan
 		if s.pausedAt.IsZero() {
 			s.pausedAt = now
 			s.c.Pause()
-			b.log.Info("lost the leadership of an offsets partition; its group coordinator waits to be elected again", "partition", i, "term", s.term.Load())
+			if b.dormantHere(p) {
+				b.log.Info("an offsets partition went to sleep; its group coordinator closes unless a request wakes it first", "partition", i, "term", s.term.Load())
+			} else {
+				b.log.Info("lost the leadership of an offsets partition; its group coordinator waits to be elected again", "partition", i, "term", s.term.Load())
+			}
 		}
 	}
 	b.coords.Lock()

@@ -21,8 +21,13 @@ package broker
 //     at once, cluster/watch.go) or goes silent (cluster/quiet.go); its
 //     new raft instance then elects as after any restart.
 //
-// Internal topics (__consumer_offsets, __transaction_state) never sleep:
-// their coordinators need a leader that answers at once.
+// An offsets partition (__consumer_offsets) sleeps only while its group
+// coordinator is quiet: no group has a member or a rebalance, and all it
+// holds is in the log. Its coordinator then closes; the next group request
+// for one of its groups (or a ListGroups) wakes the partition and waits
+// for the coordinator, loaded from the log again, as for a handover.
+// __transaction_state never sleeps: the transaction coordinator keeps
+// timers of its own.
 
 import (
 	"context"
@@ -60,7 +65,7 @@ func (b *Broker) sleepIdle(ctx context.Context, after time.Duration) {
 	}
 	var todo []idle
 	for _, tp := range b.allTopics() {
-		if tp.name == offsetsTopic || tp.name == txnStateTopic {
+		if tp.name == txnStateTopic {
 			continue
 		}
 		ti := md.Topics[tp.name]
@@ -71,11 +76,18 @@ func (b *Broker) sleepIdle(ctx context.Context, after time.Duration) {
 			if p == nil || !p.Replicated() || i >= len(ti.Partitions) || !p.IsLeader() || !p.IdleFor(after, now) {
 				continue
 			}
+			if tp.name == offsetsTopic && !b.coordinatorQuiet(int32(i), p) {
+				continue
+			}
 			// Not while a reassignment runs, nor before the placer
 			// hands leadership back to a live preferred replica (a
-			// dormant group keeps the leader it slept with).
+			// dormant group keeps the leader it slept with). An
+			// offsets partition's leadership goes back only minutes
+			// later (coordinatorLeaderDelay), and a quiet coordinator
+			// has no members to move: it sleeps where it is.
 			a := ti.Partitions[i]
-			if a.Target != nil || len(a.Replicas) > 1 && a.Replicas[0] != b.cfg.NodeID && md.Brokers[a.Replicas[0]].Alive {
+			notPreferred := len(a.Replicas) > 1 && a.Replicas[0] != b.cfg.NodeID && md.Brokers[a.Replicas[0]].Alive
+			if a.Target != nil || notPreferred && tp.name != offsetsTopic {
 				continue
 			}
 			todo = append(todo, idle{tp.name, i, p})

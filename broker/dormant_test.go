@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -15,9 +16,28 @@ import (
 // SIGKILLed while it leads dormant partitions has them elect elsewhere
 // and the writes go on; once the writes stop the groups sleep, a reader
 // gets every acknowledged record from the dormant leaders without waking
-// them, and nothing acknowledged is lost, duplicated or reordered.
+// them, and nothing acknowledged is lost, duplicated or reordered. The
+// offsets partitions sleep too while no group has a member: a consumer
+// group wakes them, commits, and once it has left they sleep again, and
+// ListGroups and OffsetFetch still find the group and its offsets.
 func TestClusterDormantPartitions(t *testing.T) {
 	bs, _, seeds, ctx := startClusterFor(t, 3, 5*time.Minute, "--replica-dormant-after", "1s")
+	waitCoordinators(t, bs)
+	// Each broker's dormant replicas, once all sleep: the topic's three
+	// and its replicas of __consumer_offsets.
+	want := map[int]float64{}
+	md, err := metadataFrom(ctx, seeds[0], "__consumer_offsets")
+	if err != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) == 0 {
+		t.Fatalf("metadata of __consumer_offsets: %v", err)
+	}
+	for _, p := range md.Topics[0].Partitions {
+		for _, r := range p.Replicas {
+			want[int(r)]++
+		}
+	}
+	for _, b := range bs {
+		want[b.ID] += 3
+	}
 	const topic = "dormant"
 	createTopic(t, ctx, seeds, topic, 3, 3)
 	waitLeaders(t, ctx, seeds, topic, 3)
@@ -41,8 +61,8 @@ func TestClusterDormantPartitions(t *testing.T) {
 			ok := true
 			for _, b := range among {
 				n, _, _ := dormant(b)
-				got = append(got, fmt.Sprintf("broker %d: %v", b.ID, n))
-				ok = ok && n == 3
+				got = append(got, fmt.Sprintf("broker %d: %v of %v", b.ID, n, want[b.ID]))
+				ok = ok && n == want[b.ID]
 			}
 			if !ok {
 				return "dormant partitions " + strings.Join(got, ", ")
@@ -87,8 +107,66 @@ func TestClusterDormantPartitions(t *testing.T) {
 	}
 	load.finishAndCheck(ctx, t, seeds, topic)
 	for _, b := range bs {
-		if n, _, _ := dormant(b); n != 3 {
-			t.Fatalf("broker %d has %v dormant partitions after the topic was read, want 3: a read woke a partition", b.ID, n)
+		if n, _, _ := dormant(b); n != want[b.ID] {
+			t.Fatalf("broker %d has %v dormant partitions after the topic was read, want %v: a read woke a partition", b.ID, n, want[b.ID])
+		}
+	}
+
+	// A consumer group on the sleeping offsets partitions.
+	const group = "dormant-readers"
+	for _, b := range bs {
+		_, _, w := dormant(b)
+		wakes -= w
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for read < 1000 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("the group read %d records: %v", read, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Logf("fetch %s/%d: %v", tp, p, err) })
+		read += fs.NumRecords()
+	}
+	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("commit on a woken offsets partition: %v", err)
+	}
+	committed := cl.CommittedOffsets()
+	cl.Close() // leaves the group
+	for _, b := range bs {
+		_, _, w := dormant(b)
+		wakes += w
+	}
+	if wakes < 1 {
+		t.Fatal("the consumer group worked without any partition waking: its offsets partition did not sleep")
+	}
+	allAsleep("every partition asleep once the group left", bs)
+	acl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(acl)
+	defer adm.Close()
+	groups, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := groups[group]; !ok {
+		t.Fatalf("ListGroups with the offsets partitions asleep: %v, want %s among them", groups.Groups(), group)
+	}
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tp, ps := range committed {
+		for p, o := range ps {
+			if got, ok := offs.Lookup(tp, p); !ok || got.At != o.Offset {
+				t.Fatalf("offset of %s/%d fetched from a sleeping coordinator: %v, %v; committed %d", tp, p, got.At, ok, o.Offset)
+			}
 		}
 	}
 }

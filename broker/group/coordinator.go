@@ -335,6 +335,26 @@ func (c *Coordinator) janitor(tick time.Duration) {
 	}
 }
 
+// Quiet reports whether everything the coordinator holds is in its
+// store: no group has a member, a pending member or a rebalance, and no
+// group metadata waits to be saved. A coordinator that is quiet loses
+// nothing by closing and loading its groups from the log again later,
+// which is what lets its offsets partition sleep (see the broker's
+// dormant.go).
+func (c *Coordinator) Quiet() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed || c.mu.paused || len(c.mu.unsaved) > 0 {
+		return false
+	}
+	for _, g := range c.mu.groups {
+		if g.hasDeadlines() {
+			return false
+		}
+	}
+	return true
+}
+
 // kickJanitor restarts the janitor's ticker if it stopped; call it after
 // a change that may have given a group a deadline, outside mu or in it.
 func (c *Coordinator) kickJanitor() {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -337,8 +338,14 @@ func TestStaticMemberLeaveAndExpiry(t *testing.T) {
 
 func TestLeaveGroup(t *testing.T) {
 	bubble(t, nil, func(t *testing.T, h *harness) {
+		if !h.c.Quiet() {
+			t.Fatal("a coordinator without groups is not quiet")
+		}
 		a, b := h.client("g", "a"), h.client("g", "b")
 		h.rebalance(a, b)
+		if h.c.Quiet() {
+			t.Fatal("quiet with two members")
+		}
 
 		leave := func(version int16, memberID string) *kmsg.LeaveGroupResponse {
 			r := kmsg.NewPtrLeaveGroupRequest()
@@ -364,6 +371,10 @@ func TestLeaveGroup(t *testing.T) {
 		wantCode(t, "leave a", leave(0, a.memberID).ErrorCode, nil)
 		if d := h.describe("g"); d.State != "Empty" || len(d.Members) != 0 || d.ProtocolType != "consumer" {
 			t.Fatalf("after last leave: %+v", d)
+		}
+		synctest.Wait() // the persister saves the empty group
+		if !h.c.Quiet() {
+			t.Fatal("not quiet once the last member left and the group was saved")
 		}
 		wantCode(t, "empty group id", func() int16 {
 			r := kmsg.NewPtrLeaveGroupRequest()
