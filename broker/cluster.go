@@ -666,6 +666,11 @@ func (b *Broker) findClusterCoordinator(listener, key string, resp *kmsg.FindCoo
 		resp.ErrorMessage = &msg
 		return
 	}
+	i := groupPartition(key, len(ti.Partitions))
+	// The group's partition asleep with this broker as leader: its
+	// election starts now, so that awaitElection waits for it rather
+	// than for nothing.
+	b.wakeDormant(offsetsTopic, i)
 	c, _ := b.localCoordinator(key)
-	b.answerCoordinator(listener, resp, c != nil, offsetsTopic, groupPartition(key, len(ti.Partitions)), "the group's")
+	b.answerCoordinator(listener, resp, c != nil, offsetsTopic, i, "the group's")
 }

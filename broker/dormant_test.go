@@ -123,13 +123,16 @@ func TestClusterDormantPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := 0
+	read, started := 0, time.Now()
 	for read < 1000 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			t.Fatalf("the group read %d records: %v", read, err)
 		}
 		fs.EachError(func(tp string, p int32, err error) { t.Logf("fetch %s/%d: %v", tp, p, err) })
+		if read == 0 && fs.NumRecords() > 0 {
+			t.Logf("the group's member got its first records %v after it started, its offsets partition asleep", time.Since(started).Round(time.Millisecond))
+		}
 		read += fs.NumRecords()
 	}
 	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
